@@ -1,0 +1,86 @@
+// Evaluator: the daemon's entry to candidate evaluation. It owns one worker slot per device, a
+// bounded job queue, and the supervision of the sandboxed worker processes (htam-eval-worker):
+// a crash, hang or runaway candidate kills only its worker, which is restarted; the job gets an
+// outcome class (CompileError, Crash, Timeout, ResourceLimit, Incorrect, Nondeterministic, ...).
+// Thread-safety: every public method is safe for concurrent use. Callbacks run on the evaluator's
+// slot threads (one per device); they must not block for long and must not call Shutdown().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/config/config.h"
+#include "daemon/util/status.h"
+#include "htam/schema/htg_generated.h"
+#include "htam/schema/protocol_generated.h"
+
+namespace htam::eval {
+
+// One candidate to evaluate on one backend.
+struct EvalJob {
+  uint64_t job_id = 0;
+  std::string task_dir;    // configs/tasks/<name> (holds task.json and references)
+  std::string backend;     // "cpu", "cuda", "hip"
+  std::string arch;        // "" = any device of that backend; else e.g. "sm_90", "x86_64"
+  std::string language;    // "" = the backend's language; else must match it ("cpp", "cuda")
+  std::string source;      // the candidate's source text (hostile input)
+};
+
+struct EvalResult {
+  uint64_t job_id = 0;
+  fb::OutcomeStatus status = fb::OutcomeStatus::InfraError;
+  std::string diagnostics;     // compiler output, gate failure reason, crash signal, ...
+  double median_us = 0;        // candidate, per call, over `repetitions` timed calls
+  double spread_us = 0;        // interquartile range
+  uint32_t repetitions = 0;
+  double baseline_us = 0;      // the task's reference, timed the same way in the same worker
+  double speedup = 0;          // baseline_us / median_us (0 unless Ok)
+  fb::ProfileT profile;        // sol_fraction, clocks, registers... (-1 where unknown)
+  std::string candidate_hash;  // hex content hash of language + source
+  std::string device;          // device name the job ran on
+  std::string arch;            // its arch
+  double wall_ms = 0;          // compile + verify + time, as seen by the evaluator
+};
+
+// All fields default from the `eval` section of the configuration table (options.inc).
+struct EvalOptions {
+  // Directory of backend plugins (libhtam_backend_*.so). Empty = next to the worker binary's
+  // ../backends/<name>/ in a build tree, then the worker's directory.
+  std::string plugin_dir;
+  std::string worker_path;     // htam-eval-worker; empty = found next to the running binary
+  std::vector<std::string> backends;  // which plugins to start ("cpu", "cuda"); empty = all found
+  std::string cache_dir;       // compile cache; empty = <data_dir>/eval-cache
+  std::string scratch_dir;     // parent of the workers' private temp dirs; empty = /tmp
+  std::string sdk_include_dir; // holds htam/kernel_abi.h; empty = <source root>/sdk/include
+  Config config = Config::Defaults();  // everything else (timeouts, limits, counts) from `eval.*`
+
+  static EvalOptions FromConfig(const Config& config);
+};
+
+class Evaluator {
+ public:
+  // Finds plugins, spawns one worker per device of every backend that can run here.
+  static Result<std::unique_ptr<Evaluator>> Start(const EvalOptions& options);
+  virtual ~Evaluator() = default;
+
+  // Non-blocking. `done` is called exactly once (also on Shutdown, with InfraError).
+  // ResourceExhausted when the queue is full (busy); Unavailable when no worker serves
+  // backend/arch; InvalidArgument for an unknown task dir or a language mismatch.
+  virtual Status Submit(EvalJob job, std::function<void(EvalResult)> done) = 0;
+
+  // Blocking convenience for tools and tests.
+  virtual Result<EvalResult> Evaluate(EvalJob job) = 0;
+
+  virtual std::vector<fb::DeviceInfoT> Devices() = 0;
+  virtual std::vector<std::string> Backends() = 0;
+  // INFO-style section: "# evaluation" then "key: value" lines (queue depth, jobs by class,
+  // worker restarts, per-device busy/idle, sandbox features in effect).
+  virtual std::string StatusText() = 0;
+  // Stops accepting jobs, fails queued ones with InfraError, kills workers. Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace htam::eval
