@@ -1,0 +1,225 @@
+"""Command line of htam-agent.
+
+    htam-agent run --task NAME [--proposer llm|replay] [--budget N] [--backend B] ...
+    htam-agent import-lineage TASK_DIR... [--backend B] [--recorded]
+    htam-agent quality [--tasks-dir DIR] [--seeds N] ...      (the memory-quality benchmark)
+
+`run` is the default: `htam-agent --task relu` works too. Exit status: 0 on success, 1 when the
+session or import failed, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import List, Optional
+
+from . import __version__
+from .daemon import DEFAULT_ENDPOINT, DaemonError, connect
+from .lineage import LineageError, load_task
+
+SUBCOMMANDS = ("run", "import-lineage", "quality")
+
+
+def _flush_print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def gpu_present() -> bool:
+    """True when nvidia-smi lists a GPU (used to pick the best backend present)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        r = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
+def choose_backend(requested: str, offered: List[str], lineages: List[str]) -> str:
+    """The backend to use: the requested one, else the best the daemon offers (cuda, hip, cpu)
+    for which the task has what the proposer needs."""
+    if requested and requested != "auto":
+        return requested
+    for b in ("cuda", "hip", "cpu"):
+        if (not offered or b in offered) and (not lineages or b in lineages):
+            if b == "cuda" and not gpu_present():
+                continue
+            return b
+    return "cpu"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint", default=os.environ.get("HTAM_ENDPOINT", DEFAULT_ENDPOINT),
+                   help="htamd endpoint (env HTAM_ENDPOINT; default %(default)s)")
+    p.add_argument("--server-key", default=os.environ.get("HTAM_SERVER_KEY", ""),
+                   help="server public key (Z85) when htamd requires CURVE")
+    p.add_argument("--client-key-file", default=os.environ.get("HTAM_CLIENT_KEY_FILE", ""),
+                   help="client key pair file (htam-keygen) when htamd requires CURVE")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="seconds to wait for one daemon answer (evaluations included)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="htam-agent", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", action="version", version=f"htam-agent {__version__}")
+    sub = ap.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="run an optimization session on a task")
+    _common(run)
+    run.add_argument("--task", required=True, help="task name (a folder of --tasks-dir)")
+    run.add_argument("--tasks-dir", default=os.environ.get("HTAM_TASKS_DIR", "configs/tasks"),
+                     help="task suite folder (specification and lineage; default %(default)s)")
+    run.add_argument("--backend", default="auto",
+                     help="cpu, cuda, hip or auto: the best the daemon offers (default)")
+    run.add_argument("--arch", default="", help="device architecture to ask for (e.g. sm_90)")
+    run.add_argument("--budget", type=int, default=6, help="steps (submissions; default 6)")
+    run.add_argument("--proposer", choices=("llm", "replay"), default="llm")
+    run.add_argument("--recorded", action="store_true",
+                     help="replay only: report the lineage's measured outcomes (Record) instead "
+                          "of evaluating the variants")
+    run.add_argument("--no-fallback", action="store_true",
+                     help="replay only: do not fall back to the next-ranked direction when the "
+                          "lineage has no variant for the memory's choice")
+    run.add_argument("--session", type=int, default=0, help="resume this session id")
+    run.add_argument("--json", dest="json_out", default="",
+                     help="also write the session report as JSON to this file")
+    llm = run.add_argument_group("model (OpenAI-compatible chat completions)")
+    llm.add_argument("--llm-base-url", default=None,
+                     help="e.g. http://127.0.0.1:8000/v1 (env HTAM_LLM_BASE_URL)")
+    llm.add_argument("--llm-model", default=None, help="model name (env HTAM_LLM_MODEL)")
+    llm.add_argument("--llm-api-key", default=None, help="API key (env HTAM_LLM_API_KEY)")
+    llm.add_argument("--temperature", type=float, default=None)
+    llm.add_argument("--max-tokens", type=int, default=None)
+    llm.add_argument("--llm-timeout", type=float, default=None, help="seconds per request")
+    llm.add_argument("--llm-retries", type=int, default=None, help="retries of transient errors")
+    llm.add_argument("--max-repairs", type=int, default=1,
+                     help="repair attempts in a row after a compile error or wrong result")
+
+    imp = sub.add_parser("import-lineage", help="walk lineages through the daemon into memory")
+    _common(imp)
+    imp.add_argument("task_dirs", nargs="+", help="task folders (holding task.json + lineage)")
+    imp.add_argument("--backend", action="append", default=[],
+                     help="import only this backend's lineage (repeatable; default all present)")
+    imp.add_argument("--recorded", action="store_true",
+                     help="record the lineage's measured outcomes (unverified) instead of "
+                          "evaluating each variant; for backends this host does not have")
+    imp.add_argument("--strict", action="store_true",
+                     help="exit 1 when an outcome differs from what the lineage expects")
+
+    q = sub.add_parser("quality", help="the memory-quality benchmark (leave-one-task-out)",
+                       add_help=False)
+    q.add_argument("rest", nargs=argparse.REMAINDER)
+    return ap
+
+
+def _llm_proposer(args):
+    from .llm import ChatClient, LLMConfig
+    from .proposers import LLMProposer
+    cfg = LLMConfig.from_env(base_url=args.llm_base_url, model=args.llm_model,
+                             api_key=args.llm_api_key, temperature=args.temperature,
+                             max_tokens=args.max_tokens, timeout_s=args.llm_timeout,
+                             max_retries=args.llm_retries)
+    return LLMProposer(ChatClient(cfg, log=_flush_print), max_repairs=args.max_repairs), cfg.model
+
+
+def cmd_run(args) -> int:
+    from .agent import final_table, run_session
+    from .proposers import ReplayProposer
+    task_dir = os.path.join(args.tasks_dir, args.task)
+    task = None
+    if os.path.exists(os.path.join(task_dir, "task.json")):
+        task = load_task(task_dir)
+    elif args.proposer == "replay":
+        print(f"htam-agent: no task folder {task_dir} (the replay proposer needs its lineage)",
+              file=sys.stderr)
+        return 2
+    daemon = connect(args.endpoint, timeout_s=args.timeout, server_public_key=args.server_key,
+                     client_key_file=args.client_key_file)
+    try:
+        hello = daemon.hello()
+        backend = choose_backend(args.backend, list(hello.get("backends") or []),
+                                 sorted(task.lineages) if (task and args.proposer == "replay")
+                                 else [])
+        model = ""
+        if args.proposer == "replay":
+            if backend not in task.lineages:
+                print(f"htam-agent: task {task.name} has no {backend} lineage to replay "
+                      f"(it has: {', '.join(sorted(task.lineages)) or 'none'})", file=sys.stderr)
+                return 2
+            proposer = ReplayProposer(task, task.lineages[backend],
+                                      fallback=not args.no_fallback)
+            model = "replay"
+        else:
+            proposer, model = _llm_proposer(args)
+        spec = task.spec_text() if task else ""
+        report = run_session(daemon, args.task, backend, proposer, args.budget, arch=args.arch,
+                             model=model, recorded=args.recorded, spec_text=spec,
+                             out=_flush_print, session_id=args.session)
+    except DaemonError as e:
+        print(f"htam-agent: {e}", file=sys.stderr)
+        return 1
+    finally:
+        daemon.close_connection()
+    print("\n" + final_table(report), flush=True)
+    if args.json_out:
+        from dataclasses import asdict
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(asdict(report), f, indent=1)
+    return 0
+
+
+def cmd_import(args) -> int:
+    from .importer import ImportReport, import_task
+    daemon = connect(args.endpoint, timeout_s=args.timeout, server_public_key=args.server_key,
+                     client_key_file=args.client_key_file)
+    report = ImportReport()
+    try:
+        for d in args.task_dirs:
+            try:
+                task = load_task(d)
+            except LineageError as e:
+                print(f"htam-agent: {e}", file=sys.stderr)
+                report.skipped.append(str(e))
+                continue
+            if not task.lineages:
+                print(f"{task.name}: no lineage, nothing to import", flush=True)
+                continue
+            import_task(daemon, task, backends=args.backend or None, recorded=args.recorded,
+                        out=_flush_print, report=report)
+    except DaemonError as e:
+        print(f"htam-agent: {e}", file=sys.stderr)
+        return 1
+    finally:
+        daemon.close_connection()
+    print(f"imported {len(report.steps)} steps in {len(report.sessions)} sessions; "
+          f"{len(report.disagreements)} differ from their lineage; "
+          f"{len(report.skipped)} skipped", flush=True)
+    for s in report.skipped:
+        print(f"  skipped: {s}")
+    if not report.steps and report.skipped:
+        return 1
+    if args.strict and report.disagreements:
+        return 1
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["run"] + argv
+    if argv and argv[0] == "quality":
+        from .quality import main as quality_main
+        return quality_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "import-lineage":
+        return cmd_import(args)
+    build_parser().print_help()
+    return 2
