@@ -1,0 +1,116 @@
+// The codec accepts well-formed requests and refuses every malformed one without reading out of
+// bounds (the fuzz target in tests/fuzz/ explores the rest).
+#include "daemon/server/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace htam::server {
+namespace {
+
+std::string HelloFrame(uint64_t rid, uint16_t version = 1) {
+  fb::HelloT hello;
+  hello.client = "test";
+  fb::EnvelopeT env;
+  env.version = version;
+  env.request_id = rid;
+  env.body.Set(std::move(hello));
+  return Encode(env);
+}
+
+Decoded DecodeBytes(const std::string& bytes, CodecLimits limits = {}) {
+  AlignedFrame f;
+  f.Assign(bytes.data(), bytes.size());
+  return DecodeRequest(f, limits);
+}
+
+TEST(CodecTest, AcceptsAWellFormedRequest) {
+  Decoded d = DecodeBytes(HelloFrame(42));
+  ASSERT_TRUE(d.ok) << d.message;
+  EXPECT_EQ(d.request_id, 42u);
+  EXPECT_EQ(d.envelope->body_type(), fb::Body::Hello);
+  EXPECT_EQ(d.envelope->body_as_Hello()->client()->str(), "test");
+}
+
+TEST(CodecTest, RefusesGarbageEmptyAndForeignBuffers) {
+  EXPECT_EQ(DecodeBytes("").error, fb::ErrorCode::Malformed);
+  EXPECT_EQ(DecodeBytes("hello world, not a flatbuffer").error, fb::ErrorCode::Malformed);
+  std::string other = HelloFrame(1);
+  other[4] = 'X';  // file identifier
+  EXPECT_EQ(DecodeBytes(other).error, fb::ErrorCode::Malformed);
+}
+
+TEST(CodecTest, TruncationsAreRefusedOrLoseOnlyPadding) {
+  std::string full = HelloFrame(7);
+  size_t refused = 0;
+  for (size_t n = 0; n < full.size(); ++n) {
+    Decoded d = DecodeBytes(full.substr(0, n));
+    if (!d.ok) {
+      refused++;
+      continue;
+    }
+    // Only trailing alignment padding may go: the content must be intact.
+    EXPECT_EQ(d.envelope->body_as_Hello()->client()->str(), "test") << "prefix " << n;
+  }
+  EXPECT_GE(refused, full.size() - 4);
+}
+
+TEST(CodecTest, WrongVersionIsNamedAndKeepsTheRequestId) {
+  Decoded d = DecodeBytes(HelloFrame(9, 2));
+  EXPECT_EQ(d.error, fb::ErrorCode::UnsupportedVersion);
+  EXPECT_EQ(d.request_id, 9u);
+  EXPECT_NE(d.message.find("speaks 1"), std::string::npos);
+}
+
+TEST(CodecTest, RepliesAreNotRequests) {
+  fb::StatusReplyT reply;
+  reply.text = "x";
+  Decoded d = DecodeBytes(EncodeReply(5, std::move(reply)));
+  EXPECT_EQ(d.error, fb::ErrorCode::UnknownMessage);
+  EXPECT_EQ(d.request_id, 5u);
+}
+
+TEST(CodecTest, EnforcesSizeLimits) {
+  CodecLimits limits;
+  limits.max_message_bytes = 16;
+  EXPECT_EQ(DecodeBytes(HelloFrame(1), limits).error, fb::ErrorCode::Malformed);
+  limits = CodecLimits{};
+  limits.max_source_bytes = 10;
+  fb::SubmitT submit;
+  submit.source = std::string(11, 'x');
+  Decoded d = DecodeBytes(EncodeReply(3, std::move(submit)), limits);
+  EXPECT_EQ(d.error, fb::ErrorCode::InvalidArgument);
+  EXPECT_NE(d.message.find("source"), std::string::npos);
+}
+
+TEST(CodecTest, RandomMutationsNeverCrash) {
+  std::mt19937 rng(1234);
+  std::string base = HelloFrame(77);
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string m = base;
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) m[rng() % m.size()] = static_cast<char>(rng());
+    Decoded d = DecodeBytes(m);
+    if (d.ok) {
+      accepted++;
+      // A verified envelope is safe to read entirely.
+      std::unique_ptr<fb::EnvelopeT> copy(d.envelope->UnPack());
+      EXPECT_NE(copy, nullptr);
+    }
+  }
+  EXPECT_LT(accepted, 20000);
+}
+
+TEST(CodecTest, ErrorsRoundTrip) {
+  std::string e = EncodeError(11, fb::ErrorCode::Busy, "later");
+  auto env = fb::GetEnvelope(e.data());
+  ASSERT_EQ(env->body_type(), fb::Body::Error);
+  EXPECT_EQ(env->request_id(), 11u);
+  EXPECT_EQ(env->body_as_Error()->code(), fb::ErrorCode::Busy);
+  EXPECT_EQ(ErrorCodeFor(Status::NotFound("x")), fb::ErrorCode::NotFound);
+}
+
+}  // namespace
+}  // namespace htam::server

@@ -1,0 +1,152 @@
+// RunDaemon: data directory lock, memory, evaluator, server, signals (handlers only set a flag).
+#include "daemon/server/run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "daemon/memory/memory.h"
+#include "daemon/server/server.h"
+#include "daemon/util/log.h"
+#ifdef HTAM_SERVER_HAVE_EVAL
+#include "daemon/eval/evaluator.h"
+#endif
+
+namespace htam {
+
+namespace {
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void HandleStopSignal(int) { g_stop.store(true); }
+
+void InstallSignalHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = HandleStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+}  // namespace
+
+namespace server {
+
+Result<std::unique_ptr<PidLock>> PidLock::Acquire(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError("cannot open lock file " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {0};
+    ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    ::close(fd);
+    std::string other = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+    while (!other.empty() && (other.back() == '\n' || other.back() == ' ')) other.pop_back();
+    return Status::FailedPrecondition("another htamd (pid " + other + ") holds " + path +
+                                      "; two daemons never open the same store");
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    ::close(fd);
+    return Status::IOError("cannot write lock file " + path);
+  }
+  ::fsync(fd);
+  return std::unique_ptr<PidLock>(new PidLock(fd, path));
+}
+
+PidLock::~PidLock() {
+  ::unlink(path_.c_str());  // still holding the lock: nobody can race in between
+  ::close(fd_);
+}
+
+}  // namespace server
+
+int RunDaemon(const Config& config) {
+  const std::string log_file = config.GetString("general.log_file");
+  if (!log_file.empty() && !SetLogFile(log_file)) {
+    HTAM_LOG(kError, "htamd") << "cannot open log file " << log_file;
+    return 1;
+  }
+  const std::string data_dir = config.GetString("general.data_dir");
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    HTAM_LOG(kError, "htamd") << "cannot create data directory " << data_dir << ": " << ec.message();
+    return 1;
+  }
+  auto lock = server::PidLock::Acquire(data_dir + "/" + config.GetString("server.lock_file"));
+  if (!lock.ok()) {
+    HTAM_LOG(kError, "htamd") << lock.status().message();
+    return 1;
+  }
+  InstallSignalHandlers();
+  HTAM_LOG(kInfo, "htamd") << "htamd " << HTAM_VERSION << " starting, pid " << ::getpid()
+                           << ", data directory " << data_dir;
+  for (const auto& [name, source] : config.sources())
+    HTAM_LOG(kInfo, "htamd") << "option " << name << " = " << config.GetString(name) << " ("
+                             << source << ")";
+
+  auto memory = memory::Memory::Open(memory::MemoryOptions::FromConfig(config));
+  if (!memory.ok()) {
+    HTAM_LOG(kError, "htamd") << "cannot open the memory: " << memory.status().ToString();
+    return 1;
+  }
+  server::Services services;
+  services.memory = memory->get();
+#ifdef HTAM_SERVER_HAVE_EVAL
+  std::unique_ptr<eval::Evaluator> evaluator;
+  {
+    auto ev = eval::Evaluator::Start(eval::EvalOptions::FromConfig(config));
+    if (ev.ok()) {
+      evaluator = std::move(*ev);
+      services.evaluator = evaluator.get();
+      HTAM_LOG(kInfo, "htamd") << "evaluation: " << evaluator->Backends().size() << " backend(s), "
+                               << evaluator->Devices().size() << " device(s)";
+    } else {
+      HTAM_LOG(kWarn, "htamd") << "evaluation unavailable (Submit will be refused): "
+                               << ev.status().ToString();
+    }
+  }
+#else
+  HTAM_LOG(kWarn, "htamd") << "built without the evaluator: Submit will be refused";
+#endif
+
+  int code = 0;
+  {
+    server::Server srv(server::ServerOptions::FromConfig(config), services);
+    srv.StopWhen(&g_stop);
+    Status st = srv.Start();
+    if (!st.ok()) {
+      HTAM_LOG(kError, "htamd") << st.ToString();
+      code = 1;
+    } else {
+      st = srv.Run();
+      if (!st.ok()) {
+        HTAM_LOG(kError, "htamd") << st.ToString();
+        code = 1;
+      }
+    }
+  }
+#ifdef HTAM_SERVER_HAVE_EVAL
+  if (evaluator) evaluator->Shutdown();
+  evaluator.reset();
+#endif
+  Status snap = (*memory)->SnapshotIndexes();
+  if (!snap.ok()) {
+    HTAM_LOG(kWarn, "htamd") << "index snapshot at exit: " << snap.ToString();
+  }
+  memory->reset();
+  HTAM_LOG(kInfo, "htamd") << (g_stop.load() ? "signal received, " : "") << "exiting with code " << code;
+  return code;
+}
+
+}  // namespace htam
