@@ -38,6 +38,7 @@ def status_value(slug: str) -> int:
 class StrategyView:
     id: int = 0
     name: str = ""
+    direction_id: int = 0
     title: str = ""
     description: str = ""
     code_pattern: str = ""
@@ -47,7 +48,9 @@ class StrategyView:
     success_rate: float = 0.0
     mean_gain: float = 0.0
     uses: int = 0
+    successes: int = 0
     example_source: str = ""
+    backends: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -137,3 +140,12 @@ class Proposal:
     tokens_out: int = 0
     variant_id: str = ""                 # lineage variant replayed, if any
     recorded: Optional[OutcomeView] = None  # known outcome (replay without evaluation)
+
+
+# The seed taxonomy's direction slugs (configs/seed_taxonomy.json uses exactly these).
+DIRECTION_SLUGS = [
+    "global-memory-access", "on-chip-reuse-tiling", "shared-memory-banks", "fusion",
+    "reductions-scans", "parallel-mapping-occupancy", "latency-hiding",
+    "compute-throughput-precision", "control-flow", "algorithmic", "launch-overhead",
+    "architecture-specific", "parameter-tuning",
+]

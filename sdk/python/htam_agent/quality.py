@@ -1,0 +1,505 @@
+"""htam-bench quality: does the memory find a task's best variant in fewer steps?
+
+Leave-one-task-out over the task suite, on recorded outcomes (no GPU needed):
+
+  for each task T with a usable lineage (every correct variant has a measured speedup):
+    memory M_T = a fresh store into which the lineages of every OTHER task are recorded
+    for each budget (6, 12), seed, policy:
+      a session on T: each step the policy picks a direction; the replay world answers with the
+      variant T's lineage has for that direction from the current best (its recorded outcome),
+      or, when it has none, a no-op (no gain: what an agent gets from a direction with nothing
+      to offer); daemon-backed policies learn each outcome through Record, as in real use.
+
+Policies compared:
+  full        htamd's policy on M_T (transition attention + strategies)
+  empty       htamd's policy on an empty store (cold start: seed priors only)
+  no-history  htamd's policy on M_T with memory.history_weight = 0
+  flat        strategies of M_T ranked by text similarity to the task and measured effect, with
+              no directions, transitions or state (client-side over Query)
+  ucb         per-task UCB1 bandit over directions, nothing transferred (client-side)
+  random      a uniformly random direction each step (client-side)
+
+Metrics (per policy and budget, medians over tasks and seeds): steps to reach the lineage's best
+variant (not reached = budget + 1), best speedup at the budget relative to the lineage's best,
+share of steps wasted on failures (compile error, crash, incorrect, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .daemon import Daemon, DaemonError
+from .htamd import HtamdProcess, find_htamd
+from .importer import import_task
+from .lineage import ROOT, Lineage, Task, Variant, discover_tasks
+from .model import DIRECTION_SLUGS, OutcomeView, StrategyView
+
+DAEMON_POLICIES = ("full", "empty", "no-history")
+ALL_POLICIES = ("full", "empty", "no-history", "flat", "ucb", "random")
+FAILURES = {"compile_error", "crash", "timeout", "resource_limit", "incorrect",
+            "nondeterministic"}
+
+
+# ---------------------------------------------------------------- the replay world
+
+class World:
+    """A held-out task's lineage answering directions with recorded outcomes."""
+
+    def __init__(self, lineage: Lineage, rng: random.Random):
+        self.lineage = lineage
+        self.rng = rng
+        self.node = ROOT
+        self.best = 1.0
+        self.tried = set()
+        self.target = lineage.best_speedup()
+
+    def act(self, direction: str) -> Tuple[Optional[Variant], OutcomeView]:
+        cands = [v for v in self.lineage.children(self.node)
+                 if v.direction == direction and v.id not in self.tried]
+        if not cands:
+            return None, OutcomeView(status="ok", speedup=self.best, best_speedup=self.best,
+                                     verified=False,
+                                     diagnostics=f"no applicable change under {direction}")
+        v = self.rng.choice(cands)
+        self.tried.add(v.id)
+        if v.ok and v.speedup > self.best:
+            self.node, self.best = v.id, v.speedup
+        return v, OutcomeView(status=v.status, speedup=v.speedup if v.ok else 0.0,
+                              best_speedup=self.best, verified=False,
+                              median_us=float(v.measured.get("median_us", 0.0) or 0.0))
+
+    @property
+    def reached(self) -> bool:
+        return self.best >= self.target * (1 - 1e-6)
+
+
+def usable(lineage: Lineage) -> bool:
+    """Recorded outcomes exist for every correct variant, and some variant beats the reference."""
+    oks = [v for v in lineage.variants if v.expected in ("ok", "slower")]
+    return bool(oks) and all(v.speedup > 0 for v in oks) and lineage.best_speedup() > 1.0
+
+
+# ---------------------------------------------------------------- policies
+
+class Policy:
+    name = "policy"
+
+    def begin(self, task: Task, lineage: Lineage, budget: int) -> None:
+        pass
+
+    def choose(self, step: int) -> str:
+        raise NotImplementedError
+
+    def feedback(self, direction: str, variant: Optional[Variant], outcome: OutcomeView,
+                 before: float) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+class RandomPolicy(Policy):
+    name = "random"
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def choose(self, step: int) -> str:
+        return self.rng.choice(DIRECTION_SLUGS)
+
+
+class UCBPolicy(Policy):
+    """UCB1 over directions within one session: reward = log gain over the session best (0 for
+    no gain or failure). Untried directions first, in a seeded random order."""
+    name = "ucb"
+
+    def __init__(self, rng: random.Random, c: float = math.sqrt(2)):
+        self.rng, self.c = rng, c
+
+    def begin(self, task, lineage, budget):
+        self.order = list(DIRECTION_SLUGS)
+        self.rng.shuffle(self.order)
+        self.n = {d: 0 for d in self.order}
+        self.total = {d: 0.0 for d in self.order}
+        self.t = 0
+
+    def choose(self, step):
+        for d in self.order:
+            if self.n[d] == 0:
+                return d
+        return max(self.order, key=lambda d: self.total[d] / self.n[d]
+                   + self.c * math.sqrt(math.log(self.t) / self.n[d]))
+
+    def feedback(self, direction, variant, outcome, before):
+        self.t += 1
+        self.n[direction] += 1
+        if outcome.ok and outcome.speedup > before > 0:
+            self.total[direction] += math.log(outcome.speedup / before)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _bag(text: str) -> Dict[str, float]:
+    bag: Dict[str, float] = {}
+    for w in _WORD.findall(text.lower()):
+        bag[w] = bag.get(w, 0.0) + 1.0
+    return bag
+
+
+def _cosine(a: Dict[str, float], b: Dict[str, float]) -> float:
+    dot = sum(v * b.get(k, 0.0) for k, v in a.items())
+    na = math.sqrt(sum(v * v for v in a.values()))
+    nb = math.sqrt(sum(v * v for v in b.values()))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+class FlatPolicy(Policy):
+    """Flat memory: one list of strategies, no directions, no transitions, no state. Each step
+    takes the best-ranked strategy not yet used (similarity to the task + measured effect) and
+    applies it; the direction is only where that strategy happens to be filed."""
+    name = "flat"
+
+    def __init__(self, strategies: Sequence[StrategyView], direction_names: Dict[int, str],
+                 rng: random.Random):
+        self.strategies = list(strategies)
+        self.names = direction_names
+        self.rng = rng
+
+    def begin(self, task, lineage, budget):
+        query = _bag(f"{task.name} {task.category} {task.description}")
+        ranked = []
+        for s in self.strategies:
+            direction = self.names.get(s.direction_id, "")
+            if not direction:
+                continue
+            sim = _cosine(query, _bag(f"{s.name} {s.title} {s.description} "
+                                      + " ".join(s.preconditions)))
+            rate = (s.successes + 1.0) / (s.uses + 2.0)
+            effect = rate * max(s.mean_gain, 0.0)
+            ranked.append((sim + effect + 1e-6 * self.rng.random(), direction))
+        ranked.sort(reverse=True)
+        self.queue = [d for _, d in ranked]
+
+    def choose(self, step):
+        if self.queue:
+            return self.queue.pop(0)
+        return self.rng.choice(DIRECTION_SLUGS)
+
+
+class DaemonPolicy(Policy):
+    """htamd's policy: NextStep picks the direction; each outcome goes back through Record."""
+
+    def __init__(self, name: str, daemon: Daemon, backend: str):
+        self.name, self.daemon, self.backend = name, daemon, backend
+        self.session = 0
+        self.last_step = None
+
+    def begin(self, task, lineage, budget):
+        self.session = self.daemon.open_session(task.name, self.backend, budget=budget,
+                                                client="htam-bench quality",
+                                                model="replay").session_id
+
+    def choose(self, step):
+        self.last_step = self.daemon.next_step(self.session)
+        return self.last_step.direction
+
+    def feedback(self, direction, variant, outcome, before):
+        did = self.last_step.direction_id if self.last_step else self.daemon.direction_id(direction)
+        summary = variant.annotation() if variant else f"no applicable change under {direction}"
+        source = variant.source() if variant and os.path.exists(variant.path) else ""
+        self.daemon.record(self.session, did, [], summary, outcome, source)
+
+    def end(self):
+        try:
+            self.daemon.close(self.session)
+        except DaemonError:
+            pass
+
+
+# ---------------------------------------------------------------- one run
+
+@dataclass
+class RunResult:
+    task: str
+    backend: str
+    policy: str
+    budget: int
+    seed: int
+    steps_to_best: Optional[int]
+    best: float
+    target: float
+    failures: int
+    noops: int
+    directions: List[str] = field(default_factory=list)
+    error: str = ""
+
+
+def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int) -> RunResult:
+    world = World(lineage, random.Random(seed * 7919 + 17))
+    res = RunResult(task.name, lineage.backend, policy.name, budget, seed, None, 1.0,
+                    world.target, 0, 0)
+    policy.begin(task, lineage, budget)
+    try:
+        for i in range(budget):
+            d = policy.choose(i)
+            before = world.best
+            variant, outcome = world.act(d)
+            policy.feedback(d, variant, outcome, before)
+            res.directions.append(d)
+            if variant is None:
+                res.noops += 1
+            elif outcome.status in FAILURES:
+                res.failures += 1
+            if res.steps_to_best is None and world.reached:
+                res.steps_to_best = i + 1
+    finally:
+        policy.end()
+    res.best = world.best
+    return res
+
+
+# ---------------------------------------------------------------- orchestration
+
+@dataclass
+class BenchConfig:
+    tasks_dir: str
+    htamd: str
+    work: str
+    budgets: List[int]
+    seeds: List[int]
+    policies: List[str]
+    only_tasks: List[str]
+    backend: str
+    cwd: str
+    verbose: bool = False
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def build_memory(cfg: BenchConfig, others: List[Task],
+                 data_dir: str) -> Tuple[Dict[int, str], List[StrategyView]]:
+    """Records the other tasks' lineages into a fresh store; returns what the flat baseline
+    reads from it (direction names by id, every strategy)."""
+    with HtamdProcess(cfg.htamd, data_dir, cfg.tasks_dir, cwd=cfg.cwd) as proc:
+        d = proc.client()
+        try:
+            for t in others:
+                import_task(d, t, recorded=True, out=_log if cfg.verbose else (lambda m: None))
+            return {x.id: x.name for x in d.directions()}, d.strategies(0)
+        finally:
+            d.close_connection()
+
+
+def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, seed) -> RunResult:
+    if os.path.exists(run_dir):
+        shutil.rmtree(run_dir)
+    if base_dir:
+        shutil.copytree(base_dir, run_dir, ignore=shutil.ignore_patterns("*.sock", "*.pid",
+                                                                         "htamd.log"))
+    opts = {"memory.policy_seed": str(seed)}
+    opts.update(options)
+    try:
+        with HtamdProcess(cfg.htamd, run_dir, cfg.tasks_dir, options=opts, cwd=cfg.cwd) as proc:
+            d = proc.client()
+            try:
+                return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed)
+            finally:
+                d.close_connection()
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def run_benchmark(cfg: BenchConfig) -> List[RunResult]:
+    tasks = discover_tasks(cfg.tasks_dir)
+    held: List[Tuple[Task, Lineage]] = []
+    for t in tasks:
+        if cfg.only_tasks and t.name not in cfg.only_tasks:
+            continue
+        for b, lin in sorted(t.lineages.items()):
+            if cfg.backend and b != cfg.backend:
+                continue
+            if usable(lin):
+                held.append((t, lin))
+            else:
+                _log(f"quality: {t.name}/{b}: lineage has no recorded speedups; not held out")
+    if not held:
+        raise SystemExit("quality: no task has a lineage with recorded outcomes to hold out")
+    results: List[RunResult] = []
+    os.makedirs(cfg.work, exist_ok=True)
+    for task, lineage in held:
+        others = [t for t in tasks if t.name != task.name]
+        tag = f"{task.name}-{lineage.backend}"
+        base = os.path.join(cfg.work, tag, "base")
+        t0 = time.monotonic()
+        need_memory = any(p in cfg.policies for p in ("full", "no-history", "flat"))
+        strategies: List[StrategyView] = []
+        names: Dict[int, str] = {}
+        if need_memory:
+            shutil.rmtree(base, ignore_errors=True)
+            names, strategies = build_memory(cfg, others, base)
+        for budget in cfg.budgets:
+            for seed in cfg.seeds:
+                for p in cfg.policies:
+                    run_dir = os.path.join(cfg.work, tag, f"{p}-{budget}-{seed}")
+                    rng = random.Random(seed * 104729 + budget)
+                    try:
+                        if p == "full":
+                            r = _daemon_run(cfg, p, base, run_dir, {}, task, lineage, budget, seed)
+                        elif p == "no-history":
+                            r = _daemon_run(cfg, p, base, run_dir,
+                                            {"memory.history_weight": "0"}, task, lineage,
+                                            budget, seed)
+                        elif p == "empty":
+                            r = _daemon_run(cfg, p, "", run_dir, {}, task, lineage, budget, seed)
+                        elif p == "flat":
+                            r = run_one(FlatPolicy(strategies, names, rng), task, lineage,
+                                        budget, seed)
+                        elif p == "ucb":
+                            r = run_one(UCBPolicy(rng), task, lineage, budget, seed)
+                        elif p == "random":
+                            r = run_one(RandomPolicy(rng), task, lineage, budget, seed)
+                        else:
+                            raise SystemExit(f"quality: unknown policy {p}")
+                    except DaemonError as e:
+                        r = RunResult(task.name, lineage.backend, p, budget, seed, None, 1.0,
+                                      lineage.best_speedup(), 0, 0, error=str(e))
+                        _log(f"quality: {tag} {p} budget {budget} seed {seed}: {e}")
+                    results.append(r)
+                    if cfg.verbose:
+                        _log(f"  {tag} {p:10s} B={budget:2d} seed={seed}: steps "
+                             f"{r.steps_to_best or '-'} best {r.best:.2f}/{r.target:.2f} "
+                             f"fail {r.failures} noop {r.noops} {' '.join(r.directions)}")
+        shutil.rmtree(os.path.join(cfg.work, tag), ignore_errors=True)
+        _log(f"quality: {tag} done in {time.monotonic() - t0:.1f}s")
+    return results
+
+
+# ---------------------------------------------------------------- summary
+
+@dataclass
+class Row:
+    policy: str
+    budget: int
+    runs: int
+    median_steps: float
+    reached: float
+    rel_best: float          # median of best / lineage best
+    geo_speedup: float       # geometric mean of best speedup at the budget
+    waste: float             # mean share of steps that failed
+    noop: float              # mean share of steps with nothing to apply
+    errors: int
+
+
+def summarize(results: List[RunResult]) -> List[Row]:
+    rows = []
+    keys = sorted({(r.policy, r.budget) for r in results},
+                  key=lambda k: (k[1], ALL_POLICIES.index(k[0]) if k[0] in ALL_POLICIES else 99))
+    for policy, budget in keys:
+        rs = [r for r in results if r.policy == policy and r.budget == budget and not r.error]
+        errors = sum(1 for r in results if r.policy == policy and r.budget == budget and r.error)
+        if not rs:
+            rows.append(Row(policy, budget, 0, float("nan"), 0, 0, 0, 0, 0, errors))
+            continue
+        steps = [r.steps_to_best if r.steps_to_best else budget + 1 for r in rs]
+        rows.append(Row(
+            policy, budget, len(rs), statistics.median(steps),
+            sum(1 for r in rs if r.steps_to_best) / len(rs),
+            statistics.median(r.best / r.target for r in rs),
+            math.exp(sum(math.log(max(r.best, 1e-9)) for r in rs) / len(rs)),
+            sum(r.failures for r in rs) / (len(rs) * budget),
+            sum(r.noops for r in rs) / (len(rs) * budget), errors))
+    return rows
+
+
+def markdown(rows: List[Row]) -> str:
+    out = ["| budget | policy | runs | median steps to best | reached best | best / lineage best "
+           "(median) | geo-mean speedup | steps failed | steps with nothing to apply |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        steps = f"{r.median_steps:g}" if r.median_steps <= r.budget else f">{r.budget}"
+        out.append(f"| {r.budget} | {r.policy} | {r.runs}{f' ({r.errors} errors)' if r.errors else ''} "
+                   f"| {steps} | {r.reached:.0%} | {r.rel_best:.2f} | {r.geo_speedup:.2f}x | "
+                   f"{r.waste:.0%} | {r.noop:.0%} |")
+    return "\n".join(out)
+
+
+def verdict(rows: List[Row]) -> str:
+    lines = []
+    for budget in sorted({r.budget for r in rows}):
+        by = {r.policy: r for r in rows if r.budget == budget and r.runs}
+        if "full" not in by:
+            continue
+        baselines = [r for p, r in by.items() if p not in ("full",)]
+        if not baselines:
+            continue
+        best = min(baselines, key=lambda r: r.median_steps)
+        ratio = by["full"].median_steps / best.median_steps
+        lines.append(f"budget {budget}: full policy needs {by['full'].median_steps:g} steps "
+                     f"(median) vs {best.median_steps:g} for the best baseline ({best.policy}): "
+                     f"ratio {ratio:.2f} (target <= 0.6) -> "
+                     f"{'met' if ratio <= 0.6 else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="htam-bench quality", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks-dir", default="configs/tasks")
+    ap.add_argument("--htamd", default="", help="htamd binary (default build/daemon/htamd)")
+    ap.add_argument("--build-dir", default="", help="build folder holding daemon/htamd")
+    ap.add_argument("--budgets", default="6,12")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 1..N (default 5)")
+    ap.add_argument("--policies", default=",".join(ALL_POLICIES))
+    ap.add_argument("--tasks", default="", help="comma-separated held-out tasks (default all)")
+    ap.add_argument("--backend", default="", help="hold out only this backend's lineages")
+    ap.add_argument("--work", default="", help="scratch folder (default: a temporary one)")
+    ap.add_argument("--json", dest="json_out", default="", help="write every run as JSON here")
+    ap.add_argument("--verbose", "-v", action="store_true")
+    args = ap.parse_args(argv)
+    htamd = args.htamd or find_htamd(args.build_dir)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in ALL_POLICIES]
+    if unknown:
+        print(f"htam-bench quality: unknown policies {unknown}; known: {ALL_POLICIES}",
+              file=sys.stderr)
+        return 2
+    if not htamd and any(p in ("full", "empty", "no-history", "flat") for p in policies):
+        print("htam-bench quality: htamd not found (build it, or pass --htamd)", file=sys.stderr)
+        return 2
+    work = args.work or tempfile.mkdtemp(prefix="htam-quality-")
+    cfg = BenchConfig(tasks_dir=os.path.abspath(args.tasks_dir), htamd=htamd, work=work,
+                      budgets=[int(b) for b in args.budgets.split(",") if b],
+                      seeds=list(range(1, args.seeds + 1)), policies=policies,
+                      only_tasks=[t for t in args.tasks.split(",") if t], backend=args.backend,
+                      cwd=os.getcwd(), verbose=args.verbose)
+    t0 = time.monotonic()
+    try:
+        results = run_benchmark(cfg)
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    rows = summarize(results)
+    held = sorted({f"{r.task}/{r.backend}" for r in results})
+    print(f"htam-bench quality: {len(held)} held-out lineages ({', '.join(held)}), "
+          f"seeds {len(cfg.seeds)}, {time.monotonic() - t0:.0f}s")
+    print(markdown(rows))
+    print(verdict(rows))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump({"runs": [asdict(r) for r in results], "rows": [asdict(r) for r in rows]},
+                      f, indent=1)
+    return 1 if any(r.error for r in results) else 0

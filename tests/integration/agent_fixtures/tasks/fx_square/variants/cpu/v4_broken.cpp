@@ -1,0 +1,10 @@
+// fx_square: a half-written blocked version that does not compile.
+#include <htam/kernel_abi.h>
+
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream) {
+  const float* x = static_cast<const float*>(in[0].data)
+  float* y = static_cast<float*>(out[0].data);
+  for (int64_t i = 0; i < htam_numel(&in[0]); ++i) y[i] = x[i] @ 2;
+  return 0;
+}
