@@ -22,7 +22,7 @@ from . import __version__
 from .daemon import DEFAULT_ENDPOINT, DaemonError, connect
 from .lineage import LineageError, load_task
 
-SUBCOMMANDS = ("run", "import-lineage", "quality")
+SUBCOMMANDS = ("run", "import-lineage", "quality", "wait-ready")
 
 
 def _flush_print(msg: str) -> None:
@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "evaluating each variant; for backends this host does not have")
     imp.add_argument("--strict", action="store_true",
                      help="exit 1 when an outcome differs from what the lineage expects")
+
+    w = sub.add_parser("wait-ready", help="wait until htamd answers (for scripts)")
+    _common(w)
+    w.add_argument("--within", type=float, default=60.0, help="seconds to wait (default 60)")
 
     q = sub.add_parser("quality", help="the memory-quality benchmark (leave-one-task-out)",
                        add_help=False)
@@ -209,6 +213,29 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_wait_ready(args) -> int:
+    import time
+    deadline = time.monotonic() + args.within
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            d = connect(args.endpoint, timeout_s=2.0, server_public_key=args.server_key,
+                        client_key_file=args.client_key_file)
+            try:
+                hello = d.hello()
+            finally:
+                d.close_connection()
+            print(f"htamd {hello.get('server_version', '?')} at {args.endpoint}; backends: "
+                  f"{', '.join(hello.get('backends') or []) or 'none'}", flush=True)
+            return 0
+        except DaemonError as e:
+            last = str(e)
+            time.sleep(0.2)
+    print(f"htam-agent: no answer from {args.endpoint} within {args.within:.0f}s: {last}",
+          file=sys.stderr)
+    return 1
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
@@ -221,5 +248,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return cmd_run(args)
     if args.command == "import-lineage":
         return cmd_import(args)
+    if args.command == "wait-ready":
+        return cmd_wait_ready(args)
     build_parser().print_help()
     return 2

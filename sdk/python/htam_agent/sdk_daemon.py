@@ -1,0 +1,140 @@
+"""The Daemon interface over the wire protocol (ZeroMQ + FlatBuffers, schema/protocol.fbs)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from . import __version__
+from .daemon import Daemon, DaemonError
+from .model import (DirectionInfo, DirectionScoreView, OutcomeView, SessionView, StepView,
+                    StrategyView, status_slug, status_value)
+from .wire import WireChannel, WireError
+
+
+def _strategy(d: Dict[str, Any], hit: Dict[str, Any] = None) -> StrategyView:
+    hit = hit or {}
+    stats = d.get("stats") or {}
+    uses = int(stats.get("uses", 0) or 0)
+    successes = int(stats.get("successes", 0) or 0)
+    mean_gain = (float(stats.get("sum_gain", 0.0) or 0.0) / successes) if successes else 0.0
+    return StrategyView(
+        id=int(d.get("id", 0) or 0), name=d.get("name") or "",
+        direction_id=int(d.get("direction_id", 0) or 0), title=d.get("title") or "",
+        description=d.get("description") or "", code_pattern=d.get("code_pattern") or "",
+        preconditions=[p for p in (d.get("preconditions") or []) if p],
+        failure_modes=[p for p in (d.get("failure_modes") or []) if p],
+        score=float(hit.get("score", 0.0) or 0.0),
+        success_rate=float(hit["success_rate"]) if "success_rate" in hit
+        else (successes / uses if uses else 0.0),
+        mean_gain=float(hit["mean_gain"]) if "mean_gain" in hit else mean_gain,
+        uses=uses, successes=successes, example_source=hit.get("example_source") or "",
+        backends=[b for b in (d.get("backends") or []) if b])
+
+
+def _session(d: Dict[str, Any], info: Dict[str, Any] = None) -> SessionView:
+    info = info or {}
+    task = info.get("task") or {}
+    return SessionView(session_id=int(d.get("id", 0) or 0), task=d.get("task_name") or "",
+                       backend=d.get("backend") or "", arch=d.get("arch") or "",
+                       budget=int(d.get("budget", 0) or 0),
+                       description=task.get("description") or "",
+                       category=task.get("category") or "",
+                       baseline_source=info.get("baseline_source") or "",
+                       best_source=info.get("best_source") or "",
+                       best_speedup=float(d.get("best_speedup", 1.0) or 1.0))
+
+
+class SdkDaemon(Daemon):
+    def __init__(self, endpoint: str, timeout_s: float = 600.0, server_public_key: str = "",
+                 client_key_file: str = ""):
+        try:
+            self.ch = WireChannel(endpoint, timeout_s=timeout_s,
+                                  server_public_key=server_public_key,
+                                  client_key_file=client_key_file)
+        except WireError as e:
+            raise DaemonError(str(e)) from e
+        except Exception as e:  # zmq errors (bad endpoint, missing CURVE support)
+            raise DaemonError(f"cannot connect to {endpoint}: {e}") from e
+        self._direction_cache = None
+
+    def _req(self, body: str, fields: Dict[str, Any], timeout_ms=None) -> Dict[str, Any]:
+        try:
+            _, data = self.ch.request(body, fields, timeout_ms=timeout_ms)
+            return data
+        except WireError as e:
+            raise DaemonError(str(e)) from e
+        except Exception as e:  # zmq.ZMQError and the like: transport trouble
+            raise DaemonError(f"{body}: {e}") from e
+
+    def close_connection(self) -> None:
+        self.ch.close()
+
+    def hello(self) -> dict:
+        return self._req("Hello", {"client": "htam-agent", "client_version": __version__})
+
+    def open_session(self, task, backend, arch="", budget=0, client="htam-agent", model="",
+                     session_id=0) -> SessionView:
+        d = self._req("OpenSession", {"session_id": session_id, "task": task, "backend": backend,
+                                      "arch": arch, "budget": budget, "client": client,
+                                      "model": model})
+        return _session(d.get("session") or {}, d)
+
+    def next_step(self, session_id) -> StepView:
+        d = self._req("NextStep", {"session_id": session_id})
+        direction = d.get("direction") or {}
+        strategies = [_strategy(h.get("strategy") or {}, h) for h in (d.get("strategies") or [])]
+        scores = [DirectionScoreView(
+            id=int(s.get("direction_id", 0) or 0), name=s.get("name") or "",
+            score=float(s.get("score", 0.0)), p_success=float(s.get("p_success", 0.0)),
+            expected_gain=float(s.get("expected_gain", 0.0)),
+            exploration=float(s.get("exploration", 0.0)), penalty=float(s.get("penalty", 0.0)),
+            effective_count=float(s.get("effective_count", 0.0)),
+            masked=bool(s.get("masked", False)), mask_reason=s.get("mask_reason") or "")
+            for s in (d.get("scores") or [])]
+        return StepView(session_id=session_id, step=int(d.get("step", 0) or 0),
+                        direction_id=int(direction.get("id", 0) or 0),
+                        direction=direction.get("name") or "",
+                        direction_title=direction.get("title") or "",
+                        direction_description=direction.get("description") or "",
+                        strategies=strategies, scores=scores, why=d.get("why") or "",
+                        prompt_context=d.get("prompt_context") or "")
+
+    def submit(self, session_id, source, language, direction_id, strategy_ids,
+               summary) -> OutcomeView:
+        d = self._req("Submit", {"session_id": session_id, "source": source,
+                                 "language": language, "direction_id": direction_id,
+                                 "strategy_ids": list(strategy_ids), "summary": summary,
+                                 "wait": True})
+        return OutcomeView(status=status_slug(int(d.get("status", 7) or 0)),
+                           speedup=float(d.get("speedup", 0.0) or 0.0),
+                           best_speedup=float(d.get("best_speedup", 0.0) or 0.0),
+                           diagnostics=d.get("diagnostics") or "",
+                           median_us=float(d.get("median_us", 0.0) or 0.0),
+                           baseline_us=float(d.get("baseline_us", 0.0) or 0.0),
+                           transition_id=int(d.get("transition_id", 0) or 0),
+                           new_strategy_id=int(d.get("new_strategy_id", 0) or 0), verified=True)
+
+    def record(self, session_id, direction_id, strategy_ids, summary, outcome,
+               source="") -> OutcomeView:
+        d = self._req("Record", {"session_id": session_id, "direction_id": direction_id,
+                                 "strategy_ids": list(strategy_ids), "summary": summary,
+                                 "status": status_value(outcome.status),
+                                 "speedup_after": float(outcome.speedup if outcome.ok else 0.0),
+                                 "median_us": float(outcome.median_us), "source": source})
+        return OutcomeView(status=outcome.status, speedup=outcome.speedup,
+                           best_speedup=outcome.best_speedup, diagnostics=outcome.diagnostics,
+                           median_us=outcome.median_us,
+                           transition_id=int(d.get("transition_id", 0) or 0), verified=False)
+
+    def close(self, session_id) -> SessionView:
+        d = self._req("CloseSession", {"session_id": session_id})
+        return _session(d.get("session") or {})
+
+    def directions(self) -> List[DirectionInfo]:
+        d = self._req("Query", {"kind": 0, "limit": 1000})
+        return [DirectionInfo(id=int(x.get("id", 0)), name=x.get("name") or "",
+                              title=x.get("title") or "") for x in (d.get("directions") or [])]
+
+    def strategies(self, direction_id=0) -> List[StrategyView]:
+        d = self._req("Query", {"kind": 1, "direction_id": direction_id, "limit": 10000})
+        return [_strategy(x) for x in (d.get("strategies") or [])]
