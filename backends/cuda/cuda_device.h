@@ -1,0 +1,127 @@
+// One opened CUDA device: its primary context, the stream handed to candidates, the L2 flush
+// buffer, clock readings, the roofline ceilings, and the two ways of calling a candidate: Call
+// (one checked call, device idle at the end) and Time (the timing protocol of DESIGN.md).
+//
+// Timing protocol (docs/backends-cuda.md explains the choices):
+//   - before every repetition, outside the window: outputs poisoned (on request), L2 flushed by a
+//     memset over a preallocated buffer >= 2x L2, persisting-L2 lines reset and the persisting
+//     limit set to 0, the stream's access-policy window cleared;
+//   - the window opens with an event on the candidate's stream and closes with an event on the
+//     legacy default stream (which waits for every blocking stream); the device is then
+//     synchronized and a third event recorded. Work on a non-blocking side stream that outlives
+//     the closing event shows as extra lag between the last two events (calibrated against an
+//     empty call); such a repetition is charged up to device idle.
+// Thread-safety: external synchronization required (the ABI calls one device from one thread).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/nvml_clocks.h"
+#include "backends/cuda/nvrtc_module.h"
+#include "daemon/util/status.h"
+#include "htam/backend.h"
+
+namespace htam::cuda {
+
+// An error in the ABI's terms: class and message (and htam_kernel's return value, if any).
+struct Fault {
+  htam_backend_error_code code = HTAM_ERR_UNKNOWN;
+  std::string message;
+  int32_t kernel_rc = 0;
+};
+using MaybeFault = std::optional<Fault>;
+
+struct DeviceOptions {
+  bool measure_roofline = true;    // measure copy bandwidth and FMA / tensor rates at open
+  uint64_t flush_bytes = 0;        // 0 = max(2 x L2, flush_min_bytes)
+  uint64_t flush_min_bytes = 64ull << 20;
+  int calibration_reps = 32;       // empty calls used to calibrate the close-of-window lag
+  double lag_slack_us = 4.0;       // lag above calibration + this marks off-stream work
+  uint64_t roofline_copy_bytes = 512ull << 20;  // size of the D2D copy probe
+};
+
+struct DeviceProps {
+  int index = 0;
+  std::string name;
+  std::string arch;           // "sm_90a" on Hopper ("a" targets for 9.0 and 10.x)
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  uint64_t l2_bytes = 0;
+  uint64_t memory_bytes = 0;
+  int peak_sm_khz = 0, peak_mem_khz = 0;
+  std::string pci_bus_id;
+};
+
+// Speed-of-light ceilings measured on this device (0 = not measured).
+struct Roofline {
+  double copy_bytes_per_s = 0;   // large D2D copy, bytes read + written
+  double fp32_flops = 0;         // FMA-bound kernel
+  double tensor16_flops = 0;     // bf16 mma.sync-bound kernel (wgmma can exceed it)
+  std::string note;
+};
+
+struct TimeStats {
+  int warmup_done = 0;
+  int off_stream_reps = 0;     // repetitions whose work outlived the closing event
+  double lag_us_calibrated = 0;
+  ClockReading clocks;
+};
+
+class CudaDevice {
+ public:
+  static Result<std::unique_ptr<CudaDevice>> Open(int index, const DeviceOptions& options);
+  // Properties of device `index` without opening it (for describe).
+  static Result<DeviceProps> Probe(int index);
+  ~CudaDevice();
+
+  const DeviceProps& props() const { return props_; }
+  cudaStream_t stream() const { return stream_; }
+  ClockReading ReadClocks() const { return clocks_->Read(); }
+  const Roofline& roofline() const { return roofline_; }
+  // True after a sticky error or a timeout: only release calls are valid now.
+  bool poisoned() const { return poisoned_; }
+
+  // One call of fn on the stream, then device idle, then error checks (see backend.h run).
+  MaybeFault Call(htam_kernel_fn fn, const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                  double timeout_ms);
+  // The timing protocol; fills rep_us[0..request.repetitions-1].
+  MaybeFault Time(htam_kernel_fn fn, const htam_timing_request& request, double* rep_us,
+                  TimeStats* stats);
+
+  // A CUDA API error as a Fault (marks the device poisoned when sticky).
+  Fault FromCuda(cudaError_t e, const std::string& what);
+
+ private:
+  CudaDevice() = default;
+  Status Init(int index, const DeviceOptions& options);
+  Status EnsureFlushBuffer(uint64_t bytes);
+  MaybeFault WaitIdle(cudaEvent_t closing, double timeout_ms);
+  MaybeFault CheckAfter(int rc, double timeout_ms, cudaEvent_t closing);
+  void ResetPersistingL2();
+  MaybeFault CalibrateLag();
+  void MeasureRoofline();
+
+  DeviceOptions options_;
+  DeviceProps props_;
+  cudaStream_t stream_ = nullptr;
+  void* flush_ = nullptr;
+  uint64_t flush_size_ = 0;
+  cudaEvent_t idle_event_ = nullptr;
+  std::unique_ptr<NvmlClocks> clocks_;
+  NvrtcModule probes_;
+  Roofline roofline_;
+  bool poisoned_ = false;
+  bool lag_calibrated_ = false;
+  double lag_median_us_ = 0, lag_p90_us_ = 0;
+};
+
+// Bytes spanned by a tensor (from its shape, strides and dtype); 0 for an empty tensor.
+uint64_t TensorExtentBytes(const htam_tensor& t);
+
+}  // namespace htam::cuda

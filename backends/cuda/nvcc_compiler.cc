@@ -1,0 +1,294 @@
+// nvcc driver: temp dir per compile, ptxas report parsing, cache publication by rename.
+#include "backends/cuda/nvcc_compiler.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "backends/cuda/sha256.h"
+#include "backends/cuda/subprocess.h"
+
+namespace htam::cuda {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> SplitWords(std::string_view s) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(s)};
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+bool WriteFile(const std::string& path, std::string_view data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return false;
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  return static_cast<bool>(f);
+}
+
+// meta file of a cache entry: "kernel <name> <regs> <smem> <spill> <stack>" lines, then
+// "diagnostics" and the text.
+std::string EncodeMeta(const CompileOutput& o) {
+  std::ostringstream m;
+  for (const auto& k : o.kernels) {
+    m << "kernel " << k.name << ' ' << k.registers << ' ' << k.shared_bytes << ' ' << k.spill_bytes
+      << ' ' << k.stack_bytes << '\n';
+  }
+  m << "diagnostics\n" << o.diagnostics;
+  return m.str();
+}
+
+void DecodeMeta(const std::string& text, CompileOutput* o) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line == "diagnostics") {
+      std::ostringstream rest;
+      rest << in.rdbuf();
+      o->diagnostics = rest.str();
+      return;
+    }
+    std::istringstream l(line);
+    std::string tag;
+    KernelResources k;
+    if (l >> tag >> k.name >> k.registers >> k.shared_bytes >> k.spill_bytes >> k.stack_bytes &&
+        tag == "kernel") {
+      o->kernels.push_back(k);
+    }
+  }
+}
+
+std::atomic<uint64_t> g_compile_seq{0};
+
+}  // namespace
+
+int CompileOutput::MaxRegisters() const {
+  int r = -1;
+  for (const auto& k : kernels) r = std::max(r, k.registers);
+  return r;
+}
+int CompileOutput::MaxSharedBytes() const {
+  int r = -1;
+  for (const auto& k : kernels) r = std::max(r, k.shared_bytes);
+  return r;
+}
+int CompileOutput::TotalSpillBytes() const {
+  if (kernels.empty()) return -1;
+  int r = 0;
+  for (const auto& k : kernels) r += k.spill_bytes;
+  return r;
+}
+
+std::vector<KernelResources> ParsePtxasInfo(std::string_view log) {
+  // ptxas info    : Compiling entry function '_Z4reluPKfPfl' for 'sm_90a'
+  // ptxas info    : Function properties for _Z4reluPKfPfl
+  //     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+  // ptxas info    : Used 10 registers, used 0 barriers, 1024 bytes smem, 380 bytes cmem[0]
+  static const std::regex kEntry(R"(Compiling entry function '([^']+)')");
+  static const std::regex kFrame(
+      R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex kUsed(R"(Used (\d+) registers)");
+  static const std::regex kSmem(R"((\d+) bytes smem)");
+  std::vector<KernelResources> out;
+  std::istringstream in{std::string(log)};
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, kEntry)) {
+      KernelResources k;
+      k.name = m[1];
+      k.shared_bytes = 0;
+      out.push_back(k);
+      continue;
+    }
+    if (out.empty()) continue;
+    KernelResources& k = out.back();
+    if (std::regex_search(line, m, kFrame)) {
+      k.stack_bytes = std::stoi(m[1]);
+      k.spill_bytes = std::stoi(m[2]) + std::stoi(m[3]);
+    }
+    if (std::regex_search(line, m, kUsed)) k.registers = std::stoi(m[1]);
+    if (line.find("Used ") != std::string::npos && std::regex_search(line, m, kSmem)) {
+      k.shared_bytes = std::stoi(m[1]);
+    }
+  }
+  return out;
+}
+
+std::string TrimDiagnostics(std::string_view log, std::string_view tmp_dir, size_t max_bytes) {
+  std::string out;
+  std::istringstream in{std::string(log)};
+  std::string line;
+  bool skip_frame_line = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("ptxas info", 0) == 0) {
+      skip_frame_line = line.find("Function properties") != std::string::npos;
+      continue;
+    }
+    if (skip_frame_line && line.find("bytes stack frame") != std::string::npos) {
+      skip_frame_line = false;
+      continue;
+    }
+    skip_frame_line = false;
+    if (!tmp_dir.empty()) {
+      std::string prefix = std::string(tmp_dir) + "/";
+      for (size_t p; (p = line.find(prefix)) != std::string::npos;) line.erase(p, prefix.size());
+    }
+    out += line;
+    out += '\n';
+  }
+  if (out.size() > max_bytes && max_bytes > 64) {
+    size_t head = max_bytes * 3 / 4, tail = max_bytes - head - 40;
+    out = out.substr(0, head) + "\n[... " + std::to_string(out.size() - head - tail) +
+          " bytes cut ...]\n" + out.substr(out.size() - tail);
+  }
+  return out;
+}
+
+Result<std::string> GencodeFlag(std::string_view arch) {
+  static const std::regex kArch(R"(sm_(\d{2,3})([af]?))");
+  std::string a(arch);
+  std::smatch m;
+  if (!std::regex_match(a, m, kArch)) {
+    return Status::InvalidArgument("unsupported CUDA arch '" + a + "' (expected sm_NN, sm_NNa)");
+  }
+  return "-gencode=arch=compute_" + std::string(m[1]) + std::string(m[2]) + ",code=sm_" +
+         std::string(m[1]) + std::string(m[2]);
+}
+
+Result<NvccCompiler> NvccCompiler::Create(const CompilerOptions& options) {
+  NvccCompiler c;
+  c.options_ = options;
+  std::error_code ec;
+  if (!c.options_.sdk_include_dir.empty()) c.options_.sdk_include_dir = fs::absolute(c.options_.sdk_include_dir, ec).string();
+  if (!c.options_.cache_dir.empty()) c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
+  std::string cwd = options.work_dir.empty() ? "/tmp" : options.work_dir;
+  auto r = RunProcess({options.nvcc, "--version"}, cwd, 30);
+  if (!r.ok()) return r.status().WithContext("nvcc");
+  if (r->exit_code != 0) {
+    return Status::Unavailable("'" + options.nvcc + " --version' failed: " + r->output);
+  }
+  // Last line: "Build cuda_13.0.r13.0/compiler.36424714_0"; keep the whole text for the key.
+  c.version_ = r->output;
+  while (!c.version_.empty() && c.version_.back() == '\n') c.version_.pop_back();
+  std::string header;
+  if (!ReadFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
+    return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir + "'");
+  }
+  c.abi_header_hash_ = Sha256Hex(header);
+  return c;
+}
+
+Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string_view arch,
+                                            std::string_view extra_flags, std::string_view name,
+                                            double timeout_s) const {
+  HTAM_ASSIGN_OR_RETURN(std::string gencode, GencodeFlag(arch));
+  std::vector<std::string> flags = SplitWords(options_.flags);
+  for (auto& f : SplitWords(extra_flags)) flags.push_back(f);
+  std::string flag_text;
+  for (const auto& f : flags) flag_text += f + ' ';
+
+  CompileOutput out;
+  std::string key_material;
+  key_material.append(source);
+  key_material += '\0' + std::string(arch) + '\0' + flag_text + '\0' + version_ + '\0' +
+                  abi_header_hash_ + "\0nvcc-shared-v1";
+  out.hash = Sha256Hex(key_material);
+
+  // Cache hit?
+  std::string entry;
+  if (!options_.cache_dir.empty()) {
+    entry = options_.cache_dir + "/cuda/" + out.hash;
+    std::string meta;
+    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 && ReadFile(entry + "/meta", &meta)) {
+      DecodeMeta(meta, &out);
+      out.ok = true;
+      out.from_cache = true;
+      out.so_path = entry + "/candidate.so";
+      return out;
+    }
+  }
+
+  // Fresh temp dir under work_dir.
+  std::string base = options_.work_dir.empty() ? "/tmp" : options_.work_dir;
+  std::string safe_name;
+  for (char ch : name.substr(0, 40)) safe_name += (isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
+  if (safe_name.empty()) safe_name = "candidate";
+  std::string dir = base + "/nvcc-" + std::to_string(getpid()) + "-" +
+                    std::to_string(g_compile_seq.fetch_add(1)) + "-" + safe_name;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!fs::create_directories(dir, ec)) {
+    return Status::IOError("cannot create " + dir + ": " + ec.message());
+  }
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code e;
+      fs::remove_all(d, e);
+    }
+  } cleanup{dir};
+
+  if (!WriteFile(dir + "/candidate.cu", source)) return Status::IOError("cannot write " + dir);
+  std::vector<std::string> argv = {options_.nvcc,  "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden",
+                                   "-cudart",      "shared",  gencode,      "-I" + options_.sdk_include_dir,
+                                   "-Xptxas",      "-v",      "-lineinfo"};
+  for (const auto& f : flags) argv.push_back(f);
+  argv.insert(argv.end(), {"-o", "candidate.so", "candidate.cu"});
+  double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
+  HTAM_ASSIGN_OR_RETURN(ProcessResult pr, RunProcess(argv, dir, limit));
+  out.compile_ms = pr.wall_ms;
+  if (pr.timed_out) {
+    return Status::Timeout("nvcc exceeded " + std::to_string(limit) + " s");
+  }
+  out.kernels = ParsePtxasInfo(pr.output);
+  out.diagnostics = TrimDiagnostics(pr.output, dir, options_.max_diagnostic_bytes);
+  if (pr.signaled) return Status::Internal("nvcc was killed by a signal: " + out.diagnostics);
+  if (pr.exit_code != 0 || access((dir + "/candidate.so").c_str(), R_OK) != 0) {
+    out.ok = false;
+    if (out.diagnostics.empty()) out.diagnostics = "nvcc exited with code " + std::to_string(pr.exit_code);
+    return out;
+  }
+  out.ok = true;
+
+  // Publish: into the cache (atomic rename of a complete directory), else into work_dir.
+  if (!entry.empty()) {
+    if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
+    fs::remove(dir + "/candidate.cu", ec);
+    fs::create_directories(options_.cache_dir + "/cuda", ec);
+    if (rename(dir.c_str(), entry.c_str()) != 0 && access((entry + "/candidate.so").c_str(), R_OK) != 0) {
+      return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(errno));
+    }
+    cleanup.d.clear();
+    fs::remove_all(dir, ec);  // when another compile published first
+    out.so_path = entry + "/candidate.so";
+  } else {
+    std::string keep = base + "/candidate-" + out.hash + ".so";
+    fs::rename(dir + "/candidate.so", keep, ec);
+    if (ec) return Status::IOError("cannot move artifact: " + ec.message());
+    out.so_path = keep;
+  }
+  return out;
+}
+
+}  // namespace htam::cuda

@@ -1,0 +1,49 @@
+// The backend's own device kernels (roofline probes), compiled at run time with NVRTC for the exact
+// device architecture and loaded through the driver API (entry points obtained from the runtime
+// with cudaGetDriverEntryPointByVersion, so the plugin does not link libcuda and still loads on a
+// machine without a driver). NVRTC fits here because these kernels are device code only and are
+// launched by the backend itself; candidates need nvcc (their htam_kernel is host code).
+// Thread-safety: NvrtcCompile is stateless; an NvrtcModule is used from one thread at a time.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/util/status.h"
+
+namespace htam::cuda {
+
+struct NvrtcOutput {
+  bool ok = false;
+  std::string cubin;  // the device image
+  std::string log;    // NVRTC's program log
+  double compile_ms = 0;
+};
+
+// Compiles device-only CUDA C++ to a cubin for `arch` ("sm_90a"). A compile error is ok() with
+// output.ok == false.
+Result<NvrtcOutput> NvrtcCompile(std::string_view source, std::string_view name,
+                                 std::string_view arch, const std::vector<std::string>& options);
+// NVRTC's version "13.0".
+std::string NvrtcVersion();
+
+class NvrtcModule {
+ public:
+  NvrtcModule() = default;
+  ~NvrtcModule();
+  NvrtcModule(const NvrtcModule&) = delete;
+  NvrtcModule& operator=(const NvrtcModule&) = delete;
+
+  // Loads a cubin into the current context.
+  Status Load(const std::string& cubin);
+  // Launches an extern "C" kernel by name; args as for cuLaunchKernel.
+  Status Launch(const char* kernel, dim3 grid, dim3 block, void** args, cudaStream_t stream);
+
+ private:
+  void* module_ = nullptr;  // CUmodule
+};
+
+}  // namespace htam::cuda

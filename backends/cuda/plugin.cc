@@ -1,0 +1,486 @@
+// libhtam_backend_cuda.so: the CUDA backend behind the C plugin ABI (backends/include/htam/backend.h).
+// C++ inside (Status, Fault), converted to htam_backend_error only at this boundary.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/common/plugin_error.h"
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_errors.h"
+#include "backends/cuda/nvcc_compiler.h"
+#include "backends/cuda/roofline_ext.h"
+#include "htam/backend.h"
+
+using htam::plugin::MakeError;
+using namespace htam::cuda;
+
+namespace {
+
+// Writes `value` into out->field only when the host's struct is large enough to hold it.
+#define HTAM_SET_FIELD(out, field, value)                                             \
+  do {                                                                                \
+    if ((out)->struct_size >= offsetof(std::remove_pointer_t<decltype(out)>, field) + \
+                                  sizeof((out)->field))                               \
+      (out)->field = (value);                                                         \
+  } while (0)
+
+htam_backend_error* ToError(const htam::Status& s, htam_backend_error_code code) {
+  return MakeError(code, s.ToString());
+}
+htam_backend_error* ToError(const Fault& f) { return MakeError(f.code, f.message); }
+
+double ToDouble(const std::string& s, double def) {
+  try {
+    return s.empty() ? def : std::stod(s);
+  } catch (...) {
+    return def;
+  }
+}
+
+}  // namespace
+
+struct htam_backend {
+  void (*log)(void*, int32_t, const char*) = nullptr;
+  void* log_ctx = nullptr;
+  std::map<std::string, std::string> options;
+  std::optional<NvccCompiler> compiler;
+  std::string compiler_error;
+  std::vector<DeviceProps> props;
+  std::vector<htam_device_info> infos;
+  std::string version, notes, default_arch;
+  bool can_run = false;
+  int open_devices = 0;
+
+  std::string Opt(const std::string& key, const std::string& def) const {
+    for (const std::string& k : {"cuda_" + key, key}) {
+      auto it = options.find(k);
+      if (it != options.end()) return it->second;
+    }
+    return def;
+  }
+  void Log(int32_t level, const std::string& msg) const {
+    if (log) log(log_ctx, level, msg.c_str());
+  }
+};
+
+struct htam_artifact {
+  CompileOutput out;
+};
+
+struct htam_device {
+  htam_backend* backend = nullptr;
+  std::unique_ptr<CudaDevice> dev;
+  double call_timeout_ms = 0;
+  int live_objects = 0;
+};
+
+struct htam_module {
+  htam_device* device = nullptr;
+  void* handle = nullptr;
+  htam_kernel_fn fn = nullptr;
+  std::vector<KernelResources> kernels;
+  int max_registers = -1, max_shared = -1, spills = -1;
+};
+
+struct htam_buffer {
+  htam_device* device = nullptr;
+  void* ptr = nullptr;
+  uint64_t bytes = 0;
+};
+
+namespace {
+htam_backend_error* Select(htam_device* d) {
+  if (d->dev->poisoned()) return MakeError(HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault");
+  cudaError_t e = cudaSetDevice(d->dev->props().index);
+  if (e != cudaSuccess) return ToError(d->dev->FromCuda(e, "cudaSetDevice"));
+  return nullptr;
+}
+}  // namespace
+
+// Not a constant: comparing with a literal 0 would be 'always false' to the compiler.
+uint32_t g_built_minor = HTAM_BACKEND_API_VERSION_MINOR;
+
+extern "C" {
+
+HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* minor) {
+  if (major) *major = HTAM_BACKEND_API_VERSION_MAJOR;
+  if (minor) *minor = HTAM_BACKEND_API_VERSION_MINOR;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backend_host* host,
+                                                                htam_backend** out) {
+  if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "initialize: null argument");
+  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR ||
+      host->api_minor < g_built_minor) {
+    return MakeError(HTAM_ERR_VERSION,
+                     "cuda plugin built for backend API " +
+                         std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) + "." +
+                         std::to_string(HTAM_BACKEND_API_VERSION_MINOR) + ", host has " +
+                         std::to_string(host->api_major) + "." + std::to_string(host->api_minor));
+  }
+  auto b = std::make_unique<htam_backend>();
+  if (host->struct_size >= offsetof(htam_backend_host, log_ctx) + sizeof(void*)) {
+    b->log = host->log;
+    b->log_ctx = host->log_ctx;
+  }
+  for (const char* const* o = host->options; o && *o; ++o) {
+    std::string kv(*o);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) b->options[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  CompilerOptions co;
+  co.nvcc = b->Opt("nvcc", "nvcc");
+  co.flags = b->Opt("nvcc_flags", "-O3");
+  co.sdk_include_dir = host->sdk_include_dir ? host->sdk_include_dir : "sdk/include";
+  co.cache_dir = host->cache_dir ? host->cache_dir : "";
+  co.work_dir = host->work_dir && *host->work_dir ? host->work_dir : "/tmp";
+  co.timeout_s = ToDouble(b->Opt("compile_timeout_s", ""), 120);
+  co.max_diagnostic_bytes = static_cast<size_t>(ToDouble(b->Opt("max_diagnostic_bytes", ""), 16384));
+  auto compiler = NvccCompiler::Create(co);
+  std::string nvcc_version = "nvcc unavailable";
+  if (compiler.ok()) {
+    b->compiler.emplace(std::move(compiler).value());
+    const std::string& v = b->compiler->version();
+    size_t p = v.rfind("release ");
+    nvcc_version = "nvcc " + (p == std::string::npos ? v : v.substr(p + 8, v.find('\n', p) - p - 8));
+  } else {
+    b->compiler_error = compiler.status().ToString();
+    b->notes += "compile unavailable: " + b->compiler_error + "; ";
+  }
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  b->version = nvcc_version + ", NVRTC " + NvrtcVersion() + ", driver CUDA " +
+               std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10);
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    b->notes += "runtime path cannot run here: " + CudaErrorText(e);
+    n = 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    auto p = CudaDevice::Probe(i);
+    if (p.ok()) b->props.push_back(*p);
+  }
+  b->default_arch = b->Opt("arch", "");
+  if (b->default_arch.empty() || b->default_arch == "auto") {
+    b->default_arch = b->props.empty() ? "sm_90a" : b->props[0].arch;
+  }
+  for (const auto& p : b->props) {
+    htam_device_info info{};
+    info.index = p.index;
+    info.name = p.name.c_str();
+    info.arch = p.arch.c_str();
+    info.memory_bytes = p.memory_bytes;
+    NvmlClocks clocks(p.pci_bus_id, p.peak_sm_khz, p.peak_mem_khz);
+    ClockReading c = clocks.Read();
+    info.sm_clock_mhz = c.sm_mhz;
+    info.mem_clock_mhz = c.mem_mhz;
+    info.cache_bytes = p.l2_bytes;
+    b->infos.push_back(info);
+  }
+  b->can_run = !b->props.empty();
+  b->Log(HTAM_LOG_INFO, "cuda backend: " + b->version + ", " + std::to_string(b->props.size()) +
+                            " device(s), default arch " + b->default_arch);
+  *out = b.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) { delete backend; }
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
+                                                              htam_backend_description* out) {
+  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "describe: null argument");
+  HTAM_SET_FIELD(out, name, "cuda");
+  HTAM_SET_FIELD(out, language, "cuda");
+  HTAM_SET_FIELD(out, source_suffix, ".cu");
+  HTAM_SET_FIELD(out, version, b->version.c_str());
+  HTAM_SET_FIELD(out, notes, b->notes.c_str());
+  HTAM_SET_FIELD(out, num_devices, static_cast<int32_t>(b->infos.size()));
+  HTAM_SET_FIELD(out, devices, b->infos.empty() ? nullptr : b->infos.data());
+  HTAM_SET_FIELD(out, can_run, b->can_run ? 1 : 0);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
+                                                             const htam_compile_request* req,
+                                                             htam_artifact** out) {
+  if (!b || !req || !out || (!req->source && req->source_len)) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "compile: null argument");
+  }
+  if (req->language && *req->language && std::strcmp(req->language, "cuda") != 0) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                     std::string("cuda backend compiles language 'cuda', not '") + req->language + "'");
+  }
+  if (!b->compiler) return MakeError(HTAM_ERR_UNAVAILABLE, b->compiler_error);
+  std::string arch = req->arch && *req->arch ? req->arch : b->default_arch;
+  std::string_view source(req->source ? req->source : "", req->source_len);
+  auto r = b->compiler->Compile(source, arch, req->options ? req->options : "",
+                                req->name ? req->name : "candidate", req->timeout_s);
+  if (!r.ok()) {
+    const htam::Status& s = r.status();
+    htam_backend_error_code code = s.code() == htam::Status::Code::kTimeout        ? HTAM_ERR_TIMEOUT
+                                   : s.code() == htam::Status::Code::kInvalidArgument ? HTAM_ERR_INVALID_ARGUMENT
+                                   : s.code() == htam::Status::Code::kUnavailable  ? HTAM_ERR_UNAVAILABLE
+                                                                                   : HTAM_ERR_INTERNAL;
+    return ToError(s, code);
+  }
+  if (!r->ok) return MakeError(HTAM_ERR_COMPILE, r->diagnostics);
+  auto a = std::make_unique<htam_artifact>();
+  a->out = std::move(r).value();
+  *out = a.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_artifact* a,
+                                                                   htam_artifact_info* out) {
+  if (!a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "artifact_info: null argument");
+  HTAM_SET_FIELD(out, path, a->out.so_path.c_str());
+  HTAM_SET_FIELD(out, content_hash, a->out.hash.c_str());
+  HTAM_SET_FIELD(out, diagnostics, a->out.diagnostics.c_str());
+  HTAM_SET_FIELD(out, from_cache, a->out.from_cache ? 1 : 0);
+  HTAM_SET_FIELD(out, compile_ms, a->out.from_cache ? 0.0 : a->out.compile_ms);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) { delete a; }
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
+                                                                 htam_device** out) {
+  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_open: null argument");
+  if (!b->can_run) return MakeError(HTAM_ERR_UNAVAILABLE, "no CUDA device: " + b->notes);
+  if (index < 0 || index >= static_cast<int32_t>(b->props.size())) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "no CUDA device " + std::to_string(index));
+  }
+  DeviceOptions o;
+  o.measure_roofline = b->Opt("roofline", "true") != "false";
+  o.flush_bytes = static_cast<uint64_t>(ToDouble(b->Opt("flush_mb", "0"), 0) * (1 << 20));
+  o.lag_slack_us = ToDouble(b->Opt("lag_slack_us", ""), 4.0);
+  auto d = CudaDevice::Open(index, o);
+  if (!d.ok()) return ToError(d.status(), HTAM_ERR_UNAVAILABLE);
+  auto h = std::make_unique<htam_device>();
+  h->backend = b;
+  h->dev = std::move(d).value();
+  h->call_timeout_ms = ToDouble(b->Opt("call_timeout_ms", ""), 10000);
+  const Roofline& r = h->dev->roofline();
+  b->Log(HTAM_LOG_INFO, "cuda device " + std::to_string(index) + " (" + h->dev->props().name +
+                            "): copy " + std::to_string(r.copy_bytes_per_s / 1e9) + " GB/s, fp32 " +
+                            std::to_string(r.fp32_flops / 1e12) + " TFLOP/s, bf16 mma " +
+                            std::to_string(r.tensor16_flops / 1e12) + " TFLOP/s (" + r.note + ")");
+  ++b->open_devices;
+  *out = h.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_device_close(htam_device* d) {
+  if (!d) return;
+  --d->backend->open_devices;
+  delete d;
+}
+
+HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device* d) {
+  return d ? static_cast<htam_stream>(d->dev->stream()) : nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_roofline(htam_device* d,
+                                                                     htam_roofline_report* out) {
+  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_roofline: null argument");
+  const Roofline& r = d->dev->roofline();
+  ClockReading c = d->dev->ReadClocks();
+  HTAM_SET_FIELD(out, copy_bytes_per_s, r.copy_bytes_per_s);
+  HTAM_SET_FIELD(out, fp32_flops, r.fp32_flops);
+  HTAM_SET_FIELD(out, tensor16_flops, r.tensor16_flops);
+  HTAM_SET_FIELD(out, sm_clock_mhz, c.sm_mhz);
+  HTAM_SET_FIELD(out, mem_clock_mhz, c.mem_mhz);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const htam_artifact* a,
+                                                          htam_module** out) {
+  if (!d || !a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "load: null argument");
+  if (htam_backend_error* e = Select(d)) return e;
+  dlerror();
+  void* h = dlopen(a->out.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* why = dlerror();
+    return MakeError(HTAM_ERR_LOAD, std::string("cannot load candidate: ") + (why ? why : "?"));
+  }
+  void* sym = dlsym(h, "htam_kernel");
+  if (!sym) {
+    dlclose(h);
+    return MakeError(HTAM_ERR_LOAD, "candidate does not export htam_kernel (declare it with HTAM_KERNEL_ENTRY)");
+  }
+  cudaError_t e = cudaGetLastError();  // static initializers of the candidate may have failed
+  if (e != cudaSuccess && ClassifyCudaError(e) == CudaFault::kDeviceFault) {
+    return ToError(d->dev->FromCuda(e, "loading candidate"));
+  }
+  auto m = std::make_unique<htam_module>();
+  m->device = d;
+  m->handle = h;
+  m->fn = reinterpret_cast<htam_kernel_fn>(sym);
+  m->kernels = a->out.kernels;
+  m->max_registers = a->out.MaxRegisters();
+  m->max_shared = a->out.MaxSharedBytes();
+  m->spills = a->out.TotalSpillBytes();
+  ++d->live_objects;
+  *out = m.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_module_release(htam_module* m) {
+  if (!m) return;
+  // After a device fault the candidate's destructors would touch a dead context: keep it mapped.
+  if (m->handle && !m->device->dev->poisoned()) dlclose(m->handle);
+  --m->device->live_objects;
+  delete m;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d, uint64_t bytes,
+                                                                  htam_buffer** out) {
+  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_alloc: null argument");
+  if (htam_backend_error* e = Select(d)) return e;
+  auto b = std::make_unique<htam_buffer>();
+  b->device = d;
+  b->bytes = bytes;
+  if (bytes > 0) {
+    cudaError_t e = cudaMalloc(&b->ptr, bytes);
+    if (e != cudaSuccess) {
+      Fault f = d->dev->FromCuda(e, "cudaMalloc(" + std::to_string(bytes) + ")");
+      cudaGetLastError();
+      return ToError(f);
+    }
+  }
+  ++d->live_objects;
+  *out = b.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
+  if (!b) return;
+  if (b->ptr && !b->device->dev->poisoned()) {
+    cudaSetDevice(b->device->dev->props().index);
+    cudaFree(b->ptr);
+    cudaGetLastError();
+  }
+  --b->device->live_objects;
+  delete b;
+}
+
+HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) { return b ? b->ptr : nullptr; }
+
+namespace {
+htam_backend_error* CheckRange(htam_buffer* b, uint64_t offset, uint64_t bytes) {
+  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null buffer");
+  if (offset > b->bytes || bytes > b->bytes - offset) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "range [" + std::to_string(offset) + ", +" +
+                                                    std::to_string(bytes) + ") outside a buffer of " +
+                                                    std::to_string(b->bytes) + " bytes");
+  }
+  return Select(b->device);
+}
+htam_backend_error* Sync(htam_buffer* b, cudaError_t e, const char* what) {
+  if (e == cudaSuccess) e = cudaStreamSynchronize(b->device->dev->stream());
+  if (e != cudaSuccess) return ToError(b->device->dev->FromCuda(e, what));
+  return nullptr;
+}
+}  // namespace
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst, uint64_t offset,
+                                                                    const void* src, uint64_t bytes) {
+  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
+  if (bytes == 0) return nullptr;
+  if (!src) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_device: null source");
+  cudaStream_t s = dst->device->dev->stream();
+  return Sync(dst, cudaMemcpyAsync(static_cast<char*>(dst->ptr) + offset, src, bytes, cudaMemcpyHostToDevice, s),
+              "copy to device");
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
+                                                                  uint64_t offset, uint64_t bytes) {
+  if (htam_backend_error* e = CheckRange(src, offset, bytes)) return e;
+  if (bytes == 0) return nullptr;
+  if (!dst) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_host: null destination");
+  // The whole device first: a candidate's side-stream work must not race with the read-back.
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) {
+    e = cudaMemcpyAsync(dst, static_cast<char*>(src->ptr) + offset, bytes, cudaMemcpyDeviceToHost,
+                        src->device->dev->stream());
+  }
+  return Sync(src, e, "copy to host");
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, uint64_t offset,
+                                                            uint8_t value, uint64_t bytes) {
+  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
+  if (bytes == 0) return nullptr;
+  return Sync(dst, cudaMemsetAsync(static_cast<char*>(dst->ptr) + offset, value, bytes, dst->device->dev->stream()),
+              "memset");
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* inputs,
+                                                         int32_t num_inputs, htam_tensor* outputs,
+                                                         int32_t num_outputs, int32_t* kernel_rc) {
+  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) || (num_outputs && !outputs)) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "run: bad arguments");
+  }
+  if (htam_backend_error* e = Select(m->device)) return e;
+  if (kernel_rc) *kernel_rc = 0;
+  MaybeFault f = m->device->dev->Call(m->fn, inputs, num_inputs, outputs, num_outputs,
+                                      m->device->call_timeout_ms);
+  if (f) {
+    if (kernel_rc) *kernel_rc = f->kernel_rc;
+    return ToError(*f);
+  }
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
+                                                          const htam_timing_request* req,
+                                                          htam_timing_result* res) {
+  if (!m || !req || !res) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "time: null argument");
+  if (htam_backend_error* e = Select(m->device)) return e;
+  htam_timing_request r{};
+  std::memcpy(&r, req, std::min<size_t>(req->struct_size, sizeof r));
+  r.struct_size = sizeof r;
+  if (req->struct_size < sizeof r) r.call_timeout_ms = 0;  // fields the host did not send
+  if (r.call_timeout_ms <= 0) r.call_timeout_ms = m->device->call_timeout_ms;
+  double* rep_us = res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*) ? res->rep_us : nullptr;
+  TimeStats stats;
+  MaybeFault f = m->device->dev->Time(m->fn, r, rep_us, &stats);
+  if (f) return ToError(*f);
+  HTAM_SET_FIELD(res, warmup_done, stats.warmup_done);
+  HTAM_SET_FIELD(res, all_streams, 1);
+  HTAM_SET_FIELD(res, sm_clock_mhz, stats.clocks.sm_mhz);
+  HTAM_SET_FIELD(res, mem_clock_mhz, stats.clocks.mem_mhz);
+  if (stats.off_stream_reps > 0) {
+    m->device->backend->Log(HTAM_LOG_WARN,
+                            std::to_string(stats.off_stream_reps) + " of " + std::to_string(r.repetitions) +
+                                " repetitions had work outliving the candidate's stream (non-blocking "
+                                "side stream); charged up to device idle");
+  }
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(htam_module* m, const htam_tensor* inputs,
+                                                             int32_t num_inputs, htam_tensor* outputs,
+                                                             int32_t num_outputs,
+                                                             htam_profile_report* out) {
+  if (!m || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile: null argument");
+  HTAM_SET_FIELD(out, registers, m->max_registers);
+  HTAM_SET_FIELD(out, shared_bytes, m->max_shared);
+  HTAM_SET_FIELD(out, spill_bytes, m->spills);
+  ClockReading c = m->device->dev->ReadClocks();
+  HTAM_SET_FIELD(out, sm_clock_mhz, c.sm_mhz);
+  HTAM_SET_FIELD(out, mem_clock_mhz, c.mem_mhz);
+  return nullptr;
+}
+
+}  // extern "C"

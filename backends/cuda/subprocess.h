@@ -1,0 +1,26 @@
+// Runs a tool (nvcc, ncu) as a child process with a wall-clock limit, capturing its output.
+// The child gets its own process group so that a timeout kills the whole tool chain (nvcc spawns
+// cicc, ptxas, gcc). Thread-safety: RunProcess is safe to call from several threads at once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "daemon/util/status.h"
+
+namespace htam::cuda {
+
+struct ProcessResult {
+  int exit_code = -1;      // valid when !signaled && !timed_out
+  bool signaled = false;   // killed by a signal it did not ask for
+  bool timed_out = false;  // killed by us after timeout_s
+  std::string output;      // stdout and stderr interleaved, at most max_output bytes kept
+  double wall_ms = 0;
+};
+
+// Runs argv[0] (searched in PATH when it has no slash) in `cwd` with stdout+stderr captured
+// through a temporary file in `cwd`. timeout_s <= 0 means no limit. IOError when it cannot start.
+Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
+                                 double timeout_s, size_t max_output = 1 << 20);
+
+}  // namespace htam::cuda
