@@ -1,0 +1,649 @@
+// The verification gate and timing; see gate.h. Each check says which hack it stops.
+#include "backends/common/gate.h"
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "backends/common/sha256.h"
+#include "backends/common/stats.h"
+#include "backends/common/tensor_data.h"
+
+namespace htam {
+namespace {
+
+using fb::OutcomeStatus;
+
+constexpr uint8_t kPoisonByte = 0xFF;  // NaN in f32, f64, f16 and bf16
+
+// A failure of the candidate (status + reason) or of the infrastructure.
+struct Verdict {
+  OutcomeStatus status = OutcomeStatus::Ok;
+  std::string reason;
+  bool ok() const { return status == OutcomeStatus::Ok; }
+  static Verdict Fail(OutcomeStatus s, std::string r) { return Verdict{s, std::move(r)}; }
+};
+
+uint64_t Mix(uint64_t a, uint64_t b) {
+  uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
+  x ^= x >> 31; x *= 0xbf58476d1ce4e5b9ull; x ^= x >> 27;
+  return x;
+}
+
+std::set<std::string> ThreadIds() {
+  std::set<std::string> ids;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ids.insert(e->d_name);
+    closedir(d);
+  }
+  return ids;
+}
+
+bool HasChildren() {
+  int st;
+  pid_t p = waitpid(-1, &st, WNOHANG);
+  return p != -1;  // -1/ECHILD: no children at all
+}
+
+std::string ReadFile(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  *ok = bool(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Num(double v) {
+  std::ostringstream o;
+  o.precision(7);
+  o << v;
+  return o.str();
+}
+
+// RAII owners for plugin handles.
+struct ArtifactDeleter {
+  const PluginApi* api;
+  void operator()(htam_artifact* a) const { if (a) api->artifact_release(a); }
+};
+struct ModuleDeleter {
+  const PluginApi* api;
+  void operator()(htam_module* m) const { if (m) api->module_release(m); }
+};
+using ArtifactPtr = std::unique_ptr<htam_artifact, ArtifactDeleter>;
+using ModulePtr = std::unique_ptr<htam_module, ModuleDeleter>;
+
+// A tensor in device memory, between two guard regions filled with a per-job canary pattern.
+class DeviceTensor {
+ public:
+  DeviceTensor(const PluginApi* api) : api_(api) {}
+  ~DeviceTensor() { if (buf_) api_->buffer_free(buf_); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+
+  Status Create(htam_device* dev, const HostTensor& shape_of, uint64_t guard,
+                const std::vector<uint8_t>* canary) {
+    guard_ = guard;
+    bytes_ = shape_of.nbytes();
+    host_ = shape_of;
+    canary_ = canary;
+    HTAM_RETURN_IF_ERROR(ConsumeError(api_->buffer_alloc(dev, bytes_ + 2 * guard_, &buf_),
+                                      "allocating device buffer"));
+    if (guard_) {
+      HTAM_RETURN_IF_ERROR(ConsumeError(
+          api_->copy_to_device(buf_, 0, canary_->data(), guard_), "writing guard"));
+      HTAM_RETURN_IF_ERROR(ConsumeError(
+          api_->copy_to_device(buf_, guard_ + bytes_, canary_->data() + guard_, guard_),
+          "writing guard"));
+    }
+    desc_ = Describe(shape_of, static_cast<uint8_t*>(api_->buffer_address(buf_)) + guard_);
+    return Status::OK();
+  }
+  Status Upload(const HostTensor& t) {
+    return ConsumeError(api_->copy_to_device(buf_, guard_, t.bytes.data(), bytes_), "upload");
+  }
+  Status Poison() { return ConsumeError(api_->memset(buf_, guard_, kPoisonByte, bytes_), "poison"); }
+  Result<HostTensor> Download() const {
+    HostTensor t = host_;
+    HTAM_RETURN_IF_ERROR(ConsumeError(api_->copy_to_host(t.bytes.data(), buf_, guard_, bytes_),
+                                      "download"));
+    return t;
+  }
+  // "" when both guards hold their canary; else which side was overwritten.
+  Result<std::string> CheckGuards() const {
+    if (!guard_) return std::string();
+    std::vector<uint8_t> g(guard_);
+    HTAM_RETURN_IF_ERROR(ConsumeError(api_->copy_to_host(g.data(), buf_, 0, guard_), "guard"));
+    size_t before = 0;
+    for (size_t i = 0; i < guard_; ++i) before += g[i] != (*canary_)[i];
+    HTAM_RETURN_IF_ERROR(
+        ConsumeError(api_->copy_to_host(g.data(), buf_, guard_ + bytes_, guard_), "guard"));
+    size_t after = 0;
+    for (size_t i = 0; i < guard_; ++i) after += g[i] != (*canary_)[guard_ + i];
+    if (!before && !after) return std::string();
+    std::string s;
+    if (before) s += std::to_string(before) + " bytes before";
+    if (after) s += std::string(s.empty() ? "" : " and ") + std::to_string(after) + " bytes after";
+    return s;
+  }
+  const htam_tensor& desc() const { return desc_; }
+  htam_tensor& desc() { return desc_; }
+  const std::string& name() const { return host_.name; }
+
+ private:
+  const PluginApi* api_;
+  htam_buffer* buf_ = nullptr;
+  uint64_t guard_ = 0, bytes_ = 0;
+  HostTensor host_;
+  const std::vector<uint8_t>* canary_ = nullptr;
+  htam_tensor desc_{};
+};
+
+using TensorSet = std::vector<std::unique_ptr<DeviceTensor>>;
+
+bool IsPoison(const HostTensor& t, int64_t i) {
+  int sz = htam_dtype_size(t.dtype);
+  for (int b = 0; b < sz; ++b)
+    if (t.bytes[size_t(i) * sz + b] != kPoisonByte) return false;
+  return true;
+}
+
+// Compares a candidate output with the reference's. "" when it passes.
+std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Tolerance& tol,
+                        const std::string& where) {
+  const int64_t n = c.numel();
+  bool all_zero = true, ref_nonzero = false;
+  int64_t bad = 0, first_bad = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    double cv = c.At(i), rv = r.At(i);
+    all_zero &= cv == 0;
+    ref_nonzero |= rv != 0;
+    if (!std::isfinite(cv)) {
+      bool same = (std::isnan(cv) && std::isnan(rv)) || (std::isinf(cv) && cv == rv);
+      if (!same) {
+        if (c.IsFloat() && IsPoison(c, i))
+          return "output '" + c.name + "' not written at element " + std::to_string(i) +
+                 " (poison left)" + where;
+        return "output '" + c.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") +
+               " at element " + std::to_string(i) + " where the reference has " + Num(rv) + where;
+      }
+      continue;
+    }
+    if (!std::isfinite(rv)) {
+      ++bad;
+      if (first_bad < 0) first_bad = i;
+      continue;
+    }
+    if (std::fabs(cv - rv) > tol.atol + tol.rtol * std::fabs(rv)) {
+      ++bad;
+      if (first_bad < 0) first_bad = i;
+    }
+  }
+  if (all_zero && ref_nonzero)
+    return "output '" + c.name + "' is all zeros where the reference is not" + where;
+  if (double(bad) > tol.bad_budget * double(n)) {
+    return std::to_string(bad) + " of " + std::to_string(n) + " elements of '" + c.name +
+           "' outside tolerance (rtol " + Num(tol.rtol) + ", atol " + Num(tol.atol) +
+           "); first at element " + std::to_string(first_bad) + ": got " +
+           Num(c.At(first_bad)) + ", expected " + Num(r.At(first_bad)) + where;
+  }
+  return "";
+}
+
+// Two candidate runs on the same inputs: bit-identical, or within the task's tolerance.
+std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance& tol) {
+  if (a.bytes == b.bytes) return "";
+  const int64_t n = a.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    double x = a.At(i), y = b.At(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (x == y) continue;
+    if (std::isfinite(x) && std::isfinite(y) && std::fabs(x - y) <= tol.atol + tol.rtol * std::fabs(x))
+      continue;
+    return "two calls with the same inputs disagree on '" + a.name + "' at element " +
+           std::to_string(i) + ": " + Num(x) + " vs " + Num(y);
+  }
+  return "";
+}
+
+}  // namespace
+
+class Gate::Impl {
+ public:
+  Impl(BackendInstance* backend, htam_device* device, const TaskSpec& task,
+       const GateOptions& options, const ProgressFn& progress)
+      : backend_(backend), api_(&backend->api()), device_(device), task_(task), opt_(options),
+        progress_(progress) {
+    std::mt19937_64 rng(Mix(options.seed_base, 0xC0FFEE));
+    canary_.resize(2 * opt_.guard_bytes);
+    for (auto& b : canary_) b = uint8_t(rng());
+  }
+
+  GateResult Run(const std::string* candidate_source) {
+    GateResult res;
+    const std::string& language = backend_->description().language
+                                      ? backend_->description().language : "";
+    // --- reference ---
+    auto ref_path = task_.ReferencePath(backend_->description().name);
+    if (!ref_path.ok()) return Infra(res, ref_path.status().message());
+    bool ok = false;
+    std::string ref_source = ReadFile(*ref_path, &ok);
+    if (!ok) return Infra(res, "cannot read reference " + *ref_path);
+    const std::string& source = candidate_source ? *candidate_source : ref_source;
+    res.candidate_hash = Sha256Hex(language + "\n" + source);
+
+    Progress("compile reference");
+    ArtifactPtr ref_art(nullptr, ArtifactDeleter{api_});
+    std::string diag;
+    Status st = Compile(ref_source, "reference", &ref_art, &diag, nullptr, nullptr);
+    if (!st.ok()) return Infra(res, "the task's reference does not compile: " + diag);
+    Progress("compile candidate");
+    ArtifactPtr cand_art(nullptr, ArtifactDeleter{api_});
+    st = Compile(source, "candidate", &cand_art, &diag, &res.compile_ms, &res.compile_cached);
+    if (!st.ok()) {
+      res.status = st.IsNotFound() ? OutcomeStatus::InfraError : OutcomeStatus::CompileError;
+      res.diagnostics = diag;
+      return res;
+    }
+    ModulePtr ref_mod(nullptr, ModuleDeleter{api_});
+    ModulePtr cand_mod(nullptr, ModuleDeleter{api_});
+    {
+      htam_module* m = nullptr;
+      st = ConsumeError(api_->load(device_, ref_art.get(), &m), "loading reference");
+      if (!st.ok()) return Infra(res, st.message());
+      ref_mod.reset(m);
+      Progress("load candidate");
+      int32_t code = 0;
+      st = ConsumeError(api_->load(device_, cand_art.get(), &m), "loading candidate", &code);
+      if (!st.ok()) {
+        res.status = code == HTAM_ERR_DEVICE_FAULT ? OutcomeStatus::Crash
+                                                   : OutcomeStatus::CompileError;
+        res.diagnostics = st.message();
+        return res;
+      }
+      cand_mod.reset(m);
+    }
+    // --- verification: seen shapes, then held-out ones, several seeds each ---
+    struct Case { const DimBinding* dims; bool held_out; size_t index; };
+    std::vector<Case> cases;
+    for (size_t i = 0; i < task_.seen_shapes.size(); ++i)
+      cases.push_back({&task_.seen_shapes[i], false, i});
+    for (size_t i = 0; i < task_.held_out_shapes.size(); ++i)
+      cases.push_back({&task_.held_out_shapes[i], true, i});
+    for (const Case& c : cases) {
+      for (int s = 0; s < opt_.seeds; ++s) {
+        std::string where = c.held_out
+                                ? " (held-out shape #" + std::to_string(c.index + 1) +
+                                      ", not shown; seed " + std::to_string(s) + ")"
+                                : " (seen shape " + DimsText(*c.dims) + ", seed " +
+                                      std::to_string(s) + ")";
+        Progress("verify" + where);
+        uint64_t seed = Mix(Mix(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
+        Verdict v = VerifyCase(cand_mod.get(), ref_mod.get(), *c.dims, seed, where);
+        if (!v.ok()) {
+          res.status = v.status;
+          res.diagnostics = v.reason;
+          return res;
+        }
+        ++res.cases;
+      }
+    }
+    // --- timing on the first seen shape ---
+    const DimBinding& dims = task_.seen_shapes.front();
+    auto f = task_.flops.Eval(dims);
+    auto b = task_.bytes.Eval(dims);
+    res.flops = f.ok() ? *f : 0;
+    res.bytes = b.ok() ? *b : 0;
+    TimingStats cand_stats, base_stats;
+    Progress("time candidate");
+    Verdict v = TimeAndVerify(cand_mod.get(), ref_mod.get(), dims, &cand_stats, true, &res);
+    if (!v.ok()) {
+      res.status = v.status;
+      res.diagnostics = v.reason;
+      return res;
+    }
+    if (opt_.time_baseline) {
+      Progress("time baseline");
+      v = TimeAndVerify(ref_mod.get(), nullptr, dims, &base_stats, false, &res);
+      if (!v.ok()) return Infra(res, "timing the reference failed: " + v.reason);
+    }
+    if (api_->profile) {
+      Progress("profile");
+      ProfileCandidate(cand_mod.get(), dims, &res);
+    }
+    res.median_us = cand_stats.median;
+    res.spread_us = cand_stats.iqr;
+    res.repetitions = cand_stats.count;
+    res.baseline_us = base_stats.median;
+    res.baseline_spread_us = base_stats.iqr;
+    res.speedup = res.median_us > 0 && res.baseline_us > 0 ? res.baseline_us / res.median_us : 0;
+    res.status = OutcomeStatus::Ok;
+    res.diagnostics = "passed " + std::to_string(res.cases) + " verification cases";
+    if (!diag.empty()) res.diagnostics += "; compiler: " + diag.substr(0, 2000);
+    return res;
+  }
+
+ private:
+  void Progress(const std::string& stage) {
+    if (progress_) progress_(stage);
+  }
+  static GateResult Infra(GateResult res, const std::string& why) {
+    res.status = OutcomeStatus::InfraError;
+    res.diagnostics = why;
+    return res;
+  }
+  static std::string DimsText(const DimBinding& d) {
+    std::string s = "{";
+    for (const auto& [k, v] : d) s += (s.size() > 1 ? ", " : "") + k + ": " + std::to_string(v);
+    return s + "}";
+  }
+
+  Status Compile(const std::string& source, const char* name, ArtifactPtr* out, std::string* diag,
+                 double* ms, bool* cached) {
+    htam_compile_request req{};
+    req.struct_size = sizeof(req);
+    req.source = source.data();
+    req.source_len = source.size();
+    req.language = backend_->description().language;
+    req.arch = opt_.arch.c_str();
+    req.options = opt_.compile_options.c_str();
+    req.name = name;
+    req.timeout_s = opt_.compile_timeout_s;
+    htam_artifact* a = nullptr;
+    int32_t code = 0;
+    Status st = ConsumeError(api_->compile(backend_->handle(), &req, &a), "", &code);
+    if (!st.ok()) {
+      *diag = st.message().size() > 2 ? st.message().substr(2) : st.message();
+      if (code != HTAM_ERR_COMPILE && code != HTAM_ERR_TIMEOUT)
+        return Status::NotFound(*diag);  // infrastructure (compiler missing...)
+      return Status::InvalidArgument(*diag);
+    }
+    out->reset(a);
+    htam_artifact_info info{};
+    info.struct_size = sizeof(info);
+    if (ConsumeError(api_->artifact_info(a, &info), "artifact info").ok()) {
+      *diag = info.diagnostics ? info.diagnostics : "";
+      if (ms) *ms = info.compile_ms;
+      if (cached) *cached = info.from_cache != 0;
+    }
+    return Status::OK();
+  }
+
+  Status MakeInputs(const DimBinding& dims, uint64_t seed, std::vector<HostTensor>* host,
+                    TensorSet* dev) {
+    for (size_t i = 0; i < task_.inputs.size(); ++i) {
+      const TensorSpec& ts = task_.inputs[i];
+      host->push_back(GenerateInput(ts, task_.Shape(ts, dims), Mix(seed, i)));
+      auto t = std::make_unique<DeviceTensor>(api_);
+      HTAM_RETURN_IF_ERROR(t->Create(device_, host->back(), opt_.guard_bytes, &canary_));
+      HTAM_RETURN_IF_ERROR(t->Upload(host->back()));
+      dev->push_back(std::move(t));
+    }
+    return Status::OK();
+  }
+  Status MakeOutputs(const DimBinding& dims, TensorSet* dev) {
+    for (const TensorSpec& ts : task_.outputs) {
+      auto t = std::make_unique<DeviceTensor>(api_);
+      HTAM_RETURN_IF_ERROR(t->Create(device_, MakeTensor(ts.name, ts.dtype, task_.Shape(ts, dims)),
+                                     opt_.guard_bytes, &canary_));
+      HTAM_RETURN_IF_ERROR(t->Poison());
+      dev->push_back(std::move(t));
+    }
+    return Status::OK();
+  }
+  static std::vector<htam_tensor> Descs(const TensorSet& s) {
+    std::vector<htam_tensor> d;
+    for (const auto& t : s) d.push_back(t->desc());
+    return d;
+  }
+
+  // One call; classifies failures. `who` = "candidate" / "reference".
+  Verdict Call(htam_module* mod, const TensorSet& in, TensorSet& out, const std::string& where) {
+    std::vector<htam_tensor> din = Descs(in), dout = Descs(out);
+    std::set<std::string> before = opt_.check_threads ? ThreadIds() : std::set<std::string>();
+    int32_t rc = 0, code = 0;
+    Status st = ConsumeError(api_->run(mod, din.data(), int32_t(din.size()), dout.data(),
+                                       int32_t(dout.size()), &rc),
+                             "htam_kernel", &code);
+    if (!st.ok()) {
+      OutcomeStatus cls = code == HTAM_ERR_OUT_OF_MEMORY ? OutcomeStatus::ResourceLimit
+                          : code == HTAM_ERR_TIMEOUT     ? OutcomeStatus::Timeout
+                                                         : OutcomeStatus::Crash;
+      std::string why = st.message();
+      if (code == HTAM_ERR_KERNEL_FAILED && rc != 0)
+        why = "htam_kernel returned " + std::to_string(rc) + where;
+      return Verdict::Fail(cls, why);
+    }
+    if (opt_.check_threads) {
+      // Work must be complete when htam_kernel returns: threads it started must have ended.
+      auto deadline = std::chrono::steady_clock::now() +
+                      std::chrono::microseconds(int64_t(opt_.thread_grace_ms * 1000));
+      size_t extra = 0;
+      for (;;) {
+        extra = 0;
+        for (const auto& id : ThreadIds()) extra += before.count(id) ? 0 : 1;
+        if (!extra || std::chrono::steady_clock::now() > deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      if (extra)
+        return Verdict::Fail(OutcomeStatus::Nondeterministic,
+                             "race: htam_kernel returned while " + std::to_string(extra) +
+                                 " thread(s) it started were still running; results depend on "
+                                 "timing" + where);
+    }
+    if (HasChildren())
+      return Verdict::Fail(OutcomeStatus::ResourceLimit,
+                           "htam_kernel created child processes (fork)" + where);
+    return Verdict{};
+  }
+
+  Verdict CheckGuardsAndInputs(const TensorSet& in, const TensorSet& out,
+                               const std::vector<HostTensor>* host_in, const std::string& where) {
+    for (const auto* set : {&in, &out}) {
+      for (const auto& t : *set) {
+        auto g = t->CheckGuards();
+        if (!g.ok()) return Verdict::Fail(OutcomeStatus::InfraError, g.status().message());
+        if (!g->empty())
+          return Verdict::Fail(OutcomeStatus::Incorrect,
+                               "wrote out of bounds of " + std::string(set == &in ? "input" : "output") +
+                                   " '" + t->name() + "': " + *g + " the buffer" + where);
+      }
+    }
+    if (host_in) {
+      for (size_t i = 0; i < in.size(); ++i) {
+        auto now = in[i]->Download();
+        if (!now.ok()) return Verdict::Fail(OutcomeStatus::InfraError, now.status().message());
+        if (now->bytes != (*host_in)[i].bytes)
+          return Verdict::Fail(OutcomeStatus::Incorrect,
+                               "modified input '" + in[i]->name() + "' (inputs are read-only)" +
+                                   where);
+      }
+    }
+    return Verdict{};
+  }
+
+  Verdict VerifyCase(htam_module* cand, htam_module* ref, const DimBinding& dims, uint64_t seed,
+                     const std::string& where) {
+    std::vector<HostTensor> host_in;
+    TensorSet in, out, ref_out;
+    Status st = MakeInputs(dims, seed, &host_in, &in);
+    if (st.ok()) st = MakeOutputs(dims, &out);
+    if (st.ok()) st = MakeOutputs(dims, &ref_out);
+    if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
+    // Candidate first (stale results of the reference cannot help it), outputs poisoned.
+    Verdict v = Call(cand, in, out, where);
+    if (!v.ok()) return v;
+    v = CheckGuardsAndInputs(in, out, &host_in, where);
+    if (!v.ok()) return v;
+    std::vector<HostTensor> run1;
+    for (auto& t : out) {
+      auto h = t->Download();
+      if (!h.ok()) return Verdict::Fail(OutcomeStatus::InfraError, h.status().message());
+      run1.push_back(std::move(*h));
+      if (!(st = t->Poison()).ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
+    }
+    // Second call, same inputs: catches skipped work on repeated calls and races.
+    v = Call(cand, in, out, where);
+    if (!v.ok()) return v;
+    v = CheckGuardsAndInputs(in, out, &host_in, where);
+    if (!v.ok()) return v;
+    // The reference last.
+    v = Call(ref, in, ref_out, where);
+    if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+    for (size_t i = 0; i < out.size(); ++i) {
+      auto r = ref_out[i]->Download();
+      auto c2 = out[i]->Download();
+      if (!r.ok() || !c2.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
+      std::string why = CheckOutput(run1[i], *r, task_.tolerance, where);
+      if (!why.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why);
+      std::string why2 = CheckOutput(*c2, *r, task_.tolerance, where);
+      std::string same = CheckSame(run1[i], *c2, task_.tolerance);
+      if (!same.empty() && !why2.empty() && why2.find("not written") != std::string::npos)
+        return Verdict::Fail(OutcomeStatus::Incorrect,
+                             "a repeated call with the same inputs did not compute its outputs: " +
+                                 why2);
+      if (!same.empty()) return Verdict::Fail(OutcomeStatus::Nondeterministic, same + where);
+      if (!why2.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why2);
+    }
+    return Verdict{};
+  }
+
+  // Times `mod` over rotating input sets; when `check` is set, verifies every set's outputs (each
+  // written by a timed call: the plugin poisons before every repetition) against `ref`.
+  Verdict TimeAndVerify(htam_module* mod, htam_module* ref, const DimBinding& dims,
+                        TimingStats* stats, bool check, GateResult* res) {
+    const int sets = std::max(1, opt_.input_sets);
+    std::vector<std::vector<HostTensor>> host_in(sets);
+    std::vector<TensorSet> in(sets), out(sets);
+    for (int k = 0; k < sets; ++k) {
+      Status st = MakeInputs(dims, Mix(opt_.seed_base, 7000 + k), &host_in[k], &in[k]);
+      if (st.ok()) st = MakeOutputs(dims, &out[k]);
+      if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
+    }
+    std::vector<htam_tensor> din, dout;
+    for (int k = 0; k < sets; ++k) {
+      for (auto& t : in[k]) din.push_back(t->desc());
+      for (auto& t : out[k]) dout.push_back(t->desc());
+    }
+    htam_timing_request req{};
+    req.struct_size = sizeof(req);
+    req.num_sets = sets;
+    req.inputs = din.data();
+    req.num_inputs = int32_t(task_.inputs.size());
+    req.outputs = dout.data();
+    req.num_outputs = int32_t(task_.outputs.size());
+    req.warmup_reps = opt_.warmup_reps;
+    req.warmup_ms = opt_.warmup_ms;
+    req.repetitions = std::max(sets, opt_.repetitions);
+    req.flush_bytes = opt_.flush_bytes;
+    req.poison = 1;
+    req.poison_byte = kPoisonByte;
+    std::vector<double> reps(size_t(req.repetitions), 0.0);
+    htam_timing_result tr{};
+    tr.struct_size = sizeof(tr);
+    tr.rep_us = reps.data();
+    tr.sm_clock_mhz = tr.mem_clock_mhz = -1;
+    std::set<std::string> before = opt_.check_threads ? ThreadIds() : std::set<std::string>();
+    int32_t code = 0;
+    Status st = ConsumeError(api_->time(mod, &req, &tr), "timing", &code);
+    if (!st.ok()) {
+      OutcomeStatus cls = code == HTAM_ERR_OUT_OF_MEMORY ? OutcomeStatus::ResourceLimit
+                          : code == HTAM_ERR_TIMEOUT     ? OutcomeStatus::Timeout
+                                                         : OutcomeStatus::Crash;
+      return Verdict::Fail(cls, st.message() + " (during timing)");
+    }
+    if (tr.sm_clock_mhz > 0) res->profile.sm_clock_mhz = tr.sm_clock_mhz;
+    if (tr.mem_clock_mhz > 0) res->profile.mem_clock_mhz = tr.mem_clock_mhz;
+    if (opt_.check_threads) {
+      size_t extra = 0;
+      for (const auto& id : ThreadIds()) extra += before.count(id) ? 0 : 1;
+      if (extra)
+        return Verdict::Fail(OutcomeStatus::Nondeterministic,
+                             "race: threads still running after timed calls");
+    }
+    for (int k = 0; k < sets; ++k) {
+      Verdict v = CheckGuardsAndInputs(in[k], out[k], &host_in[k], " (during timing)");
+      if (!v.ok()) return v;
+    }
+    if (check) {
+      for (int k = 0; k < sets; ++k) {
+        TensorSet ref_out;
+        Status mk = MakeOutputs(dims, &ref_out);
+        if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
+        Verdict v = Call(ref, in[k], ref_out, "");
+        if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+        for (size_t i = 0; i < out[k].size(); ++i) {
+          auto c = out[k][i]->Download();
+          auto r = ref_out[i]->Download();
+          if (!c.ok() || !r.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
+          std::string why = CheckOutput(*c, *r, task_.tolerance,
+                                        " (output of a timed call, input set " +
+                                            std::to_string(k) + ")");
+          if (!why.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why);
+        }
+      }
+    }
+    *stats = Summarize(reps);
+    return Verdict{};
+  }
+
+  void ProfileCandidate(htam_module* mod, const DimBinding& dims, GateResult* res) {
+    std::vector<HostTensor> host_in;
+    TensorSet in, out;
+    if (!MakeInputs(dims, Mix(opt_.seed_base, 9000), &host_in, &in).ok()) return;
+    if (!MakeOutputs(dims, &out).ok()) return;
+    std::vector<htam_tensor> din = Descs(in), dout = Descs(out);
+    htam_profile_report rep{};
+    rep.struct_size = sizeof(rep);
+    rep.registers = rep.shared_bytes = rep.spill_bytes = -1;
+    rep.dram_throughput = rep.sm_throughput = rep.occupancy = -1;
+    rep.sm_clock_mhz = rep.mem_clock_mhz = -1;
+    if (!ConsumeError(api_->profile(mod, din.data(), int32_t(din.size()), dout.data(),
+                                    int32_t(dout.size()), &rep),
+                      "profile")
+             .ok())
+      return;
+    res->profile.registers = rep.registers;
+    res->profile.shared_bytes = rep.shared_bytes;
+    res->profile.spill_bytes = rep.spill_bytes;
+    res->profile.dram_throughput = rep.dram_throughput;
+    res->profile.sm_throughput = rep.sm_throughput;
+    res->profile.occupancy = rep.occupancy;
+    if (rep.sm_clock_mhz > 0) res->profile.sm_clock_mhz = rep.sm_clock_mhz;
+    if (rep.mem_clock_mhz > 0) res->profile.mem_clock_mhz = rep.mem_clock_mhz;
+  }
+
+  BackendInstance* backend_;
+  const PluginApi* api_;
+  htam_device* device_;
+  const TaskSpec& task_;
+  GateOptions opt_;
+  ProgressFn progress_;
+  std::vector<uint8_t> canary_;
+};
+
+Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task,
+           GateOptions options)
+    : backend_(backend), device_(device), task_(task), options_(std::move(options)) {}
+
+GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress) {
+  Impl impl(backend_, device_, task_, options_, progress);
+  return impl.Run(&source);
+}
+
+GateResult Gate::EvaluateReference(const ProgressFn& progress) {
+  Impl impl(backend_, device_, task_, options_, progress);
+  return impl.Run(nullptr);
+}
+
+}  // namespace htam

@@ -1,0 +1,80 @@
+// Input generation and dtype conversions.
+#include "backends/common/tensor_data.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace htam {
+namespace {
+
+TensorSpec Spec(htam_dtype d, InitSpec::Dist dist, double a, double b) {
+  TensorSpec s;
+  s.name = "x";
+  s.dtype = d;
+  s.init.dist = dist;
+  s.init.a = a;
+  s.init.b = b;
+  return s;
+}
+
+TEST(GenerateInput, SeededAndDifferentPerSeed) {
+  auto s = Spec(HTAM_F32, InitSpec::Dist::kNormal, 0, 1);
+  auto a = GenerateInput(s, {1000}, 1), b = GenerateInput(s, {1000}, 1), c = GenerateInput(s, {1000}, 2);
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_NE(a.bytes, c.bytes);
+  double sum = 0, sq = 0;
+  for (int i = 0; i < 1000; ++i) { sum += a.At(i); sq += a.At(i) * a.At(i); }
+  EXPECT_NEAR(sum / 1000, 0, 0.15);
+  EXPECT_NEAR(sq / 1000, 1, 0.2);
+}
+
+TEST(GenerateInput, SpecialValuesAppear) {
+  auto s = Spec(HTAM_F32, InitSpec::Dist::kUniform, 1, 2);
+  s.init.special = {65504.0, -0.0};
+  s.init.special_fraction = 0.01;
+  auto t = GenerateInput(s, {10000}, 3);
+  int big = 0;
+  for (int i = 0; i < 10000; ++i) big += t.At(i) == 65504.0;
+  EXPECT_GT(big, 10);
+}
+
+TEST(GenerateInput, NeverOnlyZeros) {
+  auto s = Spec(HTAM_I32, InitSpec::Dist::kRandint, 0, 0.5);  // would give only zeros
+  s.init.b = 0.5;
+  auto t = GenerateInput(s, {64}, 1);
+  bool nonzero = false;
+  for (int i = 0; i < 64; ++i) nonzero |= t.At(i) != 0;
+  EXPECT_TRUE(nonzero);
+}
+
+TEST(GenerateInput, RandintWithinBounds) {
+  auto s = Spec(HTAM_I8, InitSpec::Dist::kRandint, -3, 3);
+  auto t = GenerateInput(s, {4, 50}, 9);
+  EXPECT_EQ(t.nbytes(), 200u);
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_GE(t.At(i), -3);
+    EXPECT_LE(t.At(i), 3);
+  }
+}
+
+TEST(Half, ConversionsRoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f})
+    EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f) << f;
+  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(1e6f))));
+  EXPECT_TRUE(std::isnan(HalfToFloat(0xFFFF)));
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.5f)), 1.5f);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(0xFFFF)));
+}
+
+TEST(Describe, RowMajorStrides) {
+  auto t = MakeTensor("m", HTAM_F32, {2, 3, 4});
+  htam_tensor d = Describe(t, t.bytes.data());
+  EXPECT_EQ(d.ndim, 3);
+  EXPECT_EQ(d.strides[0], 12);
+  EXPECT_EQ(d.strides[2], 1);
+  EXPECT_EQ(htam_numel(&d), 24);
+}
+
+}  // namespace
+}  // namespace htam

@@ -1,0 +1,494 @@
+// The CPU backend plugin (libhtam_backend_cpu.so): C++ candidates compiled by g++ into a shared
+// object (cached by content hash of source + flags + compiler), loaded with dlopen, run and timed
+// on the host. Implements backends/include/htam/backend.h; exports only its symbols (plugin.map).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/common/plugin_error.h"
+#include "backends/common/sha256.h"
+#include "htam/backend.h"
+
+extern char** environ;
+
+using htam::plugin::MakeError;
+
+struct htam_backend {
+  std::string cxx = "g++";
+  std::string cxxflags = "-O3 -march=native -std=c++17";
+  std::string sdk_include_dir, cache_dir, work_dir;
+  size_t max_diag_bytes = 16384;
+  std::string compiler_version;
+  void (*log)(void*, int32_t, const char*) = nullptr;
+  void* log_ctx = nullptr;
+  // describe() storage
+  std::string name = "cpu", language = "cpp", suffix = ".cpp", version, notes;
+  std::string device_name, device_arch;
+  htam_device_info device{};
+  bool device_open = false;
+};
+
+struct htam_device {
+  htam_backend* backend;
+  std::vector<uint8_t> flush;  // scratch touched before every timed repetition
+};
+
+struct htam_artifact {
+  std::string path, hash, diagnostics;
+  bool from_cache = false;
+  double compile_ms = 0;
+};
+
+struct htam_module {
+  htam_device* device;
+  void* handle;
+  htam_kernel_fn fn;
+};
+
+struct htam_buffer {
+  void* data;
+  uint64_t bytes;
+};
+
+namespace {
+
+void Log(htam_backend* b, int32_t level, const std::string& m) {
+  if (b->log) b->log(b->log_ctx, level, ("cpu: " + m).c_str());
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+// Runs argv with stdout+stderr captured (capped), in its own process group, killed after
+// timeout_s. Returns the exit status (or -1 on spawn failure / timeout with *timed_out).
+int RunCapture(const std::vector<std::string>& argv, double timeout_s, size_t cap,
+               std::string* output, bool* timed_out) {
+  *timed_out = false;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    *output = "cannot run " + argv[0] + ": " + std::strerror(rc);
+    return -1;
+  }
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(int64_t((timeout_s > 0 ? timeout_s : 60) * 1000));
+  char buf[4096];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      *timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int n = poll(&p, 1, int(std::min<long long>(left, 200)));
+    if (n > 0) {
+      ssize_t r = read(fds[0], buf, sizeof buf);
+      if (r <= 0) break;
+      if (output->size() < cap) output->append(buf, size_t(r));
+    }
+  }
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (*timed_out) return -1;
+  if (output->size() > cap) output->resize(cap);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool Exists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(line.find_first_not_of(" \t", p + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+int CpuMhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu MHz", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return std::atoi(line.c_str() + p + 1);
+    }
+  }
+  return -1;
+}
+
+int CallKernel(htam_kernel_fn fn, const htam_tensor* in, int nin, htam_tensor* out, int nout,
+               bool* threw) {
+  *threw = false;
+  try {
+    return fn(in, nin, out, nout, nullptr);
+  } catch (...) {
+    *threw = true;
+    return -1;
+  }
+}
+
+htam_backend_error* KernelError(int rc, bool threw) {
+  if (threw) return MakeError(HTAM_ERR_KERNEL_FAILED, "htam_kernel threw a C++ exception");
+  return MakeError(HTAM_ERR_KERNEL_FAILED, "htam_kernel returned " + std::to_string(rc));
+}
+
+}  // namespace
+
+extern "C" {
+
+HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* minor) {
+  *major = HTAM_BACKEND_API_VERSION_MAJOR;
+  *minor = HTAM_BACKEND_API_VERSION_MINOR;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backend_host* host,
+                                                                htam_backend** out) {
+  if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null host or out");
+  const uint32_t built_minor = HTAM_BACKEND_API_VERSION_MINOR;
+  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor + 1 < built_minor + 1)
+    return MakeError(HTAM_ERR_VERSION,
+                     "cpu backend built for API " + std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) +
+                         "." + std::to_string(HTAM_BACKEND_API_VERSION_MINOR) +
+                         ", host offers " + std::to_string(host->api_major) + "." +
+                         std::to_string(host->api_minor));
+  auto* b = new htam_backend;
+  b->log = host->log;
+  b->log_ctx = host->log_ctx;
+  if (host->sdk_include_dir) b->sdk_include_dir = host->sdk_include_dir;
+  if (host->cache_dir) b->cache_dir = host->cache_dir;
+  b->work_dir = host->work_dir ? host->work_dir : ".";
+  for (const char* const* o = host->options; o && *o; ++o) {
+    std::string kv = *o;
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (k == "cxx" && !v.empty()) b->cxx = v;
+    else if (k == "cxxflags") b->cxxflags = v;
+    else if (k == "max_diag_bytes") b->max_diag_bytes = std::strtoul(v.c_str(), nullptr, 10);
+  }
+  std::string out_text;
+  bool to = false;
+  int rc = RunCapture({b->cxx, "--version"}, 10, 4096, &out_text, &to);
+  b->compiler_version = rc == 0 ? out_text.substr(0, out_text.find('\n')) : "";
+  b->version = "htam cpu backend; " + (b->compiler_version.empty() ? b->cxx + " (not found)"
+                                                                  : b->compiler_version);
+  if (b->compiler_version.empty())
+    b->notes = "compiler '" + b->cxx + "' cannot run here: " + out_text;
+  b->device_name = CpuModel();
+  utsname u{};
+  uname(&u);
+  b->device_arch = u.machine;
+  b->device.index = 0;
+  b->device.name = b->device_name.c_str();
+  b->device.arch = b->device_arch.c_str();
+  b->device.memory_bytes = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  b->device.sm_clock_mhz = CpuMhz();
+  b->device.mem_clock_mhz = -1;
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  b->device.cache_bytes = llc > 0 ? uint64_t(llc) : 0;
+  *out = b;
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) { delete backend; }
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
+                                                              htam_backend_description* out) {
+  if (!b || !out || out->struct_size < sizeof(uint32_t))
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad describe arguments");
+  htam_backend_description d{};
+  d.struct_size = out->struct_size;
+  d.name = b->name.c_str();
+  d.language = b->language.c_str();
+  d.source_suffix = b->suffix.c_str();
+  d.version = b->version.c_str();
+  d.notes = b->notes.c_str();
+  d.num_devices = 1;
+  d.devices = &b->device;
+  d.can_run = b->compiler_version.empty() ? 0 : 1;
+  std::memcpy(out, &d, std::min<size_t>(out->struct_size, sizeof d));
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
+                                                             const htam_compile_request* req,
+                                                             htam_artifact** out) {
+  if (!b || !req || !out || !req->source)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad compile arguments");
+  if (req->language && *req->language && b->language != req->language)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                     std::string("cpu backend compiles cpp, not ") + req->language);
+  if (b->compiler_version.empty()) return MakeError(HTAM_ERR_UNAVAILABLE, b->notes);
+  std::string source(req->source, req->source_len);
+  std::string extra = req->options ? req->options : "";
+  htam::Sha256 h;
+  for (const std::string& part :
+       {b->language, b->compiler_version, b->cxxflags, extra, b->sdk_include_dir, source}) {
+    h.Update(part);
+    h.Update(std::string_view("\0", 1));
+  }
+  auto art = std::make_unique<htam_artifact>();
+  art->hash = h.HexDigest();
+  std::string dir = b->cache_dir.empty() ? b->work_dir : b->cache_dir;
+  art->path = dir + "/cpu-" + art->hash + ".so";
+  if (!b->cache_dir.empty() && Exists(art->path)) {
+    art->from_cache = true;
+    *out = art.release();
+    return nullptr;
+  }
+  std::string label = req->name && *req->name ? req->name : "candidate";
+  for (char& c : label)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  std::string src = b->work_dir + "/" + label + "-" + art->hash.substr(0, 16) + ".cpp";
+  {
+    std::ofstream f(src, std::ios::binary);
+    f << source;
+    if (!f) return MakeError(HTAM_ERR_INTERNAL, "cannot write " + src);
+  }
+  std::string tmp = art->path + ".tmp." + std::to_string(getpid());
+  std::vector<std::string> argv{b->cxx};
+  for (auto& f : Split(b->cxxflags)) argv.push_back(f);
+  for (auto& f : Split(extra)) argv.push_back(f);
+  argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden", "-I" + b->sdk_include_dir,
+                           "-o", tmp, src});
+  auto t0 = std::chrono::steady_clock::now();
+  std::string diag;
+  bool timed_out = false;
+  int rc = RunCapture(argv, req->timeout_s, b->max_diag_bytes, &diag, &timed_out);
+  art->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
+  if (timed_out) {
+    unlink(tmp.c_str());
+    return MakeError(HTAM_ERR_TIMEOUT, "compiler timed out after " +
+                                           std::to_string(req->timeout_s) + " s\n" + diag);
+  }
+  if (rc != 0) {
+    unlink(tmp.c_str());
+    if (rc < 0 && diag.rfind("cannot run", 0) == 0) return MakeError(HTAM_ERR_UNAVAILABLE, diag);
+    return MakeError(HTAM_ERR_COMPILE, diag.empty() ? "compiler exited with " + std::to_string(rc)
+                                                    : diag);
+  }
+  if (rename(tmp.c_str(), art->path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return MakeError(HTAM_ERR_INTERNAL, "cannot move artifact into " + dir);
+  }
+  art->diagnostics = diag;
+  Log(b, HTAM_LOG_DEBUG, "compiled " + label + " in " + std::to_string(art->compile_ms) + " ms");
+  *out = art.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_artifact* a,
+                                                                   htam_artifact_info* out) {
+  if (!a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null artifact");
+  htam_artifact_info i{};
+  i.struct_size = out->struct_size;
+  i.path = a->path.c_str();
+  i.content_hash = a->hash.c_str();
+  i.diagnostics = a->diagnostics.c_str();
+  i.from_cache = a->from_cache ? 1 : 0;
+  i.compile_ms = a->compile_ms;
+  std::memcpy(out, &i, std::min<size_t>(out->struct_size, sizeof i));
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) { delete a; }
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
+                                                                 htam_device** out) {
+  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null backend");
+  if (index != 0) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "cpu backend has only device 0");
+  if (b->device_open) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device 0 already open");
+  b->device_open = true;
+  *out = new htam_device{b, {}};
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_device_close(htam_device* d) {
+  if (!d) return;
+  d->backend->device_open = false;
+  delete d;
+}
+
+HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device*) { return nullptr; }
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const htam_artifact* a,
+                                                          htam_module** out) {
+  if (!d || !a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad load arguments");
+  dlerror();
+  void* h = dlopen(a->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    std::string msg = e ? e : "dlopen failed";
+    return MakeError(HTAM_ERR_LOAD, "cannot load " + a->path + ": " + msg);
+  }
+  void* fn = dlsym(h, "htam_kernel");
+  if (!fn) {
+    dlclose(h);
+    return MakeError(HTAM_ERR_LOAD,
+                     "candidate does not define the entry point htam_kernel (declare it with "
+                     "HTAM_KERNEL_ENTRY from <htam/kernel_abi.h>)");
+  }
+  *out = new htam_module{d, h, reinterpret_cast<htam_kernel_fn>(fn)};
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_module_release(htam_module* m) {
+  if (!m) return;
+  dlclose(m->handle);
+  delete m;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d, uint64_t bytes,
+                                                                  htam_buffer** out) {
+  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad alloc arguments");
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, bytes ? bytes : 1) != 0 || !p)
+    return MakeError(HTAM_ERR_OUT_OF_MEMORY, "cannot allocate " + std::to_string(bytes) + " bytes");
+  *out = new htam_buffer{p, bytes};
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
+  if (!b) return;
+  std::free(b->data);
+  delete b;
+}
+
+HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) { return b ? b->data : nullptr; }
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst,
+                                                                    uint64_t offset,
+                                                                    const void* src,
+                                                                    uint64_t bytes) {
+  if (!dst || offset > dst->bytes || bytes > dst->bytes - offset)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy out of range");
+  if (bytes) std::memcpy(static_cast<uint8_t*>(dst->data) + offset, src, bytes);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
+                                                                  uint64_t offset, uint64_t bytes) {
+  if (!src || offset > src->bytes || bytes > src->bytes - offset)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy out of range");
+  if (bytes) std::memcpy(dst, static_cast<uint8_t*>(src->data) + offset, bytes);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, uint64_t offset,
+                                                            uint8_t value, uint64_t bytes) {
+  if (!dst || offset > dst->bytes || bytes > dst->bytes - offset)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "memset out of range");
+  if (bytes) std::memset(static_cast<uint8_t*>(dst->data) + offset, value, bytes);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* in,
+                                                         int32_t nin, htam_tensor* out,
+                                                         int32_t nout, int32_t* kernel_rc) {
+  if (!m) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null module");
+  bool threw = false;
+  int rc = CallKernel(m->fn, in, nin, out, nout, &threw);
+  if (kernel_rc) *kernel_rc = rc;
+  if (rc != 0 || threw) return KernelError(rc, threw);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
+                                                          const htam_timing_request* req,
+                                                          htam_timing_result* res) {
+  if (!m || !req || !res || !res->rep_us || req->num_sets < 1 || req->repetitions < 1)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad timing request");
+  htam_device* d = m->device;
+  uint64_t flush = req->flush_bytes ? req->flush_bytes : 2 * d->backend->device.cache_bytes;
+  if (d->flush.size() < flush) d->flush.assign(flush, 0);
+  using clk = std::chrono::steady_clock;
+  auto call = [&](int set, bool* threw) {
+    return CallKernel(m->fn, req->inputs + size_t(set) * req->num_inputs, req->num_inputs,
+                      req->outputs + size_t(set) * req->num_outputs, req->num_outputs, threw);
+  };
+  bool threw = false;
+  int rc = 0;
+  int warm = 0;
+  auto w0 = clk::now();
+  while (warm < req->warmup_reps ||
+         std::chrono::duration<double, std::milli>(clk::now() - w0).count() < req->warmup_ms) {
+    rc = call(warm % req->num_sets, &threw);
+    if (rc != 0 || threw) return KernelError(rc, threw);
+    ++warm;
+    if (warm > 100000) break;
+  }
+  res->warmup_done = warm;
+  for (int r = 0; r < req->repetitions; ++r) {
+    int set = r % req->num_sets;
+    if (req->poison) {
+      for (int o = 0; o < req->num_outputs; ++o) {
+        const htam_tensor& t = req->outputs[size_t(set) * req->num_outputs + o];
+        std::memset(t.data, req->poison_byte, size_t(htam_numel(&t)) * htam_dtype_size(t.dtype));
+      }
+    }
+    if (!d->flush.empty()) {  // evict caches outside the window
+      std::memset(d->flush.data(), r & 0xff, flush);
+      asm volatile("" : : "r"(d->flush.data()) : "memory");
+    }
+    auto t0 = clk::now();
+    rc = call(set, &threw);
+    auto t1 = clk::now();
+    if (rc != 0 || threw) return KernelError(rc, threw);
+    res->rep_us[r] = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  }
+  res->all_streams = 1;  // synchronous host call; threads left running are rejected by the gate
+  res->sm_clock_mhz = CpuMhz();
+  res->mem_clock_mhz = -1;
+  return nullptr;
+}
+
+}  // extern "C"
