@@ -1,0 +1,523 @@
+// htam_client: the C++ SDK. One I/O thread owns the DEALER socket; callers hand requests over a
+// mutex-guarded outbox and an inproc wake-up socket, and get replies through callbacks/futures.
+#include "htam/client.h"
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include <zmq.hpp>
+
+#include "flatbuffers/flatbuffers.h"
+
+namespace htam {
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool Idempotent(fb::Body type, const fb::BodyUnion& body) {
+  switch (type) {
+    case fb::Body::Hello:
+    case fb::Body::NextStep:
+    case fb::Body::Poll:
+    case fb::Body::Query:
+    case fb::Body::StatusRequest:
+      return true;
+    case fb::Body::OpenSession:
+      return body.AsOpenSession()->session_id != 0;
+    default:
+      return false;
+  }
+}
+
+// Reads "public = KEY" / "secret = KEY" lines of an htam-keygen file.
+Status ReadKeys(const std::string& path, std::string* pub, std::string* sec) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError("cannot read key file " + path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = line.substr(0, eq), value = line.substr(eq + 1);
+    auto trim = [](std::string s) {
+      size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+    };
+    name = trim(name);
+    value = trim(value);
+    if (name == "public" && pub) *pub = value;
+    if (name == "secret" && sec) *sec = value;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status StatusFromError(const fb::ErrorT& e) {
+  std::string m = std::string(fb::EnumNameErrorCode(e.code)) + ": " + e.message;
+  switch (e.code) {
+    case fb::ErrorCode::NotFound: return Status::NotFound(e.message);
+    case fb::ErrorCode::InvalidArgument: return Status::InvalidArgument(e.message);
+    case fb::ErrorCode::Busy: return Status::ResourceExhausted(e.message);
+    case fb::ErrorCode::Unauthorized: return Status::PermissionDenied(e.message);
+    case fb::ErrorCode::Unavailable: return Status::Unavailable(e.message);
+    case fb::ErrorCode::Malformed:
+    case fb::ErrorCode::UnsupportedVersion:
+    case fb::ErrorCode::UnknownMessage: return Status::InvalidArgument(m);
+    default: return Status::Internal(m);
+  }
+}
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions options) : opt_(std::move(options)), context_(1) {}
+
+  ~Impl() { Shutdown(); }
+
+  Status Start() {
+    if (!opt_.server_public_key_file.empty()) {
+      HTAM_RETURN_IF_ERROR(ReadKeys(opt_.server_public_key_file, &opt_.server_public_key, nullptr));
+    }
+    if (!opt_.client_key_file.empty()) {
+      HTAM_RETURN_IF_ERROR(
+          ReadKeys(opt_.client_key_file, &opt_.client_public_key, &opt_.client_secret_key));
+    }
+    bool any = !opt_.server_public_key.empty() || !opt_.client_public_key.empty() ||
+               !opt_.client_secret_key.empty();
+    bool all = !opt_.server_public_key.empty() && !opt_.client_public_key.empty() &&
+               !opt_.client_secret_key.empty();
+    if (any && !all)
+      return Status::InvalidArgument(
+          "CURVE needs the server public key and the client public and secret keys");
+    curve_ = all;
+    try {
+      std::ostringstream name;
+      name << "inproc://htam-client-wake-" << static_cast<const void*>(this);
+      wake_recv_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+      wake_recv_->bind(name.str());
+      wake_send_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+      wake_send_->connect(name.str());
+      HTAM_RETURN_IF_ERROR(OpenSocket());
+    } catch (const zmq::error_t& e) {
+      return Status::InvalidArgument(std::string("cannot connect to ") + opt_.endpoint + ": " + e.what());
+    }
+    io_ = std::thread([this] { Loop(); });
+    return Status::OK();
+  }
+
+  void Shutdown() {
+    if (stop_.exchange(true)) return;
+    Wake();
+    if (io_.joinable()) io_.join();
+    socket_.reset();
+    wake_recv_.reset();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_send_.reset();
+    }
+  }
+
+  void Send(fb::BodyUnion body, EnvelopeCallback done, std::chrono::milliseconds timeout) {
+    Outgoing out;
+    out.request_id = next_id_.fetch_add(1) + 1;
+    fb::EnvelopeT env;
+    env.version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
+    env.request_id = out.request_id;
+    out.idempotent = Idempotent(body.type, body);
+    env.body = std::move(body);
+    flatbuffers::FlatBufferBuilder fbb(256);
+    fbb.Finish(fb::Envelope::Pack(fbb, &env), fb::EnvelopeIdentifier());
+    out.payload.assign(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+    out.timeout_ms = (timeout.count() > 0 ? timeout : opt_.timeout).count();
+    out.done = std::move(done);
+    in_flight_++;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) {
+        in_flight_--;
+        out.done(Status::Unavailable("client is shut down"));
+        return;
+      }
+      outbox_.push_back(std::move(out));
+    }
+    Wake();
+  }
+
+  size_t in_flight() const { return in_flight_.load(); }
+  const ClientOptions& options() const { return opt_; }
+  fb::HelloReplyT hello_;
+
+ private:
+  struct Outgoing {
+    uint64_t request_id = 0;
+    std::string payload;
+    bool idempotent = false;
+    int64_t timeout_ms = 0;
+    EnvelopeCallback done;
+  };
+  struct Pending {
+    Outgoing req;
+    int64_t deadline_ms = 0;
+    int tries_left = 0;
+  };
+
+  void Wake() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!wake_send_) return;
+    try {
+      wake_send_->send(zmq::str_buffer("w"), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+    }
+  }
+
+  Status OpenSocket() {
+    socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    socket_->set(zmq::sockopt::linger, 0);
+    if (curve_) {
+      socket_->set(zmq::sockopt::curve_serverkey, opt_.server_public_key);
+      socket_->set(zmq::sockopt::curve_publickey, opt_.client_public_key);
+      socket_->set(zmq::sockopt::curve_secretkey, opt_.client_secret_key);
+    }
+    socket_->connect(opt_.endpoint);
+    return Status::OK();
+  }
+
+  void Complete(Pending& p, Result<std::unique_ptr<fb::EnvelopeT>> r) {
+    in_flight_--;
+    if (p.req.done) p.req.done(std::move(r));
+  }
+
+  void SendPending(Pending& p) {
+    try {
+      socket_->send(zmq::buffer(p.req.payload), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      // Not sent (queue full): the deadline will retry or fail it.
+    }
+  }
+
+  void HandleReply(zmq::message_t& msg) {
+    aligned_.resize(msg.size() / 8 + 2);
+    std::memcpy(aligned_.data(), msg.data(), msg.size());
+    const auto* buf = reinterpret_cast<const uint8_t*>(aligned_.data());
+    flatbuffers::Verifier verifier(buf, msg.size(), 64, 10000000);
+    if (!fb::VerifyEnvelopeBuffer(verifier)) return;  // not from htamd: ignored
+    const fb::Envelope* env = fb::GetEnvelope(buf);
+    auto it = pending_.find(env->request_id());
+    if (env->body_type() == fb::Body::Progress) {
+      if (opt_.on_progress) {
+        std::unique_ptr<fb::ProgressT> p(env->body_as_Progress()->UnPack());
+        opt_.on_progress(*p);
+      }
+      return;
+    }
+    if (it == pending_.end()) return;  // late reply to a request that already timed out
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    std::unique_ptr<fb::EnvelopeT> unpacked(env->UnPack());
+    if (unpacked->body.type == fb::Body::Error) {
+      Complete(p, StatusFromError(*unpacked->body.AsError()));
+      return;
+    }
+    Complete(p, std::move(unpacked));
+  }
+
+  void Expire() {
+    const int64_t now = NowMs();
+    bool reconnect = false;
+    std::vector<uint64_t> failed;
+    for (auto& [id, p] : pending_) {
+      if (p.deadline_ms > now) continue;
+      if (p.req.idempotent && p.tries_left > 0) {
+        p.tries_left--;
+        p.deadline_ms = now + p.req.timeout_ms;
+        reconnect = true;
+      } else {
+        failed.push_back(id);
+      }
+    }
+    for (uint64_t id : failed) {
+      Pending p = std::move(pending_[id]);
+      pending_.erase(id);
+      reconnect = true;
+      Complete(p, Status::Timeout("no answer from " + opt_.endpoint + " within " +
+                                  std::to_string(p.req.timeout_ms) + " ms"));
+    }
+    if (reconnect) {
+      // Lazy pirate: a fresh socket drops whatever was queued for a dead peer. Requests still
+      // pending are sent again on it (their replies would never reach the old socket).
+      try {
+        OpenSocket();
+      } catch (const zmq::error_t&) {
+      }
+      for (auto& [id, p] : pending_) SendPending(p);
+    }
+  }
+
+  void Loop() {
+    while (!stop_) {
+      int64_t timeout = 50;
+      if (!pending_.empty()) {
+        int64_t nearest = INT64_MAX;
+        for (auto& [id, p] : pending_) nearest = std::min(nearest, p.deadline_ms);
+        timeout = std::clamp<int64_t>(nearest - NowMs(), 0, 50);
+      }
+      zmq::pollitem_t items[] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0},
+                                 {static_cast<void*>(*wake_recv_), 0, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(timeout));
+        if (items[1].revents & ZMQ_POLLIN) {
+          zmq::message_t m;
+          while (wake_recv_->recv(m, zmq::recv_flags::dontwait)) {
+          }
+          std::deque<Outgoing> out;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            out.swap(outbox_);
+          }
+          for (auto& o : out) {
+            Pending p;
+            p.deadline_ms = NowMs() + o.timeout_ms;
+            p.tries_left = o.idempotent ? opt_.retries : 0;
+            p.req = std::move(o);
+            uint64_t id = p.req.request_id;
+            auto& slot = pending_[id] = std::move(p);
+            SendPending(slot);
+          }
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+          for (int n = 0; n < 1024; ++n) {
+            zmq::message_t m;
+            if (!socket_->recv(m, zmq::recv_flags::dontwait)) break;
+            while (m.more()) {  // one frame per envelope; skip anything else
+              zmq::message_t extra;
+              (void)socket_->recv(extra, zmq::recv_flags::none);
+              m = std::move(extra);
+            }
+            HandleReply(m);
+          }
+        }
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) break;
+      }
+      Expire();
+    }
+    // Whatever is left fails now.
+    std::deque<Outgoing> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out.swap(outbox_);
+    }
+    for (auto& o : out) {
+      in_flight_--;
+      if (o.done) o.done(Status::Unavailable("client shut down"));
+    }
+    for (auto& [id, p] : pending_) Complete(p, Status::Unavailable("client shut down"));
+    pending_.clear();
+  }
+
+  ClientOptions opt_;
+  bool curve_ = false;
+  zmq::context_t context_;
+  std::unique_ptr<zmq::socket_t> socket_;     // I/O thread
+  std::unique_ptr<zmq::socket_t> wake_recv_;  // I/O thread
+  std::mutex mu_;
+  std::unique_ptr<zmq::socket_t> wake_send_;  // guarded by mu_
+  std::deque<Outgoing> outbox_;               // guarded by mu_
+  std::unordered_map<uint64_t, Pending> pending_;  // I/O thread
+  std::vector<uint64_t> aligned_;                  // I/O thread
+  std::atomic<uint64_t> next_id_{0};
+  std::atomic<size_t> in_flight_{0};
+  std::atomic<bool> stop_{false};
+  std::thread io_;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  HTAM_RETURN_IF_ERROR(impl->Start());
+  std::unique_ptr<Client> client(new Client(std::move(impl)));
+  fb::HelloT hello;
+  hello.client = options.client_name;
+  hello.client_version = HTAM_VERSION;
+  fb::BodyUnion body;
+  body.Set(std::move(hello));
+  auto reply = client->Call<fb::HelloReplyT>(std::move(body), options.connect_timeout);
+  if (!reply.ok()) {
+    if (reply.status().code() == Status::Code::kTimeout)
+      return Status::Unavailable("htamd did not answer at " + options.endpoint +
+                                 " (not running, wrong endpoint, or CURVE keys refused)");
+    return reply.status();
+  }
+  if (reply->protocol_version != static_cast<uint16_t>(fb::ProtocolVersion::Current))
+    return Status::FailedPrecondition("htamd speaks protocol " +
+                                      std::to_string(reply->protocol_version));
+  client->impl_->hello_ = std::move(*reply);
+  return client;
+}
+
+const fb::HelloReplyT& Client::server() const { return impl_->hello_; }
+size_t Client::in_flight() const { return impl_->in_flight(); }
+
+void Client::CallAsync(fb::BodyUnion body, EnvelopeCallback done, std::chrono::milliseconds timeout) {
+  impl_->Send(std::move(body), std::move(done), timeout);
+}
+
+namespace {
+// Extracts the typed body of a reply envelope.
+template <typename T>
+Result<T> Extract(Result<std::unique_ptr<fb::EnvelopeT>> r) {
+  if (!r.ok()) return r.status();
+  fb::EnvelopeT& env = **r;
+  if (env.body.type != fb::BodyUnionTraits<T>::enum_value || env.body.value == nullptr)
+    return Status::Internal(std::string("unexpected reply ") + fb::EnumNameBody(env.body.type));
+  return std::move(*reinterpret_cast<T*>(env.body.value));
+}
+
+template <typename T>
+std::future<Result<T>> AsyncTyped(Client* c, fb::BodyUnion body, std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  auto future = promise->get_future();
+  c->CallAsync(std::move(body),
+               [promise](Result<std::unique_ptr<fb::EnvelopeT>> r) {
+                 promise->set_value(Extract<T>(std::move(r)));
+               },
+               timeout);
+  return future;
+}
+
+template <typename T>
+fb::BodyUnion Body(T value) {
+  fb::BodyUnion b;
+  b.Set(std::move(value));
+  return b;
+}
+
+fb::SubmitT MakeSubmit(const SubmitArgs& a, bool wait) {
+  fb::SubmitT s;
+  s.session_id = a.session_id;
+  s.source = a.source;
+  s.language = a.language;
+  s.direction_id = a.direction_id;
+  s.strategy_ids = a.strategy_ids;
+  s.summary = a.summary;
+  s.wait = wait;
+  s.progress = a.progress;
+  return s;
+}
+}  // namespace
+
+template <typename T>
+Result<T> Client::Call(fb::BodyUnion body, std::chrono::milliseconds timeout) {
+  // The I/O thread always answers by the deadline (with Timeout), so get() cannot hang.
+  return AsyncTyped<T>(this, std::move(body), timeout).get();
+}
+
+Result<fb::HelloReplyT> Client::Hello() {
+  fb::HelloT h;
+  h.client = impl_->options().client_name;
+  h.client_version = HTAM_VERSION;
+  return Call<fb::HelloReplyT>(Body(std::move(h)));
+}
+
+Result<fb::SessionInfoT> Client::OpenSession(const OpenSessionArgs& a) {
+  fb::OpenSessionT m;
+  m.session_id = a.session_id;
+  m.task = a.task;
+  m.backend = a.backend;
+  m.arch = a.arch;
+  m.budget = a.budget;
+  m.client = impl_->options().client_name;
+  m.model = a.model;
+  return Call<fb::SessionInfoT>(Body(std::move(m)));
+}
+
+Result<fb::StepT> Client::NextStep(uint64_t session_id, const std::vector<float>& embedding) {
+  fb::NextStepT m;
+  m.session_id = session_id;
+  m.embedding = embedding;
+  return Call<fb::StepT>(Body(std::move(m)));
+}
+
+Result<fb::SubmitAckT> Client::Submit(const SubmitArgs& a) {
+  return Call<fb::SubmitAckT>(Body(MakeSubmit(a, false)));
+}
+
+Result<fb::ResultT> Client::SubmitAndWait(const SubmitArgs& a, std::chrono::milliseconds wait) {
+  auto r = Call<fb::ResultT>(Body(MakeSubmit(a, true)), wait);
+  return r;
+}
+
+Result<fb::ResultT> Client::Poll(uint64_t job_id, std::chrono::milliseconds wait) {
+  fb::PollT m;
+  m.job_id = job_id;
+  m.wait_ms = static_cast<uint32_t>(wait.count());
+  return Call<fb::ResultT>(Body(std::move(m)), impl_->options().timeout + wait);
+}
+
+Result<uint64_t> Client::Record(const RecordArgs& a) {
+  fb::RecordT m;
+  m.session_id = a.session_id;
+  m.direction_id = a.direction_id;
+  m.strategy_ids = a.strategy_ids;
+  m.summary = a.summary;
+  m.status = a.status;
+  m.speedup_after = a.speedup_after;
+  m.median_us = a.median_us;
+  m.source = a.source;
+  auto r = Call<fb::RecordAckT>(Body(std::move(m)));
+  if (!r.ok()) return r.status();
+  return r->transition_id;
+}
+
+Result<fb::SessionT> Client::CloseSession(uint64_t session_id) {
+  fb::CloseSessionT m;
+  m.session_id = session_id;
+  auto r = Call<fb::CloseAckT>(Body(std::move(m)));
+  if (!r.ok()) return r.status();
+  if (!r->session) return Status::Internal("CloseAck without a session");
+  return std::move(*r->session);
+}
+
+Result<fb::QueryReplyT> Client::Query(const fb::QueryT& query) {
+  return Call<fb::QueryReplyT>(Body(fb::QueryT(query)));
+}
+
+Result<std::string> Client::ServerStatus(const std::string& section) {
+  fb::StatusRequestT m;
+  m.section = section;
+  auto r = Call<fb::StatusReplyT>(Body(std::move(m)));
+  if (!r.ok()) return r.status();
+  return std::move(r->text);
+}
+
+std::future<Result<fb::StepT>> Client::NextStepAsync(uint64_t session_id) {
+  fb::NextStepT m;
+  m.session_id = session_id;
+  return AsyncTyped<fb::StepT>(this, Body(std::move(m)), {});
+}
+
+std::future<Result<fb::SubmitAckT>> Client::SubmitAsync(const SubmitArgs& a) {
+  return AsyncTyped<fb::SubmitAckT>(this, Body(MakeSubmit(a, false)), {});
+}
+
+std::future<Result<fb::ResultT>> Client::PollAsync(uint64_t job_id, std::chrono::milliseconds wait) {
+  fb::PollT m;
+  m.job_id = job_id;
+  m.wait_ms = static_cast<uint32_t>(wait.count());
+  return AsyncTyped<fb::ResultT>(this, Body(std::move(m)), impl_->options().timeout + wait);
+}
+
+}  // namespace htam
