@@ -1,0 +1,25 @@
+// sgemm reference for the CPU backend: i-p-j loop order (contiguous inner loop), double
+// accumulators per output row.
+#include <htam/kernel_abi.h>
+#include <cstddef>
+#include <vector>
+
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream) {
+  if (nin != 2 || nout != 1) return 1;
+  const float* a = static_cast<const float*>(in[0].data);
+  const float* b = static_cast<const float*>(in[1].data);
+  float* c = static_cast<float*>(out[0].data);
+  const int64_t m = in[0].shape[0], k = in[0].shape[1], n = in[1].shape[1];
+  std::vector<double> acc(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) acc[j] = 0.0;
+    for (int64_t p = 0; p < k; ++p) {
+      const double av = a[i * k + p];
+      const float* brow = b + p * n;
+      for (int64_t j = 0; j < n; ++j) acc[j] += av * brow[j];
+    }
+    for (int64_t j = 0; j < n; ++j) c[i * n + j] = static_cast<float>(acc[j]);
+  }
+  return 0;
+}
