@@ -1,0 +1,118 @@
+"""htam-agent against a real htamd (its own store in a temp dir, ipc:// endpoint, the fixture
+task suite): lineage import (verified on the CPU backend, and recorded), the agent loop with the
+replay proposer, and with the model proposer over a local fake chat-completions endpoint where
+the daemon's real compiler errors are fed back to the model."""
+
+import io
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stdout
+
+from htam_agent.agent import final_table, run_session
+from htam_agent.htamd import HtamdProcess, find_htamd
+from htam_agent.importer import import_task
+from htam_agent.lineage import load_task
+from htam_agent.llm import ChatClient, LLMConfig
+from htam_agent.proposers import LLMProposer, ReplayProposer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from agent_llm_test import FakeEndpoint, reply  # noqa: E402  (same folder)
+
+FIXTURES = os.path.join(HERE, "agent_fixtures", "tasks")
+
+
+def quiet(_msg):
+    pass
+
+
+class DaemonTestBase(unittest.TestCase):
+    def setUp(self):
+        self.htamd = find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
+        if not self.htamd:
+            self.skipTest("htamd is not built (set HTAM_HTAMD or HTAM_BUILD_DIR)")
+        self.tmp = tempfile.TemporaryDirectory(prefix="htam-agent-")
+        self.addCleanup(self.tmp.cleanup)
+        self.proc = HtamdProcess(self.htamd, os.path.join(self.tmp.name, "data"), FIXTURES)
+        self.proc.start()
+        self.addCleanup(self.stop)
+        self.d = self.proc.client(timeout_s=300)
+        self.addCleanup(self.d.close_connection)
+
+    def stop(self):
+        code = self.proc.stop()
+        self.assertEqual(code, 0, "htamd did not stop cleanly:\n" + self.proc.log_tail())
+
+
+class ImportTest(DaemonTestBase):
+    def test_recorded_import_walks_the_lineage_in_parent_order(self):
+        task = load_task(os.path.join(FIXTURES, "fx_relu"))
+        report = import_task(self.d, task, recorded=True, out=quiet)
+        self.assertEqual([s.variant for s in report.steps], ["v4", "v1", "v2", "v3"])
+        self.assertTrue(all(s.transition_id > 0 for s in report.steps), report.steps)
+        self.assertEqual(len(set(s.transition_id for s in report.steps)), 4)
+        self.assertEqual(report.skipped, [])
+        self.assertEqual(len(report.sessions), 1)
+
+    def test_verified_import_on_cpu_matches_the_lineage(self):
+        hello = self.d.hello()
+        if "cpu" not in (hello.get("backends") or []):
+            self.fail(f"htamd offers no cpu backend: {hello}")
+        task = load_task(os.path.join(FIXTURES, "fx_square"))
+        lines = []
+        report = import_task(self.d, task, recorded=False, out=lines.append)
+        statuses = {s.variant: s.status for s in report.steps}
+        self.assertEqual(statuses, {"v4": "compile_error", "v1": "ok", "v2": "incorrect",
+                                    "v3": "ok"}, "\n".join(lines))
+        self.assertEqual(report.disagreements, [])
+
+
+class AgentLoopTest(DaemonTestBase):
+    def test_replay_agent_follows_the_memory_and_reports(self):
+        import_task(self.d, load_task(os.path.join(FIXTURES, "fx_relu")), recorded=True,
+                    out=quiet)
+        import_task(self.d, load_task(os.path.join(FIXTURES, "fx_square")), recorded=True,
+                    out=quiet)
+        task = load_task(os.path.join(FIXTURES, "fx_scale"))
+        lines = []
+        report = run_session(self.d, "fx_scale", "cpu",
+                             ReplayProposer(task, task.lineages["cpu"]), budget=6,
+                             recorded=True, out=lines.append)
+        text = "\n".join(lines)
+        self.assertIn("direction", text)
+        self.assertTrue(report.closed)
+        # The replay walks the lineage: every variant at most once, and the best is reached.
+        variants = [r.variant for r in report.rows if r.variant]
+        self.assertEqual(len(variants), len(set(variants)))
+        self.assertIn("v3", variants, text)
+        self.assertAlmostEqual(report.best_speedup, 1.9, places=3)
+        table = final_table(report)
+        self.assertIn("task fx_scale on cpu: best speedup 1.90x", table)
+
+    def test_llm_agent_gets_the_compiler_error_back_and_repairs(self):
+        task = load_task(os.path.join(FIXTURES, "fx_scale"))
+        broken = open(os.path.join(task.dir, "variants/cpu/v4_broken.cpp")).read()
+        good = open(os.path.join(task.dir, "variants/cpu/v1_unroll4.cpp")).read()
+        ep = FakeEndpoint([
+            reply("SUMMARY: blocked loop\nSTRATEGIES: none\n```cpp\n" + broken + "```\n"),
+            reply("SUMMARY: unrolled with restrict\nSTRATEGIES: none\n```cpp\n" + good + "```\n")])
+        self.addCleanup(ep.close)
+        client = ChatClient(LLMConfig(base_url=ep.url, model="fake", backoff_s=0.01, timeout_s=10))
+        out = io.StringIO()
+        with redirect_stdout(out):
+            report = run_session(self.d, "fx_scale", "cpu", LLMProposer(client), budget=2,
+                                 spec_text=task.spec_text(), out=print)
+        self.assertEqual([r.status for r in report.rows], ["compile_error", "ok"],
+                         out.getvalue())
+        second = ep.prompt(1)
+        self.assertIn("previous candidate failed (compile_error)", second)
+        self.assertIn("@", second)               # the failed source went back
+        self.assertRegex(second, r"error")       # with the real compiler's message
+        self.assertGreater(report.rows[1].speedup, 0)
+        self.assertGreater(report.rows[0].tokens_in, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
