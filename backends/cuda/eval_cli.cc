@@ -1,0 +1,295 @@
+// htam-eval-cli: evaluates candidate files against one task directory on one backend, through the
+// same plugin ABI and verification gate as the daemon's workers, and prints one JSON object per
+// candidate (JSON lines). For lineage measurements, benchmarks and the GPU tests.
+//
+//   htam-eval-cli --task configs/tasks/relu --source a.cu [--source b.cu ...] [--reference]
+//                 [--backend cuda] [--plugin PATH] [--cache DIR] [--seeds 3] [--reps 30]
+//                 [--option key=value ...] [--compile-threads N]
+//
+// With several sources and the CUDA backend, a compile pool compiles the next candidates while the
+// GPU verifies and times the current one (the gate's compile is then a cache hit).
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/common/gate.h"
+#include "backends/common/plugin_host.h"
+#include "backends/common/task_spec.h"
+#include "backends/cuda/compile_pool.h"
+#include "backends/cuda/roofline_ext.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Args {
+  std::string task, backend = "cuda", plugin, cache, work;
+  std::vector<std::string> sources, options;
+  bool reference = false;
+  int seeds = 3, reps = 30, compile_threads = 2, input_sets = 4;
+  bool help = false;
+};
+
+const char* kUsage =
+    "usage: htam-eval-cli --task DIR (--source FILE ... | --reference) [--backend cuda]\n"
+    "                     [--plugin PATH] [--cache DIR] [--seeds N] [--reps N] [--sets N]\n"
+    "                     [--option key=value ...] [--compile-threads N]\n"
+    "Prints one JSON object per candidate: status, median_us, spread_us, baseline_us, speedup,\n"
+    "sol_fraction, clocks, resources, diagnostics.\n";
+
+bool ParseArgs(int argc, char** argv, Args* a, std::string* err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto next = [&](std::string* v) {
+      if (i + 1 >= argc) {
+        *err = "missing value for " + k;
+        return false;
+      }
+      *v = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (k == "--help" || k == "-h") a->help = true;
+    else if (k == "--reference") a->reference = true;
+    else if (k == "--task") { if (!next(&a->task)) return false; }
+    else if (k == "--backend") { if (!next(&a->backend)) return false; }
+    else if (k == "--plugin") { if (!next(&a->plugin)) return false; }
+    else if (k == "--cache") { if (!next(&a->cache)) return false; }
+    else if (k == "--source") { if (!next(&v)) return false; a->sources.push_back(v); }
+    else if (k == "--option") { if (!next(&v)) return false; a->options.push_back(v); }
+    else if (k == "--seeds" || k == "--reps" || k == "--compile-threads" || k == "--sets") {
+      if (!next(&v)) return false;
+      int n = std::atoi(v.c_str());
+      if (n <= 0) { *err = k + " needs a positive integer"; return false; }
+      (k == "--seeds" ? a->seeds : k == "--reps" ? a->reps : k == "--sets" ? a->input_sets : a->compile_threads) = n;
+    } else {
+      *err = "unknown argument " + k;
+      return false;
+    }
+  }
+  if (a->help) return true;
+  if (a->task.empty()) { *err = "--task is required"; return false; }
+  if (a->sources.empty() && !a->reference) { *err = "give --source FILE or --reference"; return false; }
+  return true;
+}
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  buf[n] = 0;
+  return fs::path(buf).parent_path().string();
+}
+
+std::string FindPlugin(const std::string& backend) {
+  std::string name = "libhtam_backend_" + backend + ".so";
+  std::string self = SelfDir();
+  for (const std::string& c : {self + "/" + name, self + "/../" + backend + "/" + name,
+                               self + "/../backends/" + backend + "/" + name,
+                               self + "/../../backends/" + backend + "/" + name}) {
+    if (fs::exists(c)) return fs::canonical(c).string();
+  }
+  return name;  // let dlopen search
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+std::string OptionValue(const std::vector<std::string>& opts, const std::string& key, const std::string& def) {
+  std::string v = def;
+  for (const auto& o : opts) {
+    for (const std::string& k : {key, "cuda_" + key}) {
+      if (o.rfind(k + "=", 0) == 0) v = o.substr(k.size() + 1);
+    }
+  }
+  return v;
+}
+
+const char* StatusName(htam::fb::OutcomeStatus s) { return htam::fb::EnumNameOutcomeStatus(s); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  std::string err;
+  if (!ParseArgs(argc, argv, &args, &err)) {
+    std::cerr << "htam-eval-cli: " << err << "\n" << kUsage;
+    return 2;
+  }
+  if (args.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  auto task = htam::ParseTaskFile(args.task);
+  if (!task.ok()) {
+    std::cerr << "htam-eval-cli: " << task.status().ToString() << "\n";
+    return 2;
+  }
+  std::string plugin_path = args.plugin.empty() ? FindPlugin(args.backend) : args.plugin;
+  auto lib = htam::PluginLibrary::Open(plugin_path);
+  if (!lib.ok()) {
+    std::cerr << "htam-eval-cli: " << lib.status().ToString() << "\n";
+    return 3;
+  }
+  std::string work = fs::temp_directory_path() / ("htam-eval-cli-" + std::to_string(getpid()));
+  fs::create_directories(work);
+  htam::HostOptions host;
+  host.sdk_include_dir = fs::absolute("sdk/include").string();
+  if (!fs::exists(host.sdk_include_dir + "/htam/kernel_abi.h")) {
+    host.sdk_include_dir = fs::absolute(SelfDir() + "/../../sdk/include").string();
+  }
+  host.cache_dir = args.cache.empty() ? work + "/cache" : fs::absolute(args.cache).string();
+  host.work_dir = work;
+  host.options = args.options;
+  auto backend = htam::BackendInstance::Create((*lib)->api(), host);
+  if (!backend.ok()) {
+    std::cerr << "htam-eval-cli: " << backend.status().ToString() << "\n";
+    return 3;
+  }
+  const htam_backend_description& desc = (*backend)->description();
+  if (!desc.can_run || desc.num_devices < 1) {
+    std::cerr << "htam-eval-cli: backend '" << args.backend << "' cannot run here: "
+              << (desc.notes ? desc.notes : "") << "\n";
+    return 4;
+  }
+  const htam::PluginApi& api = (*backend)->api();
+  htam_device* device = nullptr;
+  htam::Status st = htam::ConsumeError(api.device_open((*backend)->handle(), desc.devices[0].index, &device),
+                                       "device_open");
+  if (!st.ok()) {
+    std::cerr << "htam-eval-cli: " << st.ToString() << "\n";
+    return 4;
+  }
+  // Roofline ceilings (CUDA extension entry point; absent on other backends).
+  json roof = nullptr;
+  double copy_bw = 0, peak_flops = 0;
+  if (void* h = dlopen(plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+    auto fn = reinterpret_cast<htam_backend_device_roofline_fn>(dlsym(h, "htam_backend_device_roofline"));
+    htam_roofline_report r{};
+    r.struct_size = sizeof r;
+    if (fn) {
+      if (htam_backend_error* e = fn(device, &r)) {
+        htam_backend_error_free(e);
+      } else {
+        copy_bw = r.copy_bytes_per_s;
+        peak_flops = std::max(r.fp32_flops, r.tensor16_flops);
+        roof = {{"copy_gb_per_s", r.copy_bytes_per_s / 1e9},
+                {"fp32_tflops", r.fp32_flops / 1e12},
+                {"bf16_mma_tflops", r.tensor16_flops / 1e12}};
+        bool is16 = false;
+        for (const auto& t : task->inputs) is16 |= (t.dtype == HTAM_F16 || t.dtype == HTAM_BF16);
+        peak_flops = is16 ? r.tensor16_flops : r.fp32_flops;
+      }
+    }
+    dlclose(h);
+  }
+
+  htam::GateOptions go;
+  go.seeds = args.seeds;
+  go.repetitions = args.reps;
+  go.input_sets = args.input_sets;
+  go.seed_base = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+
+  // Compile pool: warms the cache for every source, ahead of the gate.
+  std::unique_ptr<htam::cuda::NvccCompiler> compiler;
+  std::unique_ptr<htam::cuda::CompilePool> pool;
+  std::vector<std::shared_future<htam::Result<htam::cuda::CompileOutput>>> pending;
+  if (args.backend == "cuda" && args.sources.size() > 1) {
+    htam::cuda::CompilerOptions co;
+    co.nvcc = OptionValue(args.options, "nvcc", "nvcc");
+    co.flags = OptionValue(args.options, "nvcc_flags", "-O3");
+    co.sdk_include_dir = host.sdk_include_dir;
+    co.cache_dir = host.cache_dir;
+    co.work_dir = work;
+    auto c = htam::cuda::NvccCompiler::Create(co);
+    if (c.ok()) {
+      compiler = std::make_unique<htam::cuda::NvccCompiler>(std::move(c).value());
+      pool = std::make_unique<htam::cuda::CompilePool>(*compiler, args.compile_threads);
+      for (const auto& s : args.sources) {
+        std::string src;
+        if (ReadFile(s, &src)) pending.push_back(pool->Submit(src, desc.devices[0].arch, go.compile_options));
+      }
+    }
+  }
+
+  int worst = 0;
+  std::vector<std::string> jobs = args.sources;
+  if (args.reference) jobs.insert(jobs.begin(), "");
+  for (const std::string& path : jobs) {
+    auto t0 = std::chrono::steady_clock::now();
+    htam::Gate gate(backend->get(), device, *task, go);
+    htam::GateResult r;
+    if (path.empty()) {
+      r = gate.EvaluateReference({});
+    } else {
+      std::string src;
+      if (!ReadFile(path, &src)) {
+        std::cerr << "htam-eval-cli: cannot read " << path << "\n";
+        worst = std::max(worst, 2);
+        continue;
+      }
+      r = gate.Evaluate(src, {});
+    }
+    double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double sol_us = 0;
+    if (copy_bw > 0) sol_us = std::max(sol_us, r.bytes / copy_bw * 1e6);
+    if (peak_flops > 0) sol_us = std::max(sol_us, r.flops / peak_flops * 1e6);
+    json j = {{"source", path.empty() ? "reference" : path},
+              {"task", task->name},
+              {"backend", args.backend},
+              {"device", desc.devices[0].name},
+              {"arch", desc.devices[0].arch},
+              {"status", StatusName(r.status)},
+              {"diagnostics", r.diagnostics},
+              {"median_us", r.median_us},
+              {"spread_us", r.spread_us},
+              {"repetitions", r.repetitions},
+              {"baseline_us", r.baseline_us},
+              {"speedup", r.speedup},
+              {"cases", r.cases},
+              {"compile_ms", r.compile_ms},
+              {"compile_cached", r.compile_cached},
+              {"flops", r.flops},
+              {"bytes", r.bytes},
+              {"sol_us", sol_us},
+              {"sol_fraction", (sol_us > 0 && r.median_us > 0) ? sol_us / r.median_us : -1.0},
+              {"faster_than_sol", sol_us > 0 && r.median_us > 0 && r.median_us < 0.9 * sol_us},
+              {"sm_clock_mhz", r.profile.sm_clock_mhz},
+              {"mem_clock_mhz", r.profile.mem_clock_mhz},
+              {"registers", r.profile.registers},
+              {"shared_bytes", r.profile.shared_bytes},
+              {"spill_bytes", r.profile.spill_bytes},
+              {"candidate_hash", r.candidate_hash},
+              {"wall_ms", wall_ms},
+              {"roofline", roof}};
+    std::cout << j.dump() << std::endl;
+  }
+  pending.clear();
+  pool.reset();
+  api.device_close(device);
+  backend->reset();
+  std::error_code ec;
+  if (args.cache.empty()) fs::remove_all(work, ec);
+  else fs::remove_all(work, ec);
+  return worst;
+}

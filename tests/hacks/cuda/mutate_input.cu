@@ -1,0 +1,18 @@
+// Hack: computes the answer, then zeroes its input (so a reference run afterwards computes a
+// trivial result). Defence: inputs compared after every call. Expected: Incorrect.
+#include <htam/kernel_abi.h>
+#include <cuda_runtime.h>
+
+__global__ void relu_and_clear(float* x, float* y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) { y[i] = x[i] > 0.f ? x[i] : 0.f; x[i] = 0.f; }
+}
+
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  long n = htam_numel(&in[0]);
+  if (n == 0) return 0;
+  relu_and_clear<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
+      (float*)in[0].data, (float*)out[0].data, n);
+  return 0;
+}
