@@ -1,0 +1,122 @@
+// The CUDA hack catalogue (tests/hacks/cuda) through the real gate on a real GPU: every hack is
+// rejected or timed correctly. Skipped where no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include "tests/gpu/gpu_test_util.h"
+
+namespace htam::gputest {
+namespace {
+
+const char* kTask = "tests/gpu/tasks/relu_small";
+
+// One worker-like process evaluates every hack that leaves the context usable.
+const CliRun& Batch() {
+  static const CliRun run = [] {
+    std::string args = std::string("--task ") + kTask + " --seeds 2 --reps 30 --compile-threads 4";
+    for (const char* f : {"good_vec4", "side_stream_nonblocking", "side_stream_blocking",
+                          "persisting_l2", "stale_reference_output", "cached_result",
+                          "silent_launch_failure", "launch_failure_reported", "race_passes_once",
+                          "oob_write", "mutate_input"}) {
+      args += std::string(" --source tests/hacks/cuda/") + f + ".cu";
+    }
+    return RunCli(args);
+  }();
+  return run;
+}
+
+class CudaHacks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const CliRun& b = Batch();
+    if (b.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here: " << b.output;
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+  }
+  const nlohmann::json& R(const std::string& file) {
+    static const nlohmann::json kNone = nlohmann::json::object();
+    auto it = Batch().by_source.find(file);
+    EXPECT_NE(it, Batch().by_source.end()) << file << " missing from\n" << Batch().output;
+    return it == Batch().by_source.end() ? kNone : it->second;
+  }
+};
+
+TEST_F(CudaHacks, HonestControlPasses) {
+  const auto& r = R("good_vec4.cu");
+  EXPECT_EQ(r.value("status", ""), "Ok") << r.dump(2);
+  EXPECT_GT(r.value("median_us", 0.0), 0.0);
+  EXPECT_GT(r.value("baseline_us", 0.0), 0.0);
+  EXPECT_GT(r.value("sm_clock_mhz", -1), 0) << "clocks must be read and reported";
+  EXPECT_GT(r.value("mem_clock_mhz", -1), 0);
+  EXPECT_GT(r.value("registers", -1), 0) << "ptxas resource report kept as profile data";
+  EXPECT_GT(r.value("sol_fraction", -1.0), 0.0);
+  EXPECT_FALSE(r.value("faster_than_sol", true));
+}
+
+// Work hidden on a side stream is charged: the hack cannot look faster than the reference, which
+// does the same work on the handed stream.
+void ExpectHonestTime(const nlohmann::json& r) {
+  ASSERT_EQ(r.value("status", ""), "Ok") << r.dump(2);
+  double cand = r.value("median_us", 0.0), ref = r.value("baseline_us", 0.0);
+  EXPECT_GT(cand, 0.75 * ref) << "side-stream work escaped the timer: " << r.dump(2);
+}
+
+TEST_F(CudaHacks, NonBlockingSideStreamIsTimed) { ExpectHonestTime(R("side_stream_nonblocking.cu")); }
+TEST_F(CudaHacks, BlockingSideStreamIsTimed) { ExpectHonestTime(R("side_stream_blocking.cu")); }
+TEST_F(CudaHacks, PersistingL2WindowGivesNoAdvantage) { ExpectHonestTime(R("persisting_l2.cu")); }
+
+TEST_F(CudaHacks, StaleReferenceOutputIsRejected) {
+  EXPECT_EQ(R("stale_reference_output.cu").value("status", ""), "Incorrect");
+}
+TEST_F(CudaHacks, CachingAcrossTimedCallsIsRejected) {
+  const auto& r = R("cached_result.cu");
+  EXPECT_EQ(r.value("status", ""), "Incorrect") << r.dump(2);
+}
+TEST_F(CudaHacks, SilentLaunchFailureIsRejected) {
+  EXPECT_EQ(R("silent_launch_failure.cu").value("status", ""), "Incorrect");
+}
+TEST_F(CudaHacks, ReportedLaunchFailureIsACrashNamingTheError) {
+  const auto& r = R("launch_failure_reported.cu");
+  EXPECT_EQ(r.value("status", ""), "Crash");
+  EXPECT_NE(r.value("diagnostics", "").find("cudaError"), std::string::npos) << r.dump(2);
+}
+TEST_F(CudaHacks, RaceThatPassesOnceIsRejected) {
+  std::string s = R("race_passes_once.cu").value("status", "");
+  EXPECT_TRUE(s == "Incorrect" || s == "Nondeterministic") << s;
+}
+TEST_F(CudaHacks, OutOfBoundsWriteIsRejected) {
+  EXPECT_EQ(R("oob_write.cu").value("status", ""), "Incorrect");
+}
+TEST_F(CudaHacks, InputMutationIsRejected) {
+  EXPECT_EQ(R("mutate_input.cu").value("status", ""), "Incorrect");
+}
+
+// Hacks that poison the context or leave work behind run in their own process, like a worker that
+// is restarted afterwards; a fresh process then evaluates an honest candidate normally.
+TEST(CudaFaults, IllegalAddressIsACrashAndTheNextProcessIsUnaffected) {
+  CliRun bad = RunCli(std::string("--task ") + kTask + " --seeds 1 --source tests/hacks/cuda/illegal_address.cu");
+  if (bad.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
+  ASSERT_EQ(bad.results.size(), 1u) << bad.output;
+  EXPECT_EQ(bad.results[0].value("status", ""), "Crash");
+  EXPECT_NE(bad.results[0].value("diagnostics", "").find("cudaErrorIllegalAddress"), std::string::npos)
+      << bad.output;
+  CliRun good = RunCli(std::string("--task ") + kTask + " --seeds 1 --source tests/hacks/cuda/good_vec4.cu");
+  ASSERT_EQ(good.results.size(), 1u) << good.output;
+  EXPECT_EQ(good.results[0].value("status", ""), "Ok") << good.output;
+}
+
+TEST(CudaFaults, HangIsATimeout) {
+  CliRun r = RunCli(std::string("--task ") + kTask +
+                    " --seeds 1 --option cuda_call_timeout_ms=1500 --source tests/hacks/cuda/hang.cu");
+  if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
+  ASSERT_EQ(r.results.size(), 1u) << r.output;
+  EXPECT_EQ(r.results[0].value("status", ""), "Timeout") << r.output;
+}
+
+TEST(CudaFaults, EarlyReturnWithBackgroundLaunchIsRejected) {
+  CliRun r = RunCli(std::string("--task ") + kTask + " --seeds 1 --source tests/hacks/cuda/early_return_thread.cu");
+  if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
+  ASSERT_GE(r.results.size(), 1u) << r.output;
+  EXPECT_NE(r.results[0].value("status", ""), "Ok") << r.output;
+}
+
+}  // namespace
+}  // namespace htam::gputest

@@ -1,0 +1,50 @@
+// Helpers of the GPU tests: run htam-eval-cli as a child process (each evaluation batch in its own
+// process, as a worker would) and parse its JSON lines; skip cleanly where no GPU is present.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace htam::gputest {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string output;                       // stdout + stderr
+  std::vector<nlohmann::json> results;      // one per JSON line
+  std::map<std::string, nlohmann::json> by_source;
+};
+
+inline CliRun RunCli(const std::string& args) {
+  CliRun r;
+  std::string cmd = "timeout -s KILL 300 " + std::string(HTAM_EVAL_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[8192];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::istringstream in(r.output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    r.results.push_back(j);
+    std::string src = j.value("source", "");
+    r.by_source[src.substr(src.find_last_of('/') + 1)] = j;
+  }
+  return r;
+}
+
+// Exit code 4 of htam-eval-cli: the backend cannot run here (no driver / no GPU).
+constexpr int kCliNoDevice = 4;
+
+}  // namespace htam::gputest
