@@ -67,6 +67,9 @@ struct MemoryOptions {
   // Operations.
   int snapshot_interval_s = 300;       // background index snapshots (0: only on close)
   int max_group_commit = 256;
+  // Not in the configuration table on purpose: the daemon always syncs. Bulk loads (benchmarks,
+  // imports) may turn it off; a crash may then lose the last commits. Sync() or closing flushes.
+  bool sync_commits = true;
 
   static MemoryOptions FromConfig(const Config& config);  // data_dir/store + section memory
 };
@@ -154,6 +157,10 @@ class Memory {
   // Group commit: all steps in one synced transaction, in order; all or nothing.
   virtual Result<std::vector<StepRecorded>> RecordSteps(const std::vector<StepInput>& steps) = 0;
 
+  // Adds strategies (import, benchmarks): ids assigned, embedded with the built-in embedder when
+  // the store uses it and no embedding is given; one synced transaction.
+  virtual Result<std::vector<uint64_t>> AddStrategies(std::vector<fb::StrategyT> strategies) = 0;
+
   // ---- queries (daemon and CLI) ----
   virtual Result<std::vector<fb::DirectionT>> ListDirections() = 0;
   virtual Result<fb::DirectionT> GetDirection(uint64_t id) = 0;
@@ -176,6 +183,8 @@ class Memory {
   virtual Status Check(std::vector<std::string>* problems) = 0;
   // Writes the FAISS snapshots atomically (temp file, fsync, rename, directory fsync).
   virtual Status SnapshotIndexes() = 0;
+  // Flushes the store to disk (only needed with sync_commits = false).
+  virtual Status Sync() = 0;
   // INFO-style "# memory" section: counts, store size, schema version, index freshness.
   virtual std::string StatusText() = 0;
 };

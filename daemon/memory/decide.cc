@@ -1,0 +1,295 @@
+// NextStep: attend over similar past transitions, score the directions, retrieve strategies
+// under the chosen one, and explain the choice.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "daemon/memory/codec.h"
+#include "daemon/memory/memory_impl.h"
+#include "daemon/memory/stats.h"
+
+namespace htam::memory {
+namespace {
+constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decision (message size)
+
+std::string Short(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", x);
+  return b;
+}
+}  // namespace
+
+Status MemoryImpl::CheckClientVector(const std::optional<std::vector<float>>& v) const {
+  if (!v) return Status::OK();
+  if (meta_.embedder_model == kBuiltinEmbedder)
+    return Status::InvalidArgument(
+        "this store embeds with builtin-hash-v1: client vectors are refused (embeddings are never "
+        "mixed; declare a client model when the store is created)");
+  if (v->size() != meta_.embedder_dim)
+    return Status::InvalidArgument("embedding has dimension " + std::to_string(v->size()) +
+                                   ", the store's model " + meta_.embedder_model + " has " +
+                                   std::to_string(meta_.embedder_dim));
+  for (float x : *v)
+    if (!std::isfinite(x)) return Status::InvalidArgument("embedding holds NaN or Inf");
+  return Status::OK();
+}
+
+Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in, PolicyState* ps) {
+  ps->session_id = s.id();
+  std::string_view v;
+  Status st = t.Get(Db::kTasks, KeyU64(s.task_id()), &v);
+  if (st.ok()) {
+    const fb::Task* task = View<fb::Task>(v);
+    if (!task) return Status::Corruption("malformed task record");
+    ps->category = task->category() ? task->category()->str() : "";
+    ps->log_size = task->bytes() > 0 ? std::log10(task->bytes()) : 0;
+    ps->intensity = task->bytes() > 0 ? task->flops() / task->bytes() : 0;
+  } else if (!st.IsNotFound()) {
+    return st;
+  }
+  ps->bottleneck = in.bottleneck;
+  ps->speedup = in.speedup.value_or(s.best_speedup());
+  ps->step = s.steps();
+  ps->backend = s.backend() ? s.backend()->str() : "";
+  ps->arch = s.arch() ? s.arch()->str() : "";
+  if (s.history()) ps->history.assign(s.history()->begin(), s.history()->end());
+  if (s.last_status())
+    for (auto x : *s.last_status()) ps->outcomes.push_back(static_cast<fb::OutcomeStatus>(x));
+  // Gains of the last few steps (for the "succeeded but no faster" half penalty).
+  ps->gains.assign(ps->history.size(), 0.0);
+  size_t want = static_cast<size_t>(std::max(0, o_.failure_memory));
+  std::vector<uint64_t> recent;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessionTransitions, KeyU64(s.id()), [&](std::string_view k, std::string_view) {
+    recent.push_back(DecodeU64(k, 8));
+    return true;
+  }));
+  for (size_t i = recent.size() > want ? recent.size() - want : 0; i < recent.size(); ++i) {
+    std::string_view rv;
+    if (!t.Get(Db::kTransitions, KeyU64(recent[i]), &rv).ok()) continue;
+    const fb::TransitionRecord* r = View<fb::TransitionRecord>(rv);
+    if (r && r->step() < ps->gains.size())
+      ps->gains[r->step()] = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+  }
+  return Status::OK();
+}
+
+Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& state,
+                                      std::optional<std::vector<float>> embedding) {
+  HTAM_RETURN_IF_ERROR(CheckClientVector(embedding));
+  HTAM_RETURN_IF_ERROR(EnsureIndexes());
+  std::vector<fb::DirectionT> dirs = Directions();
+  if (dirs.empty()) return Status::FailedPrecondition("the store has no directions (no seed taxonomy loaded)");
+
+  HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
+  std::string_view sv;
+  Status st = t.Get(Db::kSessions, KeyU64(session_id), &sv);
+  if (st.IsNotFound()) return Status::NotFound("no such session " + std::to_string(session_id));
+  HTAM_RETURN_IF_ERROR(st);
+  const fb::Session* session = View<fb::Session>(sv);
+  if (!session) return Status::Corruption("malformed session record");
+  if (session->state() == fb::SessionState::Closed)
+    return Status::FailedPrecondition("session " + std::to_string(session_id) + " is closed");
+  PolicyState ps;
+  HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *session, state, &ps));
+  std::vector<float> key = TransitionKey(ps, o_);
+
+  // 1. Attend: nearest past transitions by (state, history).
+  std::vector<Hit> hits;
+  {
+    std::shared_lock<std::shared_mutex> l(index_mu_);
+    hits = transition_index_->Search(key.data(), o_.neighbors);
+  }
+  std::vector<Neighbor> neighbors;
+  neighbors.reserve(hits.size());
+  for (const Hit& h : hits) {
+    std::string_view rv;
+    if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
+    const fb::TransitionRecord* r = View<fb::TransitionRecord>(rv);
+    if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim) continue;
+    if (!Counts(r->status())) continue;  // infrastructure errors say nothing about directions
+    Neighbor n;
+    n.transition_id = r->id();
+    n.session_id = r->session_id();
+    n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
+    std::vector<uint64_t> hist;
+    if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
+    n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+    n.backend = r->backend() ? r->backend()->str() : "";
+    n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
+    n.direction_id = r->direction_id();
+    n.status = r->status();
+    n.gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+    if (r->strategy_ids()) n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
+    n.learned_strategy_id = r->learned_strategy_id();
+    neighbors.push_back(std::move(n));
+  }
+  WeighNeighbors(&neighbors, o_);
+
+  // 2. Score every direction.
+  PolicyResult pr = ScoreDirections(dirs, neighbors, ps, o_);
+  Decision d;
+  d.step = ps.step;
+  d.scores = pr.scores;
+  d.why = pr.why;
+  uint64_t chosen = pr.scores.empty() ? 0 : pr.scores[pr.chosen].direction_id;
+  for (const auto& dir : dirs)
+    if (dir.id == chosen) d.direction = dir;
+  {
+    std::string_view dv;
+    if (t.Get(Db::kDirections, KeyU64(chosen), &dv).ok()) (void)Decode(dv, &d.direction, "direction");
+  }
+
+  // Evidence: the heaviest attended transitions.
+  std::vector<size_t> order(neighbors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return neighbors[a].weight > neighbors[b].weight; });
+  for (size_t i = 0; i < order.size() && i < kMaxEvidence; ++i) {
+    const Neighbor& n = neighbors[order[i]];
+    fb::EvidenceT e;
+    e.transition_id = n.transition_id;
+    e.weight = n.weight;
+    e.similarity = n.state_similarity;
+    e.history_agreement = n.history_agreement;
+    e.direction_id = n.direction_id;
+    e.status = n.status;
+    e.gain = n.gain;
+    e.backend = n.backend;
+    e.cross_backend = n.cross_backend;
+    d.evidence.push_back(std::move(e));
+  }
+
+  // 3. Strategies under the chosen direction.
+  fb::TaskT task;
+  {
+    std::string_view tv;
+    if (t.Get(Db::kTasks, KeyU64(session->task_id()), &tv).ok()) (void)Decode(tv, &task, "task");
+  }
+  HTAM_RETURN_IF_ERROR(Retrieve(t, ps, task, d.direction, neighbors, state, embedding, &d));
+  {
+    std::lock_guard<std::mutex> l(pending_mu_);
+    pending_[session_id] = state;
+  }
+  return d;
+}
+
+Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task,
+                            const fb::DirectionT& dir, const std::vector<Neighbor>& neighbors,
+                            const StateInput& in, const std::optional<std::vector<float>>& embedding,
+                            Decision* d) {
+  std::vector<float> query;
+  if (embedding) {
+    query = *embedding;
+  } else if (meta_.embedder_model == kBuiltinEmbedder) {
+    std::string text = dir.title + " " + task.category + " " + task.name + " " + task.description +
+                       " " + fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text;
+    query = EmbedText(text, meta_.embedder_dim);
+  }
+  // Candidates: the most similar strategies of this direction, plus those without embeddings.
+  std::vector<std::pair<uint64_t, double>> cands;
+  {
+    std::shared_lock<std::shared_mutex> l(index_mu_);
+    auto it = strategy_index_.find(dir.id);
+    if (it != strategy_index_.end() && !query.empty())
+      for (const Hit& h : it->second->Search(query.data(), o_.retrieval_candidates))
+        cands.emplace_back(h.id, h.similarity);
+    auto un = unembedded_.find(dir.id);
+    if (un != unembedded_.end())
+      for (uint64_t id : un->second) cands.emplace_back(id, 0.0);
+  }
+  // Measured effect in similar states: attention-weighted gain of neighbours that credited it.
+  std::map<uint64_t, std::pair<double, double>> effect;  // strategy -> (sum w*gain, sum w)
+  for (const Neighbor& n : neighbors) {
+    std::set<uint64_t> credited(n.strategy_ids.begin(), n.strategy_ids.end());
+    if (n.learned_strategy_id) credited.insert(n.learned_strategy_id);
+    for (uint64_t s : credited) {
+      effect[s].first += n.weight * (IsSuccess(n.status, n.gain) ? n.gain : 0.0);
+      effect[s].second += n.weight;
+    }
+  }
+  struct Scored { fb::StrategyHitT hit; };
+  std::vector<fb::StrategyHitT> hits;
+  std::set<uint64_t> seen;
+  double m = std::max(1e-9, o_.prior_strength);
+  for (auto [id, sim] : cands) {
+    if (!seen.insert(id).second) continue;
+    std::string_view v;
+    if (!t.Get(Db::kStrategies, KeyU64(id), &v).ok()) continue;
+    const fb::Strategy* s = View<fb::Strategy>(v);
+    if (!s || s->merged_into()) continue;
+    fb::StrategyHitT h;
+    h.strategy = std::make_unique<fb::StrategyT>();
+    s->UnPackTo(h.strategy.get());
+    h.strategy->embedding.clear();  // not needed by clients; keeps messages small
+    const fb::GainStats zero;
+    const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
+    h.similarity = sim;
+    h.success_rate = (gs.successes() + 1.0) / (gs.uses() + 2.0);
+    double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * dir.prior;
+    auto e = effect.find(id);
+    double local_w = e == effect.end() ? 0.0 : e->second.second;
+    double local_sum = e == effect.end() ? 0.0 : e->second.first;
+    h.mean_gain = (local_sum + m * global_mean) / (local_w + m);
+    std::vector<std::string> backends;
+    if (s->backends()) for (auto b : *s->backends()) backends.push_back(b->str());
+    std::vector<fb::Bottleneck> targets;
+    if (s->targets()) for (auto x : *s->targets()) targets.push_back(static_cast<fb::Bottleneck>(x));
+    h.precondition_match = MaskReason(backends, s->min_arch() ? s->min_arch()->string_view() : "",
+                                      targets, ps).empty();
+    std::string origin = s->provenance() && s->provenance()->backend() ? s->provenance()->backend()->str() : "";
+    bool cross = false;
+    double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &cross);
+    h.cross_backend = cross;
+    h.score = sim + o_.rerank_effect_weight * h.mean_gain * bf +
+              o_.rerank_precondition_weight * (h.precondition_match ? 1.0 : -1.0);
+    if (s->example_candidate() && s->example_candidate()->size()) {
+      std::string_view cv;
+      if (t.Get(Db::kCandidates, s->example_candidate()->string_view(), &cv).ok()) {
+        const fb::Candidate* c = View<fb::Candidate>(cv);
+        if (c && c->source()) h.example_source = c->source()->str();
+      }
+    }
+    hits.push_back(std::move(h));
+  }
+  std::stable_sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.strategy->id < b.strategy->id;
+  });
+  if (hits.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
+    hits.resize(static_cast<size_t>(std::max(0, o_.top_k_strategies)));
+
+  // The prompt context: what the agent reads.
+  std::ostringstream p;
+  p << "Direction: " << dir.title << " (" << dir.name << ")\n" << dir.description << "\n";
+  p << "Why: " << d->why << "\n";
+  if (!hits.empty()) p << "Strategies that apply here, best first:\n";
+  int i = 0;
+  for (const auto& h : hits) {
+    const fb::StrategyT& s = *h.strategy;
+    p << ++i << ". " << s.title << " [" << s.name << "]\n   " << s.description << "\n";
+    if (!s.code_pattern.empty()) p << "   Pattern: " << s.code_pattern << "\n";
+    if (!s.preconditions.empty()) {
+      p << "   Preconditions:";
+      for (const auto& x : s.preconditions) p << " " << x << ";";
+      p << "\n";
+    }
+    if (!s.failure_modes.empty()) {
+      p << "   Known failures:";
+      for (const auto& x : s.failure_modes) p << " " << x << ";";
+      p << "\n";
+    }
+    const fb::GainStats* gs = s.stats.get();
+    if (gs && gs->uses())
+      p << "   Evidence: " << gs->uses() << " uses, success rate " << Short(h.success_rate)
+        << ", mean log gain " << Short(h.mean_gain) << ", " << gs->compile_failures()
+        << " compile failures, " << gs->incorrect() << " incorrect"
+        << (h.cross_backend ? " (learned on another backend)" : "") << "\n";
+    if (!h.precondition_match) p << "   Note: its preconditions do not all hold in this state.\n";
+  }
+  d->prompt_context = p.str();
+  d->strategies = std::move(hits);
+  return Status::OK();
+}
+
+}  // namespace htam::memory

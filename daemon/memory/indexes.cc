@@ -1,0 +1,284 @@
+// The memory's FAISS indexes: loading snapshots (checked, never trusted blindly), catching up on
+// newer records, rebuilding from LMDB, applying committed deltas and writing snapshots.
+#include <algorithm>
+#include <cmath>
+
+#include "daemon/memory/codec.h"
+#include "daemon/memory/memory_impl.h"
+#include "daemon/util/log.h"
+
+namespace htam::memory {
+namespace {
+constexpr size_t kAddBatch = 4096;  // vectors added to FAISS at once while catching up
+constexpr int kSpotChecks = 8;      // snapshot vectors compared with their records on load
+
+bool SameVector(const std::vector<float>& a, const flatbuffers::Vector<float>* b) {
+  if (!b || a.size() != b->size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::fabs(a[i] - b->Get(i)) > 1e-6f) return false;
+  return true;
+}
+}  // namespace
+
+IndexOptions MemoryImpl::TransitionIndexOptions() const {
+  return IndexOptions{kKeyDim, o_.hnsw_m, std::max(o_.hnsw_ef_search, o_.neighbors),
+                      o_.hnsw_ef_construction};
+}
+
+IndexOptions MemoryImpl::StrategyIndexOptions() const {
+  return IndexOptions{static_cast<int>(meta_.embedder_dim), o_.hnsw_m,
+                      std::max(o_.hnsw_ef_search, o_.retrieval_candidates), o_.hnsw_ef_construction};
+}
+
+std::string MemoryImpl::SnapshotPath(const char* kind) const {
+  return o_.dir + "/" + kind + ".idx";
+}
+
+Status MemoryImpl::EnsureIndexes() {
+  std::lock_guard<std::mutex> g(index_init_mu_);
+  if (indexes_ready_) return Status::OK();
+  HTAM_RETURN_IF_ERROR(LoadOrRebuildIndexes());
+  indexes_ready_ = true;
+  return Status::OK();
+}
+
+Status MemoryImpl::LoadOrRebuildIndexes() {
+  std::unique_lock<std::shared_mutex> l(index_mu_);
+  const uint64_t tag = meta_.created_ns;
+  std::map<uint64_t, std::unique_ptr<VectorIndex>> sections;
+  uint64_t tcov = 0, scov = 0;
+  std::string source;
+
+  Status st = LoadSnapshot(SnapshotPath("transitions"), TransitionIndexOptions(), tag, &tcov, &sections);
+  if (st.ok() && sections.size() <= 1) {
+    transition_index_ = sections.empty() ? nullptr : std::move(sections.begin()->second);
+  } else {
+    if (!st.IsNotFound()) {
+      HTAM_LOG(kWarn, "memory") << "transition index snapshot rejected, rebuilding from the store: "
+                                << st.ToString();
+    }
+    tcov = 0;
+  }
+  if (!transition_index_) transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
+  source += tcov ? "transitions:snapshot" : "transitions:records";
+
+  st = LoadSnapshot(SnapshotPath("strategies"), StrategyIndexOptions(), tag, &scov, &strategy_index_);
+  if (!st.ok()) {
+    if (!st.IsNotFound()) {
+      HTAM_LOG(kWarn, "memory") << "strategy index snapshot rejected, rebuilding from the store: "
+                                << st.ToString();
+    }
+    strategy_index_.clear();
+    scov = 0;
+  }
+  source += scov ? " strategies:snapshot" : " strategies:records";
+  transitions_covered_ = tcov;
+  strategies_covered_ = scov;
+
+  // A snapshot that parses may still belong to another state of this store (restored backup,
+  // copied file): compare it with the records before trusting it.
+  Status v = VerifyLoadedIndexes();
+  if (!v.ok()) {
+    HTAM_LOG(kWarn, "memory") << "index snapshot disagrees with the store, rebuilding: " << v.message();
+    transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
+    strategy_index_.clear();
+    transitions_covered_ = strategies_covered_ = 0;
+    source = "transitions:records strategies:records (snapshot rejected)";
+  }
+  snap_transitions_ = transitions_covered_;
+  snap_strategies_ = strategies_covered_;
+  index_source_ = source;
+  return BuildIndexesFromStore(transitions_covered_, strategies_covered_);
+}
+
+// Caller holds index_mu_ exclusively.
+Status MemoryImpl::VerifyLoadedIndexes() {
+  HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
+  if (transitions_covered_) {
+    size_t total = 0, newer = 0;
+    HTAM_RETURN_IF_ERROR(t.Count(Db::kTransitions, &total));
+    HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view) {
+      ++newer;
+      return true;
+    }, KeyU64(transitions_covered_ + 1)));
+    if (total - newer != transition_index_->size() || transitions_covered_ > total)
+      return Status::Corruption("transition snapshot holds " + std::to_string(transition_index_->size()) +
+                                " vectors, the store " + std::to_string(total - newer) +
+                                " records up to id " + std::to_string(transitions_covered_));
+    uint64_t step = std::max<uint64_t>(1, transitions_covered_ / kSpotChecks);
+    for (uint64_t id = transitions_covered_; id >= 1; id = id > step ? id - step : 0) {
+      std::string_view v;
+      HTAM_RETURN_IF_ERROR(t.Get(Db::kTransitions, KeyU64(id), &v));
+      const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+      std::vector<float> got;
+      if (!r || !r->state() || !transition_index_->Reconstruct(id, &got) ||
+          !SameVector(got, r->state()->vector()))
+        return Status::Corruption("transition " + std::to_string(id) + " differs from the snapshot");
+      if (id <= step) break;
+    }
+  }
+  if (strategies_covered_) {
+    std::string_view k;
+    HTAM_RETURN_IF_ERROR(t.Last(Db::kStrategies, &k, nullptr));
+    if (DecodeU64(k) < strategies_covered_)
+      return Status::Corruption("strategy snapshot covers ids the store does not have");
+    for (const auto& [dir, idx] : strategy_index_) {
+      // Check the newest strategy of each direction that the snapshot should hold.
+      uint64_t probe = 0;
+      HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, KeyU64(dir), [&](std::string_view key, std::string_view) {
+        uint64_t id = DecodeU64(key, 8);
+        if (id <= strategies_covered_) probe = id;
+        return true;
+      }));
+      if (!probe) continue;
+      std::string_view v;
+      HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(probe), &v));
+      const fb::Strategy* s = View<fb::Strategy>(v);
+      if (!s) return Status::Corruption("malformed strategy record");
+      if (!s->embedding() || s->embedding()->size() == 0) continue;
+      std::vector<float> got;
+      if (!idx->Reconstruct(probe, &got) || !SameVector(got, s->embedding()))
+        return Status::Corruption("strategy " + std::to_string(probe) + " differs from the snapshot");
+    }
+  }
+  return Status::OK();
+}
+
+// Caller holds index_mu_ exclusively. Adds the records newer than the given ids.
+Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from) {
+  HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
+  std::vector<uint64_t> ids;
+  std::vector<float> vecs;
+  Status inner;
+  auto flush = [&]() {
+    if (ids.empty()) return;
+    Status s = transition_index_->Add(ids.size(), ids.data(), vecs.data());
+    if (!s.ok()) inner = s;
+    ids.clear();
+    vecs.clear();
+  };
+  size_t added_t = 0;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view k, std::string_view v) {
+    const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+    if (!r) {
+      inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
+      return false;
+    }
+    if (r->state() && r->state()->vector() && r->state()->vector()->size() == kKeyDim) {
+      ids.push_back(r->id());
+      vecs.insert(vecs.end(), r->state()->vector()->begin(), r->state()->vector()->end());
+      ++added_t;
+    }
+    transitions_covered_ = std::max(transitions_covered_, r->id());
+    if (ids.size() >= kAddBatch) flush();
+    return inner.ok();
+  }, KeyU64(transitions_from + 1)));
+  flush();
+  HTAM_RETURN_IF_ERROR(inner);
+
+  // Strategies: those newer than the snapshot; in a client-model store also every strategy
+  // without an embedding (the seed), which retrieval lists without similarity.
+  bool client_model = meta_.embedder_model != kBuiltinEmbedder;
+  unembedded_.clear();
+  std::map<uint64_t, std::pair<std::vector<uint64_t>, std::vector<float>>> by_dir;
+  size_t added_s = 0;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) {
+    const fb::Strategy* s = View<fb::Strategy>(v);
+    if (!s) {
+      inner = Status::Corruption("malformed strategy record");
+      return false;
+    }
+    bool embedded = s->embedding() && s->embedding()->size() == meta_.embedder_dim;
+    if (!embedded) {
+      unembedded_[s->direction_id()].push_back(s->id());
+    } else if (s->id() > strategies_from) {
+      auto& [sids, svecs] = by_dir[s->direction_id()];
+      sids.push_back(s->id());
+      svecs.insert(svecs.end(), s->embedding()->begin(), s->embedding()->end());
+      ++added_s;
+    }
+    strategies_covered_ = std::max(strategies_covered_, s->id());
+    return true;
+  }, client_model ? std::string() : KeyU64(strategies_from + 1)));
+  HTAM_RETURN_IF_ERROR(inner);
+  for (auto& [dir, pr] : by_dir) {
+    auto& idx = strategy_index_[dir];
+    if (!idx) idx = std::make_unique<VectorIndex>(StrategyIndexOptions());
+    HTAM_RETURN_IF_ERROR(idx->Add(pr.first.size(), pr.first.data(), pr.second.data()));
+  }
+  if (added_t || added_s) {
+    HTAM_LOG(kInfo, "memory") << "indexes: added " << added_t << " transitions and " << added_s
+                              << " strategies from the store (" << index_source_ << ")";
+  }
+  return Status::OK();
+}
+
+void MemoryImpl::ApplyDelta(const IndexDelta& d) {
+  std::unique_lock<std::shared_mutex> l(index_mu_);
+  if (!transition_index_) return;  // read-only handle that never needed its indexes
+  if (!d.transition_ids.empty()) {
+    Status s = transition_index_->Add(d.transition_ids.size(), d.transition_ids.data(),
+                                      d.transition_keys.data());
+    if (!s.ok()) {
+      HTAM_LOG(kError, "memory") << "transition index add failed: " << s.ToString();
+    }
+    for (uint64_t id : d.transition_ids) transitions_covered_ = std::max(transitions_covered_, id);
+  }
+  size_t dim = meta_.embedder_dim;
+  for (size_t i = 0; i < d.strategies.size(); ++i) {
+    auto [dir, id] = d.strategies[i];
+    const float* vec = d.strategy_vectors.data() + i * dim;
+    if (d.strategy_vectors.size() < (i + 1) * dim || std::all_of(vec, vec + dim, [](float x) { return x == 0; })) {
+      unembedded_[dir].push_back(id);
+    } else {
+      auto& idx = strategy_index_[dir];
+      if (!idx) idx = std::make_unique<VectorIndex>(StrategyIndexOptions());
+      Status s = idx->Add(1, &id, vec);
+      if (!s.ok()) {
+        HTAM_LOG(kError, "memory") << "strategy index add failed: " << s.ToString();
+      }
+    }
+    strategies_covered_ = std::max(strategies_covered_, id);
+  }
+}
+
+bool MemoryImpl::IndexesDirty() const {
+  std::shared_lock<std::shared_mutex> l(index_mu_);
+  return transitions_covered_ != snap_transitions_ || strategies_covered_ != snap_strategies_;
+}
+
+Status MemoryImpl::SnapshotIndexes() {
+  if (read_only_) return Status::PermissionDenied("snapshots are written by the read-write owner");
+  HTAM_RETURN_IF_ERROR(EnsureIndexes());
+  std::lock_guard<std::mutex> one(snapshot_write_mu_);
+  // Shared: searches go on; only adds (after commits) wait for the files to be written.
+  std::shared_lock<std::shared_mutex> l(index_mu_);
+  uint64_t tag = meta_.created_ns;
+  std::map<uint64_t, const VectorIndex*> t{{0, transition_index_.get()}};
+  HTAM_RETURN_IF_ERROR(SaveSnapshot(SnapshotPath("transitions"), tag, transitions_covered_, t));
+  std::map<uint64_t, const VectorIndex*> s;
+  for (const auto& [dir, idx] : strategy_index_) s[dir] = idx.get();
+  HTAM_RETURN_IF_ERROR(SaveSnapshot(SnapshotPath("strategies"), tag, strategies_covered_, s));
+  snap_transitions_ = transitions_covered_;
+  snap_strategies_ = strategies_covered_;
+  last_snapshot_ns_ = NowNs();
+  return Status::OK();
+}
+
+void MemoryImpl::SnapshotLoop() {
+  std::unique_lock<std::mutex> l(snap_mu_);
+  while (!stop_) {
+    snap_cv_.wait_for(l, std::chrono::seconds(o_.snapshot_interval_s), [this] { return stop_; });
+    if (stop_) break;
+    l.unlock();
+    if (IndexesDirty()) {
+      Status s = SnapshotIndexes();
+      if (!s.ok()) {
+        HTAM_LOG(kWarn, "memory") << "index snapshot failed: " << s.ToString();
+      }
+    }
+    l.lock();
+  }
+}
+
+}  // namespace htam::memory

@@ -1,0 +1,627 @@
+// Learning: one write transaction per evaluated step (or per group of concurrent steps) updates
+// the transition record, session, edges, statistics, candidate and learned strategies. Also the
+// rebuild of everything derived, and the integrity check.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "daemon/memory/codec.h"
+#include "daemon/memory/memory_impl.h"
+#include "daemon/memory/stats.h"
+#include "daemon/util/log.h"
+
+namespace htam::memory {
+namespace {
+
+constexpr size_t kMaxProvenanceIds = 64;  // task/session ids kept per strategy provenance
+
+double Dot(const float* a, const float* b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += double(a[i]) * b[i];
+  return s;
+}
+
+std::string Slug(std::string_view text, size_t max_words) {
+  std::string out;
+  size_t words = 0;
+  bool gap = false;
+  for (char ch : text) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c)) {
+      if (gap && !out.empty()) {
+        if (++words >= max_words) break;
+        out.push_back('-');
+      }
+      gap = false;
+      out.push_back(static_cast<char>(std::tolower(c)));
+    } else {
+      gap = true;
+    }
+  }
+  return out.empty() ? "learned" : out;
+}
+
+template <typename T>
+void AppendCapped(std::vector<T>* v, T x) {
+  if (std::find(v->begin(), v->end(), x) != v->end()) return;
+  v->push_back(x);
+  if (v->size() > kMaxProvenanceIds) v->erase(v->begin());
+}
+
+}  // namespace
+
+struct MemoryImpl::Prepared {
+  StepInput in;
+  StateInput state;
+  std::vector<float> summary_vec;  // empty: no embedding for the summary
+  std::string candidate_hash;
+};
+
+struct MemoryImpl::Pending {
+  const Prepared* p;
+  Result<StepRecorded> out{Status::Internal("step not committed")};
+  bool done = false;
+};
+
+Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
+  if (read_only_) return Status::PermissionDenied("memory opened read-only");
+  if (in.session_id == 0) return Status::InvalidArgument("step without a session");
+  if (static_cast<int>(in.status) < 0 ||
+      static_cast<int>(in.status) > static_cast<int>(fb::OutcomeStatus::MAX))
+    return Status::InvalidArgument("unknown outcome status");
+  if (!std::isfinite(in.speedup_after) || in.speedup_after < 0)
+    return Status::InvalidArgument("speedup_after must be a finite number >= 0");
+  if (in.status == fb::OutcomeStatus::Ok && in.speedup_after <= 0)
+    return Status::InvalidArgument("an Ok outcome needs a positive speedup");
+  {
+    std::vector<fb::DirectionT> dirs = Directions();
+    if (std::none_of(dirs.begin(), dirs.end(), [&](const auto& d) { return d.id == in.direction_id; }))
+      return Status::InvalidArgument("no such direction " + std::to_string(in.direction_id));
+  }
+  HTAM_RETURN_IF_ERROR(CheckClientVector(in.embedding));
+  Prepared p;
+  p.in = in;
+  if (in.state) {
+    p.state = *in.state;
+  } else {
+    std::lock_guard<std::mutex> l(pending_mu_);
+    auto it = pending_.find(in.session_id);
+    if (it != pending_.end()) p.state = it->second;
+  }
+  if (in.embedding) p.summary_vec = *in.embedding;
+  else if (meta_.embedder_model == kBuiltinEmbedder && !in.summary.empty())
+    p.summary_vec = EmbedText(in.summary, meta_.embedder_dim);
+  p.candidate_hash = in.candidate_hash;
+  if (p.candidate_hash.empty() && !in.source.empty())
+    p.candidate_hash = CandidateHash(in.language, in.source);
+  return p;
+}
+
+// Everything one step changes, inside the caller's write transaction.
+Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
+                             std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
+                             IndexDelta* delta, StepRecorded* out) {
+  const StepInput& in = p.in;
+  uint64_t now = NowNs();
+  std::string_view v;
+  Status st = t.Get(Db::kSessions, KeyU64(in.session_id), &v);
+  if (st.IsNotFound()) return Status::NotFound("no such session " + std::to_string(in.session_id));
+  HTAM_RETURN_IF_ERROR(st);
+  fb::SessionT session;
+  HTAM_RETURN_IF_ERROR(Decode(v, &session, "session"));
+  if (session.state == fb::SessionState::Closed)
+    return Status::FailedPrecondition("session " + std::to_string(in.session_id) + " is closed");
+  const fb::Session* sview = View<fb::Session>(v);
+  PolicyState ps;
+  HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *sview, p.state, &ps));
+  std::vector<float> key = TransitionKey(ps, o_);
+  for (uint64_t sid : in.strategy_ids) {
+    std::string_view sv;
+    Status s2 = t.Get(Db::kStrategies, KeyU64(sid), &sv);
+    if (s2.IsNotFound()) return Status::InvalidArgument("no such strategy " + std::to_string(sid));
+    HTAM_RETURN_IF_ERROR(s2);
+  }
+
+  fb::TransitionRecordT rec;
+  HTAM_ASSIGN_OR_RETURN(rec.id, t.NextId(Db::kTransitions));
+  double before = session.best_speedup > 0 ? session.best_speedup : 1.0;
+  // Through float, as stored: the learning decision agrees with what a rebuild sees.
+  double gain = StepGain(in.status, static_cast<float>(before), static_cast<float>(in.speedup_after));
+
+  // Learning a strategy: a success whose summary is new under this direction creates one; a
+  // near-duplicate is merged into the existing strategy.
+  if (IsSuccess(in.status, gain) && !p.summary_vec.empty() && !in.summary.empty()) {
+    const size_t dim = p.summary_vec.size();
+    uint64_t best_id = 0;
+    double best_sim = -2;
+    std::vector<Hit> hits;
+    {
+      std::shared_lock<std::shared_mutex> l(index_mu_);
+      auto it = strategy_index_.find(in.direction_id);
+      if (it != strategy_index_.end()) hits = it->second->Search(p.summary_vec.data(), 8);
+    }
+    for (const Hit& h : hits) {
+      std::string_view sv;
+      if (!t.Get(Db::kStrategies, KeyU64(h.id), &sv).ok()) continue;
+      const fb::Strategy* s = View<fb::Strategy>(sv);
+      if (!s || s->merged_into()) continue;
+      if (h.similarity > best_sim) best_sim = h.similarity, best_id = h.id;
+    }
+    for (const auto& [nid, vec] : *batch_new) {  // created earlier in this transaction
+      std::string_view sv;
+      if (!t.Get(Db::kStrategies, KeyU64(nid), &sv).ok()) continue;
+      const fb::Strategy* s = View<fb::Strategy>(sv);
+      if (!s || s->direction_id() != in.direction_id || vec.size() != dim) continue;
+      double sim = Dot(vec.data(), p.summary_vec.data(), dim);
+      if (sim > best_sim) best_sim = sim, best_id = nid;
+    }
+    if (best_id && best_sim >= o_.merge_threshold) {
+      std::string_view sv;
+      HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(best_id), &sv));
+      fb::StrategyT s;
+      HTAM_RETURN_IF_ERROR(Decode(sv, &s, "strategy"));
+      if (!s.provenance) s.provenance = std::make_unique<fb::ProvenanceT>();
+      AppendCapped(&s.provenance->task_ids, session.task_id);
+      AppendCapped(&s.provenance->session_ids, session.id);
+      s.updated_ns = now;
+      HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(best_id), Encode(s)));
+      rec.learned_strategy_id = best_id;
+      rec.learned_merged = true;
+      out->merged_into = best_id;
+    } else {
+      fb::StrategyT s;
+      HTAM_ASSIGN_OR_RETURN(s.id, t.NextId(Db::kStrategies));
+      s.direction_id = in.direction_id;
+      s.name = Slug(in.summary, 6) + "-" + std::to_string(s.id);
+      s.title = in.summary;
+      s.description = "Learned from a verified" + std::string(in.verified ? "" : " (client-reported)") +
+                      " step of task " + session.task_name + " on " + session.backend +
+                      (session.arch.empty() ? "" : " " + session.arch) + ": " + in.summary;
+      if (ps.bottleneck != fb::Bottleneck::Unknown) {
+        s.targets.push_back(ps.bottleneck);
+        s.preconditions.push_back(std::string("seen to help ") + fb::EnumNameBottleneck(ps.bottleneck) +
+                                  "-bound " + ps.category + " kernels");
+      }
+      s.provenance = std::make_unique<fb::ProvenanceT>();
+      s.provenance->source = "learned";
+      s.provenance->task_ids = {session.task_id};
+      s.provenance->session_ids = {session.id};
+      s.provenance->backend = session.backend;
+      s.provenance->arch = session.arch;
+      s.provenance->model = session.model;
+      s.embedding = p.summary_vec;
+      s.stats = std::make_unique<fb::GainStats>();
+      s.created_ns = s.updated_ns = now;
+      HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(s.id), Encode(s)));
+      HTAM_RETURN_IF_ERROR(t.Put(Db::kDirectionStrategies, KeyPair(s.direction_id, s.id), ""));
+      batch_new->emplace_back(s.id, p.summary_vec);
+      delta->strategies.emplace_back(s.direction_id, s.id);
+      delta->strategy_vectors.insert(delta->strategy_vectors.end(), p.summary_vec.begin(), p.summary_vec.end());
+      rec.learned_strategy_id = s.id;
+      rec.learned_merged = false;
+      out->new_strategy_id = s.id;
+    }
+  }
+
+  // The transition record.
+  rec.session_id = session.id;
+  rec.task_id = session.task_id;
+  rec.backend = session.backend;
+  rec.arch = session.arch;
+  rec.step = session.steps;
+  rec.state = std::make_unique<fb::StateT>();
+  rec.state->category = ps.category;
+  rec.state->log_size = static_cast<float>(ps.log_size);
+  rec.state->intensity = static_cast<float>(ps.intensity);
+  rec.state->bottleneck = ps.bottleneck;
+  rec.state->speedup = static_cast<float>(ps.speedup);
+  rec.state->step = ps.step;
+  rec.state->backend = ps.backend;
+  rec.state->arch = ps.arch;
+  rec.state->vector = key;
+  rec.history = session.history;
+  rec.direction_id = in.direction_id;
+  rec.strategy_ids = in.strategy_ids;
+  rec.summary = in.summary;
+  rec.status = in.status;
+  rec.speedup_before = static_cast<float>(before);
+  rec.speedup_after = static_cast<float>(in.speedup_after);
+  rec.median_us = in.median_us;
+  rec.spread_us = in.spread_us;
+  rec.profile = std::make_unique<fb::ProfileT>(in.profile);
+  rec.verified = in.verified;
+  rec.candidate_hash = p.candidate_hash;
+  rec.diagnostics = in.diagnostics;
+  rec.model = session.model;
+  rec.created_ns = now;
+  std::string rec_bytes = Encode(rec);
+  HTAM_RETURN_IF_ERROR(t.Put(Db::kTransitions, KeyU64(rec.id), rec_bytes));
+  HTAM_RETURN_IF_ERROR(t.Put(Db::kSessionTransitions, KeyPair(session.id, rec.id), ""));
+  const fb::TransitionRecord* r = View<fb::TransitionRecord>(rec_bytes);
+  // Re-read through the stored bytes: statistics see exactly what a rebuild will see (floats).
+  double stored_gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+
+  // Statistics: direction, edge, credited strategies (same functions as the rebuild).
+  {
+    std::string_view dv;
+    HTAM_RETURN_IF_ERROR(t.Get(Db::kDirections, KeyU64(in.direction_id), &dv));
+    fb::DirectionT d;
+    HTAM_RETURN_IF_ERROR(Decode(dv, &d, "direction"));
+    d.stats = std::make_unique<fb::GainStats>(AddOutcome(d.stats ? *d.stats : fb::GainStats(), r->status(), stored_gain));
+    HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, KeyU64(d.id), Encode(d)));
+  }
+  {
+    auto [from, to, cluster] = EdgeOf(*r);
+    std::string ek = KeyEdge(from, to, cluster);
+    std::string_view ev;
+    fb::TransitionEdgeT e;
+    Status es = t.Get(Db::kEdges, ek, &ev);
+    if (es.ok()) HTAM_RETURN_IF_ERROR(Decode(ev, &e, "edge"));
+    else if (!es.IsNotFound()) return es;
+    e.from_direction = from;
+    e.to_direction = to;
+    e.cluster = cluster;
+    e.stats = std::make_unique<fb::GainStats>(AddOutcome(e.stats ? *e.stats : fb::GainStats(), r->status(), stored_gain));
+    HTAM_RETURN_IF_ERROR(t.Put(Db::kEdges, ek, Encode(e)));
+  }
+  bool example = r->verified() && IsSuccess(r->status(), stored_gain) && !p.candidate_hash.empty();
+  for (uint64_t sid : CreditedStrategies(*r)) {
+    std::string_view sv;
+    HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(sid), &sv));
+    fb::StrategyT s;
+    HTAM_RETURN_IF_ERROR(Decode(sv, &s, "strategy"));
+    s.stats = std::make_unique<fb::GainStats>(AddOutcome(s.stats ? *s.stats : fb::GainStats(), r->status(), stored_gain));
+    if (example) s.example_candidate = p.candidate_hash;
+    s.updated_ns = now;
+    HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(sid), Encode(s)));
+  }
+
+  // The candidate (content-addressed; the same source met again gains a transition id).
+  if (!p.candidate_hash.empty()) {
+    std::string_view cv;
+    fb::CandidateT c;
+    Status cs = t.Get(Db::kCandidates, p.candidate_hash, &cv);
+    if (cs.ok()) {
+      HTAM_RETURN_IF_ERROR(Decode(cv, &c, "candidate"));
+    } else if (cs.IsNotFound()) {
+      c.hash = p.candidate_hash;
+      c.language = in.language;
+      c.source = in.source;
+      c.created_ns = now;
+    } else {
+      return cs;
+    }
+    if (in.status == fb::OutcomeStatus::CompileError && c.compile_log.empty()) c.compile_log = in.diagnostics;
+    c.transition_ids.push_back(rec.id);
+    HTAM_RETURN_IF_ERROR(t.Put(Db::kCandidates, p.candidate_hash, Encode(c)));
+  }
+
+  // The session.
+  session.steps += 1;
+  session.history.push_back(in.direction_id);
+  session.last_status.push_back(in.status);
+  if (IsSuccess(r->status(), stored_gain) && r->speedup_after() > session.best_speedup) {
+    session.best_speedup = r->speedup_after();
+    session.best_candidate = p.candidate_hash;
+  }
+  session.updated_ns = now;
+  HTAM_RETURN_IF_ERROR(t.Put(Db::kSessions, KeyU64(session.id), Encode(session)));
+
+  delta->transition_ids.push_back(rec.id);
+  delta->transition_keys.insert(delta->transition_keys.end(), key.begin(), key.end());
+  out->transition_id = rec.id;
+  out->best_speedup = session.best_speedup;
+  out->step = rec.step;
+  return Status::OK();
+}
+
+Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(const std::vector<const Prepared*>& steps) {
+  HTAM_RETURN_IF_ERROR(EnsureIndexes());
+  std::lock_guard<std::mutex> one(commit_mu_);  // commit + index update as one unit
+  std::vector<StepRecorded> outs;
+  IndexDelta delta;
+  std::vector<std::pair<uint64_t, std::vector<float>>> batch_new;
+  HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
+    // May run again after map growth: start from scratch.
+    outs.assign(steps.size(), StepRecorded());
+    delta = IndexDelta();
+    batch_new.clear();
+    for (size_t i = 0; i < steps.size(); ++i) HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
+    return Status::OK();
+  }));
+  // Durable now: the commit was synced. Make it visible to searches.
+  ApplyDelta(delta);
+  group_commits_++;
+  steps_recorded_ += steps.size();
+  return outs;
+}
+
+void MemoryImpl::RunGroupCommit(std::unique_lock<std::mutex>* lock) {
+  leader_active_ = true;
+  std::vector<Pending*> batch;
+  size_t max = static_cast<size_t>(std::max(1, o_.max_group_commit));
+  while (!queue_.empty() && batch.size() < max) {
+    batch.push_back(queue_.front());
+    queue_.pop_front();
+  }
+  lock->unlock();
+  std::vector<const Prepared*> ps;
+  for (Pending* p : batch) ps.push_back(p->p);
+  std::vector<Result<StepRecorded>> results;
+  auto all = CommitPrepared(ps);
+  if (all.ok()) {
+    for (auto& r : all.value()) results.emplace_back(r);
+  } else if (batch.size() == 1) {
+    results.emplace_back(all.status());
+  } else {
+    // One bad step must not fail its neighbours: commit them one by one.
+    for (const Prepared* p : ps) {
+      auto one = CommitPrepared({p});
+      if (one.ok()) results.emplace_back(one.value()[0]);
+      else results.emplace_back(one.status());
+    }
+  }
+  lock->lock();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i]->out = std::move(results[i]);
+    batch[i]->done = true;
+  }
+  leader_active_ = false;
+  gc_cv_.notify_all();
+}
+
+Result<StepRecorded> MemoryImpl::RecordStep(const StepInput& in) {
+  HTAM_ASSIGN_OR_RETURN(Prepared p, Prepare(in));
+  Pending me{&p};
+  std::unique_lock<std::mutex> l(gc_mu_);
+  queue_.push_back(&me);
+  while (!me.done) {
+    if (!leader_active_) RunGroupCommit(&l);
+    else gc_cv_.wait(l);
+  }
+  return std::move(me.out);
+}
+
+Result<std::vector<StepRecorded>> MemoryImpl::RecordSteps(const std::vector<StepInput>& steps) {
+  std::vector<Prepared> prepared;
+  prepared.reserve(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto p = Prepare(steps[i]);
+    if (!p.ok()) return p.status().WithContext("step " + std::to_string(i));
+    prepared.push_back(std::move(p).value());
+  }
+  std::vector<const Prepared*> ptrs;
+  for (const auto& p : prepared) ptrs.push_back(&p);
+  return CommitPrepared(ptrs);
+}
+
+Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::StrategyT> strategies) {
+  if (read_only_) return Status::PermissionDenied("memory opened read-only");
+  HTAM_RETURN_IF_ERROR(EnsureIndexes());
+  bool builtin = meta_.embedder_model == kBuiltinEmbedder;
+  std::set<uint64_t> dirs;
+  for (const auto& d : Directions()) dirs.insert(d.id);
+  for (auto& s : strategies) {
+    if (!dirs.count(s.direction_id))
+      return Status::InvalidArgument("strategy " + s.name + ": no such direction " + std::to_string(s.direction_id));
+    if (s.title.empty()) return Status::InvalidArgument("a strategy needs a title");
+    if (s.name.empty()) s.name = Slug(s.title, 6);
+    if (s.embedding.empty() && builtin) s.embedding = EmbedText(StrategyText(s), meta_.embedder_dim);
+    if (!s.embedding.empty() && s.embedding.size() != meta_.embedder_dim)
+      return Status::InvalidArgument("strategy " + s.name + ": embedding dimension " +
+                                     std::to_string(s.embedding.size()) + " differs from the store's " +
+                                     std::to_string(meta_.embedder_dim));
+    s.stats = std::make_unique<fb::GainStats>();  // statistics come from records only
+    s.example_candidate.clear();
+    if (!s.provenance) {
+      s.provenance = std::make_unique<fb::ProvenanceT>();
+      s.provenance->source = "imported";
+    }
+  }
+  std::lock_guard<std::mutex> one(commit_mu_);
+  std::vector<uint64_t> ids;
+  IndexDelta delta;
+  HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
+    ids.clear();
+    delta = IndexDelta();
+    HTAM_ASSIGN_OR_RETURN(uint64_t next, t.NextId(Db::kStrategies));
+    uint64_t now = NowNs();
+    for (auto& s : strategies) {
+      s.id = next++;
+      s.created_ns = s.updated_ns = now;
+      HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(s.id), Encode(s)));
+      HTAM_RETURN_IF_ERROR(t.Put(Db::kDirectionStrategies, KeyPair(s.direction_id, s.id), ""));
+      ids.push_back(s.id);
+      delta.strategies.emplace_back(s.direction_id, s.id);
+      if (s.embedding.empty()) delta.strategy_vectors.insert(delta.strategy_vectors.end(), meta_.embedder_dim, 0.0f);
+      else delta.strategy_vectors.insert(delta.strategy_vectors.end(), s.embedding.begin(), s.embedding.end());
+    }
+    return Status::OK();
+  }));
+  ApplyDelta(delta);
+  return ids;
+}
+
+// ---------------------------------------------------------------- rebuild and check
+
+Status MemoryImpl::ComputeDerived(Txn& t, Derived* d) {
+  Status inner;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view k, std::string_view v) {
+    const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+    if (!r) {
+      inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
+      return false;
+    }
+    Accumulate(*r, d);
+    return true;
+  }));
+  return inner;
+}
+
+Status MemoryImpl::RebuildDerived() {
+  if (read_only_) return Status::PermissionDenied("memory opened read-only");
+  std::lock_guard<std::mutex> one(commit_mu_);
+  HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
+    Derived d;
+    HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
+    HTAM_RETURN_IF_ERROR(t.Clear(Db::kEdges));
+    for (const auto& [k, stats] : d.edges) {
+      fb::TransitionEdgeT e;
+      std::tie(e.from_direction, e.to_direction, e.cluster) = k;
+      e.stats = std::make_unique<fb::GainStats>(stats);
+      HTAM_RETURN_IF_ERROR(t.Put(Db::kEdges, KeyEdge(e.from_direction, e.to_direction, e.cluster), Encode(e)));
+    }
+    std::vector<std::pair<std::string, std::string>> puts;
+    Status inner;
+    HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirections, "", [&](std::string_view k, std::string_view v) {
+      fb::DirectionT x;
+      inner = Decode(v, &x, "direction");
+      auto it = d.directions.find(x.id);
+      x.stats = std::make_unique<fb::GainStats>(it == d.directions.end() ? fb::GainStats() : it->second);
+      puts.emplace_back(std::string(k), Encode(x));
+      return inner.ok();
+    }));
+    HTAM_RETURN_IF_ERROR(inner);
+    for (const auto& [k, v] : puts) HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, k, v));
+    puts.clear();
+    HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view k, std::string_view v) {
+      fb::StrategyT x;
+      inner = Decode(v, &x, "strategy");
+      auto it = d.strategies.find(x.id);
+      x.stats = std::make_unique<fb::GainStats>(it == d.strategies.end() ? fb::GainStats() : it->second);
+      auto ex = d.examples.find(x.id);
+      x.example_candidate = ex == d.examples.end() ? "" : ex->second;
+      puts.emplace_back(std::string(k), Encode(x));
+      return inner.ok();
+    }));
+    HTAM_RETURN_IF_ERROR(inner);
+    for (const auto& [k, v] : puts) HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, k, v));
+    return RebuildSecondary(t);
+  }));
+  // The FAISS indexes, from the records.
+  {
+    std::lock_guard<std::mutex> g(index_init_mu_);
+    std::unique_lock<std::shared_mutex> l(index_mu_);
+    transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
+    strategy_index_.clear();
+    transitions_covered_ = strategies_covered_ = 0;
+    snap_transitions_ = snap_strategies_ = 0;
+    index_source_ = "rebuilt";
+    HTAM_RETURN_IF_ERROR(BuildIndexesFromStore(0, 0));
+    indexes_ready_ = true;
+  }
+  return LoadDirections();
+}
+
+Status MemoryImpl::Check(std::vector<std::string>* problems) {
+  problems->clear();
+  auto bad = [&](std::string s) { problems->push_back(std::move(s)); };
+  if (meta_.schema_version != kStoreSchemaVersion)
+    bad("schema version " + std::to_string(meta_.schema_version) + " is not " + std::to_string(kStoreSchemaVersion));
+  HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
+  Derived d;
+  HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
+  Status inner;
+  // Statistics equal to a rebuild.
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirections, "", [&](std::string_view, std::string_view v) {
+    const fb::Direction* x = View<fb::Direction>(v);
+    if (!x) return bad("malformed direction record"), true;
+    fb::GainStats want = d.directions.count(x->id()) ? d.directions[x->id()] : fb::GainStats();
+    if (!SameStats(x->stats() ? *x->stats() : fb::GainStats(), want))
+      bad("direction " + std::to_string(x->id()) + " statistics differ from its records: stored " +
+          StatsText(x->stats() ? *x->stats() : fb::GainStats()) + ", records give " + StatsText(want));
+    return true;
+  }));
+  size_t embedded = 0;
+  std::map<uint64_t, uint64_t> strategy_dir;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) {
+    const fb::Strategy* x = View<fb::Strategy>(v);
+    if (!x) return bad("malformed strategy record"), true;
+    strategy_dir[x->id()] = x->direction_id();
+    if (x->embedding() && x->embedding()->size() == meta_.embedder_dim) ++embedded;
+    fb::GainStats want = d.strategies.count(x->id()) ? d.strategies[x->id()] : fb::GainStats();
+    if (!SameStats(x->stats() ? *x->stats() : fb::GainStats(), want))
+      bad("strategy " + std::to_string(x->id()) + " statistics differ from its records");
+    std::string ex = d.examples.count(x->id()) ? d.examples[x->id()] : "";
+    if ((x->example_candidate() ? x->example_candidate()->str() : "") != ex)
+      bad("strategy " + std::to_string(x->id()) + " example candidate differs from its records");
+    std::string_view iv;
+    if (!t.Get(Db::kDirectionStrategies, KeyPair(x->direction_id(), x->id()), &iv).ok())
+      bad("strategy " + std::to_string(x->id()) + " missing from direction index");
+    return true;
+  }));
+  size_t edges = 0;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kEdges, "", [&](std::string_view, std::string_view v) {
+    const fb::TransitionEdge* e = View<fb::TransitionEdge>(v);
+    ++edges;
+    if (!e) return bad("malformed edge record"), true;
+    EdgeKey k{e->from_direction(), e->to_direction(), e->cluster()};
+    auto it = d.edges.find(k);
+    if (it == d.edges.end() || !SameStats(e->stats() ? *e->stats() : fb::GainStats(), it->second))
+      bad("edge " + std::to_string(e->from_direction()) + "->" + std::to_string(e->to_direction()) +
+          " differs from its records");
+    return true;
+  }));
+  if (edges != d.edges.size())
+    bad("store has " + std::to_string(edges) + " edges, records give " + std::to_string(d.edges.size()));
+  // Secondary indexes agree with the records, both ways.
+  std::map<uint64_t, uint32_t> steps_of_session;
+  size_t transitions = 0;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view v) {
+    const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+    ++transitions;
+    steps_of_session[r->session_id()]++;
+    std::string_view x;
+    if (!t.Get(Db::kSessionTransitions, KeyPair(r->session_id(), r->id()), &x).ok())
+      bad("transition " + std::to_string(r->id()) + " missing from session index");
+    if (r->candidate_hash() && r->candidate_hash()->size() &&
+        !t.Get(Db::kCandidates, r->candidate_hash()->string_view(), &x).ok())
+      bad("transition " + std::to_string(r->id()) + " names a missing candidate");
+    return true;
+  }));
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessionTransitions, "", [&](std::string_view k, std::string_view) {
+    std::string_view v;
+    if (!t.Get(Db::kTransitions, KeyU64(DecodeU64(k, 8)), &v).ok()) {
+      bad("session index names missing transition " + std::to_string(DecodeU64(k, 8)));
+    } else {
+      const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+      if (r && r->session_id() != DecodeU64(k)) bad("session index disagrees with transition " + std::to_string(r->id()));
+    }
+    return true;
+  }));
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessions, "", [&](std::string_view, std::string_view v) {
+    const fb::Session* s = View<fb::Session>(v);
+    if (!s) return bad("malformed session record"), true;
+    std::string_view x;
+    if (!t.Get(Db::kTaskSessions, KeyPair(s->task_id(), s->id()), &x).ok())
+      bad("session " + std::to_string(s->id()) + " missing from task index");
+    if (s->steps() != steps_of_session[s->id()])
+      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) + " steps, the store holds " +
+          std::to_string(steps_of_session[s->id()]));
+    return true;
+  }));
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTaskSessions, "", [&](std::string_view k, std::string_view) {
+    std::string_view v;
+    if (!t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v).ok()) bad("task index names a missing session");
+    return true;
+  }));
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, "", [&](std::string_view k, std::string_view) {
+    auto it = strategy_dir.find(DecodeU64(k, 8));
+    if (it == strategy_dir.end() || it->second != DecodeU64(k)) bad("direction index disagrees with strategy " + std::to_string(DecodeU64(k, 8)));
+    return true;
+  }));
+  // FAISS indexes hold every record.
+  if (indexes_ready_) {
+    std::shared_lock<std::shared_mutex> l(index_mu_);
+    size_t strat = 0;
+    for (const auto& [dir, idx] : strategy_index_) strat += idx->size();
+    if (transition_index_->size() != transitions)
+      bad("transition index holds " + std::to_string(transition_index_->size()) + " of " + std::to_string(transitions) + " records");
+    if (strat != embedded)
+      bad("strategy index holds " + std::to_string(strat) + " of " + std::to_string(embedded) + " embedded strategies");
+  }
+  if (!problems->empty()) return Status::Corruption(std::to_string(problems->size()) + " integrity problems");
+  return Status::OK();
+}
+
+}  // namespace htam::memory

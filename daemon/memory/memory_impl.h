@@ -1,0 +1,152 @@
+// MemoryImpl: the one implementation of Memory. Internal to daemon/memory.
+// Thread-safety: as Memory. Lock order: group-commit (gc_mu_) -> store write -> index_mu_;
+// dir_mu_ and pending_mu_ are leaves.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "daemon/memory/memory.h"
+#include "daemon/memory/policy.h"
+#include "daemon/memory/store.h"
+#include "daemon/memory/vector_index.h"
+
+namespace htam::memory {
+
+uint64_t NowNs();
+// The text a strategy is embedded from.
+std::string StrategyText(const fb::StrategyT& s);
+
+class MemoryImpl final : public Memory {
+ public:
+  MemoryImpl(const MemoryOptions& o, bool read_only);
+  ~MemoryImpl() override;
+  Status Init();
+
+  Result<uint64_t> PutTask(const fb::TaskT& task) override;
+  Result<fb::TaskT> GetTask(uint64_t id) override;
+  Result<fb::TaskT> FindTask(std::string_view name) override;
+  Result<std::vector<fb::TaskT>> ListTasks() override;
+  Result<fb::SessionT> OpenSession(uint64_t task_id, std::string_view backend, std::string_view arch,
+                                   std::string_view client, std::string_view model,
+                                   uint32_t budget) override;
+  Result<fb::SessionT> GetSession(uint64_t id) override;
+  Result<fb::SessionT> CloseSession(uint64_t id) override;
+  Result<std::vector<fb::SessionT>> ListSessions(uint64_t task_id, size_t limit) override;
+  Result<Decision> NextStep(uint64_t session_id, const StateInput& state,
+                            std::optional<std::vector<float>> embedding) override;
+  Result<StepRecorded> RecordStep(const StepInput& step) override;
+  Result<std::vector<StepRecorded>> RecordSteps(const std::vector<StepInput>& steps) override;
+  Result<std::vector<uint64_t>> AddStrategies(std::vector<fb::StrategyT> strategies) override;
+  Result<std::vector<fb::DirectionT>> ListDirections() override;
+  Result<fb::DirectionT> GetDirection(uint64_t id) override;
+  Result<fb::DirectionT> FindDirection(std::string_view name) override;
+  Result<std::vector<fb::StrategyT>> ListStrategies(const StrategyFilter& filter) override;
+  Result<fb::StrategyT> GetStrategy(uint64_t id) override;
+  Result<std::vector<fb::TransitionRecordT>> ListTransitions(uint64_t session_id, size_t limit) override;
+  Result<fb::TransitionRecordT> GetTransition(uint64_t id) override;
+  Result<fb::CandidateT> GetCandidate(std::string_view hash) override;
+  Result<std::vector<fb::TransitionEdgeT>> ListEdges(uint64_t from_direction) override;
+  Result<fb::StoreMetaT> GetMeta() override;
+  Status RebuildDerived() override;
+  Status Check(std::vector<std::string>* problems) override;
+  Status SnapshotIndexes() override;
+  Status Sync() override;
+  std::string StatusText() override;
+
+ private:
+  // What one committed step adds to the in-memory indexes once its transaction is durable.
+  struct IndexDelta {
+    std::vector<uint64_t> transition_ids;
+    std::vector<float> transition_keys;
+    std::vector<std::pair<uint64_t, uint64_t>> strategies;  // (direction, strategy)
+    std::vector<float> strategy_vectors;
+  };
+  struct Prepared;  // a StepInput checked and embedded outside the transaction (learn.cc)
+  struct Pending;   // a RecordStep waiting for its group commit
+
+  // opening (memory.cc)
+  Status OpenMeta();
+  Status CreateStore();
+  Status Migrate();
+  Status RebuildSecondary(Txn& t);
+  Status LoadDirections();
+  std::vector<fb::DirectionT> Directions() const;
+  template <typename T>
+  Result<T> GetRecord(Db db, std::string_view key, const char* what);
+  template <typename T>
+  Result<std::vector<T>> ScanAll(Db db, size_t limit, bool newest_first);
+
+  // indexes (indexes.cc)
+  IndexOptions TransitionIndexOptions() const;
+  IndexOptions StrategyIndexOptions() const;
+  Status EnsureIndexes();
+  Status LoadOrRebuildIndexes();
+  Status BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from);
+  Status VerifyLoadedIndexes();
+  void ApplyDelta(const IndexDelta& d);
+  bool IndexesDirty() const;
+  void SnapshotLoop();
+  std::string SnapshotPath(const char* kind) const;
+
+  // decisions (decide.cc)
+  Status BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in, PolicyState* out);
+  Status Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task, const fb::DirectionT& dir,
+                  const std::vector<Neighbor>& neighbors, const StateInput& in,
+                  const std::optional<std::vector<float>>& embedding, Decision* d);
+  Status CheckClientVector(const std::optional<std::vector<float>>& v) const;
+
+  // learning (learn.cc)
+  Result<Prepared> Prepare(const StepInput& in);
+  Status ApplyStep(Txn& t, const Prepared& p, std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
+                   IndexDelta* delta, StepRecorded* out);
+  Result<std::vector<StepRecorded>> CommitPrepared(const std::vector<const Prepared*>& steps);
+  void RunGroupCommit(std::unique_lock<std::mutex>* lock);
+  Status ComputeDerived(Txn& t, struct Derived* d);
+
+  MemoryOptions o_;
+  const bool read_only_;
+  std::unique_ptr<Store> store_;
+  fb::StoreMetaT meta_;
+
+  mutable std::shared_mutex dir_mu_;
+  std::vector<fb::DirectionT> directions_;  // static fields only (stats not kept fresh)
+
+  // FAISS indexes: transitions keyed by (state, history); strategies per direction.
+  mutable std::shared_mutex index_mu_;
+  std::mutex index_init_mu_;
+  bool indexes_ready_ = false;
+  std::unique_ptr<VectorIndex> transition_index_;
+  std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_index_;
+  std::map<uint64_t, std::vector<uint64_t>> unembedded_;  // direction -> strategies without vectors
+  uint64_t transitions_covered_ = 0, strategies_covered_ = 0;  // largest id in the indexes
+  std::atomic<uint64_t> snap_transitions_{0}, snap_strategies_{0};  // covered by the last snapshot
+  std::atomic<uint64_t> last_snapshot_ns_{0};
+  std::mutex snapshot_write_mu_;  // one snapshot at a time
+  std::string index_source_ = "none";  // "snapshot", "snapshot+records", "rebuilt", ...
+
+  // The state each session was in at its last NextStep (default state of its RecordStep).
+  std::mutex pending_mu_;
+  std::unordered_map<uint64_t, StateInput> pending_;
+
+  // Group commit of concurrent RecordStep calls.
+  std::mutex commit_mu_;  // a commit and its index update form one unit
+  std::mutex gc_mu_;
+  std::condition_variable gc_cv_;
+  std::deque<Pending*> queue_;
+  bool leader_active_ = false;
+  std::atomic<uint64_t> group_commits_{0}, steps_recorded_{0};
+
+  std::mutex snap_mu_;
+  std::condition_variable snap_cv_;
+  bool stop_ = false;
+  std::thread snap_thread_;
+};
+
+}  // namespace htam::memory

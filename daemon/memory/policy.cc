@@ -1,0 +1,274 @@
+// Transition attention: keys, attention weights and the direction score (see docs/memory.md).
+#include "daemon/memory/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace htam::memory {
+namespace {
+
+uint64_t Mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+uint64_t HashStr(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Soft one-hot of x over evenly spaced centers (Gaussian bins): close values share mass.
+void SoftBins(float* out, int bins, double x, double lo, double hi) {
+  double step = (hi - lo) / (bins - 1);
+  x = std::clamp(x, lo, hi);
+  for (int i = 0; i < bins; ++i) {
+    double d = (x - (lo + i * step)) / step;
+    out[i] = static_cast<float>(std::exp(-0.5 * d * d * 2.0));
+  }
+}
+
+void Scale(float* v, int n, double weight) {
+  double norm = 0;
+  for (int i = 0; i < n; ++i) norm += double(v[i]) * v[i];
+  if (norm <= 0) return;
+  double f = weight / std::sqrt(norm);
+  for (int i = 0; i < n; ++i) v[i] = static_cast<float>(v[i] * f);
+}
+
+const char* BottleneckName(fb::Bottleneck b) { return fb::EnumNameBottleneck(b); }
+
+std::string Fmt(const char* fmt, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, a);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o) {
+  std::vector<float> k(kKeyDim, 0.0f);
+  float* p = k.data();
+  // [0,8) category, [8,13) bottleneck, [13,18) size, [18,23) intensity, [23,27) speedup,
+  // [27,31) step, [31] bias: each group unit-norm times its weight.
+  if (!s.category.empty()) p[HashStr(s.category) % 8] = 1.0f;
+  Scale(p, 8, 1.0);
+  p[8 + std::clamp(static_cast<int>(s.bottleneck), 0, 4)] = 1.0f;
+  Scale(p + 8, 5, 1.0);
+  SoftBins(p + 13, 5, s.log_size, 3, 11);
+  Scale(p + 13, 5, 0.6);
+  SoftBins(p + 18, 5, std::log2(1.0 + std::max(0.0, s.intensity)), 0, 8);
+  Scale(p + 18, 5, 0.6);
+  SoftBins(p + 23, 4, std::log(std::max(1e-3, s.speedup)), -0.5, 2.0);
+  Scale(p + 23, 4, 0.5);
+  SoftBins(p + 27, 4, std::min<double>(s.step, 12), 0, 12);
+  Scale(p + 27, 4, 0.3);
+  p[31] = 0.3f;
+  // History: each recent direction adds its position weight at a hashed slot.
+  float* h = p + kStateDim;
+  double w = 1.0;
+  int n = static_cast<int>(s.history.size());
+  for (int i = n - 1; i >= 0 && n - i <= o.history_length; --i, w *= o.history_decay)
+    h[Mix(s.history[i]) % kHistoryDim] += static_cast<float>(w);
+  if (n == 0) h[0] = 1.0f;  // "session start" is a history of its own
+  Scale(h, kHistoryDim, std::sqrt(o.history_weight / std::max(1e-9, 1 - o.history_weight)) * 2.0);
+  Scale(p, kKeyDim, 1.0);
+  return k;
+}
+
+double StateSimilarity(const float* a, const float* b) {
+  double dot = 0, na = 0, nb = 0;
+  for (int i = 0; i < kStateDim; ++i) {
+    dot += double(a[i]) * b[i];
+    na += double(a[i]) * a[i];
+    nb += double(b[i]) * b[i];
+  }
+  if (na <= 0 || nb <= 0) return 0;
+  return dot / std::sqrt(na * nb);
+}
+
+double HistoryAgreement(const std::vector<uint64_t>& mine, const std::vector<uint64_t>& theirs,
+                        double decay, int length) {
+  if (mine.empty() && theirs.empty()) return 1.0;
+  double num = 0, den = 0, w = 1.0;
+  for (int j = 1; j <= length; ++j, w *= decay) {
+    bool have_a = static_cast<int>(mine.size()) >= j, have_b = static_cast<int>(theirs.size()) >= j;
+    if (!have_a && !have_b) break;
+    den += w;
+    if (have_a && have_b && mine[mine.size() - j] == theirs[theirs.size() - j]) num += w;
+  }
+  return den > 0 ? num / den : 0.0;
+}
+
+double BackendFactor(std::string_view mine, std::string_view theirs, const MemoryOptions& o,
+                     bool* cross) {
+  *cross = mine != theirs && !mine.empty() && !theirs.empty();
+  if (!*cross) return 1.0;
+  auto gpu = [](std::string_view b) { return b == "cuda" || b == "hip"; };
+  if (gpu(mine) && gpu(theirs)) return o.cross_backend_discount;
+  return o.cpu_backend_discount;
+}
+
+bool ArchAtLeast(std::string_view arch, std::string_view min_arch, bool* comparable) {
+  auto split = [](std::string_view a, std::string* family, long* number) {
+    size_t i = 0;
+    while (i < a.size() && !std::isdigit(static_cast<unsigned char>(a[i]))) ++i;
+    *family = std::string(a.substr(0, i));
+    *number = 0;
+    std::string digits;
+    for (size_t j = i; j < a.size() && std::isalnum(static_cast<unsigned char>(a[j])); ++j)
+      digits.push_back(a[j]);
+    // gfx90a: hexadecimal stepping; sm_90a: a trailing letter is a variant of sm_90.
+    if (*family == "gfx") *number = std::strtol(digits.c_str(), nullptr, 16);
+    else *number = std::strtol(digits.c_str(), nullptr, 10);
+  };
+  std::string fa, fm;
+  long na, nm;
+  split(arch, &fa, &na);
+  split(min_arch, &fm, &nm);
+  *comparable = !fa.empty() && fa == fm;
+  return !*comparable || na >= nm;
+}
+
+bool IsSuccess(fb::OutcomeStatus status, double gain) {
+  return status == fb::OutcomeStatus::Ok && gain > 1e-9;
+}
+
+bool IsFailure(fb::OutcomeStatus status) {
+  return status != fb::OutcomeStatus::Ok && status != fb::OutcomeStatus::InfraError &&
+         status != fb::OutcomeStatus::Unverified;
+}
+
+void WeighNeighbors(std::vector<Neighbor>* neighbors, const MemoryOptions& o) {
+  double t = std::max(1e-3, o.attention_temperature);
+  for (Neighbor& n : *neighbors) {
+    double sim = (1 - o.history_weight) * n.state_similarity + o.history_weight * n.history_agreement;
+    n.weight = n.backend_factor * std::exp((std::min(1.0, sim) - 1.0) / t);
+  }
+}
+
+std::string MaskReason(const std::vector<std::string>& backends, std::string_view min_arch,
+                       const std::vector<fb::Bottleneck>& targets, const PolicyState& s) {
+  if (!backends.empty() && !s.backend.empty() &&
+      std::find(backends.begin(), backends.end(), s.backend) == backends.end())
+    return "not applicable to backend " + s.backend;
+  if (!min_arch.empty() && !s.arch.empty()) {
+    bool comparable = false;
+    if (!ArchAtLeast(s.arch, min_arch, &comparable))
+      return "needs " + std::string(min_arch) + ", session is on " + s.arch;
+  }
+  if (!targets.empty() && s.bottleneck != fb::Bottleneck::Unknown &&
+      std::find(targets.begin(), targets.end(), s.bottleneck) == targets.end()) {
+    std::string t;
+    for (auto b : targets) t += (t.empty() ? "" : "/") + std::string(BottleneckName(b));
+    return "targets " + t + "-bound kernels; state is " + BottleneckName(s.bottleneck) + "-bound";
+  }
+  return "";
+}
+
+PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
+                             const std::vector<Neighbor>& neighbors, const PolicyState& s,
+                             const MemoryOptions& o) {
+  struct Acc { double n = 0, succ = 0, gain = 0; int raw = 0, cross = 0; };
+  std::map<uint64_t, Acc> acc;
+  double total = 0;
+  for (const Neighbor& nb : neighbors) {
+    Acc& a = acc[nb.direction_id];
+    a.n += nb.weight;
+    if (IsSuccess(nb.status, nb.gain)) {
+      a.succ += nb.weight;
+      a.gain += nb.weight * nb.gain;
+    }
+    a.raw++;
+    a.cross += nb.cross_backend ? 1 : 0;
+    total += nb.weight;
+  }
+  // Penalty: directions that failed in the last steps of this session (recent ones weigh more).
+  std::map<uint64_t, double> penalty;
+  {
+    double w = 1.0;
+    int n = static_cast<int>(s.history.size());
+    for (int i = n - 1; i >= 0 && n - i <= o.failure_memory; --i, w *= o.history_decay) {
+      bool failed = i < static_cast<int>(s.outcomes.size()) && IsFailure(s.outcomes[i]);
+      bool no_gain = i < static_cast<int>(s.outcomes.size()) &&
+                     s.outcomes[i] == fb::OutcomeStatus::Ok && i < static_cast<int>(s.gains.size()) &&
+                     s.gains[i] <= 1e-9;
+      if (failed) penalty[s.history[i]] += o.failure_penalty * w;
+      else if (no_gain) penalty[s.history[i]] += 0.5 * o.failure_penalty * w;
+    }
+  }
+  PolicyResult r;
+  r.from_priors = total <= 1e-12;
+  double m = std::max(1e-9, o.prior_strength);
+  for (const fb::DirectionT& d : directions) {
+    fb::DirectionScoreT sc;
+    sc.direction_id = d.id;
+    sc.name = d.name;
+    const Acc a = acc.count(d.id) ? acc[d.id] : Acc{};
+    double prior = std::clamp<double>(d.prior, 0.0, 1.0);
+    sc.effective_count = a.n;
+    sc.p_success = (a.succ + m * prior) / (a.n + m);
+    sc.expected_gain = (a.gain + m * prior * o.prior_gain) / (a.n + m);
+    sc.exploration = total > 0 ? o.exploration * std::sqrt(std::log1p(total) / (1.0 + a.n)) : 0.0;
+    sc.penalty = penalty.count(d.id) ? penalty[d.id] : 0.0;
+    // Seeded jitter far below any real difference: breaks exact ties reproducibly.
+    uint64_t j = Mix(o.policy_seed ^ Mix(s.session_id ^ Mix(s.step ^ Mix(d.id))));
+    double jitter = static_cast<double>(j >> 11) / static_cast<double>(1ull << 53) * 1e-9;
+    sc.score = sc.expected_gain + sc.exploration - sc.penalty + jitter;
+    sc.mask_reason = MaskReason(d.backends, d.min_arch, d.targets, s);
+    sc.masked = !sc.mask_reason.empty();
+    r.scores.push_back(std::move(sc));
+  }
+  bool any_open = std::any_of(r.scores.begin(), r.scores.end(), [](auto& x) { return !x.masked; });
+  if (!any_open)  // every precondition failed: rank them all rather than answer nothing
+    for (auto& x : r.scores) x.masked = false;
+  std::stable_sort(r.scores.begin(), r.scores.end(), [](const auto& a, const auto& b) {
+    if (a.masked != b.masked) return !a.masked;
+    if (a.score != b.score) return a.score > b.score;
+    return a.direction_id < b.direction_id;
+  });
+  if (r.scores.empty()) {
+    r.why = "no directions in the store";
+    return r;
+  }
+  // Why: the chosen direction's numbers, what they rest on, the runner-up and the masks.
+  const auto& c = r.scores[0];
+  std::ostringstream why;
+  why << "chose " << c.name << " (score " << Fmt("%.3f", c.score) << ": E[log gain] "
+      << Fmt("%.3f", c.expected_gain) << ", p(success) " << Fmt("%.2f", c.p_success);
+  if (c.exploration > 0) why << ", exploration +" << Fmt("%.3f", c.exploration);
+  if (c.penalty > 0) why << ", recent-failure penalty -" << Fmt("%.3f", c.penalty);
+  why << "). ";
+  if (r.from_priors) {
+    why << "No similar past transition: the seed priors decide.";
+  } else {
+    const Acc a = acc.count(c.direction_id) ? acc[c.direction_id] : Acc{};
+    why << "Attended " << neighbors.size() << " similar transitions (effective count "
+        << Fmt("%.2f", total) << "); " << a.raw << " took this direction (weight "
+        << Fmt("%.2f", a.n) << ")";
+    if (a.cross) why << ", " << a.cross << " from another backend (discounted)";
+    why << ".";
+  }
+  if (r.scores.size() > 1 && !r.scores[1].masked)
+    why << " Runner-up " << r.scores[1].name << " " << Fmt("%.3f", r.scores[1].score) << ".";
+  int masked = 0;
+  for (const auto& x : r.scores) masked += x.masked ? 1 : 0;
+  if (masked) {
+    why << " Masked " << masked << ":";
+    int shown = 0;
+    for (const auto& x : r.scores)
+      if (x.masked && shown++ < 3) why << " " << x.name << " (" << x.mask_reason << ");";
+  }
+  if (!any_open) why << " Every direction's preconditions failed; ranked without masks.";
+  r.why = why.str();
+  return r;
+}
+
+}  // namespace htam::memory

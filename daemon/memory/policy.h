@@ -1,0 +1,89 @@
+// The transition-attention direction scorer (DESIGN.md, "Selection"): state and history keys,
+// attention weights over past transitions, per-direction estimates, exploration, failure
+// penalty and precondition masks. Pure functions of their inputs: deterministic, no I/O.
+// Thread-safety: stateless; safe for concurrent use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/memory/memory.h"
+
+namespace htam::memory {
+
+// Transition key layout: [state features | position-weighted history].
+inline constexpr int kStateDim = 32;
+inline constexpr int kHistoryDim = 16;
+inline constexpr int kKeyDim = kStateDim + kHistoryDim;
+
+// Everything the policy knows about "now".
+struct PolicyState {
+  uint64_t session_id = 0;
+  std::string category;
+  double log_size = 0;       // log10 of the bytes moved
+  double intensity = 0;      // FLOPs per byte
+  fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;
+  double speedup = 1;        // current best over the baseline
+  uint32_t step = 0;
+  std::string backend, arch;
+  std::vector<uint64_t> history;           // directions of earlier steps, oldest first
+  std::vector<fb::OutcomeStatus> outcomes; // their outcomes
+  std::vector<double> gains;               // their log gains (0 when not Ok)
+};
+
+// The L2-normalized key of a state and its history (what the transition index stores).
+std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o);
+// Cosine similarity of the state parts of two keys.
+double StateSimilarity(const float* a, const float* b);
+// Position-weighted agreement of two histories, aligned at their ends: the last step weighs 1,
+// the one before `decay`, ...; 1 = same recent path, 0 = nothing in common. Two empty histories
+// agree fully (both are session starts).
+double HistoryAgreement(const std::vector<uint64_t>& mine, const std::vector<uint64_t>& theirs,
+                        double decay, int length);
+// Weight of experience gathered on `theirs` for a session on `mine`; *cross set when different.
+double BackendFactor(std::string_view mine, std::string_view theirs, const MemoryOptions& o,
+                     bool* cross);
+// "sm_90" >= "sm_80"; families differ ("gfx90a" vs "sm_80") -> *comparable = false.
+bool ArchAtLeast(std::string_view arch, std::string_view min_arch, bool* comparable);
+// True when the step counts as a success: compiled, verified and faster than before.
+bool IsSuccess(fb::OutcomeStatus status, double gain);
+// True for the outcomes the failure penalty and statistics count as the candidate's failure.
+bool IsFailure(fb::OutcomeStatus status);
+
+// One attended past transition.
+struct Neighbor {
+  uint64_t transition_id = 0;
+  uint64_t session_id = 0;
+  double state_similarity = 0;
+  double history_agreement = 0;
+  double backend_factor = 1;
+  bool cross_backend = false;
+  double weight = 0;          // attention weight (unnormalized, in (0, 1])
+  uint64_t direction_id = 0;
+  fb::OutcomeStatus status = fb::OutcomeStatus::Ok;
+  double gain = 0;            // log(after / before) when Ok, else 0
+  std::string backend;
+  std::vector<uint64_t> strategy_ids;
+  uint64_t learned_strategy_id = 0;
+};
+
+// Sets weight = backend_factor * exp((sim - 1) / T), sim = (1-h) state + h history.
+void WeighNeighbors(std::vector<Neighbor>* neighbors, const MemoryOptions& o);
+
+struct PolicyResult {
+  std::vector<fb::DirectionScoreT> scores;  // best first; masked ones after every unmasked one
+  size_t chosen = 0;                        // index into scores (0 unless everything was masked)
+  std::string why;
+  bool from_priors = false;                 // no attended experience: priors decided
+};
+
+PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
+                             const std::vector<Neighbor>& neighbors, const PolicyState& state,
+                             const MemoryOptions& o);
+
+// Why a direction or strategy does not apply here ("" = it applies).
+std::string MaskReason(const std::vector<std::string>& backends, std::string_view min_arch,
+                       const std::vector<fb::Bottleneck>& targets, const PolicyState& state);
+
+}  // namespace htam::memory

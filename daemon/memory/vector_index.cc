@@ -1,0 +1,242 @@
+// FAISS adapter: HNSW inner-product indexes with external ids, and atomic snapshot files.
+#include "daemon/memory/vector_index.h"
+
+#include <fcntl.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_io.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace htam::memory {
+namespace {
+
+constexpr char kMagic[8] = {'H', 'T', 'A', 'M', 'I', 'D', 'X', '1'};
+constexpr uint32_t kFormat = 1;
+// magic, format, dim, store tag, covered_id, sections, payload bytes, payload hash
+constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 8 + 4 + 8 + 8;
+
+struct File {
+  FILE* f = nullptr;
+  ~File() {
+    if (f) std::fclose(f);
+  }
+};
+
+template <typename T>
+bool WriteRaw(FILE* f, T v) {
+  return std::fwrite(&v, sizeof v, 1, f) == 1;
+}
+template <typename T>
+bool ReadRaw(FILE* f, T* v) {
+  return std::fread(v, sizeof *v, 1, f) == 1;
+}
+
+Status HashFileRegion(FILE* f, long offset, uint64_t length, uint64_t* hash) {
+  if (std::fseek(f, offset, SEEK_SET) != 0) return Status::IOError("seek");
+  std::vector<char> buf(1 << 20);
+  uint64_t h = 0, left = length;
+  while (left > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+    if (std::fread(buf.data(), 1, want, f) != want) return Status::Corruption("snapshot truncated");
+    h = Hash64(buf.data(), want, h);
+    left -= want;
+  }
+  *hash = h;
+  return Status::OK();
+}
+
+Status FsyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return Status::IOError("open directory " + dir + ": " + std::strerror(errno));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Status::IOError("fsync directory " + dir + ": " + std::strerror(errno));
+  return Status::OK();
+}
+
+}  // namespace
+
+uint64_t Hash64(const void* data, size_t n, uint64_t seed) {
+  // Four independent multiply-xor lanes over 8-byte words, then a tail; chained by seed.
+  const auto* p = static_cast<const unsigned char*>(data);
+  const uint64_t k = 0x9E3779B97F4A7C15ull;
+  uint64_t l[4] = {seed ^ 0x243F6A8885A308D3ull, seed ^ 0x13198A2E03707344ull,
+                   seed ^ 0xA4093822299F31D0ull, seed ^ 0x082EFA98EC4E6C89ull};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * j, 8);
+      l[j] = (l[j] ^ w) * k;
+      l[j] ^= l[j] >> 29;
+    }
+  }
+  uint64_t h = l[0] ^ (l[1] << 1 | l[1] >> 63) ^ (l[2] << 2 | l[2] >> 62) ^ (l[3] << 3 | l[3] >> 61);
+  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
+  h ^= n;
+  h *= k;
+  h ^= h >> 31;
+  return h;
+}
+
+VectorIndex::VectorIndex(const IndexOptions& options) : options_(options) {
+  hnsw_ = new faiss::IndexHNSWFlat(options.dim, options.hnsw_m, faiss::METRIC_INNER_PRODUCT);
+  hnsw_->hnsw.efConstruction = options.ef_construction;
+  hnsw_->hnsw.efSearch = options.ef_search;
+  index_ = new faiss::IndexIDMap2(hnsw_);
+  index_->own_fields = true;
+}
+
+VectorIndex::VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopted)
+    : options_(options), index_(adopted) {
+  hnsw_ = dynamic_cast<faiss::IndexHNSWFlat*>(index_->index);
+  index_->own_fields = true;
+  if (hnsw_) hnsw_->hnsw.efSearch = options.ef_search;
+}
+
+VectorIndex::~VectorIndex() { delete index_; }
+
+Status VectorIndex::Add(size_t n, const uint64_t* ids, const float* vectors) {
+  if (n == 0) return Status::OK();
+  try {
+    static_assert(sizeof(faiss::Index::idx_t) == sizeof(uint64_t));
+    index_->add_with_ids(static_cast<faiss::Index::idx_t>(n), vectors,
+                         reinterpret_cast<const faiss::Index::idx_t*>(ids));
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("faiss add: ") + e.what());
+  }
+  return Status::OK();
+}
+
+std::vector<Hit> VectorIndex::Search(const float* query, int k) const {
+  std::vector<Hit> out;
+  if (k <= 0 || index_->ntotal == 0) return out;
+  k = static_cast<int>(std::min<int64_t>(k, index_->ntotal));
+  std::vector<float> d(k);
+  std::vector<faiss::Index::idx_t> l(k);
+  try {
+    index_->search(1, query, k, d.data(), l.data());
+  } catch (const std::exception&) {
+    return out;
+  }
+  for (int i = 0; i < k; ++i)
+    if (l[i] >= 0) out.push_back(Hit{static_cast<uint64_t>(l[i]), d[i]});
+  return out;
+}
+
+bool VectorIndex::Reconstruct(uint64_t id, std::vector<float>* out) const {
+  out->assign(options_.dim, 0.0f);
+  try {
+    index_->reconstruct(static_cast<faiss::Index::idx_t>(id), out->data());
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+size_t VectorIndex::size() const { return static_cast<size_t>(index_->ntotal); }
+
+void VectorIndex::set_ef_search(int ef) {
+  options_.ef_search = ef;
+  if (hnsw_) hnsw_->hnsw.efSearch = ef;
+}
+
+Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
+                    const std::map<uint64_t, const VectorIndex*>& sections) {
+  std::string tmp = path + ".tmp";
+  File out;
+  out.f = std::fopen(tmp.c_str(), "w+b");
+  if (!out.f) return Status::IOError("create " + tmp + ": " + std::strerror(errno));
+  uint32_t dim = sections.empty() ? 0 : static_cast<uint32_t>(sections.begin()->second->dim());
+  // Header with the hash left zero; patched once the payload is on disk.
+  bool ok = std::fwrite(kMagic, 8, 1, out.f) == 1 && WriteRaw(out.f, kFormat) &&
+            WriteRaw(out.f, dim) && WriteRaw(out.f, store_tag) && WriteRaw(out.f, covered_id) &&
+            WriteRaw(out.f, static_cast<uint32_t>(sections.size())) &&
+            WriteRaw(out.f, uint64_t{0}) && WriteRaw(out.f, uint64_t{0});
+  if (!ok) return Status::IOError("write " + tmp);
+  try {
+    for (const auto& [key, index] : sections) {
+      long len_at = std::ftell(out.f) + 8;
+      if (!WriteRaw(out.f, key) || !WriteRaw(out.f, uint64_t{0})) return Status::IOError("write");
+      faiss::FileIOWriter w(out.f);
+      faiss::write_index(index->index_, &w);
+      long end = std::ftell(out.f);
+      uint64_t len = static_cast<uint64_t>(end - len_at - 8);
+      if (std::fseek(out.f, len_at, SEEK_SET) != 0 || !WriteRaw(out.f, len) ||
+          std::fseek(out.f, end, SEEK_SET) != 0)
+        return Status::IOError("write " + tmp);
+    }
+  } catch (const std::exception& e) {
+    return Status::IOError(std::string("faiss write_index: ") + e.what());
+  }
+  if (std::fflush(out.f) != 0) return Status::IOError("flush " + tmp);
+  long end = std::ftell(out.f);
+  uint64_t payload = static_cast<uint64_t>(end) - kHeaderSize, hash = 0;
+  HTAM_RETURN_IF_ERROR(HashFileRegion(out.f, kHeaderSize, payload, &hash));
+  if (std::fseek(out.f, kHeaderSize - 16, SEEK_SET) != 0 || !WriteRaw(out.f, payload) ||
+      !WriteRaw(out.f, hash) || std::fflush(out.f) != 0)
+    return Status::IOError("write " + tmp);
+  if (::fsync(fileno(out.f)) != 0) return Status::IOError("fsync " + tmp + ": " + std::strerror(errno));
+  std::fclose(out.f);
+  out.f = nullptr;
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::IOError("rename " + tmp + ": " + std::strerror(errno));
+  return FsyncDir(std::filesystem::path(path).parent_path().string());
+}
+
+Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
+                    uint64_t* covered_id, std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections) {
+  sections->clear();
+  File in;
+  in.f = std::fopen(path.c_str(), "rb");
+  if (!in.f) return Status::NotFound("no snapshot " + path);
+  char magic[8];
+  uint32_t format = 0, dim = 0, count = 0;
+  uint64_t tag = 0, covered = 0, payload = 0, hash = 0;
+  if (std::fread(magic, 8, 1, in.f) != 1 || std::memcmp(magic, kMagic, 8) != 0)
+    return Status::Corruption(path + ": not an htam index snapshot");
+  if (!ReadRaw(in.f, &format) || !ReadRaw(in.f, &dim) || !ReadRaw(in.f, &tag) || !ReadRaw(in.f, &covered) ||
+      !ReadRaw(in.f, &count) || !ReadRaw(in.f, &payload) || !ReadRaw(in.f, &hash))
+    return Status::Corruption(path + ": truncated header");
+  if (format != kFormat) return Status::Corruption(path + ": unknown snapshot format");
+  if (tag != store_tag) return Status::Corruption(path + ": snapshot of another store");
+  if (count > 0 && dim != static_cast<uint32_t>(options.dim))
+    return Status::Corruption(path + ": dimension " + std::to_string(dim) + " differs from " +
+                              std::to_string(options.dim));
+  std::fseek(in.f, 0, SEEK_END);
+  if (static_cast<uint64_t>(std::ftell(in.f)) != kHeaderSize + payload)
+    return Status::Corruption(path + ": size does not match its header");
+  uint64_t actual = 0;
+  HTAM_RETURN_IF_ERROR(HashFileRegion(in.f, kHeaderSize, payload, &actual));
+  if (actual != hash) return Status::Corruption(path + ": checksum mismatch");
+  std::fseek(in.f, kHeaderSize, SEEK_SET);
+  std::map<uint64_t, std::unique_ptr<VectorIndex>> out;
+  try {
+    for (uint32_t i = 0; i < count; ++i) {
+      uint64_t key = 0, len = 0;
+      if (!ReadRaw(in.f, &key) || !ReadRaw(in.f, &len)) return Status::Corruption(path + ": truncated");
+      long start = std::ftell(in.f);
+      faiss::FileIOReader r(in.f);
+      std::unique_ptr<faiss::Index> idx(faiss::read_index(&r));
+      auto* map = dynamic_cast<faiss::IndexIDMap2*>(idx.get());
+      if (!map || !dynamic_cast<faiss::IndexHNSWFlat*>(map->index) || map->d != options.dim ||
+          static_cast<uint64_t>(std::ftell(in.f) - start) != len)
+        return Status::Corruption(path + ": unexpected index in section " + std::to_string(i));
+      idx.release();
+      out[key] = std::unique_ptr<VectorIndex>(new VectorIndex(options, map));
+    }
+  } catch (const std::exception& e) {
+    return Status::Corruption(path + ": " + e.what());
+  }
+  *covered_id = covered;
+  *sections = std::move(out);
+  return Status::OK();
+}
+
+}  // namespace htam::memory

@@ -1,0 +1,79 @@
+// FAISS adapter of the memory: inner-product HNSW indexes with external ids (IndexIDMap2 over
+// IndexHNSWFlat) and their snapshot files. No FAISS exception leaves this adapter.
+// Thread-safety: Search and Reconstruct may run concurrently; Add needs external exclusion
+// from every other call (Memory guards its indexes with a shared mutex).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/util/status.h"
+
+namespace faiss {
+struct Index;
+template <typename IndexT>
+struct IndexIDMap2Template;
+using IndexIDMap2 = IndexIDMap2Template<Index>;
+struct IndexHNSWFlat;
+}  // namespace faiss
+
+namespace htam::memory {
+
+struct IndexOptions {
+  int dim = 0;
+  int hnsw_m = 16;
+  int ef_search = 64;
+  int ef_construction = 40;
+};
+
+struct Hit {
+  uint64_t id;
+  float similarity;  // inner product; cosine for normalized vectors
+};
+
+class VectorIndex {
+ public:
+  explicit VectorIndex(const IndexOptions& options);
+  ~VectorIndex();
+  VectorIndex(const VectorIndex&) = delete;
+  VectorIndex& operator=(const VectorIndex&) = delete;
+
+  // Adds n vectors (n * dim floats) with their ids.
+  Status Add(size_t n, const uint64_t* ids, const float* vectors);
+  // The k most similar, best first (fewer when the index is smaller).
+  std::vector<Hit> Search(const float* query, int k) const;
+  bool Reconstruct(uint64_t id, std::vector<float>* out) const;
+  size_t size() const;
+  int dim() const { return options_.dim; }
+  void set_ef_search(int ef);
+
+ private:
+  friend Status SaveSnapshot(const std::string&, uint64_t, uint64_t,
+                             const std::map<uint64_t, const VectorIndex*>&);
+  friend Status LoadSnapshot(const std::string&, const IndexOptions&, uint64_t, uint64_t*,
+                             std::map<uint64_t, std::unique_ptr<VectorIndex>>*);
+  VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopted);
+  IndexOptions options_;
+  faiss::IndexIDMap2* index_ = nullptr;  // owns its HNSW
+  faiss::IndexHNSWFlat* hnsw_ = nullptr;
+};
+
+// A snapshot file holds several indexes (keyed, e.g. by direction id) and the largest record id
+// they cover. Written atomically: temp file, fsync, rename over the old one, directory fsync.
+// Layout: magic "HTAMIDX1", u32 format, u32 dim, u64 store tag, u64 covered_id, u32 sections, u64 payload bytes,
+// u64 payload hash; then per section u64 key + u64 length + FAISS bytes.
+Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
+                    const std::map<uint64_t, const VectorIndex*>& sections);
+// Corruption when the file is truncated, fails its hash, has another dimension or does not parse;
+// NotFound when absent. Nothing from a bad file is returned.
+// `store_tag` names the store the snapshot belongs to: a snapshot of another store is Corruption.
+Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
+                    uint64_t* covered_id, std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections);
+
+// Fast 64-bit content hash (not cryptographic) used by snapshot files.
+uint64_t Hash64(const void* data, size_t n, uint64_t seed = 0);
+
+}  // namespace htam::memory
