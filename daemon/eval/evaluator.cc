@@ -1,0 +1,668 @@
+// The Evaluator: plugin discovery, one supervised worker slot per device, a bounded job queue,
+// per-stage deadlines, outcome classification of dead workers, restart. See evaluator.h.
+#include "daemon/eval/evaluator.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "backends/common/sha256.h"
+#include "daemon/eval/sandbox.h"
+#include "daemon/util/log.h"
+
+namespace htam::eval {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto b = item.find_first_not_of(" \t");
+    auto e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+bool IsFile(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string ExeDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, size_t(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string MakeAbsolute(const std::string& p) {
+  if (p.empty() || p[0] == '/') return p;
+  char buf[4096];
+  return std::string(getcwd(buf, sizeof buf) ? buf : ".") + "/" + p;
+}
+
+Status MakeDirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += "/" + part;
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      return Status::IOError("mkdir " + cur + ": " + strerror(errno));
+  }
+  return Status::OK();
+}
+
+fb::OutcomeStatus StatusFromName(const std::string& n) {
+  for (int i = 0; i <= int(fb::OutcomeStatus::MAX); ++i)
+    if (n == fb::EnumNameOutcomeStatus(fb::OutcomeStatus(i))) return fb::OutcomeStatus(i);
+  return fb::OutcomeStatus::InfraError;
+}
+
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
+
+struct Plugin {
+  std::string name, path, language, version, notes;
+  bool can_run = false;
+  json devices;
+};
+
+struct Pending {
+  EvalJob job;
+  std::function<void(EvalResult)> done;
+};
+
+}  // namespace
+
+EvalOptions EvalOptions::FromConfig(const Config& config) {
+  EvalOptions o;
+  o.config = config;
+  o.plugin_dir = config.GetString("eval.plugin_dir");
+  o.worker_path = config.GetString("eval.worker_path");
+  o.backends = SplitList(config.GetString("eval.backends"));
+  o.cache_dir = config.GetString("eval.cache_dir");
+  if (o.cache_dir.empty()) o.cache_dir = config.GetString("general.data_dir") + "/eval-cache";
+  o.scratch_dir = config.GetString("eval.scratch_dir");
+  o.sdk_include_dir = config.GetString("eval.sdk_include_dir");
+  return o;
+}
+
+class EvaluatorImpl : public Evaluator {
+ public:
+  explicit EvaluatorImpl(EvalOptions o) : opt_(std::move(o)), cfg_(opt_.config) {}
+  ~EvaluatorImpl() override { Shutdown(); }
+
+  Status Init();
+  Status Submit(EvalJob job, std::function<void(EvalResult)> done) override;
+  Result<EvalResult> Evaluate(EvalJob job) override;
+  std::vector<fb::DeviceInfoT> Devices() override;
+  std::vector<std::string> Backends() override;
+  std::string StatusText() override;
+  void Shutdown() override;
+
+ private:
+  struct Slot {
+    std::string backend, plugin, language;
+    int device = 0;
+    fb::DeviceInfoT info;
+    std::thread thread;
+    std::unique_ptr<WorkerProcess> worker;
+    json sandbox;
+    std::atomic<bool> busy{false};
+    uint64_t jobs = 0, restarts = 0;
+    double last_restart_ms = 0;
+  };
+
+  SandboxOptions SandboxFor(const std::string& backend) const;
+  std::vector<std::string> WorkerArgs(const Slot& s, bool describe, const std::string& plugin,
+                                      const std::string& backend) const;
+  Result<std::unique_ptr<WorkerProcess>> StartWorker(Slot* s);
+  void SlotLoop(Slot* s);
+  EvalResult RunJob(Slot* s, const EvalJob& job);
+  json GateJson() const;
+  void Count(fb::OutcomeStatus st);
+
+  EvalOptions opt_;
+  Config cfg_;
+  std::string worker_path_, sdk_include_;
+  std::vector<Plugin> plugins_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::string> notes_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::map<std::string, uint64_t> by_status_;
+  uint64_t submitted_ = 0, done_ = 0;
+  std::atomic<uint64_t> next_seed_{0};
+};
+
+SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
+  SandboxOptions s;
+  auto mem_backends = SplitList(cfg_.GetString("eval.memory_limit_backends"));
+  for (const auto& b : mem_backends)
+    if (b == backend) s.memory_bytes = uint64_t(cfg_.GetInt("eval.memory_limit_mb")) << 20;
+  s.cpu_seconds = uint64_t(cfg_.GetInt("eval.cpu_limit_s"));
+  s.file_bytes = uint64_t(cfg_.GetInt("eval.file_size_limit_mb")) << 20;
+  s.max_processes = uint64_t(cfg_.GetInt("eval.max_processes"));
+  s.isolate_network = cfg_.GetBool("eval.sandbox_network");
+  s.readonly_fs = cfg_.GetBool("eval.sandbox_readonly_fs");
+  s.user = cfg_.GetString("eval.sandbox_user");
+  s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
+  if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
+  s.env_keep = SplitList(cfg_.GetString("eval.env_keep"));
+  return s;
+}
+
+std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
+                                                   const std::string& plugin,
+                                                   const std::string& backend) const {
+  std::vector<std::string> a{worker_path_, "--plugin", plugin, "--device", std::to_string(s.device),
+                             "--sdk-include", sdk_include_, "--jobs",
+                             std::to_string(std::max<int64_t>(1, cfg_.GetInt("eval.worker_jobs"))),
+                             "--log-level", cfg_.GetString("general.log_level")};
+  if (!opt_.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", opt_.cache_dir});
+  // Backend options: eval.<backend>_<key> -> key=value.
+  std::string prefix = "eval." + backend + "_";
+  for (const auto& spec : OptionTable()) {
+    if (spec.name.rfind(prefix, 0) == 0)
+      a.insert(a.end(), {"--option", spec.name.substr(prefix.size()) + "=" + cfg_.GetString(spec.name)});
+  }
+  if (describe) a.push_back("--describe");
+  return a;
+}
+
+Status EvaluatorImpl::Init() {
+  const std::string exe = ExeDir();
+  // Worker binary.
+  std::vector<std::string> worker_candidates;
+  if (!opt_.worker_path.empty()) worker_candidates.push_back(opt_.worker_path);
+  else
+    worker_candidates = {exe + "/htam-eval-worker", exe + "/eval/htam-eval-worker",
+                         exe + "/../daemon/eval/htam-eval-worker",
+                         std::string(HTAM_BUILD_DIR) + "/daemon/eval/htam-eval-worker"};
+  for (const auto& c : worker_candidates)
+    if (IsFile(c)) { worker_path_ = MakeAbsolute(c); break; }
+  if (worker_path_.empty())
+    return Status::NotFound("htam-eval-worker not found (set eval.worker_path); looked at " +
+                            worker_candidates.front());
+  sdk_include_ = opt_.sdk_include_dir.empty() ? std::string(HTAM_SOURCE_DIR) + "/sdk/include"
+                                              : MakeAbsolute(opt_.sdk_include_dir);
+  if (!opt_.cache_dir.empty()) {
+    opt_.cache_dir = MakeAbsolute(opt_.cache_dir);
+    HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir).WithContext("eval cache"));
+    // Workers may run as an unprivileged user: the cache is a sticky, world-writable directory;
+    // entries are sealed (root-owned, read-only) after every job so no candidate can rewrite them.
+    if (geteuid() == 0 && !cfg_.GetString("eval.sandbox_user").empty())
+      chmod(opt_.cache_dir.c_str(), 01777);
+  }
+  if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir));
+  // Plugins.
+  std::vector<std::string> dirs;
+  if (!opt_.plugin_dir.empty()) dirs.push_back(opt_.plugin_dir);
+  else
+    dirs = {exe, exe + "/plugins", std::string(HTAM_BUILD_DIR) + "/backends/cpu",
+            std::string(HTAM_BUILD_DIR) + "/backends/cuda",
+            std::string(HTAM_BUILD_DIR) + "/backends/hip"};
+  std::map<std::string, std::string> found;
+  for (const auto& d : dirs) {
+    DIR* dir = opendir(d.c_str());
+    if (!dir) continue;
+    while (dirent* e = readdir(dir)) {
+      std::string n = e->d_name;
+      const std::string pre = "libhtam_backend_", suf = ".so";
+      if (n.rfind(pre, 0) != 0 || n.size() <= pre.size() + suf.size() ||
+          n.compare(n.size() - suf.size(), suf.size(), suf) != 0)
+        continue;
+      std::string name = n.substr(pre.size(), n.size() - pre.size() - suf.size());
+      if (!found.count(name)) found[name] = MakeAbsolute(d + "/" + n);
+    }
+    closedir(dir);
+  }
+  for (const auto& [name, path] : found) {
+    if (!opt_.backends.empty() &&
+        std::find(opt_.backends.begin(), opt_.backends.end(), name) == opt_.backends.end())
+      continue;
+    // Probe in a sandboxed worker: a broken plugin cannot take htamd down.
+    Slot probe;
+    auto w = WorkerProcess::Spawn(WorkerArgs(probe, true, path, name), SandboxFor(name));
+    if (!w.ok()) return w.status();
+    auto deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.worker_start_timeout_s"));
+    auto frame = (*w)->Receive(deadline, 8192, 1 << 20);
+    if (!frame.ok() || (*frame)["type"] != "describe") {
+      std::string why = frame.ok() ? frame->value("message", std::string("bad reply"))
+                                   : frame.status().ToString() + " " + Tail((*w)->output(), 500);
+      notes_.push_back("plugin " + name + " (" + path + ") not usable: " + why);
+      HTAM_LOG(kWarn, "eval") << notes_.back();
+      continue;
+    }
+    Plugin p;
+    p.name = name;
+    p.path = path;
+    p.language = frame->value("language", "");
+    p.version = frame->value("version", "");
+    p.notes = frame->value("notes", "");
+    p.can_run = frame->value("can_run", false);
+    p.devices = (*frame)["devices"];
+    plugins_.push_back(p);
+    if (!p.can_run) {
+      notes_.push_back("backend " + name + ": runtime path cannot run here: " + p.notes);
+      HTAM_LOG(kInfo, "eval") << notes_.back();
+      continue;
+    }
+    for (const auto& d : p.devices) {
+      auto s = std::make_unique<Slot>();
+      s->backend = name;
+      s->plugin = path;
+      s->language = p.language;
+      s->device = d.value("index", 0);
+      s->info.backend = name;
+      s->info.arch = d.value("arch", "");
+      s->info.name = d.value("name", "");
+      s->info.memory_bytes = d.value("memory_bytes", uint64_t(0));
+      s->info.worker = "local:" + name + ":" + std::to_string(s->device);
+      slots_.push_back(std::move(s));
+    }
+    HTAM_LOG(kInfo, "eval") << "backend " << name << " (" << p.version << "): "
+                            << p.devices.size() << " device(s)";
+  }
+  if (slots_.empty()) {
+    notes_.push_back("no backend can evaluate here; Submit answers Unavailable");
+    HTAM_LOG(kWarn, "eval") << notes_.back();
+  }
+  for (auto& s : slots_) {
+    Slot* raw = s.get();
+    raw->thread = std::thread([this, raw] { SlotLoop(raw); });
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<WorkerProcess>> EvaluatorImpl::StartWorker(Slot* s) {
+  HTAM_ASSIGN_OR_RETURN(auto w, WorkerProcess::Spawn(WorkerArgs(*s, false, s->plugin, s->backend),
+                                                     SandboxFor(s->backend)));
+  auto deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.worker_start_timeout_s"));
+  auto hello = w->Receive(deadline, 8192, 1 << 20);
+  if (!hello.ok() || (*hello)["type"] != "hello") {
+    std::string why = hello.ok() ? hello->value("message", std::string("unexpected frame"))
+                                 : hello.status().ToString();
+    return Status::Unavailable("worker for " + s->info.worker + " did not start: " + why + " " +
+                               Tail(w->output(), 500));
+  }
+  if (s->sandbox.is_null()) {
+    s->sandbox = (*hello)["sandbox"];
+    if (cfg_.GetBool("eval.sandbox_network") && !s->sandbox.value("network_isolated", false)) {
+      HTAM_LOG(kWarn, "eval") << "network isolation not permitted on this host; workers of "
+                              << s->backend << " keep the host network (fallback)";
+    }
+  }
+  w->ClearOutput();
+  return w;
+}
+
+void EvaluatorImpl::SlotLoop(Slot* s) {
+  for (;;) {
+    if (!s->worker) {
+      auto t0 = Clock::now();
+      auto w = StartWorker(s);
+      if (w.ok()) {
+        s->worker = std::move(*w);
+        if (s->jobs > 0) {
+          ++s->restarts;
+          s->last_restart_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        }
+      } else {
+        HTAM_LOG(kWarn, "eval") << w.status().ToString();
+      }
+    }
+    Pending p;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      bool have = false;
+      cv_.wait_for(lock, std::chrono::seconds(s->worker ? 3600 : 2), [&] {
+        if (stopping_) return true;
+        for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+          if (it->job.backend == s->backend &&
+              (it->job.arch.empty() || it->job.arch == s->info.arch)) {
+            p = std::move(*it);
+            queue_.erase(it);
+            have = true;
+            return true;
+          }
+        }
+        return false;
+      });
+      if (stopping_) break;
+      if (!have) continue;
+    }
+    s->busy = true;
+    auto t0 = Clock::now();
+    EvalResult r = RunJob(s, p.job);
+    r.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    s->busy = false;
+    ++s->jobs;
+    Count(r.status);
+    if (p.done) p.done(std::move(r));
+  }
+  s->worker.reset();
+}
+
+json EvaluatorImpl::GateJson() const {
+  uint64_t seed = uint64_t(cfg_.GetInt("eval.seed"));
+  if (seed == 0) {
+    std::random_device rd;
+    seed = (uint64_t(rd()) << 32) ^ rd();
+  }
+  return {{"seeds", cfg_.GetInt("eval.seeds")},
+          {"seed_base", seed},
+          {"guard_bytes", cfg_.GetInt("eval.guard_bytes")},
+          {"check_threads", cfg_.GetBool("eval.check_threads")},
+          {"thread_grace_ms", cfg_.GetInt("eval.thread_grace_ms")},
+          {"warmup_reps", cfg_.GetInt("eval.warmup_reps")},
+          {"warmup_ms", cfg_.GetInt("eval.warmup_ms")},
+          {"repetitions", cfg_.GetInt("eval.repetitions")},
+          {"input_sets", cfg_.GetInt("eval.input_sets")},
+          {"flush_bytes", cfg_.GetInt("eval.flush_bytes")},
+          {"flush_max_bytes", uint64_t(cfg_.GetInt("eval.flush_max_mb")) << 20},
+          {"compile_timeout_s", cfg_.GetInt("eval.compile_timeout_s")},
+          {"time_baseline", cfg_.GetBool("eval.time_baseline")}};
+}
+
+EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
+  EvalResult r;
+  r.job_id = job.job_id;
+  r.device = s->info.name;
+  r.arch = s->info.arch;
+  r.candidate_hash = Sha256Hex(s->language + "\n" + job.source);
+  if (!s->worker) {
+    auto w = StartWorker(s);
+    if (!w.ok()) {
+      r.status = fb::OutcomeStatus::InfraError;
+      r.diagnostics = w.status().message();
+      return r;
+    }
+    s->worker = std::move(*w);
+  }
+  WorkerProcess* w = s->worker.get();
+  json frame = {{"type", "job"},
+                {"job_id", job.job_id},
+                {"task_dir", MakeAbsolute(job.task_dir)},
+                {"source", job.source},
+                {"arch", job.arch},
+                {"reference_only", job.source.empty()},
+                {"max_case_bytes", uint64_t(cfg_.GetInt("eval.max_case_mb")) << 20},
+                {"gate", GateJson()}};
+  const size_t capture = size_t(cfg_.GetInt("eval.capture_kb")) << 10;
+  const size_t flood = size_t(cfg_.GetInt("eval.max_output_kb")) << 10;
+  const auto job_deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.job_timeout_s"));
+  auto stage_limit = [&](const std::string& stage) {
+    int64_t sec = stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s") + 10
+                                                 : cfg_.GetInt("eval.case_timeout_s");
+    return Clock::now() + std::chrono::seconds(sec);
+  };
+  std::string stage = "start";
+  auto stage_deadline = stage_limit("compile");
+  bool finished = false, keep_worker = false;
+  Status sent = w->Send(frame);
+  if (!sent.ok()) stage = "send job";
+  while (sent.ok() && !finished) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        r.status = fb::OutcomeStatus::InfraError;
+        r.diagnostics = "evaluator shutting down";
+        break;
+      }
+    }
+    auto deadline = std::min({stage_deadline, job_deadline, Clock::now() + std::chrono::milliseconds(250)});
+    auto f = w->Receive(deadline, capture, flood);
+    if (f.ok()) {
+      const std::string type = f->value("type", "");
+      if (type == "progress") {
+        stage = f->value("stage", "");
+        stage_deadline = stage_limit(stage);
+      } else if (type == "result") {
+        r.status = fb::OutcomeStatus(f->value("status", int(fb::OutcomeStatus::InfraError)));
+        r.diagnostics = f->value("diagnostics", "");
+        r.median_us = f->value("median_us", 0.0);
+        r.spread_us = f->value("spread_us", 0.0);
+        r.repetitions = f->value("repetitions", 0u);
+        r.baseline_us = f->value("baseline_us", 0.0);
+        r.speedup = f->value("speedup", 0.0);
+        if (f->contains("candidate_hash")) r.candidate_hash = (*f)["candidate_hash"];
+        const json& pr = (*f)["profile"];
+        if (pr.is_object()) {
+          r.profile.registers = pr.value("registers", -1);
+          r.profile.shared_bytes = pr.value("shared_bytes", -1);
+          r.profile.spill_bytes = pr.value("spill_bytes", -1);
+          r.profile.dram_throughput = pr.value("dram_throughput", -1.0f);
+          r.profile.sm_throughput = pr.value("sm_throughput", -1.0f);
+          r.profile.occupancy = pr.value("occupancy", -1.0f);
+          r.profile.sm_clock_mhz = pr.value("sm_clock_mhz", -1);
+          r.profile.mem_clock_mhz = pr.value("mem_clock_mhz", -1);
+        }
+        finished = true;
+        keep_worker = cfg_.GetInt("eval.worker_jobs") > 1;
+      } else if (type == "fatal") {
+        r.status = StatusFromName(f->value("status", "InfraError"));
+        r.diagnostics = f->value("message", "") + " (during " + stage + ")";
+        finished = true;
+      }
+      continue;
+    }
+    const Status& e = f.status();
+    if (e.code() == Status::Code::kTimeout) {
+      if (Clock::now() < std::min(stage_deadline, job_deadline)) continue;  // poll tick
+      w->Kill();
+      r.status = fb::OutcomeStatus::Timeout;
+      r.diagnostics = "timed out during " + stage + " (limit " +
+                      std::to_string(stage.rfind("compile", 0) == 0
+                                         ? cfg_.GetInt("eval.compile_timeout_s")
+                                         : cfg_.GetInt("eval.case_timeout_s")) +
+                      " s per stage, " + std::to_string(cfg_.GetInt("eval.job_timeout_s")) +
+                      " s per job); the worker was killed";
+      finished = true;
+    } else if (e.code() == Status::Code::kResourceExhausted) {
+      w->Kill();
+      r.status = fb::OutcomeStatus::ResourceLimit;
+      r.diagnostics = "output flood: more than " + std::to_string(flood >> 10) +
+                      " KiB written to stdout/stderr during " + stage + "; the worker was killed";
+      finished = true;
+    } else {
+      // The worker died (or broke the protocol): classify by how it ended.
+      int st = e.IsNotFound() ? w->Reap(std::chrono::milliseconds(500)) : w->Kill();
+      std::string how = DescribeWaitStatus(st);
+      if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU) {
+        r.status = fb::OutcomeStatus::Timeout;
+        r.diagnostics = "CPU time limit exceeded during " + stage;
+      } else if (WIFSIGNALED(st) && (WTERMSIG(st) == SIGXFSZ || WTERMSIG(st) == SIGKILL)) {
+        r.status = fb::OutcomeStatus::ResourceLimit;
+        r.diagnostics = std::string(WTERMSIG(st) == SIGXFSZ ? "file size limit exceeded"
+                                                            : "killed (out of memory?)") +
+                        " during " + stage;
+      } else if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+        r.status = fb::OutcomeStatus::ResourceLimit;
+        r.diagnostics = "memory limit reached during " + stage;
+      } else {
+        r.status = fb::OutcomeStatus::Crash;
+        r.diagnostics = "the worker died (" + how + ") during " + stage +
+                        (WIFEXITED(st) ? ": the candidate ended the process" : "");
+      }
+      finished = true;
+    }
+  }
+  if (!sent.ok()) {
+    r.status = fb::OutcomeStatus::InfraError;
+    r.diagnostics = "cannot send the job to the worker: " + sent.message();
+  }
+  if (!w->output().empty() && r.status != fb::OutcomeStatus::Ok)
+    r.diagnostics += "\n--- worker output ---\n" + Tail(w->output(), 2048);
+  if (!keep_worker) {
+    w->Reap(std::chrono::milliseconds(200));
+    s->worker.reset();  // kills the group, removes the temp dir
+  } else {
+    w->ClearOutput();
+  }
+  // Seal compile-cache entries written by the unprivileged worker.
+  if (geteuid() == 0 && !opt_.cache_dir.empty()) {
+    if (DIR* d = opendir(opt_.cache_dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::string p = opt_.cache_dir + "/" + e->d_name;
+        struct stat st;
+        if (lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != 0) {
+          if (chown(p.c_str(), 0, 0) == 0) chmod(p.c_str(), 0444);
+        }
+      }
+      closedir(d);
+    }
+  }
+  return r;
+}
+
+void EvaluatorImpl::Count(fb::OutcomeStatus st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++done_;
+  ++by_status_[fb::EnumNameOutcomeStatus(st)];
+}
+
+Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) {
+  bool served = false;
+  std::string language;
+  for (const auto& s : slots_) {
+    if (s->backend == job.backend && (job.arch.empty() || job.arch == s->info.arch)) {
+      served = true;
+      language = s->language;
+    }
+  }
+  if (!served)
+    return Status::Unavailable("no worker serves backend '" + job.backend + "'" +
+                               (job.arch.empty() ? "" : " arch '" + job.arch + "'"));
+  if (!job.language.empty() && job.language != language)
+    return Status::InvalidArgument("backend '" + job.backend + "' takes " + language + ", not " +
+                                   job.language);
+  if (!IsFile(job.task_dir + "/task.json"))
+    return Status::InvalidArgument("no task.json in " + job.task_dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Status::Unavailable("evaluator is shutting down");
+  if (queue_.size() >= size_t(cfg_.GetInt("eval.queue_depth")))
+    return Status::ResourceExhausted("evaluation queue full (" + std::to_string(queue_.size()) +
+                                     " jobs); try later");
+  queue_.push_back({std::move(job), std::move(done)});
+  ++submitted_;
+  cv_.notify_all();
+  return Status::OK();
+}
+
+Result<EvalResult> EvaluatorImpl::Evaluate(EvalJob job) {
+  auto promise = std::make_shared<std::promise<EvalResult>>();
+  auto fut = promise->get_future();
+  HTAM_RETURN_IF_ERROR(Submit(std::move(job), [promise](EvalResult r) { promise->set_value(std::move(r)); }));
+  return fut.get();
+}
+
+std::vector<fb::DeviceInfoT> EvaluatorImpl::Devices() {
+  std::vector<fb::DeviceInfoT> out;
+  for (const auto& s : slots_) out.push_back(s->info);
+  return out;
+}
+
+std::vector<std::string> EvaluatorImpl::Backends() {
+  std::vector<std::string> out;
+  for (const auto& s : slots_)
+    if (std::find(out.begin(), out.end(), s->backend) == out.end()) out.push_back(s->backend);
+  return out;
+}
+
+std::string EvaluatorImpl::StatusText() {
+  std::ostringstream o;
+  std::lock_guard<std::mutex> lock(mu_);
+  o << "# evaluation\n";
+  std::string b;
+  for (const auto& name : [&] {
+         std::vector<std::string> v;
+         for (const auto& s : slots_)
+           if (std::find(v.begin(), v.end(), s->backend) == v.end()) v.push_back(s->backend);
+         return v;
+       }())
+    b += (b.empty() ? "" : ",") + name;
+  o << "backends: " << b << "\n";
+  o << "devices: " << slots_.size() << "\n";
+  o << "queue_length: " << queue_.size() << "\n";
+  o << "queue_capacity: " << cfg_.GetInt("eval.queue_depth") << "\n";
+  o << "jobs_submitted: " << submitted_ << "\n";
+  o << "jobs_done: " << done_ << "\n";
+  for (const auto& [k, v] : by_status_) o << "jobs_" << k << ": " << v << "\n";
+  uint64_t restarts = 0;
+  double last = 0;
+  for (const auto& s : slots_) {
+    restarts += s->restarts;
+    last = std::max(last, s->last_restart_ms);
+  }
+  o << "worker_restarts: " << restarts << "\n";
+  o << "last_worker_restart_ms: " << last << "\n";
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const auto& s = *slots_[i];
+    o << "worker" << i << ": backend=" << s.backend << " arch=" << s.info.arch << " device=\""
+      << s.info.name << "\" state=" << (s.busy ? "busy" : "idle") << " jobs=" << s.jobs
+      << " restarts=" << s.restarts;
+    if (s.sandbox.is_object())
+      o << " network_isolated=" << (s.sandbox.value("network_isolated", false) ? "yes" : "no")
+        << " readonly_root=" << (s.sandbox.value("readonly_root", false) ? "yes" : "no")
+        << " uid=" << s.sandbox.value("uid", -1);
+    o << "\n";
+  }
+  for (const auto& n : notes_) o << "note: " << n << "\n";
+  return o.str();
+}
+
+void EvaluatorImpl::Shutdown() {
+  std::deque<Pending> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && queue_.empty()) {
+      // already stopped; threads joined below are idempotent
+    }
+    stopping_ = true;
+    dropped.swap(queue_);
+    cv_.notify_all();
+  }
+  for (auto& p : dropped) {
+    EvalResult r;
+    r.job_id = p.job.job_id;
+    r.status = fb::OutcomeStatus::InfraError;
+    r.diagnostics = "evaluator shut down before the job ran";
+    if (p.done) p.done(std::move(r));
+  }
+  for (auto& s : slots_)
+    if (s->thread.joinable()) s->thread.join();
+}
+
+Result<std::unique_ptr<Evaluator>> Evaluator::Start(const EvalOptions& options) {
+  auto e = std::make_unique<EvaluatorImpl>(options);
+  HTAM_RETURN_IF_ERROR(e->Init());
+  return std::unique_ptr<Evaluator>(std::move(e));
+}
+
+}  // namespace htam::eval

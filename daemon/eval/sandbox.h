@@ -1,0 +1,91 @@
+// Spawning a sandboxed worker process (fork + exec of htam-eval-worker): own process group,
+// private temporary directory as cwd/HOME/TMPDIR, scrubbed environment, resource limits
+// (RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC, no core files), a network namespace with no
+// interfaces where the host allows it, a read-only view of the file system except the temp dir
+// and the compile cache (mount namespace, when permitted), and an unprivileged uid when the
+// daemon runs as root. Everything between fork and exec is async-signal-safe (the daemon is
+// multi-threaded): all strings and lists are prepared before fork.
+// Thread-safety: a WorkerProcess is owned by one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/eval/frame.h"
+#include "daemon/util/status.h"
+
+namespace htam::eval {
+
+struct SandboxOptions {
+  uint64_t memory_bytes = 0;     // RLIMIT_AS; 0 = unlimited (GPU drivers reserve huge ranges)
+  uint64_t cpu_seconds = 0;      // RLIMIT_CPU; 0 = unlimited
+  uint64_t file_bytes = 0;       // RLIMIT_FSIZE; 0 = unlimited
+  uint64_t max_processes = 0;    // RLIMIT_NPROC; 0 = unlimited (ignored by the kernel for root)
+  bool isolate_network = true;   // unshare(CLONE_NEWNET), falling back to a user namespace
+  bool readonly_fs = true;       // mount namespace: everything read-only but temp + writable_dirs
+  std::string user;              // drop to this user when running as root ("" = stay)
+  std::string scratch_dir = "/tmp";            // parent of the private temp dir
+  std::vector<std::string> writable_dirs;      // e.g. the compile cache
+  std::vector<std::string> env_keep;           // names copied from the daemon's environment
+};
+
+// One line per feature for logs and INFO: "network: isolated", "uid: nobody", ...
+struct SandboxReport {
+  bool network_isolated = false;
+  bool readonly_fs = false;
+  bool dropped_privileges = false;
+};
+
+class WorkerProcess {
+ public:
+  // argv[0] is the worker binary. The child gets the protocol socket as fd 3, stdout and stderr
+  // on a pipe the parent drains (capped), stdin from /dev/null.
+  static Result<std::unique_ptr<WorkerProcess>> Spawn(const std::vector<std::string>& argv,
+                                                      const SandboxOptions& options);
+  ~WorkerProcess();  // kills the process group, reaps, removes the temp dir
+
+  Status Send(const nlohmann::json& frame);
+  // Waits for the next frame until `deadline`, draining output into the capture (at most
+  // `capture_cap` bytes kept). Returns: the frame; Timeout at the deadline; NotFound when the
+  // worker closed its socket (exited); ResourceExhausted when output exceeded `flood_limit`.
+  Result<nlohmann::json> Receive(std::chrono::steady_clock::time_point deadline,
+                                 size_t capture_cap, size_t flood_limit);
+
+  // Kills the whole process group (SIGKILL) and reaps the worker. Returns its wait status.
+  int Kill();
+  // Reaps after EOF, waiting up to `timeout`; kills if it does not exit. Returns the wait status.
+  int Reap(std::chrono::milliseconds timeout);
+
+  pid_t pid() const { return pid_; }
+  const std::string& temp_dir() const { return temp_dir_; }
+  const std::string& output() const { return output_; }
+  uint64_t output_total() const { return output_total_; }
+  void ClearOutput() { output_.clear(); output_total_ = 0; }
+
+ private:
+  WorkerProcess() = default;
+  void DrainOutput(size_t cap);
+  pid_t pid_ = -1;
+  int sock_ = -1;
+  int out_fd_ = -1;
+  bool reaped_ = false;
+  int wait_status_ = 0;
+  std::string temp_dir_;
+  std::string output_;
+  uint64_t output_total_ = 0;
+  FrameReader reader_;
+};
+
+// "SIGSEGV (segmentation fault)" / "exit code 3".
+std::string DescribeWaitStatus(int status);
+// Removes a directory tree (best effort).
+void RemoveTree(const std::string& path);
+
+}  // namespace htam::eval

@@ -1,0 +1,234 @@
+// htam-eval-worker: the sandboxed evaluation process. Loads one backend plugin, opens one device,
+// and evaluates jobs sent by the Evaluator over fd 3 (framed JSON, frame.h) with the shared
+// verification gate (backends/common/gate.h). Candidate code runs only here, never in htamd.
+//
+//   htam-eval-worker --plugin PATH --device N [--describe] [--sdk-include DIR] [--cache-dir DIR]
+//                    [--option key=value]... [--jobs K]
+//
+// Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result {...} |
+// fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
+// candidate gets a fresh process, so nothing a candidate leaves behind reaches the next one).
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "backends/common/gate.h"
+#include "backends/common/plugin_host.h"
+#include "backends/common/task_spec.h"
+#include "daemon/eval/frame.h"
+#include "daemon/util/log.h"
+
+namespace {
+
+using nlohmann::json;
+constexpr int kFd = 3;
+constexpr int kExitResourceLimit = 3;
+
+void OnOutOfMemory() {
+  // Candidate or harness allocation failed under RLIMIT_AS: report the class, exit at once.
+  static const char kMsg[] =
+      "{\"type\":\"fatal\",\"status\":\"ResourceLimit\",\"message\":\"memory limit reached "
+      "(allocation failed under the worker's address-space limit)\"}";
+  unsigned char hdr[4] = {0, 0, 0, static_cast<unsigned char>(sizeof(kMsg) - 1)};
+  ssize_t a = write(kFd, hdr, 4);
+  ssize_t b = write(kFd, kMsg, sizeof(kMsg) - 1);
+  (void)a;
+  (void)b;
+  _exit(kExitResourceLimit);
+}
+
+bool NetworkIsolated() {
+  // In a fresh network namespace only "lo" exists (and it is down).
+  std::ifstream in("/proc/net/dev");
+  std::string line;
+  int ifaces = 0;
+  while (std::getline(in, line))
+    if (line.find(':') != std::string::npos) ++ifaces;
+  return ifaces <= 1;
+}
+
+bool RootReadOnly() {
+  struct statvfs v;
+  return statvfs("/", &v) == 0 && (v.f_flag & ST_RDONLY);
+}
+
+json DescribeJson(const htam::BackendInstance& b) {
+  const auto& d = b.description();
+  json devs = json::array();
+  for (int i = 0; i < d.num_devices; ++i) {
+    const auto& x = d.devices[i];
+    devs.push_back({{"index", x.index}, {"name", x.name ? x.name : ""},
+                    {"arch", x.arch ? x.arch : ""}, {"memory_bytes", x.memory_bytes},
+                    {"sm_clock_mhz", x.sm_clock_mhz}, {"mem_clock_mhz", x.mem_clock_mhz},
+                    {"cache_bytes", x.cache_bytes}});
+  }
+  return {{"type", "describe"},        {"name", d.name ? d.name : ""},
+          {"language", d.language ? d.language : ""},
+          {"version", d.version ? d.version : ""}, {"notes", d.notes ? d.notes : ""},
+          {"can_run", d.can_run != 0},  {"devices", devs},
+          {"api_major", b.api().major}, {"api_minor", b.api().minor}};
+}
+
+template <typename T>
+T Get(const json& j, const char* k, T def) {
+  if (!j.contains(k)) return def;
+  try {
+    return j[k].get<T>();
+  } catch (...) {
+    return def;
+  }
+}
+
+json ResultJson(uint64_t job_id, const htam::GateResult& r) {
+  return {{"type", "result"},
+          {"job_id", job_id},
+          {"status", int(r.status)},
+          {"diagnostics", r.diagnostics},
+          {"candidate_hash", r.candidate_hash},
+          {"median_us", r.median_us},
+          {"spread_us", r.spread_us},
+          {"repetitions", r.repetitions},
+          {"baseline_us", r.baseline_us},
+          {"baseline_spread_us", r.baseline_spread_us},
+          {"speedup", r.speedup},
+          {"compile_ms", r.compile_ms},
+          {"compile_cached", r.compile_cached},
+          {"cases", r.cases},
+          {"flops", r.flops},
+          {"bytes", r.bytes},
+          {"profile",
+           {{"registers", r.profile.registers},
+            {"shared_bytes", r.profile.shared_bytes},
+            {"spill_bytes", r.profile.spill_bytes},
+            {"dram_throughput", r.profile.dram_throughput},
+            {"sm_throughput", r.profile.sm_throughput},
+            {"occupancy", r.profile.occupancy},
+            {"sm_clock_mhz", r.profile.sm_clock_mhz},
+            {"mem_clock_mhz", r.profile.mem_clock_mhz}}}};
+}
+
+int Fatal(const std::string& status, const std::string& message) {
+  (void)htam::eval::WriteFrame(kFd, {{"type", "fatal"}, {"status", status}, {"message", message}});
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string plugin, sdk_include, cache_dir;
+  std::vector<std::string> options;
+  int device = 0, jobs = 1;
+  bool describe = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--plugin") plugin = next();
+    else if (a == "--device") device = std::atoi(next().c_str());
+    else if (a == "--sdk-include") sdk_include = next();
+    else if (a == "--cache-dir") cache_dir = next();
+    else if (a == "--option") options.push_back(next());
+    else if (a == "--jobs") jobs = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--describe") describe = true;
+    else if (a == "--log-level") {
+      htam::LogLevel l;
+      if (htam::ParseLogLevel(next(), &l)) htam::SetLogLevel(l);
+    } else {
+      std::cerr << "htam-eval-worker: unknown argument " << a << "\n";
+      return 2;
+    }
+  }
+  std::set_new_handler(&OnOutOfMemory);
+  char cwd[4096];
+  std::string work_dir = getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
+
+  auto lib = htam::PluginLibrary::Open(plugin);
+  if (!lib.ok()) return Fatal("InfraError", lib.status().message());
+  htam::HostOptions host;
+  host.sdk_include_dir = sdk_include;
+  host.cache_dir = cache_dir;
+  host.work_dir = work_dir;
+  host.options = options;
+  auto inst = htam::BackendInstance::Create((*lib)->api(), host);
+  if (!inst.ok()) return Fatal("InfraError", inst.status().message());
+  htam::BackendInstance& b = **inst;
+  if (describe) {
+    auto st = htam::eval::WriteFrame(kFd, DescribeJson(b));
+    return st.ok() ? 0 : 2;
+  }
+  if (!b.description().can_run)
+    return Fatal("InfraError", std::string("backend cannot run here: ") +
+                                   (b.description().notes ? b.description().notes : ""));
+  htam_device* dev = nullptr;
+  auto st = htam::ConsumeError(b.api().device_open(b.handle(), device, &dev), "opening device");
+  if (!st.ok()) return Fatal("InfraError", st.message());
+
+  struct rlimit as{};
+  getrlimit(RLIMIT_AS, &as);
+  json hello = {{"type", "hello"},
+                {"pid", getpid()},
+                {"device", device},
+                {"sandbox",
+                 {{"network_isolated", NetworkIsolated()},
+                  {"readonly_root", RootReadOnly()},
+                  {"uid", getuid()},
+                  {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)}}}};
+  if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
+
+  for (int done = 0; done < jobs; ++done) {
+    auto frame = htam::eval::ReadFrame(kFd);
+    if (!frame.ok()) break;  // daemon gone or shutting down
+    const json& j = *frame;
+    if (j["type"] != "job") continue;
+    uint64_t job_id = Get<uint64_t>(j, "job_id", 0);
+    auto progress = [&](const std::string& stage) {
+      (void)htam::eval::WriteFrame(kFd, {{"type", "progress"}, {"job_id", job_id}, {"stage", stage}});
+    };
+    progress("parse task");
+    htam::GateResult r;
+    auto task = htam::ParseTaskFile(Get<std::string>(j, "task_dir", ""),
+                                    Get<uint64_t>(j, "max_case_bytes", 0));
+    if (!task.ok()) {
+      r.status = htam::fb::OutcomeStatus::InfraError;
+      r.diagnostics = task.status().message();
+    } else {
+      const json g = j.contains("gate") ? j["gate"] : json::object();
+      htam::GateOptions o;
+      o.seeds = Get<int>(g, "seeds", o.seeds);
+      o.seed_base = Get<uint64_t>(g, "seed_base", o.seed_base);
+      o.guard_bytes = Get<uint64_t>(g, "guard_bytes", o.guard_bytes);
+      o.check_threads = Get<bool>(g, "check_threads", o.check_threads);
+      o.thread_grace_ms = Get<double>(g, "thread_grace_ms", o.thread_grace_ms);
+      o.warmup_reps = Get<int>(g, "warmup_reps", o.warmup_reps);
+      o.warmup_ms = Get<double>(g, "warmup_ms", o.warmup_ms);
+      o.repetitions = Get<int>(g, "repetitions", o.repetitions);
+      o.input_sets = Get<int>(g, "input_sets", o.input_sets);
+      o.flush_bytes = Get<uint64_t>(g, "flush_bytes", o.flush_bytes);
+      if (o.flush_bytes == 0 && device < b.description().num_devices) {
+        // 2x the last-level cache, capped (some hosts report the sum of all slices)
+        uint64_t llc = b.description().devices[device].cache_bytes;
+        o.flush_bytes = std::min<uint64_t>(2 * llc, Get<uint64_t>(g, "flush_max_bytes", 64u << 20));
+      }
+      o.compile_timeout_s = Get<double>(g, "compile_timeout_s", o.compile_timeout_s);
+      o.compile_options = Get<std::string>(g, "compile_options", "");
+      o.arch = Get<std::string>(j, "arch", "");
+      o.time_baseline = Get<bool>(g, "time_baseline", true);
+      htam::Gate gate(&b, dev, *task, o);
+      if (Get<bool>(j, "reference_only", false))
+        r = gate.EvaluateReference(progress);
+      else
+        r = gate.Evaluate(Get<std::string>(j, "source", ""), progress);
+    }
+    if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r)).ok()) break;
+  }
+  b.api().device_close(dev);
+  // Leave without running destructors of whatever the candidates left in this process.
+  std::cout.flush();
+  _exit(0);
+}
