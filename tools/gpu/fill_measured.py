@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Write measured outcomes from check_lineages.py (results.json) into the lineage.json files.
+
+For every variant: measured = {device, sm_clock_mhz, mem_clock_mhz, shape (the first seen
+shape), median_us, iqr_us, reps, speedup (over the reference on that shape),
+speedup_all_shapes (geometric mean over seen and held-out shapes), speedup_vs_parent (geometric
+mean over all shapes), per_shape [...], status, tool}.
+status is the outcome class: ok, slower (correct but more than --slower-margin slower than its
+parent over all shapes), incorrect, nondeterministic, compile_error, crash, timeout.
+Prints every variant whose measured status differs from its "expected"; with --set-expected the
+expected field is set to the measured status (do that only after reading why they differ).
+
+Usage: fill_measured.py RESULTS_JSON [--tasks configs/tasks] [--set-expected]
+"""
+import argparse
+import json
+import math
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def times_by_shape(rec):
+    return {json.dumps(t["dims"], sort_keys=True): t["median_us"]
+            for t in rec.get("times", []) if t.get("median_us")}
+
+
+def write_lineage(path, lineage):
+    # one variant per block, stable key order, readable diffs
+    lines = ['{"task": %s, "backend": %s, "variants": [' % (
+        json.dumps(lineage["task"]), json.dumps(lineage["backend"]))]
+    vs = []
+    for v in lineage["variants"]:
+        vs.append("  " + json.dumps(v, indent=2).replace("\n", "\n  "))
+    lines.append(",\n".join(vs))
+    lines.append("]}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--tasks", default=os.path.join(ROOT, "configs", "tasks"))
+    ap.add_argument("--set-expected", action="store_true")
+    ap.add_argument("--slower-margin", type=float, default=0.03)
+    ap.add_argument("--tool", default="check_lineages.py")
+    args = ap.parse_args()
+    with open(args.results) as f:
+        res = json.load(f)
+    device = res.get("device", "").split(",")[0].strip()
+    for name, tres in sorted(res["tasks"].items()):
+        lp = os.path.join(args.tasks, name, "lineage.json")
+        with open(lp) as f:
+            lineage = json.load(f)
+        ref_rec = tres.get("reference", {})
+        shape_t = {"reference": times_by_shape(ref_rec)}
+        for vid, rec in tres["variants"].items():
+            shape_t[vid] = times_by_shape(rec)
+        for v in lineage["variants"]:
+            rec = tres["variants"].get(v["id"])
+            if rec is None:
+                continue
+            st = rec["status"]
+            m = {"device": device, "status": st, "tool": args.tool}
+            times = [t for t in rec.get("times", []) if t.get("median_us")]
+            if times:
+                prim = times[0]
+                sms = sorted(t["sm_clock_mhz"] for t in times if t.get("sm_clock_mhz"))
+                mems = sorted(t["mem_clock_mhz"] for t in times if t.get("mem_clock_mhz"))
+                m["sm_clock_mhz"] = sms[len(sms) // 2] if sms else 0
+                m["mem_clock_mhz"] = mems[len(mems) // 2] if mems else 0
+                m["shape"] = prim["dims"]
+                m["median_us"] = round(prim["median_us"], 2)
+                m["iqr_us"] = round(prim.get("iqr_us", 0.0), 2)
+                m["reps"] = prim.get("reps")
+                if prim.get("speedup"):
+                    m["speedup"] = round(prim["speedup"], 3)
+                sp = geomean([t.get("speedup") for t in times])
+                if sp:
+                    m["speedup_all_shapes"] = round(sp, 3)
+                parent = shape_t.get(v.get("parent", "reference"), {})
+                mine = shape_t.get(v["id"], {})
+                rp = geomean([parent[k] / mine[k] for k in mine if k in parent])
+                if rp:
+                    m["speedup_vs_parent"] = round(rp, 3)
+                    if st == "ok" and rp < 1.0 - args.slower_margin:
+                        m["status"] = "slower"
+                m["per_shape"] = [{"set": t["set"], "dims": t["dims"],
+                                   "median_us": round(t["median_us"], 2),
+                                   "speedup": round(t["speedup"], 3) if t.get("speedup") else None}
+                                  for t in times]
+            if rec.get("checks"):
+                last = rec["checks"][-1]
+                if last.get("error"):
+                    m["check_failure"] = "%s shape %s: %s" % (last.get("set"), last.get("dims"),
+                                                             last["error"])
+            if st == "compile_error" and rec.get("compile_log"):
+                errs = [l.strip() for l in rec["compile_log"].splitlines() if "error" in l]
+                m["compile_error"] = errs[0][-300:] if errs else rec["compile_log"][-300:]
+            v["measured"] = m
+            if v.get("expected") != m["status"]:
+                print("%s %s: expected %s, measured %s (vs parent %s)" % (
+                    name, v["id"], v.get("expected"), m["status"], m.get("speedup_vs_parent")))
+                if args.set_expected:
+                    v["expected"] = m["status"]
+        write_lineage(lp, lineage)
+        r = ref_rec
+        print("%-15s reference %s; cpu cross-check %s" % (
+            name, r.get("status"), r.get("cpu_crosscheck", {}).get("status")))
+
+
+if __name__ == "__main__":
+    main()
