@@ -1,0 +1,656 @@
+// The Memory against a real LMDB store and real FAISS indexes in temporary directories.
+#include "daemon/memory/memory.h"
+
+#include <gtest/gtest.h>
+#include <lmdb.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "daemon/memory/codec.h"
+#include "daemon/memory/seed.h"
+#include "daemon/memory/store.h"
+
+namespace htam::memory {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/htam-memory-test-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+MemoryOptions Opts(const std::string& dir) {
+  MemoryOptions o;
+  o.dir = dir;
+  o.map_size_mb = 16;
+  o.snapshot_interval_s = 0;
+  o.sync_commits = false;  // durability is proven by tests/fault; keeps these tests quick
+  return o;
+}
+
+std::unique_ptr<Memory> OpenOk(const MemoryOptions& o) {
+  auto m = Memory::Open(o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+uint64_t Task(Memory* m, const std::string& name = "relu", const std::string& category = "elementwise") {
+  fb::TaskT t;
+  t.name = name;
+  t.category = category;
+  t.description = "y = max(x, 0) over a float32 vector";
+  t.flops = 1 << 20;
+  t.bytes = 8 << 20;
+  auto id = m->PutTask(t);
+  EXPECT_TRUE(id.ok()) << id.status().ToString();
+  return id.ok() ? *id : 0;
+}
+
+uint64_t DirId(Memory* m, const std::string& name) {
+  auto d = m->FindDirection(name);
+  EXPECT_TRUE(d.ok()) << name;
+  return d.ok() ? d->id : 0;
+}
+
+StepInput Step(uint64_t session, uint64_t dir, fb::OutcomeStatus st, double speedup,
+               const std::string& summary = "", fb::Bottleneck b = fb::Bottleneck::Memory) {
+  StepInput s;
+  s.session_id = session;
+  s.direction_id = dir;
+  s.status = st;
+  s.speedup_after = speedup;
+  s.summary = summary;
+  s.verified = true;
+  s.state = StateInput{b, std::nullopt, ""};
+  return s;
+}
+
+TEST(MemoryTest, SeedTaxonomyHasTheThirteenDirections) {
+  auto seed = LoadSeedFile("configs/seed_taxonomy.json");
+  ASSERT_TRUE(seed.ok()) << seed.status().ToString();
+  ASSERT_EQ(seed->size(), 13u);
+  std::vector<std::string> names;
+  for (const auto& d : *seed) {
+    names.push_back(d.direction.name);
+    EXPECT_GE(d.strategies.size(), 4u) << d.direction.name;
+    EXPECT_LE(d.strategies.size(), 10u) << d.direction.name;
+    EXPECT_FALSE(d.direction.description.empty());
+    for (const auto& s : d.strategies) {
+      EXPECT_FALSE(s.title.empty());
+      EXPECT_FALSE(s.failure_modes.empty()) << s.name;
+      EXPECT_FALSE(s.preconditions.empty()) << s.name;
+    }
+  }
+  auto want = SeedDirectionSlugs();
+  std::sort(names.begin(), names.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(names, want);
+  EXPECT_FALSE(ParseSeed("{\"directions\": []}", "x").ok());  // slugs missing
+  EXPECT_FALSE(ParseSeed("not json", "x").ok());
+}
+
+TEST(MemoryTest, SeedLoadedOnceNeverReAddedOnRestart) {
+  TempDir dir;
+  size_t strategies = 0;
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    ASSERT_TRUE(m);
+    auto dirs = m->ListDirections();
+    ASSERT_TRUE(dirs.ok());
+    EXPECT_EQ(dirs->size(), 13u);
+    strategies = m->ListStrategies({})->size();
+    EXPECT_GE(strategies, 13u * 4);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto m = OpenOk(Opts(dir.path()));
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->ListDirections()->size(), 13u);
+    EXPECT_EQ(m->ListStrategies({})->size(), strategies);
+  }
+}
+
+TEST(MemoryTest, MissingSeedFileIsAClearError) {
+  TempDir dir;
+  MemoryOptions o = Opts(dir.path());
+  o.seed_file = dir.path() + "/nope.json";
+  auto m = Memory::Open(o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("seed"), std::string::npos) << m.status().ToString();
+}
+
+TEST(MemoryTest, StepLoopRecordsEverythingInOneTransaction) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  uint64_t task = Task(m.get());
+  auto s = m->OpenSession(task, "cuda", "sm_90", "test", "model-x", 6);
+  ASSERT_TRUE(s.ok());
+  auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FALSE(d->direction.name.empty());
+  EXPECT_EQ(d->scores.size(), 13u);
+  EXPECT_FALSE(d->why.empty());
+  EXPECT_FALSE(d->strategies.empty());
+  EXPECT_NE(d->prompt_context.find(d->direction.title), std::string::npos);
+  StepInput in = Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 1.5, "");
+  in.state.reset();  // default: the state of the last NextStep
+  in.strategy_ids = {d->strategies[0].strategy->id};
+  in.language = "cuda";
+  in.source = "__global__ void k() {}";
+  auto r = m->RecordStep(in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->step, 0u);
+  EXPECT_FLOAT_EQ(r->best_speedup, 1.5);
+  auto rec = m->GetTransition(r->transition_id);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->state->bottleneck, fb::Bottleneck::Memory);
+  EXPECT_EQ(rec->candidate_hash, CandidateHash("cuda", in.source));
+  auto cand = m->GetCandidate(rec->candidate_hash);
+  ASSERT_TRUE(cand.ok());
+  EXPECT_EQ(cand->source, in.source);
+  auto sess = m->GetSession(s->id);
+  EXPECT_EQ(sess->steps, 1u);
+  EXPECT_EQ(sess->history, std::vector<uint64_t>{d->direction.id});
+  EXPECT_EQ(sess->best_candidate, rec->candidate_hash);
+  auto strat = m->GetStrategy(in.strategy_ids[0]);
+  EXPECT_EQ(strat->stats->uses(), 1u);
+  EXPECT_EQ(strat->stats->successes(), 1u);
+  EXPECT_EQ(strat->example_candidate, rec->candidate_hash);
+  EXPECT_EQ(m->ListTransitions(s->id, 0)->size(), 1u);
+  EXPECT_EQ(m->ListSessions(task, 0)->size(), 1u);
+  EXPECT_EQ(m->ListEdges(0)->size(), 1u);
+  std::vector<std::string> problems;
+  EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+  // Bad input is refused with a clear error, nothing written.
+  EXPECT_TRUE(m->RecordStep(Step(999, d->direction.id, fb::OutcomeStatus::Ok, 1.0)).status().IsNotFound());
+  EXPECT_FALSE(m->RecordStep(Step(s->id, 9999, fb::OutcomeStatus::Ok, 1.0)).ok());
+  StepInput bad_strategy = Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 1.0);
+  bad_strategy.strategy_ids = {123456};
+  EXPECT_FALSE(m->RecordStep(bad_strategy).ok());
+  EXPECT_EQ(m->GetSession(s->id)->steps, 1u);
+  ASSERT_TRUE(m->CloseSession(s->id).ok());
+  EXPECT_FALSE(m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 2.0)).ok());
+  EXPECT_NE(m->StatusText().find("transitions:1"), std::string::npos) << m->StatusText();
+}
+
+TEST(MemoryTest, LearnsFromExperienceWhatFollowsADirection) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  uint64_t task = Task(m.get());
+  uint64_t a = DirId(m.get(), "global-memory-access");
+  uint64_t bad = DirId(m.get(), "fusion");             // seed prior higher than good's
+  uint64_t good = DirId(m.get(), "shared-memory-banks");
+  // Experience: after A, "bad" always failed; "good" always gained.
+  std::vector<StepInput> steps;
+  for (int i = 0; i < 8; ++i) {
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    ASSERT_TRUE(s.ok());
+    steps = {Step(s->id, a, fb::OutcomeStatus::Ok, 1.2),
+             Step(s->id, i % 2 ? bad : good, i % 2 ? fb::OutcomeStatus::Incorrect : fb::OutcomeStatus::Ok,
+                  i % 2 ? 0 : 1.8)};
+    ASSERT_TRUE(m->RecordSteps(steps).ok());
+  }
+  auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+  ASSERT_TRUE(m->RecordStep(Step(s->id, a, fb::OutcomeStatus::Ok, 1.2)).ok());
+  auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  size_t pos_good = 99, pos_bad = 99;
+  for (size_t i = 0; i < d->scores.size(); ++i) {
+    if (d->scores[i].direction_id == good) pos_good = i;
+    if (d->scores[i].direction_id == bad) pos_bad = i;
+  }
+  EXPECT_LT(pos_good, pos_bad) << d->why;
+  EXPECT_EQ(d->direction.id, good) << d->why;
+  EXPECT_FALSE(d->evidence.empty());
+  EXPECT_NE(d->why.find("Attended"), std::string::npos);
+}
+
+TEST(MemoryTest, CrossBackendExperienceAnswersAHipSessionDiscounted) {
+  TempDir dir;
+  MemoryOptions o = Opts(dir.path());
+  o.cross_backend_discount = 0.5;
+  auto m = OpenOk(o);
+  uint64_t task = Task(m.get());
+  uint64_t good = DirId(m.get(), "shared-memory-banks");  // a low prior: only experience picks it
+  for (int i = 0; i < 6; ++i) {
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    ASSERT_TRUE(m->RecordStep(Step(s->id, good, fb::OutcomeStatus::Ok, 2.0)).ok());
+  }
+  auto hip = m->OpenSession(task, "hip", "gfx90a", "t", "m", 6);
+  auto d = m->NextStep(hip->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->direction.id, good) << d->why;
+  ASSERT_FALSE(d->evidence.empty());
+  for (const auto& e : d->evidence) {
+    EXPECT_TRUE(e.cross_backend);
+    EXPECT_EQ(e.backend, "cuda");
+    EXPECT_LE(e.weight, 0.5 + 1e-9);
+  }
+  EXPECT_NE(d->why.find("another backend"), std::string::npos) << d->why;
+  // The same experience counts fully for a CUDA session.
+  auto cuda = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+  auto dc = m->NextStep(cuda->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(dc.ok());
+  EXPECT_FALSE(dc->evidence[0].cross_backend);
+  EXPECT_GT(dc->evidence[0].weight, d->evidence[0].weight);
+}
+
+TEST(MemoryTest, SuccessfulNewSummaryCreatesStrategyNearDuplicateMerges) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  uint64_t task = Task(m.get());
+  uint64_t dir_id = DirId(m.get(), "global-memory-access");
+  auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 10);
+  const std::string summary = "interleave two independent accumulators across unrolled lanes for relu";
+  auto r1 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::Ok, 1.3, summary));
+  ASSERT_TRUE(r1.ok());
+  ASSERT_NE(r1->new_strategy_id, 0u);
+  auto learned = m->GetStrategy(r1->new_strategy_id);
+  EXPECT_EQ(learned->direction_id, dir_id);
+  EXPECT_EQ(learned->provenance->source, "learned");
+  EXPECT_EQ(learned->stats->uses(), 1u);
+  // The same idea again, worded almost the same: merged.
+  auto r2 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::Ok, 1.6, summary + "."));
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->new_strategy_id, 0u);
+  EXPECT_EQ(r2->merged_into, r1->new_strategy_id);
+  EXPECT_EQ(m->GetStrategy(r1->new_strategy_id)->stats->uses(), 2u);
+  // A different idea: a new strategy. A failure or no gain: nothing learned.
+  auto r3 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::Ok, 2.0, "pack booleans into bitmasks with ballot"));
+  EXPECT_NE(r3->new_strategy_id, 0u);
+  EXPECT_NE(r3->new_strategy_id, r1->new_strategy_id);
+  auto r4 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::CompileError, 0, "some broken idea entirely new"));
+  EXPECT_EQ(r4->new_strategy_id, 0u);
+  EXPECT_EQ(r4->merged_into, 0u);
+  auto r5 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::Ok, 1.0, "slower idea never seen before at all"));
+  EXPECT_EQ(r5->new_strategy_id, 0u);
+  // In a batch, a duplicate of a strategy created earlier in the same batch is merged too.
+  auto s2 = m->OpenSession(task, "cuda", "sm_90", "t", "m", 10);
+  auto batch = m->RecordSteps({Step(s2->id, dir_id, fb::OutcomeStatus::Ok, 1.5, "stage rows through registers twice"),
+                               Step(s2->id, dir_id, fb::OutcomeStatus::Ok, 1.9, "stage rows through registers twice")});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_NE((*batch)[0].new_strategy_id, 0u);
+  EXPECT_EQ((*batch)[1].merged_into, (*batch)[0].new_strategy_id);
+  // Learned strategies are retrieved for the direction.
+  StrategyFilter f;
+  f.direction_id = dir_id;
+  bool found = false;
+  for (const auto& st : *m->ListStrategies(f)) found = found || st.id == r1->new_strategy_id;
+  EXPECT_TRUE(found);
+  std::vector<std::string> problems;
+  EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+}
+
+// A pseudo-random workload over several sessions, tasks, backends and outcomes.
+void RandomWorkload(Memory* m, int sessions, uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto dirs = *m->ListDirections();
+  auto strategies = *m->ListStrategies({});
+  uint64_t t1 = Task(m, "relu"), t2 = Task(m, "softmax", "reduction");
+  const fb::OutcomeStatus statuses[] = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok,
+                                        fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect,
+                                        fb::OutcomeStatus::Timeout, fb::OutcomeStatus::InfraError};
+  const char* backends[] = {"cuda", "hip", "cpu"};
+  for (int i = 0; i < sessions; ++i) {
+    auto s = m->OpenSession(i % 2 ? t1 : t2, backends[i % 3], i % 3 == 1 ? "gfx90a" : "sm_90", "c", "m", 6);
+    for (int k = 0; k < 5; ++k) {
+      StepInput in = Step(s->id, dirs[rng() % dirs.size()].id, statuses[rng() % 7], 0.5 + (rng() % 300) / 100.0,
+                          "idea " + std::to_string(rng() % 12) + " on the hot loop",
+                          static_cast<fb::Bottleneck>(rng() % 5));
+      if (in.status != fb::OutcomeStatus::Ok) in.speedup_after = 0;
+      in.strategy_ids = {strategies[rng() % strategies.size()].id};
+      in.language = "cuda";
+      in.source = "// candidate " + std::to_string(rng() % 20);
+      ASSERT_TRUE(m->RecordStep(in).ok());
+    }
+  }
+}
+
+TEST(MemoryTest, RebuildEqualsIncremental) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  RandomWorkload(m.get(), 30, 42);
+  auto dirs_before = *m->ListDirections();
+  auto strat_before = *m->ListStrategies({0, "", true, 0});
+  auto edges_before = *m->ListEdges(0);
+  ASSERT_GT(edges_before.size(), 5u);
+  std::vector<std::string> problems;
+  ASSERT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+  ASSERT_TRUE(m->RebuildDerived().ok());
+  auto dirs_after = *m->ListDirections();
+  auto strat_after = *m->ListStrategies({0, "", true, 0});
+  auto edges_after = *m->ListEdges(0);
+  ASSERT_EQ(dirs_before.size(), dirs_after.size());
+  for (size_t i = 0; i < dirs_before.size(); ++i) EXPECT_TRUE(*dirs_before[i].stats == *dirs_after[i].stats);
+  ASSERT_EQ(strat_before.size(), strat_after.size());
+  for (size_t i = 0; i < strat_before.size(); ++i) {
+    EXPECT_TRUE(*strat_before[i].stats == *strat_after[i].stats) << strat_before[i].name;
+    EXPECT_EQ(strat_before[i].example_candidate, strat_after[i].example_candidate);
+  }
+  ASSERT_EQ(edges_before.size(), edges_after.size());
+  for (size_t i = 0; i < edges_before.size(); ++i) EXPECT_TRUE(edges_before[i] == edges_after[i]);
+  EXPECT_TRUE(m->Check(&problems).ok());
+}
+
+TEST(MemoryTest, CheckFindsTamperedStatistics) {
+  TempDir dir;
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    RandomWorkload(m.get(), 4, 7);
+  }
+  {
+    auto store = Store::Open(dir.path(), 16, 64, false);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Write([](Txn& t) {
+      std::string_view v;
+      HTAM_RETURN_IF_ERROR(t.Get(Db::kDirections, KeyU64(1), &v));
+      fb::DirectionT d;
+      HTAM_RETURN_IF_ERROR(Decode(v, &d, "direction"));
+      d.stats = std::make_unique<fb::GainStats>(99, 1, 0, 0, 0, 0, 0, 0);
+      HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, KeyU64(1), Encode(d)));
+      return t.Del(Db::kSessionTransitions, KeyPair(1, 1));
+    }).ok());
+  }
+  auto m = OpenOk(Opts(dir.path()));
+  std::vector<std::string> problems;
+  EXPECT_FALSE(m->Check(&problems).ok());
+  EXPECT_GE(problems.size(), 2u);
+  ASSERT_TRUE(m->RebuildDerived().ok());
+  EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+}
+
+void SetMeta(const std::string& dir, const std::function<void(fb::StoreMetaT*)>& edit) {
+  auto store = Store::Open(dir, 16, 64, false);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Write([&](Txn& t) {
+    std::string_view v;
+    HTAM_RETURN_IF_ERROR(t.Get(Db::kMeta, "store", &v));
+    fb::StoreMetaT m;
+    HTAM_RETURN_IF_ERROR(Decode(v, &m, "meta"));
+    edit(&m);
+    return t.Put(Db::kMeta, "store", Encode(m));
+  }).ok());
+}
+
+TEST(MemoryTest, RefusesNewerAndForeignStores) {
+  TempDir dir;
+  { OpenOk(Opts(dir.path())); }
+  SetMeta(dir.path(), [](fb::StoreMetaT* m) { m->schema_version = kStoreSchemaVersion + 1; });
+  auto m = Memory::Open(Opts(dir.path()));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(m.status().message().find("newer"), std::string::npos) << m.status().ToString();
+  EXPECT_FALSE(Memory::OpenReadOnly(dir.path()).ok());
+  SetMeta(dir.path(), [](fb::StoreMetaT* m) {
+    m->schema_version = kStoreSchemaVersion;
+    m->magic = "other-store";
+  });
+  m = Memory::Open(Opts(dir.path()));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("not an htam store"), std::string::npos) << m.status().ToString();
+  // Records without any metadata: a foreign or damaged store, refused.
+  TempDir other;
+  {
+    auto store = Store::Open(other.path(), 16, 64, false);
+    ASSERT_TRUE((*store)->Write([](Txn& t) { return t.Put(Db::kTasks, KeyU64(1), "junk"); }).ok());
+  }
+  m = Memory::Open(Opts(other.path()));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("foreign"), std::string::npos) << m.status().ToString();
+}
+
+TEST(MemoryTest, MigratesAVersionOneStore) {
+  TempDir dir;
+  uint64_t session = 0;
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    RandomWorkload(m.get(), 3, 3);
+    session = m->ListSessions(0, 1)->at(0).id;
+  }
+  // Version 1 had records only: drop the index databases' contents and mark it.
+  {
+    auto store = Store::Open(dir.path(), 16, 64, false);
+    ASSERT_TRUE((*store)->Write([](Txn& t) {
+      for (Db db : {Db::kTaskSessions, Db::kSessionTransitions, Db::kDirectionStrategies})
+        HTAM_RETURN_IF_ERROR(t.Clear(db));
+      return Status::OK();
+    }).ok());
+  }
+  SetMeta(dir.path(), [](fb::StoreMetaT* m) { m->schema_version = 1; });
+  auto ro = Memory::OpenReadOnly(dir.path());
+  ASSERT_FALSE(ro.ok());
+  EXPECT_NE(ro.status().message().find("migration"), std::string::npos);
+  auto m = OpenOk(Opts(dir.path()));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->GetMeta()->schema_version, kStoreSchemaVersion);
+  EXPECT_EQ(m->ListTransitions(session, 0)->size(), 5u);
+  std::vector<std::string> problems;
+  EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+  bool backup = false;
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    backup = backup || e.path().filename().string().rfind("backup-v1-", 0) == 0;
+  EXPECT_TRUE(backup);
+}
+
+TEST(MemoryTest, MapGrowsUnderATinyInitialMap) {
+  TempDir dir;
+  MemoryOptions o = Opts(dir.path());
+  o.map_size_mb = 1;
+  auto m = OpenOk(o);
+  ASSERT_TRUE(m);
+  uint64_t task = Task(m.get());
+  auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 0);
+  uint64_t dir_id = DirId(m.get(), "fusion");
+  std::string big(16 * 1024, 'x');
+  for (int i = 0; i < 12; ++i) {
+    std::vector<StepInput> batch;
+    for (int k = 0; k < 16; ++k) {
+      StepInput in = Step(s->id, dir_id, fb::OutcomeStatus::CompileError, 0);
+      in.language = "cuda";
+      in.source = big + std::to_string(i * 100 + k);
+      batch.push_back(in);
+    }
+    auto r = m->RecordSteps(batch);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  EXPECT_EQ(m->ListTransitions(s->id, 0)->size(), 192u);
+  std::string st = m->StatusText();
+  EXPECT_EQ(st.find("map_grows:0"), std::string::npos) << st;
+  // Max reached: a clear ResourceExhausted, not a crash.
+  TempDir small;
+  MemoryOptions so = Opts(small.path());
+  so.map_size_mb = 1;
+  so.max_map_size_mb = 2;
+  auto sm = OpenOk(so);
+  ASSERT_TRUE(sm);
+  uint64_t t2 = Task(sm.get());
+  auto s2 = sm->OpenSession(t2, "cuda", "sm_90", "t", "m", 0);
+  Status last;
+  for (int i = 0; i < 400 && last.ok(); ++i) {
+    StepInput in = Step(s2->id, dir_id, fb::OutcomeStatus::CompileError, 0);
+    in.language = "cuda";
+    in.source = big + std::to_string(i);
+    last = sm->RecordStep(in).status();
+  }
+  EXPECT_EQ(last.code(), Status::Code::kResourceExhausted) << last.ToString();
+}
+
+TEST(MemoryTest, EmbeddingsAreNeverMixed) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  uint64_t task = Task(m.get());
+  auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 0);
+  auto d = m->NextStep(s->id, {}, std::vector<float>(256, 0.1f));
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("never"), std::string::npos) << d.status().ToString();
+  m.reset();
+  MemoryOptions client = Opts(dir.path());
+  client.embedder = "team-model-v2";
+  client.embedder_dim = 8;
+  auto refused = Memory::Open(client);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("builtin-hash-v1"), std::string::npos);
+
+  TempDir cdir;
+  client.dir = cdir.path();
+  auto c = OpenOk(client);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->GetMeta()->embedder_model, "team-model-v2");
+  uint64_t ct = Task(c.get());
+  auto cs = c->OpenSession(ct, "cuda", "sm_90", "t", "m", 0);
+  std::vector<float> v(8, 0.0f);
+  v[3] = 1;
+  auto cd = c->NextStep(cs->id, {}, v);
+  ASSERT_TRUE(cd.ok()) << cd.status().ToString();
+  EXPECT_FALSE(cd->strategies.empty());  // seed strategies without vectors are still offered
+  EXPECT_FALSE(c->NextStep(cs->id, {}, std::vector<float>(7, 0.1f)).ok());
+  StepInput in = Step(cs->id, cd->direction.id, fb::OutcomeStatus::Ok, 1.4, "client idea");
+  in.embedding = v;
+  auto r = c->RecordStep(in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(r->new_strategy_id, 0u);
+  in.embedding = v;
+  in.speedup_after = 1.6;
+  EXPECT_EQ(c->RecordStep(in)->merged_into, r->new_strategy_id);
+}
+
+TEST(MemoryTest, CorruptSnapshotIsRebuiltWithTheSameAnswers) {
+  TempDir dir;
+  uint64_t probe = 0;
+  std::vector<uint64_t> evidence_ids;
+  std::string chosen;
+  auto decide = [&](Memory* m) {
+    auto d = m->NextStep(probe, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+    EXPECT_TRUE(d.ok());
+    std::vector<uint64_t> ids;
+    for (const auto& e : d->evidence) ids.push_back(e.transition_id);
+    return std::make_pair(d->direction.name, ids);
+  };
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    RandomWorkload(m.get(), 12, 11);
+    probe = m->OpenSession(1, "cuda", "sm_90", "t", "m", 0)->id;
+    ASSERT_TRUE(m->SnapshotIndexes().ok());
+    std::tie(chosen, evidence_ids) = decide(m.get());
+    EXPECT_FALSE(evidence_ids.empty());
+  }
+  {  // A clean snapshot is used.
+    auto m = OpenOk(Opts(dir.path()));
+    EXPECT_NE(m->StatusText().find("transitions:snapshot"), std::string::npos) << m->StatusText();
+    EXPECT_EQ(decide(m.get()), std::make_pair(chosen, evidence_ids));
+  }
+  const std::string path = dir.path() + "/transitions.idx";
+  auto size = fs::file_size(path);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    f.write("\xde\xad\xbe\xef", 4);
+  }
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    EXPECT_NE(m->StatusText().find("transitions:records"), std::string::npos) << m->StatusText();
+    EXPECT_EQ(decide(m.get()), std::make_pair(chosen, evidence_ids));
+    std::vector<std::string> problems;
+    EXPECT_TRUE(m->Check(&problems).ok());
+  }
+  fs::resize_file(path, 100);  // truncated
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    EXPECT_EQ(decide(m.get()), std::make_pair(chosen, evidence_ids));
+  }
+  fs::remove(path);  // missing
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    EXPECT_EQ(decide(m.get()), std::make_pair(chosen, evidence_ids));
+  }
+}
+
+TEST(MemoryTest, SnapshotPlusNewerRecordsAndStaleSnapshot) {
+  TempDir dir;
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    RandomWorkload(m.get(), 4, 5);
+    ASSERT_TRUE(m->SnapshotIndexes().ok());
+    fs::copy_file(dir.path() + "/transitions.idx", dir.path() + "/old.idx");
+    RandomWorkload(m.get(), 4, 6);  // newer than the snapshot... and closing snapshots again
+  }
+  fs::copy_file(dir.path() + "/old.idx", dir.path() + "/transitions.idx", fs::copy_options::overwrite_existing);
+  auto m = OpenOk(Opts(dir.path()));
+  EXPECT_NE(m->StatusText().find("transitions:snapshot"), std::string::npos);
+  std::vector<std::string> problems;
+  EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+}
+
+TEST(MemoryTest, DeterministicAcrossStoresWithTheSameSeed) {
+  auto run = [](uint64_t seed) {
+    TempDir dir;
+    MemoryOptions o = Opts(dir.path());
+    o.policy_seed = seed;
+    auto m = OpenOk(o);
+    RandomWorkload(m.get(), 6, 9);
+    std::vector<std::string> picks;
+    auto s = m->OpenSession(1, "hip", "gfx90a", "t", "m", 0);
+    for (int i = 0; i < 4; ++i) {
+      auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Latency, std::nullopt, ""});
+      picks.push_back(d->direction.name + ":" + std::to_string(d->strategies.empty() ? 0 : d->strategies[0].strategy->id));
+      EXPECT_TRUE(m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Incorrect, 0)).ok());
+    }
+    return picks;
+  };
+  EXPECT_EQ(run(3), run(3));
+}
+
+TEST(MemoryTest, ConcurrentStepsAreGroupCommittedAndAllDurable) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  uint64_t task = Task(m.get());
+  uint64_t dir_id = DirId(m.get(), "fusion");
+  std::vector<uint64_t> sessions;
+  for (int i = 0; i < 4; ++i) sessions.push_back(m->OpenSession(task, "cuda", "sm_90", "t", "m", 0)->id);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 40; ++k)
+        if (!m->RecordStep(Step(sessions[i], dir_id, fb::OutcomeStatus::Ok, 1.0 + k * 0.01)).ok()) failures++;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (uint64_t s : sessions) EXPECT_EQ(m->GetSession(s)->steps, 40u);
+  std::vector<std::string> problems;
+  EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+  m.reset();
+  auto again = OpenOk(Opts(dir.path()));
+  EXPECT_EQ(again->ListTransitions(0, 0)->size(), 160u);
+}
+
+TEST(MemoryTest, ReadOnlyOpenWhileWriterRuns) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  RandomWorkload(m.get(), 2, 1);
+  auto ro = Memory::OpenReadOnly(dir.path());
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_EQ((*ro)->ListTransitions(0, 0)->size(), 10u);
+  EXPECT_EQ((*ro)->ListDirections()->size(), 13u);
+  EXPECT_FALSE((*ro)->RecordStep(Step(1, 1, fb::OutcomeStatus::Ok, 1)).ok());
+  auto d = (*ro)->NextStep(1, {});
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  RandomWorkload(m.get(), 1, 2);  // the reader sees newer commits in a new read transaction
+  EXPECT_EQ((*ro)->ListTransitions(0, 0)->size(), 15u);
+  EXPECT_TRUE(Memory::OpenReadOnly(dir.path() + "/none").status().IsNotFound());
+}
+
+}  // namespace
+}  // namespace htam::memory
