@@ -62,9 +62,21 @@ extern "C" __global__ void htam_mma_probe(float* out, int iters) {
   for (int k = 0; k < 4; ++k) s += c[k][0] + c[k][1] + c[k][2] + c[k][3];
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
+// Fills every thread slot of every SM for `ns` nanoseconds: launched on the legacy stream just
+// before the window opens, it absorbs the candidate's launch latency and keeps side-stream
+// kernels from running before the window (they cannot be scheduled while it holds the SMs).
+extern "C" __global__ void __launch_bounds__(1024) htam_hold(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
 )";
 
 }  // namespace
+
+const char* ProbeSource() { return kProbeSource; }
 
 uint64_t TensorExtentBytes(const htam_tensor& t) {
   if (t.ndim < 0 || t.ndim > HTAM_MAX_DIMS) return 0;
@@ -95,6 +107,7 @@ Result<DeviceProps> CudaDevice::Probe(int index) {
   p.arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + (arch_specific ? "a" : "");
   p.sm_count = prop.multiProcessorCount;
   p.l2_bytes = static_cast<uint64_t>(prop.l2CacheSize);
+  p.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
   p.memory_bytes = prop.totalGlobalMem;
   cudaDeviceGetAttribute(&p.peak_sm_khz, cudaDevAttrClockRate, index);
   cudaDeviceGetAttribute(&p.peak_mem_khz, cudaDevAttrMemoryClockRate, index);
@@ -122,7 +135,7 @@ Status CudaDevice::Init(int index, const DeviceOptions& options) {
     return Status::Internal("stream/event creation: " + CudaErrorText(e));
   }
   clocks_ = std::make_unique<NvmlClocks>(props_.pci_bus_id, props_.peak_sm_khz, props_.peak_mem_khz);
-  if (options_.measure_roofline) MeasureRoofline();
+  MeasureRoofline();
   return Status::OK();
 }
 
@@ -310,11 +323,13 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
       htam_tensor* out = req.outputs + static_cast<ptrdiff_t>(set) * req.num_outputs;
       for (int o = 0; o < req.num_outputs; ++o) {
         uint64_t n = TensorExtentBytes(out[o]);
-        if (n) cudaMemsetAsync(out[o].data, req.poison_byte, n, stream_);
+        if (n) cudaMemsetAsync(out[o].data, req.poison_byte, n, cudaStreamLegacy);
       }
     }
-    cudaMemsetAsync(flush_, (r & 0x7f) + 1, flush, stream_);
+    // On the legacy stream: blocking side streams cannot overlap the flush or the hold.
+    cudaMemsetAsync(flush_, (r & 0x7f) + 1, flush, cudaStreamLegacy);
     ResetPersistingL2();
+    Hold(cudaStreamLegacy);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
       destroy();
@@ -359,13 +374,23 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   return std::nullopt;
 }
 
+void CudaDevice::Hold(cudaStream_t s) {
+  if (!have_hold_ || options_.hold_us <= 0) return;
+  unsigned long long ns = static_cast<unsigned long long>(options_.hold_us * 1000.0);
+  void* args[] = {&ns};
+  int blocks = props_.sm_count * std::max(1, props_.max_threads_per_sm / 1024);
+  if (!probes_.Launch("htam_hold", dim3(blocks), dim3(1024), args, s).ok()) have_hold_ = false;
+}
+
 void CudaDevice::MeasureRoofline() {
   auto t0 = Clock::now();
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   // 1. Copy bandwidth: a large device-to-device copy, bytes read + written.
-  uint64_t n = std::min<uint64_t>(options_.roofline_copy_bytes, props_.memory_bytes / 8);
+  uint64_t n = options_.measure_roofline
+                   ? std::min<uint64_t>(options_.roofline_copy_bytes, props_.memory_bytes / 8)
+                   : 0;
   void *src = nullptr, *dst = nullptr;
   if (n >= (1u << 20) && cudaMalloc(&src, n) == cudaSuccess && cudaMalloc(&dst, n) == cudaSuccess) {
     cudaMemsetAsync(src, 1, n, stream_);
@@ -386,13 +411,14 @@ void CudaDevice::MeasureRoofline() {
   cudaGetLastError();
 
   // 2. Arithmetic rates: NVRTC-compiled probes.
-  auto compiled = NvrtcCompile(kProbeSource, "htam_probes.cu", props_.arch, {"-O3"});
+  auto compiled = NvrtcCompile(kProbeSource, "htam_probes.cu", props_.arch, {});
   if (!compiled.ok() || !compiled->ok) {
     roofline_.note = "probe compile failed: " +
                      (compiled.ok() ? compiled->log : compiled.status().ToString());
   } else if (Status s = probes_.Load(compiled->cubin); !s.ok()) {
     roofline_.note = "probe load failed: " + s.ToString();
   } else {
+    have_hold_ = true;
     int threads = 256, blocks = props_.sm_count * 8;
     float* out = nullptr;
     if (cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float) * threads * blocks) == cudaSuccess) {
@@ -409,12 +435,12 @@ void CudaDevice::MeasureRoofline() {
         }
         return best;
       };
-      int iters = 2048;
+      int iters = options_.measure_roofline ? 2048 : 0;
       float seed = 1.0f;
       void* fma_args[] = {&out, &iters, &seed};
       roofline_.fp32_flops =
           rate("htam_fma_probe", fma_args, 2.0 * 8 * 16 * double(iters) * threads * blocks);
-      int mma_iters = 2048;
+      int mma_iters = options_.measure_roofline ? 2048 : 0;
       void* mma_args[] = {&out, &mma_iters};
       double warps = double(threads) / 32 * blocks;
       roofline_.tensor16_flops =

@@ -3,9 +3,12 @@
 // (one checked call, device idle at the end) and Time (the timing protocol of DESIGN.md).
 //
 // Timing protocol (docs/backends-cuda.md explains the choices):
-//   - before every repetition, outside the window: outputs poisoned (on request), L2 flushed by a
-//     memset over a preallocated buffer >= 2x L2, persisting-L2 lines reset and the persisting
-//     limit set to 0, the stream's access-policy window cleared;
+//   - before every repetition, outside the window, on the legacy stream (so that blocking side
+//     streams cannot overlap it): outputs poisoned (on request), L2 flushed by a memset over a
+//     preallocated buffer >= 2x L2, persisting-L2 lines reset and the persisting limit set to 0,
+//     the stream's access-policy window cleared, then a kernel that fills every SM's thread slots
+//     for hold_us (absorbs the candidate's launch latency; side-stream kernels cannot start
+//     before the window opens);
 //   - the window opens with an event on the candidate's stream and closes with an event on the
 //     legacy default stream (which waits for every blocking stream); the device is then
 //     synchronized and a third event recorded. Work on a non-blocking side stream that outlives
@@ -43,6 +46,7 @@ struct DeviceOptions {
   uint64_t flush_min_bytes = 64ull << 20;
   int calibration_reps = 32;       // empty calls used to calibrate the close-of-window lag
   double lag_slack_us = 4.0;       // lag above calibration + this marks off-stream work
+  double hold_us = 20.0;           // SM-filling hold before each window (0 = none)
   uint64_t roofline_copy_bytes = 512ull << 20;  // size of the D2D copy probe
 };
 
@@ -52,6 +56,7 @@ struct DeviceProps {
   std::string arch;           // "sm_90a" on Hopper ("a" targets for 9.0 and 10.x)
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
+  int max_threads_per_sm = 2048;
   uint64_t l2_bytes = 0;
   uint64_t memory_bytes = 0;
   int peak_sm_khz = 0, peak_mem_khz = 0;
@@ -106,6 +111,7 @@ class CudaDevice {
   void ResetPersistingL2();
   MaybeFault CalibrateLag();
   void MeasureRoofline();
+  void Hold(cudaStream_t s);
 
   DeviceOptions options_;
   DeviceProps props_;
@@ -118,8 +124,12 @@ class CudaDevice {
   Roofline roofline_;
   bool poisoned_ = false;
   bool lag_calibrated_ = false;
+  bool have_hold_ = false;
   double lag_median_us_ = 0, lag_p90_us_ = 0;
 };
+
+// Device source of the roofline probes and the hold kernel (compiled with NVRTC at device open).
+const char* ProbeSource();
 
 // Bytes spanned by a tensor (from its shape, strides and dtype); 0 for an empty tensor.
 uint64_t TensorExtentBytes(const htam_tensor& t);
