@@ -5,10 +5,13 @@ For every variant: measured = {device, sm_clock_mhz, mem_clock_mhz, shape (the f
 shape), median_us, iqr_us, reps, speedup (over the reference on that shape),
 speedup_all_shapes (geometric mean over seen and held-out shapes), speedup_vs_parent (geometric
 mean over all shapes), per_shape [...], status, tool}.
-status is the outcome class: ok, slower (correct but more than --slower-margin slower than its
-parent over all shapes), incorrect, nondeterministic, compile_error, crash, timeout.
-Prints every variant whose measured status differs from its "expected"; with --set-expected the
-expected field is set to the measured status (do that only after reading why they differ).
+status is the outcome class (OutcomeStatus slugs: ok, incorrect, nondeterministic,
+compile_error, crash, timeout); a correct variant more than --slower-margin slower than its parent
+over all shapes keeps status "ok" and gets "vs_parent": "slower" (its "expected" should say
+"slower": a dead end). Held-out shapes are never named: their per-shape rows and failure
+messages carry only their index, so that nothing an agent may read reveals them.
+Prints every variant whose measured outcome differs from its "expected"; with --set-expected the
+expected field is set to the measured outcome (do that only after reading why they differ).
 
 Usage: fill_measured.py RESULTS_JSON [--tasks configs/tasks] [--set-expected]
 """
@@ -31,17 +34,30 @@ def times_by_shape(rec):
             for t in rec.get("times", []) if t.get("median_us")}
 
 
+def _fmt_variant(v):
+    out = []
+    for k, val in v.items():
+        if k == "measured" and isinstance(val, dict):
+            inner = []
+            for mk, mv in val.items():
+                if mk == "per_shape" and isinstance(mv, list):
+                    rows = ",\n".join("       " + json.dumps(r) for r in mv)
+                    inner.append('     "per_shape": [\n%s]' % rows)
+                else:
+                    inner.append("     %s: %s" % (json.dumps(mk), json.dumps(mv)))
+            out.append('   "measured": {\n%s}' % ",\n".join(inner))
+        else:
+            out.append("   %s: %s" % (json.dumps(k), json.dumps(val)))
+    return "  {\n" + ",\n".join(out) + "}"
+
+
 def write_lineage(path, lineage):
-    # one variant per block, stable key order, readable diffs
-    lines = ['{"task": %s, "backend": %s, "variants": [' % (
-        json.dumps(lineage["task"]), json.dumps(lineage["backend"]))]
-    vs = []
-    for v in lineage["variants"]:
-        vs.append("  " + json.dumps(v, indent=2).replace("\n", "\n  "))
-    lines.append(",\n".join(vs))
-    lines.append("]}")
+    """One variant per block, one field per line, keys in their order: readable diffs."""
+    head = '{"task": %s, "backend": %s, "variants": [\n' % (
+        json.dumps(lineage["task"]), json.dumps(lineage["backend"]))
+    body = ",\n".join(_fmt_variant(v) for v in lineage["variants"])
     with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(head + body + "\n]}\n")
 
 
 def main():
@@ -59,6 +75,8 @@ def main():
         lp = os.path.join(args.tasks, name, "lineage.json")
         with open(lp) as f:
             lineage = json.load(f)
+        with open(os.path.join(args.tasks, name, "task.json")) as f:
+            held_shapes = json.load(f)["shapes"]["held_out"]
         ref_rec = tres.get("reference", {})
         shape_t = {"reference": times_by_shape(ref_rec)}
         for vid, rec in tres["variants"].items():
@@ -91,25 +109,39 @@ def main():
                 if rp:
                     m["speedup_vs_parent"] = round(rp, 3)
                     if st == "ok" and rp < 1.0 - args.slower_margin:
-                        m["status"] = "slower"
-                m["per_shape"] = [{"set": t["set"], "dims": t["dims"],
-                                   "median_us": round(t["median_us"], 2),
-                                   "speedup": round(t["speedup"], 3) if t.get("speedup") else None}
-                                  for t in times]
+                        m["vs_parent"] = "slower"
+                m["per_shape"] = []
+                held = 0
+                for t in times:
+                    row = {"set": t["set"]}
+                    if t["set"] == "seen":
+                        row["dims"] = t["dims"]
+                    else:
+                        row["index"] = held
+                        held += 1
+                    row["median_us"] = round(t["median_us"], 2)
+                    row["speedup"] = round(t["speedup"], 3) if t.get("speedup") else None
+                    m["per_shape"].append(row)
             if rec.get("checks"):
                 last = rec["checks"][-1]
                 if last.get("error"):
-                    m["check_failure"] = "%s shape %s: %s" % (last.get("set"), last.get("dims"),
-                                                             last["error"])
+                    if last.get("set") == "seen":
+                        where = "seen shape %s" % json.dumps(last.get("dims"), sort_keys=True)
+                    else:
+                        held = [json.dumps(s, sort_keys=True) for s in held_shapes]
+                        key = json.dumps(last.get("dims"), sort_keys=True)
+                        where = "held-out shape #%d" % (held.index(key) if key in held else -1)
+                    m["check_failure"] = "%s: %s" % (where, last["error"])
             if st == "compile_error" and rec.get("compile_log"):
                 errs = [l.strip() for l in rec["compile_log"].splitlines() if "error" in l]
                 m["compile_error"] = errs[0][-300:] if errs else rec["compile_log"][-300:]
             v["measured"] = m
-            if v.get("expected") != m["status"]:
+            outcome = m.get("vs_parent", m["status"])
+            if v.get("expected") != outcome:
                 print("%s %s: expected %s, measured %s (vs parent %s)" % (
-                    name, v["id"], v.get("expected"), m["status"], m.get("speedup_vs_parent")))
+                    name, v["id"], v.get("expected"), outcome, m.get("speedup_vs_parent")))
                 if args.set_expected:
-                    v["expected"] = m["status"]
+                    v["expected"] = outcome
         write_lineage(lp, lineage)
         r = ref_rec
         print("%-15s reference %s; cpu cross-check %s" % (

@@ -1,7 +1,7 @@
 // rmsnorm v6 (from v4): v4's register-cached rows for N % 4 == 0 and N <= 8192; the rows it
 // cannot cache (long or odd N) run the two-pass kernel with 1024 threads per block when
-// N >= 8192 and 256 otherwise. v5 showed 1024-thread blocks win on long rows (held-out
-// N = 12289) and lose on short ones, so the block size now follows the row length.
+// N >= 8192 and 256 otherwise. v5 showed 1024-thread blocks win on long rows and lose on
+// short ones, so the block size now follows the row length.
 #include <htam/kernel_abi.h>
 #include <cuda_runtime.h>
 

