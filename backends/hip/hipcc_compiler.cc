@@ -1,0 +1,295 @@
+// hipcc driver: target probe, temp dir per compile, code-object check, cache publication by rename.
+#include "backends/hip/hipcc_compiler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "backends/common/sha256.h"
+#include "backends/hip/code_object.h"
+#include "backends/hip/subprocess.h"
+
+namespace htam::hip {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> SplitWords(std::string_view s) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(s)};
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+bool WriteFile(const std::string& path, std::string_view data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return false;
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  return static_cast<bool>(f);
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+// Cache entry meta: "targets a b" line, then "diagnostics" and the text.
+std::string EncodeMeta(const HipCompileOutput& o) {
+  return "targets " + Join(o.targets) + "\ndiagnostics\n" + o.diagnostics;
+}
+
+void DecodeMeta(const std::string& text, HipCompileOutput* o) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("targets", 0) == 0) o->targets = SplitWords(line.substr(7));
+    if (line == "diagnostics") {
+      std::ostringstream rest;
+      rest << in.rdbuf();
+      o->diagnostics = rest.str();
+      return;
+    }
+  }
+}
+
+std::atomic<uint64_t> g_seq{0};
+
+std::string Processor(const std::string& target) { return target.substr(0, target.find(':')); }
+
+}  // namespace
+
+Result<std::vector<std::string>> ParseTargets(std::string_view list) {
+  static const std::regex kTarget(R"(gfx[0-9]{3,4}[a-z]?(:[a-z_]+[+-])*)");
+  std::string s(list);
+  std::replace(s.begin(), s.end(), ',', ' ');
+  std::vector<std::string> out;
+  for (auto& t : SplitWords(s)) {
+    if (!std::regex_match(t, kTarget)) {
+      return Status::InvalidArgument("'" + t + "' is not an AMDGPU target (expected gfxNNN, e.g. gfx90a, gfx942)");
+    }
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  }
+  return out;
+}
+
+std::string TrimHipDiagnostics(std::string_view log, std::string_view tmp_dir, size_t max_bytes) {
+  std::string out;
+  std::istringstream in{std::string(log)};
+  std::string line;
+  const std::string prefix = tmp_dir.empty() ? "" : std::string(tmp_dir) + "/";
+  while (std::getline(in, line)) {
+    if (!prefix.empty()) {
+      for (size_t p; (p = line.find(prefix)) != std::string::npos;) line.erase(p, prefix.size());
+    }
+    out += line;
+    out += '\n';
+  }
+  if (out.size() > max_bytes && max_bytes > 64) {
+    size_t head = max_bytes * 3 / 4, tail = max_bytes - head - 40;
+    out = out.substr(0, head) + "\n[... " + std::to_string(out.size() - head - tail) +
+          " bytes cut ...]\n" + out.substr(out.size() - tail);
+  }
+  return out;
+}
+
+Result<HipccCompiler> HipccCompiler::Create(const HipccOptions& options) {
+  HipccCompiler c;
+  c.options_ = options;
+  std::error_code ec;
+  if (!c.options_.sdk_include_dir.empty())
+    c.options_.sdk_include_dir = fs::absolute(c.options_.sdk_include_dir, ec).string();
+  if (!c.options_.cache_dir.empty()) c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
+  if (c.options_.work_dir.empty()) c.options_.work_dir = "/tmp";
+  if (c.options_.targets.empty()) return Status::InvalidArgument("no AMDGPU target configured");
+  // With a target named, hipcc does not run rocm_agent_enumerator (which fails without a GPU).
+  auto r = RunTool({options.hipcc, "--offload-arch=" + c.options_.targets[0], "--version"},
+                   c.options_.work_dir, 60, 64 << 10);
+  if (!r.ok()) return r.status().WithContext("hipcc");
+  if (r->timed_out || r->exit_code != 0) {
+    return Status::Unavailable("'" + options.hipcc + " --version' failed: " + r->output);
+  }
+  c.version_ = r->output;
+  while (!c.version_.empty() && c.version_.back() == '\n') c.version_.pop_back();
+  std::string header;
+  if (!ReadFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
+    return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir + "'");
+  }
+  c.abi_header_hash_ = Sha256Hex(header);
+  HTAM_RETURN_IF_ERROR(c.ProbeTargets());
+  return c;
+}
+
+// Asks the compiler (device side only, empty input) which of the configured targets it can build;
+// clang names the first target it does not know ("invalid target ID 'gfx942'"). The answer is
+// remembered in the cache directory, keyed by the toolchain's version text and the target list.
+Status HipccCompiler::ProbeTargets() {
+  std::string memo;
+  if (!options_.cache_dir.empty()) {
+    memo = options_.cache_dir + "/hip/targets-" +
+           Sha256Hex(version_ + '\0' + options_.hipcc + '\0' + Join(options_.targets)).substr(0, 24);
+    std::string text;
+    if (ReadFile(memo, &text)) {
+      std::istringstream in(text);
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.rfind("supported:", 0) == 0) supported_ = SplitWords(line.substr(10));
+        if (line.rfind("unsupported:", 0) == 0) unsupported_ = SplitWords(line.substr(12));
+      }
+      if (!supported_.empty() || !unsupported_.empty()) return Status::OK();
+    }
+  }
+  std::vector<std::string> left = options_.targets;
+  static const std::regex kInvalid(R"(invalid target ID '([^']+)')");
+  while (!left.empty()) {
+    std::vector<std::string> argv{options_.hipcc};
+    for (const auto& t : left) argv.push_back("--offload-arch=" + t);
+    argv.insert(argv.end(), {"--cuda-device-only", "-fsyntax-only", "-x", "hip", "/dev/null"});
+    HTAM_ASSIGN_OR_RETURN(ToolResult r, RunTool(argv, options_.work_dir, 120, 64 << 10));
+    if (r.timed_out) return Status::Timeout("hipcc target probe timed out");
+    std::smatch m;
+    if (r.exit_code != 0 && std::regex_search(r.output, m, kInvalid)) {
+      std::string bad = m[1];
+      auto it = std::find_if(left.begin(), left.end(),
+                             [&](const std::string& t) { return t == bad || Processor(t) == Processor(bad); });
+      if (it == left.end()) break;
+      unsupported_.push_back(*it);
+      left.erase(it);
+      continue;
+    }
+    break;  // success, or a failure that is not about targets: compiles will report it
+  }
+  supported_ = left;
+  if (!memo.empty()) {
+    std::error_code ec;
+    fs::create_directories(options_.cache_dir + "/hip", ec);
+    std::string tmp = memo + ".tmp." + std::to_string(getpid());
+    if (WriteFile(tmp, "supported: " + Join(supported_) + "\nunsupported: " + Join(unsupported_) + "\n")) {
+      fs::rename(tmp, memo, ec);
+    }
+  }
+  return Status::OK();
+}
+
+Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
+                                                const std::vector<std::string>& requested,
+                                                std::string_view extra_flags, std::string_view name,
+                                                double timeout_s) const {
+  std::vector<std::string> targets, dropped;
+  for (const auto& t : requested.empty() ? options_.targets : requested) {
+    bool bad = std::any_of(unsupported_.begin(), unsupported_.end(),
+                           [&](const std::string& u) { return Processor(u) == Processor(t); });
+    (bad ? dropped : targets).push_back(t);
+  }
+  if (targets.empty()) {
+    return Status::Unavailable("the HIP toolchain (" + version_.substr(0, version_.find('\n')) +
+                               ") cannot generate code for " + Join(dropped));
+  }
+  std::vector<std::string> flags = SplitWords(options_.flags);
+  for (auto& f : SplitWords(extra_flags)) flags.push_back(f);
+
+  HipCompileOutput out;
+  std::string key = std::string(source);
+  key += '\0' + Join(targets) + '\0' + Join(flags) + '\0' + version_ + '\0' + abi_header_hash_ +
+         "\0hipcc-shared-v1";
+  out.hash = Sha256Hex(key);
+  std::string note;
+  if (!dropped.empty()) {
+    note = "htam: note: no code for " + Join(dropped) + ": this HIP toolchain cannot target it\n";
+  }
+
+  std::string entry;
+  if (!options_.cache_dir.empty()) {
+    entry = options_.cache_dir + "/hip/" + out.hash;
+    std::string meta;
+    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 && ReadFile(entry + "/meta", &meta)) {
+      DecodeMeta(meta, &out);
+      out.ok = true;
+      out.from_cache = true;
+      out.so_path = entry + "/candidate.so";
+      return out;
+    }
+  }
+
+  std::string safe;
+  for (char ch : name.substr(0, 40)) safe += isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  if (safe.empty()) safe = "candidate";
+  std::string dir = options_.work_dir + "/hipcc-" + std::to_string(getpid()) + "-" +
+                    std::to_string(g_seq.fetch_add(1)) + "-" + safe;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!fs::create_directories(dir, ec)) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code e;
+      if (!d.empty()) fs::remove_all(d, e);
+    }
+  } cleanup{dir};
+
+  if (!WriteFile(dir + "/candidate.hip", source)) return Status::IOError("cannot write " + dir);
+  std::vector<std::string> argv{options_.hipcc};
+  for (const auto& t : targets) argv.push_back("--offload-arch=" + t);
+  argv.insert(argv.end(), {"-fPIC", "-shared", "-fvisibility=hidden", "-I" + options_.sdk_include_dir});
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", "candidate.so", "candidate.hip"});
+  double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
+  HTAM_ASSIGN_OR_RETURN(ToolResult r, RunTool(argv, dir, limit));
+  out.compile_ms = r.wall_ms;
+  if (r.timed_out) return Status::Timeout("hipcc exceeded " + std::to_string(limit) + " s");
+  out.diagnostics = note + TrimHipDiagnostics(r.output, dir, options_.max_diagnostic_bytes);
+  if (r.signaled) return Status::Internal("hipcc was killed by a signal: " + out.diagnostics);
+  if (r.exit_code != 0 || access((dir + "/candidate.so").c_str(), R_OK) != 0) {
+    if (r.exit_code == 0) out.diagnostics += "hipcc produced no shared object\n";
+    else if (r.output.empty()) out.diagnostics += "hipcc exited with code " + std::to_string(r.exit_code);
+    return out;
+  }
+  // The code object must hold every target asked for: a missing one would fail only at load time
+  // on that GPU ("no binary for GPU"), far from the compile that caused it.
+  auto found = CodeObjectTargets(dir + "/candidate.so");
+  if (!found.ok()) return found.status().WithContext("reading the candidate's code object");
+  out.targets = *found;
+  for (const auto& t : targets) {
+    if (std::find(out.targets.begin(), out.targets.end(), Processor(t)) == out.targets.end()) {
+      return Status::Internal("hipcc built no code object for " + t + " (found: " + Join(out.targets) + ")");
+    }
+  }
+  out.ok = true;
+
+  if (!entry.empty()) {
+    if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
+    fs::remove(dir + "/candidate.hip", ec);
+    fs::create_directories(options_.cache_dir + "/hip", ec);
+    if (rename(dir.c_str(), entry.c_str()) != 0 && access((entry + "/candidate.so").c_str(), R_OK) != 0) {
+      return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(errno));
+    }
+    cleanup.d.clear();
+    fs::remove_all(dir, ec);  // another compile published the same entry first
+    out.so_path = entry + "/candidate.so";
+  } else {
+    std::string keep = options_.work_dir + "/hip-candidate-" + out.hash + ".so";
+    fs::rename(dir + "/candidate.so", keep, ec);
+    if (ec) return Status::IOError("cannot move artifact: " + ec.message());
+    out.so_path = keep;
+  }
+  return out;
+}
+
+}  // namespace htam::hip

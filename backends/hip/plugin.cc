@@ -1,0 +1,695 @@
+// libhtam_backend_hip.so: the HIP backend behind the C plugin ABI (backends/include/htam/backend.h).
+// Two platforms, chosen at initialize (option platform = auto | amd | nvidia):
+//   amd    — hipcc compiles for the configured AMDGPU targets (any machine); the AMD runtime path
+//            (amd_runtime.h) loads, runs and times candidates where libamdhip64 sees a GPU.
+//   nvidia — HIP candidates compile with nvcc through the compatibility layer
+//            sdk/include/htam/hip_on_cuda.h and run on the CUDA backend's runtime path: this plugin
+//            loads libhtam_backend_cuda.so and forwards device, memory, run and time calls to it.
+// C++ inside (Status, faults), converted to htam_backend_error only at this boundary.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/common/plugin_error.h"
+#include "backends/common/plugin_host.h"
+#include "backends/common/sha256.h"
+#include "backends/cuda/roofline_ext.h"
+#include "backends/hip/amd_runtime.h"
+#include "backends/hip/hipcc_compiler.h"
+#include "htam/backend.h"
+
+using htam::plugin::MakeError;
+namespace fs = std::filesystem;
+namespace hh = htam::hip;
+
+namespace {
+
+// Writes `value` into out->field only when the host's struct is large enough to hold it.
+#define HTAM_HIP_SET(out, field, value)                                               \
+  do {                                                                                \
+    if ((out)->struct_size >= offsetof(std::remove_pointer_t<decltype(out)>, field) + \
+                                  sizeof((out)->field))                               \
+      (out)->field = (value);                                                         \
+  } while (0)
+
+enum class Platform { kAmd, kNvidia };
+
+// The HIP headers a candidate may include; on NVIDIA each one is a shim to hip_on_cuda.h.
+const char* const kShimHeaders[] = {"hip_runtime.h", "hip_runtime_api.h", "hip_fp16.h",
+                                    "hip_bfloat16.h", "hip_bf16.h", "hip_vector_types.h",
+                                    "hip_common.h"};
+
+const char* kNotRunNote =
+    "The AMD runtime path (libamdhip64 via dlopen, hipEvent timing with cache flush, the gate of "
+    "backends/common) is compiled in CI but has never run on an AMD GPU: none was reachable when it "
+    "was written.";
+
+double ToDouble(const std::string& s, double def) {
+  try {
+    return s.empty() ? def : std::stod(s);
+  } catch (...) {
+    return def;
+  }
+}
+
+std::string Status2(const htam::Status& s) { return s.ToString(); }
+
+htam_backend_error_code CodeOf(const htam::Status& s) {
+  using C = htam::Status::Code;
+  switch (s.code()) {
+    case C::kTimeout: return HTAM_ERR_TIMEOUT;
+    case C::kInvalidArgument: return HTAM_ERR_INVALID_ARGUMENT;
+    case C::kUnavailable: return HTAM_ERR_UNAVAILABLE;
+    default: return HTAM_ERR_INTERNAL;
+  }
+}
+
+htam_backend_error* ToError(const hh::AmdFault& f) { return MakeError(f.code, f.message); }
+
+// Directory of this plugin (to find libhtam_backend_cuda.so beside it or in the build tree).
+std::string SelfDir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&SelfDir), &info) && info.dli_fname) {
+    return fs::path(info.dli_fname).parent_path().string();
+  }
+  return ".";
+}
+
+bool ReadText(const std::string& p, std::string* out) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream s;
+  s << f.rdbuf();
+  *out = s.str();
+  return true;
+}
+
+}  // namespace
+
+struct htam_backend {
+  void (*log)(void*, int32_t, const char*) = nullptr;
+  void* log_ctx = nullptr;
+  std::map<std::string, std::string> options;
+  std::string sdk_include_dir, cache_dir, work_dir;
+  Platform platform = Platform::kAmd;
+  bool can_run = false;
+  std::string version, notes;
+
+  // amd
+  std::optional<hh::HipccCompiler> hipcc;
+  std::string hipcc_error;
+  std::vector<std::string> targets;  // default compile targets (configured)
+  std::shared_ptr<hh::AmdRuntime> runtime;
+  std::vector<hh::AmdDeviceProps> amd_props;
+  std::vector<htam_device_info> infos;
+
+  // nvidia (delegation to the CUDA plugin)
+  std::unique_ptr<htam::PluginLibrary> cuda_lib;
+  std::unique_ptr<htam::BackendInstance> cuda;
+  htam_backend_device_roofline_fn cuda_roofline = nullptr;
+  std::string shim_dir, compat_flags;
+
+  std::string Opt(const std::string& key, const std::string& def) const {
+    for (const std::string& k : {"hip_" + key, key}) {
+      auto it = options.find(k);
+      if (it != options.end() && !it->second.empty()) return it->second;
+    }
+    return def;
+  }
+  void Log(int32_t level, const std::string& msg) const {
+    if (log) log(log_ctx, level, ("hip: " + msg).c_str());
+  }
+  const htam::PluginApi& capi() const { return cuda->api(); }
+};
+
+struct htam_artifact {
+  Platform platform = Platform::kAmd;
+  hh::HipCompileOutput amd;
+  htam_backend* backend = nullptr;
+  htam_artifact* inner = nullptr;  // the CUDA plugin's artifact
+};
+
+struct htam_device {
+  htam_backend* backend = nullptr;
+  std::unique_ptr<hh::AmdDevice> amd;
+  htam_device* inner = nullptr;
+  double call_timeout_ms = 10000;
+};
+
+struct htam_module {
+  htam_device* device = nullptr;
+  void* handle = nullptr;
+  htam_kernel_fn fn = nullptr;
+  htam_module* inner = nullptr;
+};
+
+struct htam_buffer {
+  htam_device* device = nullptr;
+  void* ptr = nullptr;
+  uint64_t bytes = 0;
+  htam_buffer* inner = nullptr;
+};
+
+namespace {
+
+// ---- platform set-up ---------------------------------------------------------------------------
+
+std::string ListText(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+// AMD: the compiler (always) and the runtime (where it loads). Returns the runtime's reason for
+// not running in *why.
+void SetUpAmd(htam_backend* b, std::string* why) {
+  auto targets = hh::ParseTargets(b->Opt("offload_archs", "gfx90a gfx942"));
+  if (!targets.ok() || targets->empty()) {
+    b->hipcc_error = targets.ok() ? "no offload_archs configured" : targets.status().ToString();
+  } else {
+    b->targets = *targets;
+    hh::HipccOptions o;
+    o.hipcc = b->Opt("hipcc", "hipcc");
+    o.sdk_include_dir = b->sdk_include_dir;
+    o.cache_dir = b->cache_dir;
+    o.work_dir = b->work_dir;
+    o.flags = b->Opt("flags", "-O3");
+    o.targets = b->targets;
+    o.max_diagnostic_bytes = size_t(ToDouble(b->Opt("max_diagnostic_bytes", ""), 16384));
+    auto c = hh::HipccCompiler::Create(o);
+    if (c.ok()) b->hipcc.emplace(std::move(c).value());
+    else b->hipcc_error = c.status().ToString();
+  }
+  auto rt = hh::AmdRuntime::Load(b->Opt("runtime_library", "libamdhip64.so.5"));
+  if (!rt.ok()) {
+    *why = rt.status().message();
+    return;
+  }
+  b->runtime = *rt;
+  b->amd_props = b->runtime->Probe(why);
+}
+
+void DescribeAmd(htam_backend* b, const std::string& why) {
+  b->platform = Platform::kAmd;
+  b->can_run = !b->amd_props.empty() && b->hipcc.has_value();
+  for (const auto& p : b->amd_props) {
+    htam_device_info info{};
+    info.index = p.index;
+    info.name = p.name.c_str();
+    info.arch = p.arch.c_str();
+    info.memory_bytes = p.memory_bytes;
+    info.sm_clock_mhz = p.max_sm_mhz;
+    info.mem_clock_mhz = p.max_mem_mhz;
+    info.cache_bytes = p.l2_bytes;
+    b->infos.push_back(info);
+  }
+  std::string tool = b->hipcc ? b->hipcc->version() : "hipcc unavailable: " + b->hipcc_error;
+  std::replace(tool.begin(), tool.end(), '\n', ';');
+  b->version = "htam hip backend (platform amd); " + tool;
+  std::ostringstream n;
+  n << "platform amd. ";
+  if (b->hipcc) {
+    n << "Compiles for " << ListText(b->hipcc->supported_targets()) << " with hipcc.";
+    if (!b->hipcc->unsupported_targets().empty())
+      n << " Not built: " << ListText(b->hipcc->unsupported_targets())
+        << " (this HIP toolchain cannot target it; HIP >= 5.7 / LLVM >= 17 can).";
+  } else {
+    n << "Cannot compile: " << b->hipcc_error << ".";
+  }
+  if (b->can_run) n << " " << b->amd_props.size() << " AMD GPU(s). ";
+  else n << " Runtime path cannot run here (compile only): " << why << ". ";
+  n << kNotRunNote;
+  b->notes = n.str();
+}
+
+// Writes hip/<header> shims that include the compatibility layer, once per layer version.
+htam::Status WriteShims(htam_backend* b) {
+  std::string layer;
+  std::string header = b->sdk_include_dir + "/htam/hip_on_cuda.h";
+  if (!ReadText(header, &layer)) {
+    return htam::Status::FailedPrecondition("no htam/hip_on_cuda.h under " + b->sdk_include_dir);
+  }
+  std::string hash = htam::Sha256Hex(layer).substr(0, 16);
+  std::string base = (b->cache_dir.empty() ? b->work_dir : b->cache_dir) + "/hip";
+  b->shim_dir = base + "/nvidia-shim-" + hash;
+  // The layer's hash is part of the flags, hence of the CUDA compile cache key.
+  b->compat_flags = "-I" + b->shim_dir + " -include " + header + " -DHTAM_HIP_ON_CUDA_LAYER=0x" + hash;
+  std::error_code ec;
+  if (fs::exists(b->shim_dir + "/hip/hip_runtime.h", ec)) return htam::Status::OK();
+  std::string tmp = base + "/.shim-" + std::to_string(getpid()) + "-" + hash;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp + "/hip", ec);
+  if (ec) return htam::Status::IOError("cannot create " + tmp + ": " + ec.message());
+  for (const char* h : kShimHeaders) {
+    std::ofstream f(tmp + "/hip/" + h);
+    f << "// Written by the htam HIP backend: HIP on NVIDIA through htam/hip_on_cuda.h.\n"
+         "#include <htam/hip_on_cuda.h>\n";
+    if (!f) return htam::Status::IOError("cannot write shim " + std::string(h));
+  }
+  if (rename(tmp.c_str(), b->shim_dir.c_str()) != 0) fs::remove_all(tmp, ec);  // raced: theirs is equal
+  return fs::exists(b->shim_dir + "/hip/hip_runtime.h", ec)
+             ? htam::Status::OK()
+             : htam::Status::IOError("cannot publish " + b->shim_dir);
+}
+
+// NVIDIA: loads and initializes the CUDA plugin. Returns false (reason in *why) when it cannot.
+bool SetUpNvidia(htam_backend* b, std::string* why) {
+  std::string path = b->Opt("cuda_plugin", "");
+  if (path.empty()) {
+    std::string self = SelfDir();
+    for (const std::string& c : {self + "/libhtam_backend_cuda.so", self + "/../cuda/libhtam_backend_cuda.so"}) {
+      if (access(c.c_str(), R_OK) == 0) {
+        path = c;
+        break;
+      }
+    }
+  }
+  if (path.empty()) {
+    *why = "libhtam_backend_cuda.so not found beside " + SelfDir() + " (set eval.hip_cuda_plugin)";
+    return false;
+  }
+  auto lib = htam::PluginLibrary::Open(path);
+  if (!lib.ok()) {
+    *why = lib.status().ToString();
+    return false;
+  }
+  if (htam::Status st = WriteShims(b); !st.ok()) {
+    *why = st.ToString();
+    return false;
+  }
+  htam::HostOptions h;
+  h.sdk_include_dir = b->sdk_include_dir;
+  h.cache_dir = b->cache_dir;
+  h.work_dir = b->work_dir;
+  h.options = {"nvcc=" + b->Opt("nvcc", "nvcc"), "nvcc_flags=" + b->Opt("nvcc_flags", "-O3"),
+               "call_timeout_ms=" + b->Opt("call_timeout_ms", "10000")};
+  auto inst = htam::BackendInstance::Create((*lib)->api(), h);
+  if (!inst.ok()) {
+    *why = inst.status().ToString();
+    return false;
+  }
+  b->cuda_lib = std::move(lib).value();
+  b->cuda = std::move(inst).value();
+  if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+    b->cuda_roofline = reinterpret_cast<htam_backend_device_roofline_fn>(
+        dlsym(handle, "htam_backend_device_roofline"));
+    dlclose(handle);  // the PluginLibrary keeps its own reference
+  }
+  const htam_backend_description& d = b->cuda->description();
+  b->platform = Platform::kNvidia;
+  b->can_run = d.can_run != 0;
+  for (int i = 0; i < d.num_devices; ++i) b->infos.push_back(d.devices[i]);
+  b->version = std::string("htam hip backend (platform nvidia, HIP through htam/hip_on_cuda.h); ") +
+               (d.version ? d.version : "");
+  b->notes = "platform nvidia: HIP candidates compile with nvcc through htam/hip_on_cuda.h (the "
+             "supported subset is in docs/backends-hip.md; warpSize is 32 here) and run, are timed "
+             "and verified on the CUDA backend's runtime path (" + path + "). " +
+             (b->can_run ? std::string("") : "No CUDA device: " + std::string(d.notes ? d.notes : "") + ". ") +
+             kNotRunNote;
+  return true;
+}
+
+htam_backend_error* Select(htam_device* d) {
+  return nullptr == d ? MakeError(HTAM_ERR_INVALID_ARGUMENT, "null device") : nullptr;
+}
+
+}  // namespace
+
+// Not a constant: comparing with a literal 0 would be 'always false' to the compiler.
+uint32_t g_hip_built_minor = HTAM_BACKEND_API_VERSION_MINOR;
+
+extern "C" {
+
+HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* minor) {
+  if (major) *major = HTAM_BACKEND_API_VERSION_MAJOR;
+  if (minor) *minor = HTAM_BACKEND_API_VERSION_MINOR;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backend_host* host,
+                                                                htam_backend** out) {
+  if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "initialize: null argument");
+  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor < g_hip_built_minor) {
+    return MakeError(HTAM_ERR_VERSION,
+                     "hip plugin built for backend API " + std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) +
+                         "." + std::to_string(HTAM_BACKEND_API_VERSION_MINOR) + ", host has " +
+                         std::to_string(host->api_major) + "." + std::to_string(host->api_minor));
+  }
+  auto b = std::make_unique<htam_backend>();
+  if (host->struct_size >= offsetof(htam_backend_host, log_ctx) + sizeof(void*)) {
+    b->log = host->log;
+    b->log_ctx = host->log_ctx;
+  }
+  for (const char* const* o = host->options; o && *o; ++o) {
+    std::string kv(*o);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) b->options[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  std::error_code ec;
+  b->sdk_include_dir = fs::absolute(host->sdk_include_dir ? host->sdk_include_dir : "sdk/include", ec).string();
+  b->cache_dir = host->cache_dir && *host->cache_dir ? fs::absolute(host->cache_dir, ec).string() : "";
+  b->work_dir = host->work_dir && *host->work_dir ? fs::absolute(host->work_dir, ec).string() : "/tmp";
+
+  std::string platform = b->Opt("platform", "auto");
+  if (platform != "auto" && platform != "amd" && platform != "nvidia") {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                     "hip platform must be auto, amd or nvidia, not '" + platform + "'");
+  }
+  std::string amd_why, nv_why;
+  if (platform == "nvidia") {
+    if (!SetUpNvidia(b.get(), &nv_why)) {
+      return MakeError(HTAM_ERR_UNAVAILABLE, "hip platform nvidia: " + nv_why);
+    }
+  } else {
+    SetUpAmd(b.get(), &amd_why);
+    // auto: an AMD GPU wins; else an NVIDIA GPU through the CUDA backend; else AMD compile-only.
+    if (platform == "auto" && b->amd_props.empty() && SetUpNvidia(b.get(), &nv_why) && !b->can_run) {
+      b->cuda.reset();
+      b->cuda_lib.reset();
+      b->infos.clear();
+      b->cuda_roofline = nullptr;
+    }
+    if (!b->cuda) DescribeAmd(b.get(), amd_why + (nv_why.empty() ? "" : "; NVIDIA: " + nv_why));
+  }
+  if (!b->cuda) b->platform = Platform::kAmd;
+  b->Log(HTAM_LOG_INFO, b->version + " — " + b->notes);
+  *out = b.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* b) {
+  if (!b) return;
+  b->cuda.reset();  // finalizes the CUDA plugin before its library is closed
+  b->cuda_lib.reset();
+  delete b;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
+                                                              htam_backend_description* out) {
+  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "describe: null argument");
+  HTAM_HIP_SET(out, name, "hip");
+  HTAM_HIP_SET(out, language, "hip");
+  HTAM_HIP_SET(out, source_suffix, ".hip");
+  HTAM_HIP_SET(out, version, b->version.c_str());
+  HTAM_HIP_SET(out, notes, b->notes.c_str());
+  HTAM_HIP_SET(out, num_devices, static_cast<int32_t>(b->infos.size()));
+  HTAM_HIP_SET(out, devices, b->infos.empty() ? nullptr : b->infos.data());
+  HTAM_HIP_SET(out, can_run, b->can_run ? 1 : 0);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
+                                                             const htam_compile_request* req,
+                                                             htam_artifact** out) {
+  if (!b || !req || !out || (!req->source && req->source_len)) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "compile: null argument");
+  }
+  if (req->language && *req->language && std::strcmp(req->language, "hip") != 0) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                     std::string("hip backend compiles language 'hip', not '") + req->language + "'");
+  }
+  std::string arch = req->arch ? req->arch : "";
+  std::string options = req->options ? req->options : "";
+  auto a = std::make_unique<htam_artifact>();
+  a->backend = b;
+  if (b->platform == Platform::kNvidia) {
+    if (arch.rfind("gfx", 0) == 0) {
+      return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                       "hip platform nvidia builds for NVIDIA GPUs (sm_NN), not " + arch);
+    }
+    htam_compile_request r{};
+    r.struct_size = sizeof r;
+    r.source = req->source;
+    r.source_len = req->source_len;
+    r.language = "cuda";
+    r.arch = arch.empty() ? nullptr : req->arch;
+    std::string flags = b->compat_flags + " " + options;
+    r.options = flags.c_str();
+    r.name = req->name;
+    r.timeout_s = req->timeout_s;
+    if (htam_backend_error* e = b->capi().compile(b->cuda->handle(), &r, &a->inner)) return e;
+    a->platform = Platform::kNvidia;
+    *out = a.release();
+    return nullptr;
+  }
+  if (!b->hipcc) return MakeError(HTAM_ERR_UNAVAILABLE, "hipcc unavailable: " + b->hipcc_error);
+  std::vector<std::string> targets;
+  if (!arch.empty()) {
+    auto t = hh::ParseTargets(arch);
+    if (!t.ok()) return MakeError(HTAM_ERR_INVALID_ARGUMENT, t.status().message());
+    targets = *t;
+  }
+  std::string_view source(req->source ? req->source : "", req->source_len);
+  auto r = b->hipcc->Compile(source, targets, options, req->name ? req->name : "candidate", req->timeout_s);
+  if (!r.ok()) return MakeError(CodeOf(r.status()), Status2(r.status()));
+  if (!r->ok) return MakeError(HTAM_ERR_COMPILE, r->diagnostics);
+  a->amd = std::move(r).value();
+  *out = a.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_artifact* a,
+                                                                   htam_artifact_info* out) {
+  if (!a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "artifact_info: null argument");
+  if (a->platform == Platform::kNvidia) return a->backend->capi().artifact_info(a->inner, out);
+  HTAM_HIP_SET(out, path, a->amd.so_path.c_str());
+  HTAM_HIP_SET(out, content_hash, a->amd.hash.c_str());
+  HTAM_HIP_SET(out, diagnostics, a->amd.diagnostics.c_str());
+  HTAM_HIP_SET(out, from_cache, a->amd.from_cache ? 1 : 0);
+  HTAM_HIP_SET(out, compile_ms, a->amd.from_cache ? 0.0 : a->amd.compile_ms);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
+  if (!a) return;
+  if (a->inner) a->backend->capi().artifact_release(a->inner);
+  delete a;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
+                                                                 htam_device** out) {
+  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_open: null argument");
+  if (!b->can_run) return MakeError(HTAM_ERR_UNAVAILABLE, "hip backend cannot run here: " + b->notes);
+  auto d = std::make_unique<htam_device>();
+  d->backend = b;
+  d->call_timeout_ms = ToDouble(b->Opt("call_timeout_ms", ""), 10000);
+  if (b->platform == Platform::kNvidia) {
+    if (htam_backend_error* e = b->capi().device_open(b->cuda->handle(), index, &d->inner)) return e;
+    *out = d.release();
+    return nullptr;
+  }
+  if (index < 0 || index >= static_cast<int32_t>(b->amd_props.size())) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "no AMD GPU " + std::to_string(index));
+  }
+  hh::AmdDeviceOptions o;
+  o.flush_min_bytes = uint64_t(ToDouble(b->Opt("flush_min_mb", ""), 512)) << 20;
+  auto dev = hh::AmdDevice::Open(b->runtime, b->amd_props[size_t(index)], o);
+  if (!dev.ok()) return MakeError(HTAM_ERR_UNAVAILABLE, dev.status().ToString());
+  d->amd = std::move(dev).value();
+  *out = d.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_device_close(htam_device* d) {
+  if (!d) return;
+  if (d->inner) d->backend->capi().device_close(d->inner);
+  delete d;
+}
+
+HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device* d) {
+  if (!d) return nullptr;
+  if (d->inner) return d->backend->capi().device_stream(d->inner);
+  return d->amd ? d->amd->stream() : nullptr;
+}
+
+// Extension of the CUDA backend (backends/cuda/roofline_ext.h), forwarded on NVIDIA.
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_roofline(htam_device* d,
+                                                                     htam_roofline_report* out) {
+  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_roofline: null argument");
+  if (d->inner && d->backend->cuda_roofline) return d->backend->cuda_roofline(d->inner, out);
+  return MakeError(HTAM_ERR_UNSUPPORTED, "roofline probes are not implemented on the AMD path");
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const htam_artifact* a,
+                                                          htam_module** out) {
+  if (!d || !a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "load: null argument");
+  auto m = std::make_unique<htam_module>();
+  m->device = d;
+  if (d->inner) {
+    if (a->platform != Platform::kNvidia) return MakeError(HTAM_ERR_LOAD, "artifact was built for AMD GPUs");
+    if (htam_backend_error* e = d->backend->capi().load(d->inner, a->inner, &m->inner)) return e;
+    *out = m.release();
+    return nullptr;
+  }
+  if (a->platform != Platform::kAmd) return MakeError(HTAM_ERR_LOAD, "artifact was built for NVIDIA GPUs");
+  const std::string& arch = d->amd->props().arch;
+  if (std::find(a->amd.targets.begin(), a->amd.targets.end(), arch) == a->amd.targets.end()) {
+    return MakeError(HTAM_ERR_LOAD, "candidate holds no code object for " + arch + " (built for " +
+                                        ListText(a->amd.targets) + "); add it to eval.hip_offload_archs");
+  }
+  dlerror();
+  void* h = dlopen(a->amd.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* why = dlerror();
+    return MakeError(HTAM_ERR_LOAD, std::string("cannot load candidate: ") + (why ? why : "?"));
+  }
+  void* sym = dlsym(h, "htam_kernel");
+  if (!sym) {
+    dlclose(h);
+    return MakeError(HTAM_ERR_LOAD, "candidate does not export htam_kernel (declare it with HTAM_KERNEL_ENTRY)");
+  }
+  if (auto f = d->amd->CheckPending("loading candidate")) return ToError(*f);
+  m->handle = h;
+  m->fn = reinterpret_cast<htam_kernel_fn>(sym);
+  *out = m.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_module_release(htam_module* m) {
+  if (!m) return;
+  if (m->inner) m->device->backend->capi().module_release(m->inner);
+  // After a device fault the candidate's destructors would touch a dead runtime: keep it mapped.
+  if (m->handle && m->device->amd && !m->device->amd->poisoned()) dlclose(m->handle);
+  delete m;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d, uint64_t bytes,
+                                                                  htam_buffer** out) {
+  if (htam_backend_error* e = Select(d)) return e;
+  if (!out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_alloc: null argument");
+  auto b = std::make_unique<htam_buffer>();
+  b->device = d;
+  b->bytes = bytes;
+  if (d->inner) {
+    if (htam_backend_error* e = d->backend->capi().buffer_alloc(d->inner, bytes, &b->inner)) return e;
+  } else if (auto f = d->amd->Alloc(bytes, &b->ptr)) {
+    return ToError(*f);
+  }
+  *out = b.release();
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
+  if (!b) return;
+  if (b->inner) b->device->backend->capi().buffer_free(b->inner);
+  else b->device->amd->Free(b->ptr);
+  delete b;
+}
+
+HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {
+  if (!b) return nullptr;
+  return b->inner ? b->device->backend->capi().buffer_address(b->inner) : b->ptr;
+}
+
+namespace {
+htam_backend_error* CheckRange(htam_buffer* b, uint64_t offset, uint64_t bytes) {
+  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null buffer");
+  if (offset > b->bytes || bytes > b->bytes - offset) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "range [" + std::to_string(offset) + ", +" +
+                                                    std::to_string(bytes) + ") outside a buffer of " +
+                                                    std::to_string(b->bytes) + " bytes");
+  }
+  return nullptr;
+}
+}  // namespace
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst, uint64_t offset,
+                                                                    const void* src, uint64_t bytes) {
+  if (dst && dst->inner) return dst->device->backend->capi().copy_to_device(dst->inner, offset, src, bytes);
+  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
+  if (bytes == 0) return nullptr;
+  if (!src) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_device: null source");
+  if (auto f = dst->device->amd->CopyToDevice(static_cast<char*>(dst->ptr) + offset, src, bytes)) return ToError(*f);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
+                                                                  uint64_t offset, uint64_t bytes) {
+  if (src && src->inner) return src->device->backend->capi().copy_to_host(dst, src->inner, offset, bytes);
+  if (htam_backend_error* e = CheckRange(src, offset, bytes)) return e;
+  if (bytes == 0) return nullptr;
+  if (!dst) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_host: null destination");
+  if (auto f = src->device->amd->CopyToHost(dst, static_cast<char*>(src->ptr) + offset, bytes)) return ToError(*f);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, uint64_t offset,
+                                                            uint8_t value, uint64_t bytes) {
+  if (dst && dst->inner) return dst->device->backend->capi().memset(dst->inner, offset, value, bytes);
+  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
+  if (bytes == 0) return nullptr;
+  if (auto f = dst->device->amd->Memset(static_cast<char*>(dst->ptr) + offset, value, bytes)) return ToError(*f);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* inputs,
+                                                         int32_t num_inputs, htam_tensor* outputs,
+                                                         int32_t num_outputs, int32_t* kernel_rc) {
+  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) || (num_outputs && !outputs)) {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "run: bad arguments");
+  }
+  if (m->inner) {
+    return m->device->backend->capi().run(m->inner, inputs, num_inputs, outputs, num_outputs, kernel_rc);
+  }
+  if (kernel_rc) *kernel_rc = 0;
+  auto f = m->device->amd->Call(m->fn, inputs, num_inputs, outputs, num_outputs, m->device->call_timeout_ms);
+  if (f) {
+    if (kernel_rc) *kernel_rc = f->kernel_rc;
+    return ToError(*f);
+  }
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
+                                                          const htam_timing_request* req,
+                                                          htam_timing_result* res) {
+  if (!m || !req || !res) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "time: null argument");
+  if (m->inner) return m->device->backend->capi().time(m->inner, req, res);
+  htam_timing_request r{};
+  std::memcpy(&r, req, std::min<size_t>(req->struct_size, sizeof r));
+  r.struct_size = sizeof r;
+  if (req->struct_size < sizeof r) r.call_timeout_ms = 0;  // fields the host did not send
+  if (r.call_timeout_ms <= 0) r.call_timeout_ms = m->device->call_timeout_ms;
+  double* rep_us =
+      res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*) ? res->rep_us : nullptr;
+  hh::AmdTimeStats stats;
+  if (auto f = m->device->amd->Time(m->fn, r, rep_us, &stats)) return ToError(*f);
+  HTAM_HIP_SET(res, warmup_done, stats.warmup_done);
+  HTAM_HIP_SET(res, all_streams, 1);
+  HTAM_HIP_SET(res, sm_clock_mhz, stats.clocks.sm_mhz);
+  HTAM_HIP_SET(res, mem_clock_mhz, stats.clocks.mem_mhz);
+  if (stats.off_stream_reps > 0) {
+    m->device->backend->Log(HTAM_LOG_WARN, std::to_string(stats.off_stream_reps) +
+                                               " repetitions had work outliving the candidate's "
+                                               "stream; charged up to device idle");
+  }
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(htam_module* m, const htam_tensor* inputs,
+                                                             int32_t num_inputs, htam_tensor* outputs,
+                                                             int32_t num_outputs,
+                                                             htam_profile_report* out) {
+  if (!m || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile: null argument");
+  if (m->inner) {
+    const htam::PluginApi& api = m->device->backend->capi();
+    if (!api.profile) return MakeError(HTAM_ERR_UNSUPPORTED, "the CUDA plugin has no profile stage");
+    return api.profile(m->inner, inputs, num_inputs, outputs, num_outputs, out);
+  }
+  hh::AmdClocks c = m->device->amd->ReadClocks();
+  HTAM_HIP_SET(out, sm_clock_mhz, c.sm_mhz);
+  HTAM_HIP_SET(out, mem_clock_mhz, c.mem_mhz);
+  return nullptr;
+}
+
+}  // extern "C"
