@@ -35,6 +35,9 @@ class DaemonTestBase(unittest.TestCase):
             self.skipTest("htamd is not built (set HTAM_HTAMD or HTAM_BUILD_DIR)")
         self.tmp = tempfile.TemporaryDirectory(prefix="htam-agent-")
         self.addCleanup(self.tmp.cleanup)
+        # Workers drop to an unprivileged user when htamd runs as root: the evaluation cache
+        # inside the data folder must be reachable for them.
+        os.chmod(self.tmp.name, 0o755)
         self.proc = HtamdProcess(self.htamd, os.path.join(self.tmp.name, "data"), FIXTURES)
         self.proc.start()
         self.addCleanup(self.stop)
@@ -93,8 +96,8 @@ class AgentLoopTest(DaemonTestBase):
 
     def test_llm_agent_gets_the_compiler_error_back_and_repairs(self):
         task = load_task(os.path.join(FIXTURES, "fx_scale"))
-        broken = open(os.path.join(task.dir, "variants/cpu/v4_broken.cpp")).read()
-        good = open(os.path.join(task.dir, "variants/cpu/v1_unroll4.cpp")).read()
+        broken = task.lineages["cpu"].by_id("v4").source()
+        good = task.lineages["cpu"].by_id("v1").source()
         ep = FakeEndpoint([
             reply("SUMMARY: blocked loop\nSTRATEGIES: none\n```cpp\n" + broken + "```\n"),
             reply("SUMMARY: unrolled with restrict\nSTRATEGIES: none\n```cpp\n" + good + "```\n")])

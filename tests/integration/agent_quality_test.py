@@ -20,6 +20,7 @@ class QualitySmokeTest(unittest.TestCase):
         if not find_htamd(build):
             self.skipTest("htamd is not built (set HTAM_BUILD_DIR)")
         with tempfile.TemporaryDirectory(prefix="htam-quality-") as tmp:
+            os.chmod(tmp, 0o755)  # workers run unprivileged: the data folder must be reachable
             out = io.StringIO()
             js = os.path.join(tmp, "runs.json")
             with redirect_stdout(out):

@@ -19,6 +19,7 @@ class DemoTest(unittest.TestCase):
         if not find_htamd(build):
             self.skipTest("htamd is not built (set HTAM_BUILD_DIR)")
         with tempfile.TemporaryDirectory(prefix="htam-demo-") as tmp:
+            os.chmod(tmp, 0o755)  # workers run unprivileged: the data folder must be reachable
             data = os.path.join(tmp, "htam-data")
             env = dict(os.environ, HTAM_DEMO_SKIP_SETUP="1", HTAM_DEMO_SKIP_BUILD="1",
                        HTAM_BUILD_DIR=build, HTAM_DEMO_DATA=data, HTAM_DEMO_TASKS=FIXTURES,

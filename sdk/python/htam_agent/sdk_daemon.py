@@ -1,14 +1,12 @@
-"""The Daemon interface over the wire protocol (ZeroMQ + FlatBuffers, schema/protocol.fbs)."""
+"""The Daemon interface over the htam Python SDK (package `htam`, htam.Client)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from . import __version__
 from .daemon import Daemon, DaemonError
 from .model import (DirectionInfo, DirectionScoreView, OutcomeView, SessionView, StepView,
                     StrategyView, status_slug, status_value)
-from .wire import WireChannel, WireError
 
 
 def _strategy(d: Dict[str, Any], hit: Dict[str, Any] = None) -> StrategyView:
@@ -45,42 +43,54 @@ def _session(d: Dict[str, Any], info: Dict[str, Any] = None) -> SessionView:
 
 
 class SdkDaemon(Daemon):
+    """Over htam.Client (the Python SDK: ZeroMQ DEALER + FlatBuffers envelopes)."""
+
     def __init__(self, endpoint: str, timeout_s: float = 600.0, server_public_key: str = "",
                  client_key_file: str = ""):
         try:
-            self.ch = WireChannel(endpoint, timeout_s=timeout_s,
-                                  server_public_key=server_public_key,
-                                  client_key_file=client_key_file)
-        except WireError as e:
-            raise DaemonError(str(e)) from e
-        except Exception as e:  # zmq errors (bad endpoint, missing CURVE support)
+            import htam  # the SDK, assembled in build/python by the build
+        except ImportError as e:
+            raise DaemonError(f"the htam Python SDK is not importable ({e}): put the build's "
+                              f"python folder (build/python) on PYTHONPATH") from e
+        self._sdk = htam
+        keys = {}
+        if server_public_key:
+            keys["server_public_key"] = server_public_key
+        if client_key_file:
+            keys["client_key_file"] = client_key_file
+        try:
+            self.c = htam.Client(endpoint, timeout_s=min(timeout_s, 60.0), client_name="htam-agent",
+                                 hello=False, **keys)
+        except (htam.HtamError, ValueError, OSError) as e:
             raise DaemonError(f"cannot connect to {endpoint}: {e}") from e
+        except Exception as e:  # zmq.ZMQError: a malformed endpoint, no CURVE support
+            raise DaemonError(f"cannot connect to {endpoint}: {e}") from e
+        self.eval_timeout_s = timeout_s
         self._direction_cache = None
 
-    def _req(self, body: str, fields: Dict[str, Any], timeout_ms=None) -> Dict[str, Any]:
+    def _req(self, what: str, fn, *args, **kwargs):
         try:
-            _, data = self.ch.request(body, fields, timeout_ms=timeout_ms)
-            return data
-        except WireError as e:
+            return fn(*args, **kwargs)
+        except self._sdk.HtamError as e:
             raise DaemonError(str(e)) from e
-        except Exception as e:  # zmq.ZMQError and the like: transport trouble
-            raise DaemonError(f"{body}: {e}") from e
+        except Exception as e:  # zmq errors: transport trouble
+            raise DaemonError(f"{what}: {e}") from e
 
     def close_connection(self) -> None:
-        self.ch.close()
+        self.c.close()
 
     def hello(self) -> dict:
-        return self._req("Hello", {"client": "htam-agent", "client_version": __version__})
+        return self._req("hello", self.c.hello)
 
     def open_session(self, task, backend, arch="", budget=0, client="htam-agent", model="",
                      session_id=0) -> SessionView:
-        d = self._req("OpenSession", {"session_id": session_id, "task": task, "backend": backend,
-                                      "arch": arch, "budget": budget, "client": client,
-                                      "model": model})
+        self.c.client_name = client
+        d = self._req("open session", self.c.open_session, task=task, backend=backend, arch=arch,
+                      budget=budget, model=model, session_id=session_id)
         return _session(d.get("session") or {}, d)
 
     def next_step(self, session_id) -> StepView:
-        d = self._req("NextStep", {"session_id": session_id})
+        d = self._req("next step", self.c.next_step, session_id)
         direction = d.get("direction") or {}
         strategies = [_strategy(h.get("strategy") or {}, h) for h in (d.get("strategies") or [])]
         scores = [DirectionScoreView(
@@ -101,10 +111,11 @@ class SdkDaemon(Daemon):
 
     def submit(self, session_id, source, language, direction_id, strategy_ids,
                summary) -> OutcomeView:
-        d = self._req("Submit", {"session_id": session_id, "source": source,
-                                 "language": language, "direction_id": direction_id,
-                                 "strategy_ids": list(strategy_ids), "summary": summary,
-                                 "wait": True})
+        d = self._req("submit", self.c.submit, session_id, source, language=language,
+                      direction_id=direction_id, strategy_ids=list(strategy_ids),
+                      summary=summary, wait=True, timeout_s=self.eval_timeout_s)
+        while not d.get("done", True) and d.get("job_id"):
+            d = self._req("poll", self.c.poll, d["job_id"], wait_ms=60000)
         return OutcomeView(status=status_slug(int(d.get("status", 7) or 0)),
                            speedup=float(d.get("speedup", 0.0) or 0.0),
                            best_speedup=float(d.get("best_speedup", 0.0) or 0.0),
@@ -116,25 +127,25 @@ class SdkDaemon(Daemon):
 
     def record(self, session_id, direction_id, strategy_ids, summary, outcome,
                source="") -> OutcomeView:
-        d = self._req("Record", {"session_id": session_id, "direction_id": direction_id,
-                                 "strategy_ids": list(strategy_ids), "summary": summary,
-                                 "status": status_value(outcome.status),
-                                 "speedup_after": float(outcome.speedup if outcome.ok else 0.0),
-                                 "median_us": float(outcome.median_us), "source": source})
+        tid = self._req("record", self.c.record, session_id, direction_id=direction_id,
+                        strategy_ids=list(strategy_ids), summary=summary,
+                        status=status_value(outcome.status),
+                        speedup_after=float(outcome.speedup if outcome.ok else 0.0),
+                        median_us=float(outcome.median_us), source=source)
         return OutcomeView(status=outcome.status, speedup=outcome.speedup,
                            best_speedup=outcome.best_speedup, diagnostics=outcome.diagnostics,
                            median_us=outcome.median_us,
-                           transition_id=int(d.get("transition_id", 0) or 0), verified=False)
+                           transition_id=int(tid or 0), verified=False)
 
     def close(self, session_id) -> SessionView:
-        d = self._req("CloseSession", {"session_id": session_id})
-        return _session(d.get("session") or {})
+        return _session(self._req("close session", self.c.close_session, session_id) or {})
 
     def directions(self) -> List[DirectionInfo]:
-        d = self._req("Query", {"kind": 0, "limit": 1000})
+        d = self._req("query directions", self.c.query, "directions", limit=1000)
         return [DirectionInfo(id=int(x.get("id", 0)), name=x.get("name") or "",
                               title=x.get("title") or "") for x in (d.get("directions") or [])]
 
     def strategies(self, direction_id=0) -> List[StrategyView]:
-        d = self._req("Query", {"kind": 1, "direction_id": direction_id, "limit": 10000})
+        d = self._req("query strategies", self.c.query, "strategies", direction_id=direction_id,
+                      limit=10000)
         return [_strategy(x) for x in (d.get("strategies") or [])]
