@@ -21,7 +21,10 @@ def find_htamd(build_dir: str = "") -> str:
     candidates = []
     if os.environ.get("HTAM_HTAMD"):
         candidates.append(os.environ["HTAM_HTAMD"])
-    for b in ([build_dir] if build_dir else []) + ["build"]:
+    dirs = [build_dir] if build_dir else []
+    if os.environ.get("HTAM_BUILD_DIR"):
+        dirs.append(os.environ["HTAM_BUILD_DIR"])
+    for b in dirs + ["build"]:
         candidates += [os.path.join(b, "daemon", "htamd"), os.path.join(b, "bin", "htamd")]
     for c in candidates:
         if c and os.access(c, os.X_OK):

@@ -2,7 +2,7 @@
 
 Leave-one-task-out over the task suite, on recorded outcomes (no GPU needed):
 
-  for each task T with a usable lineage (every correct variant has a measured speedup):
+  for each task T whose lineage has measured outcomes (variants without one are left out):
     memory M_T = a fresh store into which the lineages of every OTHER task are recorded
     for each budget (6, 12), seed, policy:
       a session on T: each step the policy picks a direction; the replay world answers with the
@@ -67,7 +67,7 @@ class World:
 
     def act(self, direction: str) -> Tuple[Optional[Variant], OutcomeView]:
         cands = [v for v in self.lineage.children(self.node)
-                 if v.direction == direction and v.id not in self.tried]
+                 if v.direction == direction and v.id not in self.tried and known(v)]
         if not cands:
             return None, OutcomeView(status="ok", speedup=self.best, best_speedup=self.best,
                                      verified=False,
@@ -85,10 +85,15 @@ class World:
         return self.best >= self.target * (1 - 1e-6)
 
 
+def known(v: Variant) -> bool:
+    """A variant with a recorded outcome: a failure class, or a measured speedup. Correct
+    variants nobody measured are left out of the world (and of the recorded import)."""
+    return not v.ok or v.speedup > 0
+
+
 def usable(lineage: Lineage) -> bool:
-    """Recorded outcomes exist for every correct variant, and some variant beats the reference."""
-    oks = [v for v in lineage.variants if v.expected in ("ok", "slower")]
-    return bool(oks) and all(v.speedup > 0 for v in oks) and lineage.best_speedup() > 1.0
+    """Some measured variant beats the reference (the target of a held-out session)."""
+    return lineage.best_speedup() > 1.0
 
 
 # ---------------------------------------------------------------- policies
