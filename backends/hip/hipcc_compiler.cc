@@ -77,7 +77,7 @@ std::string Processor(const std::string& target) { return target.substr(0, targe
 }  // namespace
 
 Result<std::vector<std::string>> ParseTargets(std::string_view list) {
-  static const std::regex kTarget(R"(gfx[0-9]{3,4}[a-z]?(:[a-z_]+[+-])*)");
+  static const std::regex kTarget(R"(gfx[0-9][0-9a-f]{2,3}(:[a-z_]+[+-])*)");
   std::string s(list);
   std::replace(s.begin(), s.end(), ',', ' ');
   std::vector<std::string> out;
