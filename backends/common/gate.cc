@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -25,6 +26,11 @@ namespace {
 using fb::OutcomeStatus;
 
 constexpr uint8_t kPoisonByte = 0xFF;  // NaN in f32, f64, f16 and bf16
+
+// Set once a candidate left threads running: from then on nothing is freed or unloaded (those
+// threads may still write to the buffers or execute the module's code); the worker process ends
+// after the job anyway.
+std::atomic<bool> g_keep_everything{false};
 
 // A failure of the candidate (status + reason) or of the infrastructure.
 struct Verdict {
@@ -74,11 +80,15 @@ std::string Num(double v) {
 // RAII owners for plugin handles.
 struct ArtifactDeleter {
   const PluginApi* api;
-  void operator()(htam_artifact* a) const { if (a) api->artifact_release(a); }
+  void operator()(htam_artifact* a) const {
+    if (a && !g_keep_everything) api->artifact_release(a);
+  }
 };
 struct ModuleDeleter {
   const PluginApi* api;
-  void operator()(htam_module* m) const { if (m) api->module_release(m); }
+  void operator()(htam_module* m) const {
+    if (m && !g_keep_everything) api->module_release(m);
+  }
 };
 using ArtifactPtr = std::unique_ptr<htam_artifact, ArtifactDeleter>;
 using ModulePtr = std::unique_ptr<htam_module, ModuleDeleter>;
@@ -87,7 +97,9 @@ using ModulePtr = std::unique_ptr<htam_module, ModuleDeleter>;
 class DeviceTensor {
  public:
   DeviceTensor(const PluginApi* api) : api_(api) {}
-  ~DeviceTensor() { if (buf_) api_->buffer_free(buf_); }
+  ~DeviceTensor() {
+    if (buf_ && !g_keep_everything) api_->buffer_free(buf_);
+  }
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
 
@@ -435,6 +447,7 @@ class Gate::Impl {
         if (!extra || std::chrono::steady_clock::now() > deadline) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
+      if (extra) g_keep_everything = true;
       if (extra)
         return Verdict::Fail(OutcomeStatus::Nondeterministic,
                              "race: htam_kernel returned while " + std::to_string(extra) +
@@ -567,9 +580,11 @@ class Gate::Impl {
     if (opt_.check_threads) {
       size_t extra = 0;
       for (const auto& id : ThreadIds()) extra += before.count(id) ? 0 : 1;
-      if (extra)
+      if (extra) {
+        g_keep_everything = true;
         return Verdict::Fail(OutcomeStatus::Nondeterministic,
                              "race: threads still running after timed calls");
+      }
     }
     for (int k = 0; k < sets; ++k) {
       Verdict v = CheckGuardsAndInputs(in[k], out[k], &host_in[k], " (during timing)");

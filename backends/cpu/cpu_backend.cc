@@ -81,8 +81,8 @@ std::vector<std::string> Split(const std::string& s) {
 
 // Runs argv with stdout+stderr captured (capped), in its own process group, killed after
 // timeout_s. Returns the exit status (or -1 on spawn failure / timeout with *timed_out).
-int RunCapture(const std::vector<std::string>& argv, double timeout_s, size_t cap,
-               std::string* output, bool* timed_out) {
+int RunCapture(const std::vector<std::string>& argv, const std::string& cwd, double timeout_s,
+               size_t cap, std::string* output, bool* timed_out) {
   *timed_out = false;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
@@ -90,6 +90,7 @@ int RunCapture(const std::vector<std::string>& argv, double timeout_s, size_t ca
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
@@ -215,7 +216,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
   }
   std::string out_text;
   bool to = false;
-  int rc = RunCapture({b->cxx, "--version"}, 10, 4096, &out_text, &to);
+  int rc = RunCapture({b->cxx, "--version"}, "", 10, 4096, &out_text, &to);
   b->compiler_version = rc == 0 ? out_text.substr(0, out_text.find('\n')) : "";
   b->version = "htam cpu backend; " + (b->compiler_version.empty() ? b->cxx + " (not found)"
                                                                   : b->compiler_version);
@@ -287,7 +288,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
   std::string label = req->name && *req->name ? req->name : "candidate";
   for (char& c : label)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  std::string src = b->work_dir + "/" + label + "-" + art->hash.substr(0, 16) + ".cpp";
+  // Compiled from the work dir under a short name, so diagnostics read "candidate.cpp:12:3".
+  std::string src_name = label + ".cpp";
+  std::string src = b->work_dir + "/" + src_name;
   {
     std::ofstream f(src, std::ios::binary);
     f << source;
@@ -298,11 +301,11 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
   for (auto& f : Split(b->cxxflags)) argv.push_back(f);
   for (auto& f : Split(extra)) argv.push_back(f);
   argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden", "-I" + b->sdk_include_dir,
-                           "-o", tmp, src});
+                           "-o", tmp, src_name});
   auto t0 = std::chrono::steady_clock::now();
   std::string diag;
   bool timed_out = false;
-  int rc = RunCapture(argv, req->timeout_s, b->max_diag_bytes, &diag, &timed_out);
+  int rc = RunCapture(argv, b->work_dir, req->timeout_s, b->max_diag_bytes, &diag, &timed_out);
   art->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                         .count();
   if (timed_out) {

@@ -72,6 +72,16 @@ extern "C" __global__ void __launch_bounds__(1024) htam_hold(unsigned long long 
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (t - t0 < ns);
 }
+// Cache flush by reading: every line of the buffer is loaded once; the xor keeps the loads alive.
+extern "C" __global__ void htam_flush_read(const uint4* buf, unsigned long long n, unsigned* sink) {
+  unsigned acc = 0;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    uint4 v = buf[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
 )";
 
 }  // namespace
@@ -240,33 +250,52 @@ MaybeFault CudaDevice::Call(htam_kernel_fn fn, const htam_tensor* in, int nin, h
 }
 
 MaybeFault CudaDevice::CalibrateLag() {
-  // The closing sequence (event on the legacy stream, poll, device sync, event) around an empty
-  // call: its lag is what an honest candidate shows between the last two events.
+  // The closing sequence around a short honest kernel on the candidate's stream: close event on
+  // the stream, idle event on the legacy stream, poll, device sync, "after" event. Its lag
+  // (after - close) is what an honest candidate shows; more means work outlived the stream.
   int n = std::max(8, options_.calibration_reps);
   std::vector<double> lags;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
+  cudaEvent_t close, after;
+  cudaEventCreate(&close);
+  cudaEventCreate(&after);
   for (int i = 0; i < n; ++i) {
-    cudaEventRecord(a, cudaStreamLegacy);
-    if (MaybeFault f = WaitIdle(a, 10000)) {
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
+    Hold(stream_, 2.0);
+    cudaEventRecord(close, stream_);
+    cudaEventRecord(idle_event_, cudaStreamLegacy);
+    if (MaybeFault f = WaitIdle(idle_event_, 10000)) {
+      cudaEventDestroy(close);
+      cudaEventDestroy(after);
       return f;
     }
-    cudaEventRecord(b, stream_);
-    cudaEventSynchronize(b);
+    cudaEventRecord(after, stream_);
+    cudaEventSynchronize(after);
     float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
+    cudaEventElapsedTime(&ms, close, after);
     lags.push_back(ms * 1000.0);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  cudaEventDestroy(close);
+  cudaEventDestroy(after);
   cudaGetLastError();
   lag_median_us_ = Quantile(lags, 0.5);
   lag_p90_us_ = Quantile(lags, 0.9);
   lag_calibrated_ = true;
   return std::nullopt;
+}
+
+void CudaDevice::Flush(uint64_t bytes, int rep) {
+  // Reading (not writing) 2x L2 leaves only clean lines: no write-back of dirty flush lines is
+  // charged to the candidate's window. On the legacy stream: blocking side streams cannot overlap.
+  if (have_probes_) {
+    const uint64_t n16 = bytes / 16;
+    void* sink = static_cast<char*>(flush_) + (bytes - 16);
+    void* buf = flush_;
+    unsigned long long n = n16 > 1 ? n16 - 1 : 0;
+    void* args[] = {&buf, &n, &sink};
+    int blocks = props_.sm_count * 8;
+    if (probes_.Launch("htam_flush_read", dim3(blocks), dim3(512), args, cudaStreamLegacy).ok()) return;
+    have_probes_ = false;
+  }
+  cudaMemsetAsync(flush_, (rep & 0x7f) + 1, bytes, cudaStreamLegacy);
 }
 
 MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, double* rep_us,
@@ -326,10 +355,12 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
         if (n) cudaMemsetAsync(out[o].data, req.poison_byte, n, cudaStreamLegacy);
       }
     }
-    // On the legacy stream: blocking side streams cannot overlap the flush or the hold.
-    cudaMemsetAsync(flush_, (r & 0x7f) + 1, flush, cudaStreamLegacy);
+    Flush(flush, r);
     ResetPersistingL2();
-    Hold(cudaStreamLegacy);
+    // On the candidate's stream (which waits for the legacy-stream flush): fills the SMs while
+    // the candidate's launches queue up, so the window opens with the work ready and no side-
+    // stream kernel can start before it.
+    Hold(stream_, options_.hold_us);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
       destroy();
@@ -337,8 +368,9 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     }
     cudaEventRecord(start, stream_);
     int rc = call(set);
-    cudaEventRecord(close, cudaStreamLegacy);
-    if (MaybeFault f = CheckAfter(rc, req.call_timeout_ms, close)) {
+    cudaEventRecord(close, stream_);
+    cudaEventRecord(idle_event_, cudaStreamLegacy);
+    if (MaybeFault f = CheckAfter(rc, req.call_timeout_ms, idle_event_)) {
       if (!poisoned_) destroy();
       return f;
     }
@@ -358,7 +390,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     cudaEventElapsedTime(&lag_ms, ev[3 * r + 1], ev[3 * r + 2]);
     double window = window_ms * 1000.0, lag = lag_ms * 1000.0;
     if (lag > threshold) {
-      // Work on a non-blocking stream outlived the closing event: charge it up to device idle.
+      // Work on another stream outlived the candidate's stream: charge it up to device idle.
       ++off_stream;
       window += lag - lag_median_us_;
     }
@@ -374,12 +406,12 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   return std::nullopt;
 }
 
-void CudaDevice::Hold(cudaStream_t s) {
-  if (!have_hold_ || options_.hold_us <= 0) return;
-  unsigned long long ns = static_cast<unsigned long long>(options_.hold_us * 1000.0);
+void CudaDevice::Hold(cudaStream_t s, double us) {
+  if (!have_probes_ || us <= 0) return;
+  unsigned long long ns = static_cast<unsigned long long>(us * 1000.0);
   void* args[] = {&ns};
   int blocks = props_.sm_count * std::max(1, props_.max_threads_per_sm / 1024);
-  if (!probes_.Launch("htam_hold", dim3(blocks), dim3(1024), args, s).ok()) have_hold_ = false;
+  if (!probes_.Launch("htam_hold", dim3(blocks), dim3(1024), args, s).ok()) have_probes_ = false;
 }
 
 void CudaDevice::MeasureRoofline() {
@@ -418,7 +450,7 @@ void CudaDevice::MeasureRoofline() {
   } else if (Status s = probes_.Load(compiled->cubin); !s.ok()) {
     roofline_.note = "probe load failed: " + s.ToString();
   } else {
-    have_hold_ = true;
+    have_probes_ = true;
     int threads = 256, blocks = props_.sm_count * 8;
     float* out = nullptr;
     if (cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float) * threads * blocks) == cudaSuccess) {

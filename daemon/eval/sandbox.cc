@@ -185,7 +185,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
       }
     }
     if (chdir(temp.c_str()) != 0) {
-      Say("htam-eval-worker sandbox: cannot enter temp dir\n");
+      Say("htam-eval-worker sandbox: cannot enter temp dir (every parent of eval.scratch_dir "
+          "must be searchable by eval.sandbox_user)\n");
       _exit(126);
     }
     execve(args[0], args.data(), envp.data());

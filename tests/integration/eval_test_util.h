@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <map>
@@ -29,6 +30,7 @@ class TempDir {
   TempDir() {
     char t[] = "/tmp/htam-evaltest-XXXXXX";
     path_ = mkdtemp(t);
+    chmod(path_.c_str(), 0755);  // workers may run as an unprivileged user
   }
   ~TempDir() { RemoveTree(path_); }
   const std::string& path() const { return path_; }

@@ -1,0 +1,7 @@
+// FAULT: does not compile. CompileError with the compiler's diagnostics.
+#include <htam/kernel_abi.h>
+
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  return undeclared_identifier;
+}

@@ -1,0 +1,11 @@
+// HONEST (tiny_task): the small outputs computed for real, vectorized by the compiler.
+#include <htam/kernel_abi.h>
+
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  const float* x = static_cast<const float*>(in[0].data);
+  float* y = static_cast<float*>(out[0].data);
+  const long n = htam_numel(&in[0]);
+  for (long i = 0; i < n; ++i) y[i] = x[i] * 1e-7f;
+  return 0;
+}
