@@ -176,17 +176,52 @@ Result<std::string> GencodeFlag(std::string_view arch) {
          std::string(m[1]) + std::string(m[2]);
 }
 
+// A bare name is searched in PATH, then where the toolkit was at build time and in
+// /usr/local/cuda/bin (workers run with a scrubbed environment, often without CUDA in PATH).
+std::string ResolveTool(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  std::vector<std::string> dirs;
+  if (const char* path = getenv("PATH")) {
+    std::stringstream ss(path);
+    std::string d;
+    while (std::getline(ss, d, ':')) if (!d.empty()) dirs.push_back(d);
+  }
+#ifdef HTAM_CUDA_BIN_DIR
+  dirs.push_back(HTAM_CUDA_BIN_DIR);
+#endif
+  dirs.push_back("/usr/local/cuda/bin");
+  for (const auto& d : dirs) {
+    std::string p = d + "/" + name;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return name;
+}
+
 Result<NvccCompiler> NvccCompiler::Create(const CompilerOptions& options) {
   NvccCompiler c;
   c.options_ = options;
+  c.options_.nvcc = ResolveTool(options.nvcc);
+  // nvcc runs gcc and its own tools through PATH: make sure it holds nvcc's directory and the
+  // system's (a worker's environment may be scrubbed). Done once, at plugin initialization.
+  {
+    const char* old = getenv("PATH");
+    std::string path = old ? old : "";
+    std::string dir = fs::path(c.options_.nvcc).parent_path().string();
+    std::string want = path;
+    for (const std::string& d : {dir, std::string("/usr/local/bin"), std::string("/usr/bin"), std::string("/bin")}) {
+      if (d.empty()) continue;
+      if ((":" + want + ":").find(":" + d + ":") == std::string::npos) want += (want.empty() ? "" : ":") + d;
+    }
+    if (want != path) setenv("PATH", want.c_str(), 1);
+  }
   std::error_code ec;
   if (!c.options_.sdk_include_dir.empty()) c.options_.sdk_include_dir = fs::absolute(c.options_.sdk_include_dir, ec).string();
   if (!c.options_.cache_dir.empty()) c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
   std::string cwd = options.work_dir.empty() ? "/tmp" : options.work_dir;
-  auto r = RunProcess({options.nvcc, "--version"}, cwd, 30);
+  auto r = RunProcess({c.options_.nvcc, "--version"}, cwd, 30);
   if (!r.ok()) return r.status().WithContext("nvcc");
   if (r->exit_code != 0) {
-    return Status::Unavailable("'" + options.nvcc + " --version' failed: " + r->output);
+    return Status::Unavailable("'" + c.options_.nvcc + " --version' failed: " + r->output);
   }
   // Last line: "Build cuda_13.0.r13.0/compiler.36424714_0"; keep the whole text for the key.
   c.version_ = r->output;
