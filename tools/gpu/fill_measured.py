@@ -13,7 +13,12 @@ messages carry only their index, so that nothing an agent may read reveals them.
 Prints every variant whose measured outcome differs from its "expected"; with --set-expected the
 expected field is set to the measured outcome (do that only after reading why they differ).
 
-Usage: fill_measured.py RESULTS_JSON [--tasks configs/tasks] [--set-expected]
+Several results files (runs of the same tree) may be given: per task, variant and shape the
+repetition loop with the smallest relative spread (IQR / median) is kept, speedups are recomputed
+from the kept times, and a variant whose status differs between runs is reported (the first
+non-ok status wins). A kept time whose IQR exceeds 10% of its median is marked "noisy".
+
+Usage: fill_measured.py RESULTS_JSON [RESULTS_JSON ...] [--tasks configs/tasks] [--set-expected]
 """
 import argparse
 import json
@@ -27,6 +32,69 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def _stable(entries):
+    """The timing entry with the smallest relative spread."""
+    entries = [e for e in entries if e.get("median_us")]
+    if not entries:
+        return None
+    return min(entries, key=lambda e: e.get("iqr_us", 0.0) / e["median_us"])
+
+
+def merge_records(recs):
+    recs = [r for r in recs if r]
+    if not recs:
+        return None
+    out = dict(recs[0])
+    statuses = [r["status"] for r in recs]
+    bad = [x for x in statuses if x != "ok"]
+    out["status"] = bad[0] if bad else "ok"
+    if len(set(statuses)) > 1:
+        out["status_disagreement"] = statuses
+        for r in recs:
+            if r["status"] == out["status"]:
+                out["checks"] = r.get("checks", [])
+                break
+    shapes = []
+    for r in recs:
+        for t in r.get("times", []):
+            k = json.dumps(t["dims"], sort_keys=True)
+            if k not in shapes:
+                shapes.append(k)
+    times = []
+    for k in shapes:
+        e = _stable([t for r in recs for t in r.get("times", [])
+                     if json.dumps(t["dims"], sort_keys=True) == k])
+        if e:
+            times.append(dict(e))
+    out["times"] = times
+    return out
+
+
+def merge_runs(runs):
+    res = {"device": runs[0].get("device", ""), "tasks": {}}
+    names = sorted(set(n for r in runs for n in r["tasks"]))
+    for name in names:
+        trs = [r["tasks"][name] for r in runs if name in r["tasks"]]
+        ref = merge_records([t.get("reference") for t in trs])
+        tres = {"reference": ref or {}, "variants": {}}
+        ids = sorted(set(i for t in trs for i in t["variants"]))
+        for vid in ids:
+            rec = merge_records([t["variants"].get(vid) for t in trs])
+            if rec.get("status_disagreement"):
+                print("%s %s: status differs between runs: %s" % (
+                    name, vid, rec["status_disagreement"]))
+            # speedups from the kept reference times
+            rt = times_by_shape(tres["reference"])
+            for t in rec.get("times", []):
+                k = json.dumps(t["dims"], sort_keys=True)
+                if k in rt and t.get("median_us"):
+                    t["ref_median_us"] = rt[k]
+                    t["speedup"] = rt[k] / t["median_us"]
+            tres["variants"][vid] = rec
+        res["tasks"][name] = tres
+    return res
 
 
 def times_by_shape(rec):
@@ -62,14 +130,17 @@ def write_lineage(path, lineage):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="+")
     ap.add_argument("--tasks", default=os.path.join(ROOT, "configs", "tasks"))
     ap.add_argument("--set-expected", action="store_true")
     ap.add_argument("--slower-margin", type=float, default=0.03)
     ap.add_argument("--tool", default="check_lineages.py")
     args = ap.parse_args()
-    with open(args.results) as f:
-        res = json.load(f)
+    runs = []
+    for path in args.results:
+        with open(path) as f:
+            runs.append(json.load(f))
+    res = merge_runs(runs)
     device = res.get("device", "").split(",")[0].strip()
     for name, tres in sorted(res["tasks"].items()):
         lp = os.path.join(args.tasks, name, "lineage.json")
@@ -108,7 +179,9 @@ def main():
                 rp = geomean([parent[k] / mine[k] for k in mine if k in parent])
                 if rp:
                     m["speedup_vs_parent"] = round(rp, 3)
-                    if st == "ok" and rp < 1.0 - args.slower_margin:
+                    pid = v.get("parent", "reference")
+                    pst = "ok" if pid == "reference" else tres["variants"].get(pid, {}).get("status")
+                    if st == "ok" and pst == "ok" and rp < 1.0 - args.slower_margin:
                         m["vs_parent"] = "slower"
                 m["per_shape"] = []
                 held = 0
@@ -120,6 +193,8 @@ def main():
                         row["index"] = held
                         held += 1
                     row["median_us"] = round(t["median_us"], 2)
+                    if t.get("iqr_us", 0.0) > 0.1 * t["median_us"]:
+                        row["noisy"] = True
                     row["speedup"] = round(t["speedup"], 3) if t.get("speedup") else None
                     m["per_shape"].append(row)
             if rec.get("checks"):
