@@ -1,0 +1,251 @@
+// The HTG picture: graph model, DOT / GraphML / JSON writers, Graphviz rendering, `htam graph`.
+#include "tools/cli/graph.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "tools/cli/cli.h"
+#include "tools/cli/plot.h"
+#include "tools/cli/table.h"
+
+namespace htam::cli {
+namespace {
+
+std::string StatsLine(const fb::GainStats& s) {
+  if (!s.uses()) return "no uses yet";
+  return std::to_string(s.uses()) + " uses, " + Fixed(100 * SuccessRate(s), 0) + "% ok, " + GainFactor(MeanGain(s));
+}
+
+// Green for experience that paid off, red for one that did not, grey without experience.
+std::string Fill(const fb::GainStats& s) {
+  if (!s.uses()) return "#f5f5f5";
+  double r = SuccessRate(s);
+  if (r >= 0.6) return "#c8e6c9";
+  if (r >= 0.3) return "#fff9c4";
+  return "#ffcdd2";
+}
+
+std::string DotQuote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o + "\"";
+}
+
+}  // namespace
+
+Result<Graph> BuildGraph(Source& src, const GraphOptions& o) {
+  Graph g;
+  HTAM_ASSIGN_OR_RETURN(auto dirs, src.Directions());
+  HTAM_ASSIGN_OR_RETURN(auto edges, src.Edges());
+  uint64_t expand = 0;
+  if (!o.expand.empty()) {
+    HTAM_ASSIGN_OR_RETURN(expand, ResolveDirection(dirs, o.expand));
+  }
+  std::vector<EdgeSummary> sum = SummarizeEdges(edges, false);
+  std::erase_if(sum, [&](const EdgeSummary& e) { return e.stats.uses() < o.min_count; });
+  std::map<uint64_t, bool> linked;
+  for (const auto& e : sum) linked[e.from] = linked[e.to] = true;
+  if (linked.count(0)) g.nodes.push_back({"start", "start", "start", "session start", {}, 0});
+  for (const auto& d : dirs) {
+    if (!o.include_unused && !linked.count(d.id) && d.id != expand) continue;
+    g.nodes.push_back({"d" + std::to_string(d.id), "direction", d.name, d.title,
+                       d.stats ? *d.stats : fb::GainStats(), d.id});
+  }
+  for (const auto& e : sum)
+    g.edges.push_back({e.from ? "d" + std::to_string(e.from) : "start", "d" + std::to_string(e.to), "transition", e.stats});
+  if (expand) {
+    HTAM_ASSIGN_OR_RETURN(auto strategies, src.Strategies(expand, "", false));
+    for (const auto& s : strategies) {
+      std::string id = "s" + std::to_string(s.id);
+      g.nodes.push_back({id, "strategy", s.name, s.title, s.stats ? *s.stats : fb::GainStats(), s.id});
+      g.edges.push_back({"d" + std::to_string(expand), id, "contains", s.stats ? *s.stats : fb::GainStats()});
+    }
+  }
+  return g;
+}
+
+std::string ToDot(const Graph& g) {
+  uint32_t top = 1;
+  for (const auto& e : g.edges)
+    if (e.kind == "transition") top = std::max(top, e.stats.uses());
+  std::ostringstream o;
+  o << "digraph htg {\n"
+    << "  graph [rankdir=LR, fontname=\"Helvetica\", label=\"htam: directions and what tends to come next "
+       "(edge width = experience)\", labelloc=t, fontsize=16, nodesep=0.3, ranksep=0.9];\n"
+    << "  node [fontname=\"Helvetica\", fontsize=11];\n"
+    << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
+  for (const auto& n : g.nodes) {
+    if (n.kind == "start") {
+      o << "  start [label=\"start\", shape=circle, style=filled, fillcolor=\"#bbdefb\"];\n";
+    } else if (n.kind == "direction") {
+      o << "  " << n.id << " [label=" << DotQuote(n.name + "\n" + StatsLine(n.stats))
+        << ", shape=box, style=\"rounded,filled\", fillcolor=\"" << Fill(n.stats) << "\"];\n";
+    } else {
+      o << "  " << n.id << " [label=" << DotQuote(n.name + "\n" + StatsLine(n.stats))
+        << ", shape=note, style=filled, fontsize=9, fillcolor=\"" << Fill(n.stats) << "\"];\n";
+    }
+  }
+  for (const auto& e : g.edges) {
+    if (e.kind == "contains") {
+      o << "  " << e.from << " -> " << e.to << " [style=dashed, color=\"#9e9e9e\", arrowhead=none];\n";
+      continue;
+    }
+    double w = 1.0 + 5.0 * e.stats.uses() / top;
+    double gain = MeanGain(e.stats);
+    std::string color = gain > 0.01 ? "#2e7d32" : (SuccessRate(e.stats) < 0.3 ? "#c62828" : "#616161");
+    o << "  " << e.from << " -> " << e.to << " [penwidth=" << Fixed(w, 2) << ", color=\"" << color
+      << "\", label=" << DotQuote(std::to_string(e.stats.uses()) + " | " + Fixed(100 * SuccessRate(e.stats), 0) +
+                                  "% | " + GainFactor(gain))
+      << ", weight=" << e.stats.uses() << "];\n";
+  }
+  o << "}\n";
+  return o.str();
+}
+
+std::string ToGraphMl(const Graph& g) {
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+       "<graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\">\n"
+       "  <key id=\"kind\" for=\"all\" attr.name=\"kind\" attr.type=\"string\"/>\n"
+       "  <key id=\"name\" for=\"node\" attr.name=\"name\" attr.type=\"string\"/>\n"
+       "  <key id=\"title\" for=\"node\" attr.name=\"title\" attr.type=\"string\"/>\n"
+       "  <key id=\"record_id\" for=\"node\" attr.name=\"record_id\" attr.type=\"long\"/>\n"
+       "  <key id=\"uses\" for=\"all\" attr.name=\"uses\" attr.type=\"int\"/>\n"
+       "  <key id=\"successes\" for=\"all\" attr.name=\"successes\" attr.type=\"int\"/>\n"
+       "  <key id=\"success_rate\" for=\"all\" attr.name=\"success_rate\" attr.type=\"double\"/>\n"
+       "  <key id=\"mean_gain\" for=\"all\" attr.name=\"mean_gain\" attr.type=\"double\"/>\n"
+       "  <graph id=\"htg\" edgedefault=\"directed\">\n";
+  auto stats = [&](const fb::GainStats& s) {
+    o << "      <data key=\"uses\">" << s.uses() << "</data>\n"
+      << "      <data key=\"successes\">" << s.successes() << "</data>\n"
+      << "      <data key=\"success_rate\">" << Fixed(SuccessRate(s), 6) << "</data>\n"
+      << "      <data key=\"mean_gain\">" << Fixed(MeanGain(s), 6) << "</data>\n";
+  };
+  for (const auto& n : g.nodes) {
+    o << "    <node id=\"" << XmlEscape(n.id) << "\">\n"
+      << "      <data key=\"kind\">" << n.kind << "</data>\n"
+      << "      <data key=\"name\">" << XmlEscape(n.name) << "</data>\n"
+      << "      <data key=\"title\">" << XmlEscape(n.title) << "</data>\n"
+      << "      <data key=\"record_id\">" << n.record_id << "</data>\n";
+    stats(n.stats);
+    o << "    </node>\n";
+  }
+  int i = 0;
+  for (const auto& e : g.edges) {
+    o << "    <edge id=\"e" << i++ << "\" source=\"" << XmlEscape(e.from) << "\" target=\"" << XmlEscape(e.to) << "\">\n"
+      << "      <data key=\"kind\">" << e.kind << "</data>\n";
+    stats(e.stats);
+    o << "    </edge>\n";
+  }
+  o << "  </graph>\n</graphml>\n";
+  return o.str();
+}
+
+Json ToGraphJson(const Graph& g) {
+  Json nodes = Json::array(), edges = Json::array();
+  for (const auto& n : g.nodes)
+    nodes.push_back(Json{{"id", n.id}, {"kind", n.kind}, {"name", n.name}, {"title", n.title},
+                         {"record_id", n.record_id}, {"stats", ToJson(n.stats)}});
+  for (const auto& e : g.edges)
+    edges.push_back(Json{{"from", e.from}, {"to", e.to}, {"kind", e.kind}, {"stats", ToJson(e.stats)},
+                         {"success_rate", SuccessRate(e.stats)}, {"mean_gain", MeanGain(e.stats)}});
+  return Json{{"nodes", nodes}, {"edges", edges}};
+}
+
+Status RenderDot(const std::string& dot, const std::string& format, const std::string& out) {
+  if (format != "svg" && format != "png") return Status::InvalidArgument("--render must be svg or png");
+  int in[2];
+  if (::pipe(in) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::close(in[0]);
+    ::close(in[1]);
+    std::string t = "-T" + format, o = "-o" + out;
+    ::execlp("dot", "dot", t.c_str(), o.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  auto old = std::signal(SIGPIPE, SIG_IGN);
+  size_t off = 0;
+  while (off < dot.size()) {
+    ssize_t n = ::write(in[1], dot.data() + off, dot.size() - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  ::close(in[1]);
+  std::signal(SIGPIPE, old);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+    return Status::NotFound("Graphviz 'dot' is not installed: use --format dot and render elsewhere");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return Status::Internal("dot failed to render " + out);
+  return Status::OK();
+}
+
+int CmdGraph(Context& c) {
+  po::options_description o("graph options");
+  std::string format = "dot", render, out;
+  GraphOptions go;
+  bool connected_only = false;
+  o.add_options()
+      ("format", po::value(&format)->default_value("dot"), "dot | json | graphml")
+      ("expand", po::value(&go.expand), "draw this direction's strategies too (name or id)")
+      ("min-count", po::value(&go.min_count)->default_value(1), "leave out edges seen fewer times")
+      ("connected-only", po::bool_switch(&connected_only), "leave out directions without edges")
+      ("render", po::value(&render), "svg | png: draw with Graphviz dot (needs -o)")
+      ("output,o", po::value(&out), "write to this file instead of stdout");
+  po::variables_map vm;
+  bool done;
+  int rc = Parse(c, "[--format dot|json|graphml] [--expand DIRECTION] [--render svg|png -o FILE]", o, {}, &vm, &done);
+  if (done) return rc;
+  go.include_unused = !connected_only;
+  if (c.g.json) format = "json";
+  if (format != "dot" && format != "json" && format != "graphml") {
+    c.err << "htam graph: --format must be dot, json or graphml\n";
+    return kExitUsage;
+  }
+  if (!render.empty() && out.empty()) {
+    c.err << "htam graph: --render needs -o FILE\n";
+    return kExitUsage;
+  }
+  auto src = OpenSource(c);
+  if (!src.ok()) return Fail(c, src.status());
+  auto g = BuildGraph(**src, go);
+  if (!g.ok()) return Fail(c, g.status());
+  if (!render.empty()) {
+    Status s = RenderDot(ToDot(*g), render, out);
+    if (!s.ok()) return Fail(c, s);
+    c.out << "rendered " << g->nodes.size() << " nodes and " << g->edges.size() << " edges to " << out << "\n";
+    return kExitOk;
+  }
+  std::string text = format == "dot" ? ToDot(*g) : format == "graphml" ? ToGraphMl(*g) : ToGraphJson(*g).dump(2) + "\n";
+  if (out.empty()) {
+    c.out << text;
+    return kExitOk;
+  }
+  Status s = WriteTextFile(out, text);
+  if (!s.ok()) return Fail(c, s);
+  c.out << "wrote " << format << " (" << g->nodes.size() << " nodes, " << g->edges.size() << " edges) to " << out << "\n";
+  return kExitOk;
+}
+
+}  // namespace htam::cli
