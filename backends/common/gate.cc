@@ -317,7 +317,6 @@ class Gate::Impl {
     res.flops = f.ok() ? *f : 0;
     res.bytes = b.ok() ? *b : 0;
     TimingStats cand_stats, base_stats;
-    Progress("time candidate");
     Verdict v = TimeAndVerify(cand_mod.get(), ref_mod.get(), dims, &cand_stats, true, &res);
     if (!v.ok()) {
       res.status = v.status;
@@ -325,7 +324,6 @@ class Gate::Impl {
       return res;
     }
     if (opt_.time_baseline) {
-      Progress("time baseline");
       v = TimeAndVerify(ref_mod.get(), nullptr, dims, &base_stats, false, &res);
       if (!v.ok()) return Infra(res, "timing the reference failed: " + v.reason);
     }
@@ -536,6 +534,8 @@ class Gate::Impl {
   Verdict TimeAndVerify(htam_module* mod, htam_module* ref, const DimBinding& dims,
                         TimingStats* stats, bool check, GateResult* res) {
     const int sets = std::max(1, opt_.input_sets);
+    const std::string who = check ? "candidate" : "baseline";
+    Progress("prepare timing inputs (" + who + ")");
     std::vector<std::vector<HostTensor>> host_in(sets);
     std::vector<TensorSet> in(sets), out(sets);
     for (int k = 0; k < sets; ++k) {
@@ -562,6 +562,7 @@ class Gate::Impl {
     req.poison = 1;
     req.poison_byte = kPoisonByte;
     std::vector<double> reps(size_t(req.repetitions), 0.0);
+    Progress("time " + who);
     htam_timing_result tr{};
     tr.struct_size = sizeof(tr);
     tr.rep_us = reps.data();
@@ -592,6 +593,7 @@ class Gate::Impl {
     }
     if (check) {
       for (int k = 0; k < sets; ++k) {
+        Progress("verify timed outputs, input set " + std::to_string(k));
         TensorSet ref_out;
         Status mk = MakeOutputs(dims, &ref_out);
         if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());

@@ -171,6 +171,9 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
       for (const auto& m : mounts)
         mount(nullptr, m.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | m.flags, nullptr);
     }
+    // A PID namespace: when the worker (its init) dies, the kernel kills every process the
+    // candidate started, however it detached (setsid, double fork); nothing outlives the job.
+    const bool pidns = root && unshare(CLONE_NEWPID) == 0;
     SetLimit(RLIMIT_AS, o.memory_bytes);
     SetLimit(RLIMIT_CPU, o.cpu_seconds);
     SetLimit(RLIMIT_FSIZE, o.file_bytes);
@@ -188,6 +191,21 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
       Say("htam-eval-worker sandbox: cannot enter temp dir (every parent of eval.scratch_dir "
           "must be searchable by eval.sandbox_user)\n");
       _exit(126);
+    }
+    if (pidns) {
+      pid_t init = fork();
+      if (init > 0) {
+        // This process only mirrors how the worker ended, so the Evaluator can classify it.
+        int st = 0;
+        while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFSIGNALED(st)) {
+          signal(WTERMSIG(st), SIG_DFL);
+          kill(getpid(), WTERMSIG(st));
+        }
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 125);
+      }
+      if (init < 0) _exit(125);
     }
     execve(args[0], args.data(), envp.data());
     Say("htam-eval-worker sandbox: exec failed: ");

@@ -2,7 +2,8 @@
 // private temporary directory as cwd/HOME/TMPDIR, scrubbed environment, resource limits
 // (RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC, no core files), a network namespace with no
 // interfaces where the host allows it, a read-only view of the file system except the temp dir
-// and the compile cache (mount namespace, when permitted), and an unprivileged uid when the
+// and the compile cache (mount namespace, when permitted), a PID namespace (the worker is its
+// init: every process a candidate starts dies with it), and an unprivileged uid when the
 // daemon runs as root. Everything between fork and exec is async-signal-safe (the daemon is
 // multi-threaded): all strings and lists are prepared before fork.
 // Thread-safety: a WorkerProcess is owned by one thread.

@@ -8,6 +8,7 @@
 // Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result {...} |
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
 // candidate gets a fresh process, so nothing a candidate leaves behind reaches the next one).
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -42,6 +43,20 @@ void OnOutOfMemory() {
   (void)a;
   (void)b;
   _exit(kExitResourceLimit);
+}
+
+// The worker may be the init of a PID namespace, where a self-sent SIGABRT is ignored and
+// abort() ends in a fault instead; report abort() as what it is.
+void OnAbort(int) {
+  static const char kMsg[] =
+      "{\"type\":\"fatal\",\"status\":\"Crash\",\"message\":\"the worker died (SIGABRT: "
+      "abort() called)\"}";
+  unsigned char hdr[4] = {0, 0, 0, static_cast<unsigned char>(sizeof(kMsg) - 1)};
+  ssize_t a = write(kFd, hdr, 4);
+  ssize_t b = write(kFd, kMsg, sizeof(kMsg) - 1);
+  (void)a;
+  (void)b;
+  _exit(128 + SIGABRT);
 }
 
 bool NetworkIsolated() {
@@ -145,6 +160,7 @@ int main(int argc, char** argv) {
     }
   }
   std::set_new_handler(&OnOutOfMemory);
+  signal(SIGABRT, &OnAbort);
   char cwd[4096];
   std::string work_dir = getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
 

@@ -14,7 +14,7 @@
 namespace htam::eval::testing {
 namespace {
 
-const char* kRelu = "configs/tasks/cpu_relu";
+const char* kRelu = "tests/hacks/cpu/small_relu";
 
 std::string Fault(const char* name) {
   return ReadSource(std::string("tests/hacks/cpu/faults/") + name);
@@ -32,8 +32,8 @@ double LastRestartMs(Evaluator& ev) {
 class EvalFault : public ::testing::Test {
  protected:
   void SetUp() override {
-    ev_ = StartEvaluator(TestConfig(dir_.path(), {{"eval.case_timeout_s", "4"},
-                                                  {"eval.memory_limit_mb", "1024"},
+    ev_ = StartEvaluator(TestConfig(dir_.path(), {{"eval.case_timeout_s", "8"},
+                                                  {"eval.memory_limit_mb", "768"},
                                                   {"eval.max_processes", "64"},
                                                   {"eval.max_output_kb", "256"},
                                                   {"eval.seeds", "1"}}));
