@@ -195,8 +195,12 @@ def main():
                     row["median_us"] = round(t["median_us"], 2)
                     if t.get("iqr_us", 0.0) > 0.1 * t["median_us"]:
                         row["noisy"] = True
-                    row["speedup"] = round(t["speedup"], 3) if t.get("speedup") else None
+                    if st == "ok":
+                        row["speedup"] = round(t["speedup"], 3) if t.get("speedup") else None
                     m["per_shape"].append(row)
+                if st != "ok":  # the time of a wrong answer is no gain: no speedups
+                    for k in ("speedup", "speedup_all_shapes", "speedup_vs_parent", "vs_parent"):
+                        m.pop(k, None)
             if rec.get("checks"):
                 last = rec["checks"][-1]
                 if last.get("error"):
@@ -210,6 +214,8 @@ def main():
             if st == "compile_error" and rec.get("compile_log"):
                 errs = [l.strip() for l in rec["compile_log"].splitlines() if "error" in l]
                 m["compile_error"] = errs[0][-300:] if errs else rec["compile_log"][-300:]
+            if (v.get("measured") or {}).get("pipeline"):  # kept: written by fill_pipeline.py
+                m["pipeline"] = v["measured"]["pipeline"]
             v["measured"] = m
             outcome = m.get("vs_parent", m["status"])
             if v.get("expected") != outcome:
