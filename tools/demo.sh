@@ -56,14 +56,18 @@ if [ -z "$BACKEND" ]; then
   fi
 fi
 
-# The held-back task: the first with a lineage for that backend (or the one asked for).
+# The held-back task (or the one asked for): a sample with a clear path of improvements and a
+# dead end (cpu_rowsum on the CPU, sgemm on CUDA), else the task with the longest lineage.
 HOLD=${HTAM_DEMO_TASK:-}
 if [ -z "$HOLD" ]; then
   HOLD=$("$PY" - "$TASKS" "$BACKEND" <<'EOF'
 import sys
 from htam_agent.lineage import discover_tasks
 tasks = [t for t in discover_tasks(sys.argv[1]) if sys.argv[2] in t.lineages]
-print(max(tasks, key=lambda t: len(t.lineages[sys.argv[2]].variants)).name if tasks else "")
+preferred = {"cpu": "cpu_rowsum", "cuda": "sgemm"}.get(sys.argv[2])
+named = [t for t in tasks if t.name == preferred]
+pick = named or sorted(tasks, key=lambda t: -len(t.lineages[sys.argv[2]].variants))
+print(pick[0].name if pick else "")
 EOF
 )
 fi
@@ -139,12 +143,17 @@ echo "htamd stopped cleanly; the memory is in $DATA"
 CLI="$BUILD/tools/cli/htam"
 STORE_ARG=""
 [ "$DATA" != "./htam-data" ] && STORE_ARG=" --data-dir $DATA"
+if [ -x "$CLI" ]; then
+  echo
+  echo "\$ $CLI$STORE_ARG trajectory $SESSION"
+  "$CLI" --data-dir "$DATA" trajectory "$SESSION" || true
+fi
 cat <<EOF
 
 Inspect what the memory learned (the htam CLI reads the store, also while htamd runs):
-  $CLI status$STORE_ARG                  # counts: tasks, sessions, transitions, strategies
-  $CLI directions$STORE_ARG              # directions with their learned statistics
-  $CLI trajectory $SESSION$STORE_ARG     # the steps of the agent's session above
+  $CLI$STORE_ARG status              # counts: tasks, sessions, transitions, strategies
+  $CLI$STORE_ARG directions          # directions with their learned statistics and edges
+  $CLI$STORE_ARG trajectory $SESSION    # the steps of the agent's session above
 Run it again (the memory persists and keeps learning):  tools/demo.sh
 With a model instead of the replay: see docs/agent.md (htam-agent run --proposer llm).
 EOF

@@ -34,7 +34,7 @@ class DemoTest(unittest.TestCase):
                            "4/5 the agent on the held-back task fx_scale",
                            "-- step 1/6: direction",
                            "step  memory chose", "task fx_scale on cpu: best speedup",
-                           "htamd stopped cleanly", "htam trajectory", "htam directions"):
+                           "htamd stopped cleanly", " directions ", " trajectory "):
                 self.assertIn(needle, out)
             self.assertNotIn("differs from the lineage", out)
             self.assertTrue(os.listdir(data))   # the memory persists in the data folder

@@ -152,7 +152,11 @@ class ReplayProposer(Proposer):
         v = self.lineage.by_id(proposal.variant_id)
         if not outcome.ok or v is None:
             return
-        lineage_improves = v.expected == "ok" and v.speedup > self.lineage.speedup_of(self.node)
+        # The lineage continues from this variant when it recorded an improvement, or recorded
+        # nothing but expects one ("ok", not "slower"): a candidate within timing noise of the
+        # best is built on, as the lineage's author did.
+        parent = self.lineage.speedup_of(self.node)
+        lineage_improves = v.expected == "ok" and (v.speedup > parent or v.speedup <= 0)
         if outcome.speedup > self.best_speedup or (
                 lineage_improves and outcome.speedup >= self.NOISE * self.best_speedup):
             self.node = v.id
