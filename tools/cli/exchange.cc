@@ -266,12 +266,22 @@ class Merger {
     }
     return next++;
   }
+  // The local id of a record first recorded at `origin`; 0 when this store does not hold it.
   Result<uint64_t> Origin(const std::string& kind, const std::string& origin) {
     std::string v;
     Status s = t_->Get(kOriginsDb, OriginKey(kind, origin), &v);
-    if (s.IsNotFound()) return uint64_t{0};
-    HTAM_RETURN_IF_ERROR(s);
-    return memory::DecodeU64(v);
+    if (s.ok()) return memory::DecodeU64(v);
+    if (!s.IsNotFound()) return s;
+    // Recorded here (this store's own export, or a copy of this store): "<our store id>/<id>".
+    const std::string own = Hex(meta_.created_ns) + "/";
+    if (origin.compare(0, own.size(), own) != 0) return uint64_t{0};
+    std::string num = origin.substr(own.size());
+    if (num.empty() || num.size() > 19 || num.find_first_not_of("0123456789") != std::string::npos) return uint64_t{0};
+    uint64_t id = std::stoull(num);
+    Status have = t_->Get(DbName(kind == "session" ? Db::kSessions : Db::kTransitions), KeyU64(id), &v);
+    if (have.IsNotFound()) return uint64_t{0};
+    HTAM_RETURN_IF_ERROR(have);
+    return id;
   }
   Status SetOrigin(const std::string& kind, const std::string& origin, uint64_t id) {
     HTAM_RETURN_IF_ERROR(t_->Put(kOriginsDb, OriginKey(kind, origin), KeyU64(id)));
@@ -675,7 +685,8 @@ int CmdExport(Context& c) {
     PrintJson(c, Json{{"file", out}, {"counts", j}});
   } else {
     c.out << "exported to " << out << ":";
-    for (const auto& [k, v] : counts) c.out << " " << v << " " << k << (v == 1 ? "" : "s");
+    for (const auto& [k, v] : counts)
+      c.out << " " << v << " " << (v == 1 ? k : k == "strategy" ? "strategies" : k + "s");
     c.out << "\n";
   }
   return kExitOk;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "tools/cli/cli.h"
@@ -86,11 +87,25 @@ std::string ToDot(const Graph& g) {
     if (e.kind == "transition") top = std::max(top, e.stats.uses());
   std::ostringstream o;
   o << "digraph htg {\n"
-    << "  graph [rankdir=LR, fontname=\"Helvetica\", label=\"htam: directions and what tends to come next "
-       "(edge width = experience)\", labelloc=t, fontsize=16, nodesep=0.3, ranksep=0.9];\n"
+    << "  graph [rankdir=LR, fontname=\"Helvetica\", label=\"htam: directions and what tends to come next\\n"
+       "edge label: times taken | success rate | mean gain factor; width = experience\", labelloc=t, fontsize=16, nodesep=0.3, ranksep=0.9];\n"
     << "  node [fontname=\"Helvetica\", fontsize=11];\n"
     << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
+  // Directions nobody has taken yet sit apart, so the experience stands out.
+  std::set<std::string> linked;
+  for (const auto& e : g.edges) linked.insert(e.from), linked.insert(e.to);
+  bool any_unused = false;
+  for (const auto& n : g.nodes) any_unused = any_unused || (n.kind == "direction" && !linked.count(n.id));
+  if (any_unused) {
+    o << "  subgraph cluster_untried {\n    label=\"not tried yet\"; style=dashed; color=\"#9e9e9e\"; fontsize=11;\n";
+    for (const auto& n : g.nodes)
+      if (n.kind == "direction" && !linked.count(n.id))
+        o << "    " << n.id << " [label=" << DotQuote(n.name) << ", shape=box, style=\"rounded,filled\", fillcolor=\""
+          << Fill(n.stats) << "\"];\n";
+    o << "  }\n";
+  }
   for (const auto& n : g.nodes) {
+    if (n.kind == "direction" && !linked.count(n.id)) continue;
     if (n.kind == "start") {
       o << "  start [label=\"start\", shape=circle, style=filled, fillcolor=\"#bbdefb\"];\n";
     } else if (n.kind == "direction") {

@@ -56,7 +56,8 @@ std::string SpeedupSvg(const Trajectory& t) {
   const double ymin = 0;
   size_t n = std::max<size_t>(steps.size(), 1);
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
-  auto X = [&](size_t i) { return kLeft + (n == 1 ? pw / 2 : pw * static_cast<double>(i) / static_cast<double>(n - 1)); };
+  // Each step in the middle of its own slot, so no point sits on an axis.
+  auto X = [&](size_t i) { return kLeft + pw * (static_cast<double>(i) + 0.5) / static_cast<double>(n); };
   auto Y = [&](double v) { return kTop + ph * (1 - (v - ymin) / (ymax - ymin)); };
 
   std::ostringstream o;
@@ -97,12 +98,13 @@ std::string SpeedupSvg(const Trajectory& t) {
     o << "<text x=\"" << Fixed(X(i), 1) << "\" y=\"" << kH - kBottom + 18 << "\" text-anchor=\"middle\">"
       << steps[i].step << "</text>\n";
   // Best so far: a step line.
-  o << "<polyline fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2.5\" points=\"";
+  o << "<polyline fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2.5\" points=\"" << kLeft << ","
+    << Fixed(Y(1), 1) << " ";
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (i > 0) o << Fixed(X(i), 1) << "," << Fixed(Y(steps[i - 1].best), 1) << " ";
+    o << Fixed(X(i), 1) << "," << Fixed(Y(i > 0 ? steps[i - 1].best : 1.0), 1) << " ";
     o << Fixed(X(i), 1) << "," << Fixed(Y(steps[i].best), 1) << " ";
   }
-  o << "\"/>\n";
+  o << kW - kRight << "," << Fixed(Y(steps.back().best), 1) << "\"/>\n";
   // Each step's candidate.
   for (size_t i = 0; i < steps.size(); ++i) {
     const auto& s = steps[i];
@@ -114,6 +116,8 @@ std::string SpeedupSvg(const Trajectory& t) {
   }
   // Legend.
   double lx = kLeft + 12, ly = kTop + 10;
+  o << "<rect x=\"" << lx - 6 << "\" y=\"" << ly - 10 << "\" width=\"132\" height=\"96\" fill=\"white\" "
+       "fill-opacity=\"0.85\" stroke=\"#bdbdbd\"/>\n";
   o << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly << "\" y2=\"" << ly
     << "\" stroke=\"#1565c0\" stroke-width=\"2.5\"/><text x=\"" << lx + 30 << "\" y=\"" << ly + 4
     << "\">best so far</text>\n";
