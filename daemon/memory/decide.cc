@@ -208,8 +208,13 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       effect[s].second += n.weight;
     }
   }
-  struct Scored { fb::StrategyHitT hit; };
-  std::vector<fb::StrategyHitT> hits;
+  // Score from the stored bytes; unpack only the winners (strategies carry their embeddings).
+  struct Scored {
+    const fb::Strategy* s;
+    double score, sim, success_rate, mean_gain;
+    bool match, cross;
+  };
+  std::vector<Scored> scored;
   std::set<uint64_t> seen;
   double m = std::max(1e-9, o_.prior_strength);
   for (auto [id, sim] : cands) {
@@ -218,46 +223,52 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     if (!t.Get(Db::kStrategies, KeyU64(id), &v).ok()) continue;
     const fb::Strategy* s = View<fb::Strategy>(v);
     if (!s || s->merged_into()) continue;
-    fb::StrategyHitT h;
-    h.strategy = std::make_unique<fb::StrategyT>();
-    s->UnPackTo(h.strategy.get());
-    h.strategy->embedding.clear();  // not needed by clients; keeps messages small
     const fb::GainStats zero;
     const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
-    h.similarity = sim;
-    h.success_rate = (gs.successes() + 1.0) / (gs.uses() + 2.0);
+    Scored x{s, 0, sim, (gs.successes() + 1.0) / (gs.uses() + 2.0), 0, false, false};
     double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * dir.prior;
     auto e = effect.find(id);
     double local_w = e == effect.end() ? 0.0 : e->second.second;
     double local_sum = e == effect.end() ? 0.0 : e->second.first;
-    h.mean_gain = (local_sum + m * global_mean) / (local_w + m);
+    x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
     std::vector<std::string> backends;
     if (s->backends()) for (auto b : *s->backends()) backends.push_back(b->str());
     std::vector<fb::Bottleneck> targets;
-    if (s->targets()) for (auto x : *s->targets()) targets.push_back(static_cast<fb::Bottleneck>(x));
-    h.precondition_match = MaskReason(backends, s->min_arch() ? s->min_arch()->string_view() : "",
-                                      targets, ps).empty();
+    if (s->targets()) for (auto tg : *s->targets()) targets.push_back(static_cast<fb::Bottleneck>(tg));
+    x.match = MaskReason(backends, s->min_arch() ? s->min_arch()->string_view() : "", targets, ps).empty();
     std::string origin = s->provenance() && s->provenance()->backend() ? s->provenance()->backend()->str() : "";
-    bool cross = false;
-    double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &cross);
-    h.cross_backend = cross;
-    h.score = sim + o_.rerank_effect_weight * h.mean_gain * bf +
-              o_.rerank_precondition_weight * (h.precondition_match ? 1.0 : -1.0);
-    if (s->example_candidate() && s->example_candidate()->size()) {
+    double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &x.cross);
+    x.score = sim + o_.rerank_effect_weight * x.mean_gain * bf +
+              o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);
+    scored.push_back(x);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.s->id() < b.s->id();
+  });
+  if (scored.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
+    scored.resize(static_cast<size_t>(std::max(0, o_.top_k_strategies)));
+  std::vector<fb::StrategyHitT> hits;
+  for (const Scored& x : scored) {
+    fb::StrategyHitT h;
+    h.strategy = std::make_unique<fb::StrategyT>();
+    x.s->UnPackTo(h.strategy.get());
+    h.strategy->embedding.clear();  // not needed by clients; keeps messages small
+    h.score = x.score;
+    h.similarity = x.sim;
+    h.success_rate = x.success_rate;
+    h.mean_gain = x.mean_gain;
+    h.precondition_match = x.match;
+    h.cross_backend = x.cross;
+    if (!h.strategy->example_candidate.empty()) {
       std::string_view cv;
-      if (t.Get(Db::kCandidates, s->example_candidate()->string_view(), &cv).ok()) {
+      if (t.Get(Db::kCandidates, h.strategy->example_candidate, &cv).ok()) {
         const fb::Candidate* c = View<fb::Candidate>(cv);
         if (c && c->source()) h.example_source = c->source()->str();
       }
     }
     hits.push_back(std::move(h));
   }
-  std::stable_sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) {
-    if (a.score != b.score) return a.score > b.score;
-    return a.strategy->id < b.strategy->id;
-  });
-  if (hits.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
-    hits.resize(static_cast<size_t>(std::max(0, o_.top_k_strategies)));
 
   // The prompt context: what the agent reads.
   std::ostringstream p;

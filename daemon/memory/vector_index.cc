@@ -7,6 +7,7 @@
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/io.h>
 #include <faiss/index_io.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -120,11 +121,17 @@ std::vector<Hit> VectorIndex::Search(const float* query, int k) const {
   k = static_cast<int>(std::min<int64_t>(k, index_->ntotal));
   std::vector<float> d(k);
   std::vector<faiss::Index::idx_t> l(k);
+  // One query: no OpenMP team. A team per query waits at its barrier for a descheduled thread
+  // on a loaded machine (100 ms tails); the setting is per calling thread and restored.
+  int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
   try {
     index_->search(1, query, k, d.data(), l.data());
   } catch (const std::exception&) {
+    omp_set_num_threads(threads);
     return out;
   }
+  omp_set_num_threads(threads);
   for (int i = 0; i < k; ++i)
     if (l[i] >= 0) out.push_back(Hit{static_cast<uint64_t>(l[i]), d[i]});
   return out;

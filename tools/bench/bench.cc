@@ -68,10 +68,11 @@ std::string Flags::Get(const std::string& n, const std::string& def) const {
 }
 
 int64_t Flags::GetInt(const std::string& n, int64_t def) const {
-  auto it = values_.find(n);
-  return it == values_.end() ? def : std::stoll(it->second);
+  auto v = GetIntList(n, {def});
+  return v.empty() ? def : v[0];
 }
 
+// Numbers may end in k (thousand) or m (million): 10k, 1m.
 std::vector<int64_t> Flags::GetIntList(const std::string& n, const std::vector<int64_t>& def) const {
   auto it = values_.find(n);
   if (it == values_.end()) return def;

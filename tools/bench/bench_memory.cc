@@ -28,8 +28,8 @@ const char* kHelp = R"(htam-bench memory [flags]
   --strategies N      strategies in the store (default 100k)
   --decisions N       timed NextStep calls per size (default 2000)
   --durable N         synced records per throughput measurement (default 2000)
-  --batch N           steps per group commit in the batch measurement (default 64)
-  --threads N         concurrent writers in the group-commit measurement (default 8)
+  --batch N           steps per synced transaction in the batch measurement (default 256)
+  --threads N         concurrent writers in the group-commit measurement (default 32)
   --dir DIR           where the stores are built (default: a new directory under /tmp)
   --keep              keep the store afterwards
   --seed-file FILE    seed taxonomy (default configs/seed_taxonomy.json)
@@ -162,8 +162,8 @@ int MeasurePhase(const Flags& f) {
   std::string dir = f.Get("dir", "");
   int decisions = static_cast<int>(f.GetInt("decisions", 2000));
   int durable = static_cast<int>(f.GetInt("durable", 2000));
-  int batch = static_cast<int>(f.GetInt("batch", 64));
-  int threads = static_cast<int>(f.GetInt("threads", 8));
+  int batch = static_cast<int>(f.GetInt("batch", 256));
+  int threads = static_cast<int>(f.GetInt("threads", 32));
   MemoryOptions o;
   o.dir = dir;
   o.map_size_mb = 4096;
@@ -342,7 +342,7 @@ int RunMemoryBench(int argc, char** argv) {
     std::string out = bench::RunCapture(
         {bench::SelfExe(), "memory", "--phase", "measure", "--dir", store, "--decisions",
          std::to_string(f.GetInt("decisions", 2000)), "--durable", std::to_string(f.GetInt("durable", 2000)),
-         "--batch", std::to_string(f.GetInt("batch", 64)), "--threads", std::to_string(f.GetInt("threads", 8))},
+         "--batch", std::to_string(f.GetInt("batch", 256)), "--threads", std::to_string(f.GetInt("threads", 32))},
         &status);
     size_t at = out.find("PHASE_RESULT ");
     if (status != 0 || at == std::string::npos) {
