@@ -84,18 +84,20 @@ Result<Config> Config::Parse(int argc, const char* const* argv, const ProgramInf
                              std::ostream& out, bool* exit_now) {
   *exit_now = false;
   Config config = Defaults();
-  po::options_description generic("Program");
+  po::options_description generic("Program", /*line_length=*/120, /*min_description_length=*/60);
   generic.add_options()("help,h", "Print this help with every option and its default")(
       "version", "Print the version")("config,c", po::value<std::string>(),
                                       "Read options from this file first; the command line wins")(
       "dump-config", "Print the effective configuration as a config file and exit");
-  po::options_description table("Options (file: [section] name = value; command line: --section.name value)");
+  po::options_description table(
+      "Options (file: [section] name = value; command line: --section.name value)",
+      /*line_length=*/120, /*min_description_length=*/60);
   for (const auto& s : OptionTable()) {
     std::string help = s.help + " [" + TypeName(s.type) + ", default: " +
                        (s.default_value.empty() ? "\"\"" : s.default_value) + "]";
     table.add_options()(s.name.c_str(), po::value<std::string>(), help.c_str());
   }
-  po::options_description all;
+  po::options_description all(/*line_length=*/120, /*min_description_length=*/60);
   all.add(generic).add(table);
 
   po::variables_map cli, file;
