@@ -65,9 +65,15 @@ extern "C" __global__ void htam_mma_probe(float* out, int iters) {
 // Fills every thread slot of every SM for `ns` nanoseconds: launched on the legacy stream just
 // before the window opens, it absorbs the candidate's launch latency and keeps side-stream
 // kernels from running before the window (they cannot be scheduled while it holds the SMs).
-extern "C" __global__ void __launch_bounds__(1024) htam_hold(unsigned long long ns) {
+extern "C" __global__ void __launch_bounds__(1024) htam_hold(unsigned long long ns,
+                                                             volatile unsigned* started,
+                                                             unsigned ticket) {
   unsigned long long t0, t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  if (started && blockIdx.x == 0 && threadIdx.x == 0) {
+    *started = ticket;  // host-mapped: tells the host that the SMs are held now
+    __threadfence_system();
+  }
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (t - t0 < ns);
@@ -153,6 +159,7 @@ CudaDevice::~CudaDevice() {
   if (!poisoned_) {
     cudaDeviceSynchronize();
     if (flush_) cudaFree(flush_);
+    if (hold_flag_host_) cudaFreeHost(const_cast<unsigned*>(hold_flag_host_));
     if (idle_event_) cudaEventDestroy(idle_event_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -259,7 +266,7 @@ MaybeFault CudaDevice::CalibrateLag() {
   cudaEventCreate(&close);
   cudaEventCreate(&after);
   for (int i = 0; i < n; ++i) {
-    Hold(stream_, 2.0);
+    Hold(stream_, 2.0, false);
     cudaEventRecord(close, stream_);
     cudaEventRecord(idle_event_, cudaStreamLegacy);
     if (MaybeFault f = WaitIdle(idle_event_, 10000)) {
@@ -306,9 +313,10 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
       (req.num_outputs > 0 && !req.outputs)) {
     return Fault{HTAM_ERR_INVALID_ARGUMENT, "bad timing request", 0};
   }
-  uint64_t flush = req.flush_bytes ? req.flush_bytes
-                                   : std::max<uint64_t>(2 * props_.l2_bytes, options_.flush_min_bytes);
-  if (options_.flush_bytes) flush = std::max(flush, options_.flush_bytes);
+  // At least 2x L2 whatever the host asks (a smaller flush leaves part of the working set and
+  // dirty lines of the poison in L2); larger requests are honoured.
+  uint64_t flush = std::max<uint64_t>({req.flush_bytes, 2 * props_.l2_bytes, options_.flush_min_bytes,
+                                       options_.flush_bytes});
   if (Status s = EnsureFlushBuffer(flush); !s.ok()) return Fault{HTAM_ERR_OUT_OF_MEMORY, s.message(), 0};
   if (!lag_calibrated_) {
     if (MaybeFault f = CalibrateLag()) return f;
@@ -360,7 +368,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     // On the candidate's stream (which waits for the legacy-stream flush): fills the SMs while
     // the candidate's launches queue up, so the window opens with the work ready and no side-
     // stream kernel can start before it.
-    Hold(stream_, options_.hold_us);
+    Hold(stream_, options_.hold_us, /*wait_started=*/true);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
       destroy();
@@ -406,12 +414,23 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   return std::nullopt;
 }
 
-void CudaDevice::Hold(cudaStream_t s, double us) {
+void CudaDevice::Hold(cudaStream_t s, double us, bool wait_started) {
   if (!have_probes_ || us <= 0) return;
   unsigned long long ns = static_cast<unsigned long long>(us * 1000.0);
-  void* args[] = {&ns};
+  unsigned ticket = ++hold_ticket_;
+  void* flag = wait_started ? hold_flag_device_ : nullptr;
+  void* args[] = {&ns, &flag, &ticket};
   int blocks = props_.sm_count * std::max(1, props_.max_threads_per_sm / 1024);
-  if (!probes_.Launch("htam_hold", dim3(blocks), dim3(1024), args, s).ok()) have_probes_ = false;
+  if (!probes_.Launch("htam_hold", dim3(blocks), dim3(1024), args, s).ok()) {
+    have_probes_ = false;
+    return;
+  }
+  if (!flag) return;
+  // Wait (bounded) until the hold runs: only then may the candidate launch, so that kernels it
+  // puts on other streams find every SM busy and cannot run before the window opens.
+  auto t0 = Clock::now();
+  while (*hold_flag_host_ != ticket && MsSince(t0) < 2000) {
+  }
 }
 
 void CudaDevice::MeasureRoofline() {
@@ -451,6 +470,13 @@ void CudaDevice::MeasureRoofline() {
     roofline_.note = "probe load failed: " + s.ToString();
   } else {
     have_probes_ = true;
+    void* hflag = nullptr;
+    if (cudaHostAlloc(&hflag, sizeof(unsigned), cudaHostAllocMapped) == cudaSuccess) {
+      hold_flag_host_ = static_cast<volatile unsigned*>(hflag);
+      *hold_flag_host_ = 0;
+      if (cudaHostGetDevicePointer(&hold_flag_device_, hflag, 0) != cudaSuccess) hold_flag_device_ = nullptr;
+    }
+    cudaGetLastError();
     int threads = 256, blocks = props_.sm_count * 8;
     float* out = nullptr;
     if (cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float) * threads * blocks) == cudaSuccess) {

@@ -111,7 +111,7 @@ class CudaDevice {
   void ResetPersistingL2();
   MaybeFault CalibrateLag();
   void MeasureRoofline();
-  void Hold(cudaStream_t s, double us);
+  void Hold(cudaStream_t s, double us, bool wait_started);
   void Flush(uint64_t bytes, int rep);
 
   DeviceOptions options_;
@@ -126,6 +126,9 @@ class CudaDevice {
   bool poisoned_ = false;
   bool lag_calibrated_ = false;
   bool have_probes_ = false;  // NVRTC module with hold / flush kernels loaded
+  volatile unsigned* hold_flag_host_ = nullptr;  // host-mapped "hold started" flag
+  void* hold_flag_device_ = nullptr;
+  unsigned hold_ticket_ = 0;
   double lag_median_us_ = 0, lag_p90_us_ = 0;
 };
 

@@ -106,6 +106,26 @@ rows=[l.split() for l in open('$OUT/compile_times.txt')]
 s=[float(r[1]) for r in rows]; c=[float(r[2]) for r in rows]
 print('nvcc -shared (the plugin path): %d kernels, median %.2f s, max %.2f s; nvcc -cubin (device only): median %.2f s' % (len(s), statistics.median(s), max(s), statistics.median(c)))"
   ;;
+clifid)
+  phase clifid
+  for sets in 4 4 4 3 1; do
+    timeout -s KILL 60 $CLI --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 100 --sets $sets 2>/dev/null | \
+      python3 -c "import sys,json; [print('htam-eval-cli relu_large reference, %d input sets: median %.2f us IQR %.2f us n=%d wall %.1f s clocks %s/%s' % ($sets, j['median_us'], j['spread_us'], j['repetitions'], j['wall_ms']/1000, j['sm_clock_mhz'], j['mem_clock_mhz'])) for j in map(json.loads, sys.stdin)]"
+  done
+  ;;
+onetask)
+  phase "onetask ${ONE_TASK:-gelu}"
+  d=configs/tasks/${ONE_TASK:-gelu}
+  srcs=""; for f in "$d"/variants/cuda/*.cu; do srcs="$srcs --source $f"; done
+  t0=$(now)
+  timeout -s KILL 170 $CLI --task "$d" --reference $srcs --compile-threads 8 --seeds 1 --reps 20 2>"$OUT/onetask.err" | tee "$OUT/onetask.jsonl" | \
+    python3 -c "
+import sys, json
+for l in sys.stdin:
+    r = json.loads(l)
+    print('%-28s %-12s %9.2f us x%5.2f sol %.2f compile %6.0f ms cached %s wall %6.1f s %s' % (r['source'].split('/')[-1], r['status'], r['median_us'], r['speedup'], r['sol_fraction'], r['compile_ms'], r['compile_cached'], r['wall_ms']/1000, r['diagnostics'][:100].replace(chr(10),' ')))"
+  t1=$(now); echo "onetask wall $(awk "BEGIN{print $t1 - $t0}") s"
+  ;;
 kernelbench)
   phase kernelbench
   timeout -s KILL 150 python3 backends/cuda/bench/kernelbench_compile.py 2>&1 | tail -3 | tee "$OUT/kernelbench.json"
