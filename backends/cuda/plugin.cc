@@ -464,8 +464,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   if (stats.off_stream_reps > 0) {
     m->device->backend->Log(HTAM_LOG_WARN,
                             std::to_string(stats.off_stream_reps) + " of " + std::to_string(r.repetitions) +
-                                " repetitions had work outliving the candidate's stream (non-blocking "
-                                "side stream); charged up to device idle");
+                                " repetitions had work outliving the candidate's stream (a side stream "
+                                "it did not join); charged up to device idle");
   }
   return nullptr;
 }
