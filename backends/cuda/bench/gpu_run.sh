@@ -35,13 +35,13 @@ info)
   ;;
 tests)
   phase tests
-  for t in backends/cuda/cuda_compile_test backends/cuda/cuda_plugin_test backends/cuda/cuda_nvrtc_test tests/gpu/cuda_plugin_gpu_test; do
+  for t in ${TESTS:-backends/cuda/cuda_compile_test backends/cuda/cuda_plugin_test backends/cuda/cuda_nvrtc_test tests/gpu/cuda_plugin_gpu_test}; do
     timeout -s KILL 150 $B/$t 2>&1 | tee -a "$OUT/tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|FAILED  \]|Failure|^device|^roofline|^relu|^10 rep|Expected|Which is|actual"
   done
   ;;
 hacks)
   phase hacks
-  timeout -s KILL 240 $B/tests/gpu/cuda_hacks_gpu_test 2>&1 | tee -a "$OUT/tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|FAILED  \]|Failure|Expected|Which is|actual" | head -60
+  timeout -s KILL 240 $B/tests/gpu/cuda_hacks_gpu_test --gtest_filter=${HACKS_FILTER:-*} 2>&1 | tee -a "$OUT/tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|FAILED  \]|Failure|Expected|Which is|actual" | head -60
   ;;
 fidelity)
   phase fidelity
@@ -108,7 +108,7 @@ print('nvcc -shared (the plugin path): %d kernels, median %.2f s, max %.2f s; nv
   ;;
 clifid)
   phase clifid
-  for sets in 4 4 4 3 1; do
+  for sets in ${CLIFID_SETS:-4 4 4 3 1}; do
     timeout -s KILL 60 $CLI --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 100 --sets $sets 2>/dev/null | \
       python3 -c "import sys,json; [print('htam-eval-cli relu_large reference, %d input sets: median %.2f us IQR %.2f us n=%d wall %.1f s clocks %s/%s' % ($sets, j['median_us'], j['spread_us'], j['repetitions'], j['wall_ms']/1000, j['sm_clock_mhz'], j['mem_clock_mhz'])) for j in map(json.loads, sys.stdin)]"
   done
