@@ -25,6 +25,9 @@ int FuzzDecoderOnce(const uint8_t* data, size_t size) {
 }
 
 std::vector<std::string> SeedRequests() {
+  // Ids far from those a test's own sessions get, so that a few flipped bits of a seed do not
+  // turn it into a valid request on someone else's session during the live flood test.
+  constexpr uint64_t kSession = 0x00F1F2F3F4F5F6F7ull;
   std::vector<std::string> out;
   auto add = [&out](auto body) {
     out.push_back(server::EncodeReply(static_cast<uint64_t>(out.size() + 1), std::move(body)));
@@ -39,11 +42,11 @@ std::vector<std::string> SeedRequests() {
   open.budget = 6;
   add(open);
   fb::NextStepT next;
-  next.session_id = 3;
+  next.session_id = kSession;
   next.embedding = {0.5f, -1.0f, 2.0f};
   add(next);
   fb::SubmitT submit;
-  submit.session_id = 3;
+  submit.session_id = kSession;
   submit.source = "extern \"C\" int htam_kernel() { return 0; }";
   submit.strategy_ids = {1, 2, 3};
   submit.summary = "vectorized";
@@ -51,18 +54,18 @@ std::vector<std::string> SeedRequests() {
   submit.progress = true;
   add(submit);
   fb::PollT poll;
-  poll.job_id = 9;
+  poll.job_id = kSession;
   poll.wait_ms = 100;
   add(poll);
   fb::RecordT record;
-  record.session_id = 3;
+  record.session_id = kSession;
   record.direction_id = 2;
   record.strategy_ids = {4};
   record.summary = "tiling";
   record.speedup_after = 1.5f;
   add(record);
   fb::CloseSessionT close;
-  close.session_id = 3;
+  close.session_id = kSession;
   add(close);
   fb::QueryT query;
   query.kind = fb::QueryKind::Strategies;

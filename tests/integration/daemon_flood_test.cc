@@ -1,0 +1,159 @@
+// The live robustness test: while a well-behaved client keeps asking for next steps and checking
+// the answers, other sockets send at least 100,000 random, truncated, mutated and multi-frame
+// messages. The daemon must not crash, must answer the good client correctly throughout, and
+// its memory (RSS) must not grow without bound. HTAM_FLOOD_FRAMES raises the count (long run).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "tests/fuzz/decoder_fuzz_body.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace htam {
+namespace {
+
+using htam::testing::DaemonProcess;
+using htam::testing::MakeTempDir;
+using htam::testing::StatusValue;
+using namespace std::chrono_literals;
+
+std::string Mutate(std::mt19937_64& rng, const std::vector<std::string>& seeds, int kind) {
+  std::string m;
+  switch (kind % 6) {
+    case 0:
+      m.resize(rng() % 512);
+      for (auto& c : m) c = static_cast<char>(rng());
+      if (m.size() >= 8 && (rng() & 1)) m.replace(4, 4, "HTAM");
+      return m;
+    case 1: {
+      const std::string& s = seeds[rng() % seeds.size()];
+      return s.substr(0, rng() % s.size());
+    }
+    case 2:  // an oversized frame (over server.max_message_bytes, under ZeroMQ's cut-off)
+      if (rng() % 64 == 0) return std::string(300 * 1024, 'x');
+      [[fallthrough]];
+    default: {
+      m = seeds[rng() % seeds.size()];
+      int edits = 1 + static_cast<int>(rng() % 8);
+      for (int k = 0; k < edits && !m.empty(); ++k) {
+        size_t pos = rng() % m.size();
+        switch (rng() % 4) {
+          case 0: m[pos] = static_cast<char>(rng()); break;
+          case 1: m[pos] ^= static_cast<char>(1u << (rng() % 8)); break;
+          case 2: m.insert(pos, 1, static_cast<char>(rng())); break;
+          default: m.erase(pos, 1); break;
+        }
+      }
+      return m;
+    }
+  }
+}
+
+TEST(DaemonFloodTest, HostileFramesNeverHurtAWellBehavedClient) {
+  const long frames = std::getenv("HTAM_FLOOD_FRAMES") ? std::atol(std::getenv("HTAM_FLOOD_FRAMES"))
+                                                       : 100000;
+  std::string dir = MakeTempDir("htamd-flood");
+  DaemonProcess d(dir, {{"server.max_message_bytes", "262144"}, {"general.log_level", "warn"}});
+  ASSERT_TRUE(d.Start());
+  auto good = d.Connect(10s);
+  ASSERT_NE(good, nullptr);
+  OpenSessionArgs open;
+  open.task = "cpu_relu";
+  auto info = good->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint64_t sid = info->session->id;
+  auto first = good->NextStep(sid);
+  ASSERT_TRUE(first.ok());
+  const std::string expected_direction = first->direction->name;
+
+  // Warm up allocator and caches before the baseline RSS.
+  auto seeds = fuzz::SeedRequests();
+  zmq::context_t ctx(1);
+  auto flood = [&](long count, uint64_t seed, std::atomic<long>* sent) {
+    std::mt19937_64 rng(seed);
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 60000);  // closing must not discard frames still queued
+    s.set(zmq::sockopt::sndhwm, 100000);
+    s.connect(d.endpoint());
+    zmq::message_t reply;
+    for (long i = 0; i < count; ++i) {
+      std::string m = Mutate(rng, seeds, static_cast<int>(rng() % 6));
+      if (rng() % 50 == 0) {  // multi-frame message
+        s.send(zmq::buffer(m), zmq::send_flags::sndmore);
+        s.send(zmq::buffer(m), zmq::send_flags::sndmore);
+        s.send(zmq::buffer(m), zmq::send_flags::none);
+      } else {
+        s.send(zmq::buffer(m), zmq::send_flags::none);
+      }
+      (*sent)++;
+      while (s.recv(reply, zmq::recv_flags::dontwait)) {
+      }
+      if (i % 1000 == 999) std::this_thread::yield();
+    }
+    for (int i = 0; i < 50; ++i) {  // let the last answers arrive
+      while (s.recv(reply, zmq::recv_flags::dontwait)) {
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  };
+  std::atomic<long> warm_sent{0};
+  flood(5000, 1, &warm_sent);
+  ASSERT_FALSE(d.Exited()) << d.Log();
+  const long rss_before = d.RssKb();
+
+  std::atomic<long> sent{0};
+  std::atomic<bool> flooding{true};
+  std::vector<std::thread> senders;
+  const int kSenders = 3;
+  for (int t = 0; t < kSenders; ++t)
+    senders.emplace_back([&, t] { flood(frames / kSenders + (t == 0 ? frames % kSenders : 0), 100 + t, &sent); });
+  std::thread watcher([&] {
+    for (auto& s : senders) s.join();
+    flooding = false;
+  });
+  long good_answers = 0;
+  while (flooding) {
+    auto s = good->NextStep(sid);
+    auto h = good->Hello();
+    if (!s.ok() || !h.ok() || s->direction == nullptr || s->session_id != sid) {
+      ADD_FAILURE() << "the good client got a wrong answer: " << s.status().ToString() << " "
+                    << h.status().ToString();
+      break;
+    }
+    good_answers++;
+  }
+  watcher.join();
+  ASSERT_FALSE(d.Exited()) << "htamd died under the flood:\n" << d.Log();
+  EXPECT_GE(sent.load(), frames);
+  EXPECT_GT(good_answers, 10);
+  // Wait until the daemon has worked through the backlog the senders left in its queues.
+  long handled = 0, errors = 0;
+  for (int i = 0; i < 600; ++i) {
+    auto status = good->ServerStatus("server");
+    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    handled = std::stol(StatusValue(*status, "requests_total"));
+    errors = std::stol(StatusValue(*status, "errors_total"));
+    if (handled >= frames * 95 / 100) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GE(handled, frames * 95 / 100);
+  EXPECT_GE(errors, frames / 2) << "most hostile frames must be answered with an Error";
+  const long rss_after = d.RssKb();
+  std::cerr << "flood: " << sent.load() << " frames, " << handled << " handled, " << errors
+            << " errors, " << good_answers
+            << " good round trips, RSS " << rss_before << " -> " << rss_after << " KiB\n";
+  EXPECT_LT(rss_after - rss_before, 64 * 1024) << "RSS grew by more than 64 MiB";
+  auto last = good->NextStep(sid);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->direction->name, expected_direction) << "the flood changed the memory";
+  EXPECT_EQ(d.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace htam

@@ -1,0 +1,255 @@
+// htamd end to end through the C++ SDK: a real daemon (LMDB store, FAISS, the CPU backend's
+// sandboxed workers) in a temp dir. Sessions, evaluation with waiting, polling and progress,
+// errors, kill -9 and resume, the PID lock, and the refusal of insecure binds.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "tests/integration/daemon_harness.h"
+
+namespace htam {
+namespace {
+
+using htam::testing::DaemonProcess;
+using htam::testing::MakeTempDir;
+using htam::testing::StatusValue;
+using namespace std::chrono_literals;
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = MakeTempDir("htamd-it"); }
+  void TearDown() override {
+    if (HasFailure()) {
+      std::ifstream f(dir_ + "/htamd.log");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      std::cerr << "---- htamd log ----\n" << ss.str() << "\n";
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+const std::string kRelu = "cpu_relu";
+
+TEST_F(DaemonTest, HelloStatusAndErrors) {
+  DaemonProcess d(dir_);
+  ASSERT_TRUE(d.Start());
+  auto c = d.Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->server().protocol_version, 1);
+  EXPECT_FALSE(c->server().server_version.empty());
+  EXPECT_NE(std::find(c->server().backends.begin(), c->server().backends.end(), "cpu"),
+            c->server().backends.end());
+  EXPECT_EQ(c->server().embedder_model, "builtin-hash-v1");
+
+  auto status = c->ServerStatus();
+  ASSERT_TRUE(status.ok());
+  for (const char* section : {"# server", "# clients", "# memory", "# evaluation"})
+    EXPECT_NE(status->find(section), std::string::npos) << section;
+  auto only = c->ServerStatus("server");
+  ASSERT_TRUE(only.ok());
+  EXPECT_EQ(only->find("# memory"), std::string::npos);
+
+  // Errors are answers, not crashes, and name the problem.
+  EXPECT_TRUE(c->NextStep(987654).status().IsNotFound());
+  OpenSessionArgs bad;
+  bad.task = "no_such_task";
+  EXPECT_TRUE(c->OpenSession(bad).status().IsNotFound());
+  bad.task = "../../etc";
+  EXPECT_EQ(c->OpenSession(bad).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(c->Poll(12345).status().IsNotFound());
+  RecordArgs rec;
+  rec.session_id = 424242;
+  rec.summary = "nothing";
+  EXPECT_FALSE(c->Record(rec).ok());
+  fb::QueryT q;
+  q.kind = fb::QueryKind::Directions;
+  auto dirs = c->Query(q);
+  ASSERT_TRUE(dirs.ok());
+  EXPECT_GE(dirs->directions.size(), 13u);
+  // The daemon still serves after every refusal.
+  EXPECT_TRUE(c->Hello().ok());
+  EXPECT_EQ(d.Terminate(), 0);
+  EXPECT_NE(d.Log().find("exiting with code 0"), std::string::npos);
+}
+
+TEST_F(DaemonTest, EvaluationNeverBlocksNextStepAndReportsProgress) {
+  DaemonProcess d(dir_);
+  ASSERT_TRUE(d.Start());
+  std::mutex mu;
+  std::vector<std::string> stages;
+  ClientOptions o;
+  o.endpoint = d.endpoint();
+  o.timeout = 30s;
+  o.on_progress = [&](const fb::ProgressT& p) {
+    std::lock_guard<std::mutex> lock(mu);
+    stages.push_back(p.stage);
+  };
+  auto agent = Client::Connect(o);
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  OpenSessionArgs open;
+  open.task = kRelu;
+  open.backend = "cpu";
+  open.budget = 8;
+  auto info = (*agent)->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_FALSE(info->baseline_source.empty());
+  ASSERT_NE(info->task, nullptr);
+  EXPECT_EQ(info->task->name, kRelu);
+  const uint64_t sid = info->session->id;
+  auto step = (*agent)->NextStep(sid);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  ASSERT_NE(step->direction, nullptr);
+  EXPECT_FALSE(step->why.empty());
+  EXPECT_FALSE(step->scores.empty());
+
+  SubmitArgs submit;
+  submit.session_id = sid;
+  submit.source = info->baseline_source;
+  submit.direction_id = step->direction->id;
+  submit.summary = "the reference, resubmitted";
+  submit.progress = true;
+  auto ack = (*agent)->Submit(submit);
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  EXPECT_NE(ack->job_id, 0u);
+  EXPECT_FALSE(ack->candidate_hash.empty());
+
+  // While the evaluation runs (seconds), another client gets next-step answers at once.
+  auto other = d.Connect();
+  ASSERT_NE(other, nullptr);
+  OpenSessionArgs open2 = open;
+  auto info2 = other->OpenSession(open2);
+  ASSERT_TRUE(info2.ok());
+  int answered_while_running = 0;
+  double worst_ms = 0;
+  while (true) {
+    auto poll = (*agent)->Poll(ack->job_id);
+    ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+    if (poll->done) break;
+    auto t0 = std::chrono::steady_clock::now();
+    auto s = other->NextStep(info2->session->id);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    worst_ms = std::max(worst_ms, std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - t0).count());
+    answered_while_running++;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_GT(answered_while_running, 0);
+  EXPECT_LT(worst_ms, 500.0) << "a next-step answer waited for the evaluation";
+
+  auto result = (*agent)->Poll(ack->job_id, 1000ms);
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->done);
+  EXPECT_EQ(result->status, fb::OutcomeStatus::Ok) << result->diagnostics;
+  EXPECT_GT(result->speedup, 0.0);
+  EXPECT_NE(result->transition_id, 0u);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_NE(std::find(stages.begin(), stages.end(), "queued"), stages.end());
+    EXPECT_NE(std::find(stages.begin(), stages.end(), "done"), stages.end());
+  }
+  // Submit-and-wait of a candidate that does not compile: the reply comes when it is done.
+  submit.source = "this is not C++";
+  submit.progress = false;
+  auto bad = (*agent)->SubmitAndWait(submit, 300s);
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  EXPECT_TRUE(bad->done);
+  EXPECT_EQ(bad->status, fb::OutcomeStatus::CompileError);
+  EXPECT_FALSE(bad->diagnostics.empty());
+
+  fb::QueryT q;
+  q.kind = fb::QueryKind::Transitions;
+  q.session_id = sid;
+  auto tr = (*agent)->Query(q);
+  ASSERT_TRUE(tr.ok());
+  ASSERT_EQ(tr->transitions.size(), 2u);
+  EXPECT_TRUE(tr->transitions[0]->verified);
+  auto closed = (*agent)->CloseSession(sid);
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(closed->steps, 2u);
+  EXPECT_EQ(closed->state, fb::SessionState::Closed);
+  submit.source = info->baseline_source;
+  EXPECT_FALSE((*agent)->Submit(submit).ok()) << "a closed session accepted a submission";
+}
+
+TEST_F(DaemonTest, KillNineAndRestartResumesTheSessionWithEveryAcknowledgedStep) {
+  auto d = std::make_unique<DaemonProcess>(dir_);
+  ASSERT_TRUE(d->Start());
+  ClientOptions o;
+  o.endpoint = d->endpoint();
+  o.timeout = 3s;
+  o.retries = 5;
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok());
+  OpenSessionArgs open;
+  open.task = kRelu;
+  open.budget = 10;
+  auto info = (*c)->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint64_t sid = info->session->id;
+  std::vector<uint64_t> acked;
+  for (int i = 0; i < 4; ++i) {
+    auto step = (*c)->NextStep(sid);
+    ASSERT_TRUE(step.ok()) << step.status().ToString();
+    RecordArgs r;
+    r.session_id = sid;
+    r.direction_id = step->direction->id;
+    r.summary = "external step " + std::to_string(i);
+    r.speedup_after = 1.0f + 0.1f * static_cast<float>(i);
+    r.median_us = 100.0 - i;
+    auto t = (*c)->Record(r);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    acked.push_back(*t);
+  }
+  d->Kill();  // kill -9: no clean shutdown
+  // The PID lock is released with the process; a new daemon takes the same store.
+  d = std::make_unique<DaemonProcess>(dir_);
+  ASSERT_TRUE(d->Start()) << d->Log();
+  // The same client object reconnects by itself (retries of idempotent requests).
+  OpenSessionArgs resume;
+  resume.session_id = sid;
+  auto again = (*c)->OpenSession(resume);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->session->steps, acked.size());
+  EXPECT_EQ(again->session->state, fb::SessionState::Open);
+  fb::QueryT q;
+  q.kind = fb::QueryKind::Transitions;
+  q.session_id = sid;
+  auto tr = (*c)->Query(q);
+  ASSERT_TRUE(tr.ok());
+  ASSERT_EQ(tr->transitions.size(), acked.size());
+  for (auto& t : tr->transitions) {
+    EXPECT_NE(std::find(acked.begin(), acked.end(), t->id), acked.end());
+    EXPECT_FALSE(t->verified);
+    EXPECT_EQ(t->status, fb::OutcomeStatus::Unverified);
+  }
+  // And the loop goes on where it stopped.
+  auto next = (*c)->NextStep(sid);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->step, acked.size());
+}
+
+TEST_F(DaemonTest, TwoDaemonsNeverOpenTheSameStore) {
+  DaemonProcess first(dir_);
+  ASSERT_TRUE(first.Start());
+  DaemonProcess second(dir_, {{"server.bind", "ipc://" + dir_ + "/second.sock"}});
+  ASSERT_TRUE(second.Start(false));
+  EXPECT_EQ(second.WaitExit(), 1);
+  EXPECT_NE(second.Log().find("another htamd (pid " + std::to_string(first.pid())),
+            std::string::npos);
+  EXPECT_NE(first.Connect(), nullptr) << "the first daemon must go on serving";
+}
+
+TEST_F(DaemonTest, NonLoopbackBindWithoutCurveIsRefused) {
+  DaemonProcess d(dir_, {{"server.bind", "tcp://0.0.0.0:0"}});
+  ASSERT_TRUE(d.Start(false));
+  EXPECT_EQ(d.WaitExit(), 1);
+  EXPECT_NE(d.Log().find("refusing to bind tcp://0.0.0.0:0 without CURVE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace htam
