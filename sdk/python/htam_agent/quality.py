@@ -515,6 +515,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("htam-bench quality: htamd not found (build it, or pass --htamd)", file=sys.stderr)
         return 2
     work = args.work or tempfile.mkdtemp(prefix="htam-quality-")
+    os.makedirs(work, exist_ok=True)
     os.chmod(work, 0o755)  # evaluation workers run unprivileged when htamd runs as root
     cfg = BenchConfig(tasks_dir=os.path.abspath(args.tasks_dir), htamd=htamd, work=work,
                       budgets=[int(b) for b in args.budgets.split(",") if b],
