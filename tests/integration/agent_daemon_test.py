@@ -5,6 +5,7 @@ the daemon's real compiler errors are fed back to the model."""
 
 import io
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -115,6 +116,40 @@ class AgentLoopTest(DaemonTestBase):
         self.assertRegex(second, r"error")       # with the real compiler's message
         self.assertGreater(report.rows[1].speedup, 0)
         self.assertGreater(report.rows[0].tokens_in, 0)
+
+
+    def test_cli_runs_the_model_agent_from_the_environment(self):
+        task = load_task(os.path.join(FIXTURES, "fx_relu"))
+        good = task.lineages["cpu"].by_id("v3").source()
+        ep = FakeEndpoint([reply("SUMMARY: 16 loads in flight\nSTRATEGIES: none\n```cpp\n"
+                                 + good + "```\n")])
+        self.addCleanup(ep.close)
+        env = dict(os.environ, HTAM_LLM_BASE_URL=ep.url, HTAM_LLM_MODEL="fake-coder",
+                   HTAM_LLM_API_KEY="sk-env")
+        r = subprocess.run([sys.executable, "-m", "htam_agent", "run", "--endpoint",
+                            self.proc.endpoint, "--tasks-dir", FIXTURES, "--task", "fx_relu",
+                            "--backend", "cpu", "--budget", "1"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("outcome: ok", r.stdout)
+        self.assertIn("task fx_relu on cpu: best speedup", r.stdout)
+        self.assertEqual(ep.requests[0]["headers"].get("Authorization"), "Bearer sk-env")
+        self.assertEqual(ep.requests[0]["body"]["model"], "fake-coder")
+        self.assertIn("y = max(x, 0)", ep.prompt(0))      # the task's specification
+        self.assertNotIn("4099", ep.prompt(0))            # never its held-out shapes
+
+    def test_dead_model_endpoint_ends_the_session_early(self):
+        ep = FakeEndpoint([])
+        url = ep.url
+        ep.close()  # nothing listens there any more: connection refused
+        client = ChatClient(LLMConfig(base_url=url, model="m", backoff_s=0.01, max_retries=1,
+                                      timeout_s=2))
+        lines = []
+        report = run_session(self.d, "fx_relu", "cpu", LLMProposer(client), budget=6,
+                             out=lines.append)
+        self.assertEqual([r.status for r in report.rows], ["skipped", "skipped"])
+        self.assertIn("model unavailable", report.rows[0].note)
+        self.assertTrue(report.closed)
 
 
 if __name__ == "__main__":

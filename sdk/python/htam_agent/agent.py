@@ -62,6 +62,11 @@ class SessionReport:
         return sum(1 for r in self.rows if r.status not in ("ok", "skipped", "unverified"))
 
 
+# A model that gives no candidate this many steps in a row (endpoint down, replies without
+# code) ends the session instead of spending the rest of the budget.
+MAX_EMPTY_STEPS = 2
+
+
 def _fmt_speedup(x: float) -> str:
     return f"{x:.2f}x" if x > 0 else "-"
 
@@ -105,6 +110,7 @@ def run_session(daemon: Daemon, task: str, backend: str, proposer: Proposer, bud
     best_speedup = max(1.0, info.best_speedup or 1.0)
     history: List[HistoryItem] = []
     language = LANGUAGE_OF_BACKEND.get(backend, backend)
+    empty_in_a_row = 0
     try:
         for i in range(budget):
             t0 = time.monotonic()
@@ -122,7 +128,12 @@ def run_session(daemon: Daemon, task: str, backend: str, proposer: Proposer, bud
                 if proposer.name == "replay":
                     out("   the replay proposer has nothing left to try: stopping early")
                     break
+                empty_in_a_row += 1
+                if empty_in_a_row >= MAX_EMPTY_STEPS:
+                    out(f"   {empty_in_a_row} steps in a row without a candidate: stopping early")
+                    break
                 continue
+            empty_in_a_row = 0
             direction_id = _resolve_direction(daemon, step, proposal.direction)
             out(f"   candidate: {proposal.summary[:160] or '(no summary)'}")
             if proposal.note:
