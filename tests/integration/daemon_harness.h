@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,7 +25,11 @@ inline std::string MakeTempDir(const char* prefix) {
   std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
-  return mkdtemp(buf.data());
+  std::string dir = mkdtemp(buf.data());
+  // The evaluator's sandboxed workers run as another user and need to reach the eval cache
+  // inside the data directory.
+  chmod(dir.c_str(), 0755);
+  return dir;
 }
 
 class DaemonProcess {

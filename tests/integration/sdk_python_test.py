@@ -1,0 +1,188 @@
+"""The Python SDK (package htam) against a real htamd in a temp dir: the whole loop with the CPU
+backend, errors, kill -9 and resume, and CURVE accept/refuse.
+
+Needs HTAM_HTAMD (the daemon binary) and HTAM_KEYGEN (htam-keygen); ctest sets both.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import htam
+
+HTAMD = os.environ.get("HTAM_HTAMD", "build/daemon/htamd")
+KEYGEN = os.environ.get("HTAM_KEYGEN", "build/daemon/server/htam-keygen")
+TASKS = os.path.abspath("configs/tasks")
+
+
+class Daemon:
+    """One htamd child process on a private ipc:// endpoint."""
+
+    def __init__(self, data_dir: str, **options: str):
+        self.data_dir = data_dir
+        self.endpoint = options.pop("bind", f"ipc://{data_dir}/htamd.sock")
+        self.options = options
+        self.proc = None
+
+    def start(self, wait: bool = True) -> "Daemon":
+        cmd = [HTAMD, "--general.data_dir", self.data_dir, "--server.bind", self.endpoint,
+               "--server.tasks_dir", TASKS]
+        for k, v in self.options.items():
+            cmd += [f"--{k.replace('__', '.')}", str(v)]
+        os.makedirs(self.data_dir, exist_ok=True)
+        log = open(os.path.join(self.data_dir, "htamd.log"), "ab")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        if wait:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("htamd exited:\n" + self.log())
+                try:
+                    htam.Client(self.endpoint, timeout_s=0.5, retries=0).close()
+                    return self
+                except htam.HtamTimeout:
+                    time.sleep(0.1)
+            raise RuntimeError("htamd never answered:\n" + self.log())
+        return self
+
+    def log(self) -> str:
+        with open(os.path.join(self.data_dir, "htamd.log"), errors="replace") as f:
+            return f.read()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            return self.proc.wait(timeout=60)
+        return self.proc.returncode if self.proc else 0
+
+
+class SdkPythonTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="htam-sdk-py-")
+        os.chmod(self.dir, 0o755)  # sandboxed eval workers (another uid) reach the eval cache
+        self.daemons = []
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def daemon(self, **options) -> Daemon:
+        d = Daemon(os.path.join(self.dir, "data"), **options)
+        self.daemons.append(d)
+        return d
+
+    def test_optimization_loop_with_the_cpu_backend(self):
+        d = self.daemon().start()
+        progress = []
+        with htam.Client(d.endpoint, timeout_s=30, on_progress=progress.append) as c:
+            self.assertEqual(c.server["protocol_version"], 1)
+            self.assertIn("cpu", c.server["backends"])
+            info = c.open_session("cpu_relu", backend="cpu", budget=5, model="unit-test")
+            sid = info["session"]["id"]
+            self.assertEqual(info["task"]["name"], "cpu_relu")
+            self.assertIn("htam_kernel", info["baseline_source"])
+            step = c.next_step(sid)
+            self.assertTrue(step["direction"]["name"])
+            self.assertTrue(step["why"])
+            self.assertIsInstance(step["strategies"], list)
+            ack = c.submit(sid, info["baseline_source"], direction_id=step["direction"]["id"],
+                           strategy_ids=[h["strategy"]["id"] for h in step["strategies"]][:2],
+                           summary="reference resubmitted", wait=False, progress=True)
+            self.assertGreater(ack["job_id"], 0)
+            result = c.poll(ack["job_id"], wait_ms=300000)
+            self.assertTrue(result["done"])
+            self.assertEqual(result["status_name"], "Ok", result["diagnostics"])
+            self.assertGreater(result["speedup"], 0)
+            self.assertEqual([p["stage"] for p in progress if p["job_id"] == ack["job_id"]],
+                             ["queued", "done"])
+            tid = c.record(sid, step["direction"]["id"], [], "measured on my own box", "Ok", 1.25,
+                           80.0)
+            self.assertGreater(tid, 0)
+            tr = c.query("transitions", session_id=sid)["transitions"]
+            self.assertEqual(len(tr), 2)
+            self.assertEqual(sorted(t["verified"] for t in tr), [False, True])
+            best = c.query("best_candidates", session_id=sid)
+            self.assertEqual(len(best["candidates"]), 1)
+            self.assertIn("htam_kernel", best["candidates"][0]["source"])
+            closed = c.close_session(sid)
+            self.assertEqual(closed["steps"], 2)
+            status = htam.parse_status(c.status())
+            self.assertEqual(status["server"]["curve"], "off")
+            self.assertIn("evaluation", status)
+        self.assertEqual(d.stop(), 0)
+
+    def test_errors_are_exceptions_with_codes(self):
+        d = self.daemon().start()
+        with htam.Client(d.endpoint, timeout_s=10) as c:
+            with self.assertRaises(htam.HtamError) as e:
+                c.next_step(123456789)
+            self.assertEqual(e.exception.code, "NotFound")
+            with self.assertRaises(htam.HtamError) as e:
+                c.open_session("../secrets")
+            self.assertEqual(e.exception.code, "InvalidArgument")
+            with self.assertRaises(htam.HtamError) as e:
+                c.poll(42)
+            self.assertEqual(e.exception.code, "NotFound")
+            self.assertGreaterEqual(len(c.query("directions")["directions"]), 13)
+
+    def test_kill_nine_and_resume(self):
+        d = self.daemon().start()
+        c = htam.Client(d.endpoint, timeout_s=3, retries=5)
+        sid = c.open_session("cpu_relu", budget=9)["session"]["id"]
+        acked = []
+        for i in range(3):
+            step = c.next_step(sid)
+            acked.append(c.record(sid, step["direction"]["id"], [], f"step {i}", "Ok", 1 + i / 10))
+        d.kill()
+        d2 = self.daemon().start()
+        self.assertEqual(d2.endpoint, d.endpoint)
+        info = c.open_session(session_id=sid)  # the same client object reconnects
+        self.assertEqual(info["session"]["steps"], 3)
+        ids = sorted(t["id"] for t in c.query("transitions", session_id=sid)["transitions"])
+        self.assertEqual(ids, sorted(acked))
+        c.close()
+
+    def test_curve_accepts_known_keys_only(self):
+        keys = os.path.join(self.dir, "keys")
+        subprocess.run([KEYGEN, keys, "server", "alice", "mallory"], check=True,
+                       stdout=subprocess.DEVNULL)
+        alice = htam.read_key_file(os.path.join(keys, "alice.pub"))["public"]
+        with open(os.path.join(keys, "authorized_keys"), "w") as f:
+            f.write(f"{alice} alice\n")
+        d = self.daemon(server__curve="true",
+                        server__curve_secret_key_file=os.path.join(keys, "server.key"),
+                        server__curve_authorized_keys=os.path.join(keys, "authorized_keys"))
+        d.start(wait=False)
+        server_pub = os.path.join(keys, "server.pub")
+        c = None
+        for _ in range(100):
+            try:
+                c = htam.Client(d.endpoint, timeout_s=1, retries=0, server_public_key_file=server_pub,
+                                client_key_file=os.path.join(keys, "alice.key"))
+                break
+            except htam.HtamTimeout:
+                time.sleep(0.2)
+        self.assertIsNotNone(c, d.log())
+        self.assertIn("curve", c.server["capabilities"])
+        with self.assertRaises(htam.HtamTimeout):
+            htam.Client(d.endpoint, timeout_s=1, retries=0, server_public_key_file=server_pub,
+                        client_key_file=os.path.join(keys, "mallory.key"))
+        with self.assertRaises(htam.HtamTimeout):
+            htam.Client(d.endpoint, timeout_s=1, retries=0)
+        self.assertGreaterEqual(int(htam.parse_status(c.status("server"))["server"]["auth_refused"]), 1)
+        c.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
