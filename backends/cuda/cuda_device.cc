@@ -156,6 +156,9 @@ Status CudaDevice::Init(int index, const DeviceOptions& options) {
 }
 
 CudaDevice::~CudaDevice() {
+  // After a fault or a timeout nothing may wait on the device: a hung kernel never ends, and
+  // unloading a module or freeing memory would wait for it. The process exits soon anyway.
+  if (poisoned_) probes_.Leak();
   if (!poisoned_) {
     cudaDeviceSynchronize();
     if (flush_) cudaFree(flush_);

@@ -39,6 +39,9 @@ class NvrtcModule {
 
   // Loads a cubin into the current context.
   Status Load(const std::string& cubin);
+  // Forgets the module without unloading it (after a fault or a timeout: cuModuleUnload would
+  // wait for a kernel that may never end).
+  void Leak() { module_ = nullptr; }
   // Launches an extern "C" kernel by name; args as for cuLaunchKernel.
   Status Launch(const char* kernel, dim3 grid, dim3 block, void** args, cudaStream_t stream);
 

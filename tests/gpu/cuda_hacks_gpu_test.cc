@@ -104,8 +104,11 @@ TEST(CudaFaults, IllegalAddressIsACrashAndTheNextProcessIsUnaffected) {
 }
 
 TEST(CudaFaults, HangIsATimeout) {
+  // The result line is printed before teardown; the process is killed if its exit waits for the
+  // never-ending kernel (the worker's supervisor does the same).
   CliRun r = RunCli(std::string("--task ") + kTask +
-                    " --seeds 1 --option cuda_call_timeout_ms=1500 --source tests/hacks/cuda/hang.cu");
+                        " --seeds 1 --option cuda_call_timeout_ms=1500 --source tests/hacks/cuda/hang.cu",
+                    60);
   if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
   ASSERT_EQ(r.results.size(), 1u) << r.output;
   EXPECT_EQ(r.results[0].value("status", ""), "Timeout") << r.output;

@@ -21,9 +21,10 @@ struct CliRun {
   std::map<std::string, nlohmann::json> by_source;
 };
 
-inline CliRun RunCli(const std::string& args) {
+inline CliRun RunCli(const std::string& args, int limit_s = 300) {
   CliRun r;
-  std::string cmd = "timeout -s KILL 300 " + std::string(HTAM_EVAL_CLI) + " " + args + " 2>&1";
+  std::string cmd = "timeout -s KILL " + std::to_string(limit_s) + " " + std::string(HTAM_EVAL_CLI) + " " +
+                    args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[8192];
