@@ -171,8 +171,11 @@ bool IsPoison(const HostTensor& t, int64_t i) {
 }
 
 // Compares a candidate output with the reference's. "" when it passes.
+// Element positions are left out for held-out shapes (`hide`): they would reveal the sizes.
+std::string At(int64_t i, bool hide) { return hide ? "" : " at element " + std::to_string(i); }
+
 std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Tolerance& tol,
-                        const std::string& where) {
+                        const std::string& where, bool hide = false) {
   const int64_t n = c.numel();
   bool all_zero = true, ref_nonzero = false;
   int64_t bad = 0, first_bad = -1;
@@ -184,10 +187,9 @@ std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Toleranc
       bool same = (std::isnan(cv) && std::isnan(rv)) || (std::isinf(cv) && cv == rv);
       if (!same) {
         if (c.IsFloat() && IsPoison(c, i))
-          return "output '" + c.name + "' not written at element " + std::to_string(i) +
-                 " (poison left)" + where;
-        return "output '" + c.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") +
-               " at element " + std::to_string(i) + " where the reference has " + Num(rv) + where;
+          return "output '" + c.name + "' not written" + At(i, hide) + " (poison left)" + where;
+        return "output '" + c.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + At(i, hide) +
+               " where the reference has " + Num(rv) + where;
       }
       continue;
     }
@@ -204,16 +206,17 @@ std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Toleranc
   if (all_zero && ref_nonzero)
     return "output '" + c.name + "' is all zeros where the reference is not" + where;
   if (double(bad) > tol.bad_budget * double(n)) {
-    return std::to_string(bad) + " of " + std::to_string(n) + " elements of '" + c.name +
-           "' outside tolerance (rtol " + Num(tol.rtol) + ", atol " + Num(tol.atol) +
-           "); first at element " + std::to_string(first_bad) + ": got " +
+    std::string count = hide ? Num(100.0 * double(bad) / double(n)) + "% of the elements"
+                             : std::to_string(bad) + " of " + std::to_string(n) + " elements";
+    return count + " of '" + c.name + "' outside tolerance (rtol " + Num(tol.rtol) + ", atol " + Num(tol.atol) +
+           "); first" + (hide ? std::string() : " at element " + std::to_string(first_bad)) + ": got " +
            Num(c.At(first_bad)) + ", expected " + Num(r.At(first_bad)) + where;
   }
   return "";
 }
 
 // Two candidate runs on the same inputs: bit-identical, or within the task's tolerance.
-std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance& tol) {
+std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance& tol, bool hide) {
   if (a.bytes == b.bytes) return "";
   const int64_t n = a.numel();
   for (int64_t i = 0; i < n; ++i) {
@@ -222,8 +225,8 @@ std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance&
     if (x == y) continue;
     if (std::isfinite(x) && std::isfinite(y) && std::fabs(x - y) <= tol.atol + tol.rtol * std::fabs(x))
       continue;
-    return "two calls with the same inputs disagree on '" + a.name + "' at element " +
-           std::to_string(i) + ": " + Num(x) + " vs " + Num(y);
+    return "two calls with the same inputs disagree on '" + a.name + "'" + At(i, hide) + ": " +
+           Num(x) + " vs " + Num(y);
   }
   return "";
 }
@@ -301,7 +304,7 @@ class Gate::Impl {
                                       std::to_string(s) + ")";
         Progress("verify" + where);
         uint64_t seed = Mix(Mix(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
-        Verdict v = VerifyCase(cand_mod.get(), ref_mod.get(), *c.dims, seed, where);
+        Verdict v = VerifyCase(cand_mod.get(), ref_mod.get(), *c.dims, seed, where, c.held_out);
         if (!v.ok()) {
           res.status = v.status;
           res.diagnostics = v.reason;
@@ -484,7 +487,7 @@ class Gate::Impl {
   }
 
   Verdict VerifyCase(htam_module* cand, htam_module* ref, const DimBinding& dims, uint64_t seed,
-                     const std::string& where) {
+                     const std::string& where, bool hide) {
     std::vector<HostTensor> host_in;
     TensorSet in, out, ref_out;
     Status st = MakeInputs(dims, seed, &host_in, &in);
@@ -515,10 +518,10 @@ class Gate::Impl {
       auto r = ref_out[i]->Download();
       auto c2 = out[i]->Download();
       if (!r.ok() || !c2.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
-      std::string why = CheckOutput(run1[i], *r, task_.tolerance, where);
+      std::string why = CheckOutput(run1[i], *r, task_.tolerance, where, hide);
       if (!why.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why);
-      std::string why2 = CheckOutput(*c2, *r, task_.tolerance, where);
-      std::string same = CheckSame(run1[i], *c2, task_.tolerance);
+      std::string why2 = CheckOutput(*c2, *r, task_.tolerance, where, hide);
+      std::string same = CheckSame(run1[i], *c2, task_.tolerance, hide);
       if (!same.empty() && !why2.empty() && why2.find("not written") != std::string::npos)
         return Verdict::Fail(OutcomeStatus::Incorrect,
                              "a repeated call with the same inputs did not compute its outputs: " +

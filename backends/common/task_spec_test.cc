@@ -1,6 +1,9 @@
 // task.json parsing: valid specs, and errors that name the file and the field.
 #include "backends/common/task_spec.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 namespace htam {
@@ -135,6 +138,29 @@ TEST(Dtype, RoundTrips) {
   }
   htam_dtype d;
   EXPECT_FALSE(ParseDtype("float", &d));
+}
+
+}  // namespace
+}  // namespace htam
+
+namespace htam {
+namespace {
+
+// Every task shipped in configs/tasks (all backends) parses under the shared contract.
+TEST(TaskSpec, EveryShippedTaskParses) {
+  DIR* d = opendir("configs/tasks");
+  ASSERT_NE(d, nullptr) << "run from the repository root";
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    struct stat st;
+    if (name[0] == '.' || stat(("configs/tasks/" + name + "/task.json").c_str(), &st) != 0) continue;
+    auto t = ParseTaskFile("configs/tasks/" + name);
+    EXPECT_TRUE(t.ok()) << name << ": " << t.status().ToString();
+    ++n;
+  }
+  closedir(d);
+  EXPECT_GE(n, 3);
 }
 
 }  // namespace
