@@ -106,7 +106,7 @@ class HipCompile : public ::testing::Test {
     static std::string t;
     if (t.empty()) {
       auto c = HipccCompiler::Create(Options({"gfx942"}));
-      t = c.ok() && !c->supported_targets().empty() ? "gfx942" : "gfx940";
+      t = c.ok() && c->EnsureProbed().ok() && !c->supported_targets().empty() ? "gfx942" : "gfx940";
     }
     return t;
   }
@@ -148,8 +148,18 @@ TEST(HipRuntimeHelpers, ClocksAndTensorSpans) {
 TEST_F(HipCompile, ToolchainReportsTargetsItCannotBuild) {
   auto c = HipccCompiler::Create(Options({"gfx90a", "gfx942"}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  const auto& sup = c->supported_targets();
-  const auto& uns = c->unsupported_targets();
+  // Create runs no process (a describing worker starts at once); the probe comes when asked.
+  EXPECT_FALSE(c->probed());
+  ASSERT_TRUE(c->EnsureProbed().ok());
+  const auto sup = c->supported_targets();
+  const auto uns = c->unsupported_targets();
+  EXPECT_NE(c->version().find("HIP version"), std::string::npos) << c->version();
+  // Remembered in the cache: the next process with the same hipcc and targets knows at once.
+  auto again = HipccCompiler::Create(Options({"gfx90a", "gfx942"}));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->probed());
+  EXPECT_EQ(again->unsupported_targets(), uns);
+  EXPECT_EQ(again->version(), c->version());
   EXPECT_NE(std::find(sup.begin(), sup.end(), "gfx90a"), sup.end());
   // Every configured target is classified one way or the other.
   EXPECT_EQ(sup.size() + uns.size(), 2u);

@@ -1,6 +1,7 @@
 // hipcc driver: target probe, temp dir per compile, code-object check, cache publication by rename.
 #include "backends/hip/hipcc_compiler.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -110,6 +112,13 @@ std::string TrimHipDiagnostics(std::string_view log, std::string_view tmp_dir, s
   return out;
 }
 
+struct HipccCompiler::Toolchain {
+  std::mutex mu;
+  bool ready = false;
+  std::string version;
+  std::vector<std::string> supported, unsupported;
+};
+
 Result<HipccCompiler> HipccCompiler::Create(const HipccOptions& options) {
   HipccCompiler c;
   c.options_ = options;
@@ -119,72 +128,131 @@ Result<HipccCompiler> HipccCompiler::Create(const HipccOptions& options) {
   if (!c.options_.cache_dir.empty()) c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
   if (c.options_.work_dir.empty()) c.options_.work_dir = "/tmp";
   if (c.options_.targets.empty()) return Status::InvalidArgument("no AMDGPU target configured");
-  // With a target named, hipcc does not run rocm_agent_enumerator (which fails without a GPU).
-  auto r = RunTool({options.hipcc, "--offload-arch=" + c.options_.targets[0], "--version"},
-                   c.options_.work_dir, 60, 64 << 10);
-  if (!r.ok()) return r.status().WithContext("hipcc");
-  if (r->timed_out || r->exit_code != 0) {
-    return Status::Unavailable("'" + options.hipcc + " --version' failed: " + r->output);
+  // Resolve hipcc as posix_spawnp would; its identity keys the remembered probe.
+  std::string path = options.hipcc;
+  if (path.find('/') == std::string::npos) {
+    const char* env = getenv("PATH");
+    std::istringstream dirs(env ? env : "/usr/bin:/bin");
+    std::string d;
+    path.clear();
+    while (std::getline(dirs, d, ':')) {
+      std::string cand = (d.empty() ? "." : d) + "/" + options.hipcc;
+      if (access(cand.c_str(), X_OK) == 0) {
+        path = cand;
+        break;
+      }
+    }
   }
-  c.version_ = r->output;
-  while (!c.version_.empty() && c.version_.back() == '\n') c.version_.pop_back();
+  if (path.empty() || access(path.c_str(), X_OK) != 0) {
+    return Status::Unavailable("hipcc '" + options.hipcc + "' not found");
+  }
+  c.hipcc_path_ = path;
+  struct stat st {};
+  std::string real = fs::canonical(path, ec).string();
+  if (stat(real.c_str(), &st) == 0) {
+    c.hipcc_identity_ = real + ' ' + std::to_string(st.st_size) + ' ' + std::to_string(st.st_mtime);
+  }
   std::string header;
   if (!ReadFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
     return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir + "'");
   }
   c.abi_header_hash_ = Sha256Hex(header);
-  HTAM_RETURN_IF_ERROR(c.ProbeTargets());
+  c.tc_ = std::make_shared<Toolchain>();
+  // A probe remembered by an earlier process with the same hipcc and targets.
+  std::string memo = c.MemoPath(), text;
+  if (!memo.empty() && ReadFile(memo, &text)) {
+    size_t v = text.find("\nversion\n");
+    std::istringstream in(text.substr(0, v));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("supported:", 0) == 0) c.tc_->supported = SplitWords(line.substr(10));
+      if (line.rfind("unsupported:", 0) == 0) c.tc_->unsupported = SplitWords(line.substr(12));
+    }
+    if (v != std::string::npos && (!c.tc_->supported.empty() || !c.tc_->unsupported.empty())) {
+      c.tc_->version = text.substr(v + 9);
+      c.tc_->ready = true;
+    }
+  }
   return c;
 }
 
-// Asks the compiler (device side only, empty input) which of the configured targets it can build;
-// clang names the first target it does not know ("invalid target ID 'gfx942'"). The answer is
-// remembered in the cache directory, keyed by the toolchain's version text and the target list.
-Status HipccCompiler::ProbeTargets() {
-  std::string memo;
-  if (!options_.cache_dir.empty()) {
-    memo = options_.cache_dir + "/hip/targets-" +
-           Sha256Hex(version_ + '\0' + options_.hipcc + '\0' + Join(options_.targets)).substr(0, 24);
-    std::string text;
-    if (ReadFile(memo, &text)) {
-      std::istringstream in(text);
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.rfind("supported:", 0) == 0) supported_ = SplitWords(line.substr(10));
-        if (line.rfind("unsupported:", 0) == 0) unsupported_ = SplitWords(line.substr(12));
-      }
-      if (!supported_.empty() || !unsupported_.empty()) return Status::OK();
+std::string HipccCompiler::MemoPath() const {
+  if (options_.cache_dir.empty() || hipcc_identity_.empty()) return "";
+  return options_.cache_dir + "/hip/toolchain-" +
+         Sha256Hex(hipcc_identity_ + '\0' + Join(options_.targets)).substr(0, 24);
+}
+
+bool HipccCompiler::probed() const {
+  std::lock_guard<std::mutex> l(tc_->mu);
+  return tc_->ready;
+}
+std::string HipccCompiler::version() const {
+  std::lock_guard<std::mutex> l(tc_->mu);
+  return tc_->version;
+}
+std::vector<std::string> HipccCompiler::supported_targets() const {
+  std::lock_guard<std::mutex> l(tc_->mu);
+  return tc_->supported;
+}
+std::vector<std::string> HipccCompiler::unsupported_targets() const {
+  std::lock_guard<std::mutex> l(tc_->mu);
+  return tc_->unsupported;
+}
+
+Status HipccCompiler::EnsureProbed() const {
+  std::lock_guard<std::mutex> l(tc_->mu);
+  if (tc_->ready) return Status::OK();
+  HTAM_RETURN_IF_ERROR(Probe(tc_.get()));
+  tc_->ready = true;
+  std::string memo = MemoPath();
+  if (!memo.empty()) {
+    std::error_code ec;
+    fs::create_directories(options_.cache_dir + "/hip", ec);
+    std::string tmp = memo + ".tmp." + std::to_string(getpid());
+    if (WriteFile(tmp, "supported: " + Join(tc_->supported) + "\nunsupported: " +
+                           Join(tc_->unsupported) + "\nversion\n" + tc_->version)) {
+      fs::rename(tmp, memo, ec);
     }
   }
+  return Status::OK();
+}
+
+// The version text (part of every cache key), then which configured targets the compiler can
+// build: asked on the device side only, on an empty input; clang names the first target it does
+// not know ("invalid target ID 'gfx942'"), which is set aside and the rest asked again.
+Status HipccCompiler::Probe(Toolchain* t) const {
+  // With a target named, hipcc does not run rocm_agent_enumerator (which fails without a GPU).
+  auto r = RunTool({hipcc_path_, "--offload-arch=" + options_.targets[0], "--version"},
+                   options_.work_dir, 60, 64 << 10);
+  if (!r.ok()) return r.status().WithContext("hipcc");
+  if (r->timed_out || r->exit_code != 0) {
+    return Status::Unavailable("'" + options_.hipcc + " --version' failed: " + r->output);
+  }
+  t->version = r->output;
+  while (!t->version.empty() && t->version.back() == '\n') t->version.pop_back();
   std::vector<std::string> left = options_.targets;
   static const std::regex kInvalid(R"(invalid target ID '([^']+)')");
+  t->unsupported.clear();
   while (!left.empty()) {
-    std::vector<std::string> argv{options_.hipcc};
-    for (const auto& t : left) argv.push_back("--offload-arch=" + t);
+    std::vector<std::string> argv{hipcc_path_};
+    for (const auto& x : left) argv.push_back("--offload-arch=" + x);
     argv.insert(argv.end(), {"--cuda-device-only", "-fsyntax-only", "-x", "hip", "/dev/null"});
-    HTAM_ASSIGN_OR_RETURN(ToolResult r, RunTool(argv, options_.work_dir, 120, 64 << 10));
-    if (r.timed_out) return Status::Timeout("hipcc target probe timed out");
+    HTAM_ASSIGN_OR_RETURN(ToolResult p, RunTool(argv, options_.work_dir, 120, 64 << 10));
+    if (p.timed_out) return Status::Timeout("hipcc target probe timed out");
     std::smatch m;
-    if (r.exit_code != 0 && std::regex_search(r.output, m, kInvalid)) {
+    if (p.exit_code != 0 && std::regex_search(p.output, m, kInvalid)) {
       std::string bad = m[1];
-      auto it = std::find_if(left.begin(), left.end(),
-                             [&](const std::string& t) { return t == bad || Processor(t) == Processor(bad); });
+      auto it = std::find_if(left.begin(), left.end(), [&](const std::string& x) {
+        return x == bad || Processor(x) == Processor(bad);
+      });
       if (it == left.end()) break;
-      unsupported_.push_back(*it);
+      t->unsupported.push_back(*it);
       left.erase(it);
       continue;
     }
     break;  // success, or a failure that is not about targets: compiles will report it
   }
-  supported_ = left;
-  if (!memo.empty()) {
-    std::error_code ec;
-    fs::create_directories(options_.cache_dir + "/hip", ec);
-    std::string tmp = memo + ".tmp." + std::to_string(getpid());
-    if (WriteFile(tmp, "supported: " + Join(supported_) + "\nunsupported: " + Join(unsupported_) + "\n")) {
-      fs::rename(tmp, memo, ec);
-    }
-  }
+  t->supported = left;
   return Status::OK();
 }
 
@@ -192,14 +260,17 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
                                                 const std::vector<std::string>& requested,
                                                 std::string_view extra_flags, std::string_view name,
                                                 double timeout_s) const {
+  HTAM_RETURN_IF_ERROR(EnsureProbed());
+  const std::string version = this->version();
+  const std::vector<std::string> unsupported = unsupported_targets();
   std::vector<std::string> targets, dropped;
   for (const auto& t : requested.empty() ? options_.targets : requested) {
-    bool bad = std::any_of(unsupported_.begin(), unsupported_.end(),
+    bool bad = std::any_of(unsupported.begin(), unsupported.end(),
                            [&](const std::string& u) { return Processor(u) == Processor(t); });
     (bad ? dropped : targets).push_back(t);
   }
   if (targets.empty()) {
-    return Status::Unavailable("the HIP toolchain (" + version_.substr(0, version_.find('\n')) +
+    return Status::Unavailable("the HIP toolchain (" + version.substr(0, version.find('\n')) +
                                ") cannot generate code for " + Join(dropped));
   }
   std::vector<std::string> flags = SplitWords(options_.flags);
@@ -207,7 +278,7 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
 
   HipCompileOutput out;
   std::string key = std::string(source);
-  key += '\0' + Join(targets) + '\0' + Join(flags) + '\0' + version_ + '\0' + abi_header_hash_ +
+  key += '\0' + Join(targets) + '\0' + Join(flags) + '\0' + version + '\0' + abi_header_hash_ +
          "\0hipcc-shared-v1";
   out.hash = Sha256Hex(key);
   std::string note;
@@ -245,7 +316,7 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
   } cleanup{dir};
 
   if (!WriteFile(dir + "/candidate.hip", source)) return Status::IOError("cannot write " + dir);
-  std::vector<std::string> argv{options_.hipcc};
+  std::vector<std::string> argv{hipcc_path_};
   for (const auto& t : targets) argv.push_back("--offload-arch=" + t);
   argv.insert(argv.end(), {"-fPIC", "-shared", "-fvisibility=hidden", "-I" + options_.sdk_include_dir});
   argv.insert(argv.end(), flags.begin(), flags.end());

@@ -4,11 +4,14 @@
 //
 // Targets the toolchain cannot generate (Debian's HIP 5.2 is LLVM 15: it knows gfx940 but not
 // gfx942) are found once by a probe, reported, and left out of every compile instead of failing
-// every candidate; the probe result is kept in the cache directory.
+// every candidate. Create() runs no process: the toolchain's version text (part of every cache
+// key) and the probe are taken at the first compile and remembered in the cache directory, keyed
+// by the hipcc file's identity, so that a worker that only describes itself starts at once.
 // Thread-safety: Compile() is safe for concurrent use (a temp directory per compile, cache entries
-// published by an atomic rename); Create() is not.
+// published by an atomic rename, the first-compile probe under a mutex); Create() is not.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,7 +49,7 @@ std::string TrimHipDiagnostics(std::string_view log, std::string_view tmp_dir, s
 
 class HipccCompiler {
  public:
-  // Runs hipcc once (version text: part of every cache key) and probes the default targets.
+  // Finds hipcc and the SDK header; loads a remembered probe if the cache holds one.
   static Result<HipccCompiler> Create(const HipccOptions& options);
 
   // Compiles for `targets` (empty: the supported default targets). A compile error is ok() with
@@ -56,16 +59,24 @@ class HipccCompiler {
                                    std::string_view extra_flags, std::string_view name,
                                    double timeout_s) const;
 
-  const std::string& version() const { return version_; }
-  const std::vector<std::string>& supported_targets() const { return supported_; }
-  const std::vector<std::string>& unsupported_targets() const { return unsupported_; }
+  // Runs `hipcc --version` and the target probe now unless they are known (idempotent).
+  Status EnsureProbed() const;
+  // False until the first compile or EnsureProbed() when the cache held no earlier probe; the
+  // three accessors below are empty until then.
+  bool probed() const;
+  std::string version() const;
+  std::vector<std::string> supported_targets() const;
+  std::vector<std::string> unsupported_targets() const;
 
  private:
-  Status ProbeTargets();
+  struct Toolchain;  // version text and target classes, filled once (mutex inside)
+  Status Probe(Toolchain* t) const;
+  std::string MemoPath() const;
   HipccOptions options_;
-  std::string version_;
+  std::string hipcc_path_;     // resolved
+  std::string hipcc_identity_; // path, size and mtime of the hipcc file
   std::string abi_header_hash_;
-  std::vector<std::string> supported_, unsupported_;
+  std::shared_ptr<Toolchain> tc_;
 };
 
 }  // namespace htam::hip

@@ -214,18 +214,23 @@ void DescribeAmd(htam_backend* b, const std::string& why) {
     info.cache_bytes = p.l2_bytes;
     b->infos.push_back(info);
   }
-  std::string tool = b->hipcc ? b->hipcc->version() : "hipcc unavailable: " + b->hipcc_error;
+  std::string tool = !b->hipcc            ? "hipcc unavailable: " + b->hipcc_error
+                     : b->hipcc->probed() ? b->hipcc->version()
+                                          : "hipcc (version read at the first compile)";
   std::replace(tool.begin(), tool.end(), '\n', ';');
   b->version = "htam hip backend (platform amd); " + tool;
   std::ostringstream n;
   n << "platform amd. ";
-  if (b->hipcc) {
+  if (!b->hipcc) {
+    n << "Cannot compile: " << b->hipcc_error << ".";
+  } else if (!b->hipcc->probed()) {
+    n << "Compiles for " << ListText(b->targets)
+      << " with hipcc (targets this toolchain cannot build are found at the first compile).";
+  } else {
     n << "Compiles for " << ListText(b->hipcc->supported_targets()) << " with hipcc.";
     if (!b->hipcc->unsupported_targets().empty())
       n << " Not built: " << ListText(b->hipcc->unsupported_targets())
         << " (this HIP toolchain cannot target it; HIP >= 5.7 / LLVM >= 17 can).";
-  } else {
-    n << "Cannot compile: " << b->hipcc_error << ".";
   }
   if (b->can_run) n << " " << b->amd_props.size() << " AMD GPU(s). ";
   else n << " Runtime path cannot run here (compile only): " << why << ". ";
@@ -373,7 +378,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
   } else {
     SetUpAmd(b.get(), &amd_why);
     // auto: an AMD GPU wins; else an NVIDIA GPU through the CUDA backend; else AMD compile-only.
-    if (platform == "auto" && b->amd_props.empty() && SetUpNvidia(b.get(), &nv_why) && !b->can_run) {
+    // (An NVIDIA driver is looked for first, so that a machine without one pays nothing.)
+    if (platform == "auto" && b->amd_props.empty() && (access("/proc/driver/nvidia/version", R_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0) &&
+        SetUpNvidia(b.get(), &nv_why) && !b->can_run) {
       b->cuda.reset();
       b->cuda_lib.reset();
       b->infos.clear();
