@@ -130,6 +130,35 @@ TEST(HipTargets, BundleIdsNameTheirProcessor) {
   EXPECT_FALSE(ParseOffloadBundles("not a bundle").ok());
 }
 
+// A bundle as clang-offload-bundler writes it: magic, entry count, (offset, size, id length, id)*.
+std::string Bundle(const std::vector<std::string>& ids) {
+  std::string b = "__CLANG_OFFLOAD_BUNDLE__";
+  auto u64 = [&](uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  u64(ids.size());
+  for (const auto& id : ids) {
+    u64(0);
+    u64(0);
+    u64(id.size());
+    b += id;
+  }
+  return b;
+}
+
+TEST(HipTargets, MalformedBundlesAreRejectedNotMisread) {
+  auto ok = ParseOffloadBundles("padding" + Bundle({"host-x86_64-unknown-linux",
+                                                    "hipv4-amdgcn-amd-amdhsa--gfx90a"}));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->size(), 2u);
+  std::string b = Bundle({"hipv4-amdgcn-amd-amdhsa--gfx942"});
+  EXPECT_FALSE(ParseOffloadBundles(b.substr(0, b.size() - 3)).ok());  // id cut short
+  EXPECT_FALSE(ParseOffloadBundles(b.substr(0, 30)).ok());             // count cut short
+  std::string huge = "__CLANG_OFFLOAD_BUNDLE__";
+  uint64_t n = 1ull << 40;
+  huge.append(reinterpret_cast<const char*>(&n), 8);
+  EXPECT_FALSE(ParseOffloadBundles(huge).ok());
+  EXPECT_FALSE(ReadElfSection("configs/htamd.conf", ".hip_fatbin").ok());  // not an ELF file
+}
+
 TEST(HipRuntimeHelpers, ClocksAndTensorSpans) {
   EXPECT_EQ(ParseDpmClock("0: 500Mhz\n1: 800Mhz\n2: 1700Mhz *\n"), 1700);
   EXPECT_EQ(ParseDpmClock("0: 500Mhz\n"), -1);
