@@ -63,6 +63,28 @@ void TopHelp(std::ostream& out) {
 
 }  // namespace
 
+// Global options may come before the command name: the index of the first word that is neither an
+// option nor an option's value; *before gets the words ahead of it.
+static size_t SplitGlobals(const std::vector<std::string>& argv, std::vector<std::string>* before) {
+  size_t i = 0;
+  for (; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.empty() || a[0] != '-') break;
+    before->push_back(a);
+    bool takes_value = a.find('=') == std::string::npos &&
+                       (a == "-d" || a == "--data-dir" || a == "-c" || a == "--connect" ||
+                        a == "--timeout-ms" || a == "--server-key" || a == "--client-key");
+    if (takes_value && i + 1 < argv.size()) before->push_back(argv[++i]);
+  }
+  return i;
+}
+
+std::string CommandName(const std::vector<std::string>& argv) {
+  std::vector<std::string> before;
+  size_t i = SplitGlobals(argv, &before);
+  return i < argv.size() ? argv[i] : "";
+}
+
 int Parse(Context& c, const char* usage, po::options_description& opts,
           const std::vector<std::pair<const char*, int>>& positional, po::variables_map* vm, bool* done) {
   *done = false;
@@ -132,21 +154,8 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   LogLevel level = LogLevel::kError;
   if (const char* env = std::getenv("HTAM_LOG_LEVEL")) (void)ParseLogLevel(env, &level);
   SetLogLevel(level);
-  // Global options may come before the command name; find the first word that is not an option
-  // or an option's value.
-  Globals g;
-  po::options_description globals = GlobalOptions(&g);
   std::vector<std::string> before;
-  size_t i = 0;
-  for (; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    if (a.empty() || a[0] != '-') break;
-    before.push_back(a);
-    bool takes_value = a.find('=') == std::string::npos &&
-                       (a == "-d" || a == "--data-dir" || a == "-c" || a == "--connect" ||
-                        a == "--timeout-ms" || a == "--server-key" || a == "--client-key");
-    if (takes_value && i + 1 < argv.size()) before.push_back(argv[++i]);
-  }
+  size_t i = SplitGlobals(argv, &before);
   if (i == argv.size()) {
     bool help = false;
     for (const auto& a : before) help = help || a == "-h" || a == "--help";
@@ -156,6 +165,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   const std::string name = argv[i];
   for (const auto& cmd : kCommands) {
     if (name != cmd.name) continue;
+    Globals g;
     Context c{g, {}, out, err, name};
     // The globals given before the name are parsed again with the command's options.
     c.args = before;

@@ -59,6 +59,8 @@ int CmdExport(Context& c);
 int CmdImport(Context& c);
 
 int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err);
+// The subcommand named in argv ("" when none), skipping global options and their values.
+std::string CommandName(const std::vector<std::string>& argv);
 
 // ---- helpers shared by the subcommands ----
 

@@ -522,18 +522,27 @@ class Merger {
       s.task_id = Map(task_map_, s.task_id);
       for (auto& h : s.history) h = Map(dir_map_, h);
       // steps must equal the transitions the store holds for it (checked by `htam check`).
-      uint32_t held = 0;
-      HTAM_RETURN_IF_ERROR(t_->Scan(DbName(Db::kTransitions), "", [&](std::string_view, std::string_view v) {
-        const fb::TransitionRecord* r = memory::View<fb::TransitionRecord>(v);
-        if (r && r->session_id() == s.id) ++held;
-        return true;
-      }));
+      if (held_.empty()) HTAM_RETURN_IF_ERROR(CountHeld());
+      uint32_t held = held_[s.id];
       s.steps = held;
       HTAM_RETURN_IF_ERROR(Put(Db::kSessions, s.id, s));
       rep_->added["session"] += p.fresh;
       rep_->merged["session"] += !p.fresh;
     }
     return Status::OK();
+  }
+
+  // Transitions per session in the store (once, after the new ones were written).
+  Status CountHeld() {
+    held_[0] = 0;
+    Status inner;
+    HTAM_RETURN_IF_ERROR(t_->Scan(DbName(Db::kTransitions), "", [&](std::string_view, std::string_view v) {
+      fb::TransitionRecordT r;
+      inner = memory::Decode(v, &r, "transition");
+      if (inner.ok()) held_[r.session_id]++;
+      return inner.ok();
+    }));
+    return inner;
   }
 
   Status Candidates(std::vector<Item>& items) {
@@ -588,7 +597,7 @@ class Merger {
   std::map<std::string, uint64_t> dir_by_name_, task_by_name_;
   std::vector<LocalStrategy> local_strategies_;
   std::map<uint64_t, uint64_t> dir_map_, task_map_, session_map_, strategy_map_, transition_map_;
-  std::map<uint64_t, uint32_t> per_session_;
+  std::map<uint64_t, uint32_t> per_session_, held_;
   std::vector<PendingSession> pending_sessions_;
 };
 

@@ -26,6 +26,10 @@ struct LmdbFileInfo {
 };
 Result<LmdbFileInfo> InspectDataFile(const std::string& store_dir);
 
+// Runs fn in a forked child and returns its Status; a child killed by a signal (LMDB faulting on a
+// damaged file) becomes Corruption. fn must only touch the file system (its memory is lost).
+Status RunIsolated(const std::function<Status()>& fn, const std::string& what);
+
 // Consistent, compacted copy of the environment in store_dir into the existing empty dest_dir.
 Status CopyCompact(const std::string& store_dir, const std::string& dest_dir);
 

@@ -130,7 +130,7 @@ int CmdBackup(Context& c) {
     if (!st.ok()) return cleanup(), Fail(c, st);
     ++snapshots;
   }
-  Status st = CopyCompact(store, tmp + "/store");
+  Status st = RunIsolated([&] { return CopyCompact(store, tmp + "/store"); }, "copying " + store);
   if (!st.ok()) return cleanup(), Fail(c, st);
   st = FsyncPath(tmp + "/store/data.mdb");
   if (!st.ok()) return cleanup(), Fail(c, st);
@@ -149,6 +149,7 @@ int CmdBackup(Context& c) {
   }
   st = WriteTextFile(tmp + "/MANIFEST.json", manifest.dump(2) + "\n");
   if (!st.ok()) return cleanup(), Fail(c, st);
+  fs::remove(tmp + "/store/lock.mdb", ec);  // left by the verification; not part of a backup
   fs::rename(tmp, dest, ec);
   if (ec) return cleanup(), Fail(c, "cannot move the backup into place at " + dest + ": " + ec.message());
   (void)FsyncPath(fs::absolute(dest).parent_path().string());
