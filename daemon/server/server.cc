@@ -849,16 +849,17 @@ void Server::FlushWrites() {
 }
 
 void Server::AnswerJob(Job& job, const fb::ResultT& result) {
-  for (auto& w : job.waiters) {
-    fb::ResultT copy = result;
-    Reply(w.peer, EncodeReply(w.request_id, std::move(copy)));
-  }
+  // Progress first: a client that waits for the Result has then seen "done" already.
   for (auto& w : job.progress) {
     fb::ProgressT p;
     p.job_id = job.job_id;
     p.stage = "done";
     p.message = fb::EnumNameOutcomeStatus(result.status);
     Reply(w.peer, EncodeReply(w.request_id, std::move(p)));
+  }
+  for (auto& w : job.waiters) {
+    fb::ResultT copy = result;
+    Reply(w.peer, EncodeReply(w.request_id, std::move(copy)));
   }
   job.waiters.clear();
   job.progress.clear();
