@@ -222,8 +222,11 @@ Status HipccCompiler::EnsureProbed() const {
 // not know ("invalid target ID 'gfx942'"), which is set aside and the rest asked again.
 Status HipccCompiler::Probe(Toolchain* t) const {
   // With a target named, hipcc does not run rocm_agent_enumerator (which fails without a GPU).
+  // Temporary files of the tool chain stay in the worker's own directory (the sandbox may leave
+  // /tmp read-only).
+  const std::vector<std::string> env{"TMPDIR=" + options_.work_dir};
   auto r = RunTool({hipcc_path_, "--offload-arch=" + options_.targets[0], "--version"},
-                   options_.work_dir, 60, 64 << 10);
+                   options_.work_dir, 60, 64 << 10, env);
   if (!r.ok()) return r.status().WithContext("hipcc");
   if (r->timed_out || r->exit_code != 0) {
     return Status::Unavailable("'" + options_.hipcc + " --version' failed: " + r->output);
@@ -237,7 +240,7 @@ Status HipccCompiler::Probe(Toolchain* t) const {
     std::vector<std::string> argv{hipcc_path_};
     for (const auto& x : left) argv.push_back("--offload-arch=" + x);
     argv.insert(argv.end(), {"--cuda-device-only", "-fsyntax-only", "-x", "hip", "/dev/null"});
-    HTAM_ASSIGN_OR_RETURN(ToolResult p, RunTool(argv, options_.work_dir, 120, 64 << 10));
+    HTAM_ASSIGN_OR_RETURN(ToolResult p, RunTool(argv, options_.work_dir, 120, 64 << 10, env));
     if (p.timed_out) return Status::Timeout("hipcc target probe timed out");
     std::smatch m;
     if (p.exit_code != 0 && std::regex_search(p.output, m, kInvalid)) {
@@ -322,7 +325,7 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"-o", "candidate.so", "candidate.hip"});
   double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
-  HTAM_ASSIGN_OR_RETURN(ToolResult r, RunTool(argv, dir, limit));
+  HTAM_ASSIGN_OR_RETURN(ToolResult r, RunTool(argv, dir, limit, 1 << 20, {"TMPDIR=" + dir}));
   out.compile_ms = r.wall_ms;
   if (r.timed_out) return Status::Timeout("hipcc exceeded " + std::to_string(limit) + " s");
   out.diagnostics = note + TrimHipDiagnostics(r.output, dir, options_.max_diagnostic_bytes);
