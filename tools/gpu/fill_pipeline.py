@@ -69,6 +69,9 @@ def main():
             if p["status"] != "ok":
                 p["diagnostics"] = (j.get("diagnostics") or "")[:300]
             m = v.setdefault("measured", {})
+            note = (m.get("pipeline") or {}).get("note")
+            if note:  # hand-written explanations survive a refill
+                p["note"] = note
             m["pipeline"] = p
             touched = True
             mine = m.get("status")
