@@ -283,6 +283,31 @@ MaybeFault CudaDevice::CalibrateLag() {
     cudaEventElapsedTime(&ms, close, after);
     lags.push_back(ms * 1000.0);
   }
+  // Sync mode: the whole empty sequence (device idle, start, close, poll, sync, after).
+  std::vector<double> empties;
+  if (options_.sync_window) {
+    cudaEvent_t start;
+    cudaEventCreate(&start);
+    for (int i = 0; i < n; ++i) {
+      cudaDeviceSynchronize();
+      cudaEventRecord(start, stream_);
+      cudaEventRecord(close, stream_);
+      cudaEventRecord(idle_event_, cudaStreamLegacy);
+      if (MaybeFault f = WaitIdle(idle_event_, 10000)) {
+        cudaEventDestroy(start);
+        cudaEventDestroy(close);
+        cudaEventDestroy(after);
+        return f;
+      }
+      cudaEventRecord(after, stream_);
+      cudaEventSynchronize(after);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, after);
+      empties.push_back(ms * 1000.0);
+    }
+    cudaEventDestroy(start);
+    sync_empty_us_ = Quantile(empties, 0.5);
+  }
   cudaEventDestroy(close);
   cudaEventDestroy(after);
   cudaGetLastError();
@@ -368,10 +393,17 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     }
     Flush(flush, r);
     ResetPersistingL2();
-    // On the candidate's stream (which waits for the legacy-stream flush): fills the SMs while
-    // the candidate's launches queue up, so the window opens with the work ready and no side-
-    // stream kernel can start before it.
-    Hold(stream_, options_.hold_us, /*wait_started=*/true);
+    if (options_.sync_window) {
+      // Sync mode: the device is idle when the window opens and the window ends at device idle,
+      // so every stream's work is inside it whatever the candidate does; the calibrated cost of
+      // the empty sequence is subtracted (launch latency stays in).
+      cudaDeviceSynchronize();
+    } else {
+      // On the candidate's stream (which waits for the legacy-stream flush): fills the SMs while
+      // the candidate's launches queue up, so the window opens with the work ready and no side-
+      // stream kernel can start before it.
+      Hold(stream_, options_.hold_us, /*wait_started=*/true);
+    }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
       destroy();
@@ -402,6 +434,10 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     cudaEventElapsedTime(&window_ms, ev[3 * r], ev[3 * r + 1]);
     cudaEventElapsedTime(&lag_ms, ev[3 * r + 1], ev[3 * r + 2]);
     double window = window_ms * 1000.0, lag = lag_ms * 1000.0;
+    if (options_.sync_window) {
+      rep_us[r] = std::max(0.0, window + lag - sync_empty_us_);
+      continue;
+    }
     // Relative slack too: on long calls the host may be descheduled while it waits.
     if (lag > threshold + 0.02 * window) {
       // Work on another stream outlived the candidate's stream: charge it up to device idle.

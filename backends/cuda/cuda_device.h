@@ -47,6 +47,10 @@ struct DeviceOptions {
   int calibration_reps = 32;       // empty calls used to calibrate the close-of-window lag
   double lag_slack_us = 4.0;       // lag above calibration + this marks off-stream work
   double hold_us = 20.0;           // SM-filling hold before each window (0 = none)
+  // true: "sync" mode, the window opens on an idle device and ends at device idle, minus the
+  // calibrated cost of an empty call (every stream counted by construction; launch latency and
+  // host jitter stay in). false: "hold" mode, described above.
+  bool sync_window = false;
   uint64_t roofline_copy_bytes = 512ull << 20;  // size of the D2D copy probe
 };
 
@@ -130,6 +134,7 @@ class CudaDevice {
   void* hold_flag_device_ = nullptr;
   unsigned hold_ticket_ = 0;
   double lag_median_us_ = 0, lag_p90_us_ = 0;
+  double sync_empty_us_ = 0;  // sync mode: median window of an empty call
 };
 
 // Device source of the roofline probes and the hold kernel (compiled with NVRTC at device open).

@@ -265,6 +265,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b
   o.flush_bytes = static_cast<uint64_t>(ToDouble(b->Opt("flush_mb", "0"), 0) * (1 << 20));
   o.lag_slack_us = ToDouble(b->Opt("lag_slack_us", ""), 4.0);
   o.hold_us = ToDouble(b->Opt("hold_us", ""), 20.0);
+  o.sync_window = b->Opt("timing_mode", "hold") == "sync";
   auto d = CudaDevice::Open(index, o);
   if (!d.ok()) return ToError(d.status(), HTAM_ERR_UNAVAILABLE);
   auto h = std::make_unique<htam_device>();
