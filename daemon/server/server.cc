@@ -104,6 +104,7 @@ ServerOptions ServerOptions::FromConfig(const Config& c) {
   o.max_clients = static_cast<int>(c.GetInt("server.max_clients"));
   o.batch_max = static_cast<int>(c.GetInt("server.batch_max"));
   o.shutdown_grace_ms = static_cast<int>(c.GetInt("server.shutdown_grace_ms"));
+  o.read_threads = static_cast<int>(c.GetInt("server.read_threads"));
   return o;
 }
 
@@ -122,6 +123,13 @@ Server::Server(ServerOptions options, Services services)
     : options_(std::move(options)), services_(services), context_(1) {}
 
 Server::~Server() {
+  {
+    std::lock_guard<std::mutex> lock(read_mu_);
+    readers_stop_ = true;
+  }
+  read_cv_.notify_all();
+  for (auto& t : readers_)
+    if (t.joinable()) t.join();
   front_.reset();
   results_pull_.reset();
   {
@@ -180,7 +188,9 @@ Status Server::Start() {
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot bind " + options_.bind + ": " + e.what());
   }
-  HTAM_LOG(kInfo, kComponent) << "listening on " << endpoint_ << (options_.curve ? " (CURVE)" : "");
+  for (int i = 0; i < options_.read_threads; ++i) readers_.emplace_back([this] { ReaderLoop(); });
+  HTAM_LOG(kInfo, kComponent) << "listening on " << endpoint_ << (options_.curve ? " (CURVE)" : "")
+                              << ", " << options_.read_threads << " reader thread(s)";
   return Status::OK();
 }
 
@@ -235,11 +245,20 @@ Status Server::Run() {
       last_tick = NowMs();
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(read_mu_);
+    readers_stop_ = true;
+  }
+  read_cv_.notify_all();
+  for (auto& t : readers_)
+    if (t.joinable()) t.join();
+  readers_.clear();
   DrainResults();
   FlushWrites();
-  if (!jobs_.empty())
+  if (!jobs_.empty()) {
     HTAM_LOG(kWarn, kComponent) << jobs_.size()
                                 << " evaluation(s) still running at shutdown were not recorded";
+  }
   HTAM_LOG(kInfo, kComponent) << "stopped after " << requests_total_ << " requests";
   return Status::OK();
 }
@@ -417,13 +436,21 @@ void Server::OnOpenSession(const Peer& peer, uint64_t rid, const fb::OpenSession
 
 void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
-  std::optional<std::vector<float>> embedding;
-  if (m.embedding() && m.embedding()->size() > 0)
-    embedding.emplace(m.embedding()->begin(), m.embedding()->end());
-  auto d = services_.memory->NextStep(m.session_id(), memory::StateInput{}, std::move(embedding));
-  if (!d.ok()) return ReplyStatus(peer, rid, d.status());
+  std::vector<float> embedding;
+  if (m.embedding()) embedding.assign(m.embedding()->begin(), m.embedding()->end());
+  const uint64_t sid = m.session_id();
+  RunRead(peer, [this, rid, sid, emb = std::move(embedding)]() mutable {
+    return NextStepReply(rid, sid, std::move(emb));
+  });
+}
+
+std::string Server::NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding) {
+  std::optional<std::vector<float>> emb;
+  if (!embedding.empty()) emb = std::move(embedding);
+  auto d = services_.memory->NextStep(session_id, memory::StateInput{}, std::move(emb));
+  if (!d.ok()) return EncodeError(rid, ErrorCodeFor(d.status()), d.status().message());
   fb::StepT step;
-  step.session_id = m.session_id();
+  step.session_id = session_id;
   step.step = d->step;
   step.direction = std::make_unique<fb::DirectionT>(std::move(d->direction));
   step.strategies = Boxed(std::move(d->strategies));
@@ -431,7 +458,47 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   step.evidence = Boxed(std::move(d->evidence));
   step.why = std::move(d->why);
   step.prompt_context = std::move(d->prompt_context);
-  Reply(peer, EncodeReply(rid, std::move(step)));
+  return EncodeReply(rid, std::move(step));
+}
+
+void Server::RunRead(const Peer& peer, std::function<std::string()> work) {
+  if (readers_.empty()) return Reply(peer, work());
+  {
+    std::lock_guard<std::mutex> lock(read_mu_);
+    read_queue_.emplace_back(peer, std::move(work));
+  }
+  read_cv_.notify_one();
+}
+
+void Server::ReaderLoop() {
+  while (true) {
+    std::pair<Peer, std::function<std::string()>> item;
+    {
+      std::unique_lock<std::mutex> lock(read_mu_);
+      read_cv_.wait(lock, [this] { return readers_stop_ || !read_queue_.empty(); });
+      if (read_queue_.empty()) return;  // stopping, nothing left
+      item = std::move(read_queue_.front());
+      read_queue_.pop_front();
+    }
+    std::string reply = item.second();
+    std::lock_guard<std::mutex> lock(results_mu_);
+    ready_.emplace_back(std::move(item.first), std::move(reply));
+    if (results_push_) {
+      try {
+        results_push_->send(zmq::str_buffer("q"), zmq::send_flags::dontwait);
+      } catch (const zmq::error_t&) {
+      }
+    }
+  }
+}
+
+void Server::SendReadyReplies() {
+  std::deque<std::pair<Peer, std::string>> ready;
+  {
+    std::lock_guard<std::mutex> lock(results_mu_);
+    ready.swap(ready_);
+  }
+  for (auto& [peer, payload] : ready) Reply(peer, payload);
 }
 
 void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
@@ -575,8 +642,13 @@ void Server::OnCloseSession(const Peer& peer, uint64_t rid, const fb::CloseSessi
 
 void Server::OnQuery(const Peer& peer, uint64_t rid, const fb::Query& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
+  std::shared_ptr<fb::QueryT> q(m.UnPack());
+  RunRead(peer, [this, rid, q] { return QueryReply(rid, *q); });
+}
+
+std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m) {
   memory::Memory& mem = *services_.memory;
-  size_t limit = std::min<size_t>(m.limit() == 0 ? options_.query_limit_max : m.limit(),
+  size_t limit = std::min<size_t>(m.limit == 0 ? options_.query_limit_max : m.limit,
                                   static_cast<size_t>(options_.query_limit_max));
   auto trim = [limit](auto& v) {
     if (v.size() > limit) v.resize(limit);
@@ -599,53 +671,53 @@ void Server::OnQuery(const Peer& peer, uint64_t rid, const fb::Query& m) {
     *out = Boxed(std::move(*result));
   };
   uint64_t task_id = 0;
-  if (m.task() && m.task()->size() > 0) {
-    auto t = mem.FindTask(m.task()->string_view());
-    if (!t.ok()) return ReplyStatus(peer, rid, t.status());
+  if (!m.task.empty()) {
+    auto t = mem.FindTask(m.task);
+    if (!t.ok()) return EncodeError(rid, ErrorCodeFor(t.status()), t.status().message());
     task_id = t->id;
   }
-  switch (m.kind()) {
+  switch (m.kind) {
     case fb::QueryKind::Directions:
-      if (m.id()) take(mem.GetDirection(m.id()), &r.directions);
+      if (m.id) take(mem.GetDirection(m.id), &r.directions);
       else take_all(mem.ListDirections(), &r.directions);
       break;
     case fb::QueryKind::Strategies:
-      if (m.id()) {
-        take(mem.GetStrategy(m.id()), &r.strategies);
+      if (m.id) {
+        take(mem.GetStrategy(m.id), &r.strategies);
       } else {
         memory::StrategyFilter f;
-        f.direction_id = m.direction_id();
-        f.backend = Str(m.backend());
+        f.direction_id = m.direction_id;
+        f.backend = m.backend;
         f.limit = limit;
         take_all(mem.ListStrategies(f), &r.strategies);
       }
       break;
     case fb::QueryKind::Transitions:
-      if (m.id()) take(mem.GetTransition(m.id()), &r.transitions);
-      else take_all(mem.ListTransitions(m.session_id(), limit), &r.transitions);
+      if (m.id) take(mem.GetTransition(m.id), &r.transitions);
+      else take_all(mem.ListTransitions(m.session_id, limit), &r.transitions);
       break;
     case fb::QueryKind::Sessions:
-      if (m.id() || m.session_id()) take(mem.GetSession(m.id() ? m.id() : m.session_id()), &r.sessions);
+      if (m.id || m.session_id) take(mem.GetSession(m.id ? m.id : m.session_id), &r.sessions);
       else take_all(mem.ListSessions(task_id, limit), &r.sessions);
       break;
     case fb::QueryKind::Tasks:
-      if (m.id()) take(mem.GetTask(m.id()), &r.tasks);
+      if (m.id) take(mem.GetTask(m.id), &r.tasks);
       else if (task_id) take(mem.GetTask(task_id), &r.tasks);
       else take_all(mem.ListTasks(), &r.tasks);
       break;
     case fb::QueryKind::BestCandidates: {
       // The best candidate of each matching session, best speedup first.
       std::vector<fb::SessionT> sessions;
-      if (m.session_id()) {
-        auto s = mem.GetSession(m.session_id());
-        if (!s.ok()) return ReplyStatus(peer, rid, s.status());
+      if (m.session_id) {
+        auto s = mem.GetSession(m.session_id);
+        if (!s.ok()) return EncodeError(rid, ErrorCodeFor(s.status()), s.status().message());
         sessions.push_back(std::move(*s));
       } else {
         auto all = mem.ListSessions(task_id, 0);
-        if (!all.ok()) return ReplyStatus(peer, rid, all.status());
+        if (!all.ok()) return EncodeError(rid, ErrorCodeFor(all.status()), all.status().message());
         sessions = std::move(*all);
       }
-      const std::string backend = Str(m.backend());
+      const std::string backend = m.backend;
       std::erase_if(sessions, [&](const fb::SessionT& s) {
         return s.best_candidate.empty() || (!backend.empty() && s.backend != backend);
       });
@@ -660,13 +732,13 @@ void Server::OnQuery(const Peer& peer, uint64_t rid, const fb::Query& m) {
       break;
     }
     case fb::QueryKind::Edges:
-      take_all(mem.ListEdges(m.direction_id()), &r.edges);
+      take_all(mem.ListEdges(m.direction_id), &r.edges);
       break;
     default:
-      return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument, "unknown query kind");
+      return EncodeError(rid, fb::ErrorCode::InvalidArgument, "unknown query kind");
   }
-  if (!st.ok()) return ReplyStatus(peer, rid, st);
-  Reply(peer, EncodeReply(rid, std::move(r)));
+  if (!st.ok()) return EncodeError(rid, ErrorCodeFor(st), st.message());
+  return EncodeReply(rid, std::move(r));
 }
 
 void Server::OnStatus(const Peer& peer, uint64_t rid, const fb::StatusRequest& m) {
@@ -740,6 +812,7 @@ void Server::DrainResults() {
     }
   } catch (const zmq::error_t&) {
   }
+  SendReadyReplies();
   std::deque<std::unique_ptr<eval::EvalResult>> batch;
   {
     std::lock_guard<std::mutex> lock(results_mu_);

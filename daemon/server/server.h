@@ -6,7 +6,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <thread>
 #include <deque>
 #include <map>
 #include <memory>
@@ -62,6 +65,7 @@ struct ServerOptions {
   int max_clients = 10000;
   int batch_max = 256;
   int shutdown_grace_ms = 10000;
+  int read_threads = 4;
 
   static ServerOptions FromConfig(const Config& config);
 };
@@ -123,6 +127,13 @@ class Server {
   void ReplyError(const Peer& peer, uint64_t request_id, fb::ErrorCode code, std::string_view msg);
   void ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st);
 
+  // Runs `work` on a reader thread (or inline without readers); its reply goes to `peer`.
+  void RunRead(const Peer& peer, std::function<std::string()> work);
+  void ReaderLoop();
+  void SendReadyReplies();
+  std::string NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding);
+  std::string QueryReply(uint64_t rid, const fb::QueryT& q);
+
   // Requests.
   void OnHello(const Peer& peer, uint64_t rid, const fb::Hello& m, ClientInfo* client);
   void OnOpenSession(const Peer& peer, uint64_t rid, const fb::OpenSession& m);
@@ -156,6 +167,15 @@ class Server {
   std::mutex results_mu_;
   std::unique_ptr<zmq::socket_t> results_push_;  // guarded by results_mu_
   std::deque<std::unique_ptr<eval::EvalResult>> results_;  // guarded by results_mu_
+
+  // Reader threads: memory reads (NextStep, Query) off the loop. Guarded by read_mu_.
+  std::mutex read_mu_;
+  std::condition_variable read_cv_;
+  std::deque<std::pair<Peer, std::function<std::string()>>> read_queue_;
+  bool readers_stop_ = false;
+  std::vector<std::thread> readers_;
+  // Replies the readers produced, sent by the loop; guarded by results_mu_.
+  std::deque<std::pair<Peer, std::string>> ready_;
 
   // Loop-thread state.
   std::unordered_map<std::string, ClientInfo> clients_;

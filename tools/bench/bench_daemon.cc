@@ -123,7 +123,7 @@ struct PhaseResult {
 PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int clients,
                      double seconds) {
   std::vector<std::unique_ptr<htam::Client>> conns;
-  std::vector<uint64_t> sessions;
+  std::vector<uint64_t> sessions, directions;
   for (int i = 0; i < clients; ++i) {
     htam::ClientOptions o;
     o.endpoint = endpoint;
@@ -136,6 +136,9 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
     auto s = (*c)->OpenSession(open);
     CHECK_OK(s);
     sessions.push_back(s->session->id);
+    auto step = (*c)->NextStep(s->session->id);  // a direction for Record, and a warm-up
+    CHECK_OK(step);
+    directions.push_back(step->direction->id);
     conns.push_back(std::move(*c));
   }
   std::atomic<bool> go{false}, stop{false};
@@ -155,6 +158,7 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
         } else {
           htam::RecordArgs r;
           r.session_id = sessions[i];
+          r.direction_id = directions[i];
           r.summary = "";
           r.status = htam::fb::OutcomeStatus::Ok;
           r.speedup_after = 1.0f + static_cast<float>(k++ % 10) / 10.0f;
