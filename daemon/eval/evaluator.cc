@@ -425,7 +425,16 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   auto stage_deadline = stage_limit("compile");
   bool finished = false, keep_worker = false;
   Status sent = w->Send(frame);
-  if (!sent.ok()) stage = "send job";
+  if (!sent.ok()) {
+    // The idle worker died (killed from outside?): one fresh worker, one more try.
+    s->worker.reset();
+    auto fresh = StartWorker(s);
+    if (fresh.ok()) {
+      s->worker = std::move(*fresh);
+      w = s->worker.get();
+      sent = w->Send(frame);
+    }
+  }
   while (sent.ok() && !finished) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -515,6 +524,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   if (!sent.ok()) {
     r.status = fb::OutcomeStatus::InfraError;
     r.diagnostics = "cannot send the job to the worker: " + sent.message();
+    s->worker.reset();
+    return r;
   }
   if (!w->output().empty() && r.status != fb::OutcomeStatus::Ok)
     r.diagnostics += "\n--- worker output ---\n" + Tail(w->output(), 2048);

@@ -2,6 +2,7 @@
 #include "daemon/eval/frame.h"
 
 #include <errno.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,7 +12,9 @@ namespace {
 
 Status WriteAll(int fd, const char* p, size_t n) {
   while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
+    // MSG_NOSIGNAL: a worker that died must not take the daemon down with SIGPIPE.
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == ENOTSOCK) w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EAGAIN) { usleep(1000); continue; }
     if (w <= 0) return Status::IOError(std::string("frame write: ") + std::strerror(errno));

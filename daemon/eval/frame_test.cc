@@ -22,6 +22,15 @@ TEST(Frame, RoundTripAndEof) {
   close(sv[1]);
 }
 
+TEST(Frame, WritingToADeadPeerIsAnErrorNotASignal) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  close(sv[1]);
+  Status st = WriteFrame(sv[0], {{"type", "job"}});
+  EXPECT_EQ(st.code(), Status::Code::kIOError);  // and the test process is still alive
+  close(sv[0]);
+}
+
 TEST(Frame, MalformedInputIsRejected) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);

@@ -1,10 +1,13 @@
 // Containment: crashes, hangs, aborts, runaway allocation, fork bombs, output floods and exits
 // kill only their worker; each outcome is classified, the worker is back within 2 seconds, and
 // the next job runs normally. Also queue backpressure, shutdown, bad submissions, the sandbox.
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <future>
 #include <regex>
@@ -115,6 +118,29 @@ TEST_F(EvalFault, OtherJobsGoOnWhileOneCrashes) {
     EXPECT_EQ(Name(r.status), std::string(want[i])) << i << ": " << r.diagnostics;
   }
   EXPECT_NE(ev_->StatusText().find("jobs_Crash: 2"), std::string::npos) << ev_->StatusText();
+}
+
+// Kills every child process of this test process: the idle, pre-spawned workers.
+int KillWorkers() {
+  int killed = 0;
+  DIR* d = opendir("/proc/self/task");
+  while (dirent* e = d ? readdir(d) : nullptr) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/children");
+    pid_t pid;
+    while (in >> pid) killed += ::kill(pid, SIGKILL) == 0;
+  }
+  if (d) closedir(d);
+  return killed;
+}
+
+TEST_F(EvalFault, WorkerKilledWhileIdleIsReplaced) {
+  EXPECT_EQ(Name(Run(Honest()).status), std::string("Ok"));
+  usleep(300000);  // the next worker is pre-spawned
+  EXPECT_GE(KillWorkers(), 1);
+  usleep(100000);
+  EvalResult r = Run(Honest());
+  EXPECT_EQ(Name(r.status), std::string("Ok")) << r.diagnostics;
 }
 
 TEST_F(EvalFault, SandboxKeepsWritesAndNetworkInside) {
