@@ -116,13 +116,18 @@ if ! "${AGENT[@]}" wait-ready --endpoint "$ENDPOINT" --within 60; then
 fi
 
 say "3/5 import the lineages of the other tasks (${#OTHERS[@]} tasks; $HOLD is held back)"
-if [ ${#OTHERS[@]} -gt 0 ]; then
+# Imported once per data folder: a second run keeps the memory and only runs the agent again.
+MARK="$DATA/demo-imported-$HOLD-$BACKEND"
+if [ -f "$MARK" ]; then
+  echo "already imported into $DATA (remove $MARK, or set HTAM_DEMO_FRESH=1, to import again)"
+elif [ ${#OTHERS[@]} -gt 0 ]; then
   echo "-- $BACKEND lineages: every variant evaluated by the daemon (compile, verify, time)"
   "${AGENT[@]}" import-lineage --endpoint "$ENDPOINT" --backend "$BACKEND" "${OTHERS[@]}"
   RECORDED=()
   for b in cpu cuda hip; do [ "$b" != "$BACKEND" ] && RECORDED+=(--backend "$b"); done
   echo "-- other backends' lineages: their measured outcomes recorded (unverified)"
   "${AGENT[@]}" import-lineage --endpoint "$ENDPOINT" --recorded "${RECORDED[@]}" "${OTHERS[@]}" || true
+  date -u +%FT%TZ > "$MARK"
 fi
 
 say "4/5 the agent on the held-back task $HOLD ($BACKEND, budget $BUDGET, replay proposer)"

@@ -38,6 +38,14 @@ class DemoTest(unittest.TestCase):
                 self.assertIn(needle, out)
             self.assertNotIn("differs from the lineage", out)
             self.assertTrue(os.listdir(data))   # the memory persists in the data folder
+            # A second run keeps the memory: no second import, the agent runs again.
+            r2 = subprocess.run([os.path.join(ROOT, "tools", "demo.sh")], cwd=tmp, env=env,
+                                capture_output=True, text=True, timeout=600)
+            out2 = r2.stdout + r2.stderr
+            self.assertEqual(r2.returncode, 0, out2)
+            self.assertIn("already imported into", out2)
+            self.assertNotIn("importing 4 variants", out2)
+            self.assertIn("task fx_scale on cpu: best speedup", out2)
 
 
 if __name__ == "__main__":
