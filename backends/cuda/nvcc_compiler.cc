@@ -291,7 +291,7 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   for (const auto& f : flags) argv.push_back(f);
   argv.insert(argv.end(), {"-o", "candidate.so", "candidate.cu"});
   double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
-  HTAM_ASSIGN_OR_RETURN(ProcessResult pr, RunProcess(argv, dir, limit));
+  HTAM_ASSIGN_OR_RETURN(ProcessResult pr, RunProcess(argv, dir, limit, 1 << 20, {"TMPDIR=" + dir}));
   out.compile_ms = pr.wall_ms;
   if (pr.timed_out) {
     return Status::Timeout("nvcc exceeded " + std::to_string(limit) + " s");

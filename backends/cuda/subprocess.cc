@@ -14,10 +14,13 @@
 #include <cstring>
 #include <thread>
 
+extern char** environ;
+
 namespace htam::cuda {
 
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
-                                 double timeout_s, size_t max_output) {
+                                 double timeout_s, size_t max_output,
+                                 const std::vector<std::string>& extra_env) {
   if (argv.empty()) return Status::InvalidArgument("RunProcess: empty argv");
   std::string tmpl = cwd + "/.htam-proc-XXXXXX";
   int out_fd = mkstemp(tmpl.data());
@@ -27,6 +30,20 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The child's environment, built before fork (nothing but exec-safe calls after it).
+  std::vector<std::string> env_store;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    bool overridden = false;
+    for (const auto& x : extra_env) {
+      if (kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0) overridden = true;
+    }
+    if (!overridden) env_store.push_back(kv);
+  }
+  for (const auto& x : extra_env) env_store.push_back(x);
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   auto t0 = std::chrono::steady_clock::now();
   pid_t pid = fork();
@@ -42,7 +59,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
     if (chdir(cwd.c_str()) != 0) _exit(126);
-    execvp(args[0], args.data());
+    execvpe(args[0], args.data(), envp.data());
     const char msg[] = "exec failed\n";
     ssize_t ignored = write(2, msg, sizeof(msg) - 1);
     (void)ignored;

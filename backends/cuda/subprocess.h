@@ -20,7 +20,10 @@ struct ProcessResult {
 
 // Runs argv[0] (searched in PATH when it has no slash) in `cwd` with stdout+stderr captured
 // through a temporary file in `cwd`. timeout_s <= 0 means no limit. IOError when it cannot start.
+// `extra_env` ("NAME=value") is added to (and overrides) the parent's environment; nvcc gets
+// TMPDIR=<its compile dir> so that it never needs a writable /tmp (sandboxed workers).
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
-                                 double timeout_s, size_t max_output = 1 << 20);
+                                 double timeout_s, size_t max_output = 1 << 20,
+                                 const std::vector<std::string>& extra_env = {});
 
 }  // namespace htam::cuda
