@@ -5,6 +5,7 @@ the daemon's real compiler errors are fed back to the model."""
 
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,12 @@ class AgentLoopTest(DaemonTestBase):
         self.assertEqual(ep.requests[0]["headers"].get("Authorization"), "Bearer sk-env")
         self.assertEqual(ep.requests[0]["body"]["model"], "fake-coder")
         self.assertIn("y = max(x, 0)", ep.prompt(0))      # the task's specification
+        # The daemon's step reached the model: its direction and the strategies under it.
+        chosen = re.search(r"-- step 1/1: direction (\S+)", r.stdout).group(1)
+        self.assertIn(f"# Direction for step 1: {chosen}", ep.prompt(0))
+        shown = re.search(r"strategies: (\S+) \(used", r.stdout)
+        if shown:
+            self.assertIn(shown.group(1), ep.prompt(0))
         self.assertNotIn("4099", ep.prompt(0))            # never its held-out shapes
 
     def test_dead_model_endpoint_ends_the_session_early(self):

@@ -66,7 +66,7 @@ def build_messages(session: SessionView, step: StepView, best_source: str, best_
                  f"```{fence}\n{best_source.rstrip()}\n```")
 
     d = step.direction
-    parts.append(f"# Direction for step {step.step}: {d}"
+    parts.append(f"# Direction for step {step.step + 1}: {d}"
                  + (f" -- {step.direction_title}" if step.direction_title else ""))
     if step.direction_description:
         parts.append(step.direction_description)
@@ -103,7 +103,7 @@ def build_messages(session: SessionView, step: StepView, best_source: str, best_
         lines = ["# Recent outcomes in this session (oldest first)"]
         for h in list(history)[-6:]:
             o = h.outcome
-            line = f"- step {h.step} [{h.direction}] {h.summary or '(no summary)'} -> {o.status}"
+            line = f"- step {h.step + 1} [{h.direction}] {h.summary or '(no summary)'} -> {o.status}"
             if o.ok:
                 line += f", {o.speedup:.2f}x"
             elif o.diagnostics:

@@ -79,7 +79,7 @@ class LLMProposer(Proposer):
             if p.source:
                 if repair is not None:
                     p.direction = repair.direction
-                    p.note = f"repair of step {repair.step} ({repair.outcome.status})"
+                    p.note = f"repair of step {repair.step + 1} ({repair.outcome.status})"
                     self._repairs_in_a_row += 1
                 else:
                     self._repairs_in_a_row = 0
