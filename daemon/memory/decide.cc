@@ -40,7 +40,7 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   std::string_view v;
   Status st = t.Get(Db::kTasks, KeyU64(s.task_id()), &v);
   if (st.ok()) {
-    const fb::Task* task = View<fb::Task>(v);
+    FbView<fb::Task> task(v);
     if (!task) return Status::Corruption("malformed task record");
     ps->category = task->category() ? task->category()->str() : "";
     ps->log_size = task->bytes() > 0 ? std::log10(task->bytes()) : 0;
@@ -67,7 +67,7 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   for (size_t i = recent.size() > want ? recent.size() - want : 0; i < recent.size(); ++i) {
     std::string_view rv;
     if (!t.Get(Db::kTransitions, KeyU64(recent[i]), &rv).ok()) continue;
-    const fb::TransitionRecord* r = View<fb::TransitionRecord>(rv);
+    FbView<fb::TransitionRecord> r(rv);
     if (r && r->step() < ps->gains.size())
       ps->gains[r->step()] = StepGain(r->status(), r->speedup_before(), r->speedup_after());
   }
@@ -86,7 +86,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   Status st = t.Get(Db::kSessions, KeyU64(session_id), &sv);
   if (st.IsNotFound()) return Status::NotFound("no such session " + std::to_string(session_id));
   HTAM_RETURN_IF_ERROR(st);
-  const fb::Session* session = View<fb::Session>(sv);
+  FbView<fb::Session> session(sv);
   if (!session) return Status::Corruption("malformed session record");
   if (session->state() == fb::SessionState::Closed)
     return Status::FailedPrecondition("session " + std::to_string(session_id) + " is closed");
@@ -105,7 +105,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   for (const Hit& h : hits) {
     std::string_view rv;
     if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
-    const fb::TransitionRecord* r = View<fb::TransitionRecord>(rv);
+    FbView<fb::TransitionRecord> r(rv);
     if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim) continue;
     if (!Counts(r->status())) continue;  // infrastructure errors say nothing about directions
     Neighbor n;
@@ -210,7 +210,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   }
   // Score from the stored bytes; unpack only the winners (strategies carry their embeddings).
   struct Scored {
-    const fb::Strategy* s;
+    FbView<fb::Strategy> s;
     double score, sim, success_rate, mean_gain;
     bool match, cross;
   };
@@ -221,33 +221,33 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     if (!seen.insert(id).second) continue;
     std::string_view v;
     if (!t.Get(Db::kStrategies, KeyU64(id), &v).ok()) continue;
-    const fb::Strategy* s = View<fb::Strategy>(v);
+    FbView<fb::Strategy> s(v);
     if (!s || s->merged_into()) continue;
     const fb::GainStats zero;
     const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
-    Scored x{s, 0, sim, (gs.successes() + 1.0) / (gs.uses() + 2.0), 0, false, false};
+    Scored x{std::move(s), 0, sim, (gs.successes() + 1.0) / (gs.uses() + 2.0), 0, false, false};
     double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * dir.prior;
     auto e = effect.find(id);
     double local_w = e == effect.end() ? 0.0 : e->second.second;
     double local_sum = e == effect.end() ? 0.0 : e->second.first;
     x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
     std::vector<std::string> backends;
-    if (s->backends()) for (auto b : *s->backends()) backends.push_back(b->str());
+    if (x.s->backends()) for (auto b : *x.s->backends()) backends.push_back(b->str());
     std::vector<fb::Bottleneck> targets;
-    if (s->targets()) for (auto tg : *s->targets()) targets.push_back(static_cast<fb::Bottleneck>(tg));
-    x.match = MaskReason(backends, s->min_arch() ? s->min_arch()->string_view() : "", targets, ps).empty();
-    std::string origin = s->provenance() && s->provenance()->backend() ? s->provenance()->backend()->str() : "";
+    if (x.s->targets()) for (auto tg : *x.s->targets()) targets.push_back(static_cast<fb::Bottleneck>(tg));
+    x.match = MaskReason(backends, x.s->min_arch() ? x.s->min_arch()->string_view() : "", targets, ps).empty();
+    std::string origin = x.s->provenance() && x.s->provenance()->backend() ? x.s->provenance()->backend()->str() : "";
     double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &x.cross);
     x.score = sim + o_.rerank_effect_weight * x.mean_gain * bf +
               o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);
-    scored.push_back(x);
+    scored.push_back(std::move(x));
   }
-  std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
+  std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
     if (a.score != b.score) return a.score > b.score;
     return a.s->id() < b.s->id();
   });
   if (scored.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
-    scored.resize(static_cast<size_t>(std::max(0, o_.top_k_strategies)));
+    scored.erase(scored.begin() + std::max(0, o_.top_k_strategies), scored.end());
   std::vector<fb::StrategyHitT> hits;
   for (const Scored& x : scored) {
     fb::StrategyHitT h;
@@ -263,7 +263,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     if (!h.strategy->example_candidate.empty()) {
       std::string_view cv;
       if (t.Get(Db::kCandidates, h.strategy->example_candidate, &cv).ok()) {
-        const fb::Candidate* c = View<fb::Candidate>(cv);
+        FbView<fb::Candidate> c(cv);
         if (c && c->source()) h.example_source = c->source()->str();
       }
     }

@@ -109,7 +109,7 @@ Status MemoryImpl::VerifyLoadedIndexes() {
     for (uint64_t id = transitions_covered_; id >= 1; id = id > step ? id - step : 0) {
       std::string_view v;
       HTAM_RETURN_IF_ERROR(t.Get(Db::kTransitions, KeyU64(id), &v));
-      const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+      FbView<fb::TransitionRecord> r(v);
       std::vector<float> got;
       if (!r || !r->state() || !transition_index_->Reconstruct(id, &got) ||
           !SameVector(got, r->state()->vector()))
@@ -133,7 +133,7 @@ Status MemoryImpl::VerifyLoadedIndexes() {
       if (!probe) continue;
       std::string_view v;
       HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(probe), &v));
-      const fb::Strategy* s = View<fb::Strategy>(v);
+      FbView<fb::Strategy> s(v);
       if (!s) return Status::Corruption("malformed strategy record");
       if (!s->embedding() || s->embedding()->size() == 0) continue;
       std::vector<float> got;
@@ -159,7 +159,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
   };
   size_t added_t = 0;
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view k, std::string_view v) {
-    const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+    FbView<fb::TransitionRecord> r(v);
     if (!r) {
       inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
       return false;
@@ -183,7 +183,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
   std::map<uint64_t, std::pair<std::vector<uint64_t>, std::vector<float>>> by_dir;
   size_t added_s = 0;
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) {
-    const fb::Strategy* s = View<fb::Strategy>(v);
+    FbView<fb::Strategy> s(v);
     if (!s) {
       inner = Status::Corruption("malformed strategy record");
       return false;

@@ -111,7 +111,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   HTAM_RETURN_IF_ERROR(Decode(v, &session, "session"));
   if (session.state == fb::SessionState::Closed)
     return Status::FailedPrecondition("session " + std::to_string(in.session_id) + " is closed");
-  const fb::Session* sview = View<fb::Session>(v);
+  FbView<fb::Session> sview(v);
   PolicyState ps;
   HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *sview, p.state, &ps));
   std::vector<float> key = TransitionKey(ps, o_);
@@ -143,14 +143,14 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     for (const Hit& h : hits) {
       std::string_view sv;
       if (!t.Get(Db::kStrategies, KeyU64(h.id), &sv).ok()) continue;
-      const fb::Strategy* s = View<fb::Strategy>(sv);
+      FbView<fb::Strategy> s(sv);
       if (!s || s->merged_into()) continue;
       if (h.similarity > best_sim) best_sim = h.similarity, best_id = h.id;
     }
     for (const auto& [nid, vec] : *batch_new) {  // created earlier in this transaction
       std::string_view sv;
       if (!t.Get(Db::kStrategies, KeyU64(nid), &sv).ok()) continue;
-      const fb::Strategy* s = View<fb::Strategy>(sv);
+      FbView<fb::Strategy> s(sv);
       if (!s || s->direction_id() != in.direction_id || vec.size() != dim) continue;
       double sim = Dot(vec.data(), p.summary_vec.data(), dim);
       if (sim > best_sim) best_sim = sim, best_id = nid;
@@ -237,7 +237,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   std::string rec_bytes = Encode(rec);
   HTAM_RETURN_IF_ERROR(t.Put(Db::kTransitions, KeyU64(rec.id), rec_bytes));
   HTAM_RETURN_IF_ERROR(t.Put(Db::kSessionTransitions, KeyPair(session.id, rec.id), ""));
-  const fb::TransitionRecord* r = View<fb::TransitionRecord>(rec_bytes);
+  FbView<fb::TransitionRecord> r(rec_bytes);
   // Re-read through the stored bytes: statistics see exactly what a rebuild will see (floats).
   double stored_gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
 
@@ -447,7 +447,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
 Status MemoryImpl::ComputeDerived(Txn& t, Derived* d) {
   Status inner;
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view k, std::string_view v) {
-    const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+    FbView<fb::TransitionRecord> r(v);
     if (!r) {
       inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
       return false;
@@ -524,7 +524,7 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
   Status inner;
   // Statistics equal to a rebuild.
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirections, "", [&](std::string_view, std::string_view v) {
-    const fb::Direction* x = View<fb::Direction>(v);
+    FbView<fb::Direction> x(v);
     if (!x) return bad("malformed direction record"), true;
     fb::GainStats want = d.directions.count(x->id()) ? d.directions[x->id()] : fb::GainStats();
     if (!SameStats(x->stats() ? *x->stats() : fb::GainStats(), want))
@@ -535,7 +535,7 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
   size_t embedded = 0;
   std::map<uint64_t, uint64_t> strategy_dir;
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) {
-    const fb::Strategy* x = View<fb::Strategy>(v);
+    FbView<fb::Strategy> x(v);
     if (!x) return bad("malformed strategy record"), true;
     strategy_dir[x->id()] = x->direction_id();
     if (x->embedding() && x->embedding()->size() == meta_.embedder_dim) ++embedded;
@@ -552,7 +552,7 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
   }));
   size_t edges = 0;
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kEdges, "", [&](std::string_view, std::string_view v) {
-    const fb::TransitionEdge* e = View<fb::TransitionEdge>(v);
+    FbView<fb::TransitionEdge> e(v);
     ++edges;
     if (!e) return bad("malformed edge record"), true;
     EdgeKey k{e->from_direction(), e->to_direction(), e->cluster()};
@@ -568,7 +568,7 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
   std::map<uint64_t, uint32_t> steps_of_session;
   size_t transitions = 0;
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view v) {
-    const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+    FbView<fb::TransitionRecord> r(v);
     ++transitions;
     steps_of_session[r->session_id()]++;
     std::string_view x;
@@ -584,13 +584,13 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     if (!t.Get(Db::kTransitions, KeyU64(DecodeU64(k, 8)), &v).ok()) {
       bad("session index names missing transition " + std::to_string(DecodeU64(k, 8)));
     } else {
-      const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+      FbView<fb::TransitionRecord> r(v);
       if (r && r->session_id() != DecodeU64(k)) bad("session index disagrees with transition " + std::to_string(r->id()));
     }
     return true;
   }));
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessions, "", [&](std::string_view, std::string_view v) {
-    const fb::Session* s = View<fb::Session>(v);
+    FbView<fb::Session> s(v);
     if (!s) return bad("malformed session record"), true;
     std::string_view x;
     if (!t.Get(Db::kTaskSessions, KeyPair(s->task_id(), s->id()), &x).ok())

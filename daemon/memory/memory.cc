@@ -248,35 +248,35 @@ Status MemoryImpl::RebuildSecondary(Txn& t) {
     return false;
   };
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessions, "", [&](std::string_view, std::string_view v) {
-    const fb::Session* s = View<fb::Session>(v);
+    FbView<fb::Session> s(v);
     if (!s) return fail(Status::Corruption("malformed session record"));
     Status st = t.Put(Db::kTaskSessions, KeyPair(s->task_id(), s->id()), "");
     return st.ok() ? true : fail(st);
   }));
   HTAM_RETURN_IF_ERROR(inner);
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view v) {
-    const fb::TransitionRecord* r = View<fb::TransitionRecord>(v);
+    FbView<fb::TransitionRecord> r(v);
     if (!r) return fail(Status::Corruption("malformed transition record"));
     Status st = t.Put(Db::kSessionTransitions, KeyPair(r->session_id(), r->id()), "");
     return st.ok() ? true : fail(st);
   }));
   HTAM_RETURN_IF_ERROR(inner);
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) {
-    const fb::Strategy* s = View<fb::Strategy>(v);
+    FbView<fb::Strategy> s(v);
     if (!s) return fail(Status::Corruption("malformed strategy record"));
     Status st = t.Put(Db::kDirectionStrategies, KeyPair(s->direction_id(), s->id()), "");
     return st.ok() ? true : fail(st);
   }));
   HTAM_RETURN_IF_ERROR(inner);
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirections, "", [&](std::string_view, std::string_view v) {
-    const fb::Direction* d = View<fb::Direction>(v);
+    FbView<fb::Direction> d(v);
     if (!d || !d->name()) return fail(Status::Corruption("malformed direction record"));
     Status st = t.Put(Db::kDirectionNames, d->name()->string_view(), KeyU64(d->id()));
     return st.ok() ? true : fail(st);
   }));
   HTAM_RETURN_IF_ERROR(inner);
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kTasks, "", [&](std::string_view, std::string_view v) {
-    const fb::Task* k = View<fb::Task>(v);
+    FbView<fb::Task> k(v);
     if (!k || !k->name()) return fail(Status::Corruption("malformed task record"));
     Status st = t.Put(Db::kTaskNames, k->name()->string_view(), KeyU64(k->id()));
     return st.ok() ? true : fail(st);
@@ -387,7 +387,7 @@ Result<fb::SessionT> MemoryImpl::OpenSession(uint64_t task_id, std::string_view 
     Status st = t.Get(Db::kTasks, KeyU64(task_id), &v);
     if (st.IsNotFound()) return Status::NotFound("no such task " + std::to_string(task_id));
     HTAM_RETURN_IF_ERROR(st);
-    const fb::Task* task = View<fb::Task>(v);
+    FbView<fb::Task> task(v);
     if (!task) return Status::Corruption("malformed task record");
     s = fb::SessionT();
     HTAM_ASSIGN_OR_RETURN(s.id, t.NextId(Db::kSessions));
@@ -483,7 +483,7 @@ Result<std::vector<fb::StrategyT>> MemoryImpl::ListStrategies(const StrategyFilt
   std::vector<fb::StrategyT> out;
   Status inner;
   auto take = [&](std::string_view v) {
-    const fb::Strategy* s = View<fb::Strategy>(v);
+    FbView<fb::Strategy> s(v);
     if (!s) {
       inner = Status::Corruption("malformed strategy record");
       return false;

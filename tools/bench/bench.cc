@@ -33,6 +33,7 @@ static uint64_t StatusField(const char* field) {
 }
 uint64_t RssBytes() { return StatusField("VmRSS:"); }
 uint64_t PeakRssBytes() { return StatusField("VmHWM:"); }
+uint64_t RssAnonBytes() { return StatusField("RssAnon:"); }
 
 uint64_t DirBytes(const std::string& dir) {
   uint64_t total = 0;
