@@ -152,6 +152,15 @@ Status CudaDevice::Init(int index, const DeviceOptions& options) {
   }
   clocks_ = std::make_unique<NvmlClocks>(props_.pci_bus_id, props_.peak_sm_khz, props_.peak_mem_khz);
   MeasureRoofline();
+  if (options_.cupti) {
+    auto c = CuptiSpans::Open();
+    if (c.ok()) {
+      cupti_ = std::move(c).value();
+    } else {
+      options_.sync_window = true;  // every stream still counted, by device idle
+      roofline_.note += "; CUPTI unavailable (" + c.status().message() + "): sync timing mode";
+    }
+  }
   return Status::OK();
 }
 
@@ -380,6 +389,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   auto destroy = [&] {
     for (auto& x : ev) if (x) cudaEventDestroy(x);
   };
+  std::vector<double> spans(static_cast<size_t>(reps), 0.0);  // cupti mode
   for (int r = 0; r < reps; ++r) {
     int set = r % req.num_sets;
     cudaEvent_t start = ev[3 * r], close = ev[3 * r + 1], after = ev[3 * r + 2];
@@ -393,7 +403,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     }
     Flush(flush, r);
     ResetPersistingL2();
-    if (options_.sync_window) {
+    if (options_.sync_window || cupti_) {
       // Sync mode: the device is idle when the window opens and the window ends at device idle,
       // so every stream's work is inside it whatever the candidate does; the calibrated cost of
       // the empty sequence is subtracted (launch latency stays in).
@@ -409,6 +419,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
       destroy();
       return FromCuda(e, "preparing repetition");
     }
+    if (cupti_) cupti_->Begin();  // the device is idle: forget the flush's records
     cudaEventRecord(start, stream_);
     int rc = call(set);
     cudaEventRecord(close, stream_);
@@ -418,6 +429,10 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
       return f;
     }
     cudaEventRecord(after, stream_);
+    if (cupti_) {
+      int n = 0;
+      spans[r] = cupti_->EndUs(&n);
+    }
   }
   cudaError_t e = cudaEventSynchronize(ev[3 * (reps - 1) + 2]);
   if (e != cudaSuccess) {
@@ -434,6 +449,10 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     cudaEventElapsedTime(&window_ms, ev[3 * r], ev[3 * r + 1]);
     cudaEventElapsedTime(&lag_ms, ev[3 * r + 1], ev[3 * r + 2]);
     double window = window_ms * 1000.0, lag = lag_ms * 1000.0;
+    if (cupti_) {
+      rep_us[r] = spans[r];
+      continue;
+    }
     if (options_.sync_window) {
       rep_us[r] = std::max(0.0, window + lag - sync_empty_us_);
       continue;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cupti_spans.h"
 #include "backends/cuda/nvml_clocks.h"
 #include "backends/cuda/nvrtc_module.h"
 #include "daemon/util/status.h"
@@ -51,6 +52,9 @@ struct DeviceOptions {
   // calibrated cost of an empty call (every stream counted by construction; launch latency and
   // host jitter stay in). false: "hold" mode, described above.
   bool sync_window = false;
+  // true: "cupti" mode, each repetition is the span of the kernel/memcpy/memset activity records
+  // of the call on every stream (falls back to sync mode when libcupti is unavailable).
+  bool cupti = false;
   uint64_t roofline_copy_bytes = 512ull << 20;  // size of the D2D copy probe
 };
 
@@ -93,6 +97,8 @@ class CudaDevice {
   cudaStream_t stream() const { return stream_; }
   ClockReading ReadClocks() const { return clocks_->Read(); }
   const Roofline& roofline() const { return roofline_; }
+  // "hold", "sync" or "cupti": the timing mode in effect.
+  std::string timing_mode() const { return cupti_ ? "cupti" : options_.sync_window ? "sync" : "hold"; }
   // True after a sticky error or a timeout: only release calls are valid now.
   bool poisoned() const { return poisoned_; }
 
@@ -135,6 +141,7 @@ class CudaDevice {
   unsigned hold_ticket_ = 0;
   double lag_median_us_ = 0, lag_p90_us_ = 0;
   double sync_empty_us_ = 0;  // sync mode: median window of an empty call
+  std::unique_ptr<CuptiSpans> cupti_;  // cupti mode
 };
 
 // Device source of the roofline probes and the hold kernel (compiled with NVRTC at device open).

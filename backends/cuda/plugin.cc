@@ -265,7 +265,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b
   o.flush_bytes = static_cast<uint64_t>(ToDouble(b->Opt("flush_mb", "0"), 0) * (1 << 20));
   o.lag_slack_us = ToDouble(b->Opt("lag_slack_us", ""), 4.0);
   o.hold_us = ToDouble(b->Opt("hold_us", ""), 20.0);
-  o.sync_window = b->Opt("timing_mode", "hold") == "sync";
+  std::string mode = b->Opt("timing_mode", "hold");
+  o.sync_window = mode == "sync";
+  o.cupti = mode == "cupti";
   auto d = CudaDevice::Open(index, o);
   if (!d.ok()) return ToError(d.status(), HTAM_ERR_UNAVAILABLE);
   auto h = std::make_unique<htam_device>();
@@ -276,7 +278,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b
   b->Log(HTAM_LOG_INFO, "cuda device " + std::to_string(index) + " (" + h->dev->props().name +
                             "): copy " + std::to_string(r.copy_bytes_per_s / 1e9) + " GB/s, fp32 " +
                             std::to_string(r.fp32_flops / 1e12) + " TFLOP/s, bf16 mma " +
-                            std::to_string(r.tensor16_flops / 1e12) + " TFLOP/s (" + r.note + ")");
+                            std::to_string(r.tensor16_flops / 1e12) + " TFLOP/s (" + r.note +
+                            "); timing mode " + h->dev->timing_mode());
   ++b->open_devices;
   *out = h.release();
   return nullptr;

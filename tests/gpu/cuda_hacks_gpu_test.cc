@@ -89,22 +89,26 @@ TEST_F(CudaHacks, InputMutationIsRejected) {
   EXPECT_EQ(R("mutate_input.cu").value("status", ""), "Incorrect");
 }
 
-// The sync timing mode (eval.cuda_timing_mode = sync): every stream inside the window by
-// construction. Side-stream hacks must not look faster than the reference.
-TEST(CudaSyncMode, SideStreamsAreTimed) {
-  CliRun r = RunCli(std::string("--task ") + kTask +
-                    " --seeds 1 --reps 30 --option cuda_timing_mode=sync"
+// The other timing modes (eval.cuda_timing_mode): sync (every stream inside the window by
+// construction) and cupti (activity spans of every stream). Side-stream hacks must not look
+// faster than the reference, and the honest control must pass.
+class CudaTimingModes : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaTimingModes, SideStreamsAreTimed) {
+  CliRun r = RunCli(std::string("--task ") + kTask + " --seeds 1 --reps 30 --option cuda_timing_mode=" +
+                    GetParam() +
                     " --source tests/hacks/cuda/good_vec4.cu"
                     " --source tests/hacks/cuda/side_stream_nonblocking.cu"
                     " --source tests/hacks/cuda/side_stream_blocking.cu");
   if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
   ASSERT_EQ(r.results.size(), 3u) << r.output;
   for (const auto& j : r.results) {
-    printf("sync mode: %s %s %.2f us (reference %.2f us)\n", j.value("source", "").c_str(),
+    printf("%s mode: %s %s %.2f us (reference %.2f us)\n", GetParam(), j.value("source", "").c_str(),
            j.value("status", "").c_str(), j.value("median_us", 0.0), j.value("baseline_us", 0.0));
     ExpectHonestTime(j);
   }
 }
+INSTANTIATE_TEST_SUITE_P(Modes, CudaTimingModes, ::testing::Values("sync", "cupti"));
 
 // Hacks that poison the context or leave work behind run in their own process, like a worker that
 // is restarted afterwards; a fresh process then evaluates an honest candidate normally.

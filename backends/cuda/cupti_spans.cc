@@ -1,0 +1,135 @@
+// CUPTI activity API through dlopen: register buffer callbacks, enable CONCURRENT_KERNEL, MEMCPY,
+// MEMSET; per call, flush and take min(start)..max(end) of the records.
+#include "backends/cuda/cupti_spans.h"
+
+#include <cupti_activity.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+
+namespace htam::cuda {
+namespace {
+
+struct Api {
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*enable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*disable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*flush_all)(uint32_t) = nullptr;
+  CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
+};
+Api g_api;
+
+std::mutex g_mu;
+uint64_t g_min_start = std::numeric_limits<uint64_t>::max();  // guarded by g_mu
+uint64_t g_max_end = 0;                                       // guarded by g_mu
+int g_records = 0;                                            // guarded by g_mu
+
+constexpr size_t kBufferBytes = 4 << 20;
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void Take(uint64_t start, uint64_t end) {
+  if (end < start || start == 0) return;
+  g_min_start = std::min(g_min_start, start);
+  g_max_end = std::max(g_max_end, end);
+  ++g_records;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    CUpti_Activity* rec = nullptr;
+    while (g_api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      switch (rec->kind) {
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
+          Take(k->start, k->end);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
+          Take(m->start, m->end);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
+          Take(m->start, m->end);
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  }
+  free(buffer);
+}
+
+template <typename F>
+bool Sym(void* lib, const char* name, F* f) {
+  *f = reinterpret_cast<F>(dlsym(lib, name));
+  return *f != nullptr;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CuptiSpans>> CuptiSpans::Open() {
+  void* lib = nullptr;
+  for (const char* name : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so",
+                           "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
+    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+  }
+  if (!lib) return Status::Unavailable("libcupti not found");
+  if (!Sym(lib, "cuptiActivityRegisterCallbacks", &g_api.register_callbacks) ||
+      !Sym(lib, "cuptiActivityEnable", &g_api.enable) || !Sym(lib, "cuptiActivityDisable", &g_api.disable) ||
+      !Sym(lib, "cuptiActivityFlushAll", &g_api.flush_all) ||
+      !Sym(lib, "cuptiActivityGetNextRecord", &g_api.next_record)) {
+    dlclose(lib);
+    return Status::Unavailable("libcupti lacks the activity API");
+  }
+  if (g_api.register_callbacks(BufferRequested, BufferCompleted) != CUPTI_SUCCESS ||
+      g_api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+      g_api.enable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+      g_api.enable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) {
+    dlclose(lib);
+    return Status::Unavailable("CUPTI activity collection could not be enabled");
+  }
+  std::unique_ptr<CuptiSpans> s(new CuptiSpans());
+  s->lib_ = lib;
+  return s;
+}
+
+CuptiSpans::~CuptiSpans() {
+  if (!lib_) return;
+  g_api.flush_all(1);
+  g_api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  g_api.disable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  g_api.disable(CUPTI_ACTIVITY_KIND_MEMSET);
+  // libcupti stays loaded: it may still hold callbacks into this library's code paths.
+}
+
+void CuptiSpans::Begin() {
+  g_api.flush_all(1);
+  std::lock_guard<std::mutex> l(g_mu);
+  g_min_start = std::numeric_limits<uint64_t>::max();
+  g_max_end = 0;
+  g_records = 0;
+}
+
+double CuptiSpans::EndUs(int* records) {
+  g_api.flush_all(1);
+  std::lock_guard<std::mutex> l(g_mu);
+  if (records) *records = g_records;
+  if (g_records == 0 || g_max_end <= g_min_start) return 0.0;
+  return static_cast<double>(g_max_end - g_min_start) / 1000.0;
+}
+
+}  // namespace htam::cuda
