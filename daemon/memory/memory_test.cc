@@ -287,7 +287,9 @@ TEST(MemoryTest, SuccessfulNewSummaryCreatesStrategyNearDuplicateMerges) {
   StrategyFilter f;
   f.direction_id = dir_id;
   bool found = false;
-  for (const auto& st : *m->ListStrategies(f)) found = found || st.id == r1->new_strategy_id;
+  auto listed = m->ListStrategies(f);
+  ASSERT_TRUE(listed.ok());
+  for (const auto& st : *listed) found = found || st.id == r1->new_strategy_id;
   EXPECT_TRUE(found);
   std::vector<std::string> problems;
   EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
