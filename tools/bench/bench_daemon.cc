@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,9 @@ const char* kHelp = R"(htam-bench daemon [flags]
   --dir DIR         data directory to use (default: a temp dir, removed at the end; an existing
                     store there is reused when it already holds enough records)
   --htamd PATH      the daemon binary (default: ../../daemon/htamd from this binary)
+  --read-threads N  htamd's server.read_threads (default: the daemon's default)
+  --ops LIST        phases among hello,next_step,record (default next_step,record); hello
+                    measures the protocol round trip alone (no memory work)
 )";
 
 #define CHECK_OK(expr)                                                              \
@@ -155,6 +159,8 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
         double a = NowSeconds();
         if (op == "next_step") {
           CHECK_OK(conns[i]->NextStep(sessions[i]));
+        } else if (op == "hello") {
+          CHECK_OK(conns[i]->Hello());
         } else {
           htam::RecordArgs r;
           r.session_id = sessions[i];
@@ -200,7 +206,7 @@ int RunDaemonBench(int argc, char** argv) {
     std::printf("%s", kHelp);
     return 0;
   }
-  std::string unknown = f.Unknown({"records", "clients", "seconds", "port", "dir", "htamd"});
+  std::string unknown = f.Unknown({"records", "clients", "seconds", "port", "dir", "htamd", "read-threads", "ops"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench daemon: unknown flag %s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -220,6 +226,14 @@ int RunDaemonBench(int argc, char** argv) {
   fs::create_directories(dir);
   chmod(dir.c_str(), 0755);
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::string read_threads = f.Get("read-threads", "");
+  std::vector<std::string> ops;
+  {
+    std::stringstream ss(f.Get("ops", "next_step,record"));
+    std::string op;
+    while (std::getline(ss, op, ','))
+      if (!op.empty()) ops.push_back(op);
+  }
 
   htam::Config config = htam::Config::Defaults();
   (void)config.Set("general.data_dir", dir);
@@ -235,8 +249,16 @@ int RunDaemonBench(int argc, char** argv) {
       dup2(fileno(lf), 1);
       dup2(fileno(lf), 2);
     }
-    execl(htamd.c_str(), htamd.c_str(), "--general.data_dir", dir.c_str(), "--server.bind",
-          endpoint.c_str(), "--general.log_level", "warn", static_cast<char*>(nullptr));
+    std::vector<std::string> args = {htamd, "--general.data_dir", dir, "--server.bind", endpoint,
+                                     "--general.log_level", "warn"};
+    if (!read_threads.empty()) {
+      args.push_back("--server.read_threads");
+      args.push_back(read_threads);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
     _exit(127);
   }
   bool ready = false;
@@ -262,7 +284,8 @@ int RunDaemonBench(int argc, char** argv) {
   out["seconds_per_phase"] = seconds;
   out["hardware_threads"] = std::thread::hardware_concurrency();
   nlohmann::json phases = nlohmann::json::array();
-  for (const std::string op : {"next_step", "record"}) {
+  out["read_threads"] = read_threads.empty() ? "default" : read_threads;
+  for (const std::string& op : ops) {
     for (int64_t c : clients) {
       PhaseResult r = RunPhase(endpoint, op, static_cast<int>(c), seconds);
       std::fprintf(stderr, "%-9s clients=%-3d requests=%-7zu rps=%-8.0f p50=%.3f ms p99=%.3f ms\n",
