@@ -97,17 +97,21 @@ Status ExportStore(const std::string& dir, const ExportOptions& o, std::ostream&
               {"htam_version", HTAM_VERSION}}
              .dump()
       << "\n";
-  HTAM_ASSIGN_OR_RETURN(auto dirs, m->ListDirections());
-  for (const auto& d : dirs) Line(out, "direction", ToJson(d), counts);
-  HTAM_ASSIGN_OR_RETURN(auto tasks, m->ListTasks());
-  for (const auto& t : tasks) Line(out, "task", ToJson(t), counts);
-  HTAM_ASSIGN_OR_RETURN(auto strategies, m->ListStrategies(memory::StrategyFilter{0, "", true, 0}));
-  for (const auto& s : strategies) Line(out, "strategy", ToJson(s, /*with_embedding=*/true), counts);
-  HTAM_ASSIGN_OR_RETURN(auto sessions, m->ListSessions(0, 0));
-  std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  for (const auto& s : sessions) Line(out, "session", ToJson(s), counts, origin("session", s.id));
+  // Each list is its own read transaction while htamd may be writing: transitions are read first,
+  // so every session, strategy and candidate they name is in the later reads (records are never
+  // deleted). A session may then count a step more than the file holds; import recounts them.
   HTAM_ASSIGN_OR_RETURN(auto transitions, m->ListTransitions(0, 0));
+  HTAM_ASSIGN_OR_RETURN(auto sessions, m->ListSessions(0, 0));
+  HTAM_ASSIGN_OR_RETURN(auto strategies, m->ListStrategies(memory::StrategyFilter{0, "", true, 0}));
+  HTAM_ASSIGN_OR_RETURN(auto tasks, m->ListTasks());
+  HTAM_ASSIGN_OR_RETURN(auto dirs, m->ListDirections());
+  HTAM_ASSIGN_OR_RETURN(auto edges, m->ListEdges(0));
   std::sort(transitions.begin(), transitions.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (const auto& d : dirs) Line(out, "direction", ToJson(d), counts);
+  for (const auto& t : tasks) Line(out, "task", ToJson(t), counts);
+  for (const auto& s : strategies) Line(out, "strategy", ToJson(s, /*with_embedding=*/true), counts);
+  for (const auto& s : sessions) Line(out, "session", ToJson(s), counts, origin("session", s.id));
   std::set<std::string> hashes;
   for (const auto& r : transitions) {
     Line(out, "transition", ToJson(r, /*with_vector=*/true), counts, origin("transition", r.id));
@@ -122,7 +126,6 @@ Status ExportStore(const std::string& dir, const ExportOptions& o, std::ostream&
     if (c.ok()) Line(out, "candidate", ToJson(*c), counts);
     else if (!c.status().IsNotFound()) return c.status();
   }
-  HTAM_ASSIGN_OR_RETURN(auto edges, m->ListEdges(0));
   for (const auto& e : edges) Line(out, "edge", ToJson(e), counts);
   Json jc = Json::object();
   for (const auto& [k, v] : *counts) jc[k] = v;
@@ -312,7 +315,7 @@ class Merger {
     HTAM_RETURN_IF_ERROR(t_->Scan(DbName(Db::kStrategies), "", [&](std::string_view, std::string_view v) {
       fb::StrategyT s;
       inner = memory::Decode(v, &s, "strategy");
-      if (inner.ok() && !s.merged_into) local_strategies_.push_back({s.id, s.direction_id, s.name, s.embedding});
+      if (inner.ok()) local_strategies_.push_back({s.id, s.direction_id, s.name, s.embedding, s.merged_into != 0});
       return inner.ok();
     }));
     return inner;
@@ -408,16 +411,18 @@ class Merger {
       // A local match: same direction and name, else the most similar embedding above the threshold.
       uint64_t match = 0;
       double best = -2;
+      // (A strategy merged away matches only by name: it is kept for its history, not merged into.)
       for (const auto& l : local_strategies_) {
         if (l.direction != dir) continue;
         if (l.name == s.name) {
           match = l.id;
           break;
         }
+        if (s.merged_into || l.merged) continue;
         double c = Cosine(l.embedding, s.embedding);
         if (c >= o_.merge_threshold && c > best) best = c, match = l.id;
       }
-      if (match && !s.merged_into) {
+      if (match) {
         strategy_map_[file_id] = match;
         rep_->merged["strategy"]++;
         continue;
@@ -439,11 +444,8 @@ class Merger {
       s.merged_into = 0;
       HTAM_RETURN_IF_ERROR(Put(Db::kStrategies, s.id, s));
       strategy_map_[file_id] = s.id;
-      if (!merged_into.empty() && merged_into.back().first == s.id) {
-        // merged ones are not match targets
-      } else {
-        local_strategies_.push_back({s.id, dir, s.name, s.embedding});
-      }
+      bool merged = !merged_into.empty() && merged_into.back().first == s.id;
+      local_strategies_.push_back({s.id, dir, s.name, s.embedding, merged});
       rep_->added["strategy"]++;
     }
     for (const auto& [local, target] : merged_into) {
@@ -578,6 +580,7 @@ class Merger {
     uint64_t id, direction;
     std::string name;
     std::vector<float> embedding;
+    bool merged;
   };
   struct PendingSession {
     fb::SessionT record;

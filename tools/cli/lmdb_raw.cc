@@ -82,7 +82,8 @@ Status RunIsolated(const std::function<Status()>& fn, const std::string& what) {
   if (pid == 0) {
     ::close(p[0]);
     Status s = fn();
-    std::string msg = s.ok() ? "" : std::to_string(static_cast<int>(s.code())) + " " + s.message();
+    // "0" on success: a child that ends without a word (a sanitizer's crash report) failed.
+    std::string msg = s.ok() ? "0" : std::to_string(static_cast<int>(s.code())) + " " + s.message();
     ssize_t n = ::write(p[1], msg.data(), msg.size());
     (void)n;
     ::_exit(0);
@@ -99,7 +100,10 @@ Status RunIsolated(const std::function<Status()>& fn, const std::string& what) {
   }
   if (WIFSIGNALED(st))
     return Status::Corruption(what + " crashed (" + strsignal(WTERMSIG(st)) + "): the store is damaged");
-  if (msg.empty()) return Status::OK();
+  if (msg == "0") return Status::OK();
+  if (msg.empty())
+    return Status::Corruption(what + " failed without an answer (exit " +
+                              std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + "): the store is damaged");
   size_t sp = msg.find(' ');
   int code = std::atoi(msg.substr(0, sp).c_str());
   std::string text = sp == std::string::npos ? msg : msg.substr(sp + 1);

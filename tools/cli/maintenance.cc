@@ -91,7 +91,9 @@ Result<std::vector<std::string>> CheckIsolated(const std::string& store_dir) {
     return Status::Corruption(std::string("the store is damaged: reading it crashed the checker (") +
                               strsignal(WTERMSIG(st)) + ")");
   Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) return Status::Internal("the checker gave no answer");
+  if (j.is_discarded())
+    return Status::Corruption("reading the store stopped the checker (exit " +
+                              std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + "): the store is damaged");
   if (j.contains("error")) return Status::Corruption(j["error"].get<std::string>());
   return j["problems"].get<std::vector<std::string>>();
 }
