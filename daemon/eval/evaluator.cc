@@ -641,7 +641,9 @@ std::string EvaluatorImpl::StatusText() {
     if (s.sandbox.is_object())
       o << " network_isolated=" << (s.sandbox.value("network_isolated", false) ? "yes" : "no")
         << " readonly_root=" << (s.sandbox.value("readonly_root", false) ? "yes" : "no")
-        << " uid=" << s.sandbox.value("uid", -1);
+        << " uid=" << s.sandbox.value("uid", -1)
+        << " nproc_limit=" << s.sandbox.value("nproc_limit", uint64_t(0))
+        << " memory_limit=" << s.sandbox.value("memory_limit", uint64_t(0));
     o << "\n";
   }
   for (const auto& n : notes_) o << "note: " << n << "\n";

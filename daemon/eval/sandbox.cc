@@ -1,6 +1,7 @@
 // Sandboxed worker processes; see sandbox.h.
 #include "daemon/eval/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -103,6 +104,20 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
   w->temp_dir_ = tbuf.data();
 
   const bool root = geteuid() == 0;
+  uint64_t nproc_limit = o.max_processes;
+  if (!root && nproc_limit) {
+    // RLIMIT_NPROC counts every process of the user: leave room for the ones it already has.
+    uint64_t mine = 0;
+    if (DIR* d = opendir("/proc")) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        struct stat st;
+        if (stat((std::string("/proc/") + e->d_name).c_str(), &st) == 0 && st.st_uid == getuid()) ++mine;
+      }
+      closedir(d);
+    }
+    nproc_limit += mine;
+  }
   uid_t uid = 0;
   gid_t gid = 0;
   bool drop = false;
@@ -177,7 +192,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
     SetLimit(RLIMIT_AS, o.memory_bytes);
     SetLimit(RLIMIT_CPU, o.cpu_seconds);
     SetLimit(RLIMIT_FSIZE, o.file_bytes);
-    SetLimit(RLIMIT_NPROC, o.max_processes);
+    SetLimit(RLIMIT_NPROC, nproc_limit);
     SetLimit(RLIMIT_CORE, 0);
     struct rlimit zero{0, 0};
     setrlimit(RLIMIT_CORE, &zero);

@@ -185,8 +185,9 @@ int main(int argc, char** argv) {
   auto st = htam::ConsumeError(b.api().device_open(b.handle(), device, &dev), "opening device");
   if (!st.ok()) return Fatal("InfraError", st.message());
 
-  struct rlimit as{};
+  struct rlimit as{}, nproc{};
   getrlimit(RLIMIT_AS, &as);
+  getrlimit(RLIMIT_NPROC, &nproc);
   json hello = {{"type", "hello"},
                 {"pid", getpid()},
                 {"device", device},
@@ -194,7 +195,8 @@ int main(int argc, char** argv) {
                  {{"network_isolated", NetworkIsolated()},
                   {"readonly_root", RootReadOnly()},
                   {"uid", getuid()},
-                  {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)}}}};
+                  {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)},
+                  {"nproc_limit", nproc.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(nproc.rlim_cur)}}}};
   if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
 
   for (int done = 0; done < jobs; ++done) {

@@ -37,7 +37,6 @@ class EvalFault : public ::testing::Test {
   void SetUp() override {
     ev_ = StartEvaluator(TestConfig(dir_.path(), {{"eval.case_timeout_s", "8"},
                                                   {"eval.memory_limit_mb", "768"},
-                                                  {"eval.max_processes", "64"},
                                                   {"eval.max_output_kb", "256"},
                                                   {"eval.seeds", "1"}}));
     ASSERT_NE(ev_, nullptr);
@@ -159,6 +158,8 @@ TEST_F(EvalFault, SandboxKeepsWritesAndNetworkInside) {
   if (geteuid() == 0) {
     EXPECT_NE(status.find("network_isolated=yes"), std::string::npos) << status;
   }
+  EXPECT_EQ(status.find("nproc_limit=0"), std::string::npos) << "RLIMIT_NPROC must be set: " << status;
+  EXPECT_NE(status.find("nproc_limit="), std::string::npos) << status;
 }
 
 TEST(EvalQueue, BackpressureShutdownAndBadSubmissions) {
