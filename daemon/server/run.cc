@@ -135,9 +135,13 @@ int RunDaemon(const Config& config) {
         code = 1;
       }
     }
+#ifdef HTAM_SERVER_HAVE_EVAL
+    // Before the server goes away: Shutdown() fails queued jobs through their callbacks, which
+    // hand results to the server.
+    if (evaluator) evaluator->Shutdown();
+#endif
   }
 #ifdef HTAM_SERVER_HAVE_EVAL
-  if (evaluator) evaluator->Shutdown();
   evaluator.reset();
 #endif
   Status snap = (*memory)->SnapshotIndexes();

@@ -130,7 +130,7 @@ TEST(DaemonFloodTest, HostileFramesNeverHurtAWellBehavedClient) {
   watcher.join();
   ASSERT_FALSE(d.Exited()) << "htamd died under the flood:\n" << d.Log();
   EXPECT_GE(sent.load(), frames);
-  EXPECT_GT(good_answers, 10);
+  EXPECT_GT(good_answers, 3);
   // Wait until the daemon has worked through the backlog the senders left in its queues.
   long handled = 0, errors = 0;
   for (int i = 0; i < 600; ++i) {

@@ -77,6 +77,47 @@ TEST_F(DaemonTest, HelloStatusAndErrors) {
   EXPECT_NE(d.Log().find("exiting with code 0"), std::string::npos);
 }
 
+TEST_F(DaemonTest, AsyncCallsArePipelinedAndCorrelatedByRequestId) {
+  DaemonProcess d(dir_);
+  ASSERT_TRUE(d.Start());
+  auto c = d.Connect();
+  ASSERT_NE(c, nullptr);
+  std::vector<uint64_t> sids;
+  for (int i = 0; i < 4; ++i) {
+    OpenSessionArgs open;
+    open.task = kRelu;
+    auto info = c->OpenSession(open);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    sids.push_back(info->session->id);
+  }
+  // 200 requests in flight at once over one connection, answered in any order.
+  std::vector<std::future<Result<fb::StepT>>> futures;
+  for (int i = 0; i < 200; ++i) futures.push_back(c->NextStepAsync(sids[i % sids.size()]));
+  for (int i = 0; i < 200; ++i) {
+    auto r = futures[i].get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->session_id, sids[i % sids.size()]);
+  }
+  EXPECT_EQ(c->in_flight(), 0u);
+  auto missing = c->PollAsync(777, 10ms).get();
+  EXPECT_TRUE(missing.status().IsNotFound());
+}
+
+TEST(ClientTest, NoDaemonFailsFastWithUnavailable) {
+  std::string dir = MakeTempDir("htam-client");
+  ClientOptions o;
+  o.endpoint = "ipc://" + dir + "/nobody.sock";
+  o.connect_timeout = 300ms;
+  o.retries = 1;
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = Client::Connect(o);
+  EXPECT_EQ(c.status().code(), Status::Code::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  o.server_public_key = "only-one-key";
+  EXPECT_EQ(Client::Connect(o).status().code(), Status::Code::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(DaemonTest, EvaluationNeverBlocksNextStepAndReportsProgress) {
   DaemonProcess d(dir_);
   ASSERT_TRUE(d.Start());
