@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "daemon/config/config.h"
 #include "htam/client.h"
 #include "tools/cli/lmdb_raw.h"
 
@@ -139,7 +140,12 @@ class RemoteSource final : public Source {
 
 }  // namespace
 
-std::string StoreDir(const std::string& data_dir) { return data_dir + "/store"; }
+std::string StoreDir(const std::string& data_dir) {
+  // Where the memory library puts the store of a data directory (MemoryOptions::FromConfig).
+  Config c = Config::Defaults();
+  if (!c.Set("general.data_dir", data_dir).ok()) return data_dir + "/store";
+  return memory::MemoryOptions::FromConfig(c).dir;
+}
 
 Result<std::unique_ptr<Source>> OpenLocal(const std::string& data_dir) {
   std::string dir = StoreDir(data_dir);
