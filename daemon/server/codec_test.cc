@@ -19,8 +19,9 @@ std::string HelloFrame(uint64_t rid, uint16_t version = 1) {
   return Encode(env);
 }
 
+// The decoded envelope points into the frame: it stays valid until the next call.
 Decoded DecodeBytes(const std::string& bytes, CodecLimits limits = {}) {
-  AlignedFrame f;
+  static AlignedFrame f;
   f.Assign(bytes.data(), bytes.size());
   return DecodeRequest(f, limits);
 }
