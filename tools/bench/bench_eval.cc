@@ -42,8 +42,10 @@ std::vector<std::string> Split(const std::string& s) {
 }
 
 }  // namespace
+}  // namespace htam::bench
 
 int RunEvalBench(int argc, char** argv) {
+  using namespace htam::bench;  // NOLINT(google-build-using-namespace)
   Flags f(argc, argv);
   std::string unknown = f.Unknown({"cli", "backend", "tasks", "repeat", "tasks-dir"});
   if (!unknown.empty()) {
@@ -124,4 +126,4 @@ int RunEvalBench(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace htam::bench
+
