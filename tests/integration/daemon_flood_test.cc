@@ -147,7 +147,12 @@ TEST(DaemonFloodTest, HostileFramesNeverHurtAWellBehavedClient) {
   std::cerr << "flood: " << sent.load() << " frames, " << handled << " handled, " << errors
             << " errors, " << good_answers
             << " good round trips, RSS " << rss_before << " -> " << rss_after << " KiB\n";
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine keeps freed memory resident (256 MiB by default): no bound to check here.
+  std::cerr << "flood: RSS bound not checked under AddressSanitizer\n";
+#else
   EXPECT_LT(rss_after - rss_before, 64 * 1024) << "RSS grew by more than 64 MiB";
+#endif
   auto last = good->NextStep(sid);
   ASSERT_TRUE(last.ok());
   EXPECT_EQ(last->direction->name, expected_direction) << "the flood changed the memory";
