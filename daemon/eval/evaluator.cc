@@ -3,6 +3,8 @@
 #include "daemon/eval/evaluator.h"
 
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -149,6 +151,7 @@ class EvaluatorImpl : public Evaluator {
   std::vector<Plugin> plugins_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::string> notes_;
+  bool drop_user_ = true;  // false when eval.sandbox_user cannot reach what workers need
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -158,6 +161,41 @@ class EvaluatorImpl : public Evaluator {
   uint64_t submitted_ = 0, done_ = 0;
   std::atomic<uint64_t> next_seed_{0};
 };
+
+namespace {
+// Whether `user` can read every path (and search every parent directory): workers drop to that
+// user, and a checkout or data directory under a private folder (mode 0700, such as /root or a
+// mktemp -d) would otherwise fail every evaluation. Checked in a child that drops privileges.
+bool UserCanReach(const std::string& user, const std::vector<std::string>& paths,
+                  std::string* blocked) {
+  struct passwd* pw = getpwnam(user.c_str());
+  if (!pw) {
+    *blocked = "no such user " + user;
+    return false;
+  }
+  int fds[2];
+  if (pipe(fds) != 0) return true;  // cannot check: keep the configured behaviour
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int bad = -1;
+    if (setgroups(0, nullptr) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) bad = -2;
+    for (size_t i = 0; bad == -1 && i < paths.size(); ++i)
+      if (!paths[i].empty() && access(paths[i].c_str(), R_OK) != 0) bad = static_cast<int>(i);
+    ssize_t n = write(fds[1], &bad, sizeof(bad));
+    _exit(n == sizeof(bad) ? 0 : 1);
+  }
+  close(fds[1]);
+  int bad = -1;
+  if (pid < 0 || read(fds[0], &bad, sizeof(bad)) != sizeof(bad)) bad = -1;
+  close(fds[0]);
+  if (pid > 0) waitpid(pid, nullptr, 0);
+  if (bad == -1) return true;
+  *blocked = bad == -2 ? std::string("cannot switch to that user")
+                       : paths[static_cast<size_t>(bad)];
+  return false;
+}
+}  // namespace
 
 SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
   SandboxOptions s;
@@ -169,7 +207,7 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
   s.max_processes = uint64_t(cfg_.GetInt("eval.max_processes"));
   s.isolate_network = cfg_.GetBool("eval.sandbox_network");
   s.readonly_fs = cfg_.GetBool("eval.sandbox_readonly_fs");
-  s.user = cfg_.GetString("eval.sandbox_user");
+  s.user = drop_user_ ? cfg_.GetString("eval.sandbox_user") : std::string();
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
   s.env_keep = SplitList(cfg_.GetString("eval.env_keep"));
@@ -240,6 +278,21 @@ Status EvaluatorImpl::Init() {
       if (!found.count(name)) found[name] = MakeAbsolute(d + "/" + n);
     }
     closedir(dir);
+  }
+  const std::string sandbox_user = cfg_.GetString("eval.sandbox_user");
+  if (geteuid() == 0 && !sandbox_user.empty()) {
+    std::vector<std::string> needed{worker_path_, sdk_include_, opt_.cache_dir, opt_.scratch_dir,
+                                    std::string(HTAM_SOURCE_DIR) + "/configs/tasks"};
+    for (const auto& [name, path] : found) needed.push_back(path);
+    std::string blocked;
+    if (!UserCanReach(sandbox_user, needed, &blocked)) {
+      drop_user_ = false;
+      notes_.push_back("eval.sandbox_user " + sandbox_user + " cannot read " + blocked +
+                       " (a parent directory is private); workers keep this process's user, the "
+                       "other sandbox layers stay. Move the checkout or data directory under a "
+                       "directory others can search to get the user drop back");
+      HTAM_LOG(kWarn, "eval") << notes_.back();
+    }
   }
   for (const auto& [name, path] : found) {
     if (!opt_.backends.empty() &&

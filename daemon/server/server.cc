@@ -611,12 +611,14 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
   in.direction_id = m.direction_id();
   if (m.strategy_ids()) in.strategy_ids.assign(m.strategy_ids()->begin(), m.strategy_ids()->end());
   in.summary = Str(m.summary());
-  // The client's own evaluation is kept, but never counted as verified.
-  in.status = fb::OutcomeStatus::Unverified;
+  // The client's own evaluation keeps its outcome class (so the memory learns from reported
+  // failures and successes) but is marked unverified: htamd did not compile, check or time it.
+  in.status = m.status();
   in.verified = false;
   in.speedup_after = m.speedup_after();
   in.median_us = m.median_us();
-  in.diagnostics = std::string("client-reported outcome: ") + fb::EnumNameOutcomeStatus(m.status());
+  in.diagnostics = std::string("client-reported outcome, not verified by htamd: ") +
+                   fb::EnumNameOutcomeStatus(m.status());
   in.source = Str(m.source());
   if (!in.source.empty()) {
     in.language = "cpp";

@@ -68,7 +68,7 @@ struct RecordArgs {
   uint64_t direction_id = 0;
   std::vector<uint64_t> strategy_ids;
   std::string summary;
-  fb::OutcomeStatus status = fb::OutcomeStatus::Ok;  // what the client measured (kept as text)
+  fb::OutcomeStatus status = fb::OutcomeStatus::Ok;  // what the client measured; stored unverified
   float speedup_after = 0;
   double median_us = 0;
   std::string source;

@@ -309,8 +309,8 @@ class Client:
     def record(self, session_id: int, direction_id: int = 0, strategy_ids: Iterable[int] = (),
                summary: str = "", status: str = "Ok", speedup_after: float = 0.0,
                median_us: float = 0.0, source: str = "") -> int:
-        """Reports an outcome measured elsewhere; htamd stores it as Unverified. Returns the
-        transition id."""
+        """Reports an outcome measured elsewhere; htamd stores its class with verified=False.
+        Returns the transition id."""
         m = RecordT()
         m.sessionId = session_id
         m.directionId = direction_id
