@@ -8,8 +8,8 @@
 #endif
 
 int main(int argc, char** argv) {
-  htam::ProgramInfo program{"htamd", "the htam daemon: memory of GPU-kernel optimization experience",
-                            HTAM_VERSION};
+  htam::ProgramInfo program{
+      "htamd", "the htam daemon: memory of GPU-kernel optimization experience", HTAM_VERSION};
   bool exit_now = false;
   auto config = htam::Config::Parse(argc, argv, program, std::cout, &exit_now);
   if (!config.ok()) {
@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   if (exit_now) return 0;
   htam::LogLevel level;
   if (!htam::ParseLogLevel(config->GetString("general.log_level"), &level)) {
-    std::cerr << "htamd: bad general.log_level '" << config->GetString("general.log_level") << "'\n";
+    std::cerr << "htamd: bad general.log_level '" << config->GetString("general.log_level")
+              << "'\n";
     return 2;
   }
   htam::SetLogLevel(level);

@@ -42,7 +42,9 @@ struct Verdict {
 
 uint64_t Mix(uint64_t a, uint64_t b) {
   uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
-  x ^= x >> 31; x *= 0xbf58476d1ce4e5b9ull; x ^= x >> 27;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
   return x;
 }
 
@@ -112,8 +114,8 @@ class DeviceTensor {
     HTAM_RETURN_IF_ERROR(ConsumeError(api_->buffer_alloc(dev, bytes_ + 2 * guard_, &buf_),
                                       "allocating device buffer"));
     if (guard_) {
-      HTAM_RETURN_IF_ERROR(ConsumeError(
-          api_->copy_to_device(buf_, 0, canary_->data(), guard_), "writing guard"));
+      HTAM_RETURN_IF_ERROR(
+          ConsumeError(api_->copy_to_device(buf_, 0, canary_->data(), guard_), "writing guard"));
       HTAM_RETURN_IF_ERROR(ConsumeError(
           api_->copy_to_device(buf_, guard_ + bytes_, canary_->data() + guard_, guard_),
           "writing guard"));
@@ -124,11 +126,13 @@ class DeviceTensor {
   Status Upload(const HostTensor& t) {
     return ConsumeError(api_->copy_to_device(buf_, guard_, t.bytes.data(), bytes_), "upload");
   }
-  Status Poison() { return ConsumeError(api_->memset(buf_, guard_, kPoisonByte, bytes_), "poison"); }
+  Status Poison() {
+    return ConsumeError(api_->memset(buf_, guard_, kPoisonByte, bytes_), "poison");
+  }
   Result<HostTensor> Download() const {
     HostTensor t = host_;
-    HTAM_RETURN_IF_ERROR(ConsumeError(api_->copy_to_host(t.bytes.data(), buf_, guard_, bytes_),
-                                      "download"));
+    HTAM_RETURN_IF_ERROR(
+        ConsumeError(api_->copy_to_host(t.bytes.data(), buf_, guard_, bytes_), "download"));
     return t;
   }
   // "" when both guards hold their canary; else which side was overwritten.
@@ -172,7 +176,9 @@ bool IsPoison(const HostTensor& t, int64_t i) {
 
 // Compares a candidate output with the reference's. "" when it passes.
 // Element positions are left out for held-out shapes (`hide`): they would reveal the sizes.
-std::string At(int64_t i, bool hide) { return hide ? "" : " at element " + std::to_string(i); }
+std::string At(int64_t i, bool hide) {
+  return hide ? "" : " at element " + std::to_string(i);
+}
 
 std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Tolerance& tol,
                         const std::string& where, bool hide = false) {
@@ -208,8 +214,9 @@ std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Toleranc
   if (double(bad) > tol.bad_budget * double(n)) {
     std::string count = hide ? Num(100.0 * double(bad) / double(n)) + "% of the elements"
                              : std::to_string(bad) + " of " + std::to_string(n) + " elements";
-    return count + " of '" + c.name + "' outside tolerance (rtol " + Num(tol.rtol) + ", atol " + Num(tol.atol) +
-           "); first" + (hide ? std::string() : " at element " + std::to_string(first_bad)) + ": got " +
+    return count + " of '" + c.name + "' outside tolerance (rtol " + Num(tol.rtol) + ", atol " +
+           Num(tol.atol) + "); first" +
+           (hide ? std::string() : " at element " + std::to_string(first_bad)) + ": got " +
            Num(c.At(first_bad)) + ", expected " + Num(r.At(first_bad)) + where;
   }
   return "";
@@ -223,7 +230,8 @@ std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance&
     double x = a.At(i), y = b.At(i);
     if (std::isnan(x) && std::isnan(y)) continue;
     if (x == y) continue;
-    if (std::isfinite(x) && std::isfinite(y) && std::fabs(x - y) <= tol.atol + tol.rtol * std::fabs(x))
+    if (std::isfinite(x) && std::isfinite(y) &&
+        std::fabs(x - y) <= tol.atol + tol.rtol * std::fabs(x))
       continue;
     return "two calls with the same inputs disagree on '" + a.name + "'" + At(i, hide) + ": " +
            Num(x) + " vs " + Num(y);
@@ -237,7 +245,11 @@ class Gate::Impl {
  public:
   Impl(BackendInstance* backend, htam_device* device, const TaskSpec& task,
        const GateOptions& options, const ProgressFn& progress)
-      : backend_(backend), api_(&backend->api()), device_(device), task_(task), opt_(options),
+      : backend_(backend),
+        api_(&backend->api()),
+        device_(device),
+        task_(task),
+        opt_(options),
         progress_(progress) {
     std::mt19937_64 rng(Mix(options.seed_base, 0xC0FFEE));
     canary_.resize(2 * opt_.guard_bytes);
@@ -246,8 +258,8 @@ class Gate::Impl {
 
   GateResult Run(const std::string* candidate_source) {
     GateResult res;
-    const std::string& language = backend_->description().language
-                                      ? backend_->description().language : "";
+    const std::string& language =
+        backend_->description().language ? backend_->description().language : "";
     // --- reference ---
     auto ref_path = task_.ReferencePath(backend_->description().name);
     if (!ref_path.ok()) return Infra(res, ref_path.status().message());
@@ -281,15 +293,19 @@ class Gate::Impl {
       int32_t code = 0;
       st = ConsumeError(api_->load(device_, cand_art.get(), &m), "loading candidate", &code);
       if (!st.ok()) {
-        res.status = code == HTAM_ERR_DEVICE_FAULT ? OutcomeStatus::Crash
-                                                   : OutcomeStatus::CompileError;
+        res.status =
+            code == HTAM_ERR_DEVICE_FAULT ? OutcomeStatus::Crash : OutcomeStatus::CompileError;
         res.diagnostics = st.message();
         return res;
       }
       cand_mod.reset(m);
     }
     // --- verification: seen shapes, then held-out ones, several seeds each ---
-    struct Case { const DimBinding* dims; bool held_out; size_t index; };
+    struct Case {
+      const DimBinding* dims;
+      bool held_out;
+      size_t index;
+    };
     std::vector<Case> cases;
     for (size_t i = 0; i < task_.seen_shapes.size(); ++i)
       cases.push_back({&task_.seen_shapes[i], false, i});
@@ -297,11 +313,10 @@ class Gate::Impl {
       cases.push_back({&task_.held_out_shapes[i], true, i});
     for (const Case& c : cases) {
       for (int s = 0; s < opt_.seeds; ++s) {
-        std::string where = c.held_out
-                                ? " (held-out shape #" + std::to_string(c.index + 1) +
-                                      ", not shown; seed " + std::to_string(s) + ")"
-                                : " (seen shape " + DimsText(*c.dims) + ", seed " +
-                                      std::to_string(s) + ")";
+        std::string where =
+            c.held_out ? " (held-out shape #" + std::to_string(c.index + 1) + ", not shown; seed " +
+                             std::to_string(s) + ")"
+                       : " (seen shape " + DimsText(*c.dims) + ", seed " + std::to_string(s) + ")";
         Progress("verify" + where);
         uint64_t seed = Mix(Mix(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
         Verdict v = VerifyCase(cand_mod.get(), ref_mod.get(), *c.dims, seed, where, c.held_out);
@@ -425,9 +440,9 @@ class Gate::Impl {
     std::vector<htam_tensor> din = Descs(in), dout = Descs(out);
     std::set<std::string> before = opt_.check_threads ? ThreadIds() : std::set<std::string>();
     int32_t rc = 0, code = 0;
-    Status st = ConsumeError(api_->run(mod, din.data(), int32_t(din.size()), dout.data(),
-                                       int32_t(dout.size()), &rc),
-                             "htam_kernel", &code);
+    Status st = ConsumeError(
+        api_->run(mod, din.data(), int32_t(din.size()), dout.data(), int32_t(dout.size()), &rc),
+        "htam_kernel", &code);
     if (!st.ok()) {
       OutcomeStatus cls = code == HTAM_ERR_OUT_OF_MEMORY ? OutcomeStatus::ResourceLimit
                           : code == HTAM_ERR_TIMEOUT     ? OutcomeStatus::Timeout
@@ -453,7 +468,8 @@ class Gate::Impl {
         return Verdict::Fail(OutcomeStatus::Nondeterministic,
                              "race: htam_kernel returned while " + std::to_string(extra) +
                                  " thread(s) it started were still running; results depend on "
-                                 "timing" + where);
+                                 "timing" +
+                                 where);
     }
     if (HasChildren())
       return Verdict::Fail(OutcomeStatus::ResourceLimit,
@@ -469,8 +485,9 @@ class Gate::Impl {
         if (!g.ok()) return Verdict::Fail(OutcomeStatus::InfraError, g.status().message());
         if (!g->empty())
           return Verdict::Fail(OutcomeStatus::Incorrect,
-                               "wrote out of bounds of " + std::string(set == &in ? "input" : "output") +
-                                   " '" + t->name() + "': " + *g + " the buffer" + where);
+                               "wrote out of bounds of " +
+                                   std::string(set == &in ? "input" : "output") + " '" + t->name() +
+                                   "': " + *g + " the buffer" + where);
       }
     }
     if (host_in) {
@@ -478,9 +495,8 @@ class Gate::Impl {
         auto now = in[i]->Download();
         if (!now.ok()) return Verdict::Fail(OutcomeStatus::InfraError, now.status().message());
         if (now->bytes != (*host_in)[i].bytes)
-          return Verdict::Fail(OutcomeStatus::Incorrect,
-                               "modified input '" + in[i]->name() + "' (inputs are read-only)" +
-                                   where);
+          return Verdict::Fail(OutcomeStatus::Incorrect, "modified input '" + in[i]->name() +
+                                                             "' (inputs are read-only)" + where);
       }
     }
     return Verdict{};
@@ -523,9 +539,9 @@ class Gate::Impl {
       std::string why2 = CheckOutput(*c2, *r, task_.tolerance, where, hide);
       std::string same = CheckSame(run1[i], *c2, task_.tolerance, hide);
       if (!same.empty() && !why2.empty() && why2.find("not written") != std::string::npos)
-        return Verdict::Fail(OutcomeStatus::Incorrect,
-                             "a repeated call with the same inputs did not compute its outputs: " +
-                                 why2);
+        return Verdict::Fail(
+            OutcomeStatus::Incorrect,
+            "a repeated call with the same inputs did not compute its outputs: " + why2);
       if (!same.empty()) return Verdict::Fail(OutcomeStatus::Nondeterministic, same + where);
       if (!why2.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why2);
     }
@@ -601,14 +617,16 @@ class Gate::Impl {
         Status mk = MakeOutputs(dims, &ref_out);
         if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
         Verdict v = Call(ref, in[k], ref_out, "");
-        if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+        if (!v.ok())
+          return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
         for (size_t i = 0; i < out[k].size(); ++i) {
           auto c = out[k][i]->Download();
           auto r = ref_out[i]->Download();
-          if (!c.ok() || !r.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
-          std::string why = CheckOutput(*c, *r, task_.tolerance,
-                                        " (output of a timed call, input set " +
-                                            std::to_string(k) + ")");
+          if (!c.ok() || !r.ok())
+            return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
+          std::string why =
+              CheckOutput(*c, *r, task_.tolerance,
+                          " (output of a timed call, input set " + std::to_string(k) + ")");
           if (!why.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why);
         }
       }
@@ -652,8 +670,7 @@ class Gate::Impl {
   std::vector<uint8_t> canary_;
 };
 
-Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task,
-           GateOptions options)
+Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task, GateOptions options)
     : backend_(backend), device_(device), task_(task), options_(std::move(options)) {}
 
 GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress) {

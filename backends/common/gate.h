@@ -20,34 +20,34 @@
 namespace htam {
 
 struct GateOptions {
-  int seeds = 3;                 // random seeds per shape set
-  uint64_t seed_base = 1;        // mixed into every seed; the worker draws it per job
-  uint64_t guard_bytes = 4096;   // canary region before and after every buffer
-  bool check_threads = true;     // threads left running after htam_kernel returns fail the run
-  double thread_grace_ms = 50;   // how long a new thread may take to exit after the call
+  int seeds = 3;                // random seeds per shape set
+  uint64_t seed_base = 1;       // mixed into every seed; the worker draws it per job
+  uint64_t guard_bytes = 4096;  // canary region before and after every buffer
+  bool check_threads = true;    // threads left running after htam_kernel returns fail the run
+  double thread_grace_ms = 50;  // how long a new thread may take to exit after the call
   int warmup_reps = 3;
   double warmup_ms = 20;
   int repetitions = 30;
-  int input_sets = 4;            // rotating input sets for timing
-  uint64_t flush_bytes = 0;      // 0 = backend default (2x last-level cache)
+  int input_sets = 4;        // rotating input sets for timing
+  uint64_t flush_bytes = 0;  // 0 = backend default (2x last-level cache)
   double compile_timeout_s = 60;
-  std::string compile_options;   // extra flags (config)
-  std::string arch;              // target arch, "" = device's
+  std::string compile_options;  // extra flags (config)
+  std::string arch;             // target arch, "" = device's
   bool time_baseline = true;
 };
 
 struct GateResult {
   fb::OutcomeStatus status = fb::OutcomeStatus::InfraError;
   std::string diagnostics;
-  std::string candidate_hash;    // sha256 of language + "\n" + source
+  std::string candidate_hash;  // sha256 of language + "\n" + source
   double median_us = 0, spread_us = 0;
   uint32_t repetitions = 0;
   double baseline_us = 0, baseline_spread_us = 0;
   double speedup = 0;
   double compile_ms = 0;
   bool compile_cached = false;
-  int cases = 0;                 // verification cases passed
-  double flops = 0, bytes = 0;   // of the timed (first seen) shape
+  int cases = 0;                // verification cases passed
+  double flops = 0, bytes = 0;  // of the timed (first seen) shape
   fb::ProfileT profile;
 };
 

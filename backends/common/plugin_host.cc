@@ -27,7 +27,11 @@ Status ConsumeError(htam_backend_error* e, const char* what, int32_t* code) {
 Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& label,
                                 uint32_t host_major, uint32_t host_minor) {
   PluginApi api;
-  struct Slot { const char* name; void** ptr; bool required; };
+  struct Slot {
+    const char* name;
+    void** ptr;
+    bool required;
+  };
   const Slot slots[] = {
       {"htam_backend_api_version", reinterpret_cast<void**>(&api.api_version), true},
       {"htam_backend_initialize", reinterpret_cast<void**>(&api.initialize), true},
@@ -54,8 +58,7 @@ Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& l
   // Version first: a plugin of another major may not even have the same symbol set.
   void* version_sym = lookup("htam_backend_api_version");
   if (!version_sym)
-    return Status::FailedPrecondition(label +
-                                      ": missing required symbol htam_backend_api_version");
+    return Status::FailedPrecondition(label + ": missing required symbol htam_backend_api_version");
   reinterpret_cast<htam_backend_api_version_fn>(version_sym)(&api.major, &api.minor);
   if (api.major != host_major)
     return Status::FailedPrecondition(

@@ -1,9 +1,9 @@
 // Loader tests: real dlopen of small plugins built wrong on purpose, and in-memory fakes.
 #include "backends/common/plugin_host.h"
 
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 namespace htam {
 namespace {
@@ -29,7 +29,8 @@ TEST(PluginHost, MissingRequiredSymbolIsRefusedByName) {
   auto lib = PluginLibrary::Open(Plugin("missing_symbol"));
   ASSERT_FALSE(lib.ok());
   EXPECT_NE(lib.status().message().find("missing required symbol htam_backend_time"),
-            std::string::npos) << lib.status().message();
+            std::string::npos)
+      << lib.status().message();
 }
 
 TEST(PluginHost, WrongMajorIsRefused) {
@@ -43,7 +44,8 @@ TEST(PluginHost, PluginNewerThanHostMinorIsRefused) {
   auto lib = PluginLibrary::Open(Plugin("newer_minor"));
   ASSERT_FALSE(lib.ok());
   EXPECT_NE(lib.status().message().find("minor version 1.1 is newer than the host's 1.0"),
-            std::string::npos) << lib.status().message();
+            std::string::npos)
+      << lib.status().message();
 }
 
 TEST(PluginHost, DlopenErrorIsCopiedIntoTheMessage) {
@@ -55,22 +57,27 @@ TEST(PluginHost, DlopenErrorIsCopiedIntoTheMessage) {
 }
 
 // In-memory fakes: the loader takes any symbol lookup.
-void FakeVersion10(uint32_t* a, uint32_t* b) { *a = 1; *b = 0; }
-void FakeVersion12(uint32_t* a, uint32_t* b) { *a = 1; *b = 2; }
+void FakeVersion10(uint32_t* a, uint32_t* b) {
+  *a = 1;
+  *b = 0;
+}
+void FakeVersion12(uint32_t* a, uint32_t* b) {
+  *a = 1;
+  *b = 2;
+}
 void Dummy() {}
 
 std::map<std::string, void*> FakeSymbols(void (*version)(uint32_t*, uint32_t*)) {
   std::map<std::string, void*> m;
-  for (const char* n : {HTAM_BACKEND_REQUIRED_SYMBOLS})
-    m[n] = reinterpret_cast<void*>(&Dummy);
+  for (const char* n : {HTAM_BACKEND_REQUIRED_SYMBOLS}) m[n] = reinterpret_cast<void*>(&Dummy);
   m["htam_backend_api_version"] = reinterpret_cast<void*>(version);
   return m;
 }
 
 TEST(PluginHost, FakeOlderPluginMinorIsAcceptedByNewerHost) {
   auto syms = FakeSymbols(&FakeVersion10);
-  auto api = ResolvePlugin([&](const char* n) { return syms.count(n) ? syms[n] : nullptr; },
-                           "fake", 1, 3);
+  auto api =
+      ResolvePlugin([&](const char* n) { return syms.count(n) ? syms[n] : nullptr; }, "fake", 1, 3);
   ASSERT_TRUE(api.ok()) << api.status().ToString();
   EXPECT_EQ(api->minor, 0u);
   EXPECT_EQ(api->profile, nullptr);
@@ -78,8 +85,8 @@ TEST(PluginHost, FakeOlderPluginMinorIsAcceptedByNewerHost) {
 
 TEST(PluginHost, FakeNewerPluginMinorIsRefusedByOlderHost) {
   auto syms = FakeSymbols(&FakeVersion12);
-  auto api = ResolvePlugin([&](const char* n) { return syms.count(n) ? syms[n] : nullptr; },
-                           "fake", 1, 1);
+  auto api =
+      ResolvePlugin([&](const char* n) { return syms.count(n) ? syms[n] : nullptr; }, "fake", 1, 1);
   ASSERT_FALSE(api.ok());
   EXPECT_NE(api.status().message().find("1.2 is newer than the host's 1.1"), std::string::npos);
 }
@@ -89,8 +96,8 @@ TEST(PluginHost, FakeMissingEachRequiredSymbolIsNamed) {
     if (std::string(missing) == "htam_backend_api_version") continue;
     auto syms = FakeSymbols(&FakeVersion10);
     syms.erase(missing);
-    auto api = ResolvePlugin([&](const char* n) { return syms.count(n) ? syms[n] : nullptr; },
-                             "fake");
+    auto api =
+        ResolvePlugin([&](const char* n) { return syms.count(n) ? syms[n] : nullptr; }, "fake");
     ASSERT_FALSE(api.ok()) << missing;
     EXPECT_NE(api.status().message().find(std::string("missing required symbol ") + missing),
               std::string::npos);
@@ -98,7 +105,10 @@ TEST(PluginHost, FakeMissingEachRequiredSymbolIsNamed) {
 }
 
 TEST(PluginHost, ErrorsAreConsumedIntoStatusWithClass) {
-  struct Owned { htam_backend_error e; static void Release(htam_backend_error* s) { delete reinterpret_cast<Owned*>(s); } };
+  struct Owned {
+    htam_backend_error e;
+    static void Release(htam_backend_error* s) { delete reinterpret_cast<Owned*>(s); }
+  };
   auto* o = new Owned{{HTAM_ERR_OUT_OF_MEMORY, "no memory", &Owned::Release}};
   int32_t code = 0;
   Status st = ConsumeError(&o->e, "alloc", &code);

@@ -11,7 +11,7 @@ struct TimingStats {
   double median = 0;
   double q1 = 0;
   double q3 = 0;
-  double iqr = 0;    // q3 - q1: the spread reported with the median
+  double iqr = 0;  // q3 - q1: the spread reported with the median
   double min = 0;
   double max = 0;
   uint32_t count = 0;

@@ -6,10 +6,9 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "backends/common/sha256.h"
 
@@ -185,7 +184,8 @@ Status ParseInit(const Ctx& c, const json& j, const std::string& field, htam_dty
   HTAM_RETURN_IF_ERROR(GetString(c, j, "dist", field + ".dist", false, &dist));
   if (dist == "normal") {
     init->dist = InitSpec::Dist::kNormal;
-    init->a = 0; init->b = 1;
+    init->a = 0;
+    init->b = 1;
     HTAM_RETURN_IF_ERROR(GetNumber(c, j, "mean", field + ".mean", &init->a));
     HTAM_RETURN_IF_ERROR(GetNumber(c, j, "std", field + ".std", &init->b));
     if (init->b <= 0) return c.Err(field + ".std", "must be positive");
@@ -197,8 +197,7 @@ Status ParseInit(const Ctx& c, const json& j, const std::string& field, htam_dty
     HTAM_RETURN_IF_ERROR(GetNumber(c, j, "high", field + ".high", &init->b));
     if (init->b <= init->a) return c.Err(field, "high must exceed low");
   } else {
-    return c.Err(field + ".dist", "unknown distribution '" + dist +
-                                      "' (normal, uniform, randint)");
+    return c.Err(field + ".dist", "unknown distribution '" + dist + "' (normal, uniform, randint)");
   }
   if (j.contains("special")) {
     if (!j["special"].is_array()) return c.Err(field + ".special", "must be an array of numbers");
@@ -231,15 +230,15 @@ Status ParseTensors(const Ctx& c, const json& root, const std::string& key,
     std::string dtype;
     HTAM_RETURN_IF_ERROR(GetString(c, t, "dtype", f + ".dtype", true, &dtype));
     if (!ParseDtype(dtype, &ts.dtype))
-      return c.Err(f + ".dtype", "unknown dtype '" + dtype +
-                                     "' (f32 f16 bf16 f64 i32 i64 u8 i8 bool)");
+      return c.Err(f + ".dtype",
+                   "unknown dtype '" + dtype + "' (f32 f16 bf16 f64 i32 i64 u8 i8 bool)");
     if (!t.contains("shape") || !t["shape"].is_array() || t["shape"].empty())
       return c.Err(f + ".shape", "missing or empty");
     if (t["shape"].size() > HTAM_MAX_DIMS)
       return c.Err(f + ".shape", "more than " + std::to_string(HTAM_MAX_DIMS) + " dimensions");
     for (size_t d = 0; d < t["shape"].size(); ++d) {
-      HTAM_ASSIGN_OR_RETURN(Expr e, ParseExprField(c, t["shape"][d],
-                                                   f + ".shape[" + std::to_string(d) + "]", dims));
+      HTAM_ASSIGN_OR_RETURN(
+          Expr e, ParseExprField(c, t["shape"][d], f + ".shape[" + std::to_string(d) + "]", dims));
       ts.shape.push_back(std::move(e));
     }
     if (with_init) {
@@ -312,9 +311,9 @@ std::vector<std::string> Expr::Names() const {
 
 bool ParseDtype(std::string_view text, htam_dtype* out) {
   static const std::pair<const char*, htam_dtype> kTable[] = {
-      {"f32", HTAM_F32}, {"f16", HTAM_F16}, {"bf16", HTAM_BF16}, {"f64", HTAM_F64},
-      {"i32", HTAM_I32}, {"i64", HTAM_I64}, {"u8", HTAM_U8},     {"i8", HTAM_I8},
-      {"bool", HTAM_BOOL}};
+      {"f32", HTAM_F32}, {"f16", HTAM_F16}, {"bf16", HTAM_BF16},
+      {"f64", HTAM_F64}, {"i32", HTAM_I32}, {"i64", HTAM_I64},
+      {"u8", HTAM_U8},   {"i8", HTAM_I8},   {"bool", HTAM_BOOL}};
   for (const auto& [name, d] : kTable) {
     if (text == name) {
       *out = d;
@@ -430,8 +429,7 @@ Result<TaskSpec> ParseTaskJson(std::string_view json_text, const std::string& di
     HTAM_ASSIGN_OR_RETURN(Expr e, ParseExprField(c, root[key], key, t.dims));
     (std::string(key) == "flops" ? t.flops : t.bytes) = std::move(e);
   }
-  if (!root.contains("references") || !root["references"].is_object() ||
-      root["references"].empty())
+  if (!root.contains("references") || !root["references"].is_object() || root["references"].empty())
     return c.Err("references", "missing reference (an object backend -> file)");
   for (auto it = root["references"].begin(); it != root["references"].end(); ++it) {
     std::string f = "references." + it.key();
@@ -455,8 +453,8 @@ Result<TaskSpec> ParseTaskFile(const std::string& dir, uint64_t max_case_bytes) 
   // A listed reference that does not exist is an error of the task, found at load time.
   for (const auto& [backend, file] : t.references) {
     if (!FileExists(dir + "/" + file))
-      return Status::InvalidArgument(path + ": references." + backend + ": missing reference file '" +
-                                     file + "'");
+      return Status::InvalidArgument(path + ": references." + backend +
+                                     ": missing reference file '" + file + "'");
   }
   return t;
 }

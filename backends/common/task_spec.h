@@ -56,7 +56,7 @@ struct Tolerance {
 };
 
 struct TaskSpec {
-  std::string dir;          // directory holding task.json
+  std::string dir;  // directory holding task.json
   std::string name;
   std::string category;
   std::string description;

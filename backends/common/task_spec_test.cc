@@ -2,9 +2,8 @@
 #include "backends/common/task_spec.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 namespace htam {
 namespace {
@@ -23,7 +22,9 @@ const char* kGood = R"JSON({
   "lineage": "lineage.json"
 })JSON";
 
-Result<TaskSpec> Parse(std::string text) { return ParseTaskJson(text, "/t", "t/task.json"); }
+Result<TaskSpec> Parse(std::string text) {
+  return ParseTaskJson(text, "/t", "t/task.json");
+}
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   auto p = s.find(from);
@@ -46,10 +47,12 @@ TEST(TaskSpec, ParsesTheBriefExample) {
 }
 
 TEST(TaskSpec, UnknownDtypeNamesFileAndField) {
-  auto t = Parse(Replace(kGood, R"("dtype": "f32", "shape": ["N"],)", R"("dtype": "f33", "shape": ["N"],)"));
+  auto t = Parse(
+      Replace(kGood, R"("dtype": "f32", "shape": ["N"],)", R"("dtype": "f33", "shape": ["N"],)"));
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("t/task.json: inputs[0].dtype: unknown dtype 'f33'"),
-            std::string::npos) << t.status().message();
+            std::string::npos)
+      << t.status().message();
 }
 
 TEST(TaskSpec, ShapeMismatchIsReported) {
@@ -57,14 +60,16 @@ TEST(TaskSpec, ShapeMismatchIsReported) {
                          R"("outputs": [{"name": "y", "dtype": "f32", "shape": ["N - 999983"]}])"));
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("shapes.held_out[0]: shape mismatch: tensor 'y'"),
-            std::string::npos) << t.status().message();
+            std::string::npos)
+      << t.status().message();
 }
 
 TEST(TaskSpec, UnboundDimIsReported) {
   auto t = Parse(Replace(kGood, R"("held_out": [{"N": 999983}])", R"("held_out": [{}])"));
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("shapes.held_out[0]: dim 'N' is not bound"),
-            std::string::npos) << t.status().message();
+            std::string::npos)
+      << t.status().message();
 }
 
 TEST(TaskSpec, MissingReferenceIsReported) {
@@ -87,7 +92,8 @@ TEST(TaskSpec, ReferenceFileMustExist) {
   auto t = ParseTaskFile(dir);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("references.cpu: missing reference file 'reference.cpp'"),
-            std::string::npos) << t.status().message();
+            std::string::npos)
+      << t.status().message();
   remove(path.c_str());
   rmdir(dir);
 }
@@ -154,7 +160,8 @@ TEST(TaskSpec, EveryShippedTaskParses) {
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     struct stat st;
-    if (name[0] == '.' || stat(("configs/tasks/" + name + "/task.json").c_str(), &st) != 0) continue;
+    if (name[0] == '.' || stat(("configs/tasks/" + name + "/task.json").c_str(), &st) != 0)
+      continue;
     auto t = ParseTaskFile("configs/tasks/" + name);
     EXPECT_TRUE(t.ok()) << name << ": " << t.status().ToString();
     ++n;

@@ -27,7 +27,10 @@ float HalfToFloat(uint16_t h) {
       bits = sign;
     } else {  // subnormal: normalize
       int e = -1;
-      do { ++e; man <<= 1; } while ((man & 0x400) == 0);
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400) == 0);
       bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
     }
   } else if (exp == 31) {
@@ -83,12 +86,36 @@ uint16_t FloatToBf16(float f) {
 double HostTensor::At(int64_t i) const {
   const uint8_t* p = bytes.data();
   switch (dtype) {
-    case HTAM_F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case HTAM_F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
-    case HTAM_F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return HalfToFloat(v); }
-    case HTAM_BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return Bf16ToFloat(v); }
-    case HTAM_I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case HTAM_I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return double(v); }
+    case HTAM_F32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case HTAM_F64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case HTAM_F16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return HalfToFloat(v);
+    }
+    case HTAM_BF16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return Bf16ToFloat(v);
+    }
+    case HTAM_I32: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case HTAM_I64: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return double(v);
+    }
     case HTAM_U8: return p[i];
     case HTAM_I8: return int8_t(p[i]);
     case HTAM_BOOL: return p[i] ? 1.0 : 0.0;
@@ -99,12 +126,35 @@ double HostTensor::At(int64_t i) const {
 void HostTensor::Set(int64_t i, double v) {
   uint8_t* p = bytes.data();
   switch (dtype) {
-    case HTAM_F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); return; }
-    case HTAM_F64: { std::memcpy(p + 8 * i, &v, 8); return; }
-    case HTAM_F16: { uint16_t h = FloatToHalf(float(v)); std::memcpy(p + 2 * i, &h, 2); return; }
-    case HTAM_BF16: { uint16_t h = FloatToBf16(float(v)); std::memcpy(p + 2 * i, &h, 2); return; }
-    case HTAM_I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); return; }
-    case HTAM_I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); return; }
+    case HTAM_F32: {
+      float f = float(v);
+      std::memcpy(p + 4 * i, &f, 4);
+      return;
+    }
+    case HTAM_F64: {
+      std::memcpy(p + 8 * i, &v, 8);
+      return;
+    }
+    case HTAM_F16: {
+      uint16_t h = FloatToHalf(float(v));
+      std::memcpy(p + 2 * i, &h, 2);
+      return;
+    }
+    case HTAM_BF16: {
+      uint16_t h = FloatToBf16(float(v));
+      std::memcpy(p + 2 * i, &h, 2);
+      return;
+    }
+    case HTAM_I32: {
+      int32_t x = int32_t(v);
+      std::memcpy(p + 4 * i, &x, 4);
+      return;
+    }
+    case HTAM_I64: {
+      int64_t x = int64_t(v);
+      std::memcpy(p + 8 * i, &x, 8);
+      return;
+    }
     case HTAM_U8: p[i] = uint8_t(v); return;
     case HTAM_I8: p[i] = uint8_t(int8_t(v)); return;
     case HTAM_BOOL: p[i] = v != 0 ? 1 : 0; return;
@@ -121,8 +171,7 @@ HostTensor MakeTensor(const std::string& name, htam_dtype dtype,
   return t;
 }
 
-HostTensor GenerateInput(const TensorSpec& spec, const std::vector<int64_t>& shape,
-                         uint64_t seed) {
+HostTensor GenerateInput(const TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed) {
   HostTensor t = MakeTensor(spec.name, spec.dtype, shape);
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 0x5bd1e995);
   const InitSpec& init = spec.init;

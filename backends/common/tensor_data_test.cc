@@ -1,9 +1,9 @@
 // Input generation and dtype conversions.
 #include "backends/common/tensor_data.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace htam {
 namespace {
@@ -20,11 +20,15 @@ TensorSpec Spec(htam_dtype d, InitSpec::Dist dist, double a, double b) {
 
 TEST(GenerateInput, SeededAndDifferentPerSeed) {
   auto s = Spec(HTAM_F32, InitSpec::Dist::kNormal, 0, 1);
-  auto a = GenerateInput(s, {1000}, 1), b = GenerateInput(s, {1000}, 1), c = GenerateInput(s, {1000}, 2);
+  auto a = GenerateInput(s, {1000}, 1), b = GenerateInput(s, {1000}, 1),
+       c = GenerateInput(s, {1000}, 2);
   EXPECT_EQ(a.bytes, b.bytes);
   EXPECT_NE(a.bytes, c.bytes);
   double sum = 0, sq = 0;
-  for (int i = 0; i < 1000; ++i) { sum += a.At(i); sq += a.At(i) * a.At(i); }
+  for (int i = 0; i < 1000; ++i) {
+    sum += a.At(i);
+    sq += a.At(i) * a.At(i);
+  }
   EXPECT_NEAR(sum / 1000, 0, 0.15);
   EXPECT_NEAR(sq / 1000, 1, 0.2);
 }

@@ -113,7 +113,8 @@ int RunCapture(const std::vector<std::string>& argv, const std::string& cwd, dou
   char buf[4096];
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) {
       *timed_out = true;
       kill(-pid, SIGKILL);
@@ -196,9 +197,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
   if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor + 1 < built_minor + 1)
     return MakeError(HTAM_ERR_VERSION,
                      "cpu backend built for API " + std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) +
-                         "." + std::to_string(HTAM_BACKEND_API_VERSION_MINOR) +
-                         ", host offers " + std::to_string(host->api_major) + "." +
-                         std::to_string(host->api_minor));
+                         "." + std::to_string(HTAM_BACKEND_API_VERSION_MINOR) + ", host offers " +
+                         std::to_string(host->api_major) + "." + std::to_string(host->api_minor));
   auto* b = new htam_backend;
   b->log = host->log;
   b->log_ctx = host->log_ctx;
@@ -210,16 +210,19 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
     auto eq = kv.find('=');
     if (eq == std::string::npos) continue;
     std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
-    if (k == "cxx" && !v.empty()) b->cxx = v;
-    else if (k == "cxxflags") b->cxxflags = v;
-    else if (k == "max_diag_bytes") b->max_diag_bytes = std::strtoul(v.c_str(), nullptr, 10);
+    if (k == "cxx" && !v.empty())
+      b->cxx = v;
+    else if (k == "cxxflags")
+      b->cxxflags = v;
+    else if (k == "max_diag_bytes")
+      b->max_diag_bytes = std::strtoul(v.c_str(), nullptr, 10);
   }
   std::string out_text;
   bool to = false;
   int rc = RunCapture({b->cxx, "--version"}, "", 10, 4096, &out_text, &to);
   b->compiler_version = rc == 0 ? out_text.substr(0, out_text.find('\n')) : "";
-  b->version = "htam cpu backend; " + (b->compiler_version.empty() ? b->cxx + " (not found)"
-                                                                  : b->compiler_version);
+  b->version = "htam cpu backend; " +
+               (b->compiler_version.empty() ? b->cxx + " (not found)" : b->compiler_version);
   if (b->compiler_version.empty())
     b->notes = "compiler '" + b->cxx + "' cannot run here: " + out_text;
   b->device_name = CpuModel();
@@ -239,7 +242,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) { delete backend; }
+HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) {
+  delete backend;
+}
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
                                                               htam_backend_description* out) {
@@ -306,18 +311,18 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
   std::string diag;
   bool timed_out = false;
   int rc = RunCapture(argv, b->work_dir, req->timeout_s, b->max_diag_bytes, &diag, &timed_out);
-  art->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count();
+  art->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (timed_out) {
     unlink(tmp.c_str());
-    return MakeError(HTAM_ERR_TIMEOUT, "compiler timed out after " +
-                                           std::to_string(req->timeout_s) + " s\n" + diag);
+    return MakeError(HTAM_ERR_TIMEOUT,
+                     "compiler timed out after " + std::to_string(req->timeout_s) + " s\n" + diag);
   }
   if (rc != 0) {
     unlink(tmp.c_str());
     if (rc < 0 && diag.rfind("cannot run", 0) == 0) return MakeError(HTAM_ERR_UNAVAILABLE, diag);
-    return MakeError(HTAM_ERR_COMPILE, diag.empty() ? "compiler exited with " + std::to_string(rc)
-                                                    : diag);
+    return MakeError(HTAM_ERR_COMPILE,
+                     diag.empty() ? "compiler exited with " + std::to_string(rc) : diag);
   }
   if (rename(tmp.c_str(), art->path.c_str()) != 0) {
     unlink(tmp.c_str());
@@ -343,7 +348,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_ar
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) { delete a; }
+HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
+  delete a;
+}
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
                                                                  htam_device** out) {
@@ -361,7 +368,9 @@ HTAM_BACKEND_EXPORT void htam_backend_device_close(htam_device* d) {
   delete d;
 }
 
-HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device*) { return nullptr; }
+HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device*) {
+  return nullptr;
+}
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const htam_artifact* a,
                                                           htam_module** out) {
@@ -406,7 +415,9 @@ HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
   delete b;
 }
 
-HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) { return b ? b->data : nullptr; }
+HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {
+  return b ? b->data : nullptr;
+}
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst,
                                                                     uint64_t offset,

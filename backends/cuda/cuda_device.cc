@@ -92,7 +92,9 @@ extern "C" __global__ void htam_flush_read(const uint4* buf, unsigned long long 
 
 }  // namespace
 
-const char* ProbeSource() { return kProbeSource; }
+const char* ProbeSource() {
+  return kProbeSource;
+}
 
 uint64_t TensorExtentBytes(const htam_tensor& t) {
   if (t.ndim < 0 || t.ndim > HTAM_MAX_DIMS) return 0;
@@ -112,7 +114,8 @@ Result<DeviceProps> CudaDevice::Probe(int index) {
   cudaError_t e = cudaGetDeviceProperties(&prop, index);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return Status::Unavailable("cudaGetDeviceProperties(" + std::to_string(index) + "): " + CudaErrorText(e));
+    return Status::Unavailable("cudaGetDeviceProperties(" + std::to_string(index) +
+                               "): " + CudaErrorText(e));
   }
   p.index = index;
   p.name = prop.name;
@@ -120,7 +123,8 @@ Result<DeviceProps> CudaDevice::Probe(int index) {
   p.cc_minor = prop.minor;
   // Arch-specific targets (wgmma, setmaxnreg on 9.0; tcgen05 on 10.x) need the "a" variant.
   bool arch_specific = (prop.major == 9 && prop.minor == 0) || prop.major == 10;
-  p.arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + (arch_specific ? "a" : "");
+  p.arch =
+      "sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + (arch_specific ? "a" : "");
   p.sm_count = prop.multiProcessorCount;
   p.l2_bytes = static_cast<uint64_t>(prop.l2CacheSize);
   p.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
@@ -150,7 +154,8 @@ Status CudaDevice::Init(int index, const DeviceOptions& options) {
       (e = cudaEventCreate(&idle_event_)) != cudaSuccess) {
     return Status::Internal("stream/event creation: " + CudaErrorText(e));
   }
-  clocks_ = std::make_unique<NvmlClocks>(props_.pci_bus_id, props_.peak_sm_khz, props_.peak_mem_khz);
+  clocks_ =
+      std::make_unique<NvmlClocks>(props_.pci_bus_id, props_.peak_sm_khz, props_.peak_mem_khz);
   MeasureRoofline();
   if (options_.cupti) {
     auto c = CuptiSpans::Open();
@@ -336,7 +341,8 @@ void CudaDevice::Flush(uint64_t bytes, int rep) {
     unsigned long long n = n16 > 1 ? n16 - 1 : 0;
     void* args[] = {&buf, &n, &sink};
     int blocks = props_.sm_count * 8;
-    if (probes_.Launch("htam_flush_read", dim3(blocks), dim3(512), args, cudaStreamLegacy).ok()) return;
+    if (probes_.Launch("htam_flush_read", dim3(blocks), dim3(512), args, cudaStreamLegacy).ok())
+      return;
     have_probes_ = false;
   }
   cudaMemsetAsync(flush_, (rep & 0x7f) + 1, bytes, cudaStreamLegacy);
@@ -352,9 +358,10 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   }
   // At least 2x L2 whatever the host asks (a smaller flush leaves part of the working set and
   // dirty lines of the poison in L2); larger requests are honoured.
-  uint64_t flush = std::max<uint64_t>({req.flush_bytes, 2 * props_.l2_bytes, options_.flush_min_bytes,
-                                       options_.flush_bytes});
-  if (Status s = EnsureFlushBuffer(flush); !s.ok()) return Fault{HTAM_ERR_OUT_OF_MEMORY, s.message(), 0};
+  uint64_t flush = std::max<uint64_t>(
+      {req.flush_bytes, 2 * props_.l2_bytes, options_.flush_min_bytes, options_.flush_bytes});
+  if (Status s = EnsureFlushBuffer(flush); !s.ok())
+    return Fault{HTAM_ERR_OUT_OF_MEMORY, s.message(), 0};
   if (!lag_calibrated_) {
     if (MaybeFault f = CalibrateLag()) return f;
   }
@@ -382,12 +389,14 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   std::vector<cudaEvent_t> ev(3 * static_cast<size_t>(reps), nullptr);
   for (auto& e : ev) {
     if (cudaEventCreate(&e) != cudaSuccess) {
-      for (auto& x : ev) if (x) cudaEventDestroy(x);
+      for (auto& x : ev)
+        if (x) cudaEventDestroy(x);
       return Fault{HTAM_ERR_INTERNAL, "cudaEventCreate failed", 0};
     }
   }
   auto destroy = [&] {
-    for (auto& x : ev) if (x) cudaEventDestroy(x);
+    for (auto& x : ev)
+      if (x) cudaEventDestroy(x);
   };
   std::vector<double> spans(static_cast<size_t>(reps), 0.0);  // cupti mode
   for (int r = 0; r < reps; ++r) {
@@ -527,8 +536,8 @@ void CudaDevice::MeasureRoofline() {
   // 2. Arithmetic rates: NVRTC-compiled probes.
   auto compiled = NvrtcCompile(kProbeSource, "htam_probes.cu", props_.arch, {});
   if (!compiled.ok() || !compiled->ok) {
-    roofline_.note = "probe compile failed: " +
-                     (compiled.ok() ? compiled->log : compiled.status().ToString());
+    roofline_.note =
+        "probe compile failed: " + (compiled.ok() ? compiled->log : compiled.status().ToString());
   } else if (Status s = probes_.Load(compiled->cubin); !s.ok()) {
     roofline_.note = "probe load failed: " + s.ToString();
   } else {
@@ -537,12 +546,14 @@ void CudaDevice::MeasureRoofline() {
     if (cudaHostAlloc(&hflag, sizeof(unsigned), cudaHostAllocMapped) == cudaSuccess) {
       hold_flag_host_ = static_cast<volatile unsigned*>(hflag);
       *hold_flag_host_ = 0;
-      if (cudaHostGetDevicePointer(&hold_flag_device_, hflag, 0) != cudaSuccess) hold_flag_device_ = nullptr;
+      if (cudaHostGetDevicePointer(&hold_flag_device_, hflag, 0) != cudaSuccess)
+        hold_flag_device_ = nullptr;
     }
     cudaGetLastError();
     int threads = 256, blocks = props_.sm_count * 8;
     float* out = nullptr;
-    if (cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float) * threads * blocks) == cudaSuccess) {
+    if (cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float) * threads * blocks) ==
+        cudaSuccess) {
       auto rate = [&](const char* kernel, void** args, double flops) {
         double best = 0;
         for (int i = 0; i < 4; ++i) {

@@ -42,12 +42,12 @@ struct Fault {
 using MaybeFault = std::optional<Fault>;
 
 struct DeviceOptions {
-  bool measure_roofline = true;    // measure copy bandwidth and FMA / tensor rates at open
-  uint64_t flush_bytes = 0;        // 0 = max(2 x L2, flush_min_bytes)
+  bool measure_roofline = true;  // measure copy bandwidth and FMA / tensor rates at open
+  uint64_t flush_bytes = 0;      // 0 = max(2 x L2, flush_min_bytes)
   uint64_t flush_min_bytes = 64ull << 20;
-  int calibration_reps = 32;       // empty calls used to calibrate the close-of-window lag
-  double lag_slack_us = 4.0;       // lag above calibration + this marks off-stream work
-  double hold_us = 20.0;           // SM-filling hold before each window (0 = none)
+  int calibration_reps = 32;  // empty calls used to calibrate the close-of-window lag
+  double lag_slack_us = 4.0;  // lag above calibration + this marks off-stream work
+  double hold_us = 20.0;      // SM-filling hold before each window (0 = none)
   // true: "sync" mode, the window opens on an idle device and ends at device idle, minus the
   // calibrated cost of an empty call (every stream counted by construction; launch latency and
   // host jitter stay in). false: "hold" mode, described above.
@@ -61,7 +61,7 @@ struct DeviceOptions {
 struct DeviceProps {
   int index = 0;
   std::string name;
-  std::string arch;           // "sm_90a" on Hopper ("a" targets for 9.0 and 10.x)
+  std::string arch;  // "sm_90a" on Hopper ("a" targets for 9.0 and 10.x)
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   int max_threads_per_sm = 2048;
@@ -73,15 +73,15 @@ struct DeviceProps {
 
 // Speed-of-light ceilings measured on this device (0 = not measured).
 struct Roofline {
-  double copy_bytes_per_s = 0;   // large D2D copy, bytes read + written
-  double fp32_flops = 0;         // FMA-bound kernel
-  double tensor16_flops = 0;     // bf16 mma.sync-bound kernel (wgmma can exceed it)
+  double copy_bytes_per_s = 0;  // large D2D copy, bytes read + written
+  double fp32_flops = 0;        // FMA-bound kernel
+  double tensor16_flops = 0;    // bf16 mma.sync-bound kernel (wgmma can exceed it)
   std::string note;
 };
 
 struct TimeStats {
   int warmup_done = 0;
-  int off_stream_reps = 0;     // repetitions whose work outlived the closing event
+  int off_stream_reps = 0;  // repetitions whose work outlived the closing event
   double lag_us_calibrated = 0;
   ClockReading clocks;
 };
@@ -98,7 +98,9 @@ class CudaDevice {
   ClockReading ReadClocks() const { return clocks_->Read(); }
   const Roofline& roofline() const { return roofline_; }
   // "hold", "sync" or "cupti": the timing mode in effect.
-  std::string timing_mode() const { return cupti_ ? "cupti" : options_.sync_window ? "sync" : "hold"; }
+  std::string timing_mode() const {
+    return cupti_ ? "cupti" : options_.sync_window ? "sync" : "hold";
+  }
   // True after a sticky error or a timeout: only release calls are valid now.
   bool poisoned() const { return poisoned_; }
 
@@ -135,12 +137,12 @@ class CudaDevice {
   Roofline roofline_;
   bool poisoned_ = false;
   bool lag_calibrated_ = false;
-  bool have_probes_ = false;  // NVRTC module with hold / flush kernels loaded
+  bool have_probes_ = false;                     // NVRTC module with hold / flush kernels loaded
   volatile unsigned* hold_flag_host_ = nullptr;  // host-mapped "hold started" flag
   void* hold_flag_device_ = nullptr;
   unsigned hold_ticket_ = 0;
   double lag_median_us_ = 0, lag_p90_us_ = 0;
-  double sync_empty_us_ = 0;  // sync mode: median window of an empty call
+  double sync_empty_us_ = 0;           // sync mode: median window of an empty call
   std::unique_ptr<CuptiSpans> cupti_;  // cupti mode
 };
 

@@ -5,8 +5,7 @@ namespace htam::cuda {
 
 CudaFault ClassifyCudaError(cudaError_t e) {
   switch (e) {
-    case cudaSuccess:
-      return CudaFault::kNone;
+    case cudaSuccess: return CudaFault::kNone;
     // Sticky errors: "the process is in an inconsistent state and any further CUDA work will
     // return the same error" (CUDA runtime API documentation of each code).
     case cudaErrorIllegalAddress:
@@ -21,10 +20,8 @@ CudaFault ClassifyCudaError(cudaError_t e) {
     case cudaErrorECCUncorrectable:
     case cudaErrorContextIsDestroyed:
     case cudaErrorTensorMemoryLeak:
-    case cudaErrorUnknown:
-      return CudaFault::kDeviceFault;
-    case cudaErrorMemoryAllocation:
-      return CudaFault::kOutOfMemory;
+    case cudaErrorUnknown: return CudaFault::kDeviceFault;
+    case cudaErrorMemoryAllocation: return CudaFault::kOutOfMemory;
     case cudaErrorLaunchOutOfResources:
     case cudaErrorInvalidConfiguration:
     case cudaErrorInvalidValue:
@@ -34,15 +31,12 @@ CudaFault ClassifyCudaError(cudaError_t e) {
     case cudaErrorInvalidResourceHandle:
     case cudaErrorSharedObjectInitFailed:
     case cudaErrorInvalidKernelImage:
-    case cudaErrorUnsupportedPtxVersion:
-      return CudaFault::kLaunchFailed;
+    case cudaErrorUnsupportedPtxVersion: return CudaFault::kLaunchFailed;
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
     case cudaErrorDevicesUnavailable:
-    case cudaErrorInitializationError:
-      return CudaFault::kUnavailable;
-    default:
-      return CudaFault::kOther;
+    case cudaErrorInitializationError: return CudaFault::kUnavailable;
+    default: return CudaFault::kOther;
   }
 }
 

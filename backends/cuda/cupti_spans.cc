@@ -15,7 +15,8 @@ namespace htam::cuda {
 namespace {
 
 struct Api {
-  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                    CUpti_BuffersCallbackCompleteFunc) = nullptr;
   CUptiResult (*enable)(CUpti_ActivityKind) = nullptr;
   CUptiResult (*disable)(CUpti_ActivityKind) = nullptr;
   CUptiResult (*flush_all)(uint32_t) = nullptr;
@@ -65,8 +66,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
           Take(m->start, m->end);
           break;
         }
-        default:
-          break;
+        default: break;
       }
     }
   }
@@ -89,7 +89,8 @@ Result<std::unique_ptr<CuptiSpans>> CuptiSpans::Open() {
   }
   if (!lib) return Status::Unavailable("libcupti not found");
   if (!Sym(lib, "cuptiActivityRegisterCallbacks", &g_api.register_callbacks) ||
-      !Sym(lib, "cuptiActivityEnable", &g_api.enable) || !Sym(lib, "cuptiActivityDisable", &g_api.disable) ||
+      !Sym(lib, "cuptiActivityEnable", &g_api.enable) ||
+      !Sym(lib, "cuptiActivityDisable", &g_api.disable) ||
       !Sym(lib, "cuptiActivityFlushAll", &g_api.flush_all) ||
       !Sym(lib, "cuptiActivityGetNextRecord", &g_api.next_record)) {
     dlclose(lib);

@@ -20,11 +20,10 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "backends/common/gate.h"
 #include "backends/common/plugin_host.h"
@@ -64,27 +63,49 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* err) {
       return true;
     };
     std::string v;
-    if (k == "--help" || k == "-h") a->help = true;
-    else if (k == "--reference") a->reference = true;
-    else if (k == "--task") { if (!next(&a->task)) return false; }
-    else if (k == "--backend") { if (!next(&a->backend)) return false; }
-    else if (k == "--plugin") { if (!next(&a->plugin)) return false; }
-    else if (k == "--cache") { if (!next(&a->cache)) return false; }
-    else if (k == "--source") { if (!next(&v)) return false; a->sources.push_back(v); }
-    else if (k == "--option") { if (!next(&v)) return false; a->options.push_back(v); }
-    else if (k == "--seeds" || k == "--reps" || k == "--compile-threads" || k == "--sets") {
+    if (k == "--help" || k == "-h")
+      a->help = true;
+    else if (k == "--reference")
+      a->reference = true;
+    else if (k == "--task") {
+      if (!next(&a->task)) return false;
+    } else if (k == "--backend") {
+      if (!next(&a->backend)) return false;
+    } else if (k == "--plugin") {
+      if (!next(&a->plugin)) return false;
+    } else if (k == "--cache") {
+      if (!next(&a->cache)) return false;
+    } else if (k == "--source") {
+      if (!next(&v)) return false;
+      a->sources.push_back(v);
+    } else if (k == "--option") {
+      if (!next(&v)) return false;
+      a->options.push_back(v);
+    } else if (k == "--seeds" || k == "--reps" || k == "--compile-threads" || k == "--sets") {
       if (!next(&v)) return false;
       int n = std::atoi(v.c_str());
-      if (n <= 0) { *err = k + " needs a positive integer"; return false; }
-      (k == "--seeds" ? a->seeds : k == "--reps" ? a->reps : k == "--sets" ? a->input_sets : a->compile_threads) = n;
+      if (n <= 0) {
+        *err = k + " needs a positive integer";
+        return false;
+      }
+      (k == "--seeds"  ? a->seeds
+       : k == "--reps" ? a->reps
+       : k == "--sets" ? a->input_sets
+                       : a->compile_threads) = n;
     } else {
       *err = "unknown argument " + k;
       return false;
     }
   }
   if (a->help) return true;
-  if (a->task.empty()) { *err = "--task is required"; return false; }
-  if (a->sources.empty() && !a->reference) { *err = "give --source FILE or --reference"; return false; }
+  if (a->task.empty()) {
+    *err = "--task is required";
+    return false;
+  }
+  if (a->sources.empty() && !a->reference) {
+    *err = "give --source FILE or --reference";
+    return false;
+  }
   return true;
 }
 
@@ -116,7 +137,8 @@ bool ReadFile(const std::string& path, std::string* out) {
   return true;
 }
 
-std::string OptionValue(const std::vector<std::string>& opts, const std::string& key, const std::string& def) {
+std::string OptionValue(const std::vector<std::string>& opts, const std::string& key,
+                        const std::string& def) {
   std::string v = def;
   for (const auto& o : opts) {
     for (const std::string& k : {key, "cuda_" + key}) {
@@ -126,7 +148,9 @@ std::string OptionValue(const std::vector<std::string>& opts, const std::string&
   return v;
 }
 
-const char* StatusName(htam::fb::OutcomeStatus s) { return htam::fb::EnumNameOutcomeStatus(s); }
+const char* StatusName(htam::fb::OutcomeStatus s) {
+  return htam::fb::EnumNameOutcomeStatus(s);
+}
 
 }  // namespace
 
@@ -169,14 +193,14 @@ int main(int argc, char** argv) {
   }
   const htam_backend_description& desc = (*backend)->description();
   if (!desc.can_run || desc.num_devices < 1) {
-    std::cerr << "htam-eval-cli: backend '" << args.backend << "' cannot run here: "
-              << (desc.notes ? desc.notes : "") << "\n";
+    std::cerr << "htam-eval-cli: backend '" << args.backend
+              << "' cannot run here: " << (desc.notes ? desc.notes : "") << "\n";
     return 4;
   }
   const htam::PluginApi& api = (*backend)->api();
   htam_device* device = nullptr;
-  htam::Status st = htam::ConsumeError(api.device_open((*backend)->handle(), desc.devices[0].index, &device),
-                                       "device_open");
+  htam::Status st = htam::ConsumeError(
+      api.device_open((*backend)->handle(), desc.devices[0].index, &device), "device_open");
   if (!st.ok()) {
     std::cerr << "htam-eval-cli: " << st.ToString() << "\n";
     return 4;
@@ -185,7 +209,8 @@ int main(int argc, char** argv) {
   json roof = nullptr;
   double copy_bw = 0, peak_flops = 0;
   if (void* h = dlopen(plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
-    auto fn = reinterpret_cast<htam_backend_device_roofline_fn>(dlsym(h, "htam_backend_device_roofline"));
+    auto fn =
+        reinterpret_cast<htam_backend_device_roofline_fn>(dlsym(h, "htam_backend_device_roofline"));
     htam_roofline_report r{};
     r.struct_size = sizeof r;
     if (fn) {
@@ -237,7 +262,8 @@ int main(int argc, char** argv) {
       if (c.ok()) {
         htam::cuda::CompilePool pool(*c, args.compile_threads);
         std::vector<std::shared_future<htam::Result<htam::cuda::CompileOutput>>> pending;
-        for (const auto& src : sources) pending.push_back(pool.Submit(src, arch, go.compile_options));
+        for (const auto& src : sources)
+          pending.push_back(pool.Submit(src, arch, go.compile_options));
         for (auto& p : pending) p.wait();
       }
       _exit(0);
@@ -263,7 +289,8 @@ int main(int argc, char** argv) {
       }
       r = gate.Evaluate(src, {});
     }
-    double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     double sol_us = 0;
     if (copy_bw > 0) sol_us = std::max(sol_us, r.bytes / copy_bw * 1e6);
     if (peak_flops > 0) sol_us = std::max(sol_us, r.flops / peak_flops * 1e6);

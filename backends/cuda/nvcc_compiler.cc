@@ -184,7 +184,8 @@ std::string ResolveTool(const std::string& name) {
   if (const char* path = getenv("PATH")) {
     std::stringstream ss(path);
     std::string d;
-    while (std::getline(ss, d, ':')) if (!d.empty()) dirs.push_back(d);
+    while (std::getline(ss, d, ':'))
+      if (!d.empty()) dirs.push_back(d);
   }
 #ifdef HTAM_CUDA_BIN_DIR
   dirs.push_back(HTAM_CUDA_BIN_DIR);
@@ -208,15 +209,19 @@ Result<NvccCompiler> NvccCompiler::Create(const CompilerOptions& options) {
     std::string path = old ? old : "";
     std::string dir = fs::path(c.options_.nvcc).parent_path().string();
     std::string want = path;
-    for (const std::string& d : {dir, std::string("/usr/local/bin"), std::string("/usr/bin"), std::string("/bin")}) {
+    for (const std::string& d :
+         {dir, std::string("/usr/local/bin"), std::string("/usr/bin"), std::string("/bin")}) {
       if (d.empty()) continue;
-      if ((":" + want + ":").find(":" + d + ":") == std::string::npos) want += (want.empty() ? "" : ":") + d;
+      if ((":" + want + ":").find(":" + d + ":") == std::string::npos)
+        want += (want.empty() ? "" : ":") + d;
     }
     if (want != path) setenv("PATH", want.c_str(), 1);
   }
   std::error_code ec;
-  if (!c.options_.sdk_include_dir.empty()) c.options_.sdk_include_dir = fs::absolute(c.options_.sdk_include_dir, ec).string();
-  if (!c.options_.cache_dir.empty()) c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
+  if (!c.options_.sdk_include_dir.empty())
+    c.options_.sdk_include_dir = fs::absolute(c.options_.sdk_include_dir, ec).string();
+  if (!c.options_.cache_dir.empty())
+    c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
   std::string cwd = options.work_dir.empty() ? "/tmp" : options.work_dir;
   auto r = RunProcess({c.options_.nvcc, "--version"}, cwd, 30);
   if (!r.ok()) return r.status().WithContext("nvcc");
@@ -228,7 +233,8 @@ Result<NvccCompiler> NvccCompiler::Create(const CompilerOptions& options) {
   while (!c.version_.empty() && c.version_.back() == '\n') c.version_.pop_back();
   std::string header;
   if (!ReadFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
-    return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir + "'");
+    return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir +
+                                      "'");
   }
   c.abi_header_hash_ = Sha256Hex(header);
   return c;
@@ -267,7 +273,8 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   // Fresh temp dir under work_dir.
   std::string base = options_.work_dir.empty() ? "/tmp" : options_.work_dir;
   std::string safe_name;
-  for (char ch : name.substr(0, 40)) safe_name += (isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
+  for (char ch : name.substr(0, 40))
+    safe_name += (isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
   if (safe_name.empty()) safe_name = "candidate";
   std::string dir = base + "/nvcc-" + std::to_string(getpid()) + "-" +
                     std::to_string(g_compile_seq.fetch_add(1)) + "-" + safe_name;
@@ -285,9 +292,10 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   } cleanup{dir};
 
   if (!WriteFile(dir + "/candidate.cu", source)) return Status::IOError("cannot write " + dir);
-  std::vector<std::string> argv = {options_.nvcc,  "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden",
-                                   "-cudart",      "shared",  gencode,      "-I" + options_.sdk_include_dir,
-                                   "-Xptxas",      "-v",      "-lineinfo"};
+  std::vector<std::string> argv = {
+      options_.nvcc, "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden",
+      "-cudart",     "shared",  gencode,      "-I" + options_.sdk_include_dir,
+      "-Xptxas",     "-v",      "-lineinfo"};
   for (const auto& f : flags) argv.push_back(f);
   argv.insert(argv.end(), {"-o", "candidate.so", "candidate.cu"});
   double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
@@ -301,7 +309,8 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   if (pr.signaled) return Status::Internal("nvcc was killed by a signal: " + out.diagnostics);
   if (pr.exit_code != 0 || access((dir + "/candidate.so").c_str(), R_OK) != 0) {
     out.ok = false;
-    if (out.diagnostics.empty()) out.diagnostics = "nvcc exited with code " + std::to_string(pr.exit_code);
+    if (out.diagnostics.empty())
+      out.diagnostics = "nvcc exited with code " + std::to_string(pr.exit_code);
     return out;
   }
   out.ok = true;
@@ -311,7 +320,8 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
     if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
     fs::remove(dir + "/candidate.cu", ec);
     fs::create_directories(options_.cache_dir + "/cuda", ec);
-    if (rename(dir.c_str(), entry.c_str()) != 0 && access((entry + "/candidate.so").c_str(), R_OK) != 0) {
+    if (rename(dir.c_str(), entry.c_str()) != 0 &&
+        access((entry + "/candidate.so").c_str(), R_OK) != 0) {
       return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(errno));
     }
     cleanup.d.clear();

@@ -20,12 +20,12 @@
 namespace htam::cuda {
 
 struct CompilerOptions {
-  std::string nvcc = "nvcc";          // path or name in PATH
-  std::string sdk_include_dir;        // holds htam/kernel_abi.h
-  std::string cache_dir;              // "" = no cache
-  std::string work_dir = "/tmp";      // temp dirs of compiles in flight live here
-  std::string flags = "-O3";          // extra nvcc flags, split on whitespace (operator's choice)
-  double timeout_s = 120;             // default wall limit of one nvcc run
+  std::string nvcc = "nvcc";            // path or name in PATH
+  std::string sdk_include_dir;          // holds htam/kernel_abi.h
+  std::string cache_dir;                // "" = no cache
+  std::string work_dir = "/tmp";        // temp dirs of compiles in flight live here
+  std::string flags = "-O3";            // extra nvcc flags, split on whitespace (operator's choice)
+  double timeout_s = 120;               // default wall limit of one nvcc run
   size_t max_diagnostic_bytes = 16384;  // diagnostics kept verbatim up to this size
 };
 
@@ -38,10 +38,10 @@ struct KernelResources {
 };
 
 struct CompileOutput {
-  bool ok = false;                  // false: the candidate did not compile (diagnostics say why)
-  std::string so_path;              // the shared object (inside the cache or work dir)
-  std::string hash;                 // cache key (hex SHA-256)
-  std::string diagnostics;          // compiler messages, trimmed; warnings on success
+  bool ok = false;          // false: the candidate did not compile (diagnostics say why)
+  std::string so_path;      // the shared object (inside the cache or work dir)
+  std::string hash;         // cache key (hex SHA-256)
+  std::string diagnostics;  // compiler messages, trimmed; warnings on success
   bool from_cache = false;
   double compile_ms = 0;
   std::vector<KernelResources> kernels;  // from ptxas -v

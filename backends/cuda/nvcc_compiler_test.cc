@@ -3,11 +3,10 @@
 #include "backends/cuda/nvcc_compiler.h"
 
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "backends/cuda/sha256.h"
 
@@ -65,8 +64,8 @@ TEST(PtxasInfo, ParsesResourcesPerKernel) {
   EXPECT_EQ(k[0].stack_bytes, 16);
   EXPECT_EQ(k[1].registers, 10);
   EXPECT_EQ(k[1].shared_bytes, 0);
-  std::string trimmed = TrimDiagnostics(std::string(log) + "/tmp/x/candidate.cu(3): error: oops\n",
-                                        "/tmp/x", 4096);
+  std::string trimmed =
+      TrimDiagnostics(std::string(log) + "/tmp/x/candidate.cu(3): error: oops\n", "/tmp/x", 4096);
   EXPECT_EQ(trimmed, "candidate.cu(3): error: oops\n");
   std::string big(100000, 'e');
   EXPECT_LE(TrimDiagnostics(big, "", 1000).size(), 1100u);

@@ -20,7 +20,8 @@ NvmlClocks::NvmlClocks(const std::string& pci_bus_id, int peak_sm_khz, int peak_
   auto init = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlInit_v2"));
   auto by_bus = reinterpret_cast<int (*)(const char*, void**)>(
       dlsym(lib_, "nvmlDeviceGetHandleByPciBusId_v2"));
-  get_clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetClockInfo"));
+  get_clock_ =
+      reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetClockInfo"));
   shutdown_ = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlShutdown"));
   if (!init || !by_bus || !get_clock_ || init() != 0) {
     note_ = "NVML could not initialize; reporting rated peak clocks";
@@ -47,7 +48,8 @@ ClockReading NvmlClocks::Read() const {
   ClockReading r;
   if (device_) {
     unsigned sm = 0, mem = 0;
-    if (get_clock_(device_, kNvmlClockSm, &sm) == 0 && get_clock_(device_, kNvmlClockMem, &mem) == 0) {
+    if (get_clock_(device_, kNvmlClockSm, &sm) == 0 &&
+        get_clock_(device_, kNvmlClockMem, &mem) == 0) {
       r.sm_mhz = static_cast<int>(sm);
       r.mem_mhz = static_cast<int>(mem);
       r.current = true;

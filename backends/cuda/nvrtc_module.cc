@@ -43,7 +43,9 @@ const DriverApi& Driver() {
   return api;
 }
 
-std::string NvrtcText(nvrtcResult r) { return nvrtcGetErrorString(r); }
+std::string NvrtcText(nvrtcResult r) {
+  return nvrtcGetErrorString(r);
+}
 
 }  // namespace
 
@@ -98,7 +100,8 @@ Status NvrtcModule::Load(const std::string& cubin) {
   if (!d.ok) return Status::Unavailable("driver API entry points not available");
   CUmodule m = nullptr;
   CUresult r = d.module_load_data(&m, cubin.data());
-  if (r != CUDA_SUCCESS) return Status::Internal("cuModuleLoadData failed: CUresult " + std::to_string(r));
+  if (r != CUDA_SUCCESS)
+    return Status::Internal("cuModuleLoadData failed: CUresult " + std::to_string(r));
   module_ = m;
   return Status::OK();
 }
@@ -112,7 +115,8 @@ Status NvrtcModule::Launch(const char* kernel, dim3 grid, dim3 block, void** arg
   if (r != CUDA_SUCCESS) return Status::NotFound(std::string("no kernel ") + kernel);
   r = d.launch_kernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0,
                       reinterpret_cast<CUstream>(stream), args, nullptr);
-  if (r != CUDA_SUCCESS) return Status::Internal("cuLaunchKernel failed: CUresult " + std::to_string(r));
+  if (r != CUDA_SUCCESS)
+    return Status::Internal("cuLaunchKernel failed: CUresult " + std::to_string(r));
   return Status::OK();
 }
 

@@ -20,7 +20,8 @@ TEST(Nvrtc, ProbesCompileForSm90a) {
 }
 
 TEST(Nvrtc, CompileErrorIsALog) {
-  auto r = NvrtcCompile("extern \"C\" __global__ void k() { undefined_thing(); }", "bad.cu", "sm_90a", {});
+  auto r = NvrtcCompile("extern \"C\" __global__ void k() { undefined_thing(); }", "bad.cu",
+                        "sm_90a", {});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->ok);
   EXPECT_NE(r->log.find("undefined_thing"), std::string::npos) << r->log;

@@ -1,5 +1,6 @@
-// libhtam_backend_cuda.so: the CUDA backend behind the C plugin ABI (backends/include/htam/backend.h).
-// C++ inside (Status, Fault), converted to htam_backend_error only at this boundary.
+// libhtam_backend_cuda.so: the CUDA backend behind the C plugin ABI
+// (backends/include/htam/backend.h). C++ inside (Status, Fault), converted to htam_backend_error
+// only at this boundary.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -27,15 +28,17 @@ namespace {
 // Writes `value` into out->field only when the host's struct is large enough to hold it.
 #define HTAM_SET_FIELD(out, field, value)                                             \
   do {                                                                                \
-    if ((out)->struct_size >= offsetof(std::remove_pointer_t<decltype(out)>, field) + \
-                                  sizeof((out)->field))                               \
+    if ((out)->struct_size >=                                                         \
+        offsetof(std::remove_pointer_t<decltype(out)>, field) + sizeof((out)->field)) \
       (out)->field = (value);                                                         \
   } while (0)
 
 htam_backend_error* ToError(const htam::Status& s, htam_backend_error_code code) {
   return MakeError(code, s.ToString());
 }
-htam_backend_error* ToError(const Fault& f) { return MakeError(f.code, f.message); }
+htam_backend_error* ToError(const Fault& f) {
+  return MakeError(f.code, f.message);
+}
 
 double ToDouble(const std::string& s, double def) {
   try {
@@ -98,7 +101,8 @@ struct htam_buffer {
 
 namespace {
 htam_backend_error* Select(htam_device* d) {
-  if (d->dev->poisoned()) return MakeError(HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault");
+  if (d->dev->poisoned())
+    return MakeError(HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault");
   cudaError_t e = cudaSetDevice(d->dev->props().index);
   if (e != cudaSuccess) return ToError(d->dev->FromCuda(e, "cudaSetDevice"));
   return nullptr;
@@ -118,13 +122,12 @@ HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* min
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backend_host* host,
                                                                 htam_backend** out) {
   if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "initialize: null argument");
-  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR ||
-      host->api_minor < g_built_minor) {
-    return MakeError(HTAM_ERR_VERSION,
-                     "cuda plugin built for backend API " +
-                         std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) + "." +
-                         std::to_string(HTAM_BACKEND_API_VERSION_MINOR) + ", host has " +
-                         std::to_string(host->api_major) + "." + std::to_string(host->api_minor));
+  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor < g_built_minor) {
+    return MakeError(HTAM_ERR_VERSION, "cuda plugin built for backend API " +
+                                           std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) + "." +
+                                           std::to_string(HTAM_BACKEND_API_VERSION_MINOR) +
+                                           ", host has " + std::to_string(host->api_major) + "." +
+                                           std::to_string(host->api_minor));
   }
   auto b = std::make_unique<htam_backend>();
   if (host->struct_size >= offsetof(htam_backend_host, log_ctx) + sizeof(void*)) {
@@ -143,14 +146,16 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
   co.cache_dir = host->cache_dir ? host->cache_dir : "";
   co.work_dir = host->work_dir && *host->work_dir ? host->work_dir : "/tmp";
   co.timeout_s = ToDouble(b->Opt("compile_timeout_s", ""), 120);
-  co.max_diagnostic_bytes = static_cast<size_t>(ToDouble(b->Opt("max_diagnostic_bytes", ""), 16384));
+  co.max_diagnostic_bytes =
+      static_cast<size_t>(ToDouble(b->Opt("max_diagnostic_bytes", ""), 16384));
   auto compiler = NvccCompiler::Create(co);
   std::string nvcc_version = "nvcc unavailable";
   if (compiler.ok()) {
     b->compiler.emplace(std::move(compiler).value());
     const std::string& v = b->compiler->version();
     size_t p = v.rfind("release ");
-    nvcc_version = "nvcc " + (p == std::string::npos ? v : v.substr(p + 8, v.find('\n', p) - p - 8));
+    nvcc_version =
+        "nvcc " + (p == std::string::npos ? v : v.substr(p + 8, v.find('\n', p) - p - 8));
   } else {
     b->compiler_error = compiler.status().ToString();
     b->notes += "compile unavailable: " + b->compiler_error + "; ";
@@ -194,7 +199,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) { delete backend; }
+HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) {
+  delete backend;
+}
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
                                                               htam_backend_description* out) {
@@ -217,8 +224,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "compile: null argument");
   }
   if (req->language && *req->language && std::strcmp(req->language, "cuda") != 0) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
-                     std::string("cuda backend compiles language 'cuda', not '") + req->language + "'");
+    return MakeError(
+        HTAM_ERR_INVALID_ARGUMENT,
+        std::string("cuda backend compiles language 'cuda', not '") + req->language + "'");
   }
   if (!b->compiler) return MakeError(HTAM_ERR_UNAVAILABLE, b->compiler_error);
   std::string arch = req->arch && *req->arch ? req->arch : b->default_arch;
@@ -227,10 +235,11 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
                                 req->name ? req->name : "candidate", req->timeout_s);
   if (!r.ok()) {
     const htam::Status& s = r.status();
-    htam_backend_error_code code = s.code() == htam::Status::Code::kTimeout        ? HTAM_ERR_TIMEOUT
-                                   : s.code() == htam::Status::Code::kInvalidArgument ? HTAM_ERR_INVALID_ARGUMENT
-                                   : s.code() == htam::Status::Code::kUnavailable  ? HTAM_ERR_UNAVAILABLE
-                                                                                   : HTAM_ERR_INTERNAL;
+    htam_backend_error_code code =
+        s.code() == htam::Status::Code::kTimeout           ? HTAM_ERR_TIMEOUT
+        : s.code() == htam::Status::Code::kInvalidArgument ? HTAM_ERR_INVALID_ARGUMENT
+        : s.code() == htam::Status::Code::kUnavailable     ? HTAM_ERR_UNAVAILABLE
+                                                           : HTAM_ERR_INTERNAL;
     return ToError(s, code);
   }
   if (!r->ok) return MakeError(HTAM_ERR_COMPILE, r->diagnostics);
@@ -251,7 +260,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_ar
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) { delete a; }
+HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
+  delete a;
+}
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
                                                                  htam_device** out) {
@@ -321,7 +332,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const 
   void* sym = dlsym(h, "htam_kernel");
   if (!sym) {
     dlclose(h);
-    return MakeError(HTAM_ERR_LOAD, "candidate does not export htam_kernel (declare it with HTAM_KERNEL_ENTRY)");
+    return MakeError(HTAM_ERR_LOAD,
+                     "candidate does not export htam_kernel (declare it with HTAM_KERNEL_ENTRY)");
   }
   cudaError_t e = cudaGetLastError();  // static initializers of the candidate may have failed
   if (e != cudaSuccess && ClassifyCudaError(e) == CudaFault::kDeviceFault) {
@@ -379,15 +391,17 @@ HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
   delete b;
 }
 
-HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) { return b ? b->ptr : nullptr; }
+HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {
+  return b ? b->ptr : nullptr;
+}
 
 namespace {
 htam_backend_error* CheckRange(htam_buffer* b, uint64_t offset, uint64_t bytes) {
   if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null buffer");
   if (offset > b->bytes || bytes > b->bytes - offset) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "range [" + std::to_string(offset) + ", +" +
-                                                    std::to_string(bytes) + ") outside a buffer of " +
-                                                    std::to_string(b->bytes) + " bytes");
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                     "range [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                         ") outside a buffer of " + std::to_string(b->bytes) + " bytes");
   }
   return Select(b->device);
 }
@@ -398,14 +412,18 @@ htam_backend_error* Sync(htam_buffer* b, cudaError_t e, const char* what) {
 }
 }  // namespace
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst, uint64_t offset,
-                                                                    const void* src, uint64_t bytes) {
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst,
+                                                                    uint64_t offset,
+                                                                    const void* src,
+                                                                    uint64_t bytes) {
   if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
   if (bytes == 0) return nullptr;
   if (!src) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_device: null source");
   cudaStream_t s = dst->device->dev->stream();
-  return Sync(dst, cudaMemcpyAsync(static_cast<char*>(dst->ptr) + offset, src, bytes, cudaMemcpyHostToDevice, s),
-              "copy to device");
+  return Sync(
+      dst,
+      cudaMemcpyAsync(static_cast<char*>(dst->ptr) + offset, src, bytes, cudaMemcpyHostToDevice, s),
+      "copy to device");
 }
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
@@ -426,14 +444,17 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, ui
                                                             uint8_t value, uint64_t bytes) {
   if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
   if (bytes == 0) return nullptr;
-  return Sync(dst, cudaMemsetAsync(static_cast<char*>(dst->ptr) + offset, value, bytes, dst->device->dev->stream()),
+  return Sync(dst,
+              cudaMemsetAsync(static_cast<char*>(dst->ptr) + offset, value, bytes,
+                              dst->device->dev->stream()),
               "memset");
 }
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* inputs,
                                                          int32_t num_inputs, htam_tensor* outputs,
                                                          int32_t num_outputs, int32_t* kernel_rc) {
-  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) || (num_outputs && !outputs)) {
+  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) ||
+      (num_outputs && !outputs)) {
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "run: bad arguments");
   }
   if (htam_backend_error* e = Select(m->device)) return e;
@@ -457,7 +478,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   r.struct_size = sizeof r;
   if (req->struct_size < sizeof r) r.call_timeout_ms = 0;  // fields the host did not send
   if (r.call_timeout_ms <= 0) r.call_timeout_ms = m->device->call_timeout_ms;
-  double* rep_us = res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*) ? res->rep_us : nullptr;
+  double* rep_us = res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*)
+                       ? res->rep_us
+                       : nullptr;
   TimeStats stats;
   MaybeFault f = m->device->dev->Time(m->fn, r, rep_us, &stats);
   if (f) return ToError(*f);
@@ -466,18 +489,18 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   HTAM_SET_FIELD(res, sm_clock_mhz, stats.clocks.sm_mhz);
   HTAM_SET_FIELD(res, mem_clock_mhz, stats.clocks.mem_mhz);
   if (stats.off_stream_reps > 0) {
-    m->device->backend->Log(HTAM_LOG_WARN,
-                            std::to_string(stats.off_stream_reps) + " of " + std::to_string(r.repetitions) +
-                                " repetitions had work outliving the candidate's stream (a side stream "
-                                "it did not join); charged up to device idle");
+    m->device->backend->Log(
+        HTAM_LOG_WARN, std::to_string(stats.off_stream_reps) + " of " +
+                           std::to_string(r.repetitions) +
+                           " repetitions had work outliving the candidate's stream (a side stream "
+                           "it did not join); charged up to device idle");
   }
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(htam_module* m, const htam_tensor* inputs,
-                                                             int32_t num_inputs, htam_tensor* outputs,
-                                                             int32_t num_outputs,
-                                                             htam_profile_report* out) {
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
+    htam_module* m, const htam_tensor* inputs, int32_t num_inputs, htam_tensor* outputs,
+    int32_t num_outputs, htam_profile_report* out) {
   if (!m || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile: null argument");
   HTAM_SET_FIELD(out, registers, m->max_registers);
   HTAM_SET_FIELD(out, shared_bytes, m->max_shared);

@@ -2,13 +2,12 @@
 // describe, compile (real nvcc), compile errors. Runs without a GPU (compile-only checks); the
 // runtime checks live in tests/gpu.
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "htam/backend.h"
 
@@ -27,7 +26,8 @@ class CudaPluginTest : public ::testing::Test {
   void SetUp() override {
     p_.h = dlopen(HTAM_CUDA_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(p_.h, nullptr) << dlerror();
-    dir_ = std::filesystem::temp_directory_path() / ("htam-cuda-plugin-" + std::to_string(getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("htam-cuda-plugin-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_ / "cache");
     std::filesystem::create_directories(dir_ / "work");
   }
@@ -111,7 +111,8 @@ TEST_F(CudaPluginTest, DescribesItself) {
   EXPECT_EQ(d.can_run != 0, d.num_devices > 0);
   if (d.num_devices == 0) {
     htam_device* dev = nullptr;
-    htam_backend_error* e = p_.Get<htam_backend_device_open_fn>("htam_backend_device_open")(backend_, 0, &dev);
+    htam_backend_error* e =
+        p_.Get<htam_backend_device_open_fn>("htam_backend_device_open")(backend_, 0, &dev);
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->code, HTAM_ERR_UNAVAILABLE);
     htam_backend_error_free(e);
@@ -145,7 +146,8 @@ TEST_F(CudaPluginTest, CompilesAndCaches) {
 TEST_F(CudaPluginTest, CompileErrorCarriesDiagnostics) {
   ASSERT_EQ(Init(HTAM_BACKEND_API_VERSION_MAJOR, HTAM_BACKEND_API_VERSION_MINOR), nullptr);
   htam_artifact* a = nullptr;
-  htam_backend_error* e = Compile(std::string(kRelu) + "\nint broken( { return undeclared_name; }\n", &a);
+  htam_backend_error* e =
+      Compile(std::string(kRelu) + "\nint broken( { return undeclared_name; }\n", &a);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->code, HTAM_ERR_COMPILE);
   std::string msg = e->message;
@@ -163,7 +165,8 @@ TEST_F(CudaPluginTest, RejectsOtherLanguages) {
   req.source_len = 6;
   req.language = "hip";
   htam_artifact* a = nullptr;
-  htam_backend_error* e = p_.Get<htam_backend_compile_fn>("htam_backend_compile")(backend_, &req, &a);
+  htam_backend_error* e =
+      p_.Get<htam_backend_compile_fn>("htam_backend_compile")(backend_, &req, &a);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->code, HTAM_ERR_INVALID_ARGUMENT);
   htam_backend_error_free(e);

@@ -13,11 +13,11 @@ extern "C" {
 #endif
 
 typedef struct htam_roofline_report {
-  uint32_t struct_size;     /* set by the host */
-  double copy_bytes_per_s;  /* large device-to-device copy, bytes read + written; 0 unknown */
-  double fp32_flops;        /* FMA-bound probe kernel; 0 unknown */
-  double tensor16_flops;    /* bf16 tensor-core (mma.sync) probe; 0 unknown */
-  int32_t sm_clock_mhz;     /* clocks read after the probes; -1 unknown */
+  uint32_t struct_size;    /* set by the host */
+  double copy_bytes_per_s; /* large device-to-device copy, bytes read + written; 0 unknown */
+  double fp32_flops;       /* FMA-bound probe kernel; 0 unknown */
+  double tensor16_flops;   /* bf16 tensor-core (mma.sync) probe; 0 unknown */
+  int32_t sm_clock_mhz;    /* clocks read after the probes; -1 unknown */
   int32_t mem_clock_mhz;
 } htam_roofline_report;
 

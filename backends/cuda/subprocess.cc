@@ -24,7 +24,8 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
   if (argv.empty()) return Status::InvalidArgument("RunProcess: empty argv");
   std::string tmpl = cwd + "/.htam-proc-XXXXXX";
   int out_fd = mkstemp(tmpl.data());
-  if (out_fd < 0) return Status::IOError("cannot create output file in " + cwd + ": " + strerror(errno));
+  if (out_fd < 0)
+    return Status::IOError("cannot create output file in " + cwd + ": " + strerror(errno));
   unlink(tmpl.c_str());  // the descriptor keeps it alive; nothing to clean up later
 
   std::vector<char*> args;
@@ -77,8 +78,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
       lost = true;  // reaped by someone else (waitpid(-1) elsewhere in the process)
       break;
     }
-    double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (timeout_s > 0 && elapsed > timeout_s) {
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
@@ -88,7 +88,8 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1.0 ? 2 : 10));
   }
-  r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  r.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (lost) {
     close(out_fd);
     return Status::Internal("lost the exit status of " + argv[0] + " (reaped elsewhere)");

@@ -50,8 +50,12 @@ bool Resolve(void* h, const char* name, F* out, std::string* missing) {
   return *out != nullptr;
 }
 
-hipStream_t S(void* s) { return static_cast<hipStream_t>(s); }
-hipEvent_t E(void* e) { return static_cast<hipEvent_t>(e); }
+hipStream_t S(void* s) {
+  return static_cast<hipStream_t>(s);
+}
+hipEvent_t E(void* e) {
+  return static_cast<hipEvent_t>(e);
+}
 
 bool Sticky(hipError_t e) {
   switch (e) {
@@ -64,10 +68,8 @@ bool Sticky(hipError_t e) {
     case hipErrorContextIsDestroyed:
     case hipErrorRuntimeMemory:
     case hipErrorRuntimeOther:
-    case hipErrorUnknown:
-      return true;
-    default:
-      return false;
+    case hipErrorUnknown: return true;
+    default: return false;
   }
 }
 
@@ -207,15 +209,17 @@ Result<std::unique_ptr<AmdDevice>> AmdDevice::Open(std::shared_ptr<AmdRuntime> r
   if (e != hipSuccess) return fail(e, "hipSetDevice");
   hipStream_t s = nullptr;
   // A blocking stream: the closing event on the null stream then waits for it.
-  if ((e = a.StreamCreateWithFlags(&s, hipStreamDefault)) != hipSuccess) return fail(e, "hipStreamCreateWithFlags");
+  if ((e = a.StreamCreateWithFlags(&s, hipStreamDefault)) != hipSuccess)
+    return fail(e, "hipStreamCreateWithFlags");
   d->stream_ = s;
   for (void** ev : {&d->ev_start_, &d->ev_stop_, &d->ev_idle_}) {
     hipEvent_t h = nullptr;
     if ((e = a.EventCreate(&h)) != hipSuccess) return fail(e, "hipEventCreate");
     *ev = h;
   }
-  uint64_t flush = options.flush_bytes ? options.flush_bytes
-                                       : std::max<uint64_t>(2 * props.l2_bytes, options.flush_min_bytes);
+  uint64_t flush = options.flush_bytes
+                       ? options.flush_bytes
+                       : std::max<uint64_t>(2 * props.l2_bytes, options.flush_min_bytes);
   if ((e = a.Malloc(&d->flush_, flush)) != hipSuccess) return fail(e, "hipMalloc(flush buffer)");
   d->flush_size_ = flush;
   return d;
@@ -261,7 +265,8 @@ AmdFault AmdDevice::FromHip(int code, const std::string& what) {
 }
 
 MaybeAmdFault AmdDevice::Select() {
-  if (poisoned_) return AmdFault{HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault", 0};
+  if (poisoned_)
+    return AmdFault{HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault", 0};
   hipError_t e = rt_->api().SetDevice(props_.index);
   if (e != hipSuccess) return FromHip(e, "hipSetDevice");
   return std::nullopt;
@@ -326,15 +331,17 @@ MaybeAmdFault AmdDevice::Memset(void* dst, uint8_t value, uint64_t bytes) {
 // A hang is a timeout; the device is then unusable in this process (the kernel cannot be killed).
 MaybeAmdFault AmdDevice::WaitIdle(void* closing, double timeout_ms) {
   const HipApi& a = rt_->api();
-  auto deadline = Clock::now() + std::chrono::microseconds(int64_t((timeout_ms > 0 ? timeout_ms : 1e9) * 1000));
+  auto deadline =
+      Clock::now() + std::chrono::microseconds(int64_t((timeout_ms > 0 ? timeout_ms : 1e9) * 1000));
   for (;;) {
     hipError_t q = a.EventQuery(E(closing));
     if (q == hipSuccess) break;
     if (q != hipErrorNotReady) return FromHip(q, "waiting for the candidate");
     if (Clock::now() > deadline) {
       poisoned_ = true;
-      return AmdFault{HTAM_ERR_TIMEOUT,
-                      "the candidate's work did not finish within " + std::to_string(timeout_ms) + " ms", 0};
+      return AmdFault{
+          HTAM_ERR_TIMEOUT,
+          "the candidate's work did not finish within " + std::to_string(timeout_ms) + " ms", 0};
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -356,7 +363,8 @@ MaybeAmdFault AmdDevice::Call(htam_kernel_fn fn, const htam_tensor* in, int nin,
     f->kernel_rc = rc;
     return f;
   }
-  if (rc != 0) return AmdFault{HTAM_ERR_KERNEL_FAILED, "htam_kernel returned " + std::to_string(rc), rc};
+  if (rc != 0)
+    return AmdFault{HTAM_ERR_KERNEL_FAILED, "htam_kernel returned " + std::to_string(rc), rc};
   return std::nullopt;
 }
 
@@ -384,7 +392,8 @@ MaybeAmdFault AmdDevice::Calibrate() {
 MaybeAmdFault AmdDevice::Time(htam_kernel_fn fn, const htam_timing_request& r, double* rep_us,
                               AmdTimeStats* stats) {
   if (r.num_sets < 1 || r.repetitions < 1 || !rep_us)
-    return AmdFault{HTAM_ERR_INVALID_ARGUMENT, "timing request needs sets, repetitions and rep_us", 0};
+    return AmdFault{HTAM_ERR_INVALID_ARGUMENT, "timing request needs sets, repetitions and rep_us",
+                    0};
   if (auto f = Select()) return f;
   if (!calibrated_)
     if (auto f = Calibrate()) return f;
@@ -428,7 +437,8 @@ MaybeAmdFault AmdDevice::Time(htam_kernel_fn fn, const htam_timing_request& r, d
       f->kernel_rc = rc;
       return f;
     }
-    if (rc != 0) return AmdFault{HTAM_ERR_KERNEL_FAILED, "htam_kernel returned " + std::to_string(rc), rc};
+    if (rc != 0)
+      return AmdFault{HTAM_ERR_KERNEL_FAILED, "htam_kernel returned " + std::to_string(rc), rc};
     e = a.EventRecord(E(ev_idle_), nullptr);
     if (e == hipSuccess) e = a.EventSynchronize(E(ev_idle_));
     float window_ms = 0, lag_ms = 0;

@@ -41,14 +41,14 @@ using MaybeAmdFault = std::optional<AmdFault>;
 
 struct AmdDeviceProps {
   int index = 0;
-  std::string name;           // "AMD Instinct MI250X"
-  std::string arch;           // processor of gcnArchName: "gfx90a"
-  std::string arch_full;      // gcnArchName with features: "gfx90a:sramecc+:xnack-"
+  std::string name;       // "AMD Instinct MI250X"
+  std::string arch;       // processor of gcnArchName: "gfx90a"
+  std::string arch_full;  // gcnArchName with features: "gfx90a:sramecc+:xnack-"
   uint64_t memory_bytes = 0;
   uint64_t l2_bytes = 0;
   int warp_size = 64;
   int max_sm_mhz = -1, max_mem_mhz = -1;
-  std::string pci_bus_id;     // "0000:c1:00.0" (sysfs clock files live under it)
+  std::string pci_bus_id;  // "0000:c1:00.0" (sysfs clock files live under it)
 };
 
 struct AmdClocks {

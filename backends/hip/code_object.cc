@@ -28,7 +28,11 @@ Result<std::string> ReadElfSection(const std::string& path, std::string_view nam
   ss << f.rdbuf();
   const std::string file = ss.str();
   std::string_view d(file);
-  if (d.size() < 64 || d.substr(0, 4) != "\x7f" "ELF" || d[4] != 2 || d[5] != 1) {
+  if (d.size() < 64 ||
+      d.substr(0, 4) !=
+          "\x7f"
+          "ELF" ||
+      d[4] != 2 || d[5] != 1) {
     return Status::Corruption(path + " is not a little-endian ELF64 file");
   }
   uint64_t shoff = 0;
@@ -55,7 +59,8 @@ Result<std::string> ReadElfSection(const std::string& path, std::string_view nam
     const char* s = d.data() + str_off + n;
     size_t len = strnlen(s, str_size - n);
     if (std::string_view(s, len) != name) continue;
-    if (off > d.size() || size > d.size() - off) return Status::Corruption(path + ": section out of file");
+    if (off > d.size() || size > d.size() - off)
+      return Status::Corruption(path + ": section out of file");
     return std::string(d.substr(off, size));
   }
   return Status::NotFound(path + " has no section " + std::string(name));
@@ -68,7 +73,8 @@ Result<std::vector<std::string>> ParseOffloadBundles(std::string_view fatbin) {
   while (pos != std::string_view::npos) {
     std::string_view b = fatbin.substr(pos);
     uint64_t count = 0, at = kBundleMagic.size(), end = 0;
-    if (!Load(b, at, &count) || count > 4096) return Status::Corruption("bad offload bundle header");
+    if (!Load(b, at, &count) || count > 4096)
+      return Status::Corruption("bad offload bundle header");
     at += 8;
     for (uint64_t i = 0; i < count; ++i) {
       uint64_t off = 0, size = 0, id_len = 0;

@@ -1,7 +1,9 @@
-// Compile-only tests of the HIP backend, on a machine without any GPU: hipcc builds code objects for
-// several AMD targets (checked in the offload bundle, also with clang-offload-bundler where it is
-// installed), a broken kernel returns diagnostics naming its line, the cache keys on targets, the
-// plugin describes itself as compile-only, and HIP on NVIDIA compiles through htam/hip_on_cuda.h.
+// Compile-only tests of the HIP backend, on a machine without any GPU: hipcc builds code objects
+// for several AMD targets (checked in the offload bundle, also with clang-offload-bundler where it
+// is installed), a broken kernel returns diagnostics naming its line, the cache keys on targets,
+// the plugin describes itself as compile-only, and HIP on NVIDIA compiles through
+// htam/hip_on_cuda.h.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +13,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "backends/common/plugin_host.h"
 #include "backends/hip/amd_runtime.h"
@@ -85,7 +85,8 @@ std::string Shell(const std::string& cmd, int* rc) {
 class HipCompile : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / ("htam-hip-compile-" + std::to_string(getpid())));
+    dir_ =
+        new fs::path(fs::temp_directory_path() / ("htam-hip-compile-" + std::to_string(getpid())));
     fs::create_directories(*dir_ / "work");
   }
   static void TearDownTestSuite() {
@@ -145,13 +146,13 @@ std::string Bundle(const std::vector<std::string>& ids) {
 }
 
 TEST(HipTargets, MalformedBundlesAreRejectedNotMisread) {
-  auto ok = ParseOffloadBundles("padding" + Bundle({"host-x86_64-unknown-linux",
-                                                    "hipv4-amdgcn-amd-amdhsa--gfx90a"}));
+  auto ok = ParseOffloadBundles(
+      "padding" + Bundle({"host-x86_64-unknown-linux", "hipv4-amdgcn-amd-amdhsa--gfx90a"}));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->size(), 2u);
   std::string b = Bundle({"hipv4-amdgcn-amd-amdhsa--gfx942"});
   EXPECT_FALSE(ParseOffloadBundles(b.substr(0, b.size() - 3)).ok());  // id cut short
-  EXPECT_FALSE(ParseOffloadBundles(b.substr(0, 30)).ok());             // count cut short
+  EXPECT_FALSE(ParseOffloadBundles(b.substr(0, 30)).ok());            // count cut short
   std::string huge = "__CLANG_OFFLOAD_BUNDLE__";
   uint64_t n = 1ull << 40;
   huge.append(reinterpret_cast<const char*>(&n), 8);
@@ -220,7 +221,8 @@ TEST_F(HipCompile, GoodKernelHoldsCodeForEveryTarget) {
   if (!bundler.empty()) {
     std::string fat = (*dir_ / "work" / "fatbin.bin").string();
     int rc = -1;
-    std::string o = Shell("objcopy -O binary --only-section=.hip_fatbin " + out->so_path + " " + fat, &rc);
+    std::string o =
+        Shell("objcopy -O binary --only-section=.hip_fatbin " + out->so_path + " " + fat, &rc);
     ASSERT_EQ(rc, 0) << o;
     o = Shell(bundler + " --list --type=o --input=" + fat, &rc);
     ASSERT_EQ(rc, 0) << o;
@@ -253,7 +255,8 @@ TEST_F(HipCompile, BrokenKernelDiagnosticsNameTheLine) {
   EXPECT_NE(out->diagnostics.find("candidate.hip:5:"), std::string::npos) << out->diagnostics;
   EXPECT_NE(out->diagnostics.find("undeclared_value_xyz"), std::string::npos) << out->diagnostics;
   // Temp-dir paths are trimmed: the agent sees only the file name.
-  EXPECT_EQ(out->diagnostics.find((*dir_ / "work").string()), std::string::npos) << out->diagnostics;
+  EXPECT_EQ(out->diagnostics.find((*dir_ / "work").string()), std::string::npos)
+      << out->diagnostics;
 }
 
 TEST(HipAmdRuntime, LoadsWithoutGpuAndSaysWhyItCannotRun) {

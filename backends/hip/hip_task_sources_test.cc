@@ -1,6 +1,7 @@
 // Every HIP source of the task suite (configs/tasks/*/reference.hip, variants/hip/*.hip) compiles
 // for AMD (hipcc, gfx90a) and for NVIDIA (nvcc through htam/hip_on_cuda.h), through the plugin,
 // on a machine without any GPU. Label slow: one compiler run per file and platform.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "backends/common/plugin_host.h"
 
@@ -68,7 +67,9 @@ void CompileAll(const std::vector<std::string>& options, const char* arch) {
   fs::remove_all(dir, ec);
 }
 
-TEST(HipTaskSources, CompileForAmd) { CompileAll({"hip_platform=amd", "hip_offload_archs=gfx90a"}, nullptr); }
+TEST(HipTaskSources, CompileForAmd) {
+  CompileAll({"hip_platform=amd", "hip_offload_archs=gfx90a"}, nullptr);
+}
 
 TEST(HipTaskSources, CompileForNvidiaThroughTheCompatLayer) {
   if (!HTAM_HIP_HAVE_CUDA_PLUGIN) GTEST_SKIP() << "CUDA backend not built";

@@ -74,7 +74,9 @@ void DecodeMeta(const std::string& text, HipCompileOutput* o) {
 
 std::atomic<uint64_t> g_seq{0};
 
-std::string Processor(const std::string& target) { return target.substr(0, target.find(':')); }
+std::string Processor(const std::string& target) {
+  return target.substr(0, target.find(':'));
+}
 
 }  // namespace
 
@@ -85,7 +87,8 @@ Result<std::vector<std::string>> ParseTargets(std::string_view list) {
   std::vector<std::string> out;
   for (auto& t : SplitWords(s)) {
     if (!std::regex_match(t, kTarget)) {
-      return Status::InvalidArgument("'" + t + "' is not an AMDGPU target (expected gfxNNN, e.g. gfx90a, gfx942)");
+      return Status::InvalidArgument(
+          "'" + t + "' is not an AMDGPU target (expected gfxNNN, e.g. gfx90a, gfx942)");
     }
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
   }
@@ -125,7 +128,8 @@ Result<HipccCompiler> HipccCompiler::Create(const HipccOptions& options) {
   std::error_code ec;
   if (!c.options_.sdk_include_dir.empty())
     c.options_.sdk_include_dir = fs::absolute(c.options_.sdk_include_dir, ec).string();
-  if (!c.options_.cache_dir.empty()) c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
+  if (!c.options_.cache_dir.empty())
+    c.options_.cache_dir = fs::absolute(c.options_.cache_dir, ec).string();
   if (c.options_.work_dir.empty()) c.options_.work_dir = "/tmp";
   if (c.options_.targets.empty()) return Status::InvalidArgument("no AMDGPU target configured");
   // Resolve hipcc as posix_spawnp would; its identity keys the remembered probe.
@@ -154,7 +158,8 @@ Result<HipccCompiler> HipccCompiler::Create(const HipccOptions& options) {
   }
   std::string header;
   if (!ReadFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
-    return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir + "'");
+    return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir +
+                                      "'");
   }
   c.abi_header_hash_ = Sha256Hex(header);
   c.tc_ = std::make_shared<Toolchain>();
@@ -309,7 +314,8 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
                     std::to_string(g_seq.fetch_add(1)) + "-" + safe;
   std::error_code ec;
   fs::remove_all(dir, ec);
-  if (!fs::create_directories(dir, ec)) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  if (!fs::create_directories(dir, ec))
+    return Status::IOError("cannot create " + dir + ": " + ec.message());
   struct Cleanup {
     std::string d;
     ~Cleanup() {
@@ -321,7 +327,8 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
   if (!WriteFile(dir + "/candidate.hip", source)) return Status::IOError("cannot write " + dir);
   std::vector<std::string> argv{hipcc_path_};
   for (const auto& t : targets) argv.push_back("--offload-arch=" + t);
-  argv.insert(argv.end(), {"-fPIC", "-shared", "-fvisibility=hidden", "-I" + options_.sdk_include_dir});
+  argv.insert(argv.end(),
+              {"-fPIC", "-shared", "-fvisibility=hidden", "-I" + options_.sdk_include_dir});
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"-o", "candidate.so", "candidate.hip"});
   double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
@@ -331,8 +338,10 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
   out.diagnostics = note + TrimHipDiagnostics(r.output, dir, options_.max_diagnostic_bytes);
   if (r.signaled) return Status::Internal("hipcc was killed by a signal: " + out.diagnostics);
   if (r.exit_code != 0 || access((dir + "/candidate.so").c_str(), R_OK) != 0) {
-    if (r.exit_code == 0) out.diagnostics += "hipcc produced no shared object\n";
-    else if (r.output.empty()) out.diagnostics += "hipcc exited with code " + std::to_string(r.exit_code);
+    if (r.exit_code == 0)
+      out.diagnostics += "hipcc produced no shared object\n";
+    else if (r.output.empty())
+      out.diagnostics += "hipcc exited with code " + std::to_string(r.exit_code);
     return out;
   }
   // The code object must hold every target asked for: a missing one would fail only at load time
@@ -342,7 +351,8 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
   out.targets = *found;
   for (const auto& t : targets) {
     if (std::find(out.targets.begin(), out.targets.end(), Processor(t)) == out.targets.end()) {
-      return Status::Internal("hipcc built no code object for " + t + " (found: " + Join(out.targets) + ")");
+      return Status::Internal("hipcc built no code object for " + t +
+                              " (found: " + Join(out.targets) + ")");
     }
   }
   out.ok = true;
@@ -351,7 +361,8 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
     if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
     fs::remove(dir + "/candidate.hip", ec);
     fs::create_directories(options_.cache_dir + "/hip", ec);
-    if (rename(dir.c_str(), entry.c_str()) != 0 && access((entry + "/candidate.so").c_str(), R_OK) != 0) {
+    if (rename(dir.c_str(), entry.c_str()) != 0 &&
+        access((entry + "/candidate.so").c_str(), R_OK) != 0) {
       return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(errno));
     }
     cleanup.d.clear();

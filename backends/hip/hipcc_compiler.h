@@ -21,14 +21,14 @@
 namespace htam::hip {
 
 struct HipccOptions {
-  std::string hipcc = "hipcc";            // path or name in PATH
-  std::string sdk_include_dir;            // holds htam/kernel_abi.h
-  std::string cache_dir;                  // "" = no cache
-  std::string work_dir = "/tmp";          // temp dirs of compiles in flight
-  std::string flags = "-O3";              // operator's extra flags (split on whitespace)
+  std::string hipcc = "hipcc";    // path or name in PATH
+  std::string sdk_include_dir;    // holds htam/kernel_abi.h
+  std::string cache_dir;          // "" = no cache
+  std::string work_dir = "/tmp";  // temp dirs of compiles in flight
+  std::string flags = "-O3";      // operator's extra flags (split on whitespace)
   std::vector<std::string> targets = {"gfx90a", "gfx942"};  // default --offload-arch list
-  double timeout_s = 120;                 // default wall limit of one hipcc run
-  size_t max_diagnostic_bytes = 16384;    // diagnostics kept verbatim up to this size
+  double timeout_s = 120;                                   // default wall limit of one hipcc run
+  size_t max_diagnostic_bytes = 16384;  // diagnostics kept verbatim up to this size
 };
 
 struct HipCompileOutput {
@@ -73,8 +73,8 @@ class HipccCompiler {
   Status Probe(Toolchain* t) const;
   std::string MemoPath() const;
   HipccOptions options_;
-  std::string hipcc_path_;     // resolved
-  std::string hipcc_identity_; // path, size and mtime of the hipcc file
+  std::string hipcc_path_;      // resolved
+  std::string hipcc_identity_;  // path, size and mtime of the hipcc file
   std::string abi_header_hash_;
   std::shared_ptr<Toolchain> tc_;
 };

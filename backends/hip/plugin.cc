@@ -1,5 +1,6 @@
-// libhtam_backend_hip.so: the HIP backend behind the C plugin ABI (backends/include/htam/backend.h).
-// Two platforms, chosen at initialize (option platform = auto | amd | nvidia):
+// libhtam_backend_hip.so: the HIP backend behind the C plugin ABI
+// (backends/include/htam/backend.h). Two platforms, chosen at initialize (option platform = auto |
+// amd | nvidia):
 //   amd    — hipcc compiles for the configured AMDGPU targets (any machine); the AMD runtime path
 //            (amd_runtime.h) loads, runs and times candidates where libamdhip64 sees a GPU.
 //   nvidia — HIP candidates compile with nvcc through the compatibility layer
@@ -38,21 +39,22 @@ namespace {
 // Writes `value` into out->field only when the host's struct is large enough to hold it.
 #define HTAM_HIP_SET(out, field, value)                                               \
   do {                                                                                \
-    if ((out)->struct_size >= offsetof(std::remove_pointer_t<decltype(out)>, field) + \
-                                  sizeof((out)->field))                               \
+    if ((out)->struct_size >=                                                         \
+        offsetof(std::remove_pointer_t<decltype(out)>, field) + sizeof((out)->field)) \
       (out)->field = (value);                                                         \
   } while (0)
 
 enum class Platform { kAmd, kNvidia };
 
 // The HIP headers a candidate may include; on NVIDIA each one is a shim to hip_on_cuda.h.
-const char* const kShimHeaders[] = {"hip_runtime.h", "hip_runtime_api.h", "hip_fp16.h",
-                                    "hip_bfloat16.h", "hip_bf16.h", "hip_vector_types.h",
+const char* const kShimHeaders[] = {"hip_runtime.h",  "hip_runtime_api.h", "hip_fp16.h",
+                                    "hip_bfloat16.h", "hip_bf16.h",        "hip_vector_types.h",
                                     "hip_common.h"};
 
 const char* kNotRunNote =
     "The AMD runtime path (libamdhip64 via dlopen, hipEvent timing with cache flush, the gate of "
-    "backends/common) is compiled in CI but has never run on an AMD GPU: none was reachable when it "
+    "backends/common) is compiled in CI but has never run on an AMD GPU: none was reachable when "
+    "it "
     "was written.";
 
 double ToDouble(const std::string& s, double def) {
@@ -63,7 +65,9 @@ double ToDouble(const std::string& s, double def) {
   }
 }
 
-std::string Status2(const htam::Status& s) { return s.ToString(); }
+std::string Status2(const htam::Status& s) {
+  return s.ToString();
+}
 
 htam_backend_error_code CodeOf(const htam::Status& s) {
   using C = htam::Status::Code;
@@ -75,7 +79,9 @@ htam_backend_error_code CodeOf(const htam::Status& s) {
   }
 }
 
-htam_backend_error* ToError(const hh::AmdFault& f) { return MakeError(f.code, f.message); }
+htam_backend_error* ToError(const hh::AmdFault& f) {
+  return MakeError(f.code, f.message);
+}
 
 // Directory of this plugin (to find libhtam_backend_cuda.so beside it or in the build tree).
 std::string SelfDir() {
@@ -188,8 +194,10 @@ void SetUpAmd(htam_backend* b, std::string* why) {
     o.targets = b->targets;
     o.max_diagnostic_bytes = size_t(ToDouble(b->Opt("max_diagnostic_bytes", ""), 16384));
     auto c = hh::HipccCompiler::Create(o);
-    if (c.ok()) b->hipcc.emplace(std::move(c).value());
-    else b->hipcc_error = c.status().ToString();
+    if (c.ok())
+      b->hipcc.emplace(std::move(c).value());
+    else
+      b->hipcc_error = c.status().ToString();
   }
   auto rt = hh::AmdRuntime::Load(b->Opt("runtime_library", "libamdhip64.so.5"));
   if (!rt.ok()) {
@@ -232,8 +240,10 @@ void DescribeAmd(htam_backend* b, const std::string& why) {
       n << " Not built: " << ListText(b->hipcc->unsupported_targets())
         << " (this HIP toolchain cannot target it; HIP >= 5.7 / LLVM >= 17 can).";
   }
-  if (b->can_run) n << " " << b->amd_props.size() << " AMD GPU(s). ";
-  else n << " Runtime path cannot run here (compile only): " << why << ". ";
+  if (b->can_run)
+    n << " " << b->amd_props.size() << " AMD GPU(s). ";
+  else
+    n << " Runtime path cannot run here (compile only): " << why << ". ";
   n << kNotRunNote;
   b->notes = n.str();
 }
@@ -249,7 +259,8 @@ htam::Status WriteShims(htam_backend* b) {
   std::string base = (b->cache_dir.empty() ? b->work_dir : b->cache_dir) + "/hip";
   b->shim_dir = base + "/nvidia-shim-" + hash;
   // The layer's hash is part of the flags, hence of the CUDA compile cache key.
-  b->compat_flags = "-I" + b->shim_dir + " -include " + header + " -DHTAM_HIP_ON_CUDA_LAYER=0x" + hash;
+  b->compat_flags =
+      "-I" + b->shim_dir + " -include " + header + " -DHTAM_HIP_ON_CUDA_LAYER=0x" + hash;
   std::error_code ec;
   if (fs::exists(b->shim_dir + "/hip/hip_runtime.h", ec)) return htam::Status::OK();
   std::string tmp = base + "/.shim-" + std::to_string(getpid()) + "-" + hash;
@@ -262,7 +273,8 @@ htam::Status WriteShims(htam_backend* b) {
          "#include <htam/hip_on_cuda.h>\n";
     if (!f) return htam::Status::IOError("cannot write shim " + std::string(h));
   }
-  if (rename(tmp.c_str(), b->shim_dir.c_str()) != 0) fs::remove_all(tmp, ec);  // raced: theirs is equal
+  if (rename(tmp.c_str(), b->shim_dir.c_str()) != 0)
+    fs::remove_all(tmp, ec);  // raced: theirs is equal
   return fs::exists(b->shim_dir + "/hip/hip_runtime.h", ec)
              ? htam::Status::OK()
              : htam::Status::IOError("cannot publish " + b->shim_dir);
@@ -273,7 +285,8 @@ bool SetUpNvidia(htam_backend* b, std::string* why) {
   std::string path = b->Opt("cuda_plugin", "");
   if (path.empty()) {
     std::string self = SelfDir();
-    for (const std::string& c : {self + "/libhtam_backend_cuda.so", self + "/../cuda/libhtam_backend_cuda.so"}) {
+    for (const std::string& c :
+         {self + "/libhtam_backend_cuda.so", self + "/../cuda/libhtam_backend_cuda.so"}) {
       if (access(c.c_str(), R_OK) == 0) {
         path = c;
         break;
@@ -317,11 +330,14 @@ bool SetUpNvidia(htam_backend* b, std::string* why) {
   for (int i = 0; i < d.num_devices; ++i) b->infos.push_back(d.devices[i]);
   b->version = std::string("htam hip backend (platform nvidia, HIP through htam/hip_on_cuda.h); ") +
                (d.version ? d.version : "");
-  b->notes = "platform nvidia: HIP candidates compile with nvcc through htam/hip_on_cuda.h (the "
-             "supported subset is in docs/backends-hip.md; warpSize is 32 here) and run, are timed "
-             "and verified on the CUDA backend's runtime path (" + path + "). " +
-             (b->can_run ? std::string("") : "No CUDA device: " + std::string(d.notes ? d.notes : "") + ". ") +
-             kNotRunNote;
+  b->notes =
+      "platform nvidia: HIP candidates compile with nvcc through htam/hip_on_cuda.h (the "
+      "supported subset is in docs/backends-hip.md; warpSize is 32 here) and run, are timed "
+      "and verified on the CUDA backend's runtime path (" +
+      path + "). " +
+      (b->can_run ? std::string("")
+                  : "No CUDA device: " + std::string(d.notes ? d.notes : "") + ". ") +
+      kNotRunNote;
   return true;
 }
 
@@ -345,10 +361,11 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
                                                                 htam_backend** out) {
   if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "initialize: null argument");
   if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor < g_hip_built_minor) {
-    return MakeError(HTAM_ERR_VERSION,
-                     "hip plugin built for backend API " + std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) +
-                         "." + std::to_string(HTAM_BACKEND_API_VERSION_MINOR) + ", host has " +
-                         std::to_string(host->api_major) + "." + std::to_string(host->api_minor));
+    return MakeError(HTAM_ERR_VERSION, "hip plugin built for backend API " +
+                                           std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) + "." +
+                                           std::to_string(HTAM_BACKEND_API_VERSION_MINOR) +
+                                           ", host has " + std::to_string(host->api_major) + "." +
+                                           std::to_string(host->api_minor));
   }
   auto b = std::make_unique<htam_backend>();
   if (host->struct_size >= offsetof(htam_backend_host, log_ctx) + sizeof(void*)) {
@@ -361,9 +378,12 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
     if (eq != std::string::npos) b->options[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   std::error_code ec;
-  b->sdk_include_dir = fs::absolute(host->sdk_include_dir ? host->sdk_include_dir : "sdk/include", ec).string();
-  b->cache_dir = host->cache_dir && *host->cache_dir ? fs::absolute(host->cache_dir, ec).string() : "";
-  b->work_dir = host->work_dir && *host->work_dir ? fs::absolute(host->work_dir, ec).string() : "/tmp";
+  b->sdk_include_dir =
+      fs::absolute(host->sdk_include_dir ? host->sdk_include_dir : "sdk/include", ec).string();
+  b->cache_dir =
+      host->cache_dir && *host->cache_dir ? fs::absolute(host->cache_dir, ec).string() : "";
+  b->work_dir =
+      host->work_dir && *host->work_dir ? fs::absolute(host->work_dir, ec).string() : "/tmp";
 
   std::string platform = b->Opt("platform", "auto");
   if (platform != "auto" && platform != "amd" && platform != "nvidia") {
@@ -379,7 +399,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
     SetUpAmd(b.get(), &amd_why);
     // auto: an AMD GPU wins; else an NVIDIA GPU through the CUDA backend; else AMD compile-only.
     // (An NVIDIA driver is looked for first, so that a machine without one pays nothing.)
-    if (platform == "auto" && b->amd_props.empty() && (access("/proc/driver/nvidia/version", R_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0) &&
+    if (platform == "auto" && b->amd_props.empty() &&
+        (access("/proc/driver/nvidia/version", R_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0) &&
         SetUpNvidia(b.get(), &nv_why) && !b->can_run) {
       b->cuda.reset();
       b->cuda_lib.reset();
@@ -422,8 +443,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "compile: null argument");
   }
   if (req->language && *req->language && std::strcmp(req->language, "hip") != 0) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
-                     std::string("hip backend compiles language 'hip', not '") + req->language + "'");
+    return MakeError(
+        HTAM_ERR_INVALID_ARGUMENT,
+        std::string("hip backend compiles language 'hip', not '") + req->language + "'");
   }
   std::string arch = req->arch ? req->arch : "";
   std::string options = req->options ? req->options : "";
@@ -457,7 +479,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
     targets = *t;
   }
   std::string_view source(req->source ? req->source : "", req->source_len);
-  auto r = b->hipcc->Compile(source, targets, options, req->name ? req->name : "candidate", req->timeout_s);
+  auto r = b->hipcc->Compile(source, targets, options, req->name ? req->name : "candidate",
+                             req->timeout_s);
   if (!r.ok()) return MakeError(CodeOf(r.status()), Status2(r.status()));
   if (!r->ok) return MakeError(HTAM_ERR_COMPILE, r->diagnostics);
   a->amd = std::move(r).value();
@@ -486,12 +509,14 @@ HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
                                                                  htam_device** out) {
   if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_open: null argument");
-  if (!b->can_run) return MakeError(HTAM_ERR_UNAVAILABLE, "hip backend cannot run here: " + b->notes);
+  if (!b->can_run)
+    return MakeError(HTAM_ERR_UNAVAILABLE, "hip backend cannot run here: " + b->notes);
   auto d = std::make_unique<htam_device>();
   d->backend = b;
   d->call_timeout_ms = ToDouble(b->Opt("call_timeout_ms", ""), 10000);
   if (b->platform == Platform::kNvidia) {
-    if (htam_backend_error* e = b->capi().device_open(b->cuda->handle(), index, &d->inner)) return e;
+    if (htam_backend_error* e = b->capi().device_open(b->cuda->handle(), index, &d->inner))
+      return e;
     *out = d.release();
     return nullptr;
   }
@@ -533,16 +558,19 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const 
   auto m = std::make_unique<htam_module>();
   m->device = d;
   if (d->inner) {
-    if (a->platform != Platform::kNvidia) return MakeError(HTAM_ERR_LOAD, "artifact was built for AMD GPUs");
+    if (a->platform != Platform::kNvidia)
+      return MakeError(HTAM_ERR_LOAD, "artifact was built for AMD GPUs");
     if (htam_backend_error* e = d->backend->capi().load(d->inner, a->inner, &m->inner)) return e;
     *out = m.release();
     return nullptr;
   }
-  if (a->platform != Platform::kAmd) return MakeError(HTAM_ERR_LOAD, "artifact was built for NVIDIA GPUs");
+  if (a->platform != Platform::kAmd)
+    return MakeError(HTAM_ERR_LOAD, "artifact was built for NVIDIA GPUs");
   const std::string& arch = d->amd->props().arch;
   if (std::find(a->amd.targets.begin(), a->amd.targets.end(), arch) == a->amd.targets.end()) {
     return MakeError(HTAM_ERR_LOAD, "candidate holds no code object for " + arch + " (built for " +
-                                        ListText(a->amd.targets) + "); add it to eval.hip_offload_archs");
+                                        ListText(a->amd.targets) +
+                                        "); add it to eval.hip_offload_archs");
   }
   dlerror();
   void* h = dlopen(a->amd.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -553,7 +581,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const 
   void* sym = dlsym(h, "htam_kernel");
   if (!sym) {
     dlclose(h);
-    return MakeError(HTAM_ERR_LOAD, "candidate does not export htam_kernel (declare it with HTAM_KERNEL_ENTRY)");
+    return MakeError(HTAM_ERR_LOAD,
+                     "candidate does not export htam_kernel (declare it with HTAM_KERNEL_ENTRY)");
   }
   if (auto f = d->amd->CheckPending("loading candidate")) return ToError(*f);
   m->handle = h;
@@ -578,7 +607,8 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d
   b->device = d;
   b->bytes = bytes;
   if (d->inner) {
-    if (htam_backend_error* e = d->backend->capi().buffer_alloc(d->inner, bytes, &b->inner)) return e;
+    if (htam_backend_error* e = d->backend->capi().buffer_alloc(d->inner, bytes, &b->inner))
+      return e;
   } else if (auto f = d->amd->Alloc(bytes, &b->ptr)) {
     return ToError(*f);
   }
@@ -588,8 +618,10 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d
 
 HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
   if (!b) return;
-  if (b->inner) b->device->backend->capi().buffer_free(b->inner);
-  else b->device->amd->Free(b->ptr);
+  if (b->inner)
+    b->device->backend->capi().buffer_free(b->inner);
+  else
+    b->device->amd->Free(b->ptr);
   delete b;
 }
 
@@ -602,54 +634,65 @@ namespace {
 htam_backend_error* CheckRange(htam_buffer* b, uint64_t offset, uint64_t bytes) {
   if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null buffer");
   if (offset > b->bytes || bytes > b->bytes - offset) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "range [" + std::to_string(offset) + ", +" +
-                                                    std::to_string(bytes) + ") outside a buffer of " +
-                                                    std::to_string(b->bytes) + " bytes");
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                     "range [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                         ") outside a buffer of " + std::to_string(b->bytes) + " bytes");
   }
   return nullptr;
 }
 }  // namespace
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst, uint64_t offset,
-                                                                    const void* src, uint64_t bytes) {
-  if (dst && dst->inner) return dst->device->backend->capi().copy_to_device(dst->inner, offset, src, bytes);
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst,
+                                                                    uint64_t offset,
+                                                                    const void* src,
+                                                                    uint64_t bytes) {
+  if (dst && dst->inner)
+    return dst->device->backend->capi().copy_to_device(dst->inner, offset, src, bytes);
   if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
   if (bytes == 0) return nullptr;
   if (!src) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_device: null source");
-  if (auto f = dst->device->amd->CopyToDevice(static_cast<char*>(dst->ptr) + offset, src, bytes)) return ToError(*f);
+  if (auto f = dst->device->amd->CopyToDevice(static_cast<char*>(dst->ptr) + offset, src, bytes))
+    return ToError(*f);
   return nullptr;
 }
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
                                                                   uint64_t offset, uint64_t bytes) {
-  if (src && src->inner) return src->device->backend->capi().copy_to_host(dst, src->inner, offset, bytes);
+  if (src && src->inner)
+    return src->device->backend->capi().copy_to_host(dst, src->inner, offset, bytes);
   if (htam_backend_error* e = CheckRange(src, offset, bytes)) return e;
   if (bytes == 0) return nullptr;
   if (!dst) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_host: null destination");
-  if (auto f = src->device->amd->CopyToHost(dst, static_cast<char*>(src->ptr) + offset, bytes)) return ToError(*f);
+  if (auto f = src->device->amd->CopyToHost(dst, static_cast<char*>(src->ptr) + offset, bytes))
+    return ToError(*f);
   return nullptr;
 }
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, uint64_t offset,
                                                             uint8_t value, uint64_t bytes) {
-  if (dst && dst->inner) return dst->device->backend->capi().memset(dst->inner, offset, value, bytes);
+  if (dst && dst->inner)
+    return dst->device->backend->capi().memset(dst->inner, offset, value, bytes);
   if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
   if (bytes == 0) return nullptr;
-  if (auto f = dst->device->amd->Memset(static_cast<char*>(dst->ptr) + offset, value, bytes)) return ToError(*f);
+  if (auto f = dst->device->amd->Memset(static_cast<char*>(dst->ptr) + offset, value, bytes))
+    return ToError(*f);
   return nullptr;
 }
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* inputs,
                                                          int32_t num_inputs, htam_tensor* outputs,
                                                          int32_t num_outputs, int32_t* kernel_rc) {
-  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) || (num_outputs && !outputs)) {
+  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) ||
+      (num_outputs && !outputs)) {
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "run: bad arguments");
   }
   if (m->inner) {
-    return m->device->backend->capi().run(m->inner, inputs, num_inputs, outputs, num_outputs, kernel_rc);
+    return m->device->backend->capi().run(m->inner, inputs, num_inputs, outputs, num_outputs,
+                                          kernel_rc);
   }
   if (kernel_rc) *kernel_rc = 0;
-  auto f = m->device->amd->Call(m->fn, inputs, num_inputs, outputs, num_outputs, m->device->call_timeout_ms);
+  auto f = m->device->amd->Call(m->fn, inputs, num_inputs, outputs, num_outputs,
+                                m->device->call_timeout_ms);
   if (f) {
     if (kernel_rc) *kernel_rc = f->kernel_rc;
     return ToError(*f);
@@ -667,8 +710,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   r.struct_size = sizeof r;
   if (req->struct_size < sizeof r) r.call_timeout_ms = 0;  // fields the host did not send
   if (r.call_timeout_ms <= 0) r.call_timeout_ms = m->device->call_timeout_ms;
-  double* rep_us =
-      res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*) ? res->rep_us : nullptr;
+  double* rep_us = res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*)
+                       ? res->rep_us
+                       : nullptr;
   hh::AmdTimeStats stats;
   if (auto f = m->device->amd->Time(m->fn, r, rep_us, &stats)) return ToError(*f);
   HTAM_HIP_SET(res, warmup_done, stats.warmup_done);
@@ -683,14 +727,14 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(htam_module* m, const htam_tensor* inputs,
-                                                             int32_t num_inputs, htam_tensor* outputs,
-                                                             int32_t num_outputs,
-                                                             htam_profile_report* out) {
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
+    htam_module* m, const htam_tensor* inputs, int32_t num_inputs, htam_tensor* outputs,
+    int32_t num_outputs, htam_profile_report* out) {
   if (!m || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile: null argument");
   if (m->inner) {
     const htam::PluginApi& api = m->device->backend->capi();
-    if (!api.profile) return MakeError(HTAM_ERR_UNSUPPORTED, "the CUDA plugin has no profile stage");
+    if (!api.profile)
+      return MakeError(HTAM_ERR_UNSUPPORTED, "the CUDA plugin has no profile stage");
     return api.profile(m->inner, inputs, num_inputs, outputs, num_outputs, out);
   }
   hh::AmdClocks c = m->device->amd->ReadClocks();

@@ -69,7 +69,8 @@ Result<ToolResult> RunTool(const std::vector<std::string>& argv, const std::stri
   char buf[8192];
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) {
       r.timed_out = true;
       kill(-pid, SIGKILL);
@@ -90,10 +91,13 @@ Result<ToolResult> RunTool(const std::vector<std::string>& argv, const std::stri
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  r.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!r.timed_out) {
-    if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-    else r.signaled = true;
+    if (WIFEXITED(st))
+      r.exit_code = WEXITSTATUS(st);
+    else
+      r.signaled = true;
   }
   return r;
 }

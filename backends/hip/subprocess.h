@@ -1,7 +1,7 @@
-// Runs a toolchain program (hipcc, clang-offload-bundler) as a child process with a wall-clock limit,
-// capturing stdout and stderr together. The child leads its own process group so that a timeout kills
-// the whole tool chain (hipcc is a Perl script that spawns clang, lld, the offload bundler).
-// Thread-safety: RunTool is safe to call from several threads at once.
+// Runs a toolchain program (hipcc, clang-offload-bundler) as a child process with a wall-clock
+// limit, capturing stdout and stderr together. The child leads its own process group so that a
+// timeout kills the whole tool chain (hipcc is a Perl script that spawns clang, lld, the offload
+// bundler). Thread-safety: RunTool is safe to call from several threads at once.
 #pragma once
 
 #include <string>

@@ -44,7 +44,8 @@ Status CheckValue(const OptionSpec& spec, std::string_view value) {
       errno = 0;
       std::strtoll(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || errno != 0)
-        return Status::InvalidArgument("option " + spec.name + " wants an integer, got '" + v + "'");
+        return Status::InvalidArgument("option " + spec.name + " wants an integer, got '" + v +
+                                       "'");
       return Status::OK();
     case OptionType::kDouble:
       errno = 0;
@@ -56,7 +57,8 @@ Status CheckValue(const OptionSpec& spec, std::string_view value) {
       if (v == "true" || v == "false" || v == "1" || v == "0" || v == "yes" || v == "no" ||
           v == "on" || v == "off")
         return Status::OK();
-      return Status::InvalidArgument("option " + spec.name + " wants true or false, got '" + v + "'");
+      return Status::InvalidArgument("option " + spec.name + " wants true or false, got '" + v +
+                                     "'");
   }
   return Status::OK();
 }
@@ -93,8 +95,8 @@ Result<Config> Config::Parse(int argc, const char* const* argv, const ProgramInf
       "Options (file: [section] name = value; command line: --section.name value)",
       /*line_length=*/120, /*min_description_length=*/60);
   for (const auto& s : OptionTable()) {
-    std::string help = s.help + " [" + TypeName(s.type) + ", default: " +
-                       (s.default_value.empty() ? "\"\"" : s.default_value) + "]";
+    std::string help = s.help + " [" + TypeName(s.type) +
+                       ", default: " + (s.default_value.empty() ? "\"\"" : s.default_value) + "]";
     table.add_options()(s.name.c_str(), po::value<std::string>(), help.c_str());
   }
   po::options_description all(/*line_length=*/120, /*min_description_length=*/60);
@@ -159,9 +161,15 @@ const std::string& Config::Raw(std::string_view name) const {
   return it->second;
 }
 
-std::string Config::GetString(std::string_view name) const { return Raw(name); }
-int64_t Config::GetInt(std::string_view name) const { return std::strtoll(Raw(name).c_str(), nullptr, 10); }
-double Config::GetDouble(std::string_view name) const { return std::strtod(Raw(name).c_str(), nullptr); }
+std::string Config::GetString(std::string_view name) const {
+  return Raw(name);
+}
+int64_t Config::GetInt(std::string_view name) const {
+  return std::strtoll(Raw(name).c_str(), nullptr, 10);
+}
+double Config::GetDouble(std::string_view name) const {
+  return std::strtod(Raw(name).c_str(), nullptr);
+}
 bool Config::GetBool(std::string_view name) const {
   const std::string& v = Raw(name);
   return v == "true" || v == "1" || v == "yes" || v == "on";
@@ -179,8 +187,8 @@ std::string Config::Dump(bool defaults_only) const {
       o << "\n[" << section << "]\n";
     }
     std::string name = s.name.substr(s.section.size() + 1);
-    o << "\n# " << s.help << "\n# type: " << TypeName(s.type) << "; default: "
-      << (s.default_value.empty() ? "(empty)" : s.default_value)
+    o << "\n# " << s.help << "\n# type: " << TypeName(s.type)
+      << "; default: " << (s.default_value.empty() ? "(empty)" : s.default_value)
       << (s.runtime ? "; can change at run time" : "") << "\n";
     const std::string& v = defaults_only ? s.default_value : Raw(s.name);
     o << name << " = " << v << "\n";

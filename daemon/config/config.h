@@ -17,7 +17,7 @@ namespace htam {
 enum class OptionType { kString, kInt, kDouble, kBool };
 
 struct OptionSpec {
-  std::string name;           // "section.name"
+  std::string name;  // "section.name"
   std::string section;
   OptionType type;
   std::string default_value;  // as written in the file
@@ -29,8 +29,8 @@ struct OptionSpec {
 const std::vector<OptionSpec>& OptionTable();
 
 struct ProgramInfo {
-  std::string name;      // "htamd"
-  std::string summary;   // one line for --help
+  std::string name;     // "htamd"
+  std::string summary;  // one line for --help
   std::string version;
 };
 

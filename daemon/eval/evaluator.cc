@@ -191,8 +191,8 @@ bool UserCanReach(const std::string& user, const std::vector<std::string>& paths
   close(fds[0]);
   if (pid > 0) waitpid(pid, nullptr, 0);
   if (bad == -1) return true;
-  *blocked = bad == -2 ? std::string("cannot switch to that user")
-                       : paths[static_cast<size_t>(bad)];
+  *blocked =
+      bad == -2 ? std::string("cannot switch to that user") : paths[static_cast<size_t>(bad)];
   return false;
 }
 }  // namespace
@@ -217,16 +217,24 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
 std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
                                                    const std::string& plugin,
                                                    const std::string& backend) const {
-  std::vector<std::string> a{worker_path_, "--plugin", plugin, "--device", std::to_string(s.device),
-                             "--sdk-include", sdk_include_, "--jobs",
+  std::vector<std::string> a{worker_path_,
+                             "--plugin",
+                             plugin,
+                             "--device",
+                             std::to_string(s.device),
+                             "--sdk-include",
+                             sdk_include_,
+                             "--jobs",
                              std::to_string(std::max<int64_t>(1, cfg_.GetInt("eval.worker_jobs"))),
-                             "--log-level", cfg_.GetString("general.log_level")};
+                             "--log-level",
+                             cfg_.GetString("general.log_level")};
   if (!opt_.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", opt_.cache_dir});
   // Backend options: eval.<backend>_<key> -> key=value.
   std::string prefix = "eval." + backend + "_";
   for (const auto& spec : OptionTable()) {
     if (spec.name.rfind(prefix, 0) == 0)
-      a.insert(a.end(), {"--option", spec.name.substr(prefix.size()) + "=" + cfg_.GetString(spec.name)});
+      a.insert(a.end(),
+               {"--option", spec.name.substr(prefix.size()) + "=" + cfg_.GetString(spec.name)});
   }
   if (describe) a.push_back("--describe");
   return a;
@@ -236,13 +244,17 @@ Status EvaluatorImpl::Init() {
   const std::string exe = ExeDir();
   // Worker binary.
   std::vector<std::string> worker_candidates;
-  if (!opt_.worker_path.empty()) worker_candidates.push_back(opt_.worker_path);
+  if (!opt_.worker_path.empty())
+    worker_candidates.push_back(opt_.worker_path);
   else
     worker_candidates = {exe + "/htam-eval-worker", exe + "/eval/htam-eval-worker",
                          exe + "/../daemon/eval/htam-eval-worker",
                          std::string(HTAM_BUILD_DIR) + "/daemon/eval/htam-eval-worker"};
   for (const auto& c : worker_candidates)
-    if (IsFile(c)) { worker_path_ = MakeAbsolute(c); break; }
+    if (IsFile(c)) {
+      worker_path_ = MakeAbsolute(c);
+      break;
+    }
   if (worker_path_.empty())
     return Status::NotFound("htam-eval-worker not found (set eval.worker_path); looked at " +
                             worker_candidates.front());
@@ -259,7 +271,8 @@ Status EvaluatorImpl::Init() {
   if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir));
   // Plugins.
   std::vector<std::string> dirs;
-  if (!opt_.plugin_dir.empty()) dirs.push_back(opt_.plugin_dir);
+  if (!opt_.plugin_dir.empty())
+    dirs.push_back(opt_.plugin_dir);
   else
     dirs = {exe, exe + "/plugins", std::string(HTAM_BUILD_DIR) + "/backends/cpu",
             std::string(HTAM_BUILD_DIR) + "/backends/cuda",
@@ -338,8 +351,8 @@ Status EvaluatorImpl::Init() {
       s->info.worker = "local:" + name + ":" + std::to_string(s->device);
       slots_.push_back(std::move(s));
     }
-    HTAM_LOG(kInfo, "eval") << "backend " << name << " (" << p.version << "): "
-                            << p.devices.size() << " device(s)";
+    HTAM_LOG(kInfo, "eval") << "backend " << name << " (" << p.version << "): " << p.devices.size()
+                            << " device(s)";
   }
   if (slots_.empty()) {
     notes_.push_back("no backend can evaluate here; Submit answers Unavailable");
@@ -497,7 +510,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         break;
       }
     }
-    auto deadline = std::min({stage_deadline, job_deadline, Clock::now() + std::chrono::milliseconds(250)});
+    auto deadline =
+        std::min({stage_deadline, job_deadline, Clock::now() + std::chrono::milliseconds(250)});
     auto f = w->Receive(deadline, capture, flood);
     if (f.ok()) {
       const std::string type = f->value("type", "");
@@ -538,12 +552,12 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       if (Clock::now() < std::min(stage_deadline, job_deadline)) continue;  // poll tick
       w->Kill();
       r.status = fb::OutcomeStatus::Timeout;
-      r.diagnostics = "timed out during " + stage + " (limit " +
-                      std::to_string(stage.rfind("compile", 0) == 0
-                                         ? cfg_.GetInt("eval.compile_timeout_s")
-                                         : cfg_.GetInt("eval.case_timeout_s")) +
-                      " s per stage, " + std::to_string(cfg_.GetInt("eval.job_timeout_s")) +
-                      " s per job); the worker was killed";
+      r.diagnostics =
+          "timed out during " + stage + " (limit " +
+          std::to_string(stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s")
+                                                        : cfg_.GetInt("eval.case_timeout_s")) +
+          " s per stage, " + std::to_string(cfg_.GetInt("eval.job_timeout_s")) +
+          " s per job); the worker was killed";
       finished = true;
     } else if (e.code() == Status::Code::kResourceExhausted) {
       w->Kill();
@@ -642,7 +656,8 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
 Result<EvalResult> EvaluatorImpl::Evaluate(EvalJob job) {
   auto promise = std::make_shared<std::promise<EvalResult>>();
   auto fut = promise->get_future();
-  HTAM_RETURN_IF_ERROR(Submit(std::move(job), [promise](EvalResult r) { promise->set_value(std::move(r)); }));
+  HTAM_RETURN_IF_ERROR(
+      Submit(std::move(job), [promise](EvalResult r) { promise->set_value(std::move(r)); }));
   return fut.get();
 }
 

@@ -22,19 +22,19 @@ namespace htam::eval {
 // One candidate to evaluate on one backend.
 struct EvalJob {
   uint64_t job_id = 0;
-  std::string task_dir;    // configs/tasks/<name> (holds task.json and references)
-  std::string backend;     // "cpu", "cuda", "hip"
-  std::string arch;        // "" = any device of that backend; else e.g. "sm_90", "x86_64"
-  std::string language;    // "" = the backend's language; else must match it ("cpp", "cuda")
-  std::string source;      // the candidate's source text (hostile input)
+  std::string task_dir;  // configs/tasks/<name> (holds task.json and references)
+  std::string backend;   // "cpu", "cuda", "hip"
+  std::string arch;      // "" = any device of that backend; else e.g. "sm_90", "x86_64"
+  std::string language;  // "" = the backend's language; else must match it ("cpp", "cuda")
+  std::string source;    // the candidate's source text (hostile input)
 };
 
 struct EvalResult {
   uint64_t job_id = 0;
   fb::OutcomeStatus status = fb::OutcomeStatus::InfraError;
-  std::string diagnostics;     // compiler output, gate failure reason, crash signal, ...
-  double median_us = 0;        // candidate, per call, over `repetitions` timed calls
-  double spread_us = 0;        // interquartile range
+  std::string diagnostics;  // compiler output, gate failure reason, crash signal, ...
+  double median_us = 0;     // candidate, per call, over `repetitions` timed calls
+  double spread_us = 0;     // interquartile range
   uint32_t repetitions = 0;
   double baseline_us = 0;      // the task's reference, timed the same way in the same worker
   double speedup = 0;          // baseline_us / median_us (0 unless Ok)
@@ -50,11 +50,11 @@ struct EvalOptions {
   // Directory of backend plugins (libhtam_backend_*.so). Empty = next to the worker binary's
   // ../backends/<name>/ in a build tree, then the worker's directory.
   std::string plugin_dir;
-  std::string worker_path;     // htam-eval-worker; empty = found next to the running binary
-  std::vector<std::string> backends;  // which plugins to start ("cpu", "cuda"); empty = all found
-  std::string cache_dir;       // compile cache; empty = <data_dir>/eval-cache
-  std::string scratch_dir;     // parent of the workers' private temp dirs; empty = /tmp
-  std::string sdk_include_dir; // holds htam/kernel_abi.h; empty = <source root>/sdk/include
+  std::string worker_path;             // htam-eval-worker; empty = found next to the running binary
+  std::vector<std::string> backends;   // which plugins to start ("cpu", "cuda"); empty = all found
+  std::string cache_dir;               // compile cache; empty = <data_dir>/eval-cache
+  std::string scratch_dir;             // parent of the workers' private temp dirs; empty = /tmp
+  std::string sdk_include_dir;         // holds htam/kernel_abi.h; empty = <source root>/sdk/include
   Config config = Config::Defaults();  // everything else (timeouts, limits, counts) from `eval.*`
 
   static EvalOptions FromConfig(const Config& config);

@@ -16,7 +16,10 @@ Status WriteAll(int fd, const char* p, size_t n) {
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
     if (w < 0 && errno == ENOTSOCK) w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN) { usleep(1000); continue; }
+    if (w < 0 && errno == EAGAIN) {
+      usleep(1000);
+      continue;
+    }
     if (w <= 0) return Status::IOError(std::string("frame write: ") + std::strerror(errno));
     p += w;
     n -= size_t(w);
@@ -70,7 +73,8 @@ Result<nlohmann::json> ReadFrame(int fd) {
   if (r == 0) return Status::NotFound("peer closed");
   if (r < 0) return Status::IOError("frame read failed");
   uint32_t n = uint32_t(hdr[0]) << 24 | uint32_t(hdr[1]) << 16 | uint32_t(hdr[2]) << 8 | hdr[3];
-  if (n > kMaxFrameBytes) return Status::Corruption("frame length " + std::to_string(n) + " too large");
+  if (n > kMaxFrameBytes)
+    return Status::Corruption("frame length " + std::to_string(n) + " too large");
   std::string body(n, '\0');
   if (ReadAll(fd, body.data(), n) != 1) return Status::IOError("truncated frame");
   return Parse(body.data(), body.size());
@@ -82,7 +86,10 @@ bool FrameReader::Feed(int fd) {
     ssize_t r = ::read(fd, buf, sizeof buf);
     if (r > 0) {
       buf_.append(buf, size_t(r));
-      if (buf_.size() > kMaxFrameBytes + 4) { eof_ = true; return false; }
+      if (buf_.size() > kMaxFrameBytes + 4) {
+        eof_ = true;
+        return false;
+      }
       continue;
     }
     if (r < 0 && errno == EINTR) continue;

@@ -7,9 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "daemon/util/status.h"
 

@@ -1,10 +1,9 @@
 // Framing of the worker protocol: round trip, EOF, malformed lengths and bodies.
 #include "daemon/eval/frame.h"
 
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 namespace htam::eval {
 namespace {

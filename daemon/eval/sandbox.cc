@@ -48,12 +48,18 @@ std::vector<MountEntry> ReadMounts() {
     std::istringstream os(opts);
     std::string o;
     while (std::getline(os, o, ',')) {
-      if (o == "nosuid") f |= MS_NOSUID;
-      else if (o == "nodev") f |= MS_NODEV;
-      else if (o == "noexec") f |= MS_NOEXEC;
-      else if (o == "noatime") f |= MS_NOATIME;
-      else if (o == "nodiratime") f |= MS_NODIRATIME;
-      else if (o == "relatime") f |= MS_RELATIME;
+      if (o == "nosuid")
+        f |= MS_NOSUID;
+      else if (o == "nodev")
+        f |= MS_NODEV;
+      else if (o == "noexec")
+        f |= MS_NOEXEC;
+      else if (o == "noatime")
+        f |= MS_NOATIME;
+      else if (o == "nodiratime")
+        f |= MS_NODIRATIME;
+      else if (o == "relatime")
+        f |= MS_RELATIME;
     }
     out.push_back({mp, f});
   }
@@ -80,7 +86,8 @@ std::string DescribeWaitStatus(int st) {
   if (WIFSIGNALED(st)) {
     int s = WTERMSIG(st);
     const char* d = strsignal(s);
-    return std::string(sigabbrev_np(s) ? "SIG" + std::string(sigabbrev_np(s)) : "signal " + std::to_string(s)) +
+    return std::string(sigabbrev_np(s) ? "SIG" + std::string(sigabbrev_np(s))
+                                       : "signal " + std::to_string(s)) +
            " (" + (d ? d : "?") + ")";
   }
   return "status " + std::to_string(st);
@@ -88,19 +95,22 @@ std::string DescribeWaitStatus(int st) {
 
 void RemoveTree(const std::string& path) {
   if (path.empty()) return;
-  nftw(path.c_str(),
-       [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : 0; },
-       16, FTW_DEPTH | FTW_PHYS);
+  nftw(
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : 0; },
+      16, FTW_DEPTH | FTW_PHYS);
 }
 
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<std::string>& argv,
                                                             const SandboxOptions& o) {
   std::unique_ptr<WorkerProcess> w(new WorkerProcess);
-  std::string tmpl = (o.scratch_dir.empty() ? std::string("/tmp") : o.scratch_dir) + "/htam-worker-XXXXXX";
+  std::string tmpl =
+      (o.scratch_dir.empty() ? std::string("/tmp") : o.scratch_dir) + "/htam-worker-XXXXXX";
   std::vector<char> tbuf(tmpl.begin(), tmpl.end());
   tbuf.push_back('\0');
   if (!mkdtemp(tbuf.data()))
-    return Status::IOError("creating worker temp dir under " + o.scratch_dir + ": " + strerror(errno));
+    return Status::IOError("creating worker temp dir under " + o.scratch_dir + ": " +
+                           strerror(errno));
   w->temp_dir_ = tbuf.data();
 
   const bool root = geteuid() == 0;
@@ -112,7 +122,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
       while (dirent* e = readdir(d)) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         struct stat st;
-        if (stat((std::string("/proc/") + e->d_name).c_str(), &st) == 0 && st.st_uid == getuid()) ++mine;
+        if (stat((std::string("/proc/") + e->d_name).c_str(), &st) == 0 && st.st_uid == getuid())
+          ++mine;
       }
       closedir(d);
     }
@@ -159,7 +170,10 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
   }
   pid_t pid = fork();
   if (pid < 0) {
-    close(sv[0]); close(sv[1]); close(pfd[0]); close(pfd[1]);
+    close(sv[0]);
+    close(sv[1]);
+    close(pfd[0]);
+    close(pfd[1]);
     return Status::ResourceExhausted(std::string("fork: ") + strerror(errno));
   }
   if (pid == 0) {
@@ -184,7 +198,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
         mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
       for (const auto& b : binds) mount(b.c_str(), b.c_str(), nullptr, MS_BIND | MS_REC, nullptr);
       for (const auto& m : mounts)
-        mount(nullptr, m.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | m.flags, nullptr);
+        mount(nullptr, m.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | m.flags,
+              nullptr);
     }
     // A PID namespace: when the worker (its init) dies, the kernel kills every process the
     // candidate started, however it detached (setsid, double fork); nothing outlives the job.
@@ -194,7 +209,9 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
     SetLimit(RLIMIT_FSIZE, o.file_bytes);
     SetLimit(RLIMIT_NPROC, nproc_limit);
     SetLimit(RLIMIT_CORE, 0);
-    struct rlimit zero{0, 0};
+    struct rlimit zero {
+      0, 0
+    };
     setrlimit(RLIMIT_CORE, &zero);
     if (drop) {
       if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {

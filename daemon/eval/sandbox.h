@@ -14,10 +14,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "daemon/eval/frame.h"
 #include "daemon/util/status.h"
@@ -25,16 +24,16 @@
 namespace htam::eval {
 
 struct SandboxOptions {
-  uint64_t memory_bytes = 0;     // RLIMIT_AS; 0 = unlimited (GPU drivers reserve huge ranges)
-  uint64_t cpu_seconds = 0;      // RLIMIT_CPU; 0 = unlimited
-  uint64_t file_bytes = 0;       // RLIMIT_FSIZE; 0 = unlimited
-  uint64_t max_processes = 0;    // RLIMIT_NPROC; 0 = unlimited (ignored by the kernel for root)
-  bool isolate_network = true;   // unshare(CLONE_NEWNET), falling back to a user namespace
-  bool readonly_fs = true;       // mount namespace: everything read-only but temp + writable_dirs
-  std::string user;              // drop to this user when running as root ("" = stay)
-  std::string scratch_dir = "/tmp";            // parent of the private temp dir
-  std::vector<std::string> writable_dirs;      // e.g. the compile cache
-  std::vector<std::string> env_keep;           // names copied from the daemon's environment
+  uint64_t memory_bytes = 0;    // RLIMIT_AS; 0 = unlimited (GPU drivers reserve huge ranges)
+  uint64_t cpu_seconds = 0;     // RLIMIT_CPU; 0 = unlimited
+  uint64_t file_bytes = 0;      // RLIMIT_FSIZE; 0 = unlimited
+  uint64_t max_processes = 0;   // RLIMIT_NPROC; 0 = unlimited (ignored by the kernel for root)
+  bool isolate_network = true;  // unshare(CLONE_NEWNET), falling back to a user namespace
+  bool readonly_fs = true;      // mount namespace: everything read-only but temp + writable_dirs
+  std::string user;             // drop to this user when running as root ("" = stay)
+  std::string scratch_dir = "/tmp";        // parent of the private temp dir
+  std::vector<std::string> writable_dirs;  // e.g. the compile cache
+  std::vector<std::string> env_keep;       // names copied from the daemon's environment
 };
 
 // One line per feature for logs and INFO: "network: isolated", "uid: nobody", ...
@@ -56,8 +55,8 @@ class WorkerProcess {
   // Waits for the next frame until `deadline`, draining output into the capture (at most
   // `capture_cap` bytes kept). Returns: the frame; Timeout at the deadline; NotFound when the
   // worker closed its socket (exited); ResourceExhausted when output exceeded `flood_limit`.
-  Result<nlohmann::json> Receive(std::chrono::steady_clock::time_point deadline,
-                                 size_t capture_cap, size_t flood_limit);
+  Result<nlohmann::json> Receive(std::chrono::steady_clock::time_point deadline, size_t capture_cap,
+                                 size_t flood_limit);
 
   // Kills the whole process group (SIGKILL) and reaps the worker. Returns its wait status.
   int Kill();
@@ -68,7 +67,10 @@ class WorkerProcess {
   const std::string& temp_dir() const { return temp_dir_; }
   const std::string& output() const { return output_; }
   uint64_t output_total() const { return output_total_; }
-  void ClearOutput() { output_.clear(); output_total_ = 0; }
+  void ClearOutput() {
+    output_.clear();
+    output_total_ = 0;
+  }
 
  private:
   WorkerProcess() = default;

@@ -79,16 +79,23 @@ json DescribeJson(const htam::BackendInstance& b) {
   json devs = json::array();
   for (int i = 0; i < d.num_devices; ++i) {
     const auto& x = d.devices[i];
-    devs.push_back({{"index", x.index}, {"name", x.name ? x.name : ""},
-                    {"arch", x.arch ? x.arch : ""}, {"memory_bytes", x.memory_bytes},
-                    {"sm_clock_mhz", x.sm_clock_mhz}, {"mem_clock_mhz", x.mem_clock_mhz},
+    devs.push_back({{"index", x.index},
+                    {"name", x.name ? x.name : ""},
+                    {"arch", x.arch ? x.arch : ""},
+                    {"memory_bytes", x.memory_bytes},
+                    {"sm_clock_mhz", x.sm_clock_mhz},
+                    {"mem_clock_mhz", x.mem_clock_mhz},
                     {"cache_bytes", x.cache_bytes}});
   }
-  return {{"type", "describe"},        {"name", d.name ? d.name : ""},
+  return {{"type", "describe"},
+          {"name", d.name ? d.name : ""},
           {"language", d.language ? d.language : ""},
-          {"version", d.version ? d.version : ""}, {"notes", d.notes ? d.notes : ""},
-          {"can_run", d.can_run != 0},  {"devices", devs},
-          {"api_major", b.api().major}, {"api_minor", b.api().minor}};
+          {"version", d.version ? d.version : ""},
+          {"notes", d.notes ? d.notes : ""},
+          {"can_run", d.can_run != 0},
+          {"devices", devs},
+          {"api_major", b.api().major},
+          {"api_minor", b.api().minor}};
 }
 
 template <typename T>
@@ -144,13 +151,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--plugin") plugin = next();
-    else if (a == "--device") device = std::atoi(next().c_str());
-    else if (a == "--sdk-include") sdk_include = next();
-    else if (a == "--cache-dir") cache_dir = next();
-    else if (a == "--option") options.push_back(next());
-    else if (a == "--jobs") jobs = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--describe") describe = true;
+    if (a == "--plugin")
+      plugin = next();
+    else if (a == "--device")
+      device = std::atoi(next().c_str());
+    else if (a == "--sdk-include")
+      sdk_include = next();
+    else if (a == "--cache-dir")
+      cache_dir = next();
+    else if (a == "--option")
+      options.push_back(next());
+    else if (a == "--jobs")
+      jobs = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--describe")
+      describe = true;
     else if (a == "--log-level") {
       htam::LogLevel l;
       if (htam::ParseLogLevel(next(), &l)) htam::SetLogLevel(l);
@@ -185,18 +199,20 @@ int main(int argc, char** argv) {
   auto st = htam::ConsumeError(b.api().device_open(b.handle(), device, &dev), "opening device");
   if (!st.ok()) return Fatal("InfraError", st.message());
 
-  struct rlimit as{}, nproc{};
+  struct rlimit as {
+  }, nproc{};
   getrlimit(RLIMIT_AS, &as);
   getrlimit(RLIMIT_NPROC, &nproc);
-  json hello = {{"type", "hello"},
-                {"pid", getpid()},
-                {"device", device},
-                {"sandbox",
-                 {{"network_isolated", NetworkIsolated()},
-                  {"readonly_root", RootReadOnly()},
-                  {"uid", getuid()},
-                  {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)},
-                  {"nproc_limit", nproc.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(nproc.rlim_cur)}}}};
+  json hello = {
+      {"type", "hello"},
+      {"pid", getpid()},
+      {"device", device},
+      {"sandbox",
+       {{"network_isolated", NetworkIsolated()},
+        {"readonly_root", RootReadOnly()},
+        {"uid", getuid()},
+        {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)},
+        {"nproc_limit", nproc.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(nproc.rlim_cur)}}}};
   if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
 
   for (int done = 0; done < jobs; ++done) {
@@ -206,7 +222,8 @@ int main(int argc, char** argv) {
     if (j["type"] != "job") continue;
     uint64_t job_id = Get<uint64_t>(j, "job_id", 0);
     auto progress = [&](const std::string& stage) {
-      (void)htam::eval::WriteFrame(kFd, {{"type", "progress"}, {"job_id", job_id}, {"stage", stage}});
+      (void)htam::eval::WriteFrame(kFd,
+                                   {{"type", "progress"}, {"job_id", job_id}, {"stage", stage}});
     };
     progress("parse task");
     htam::GateResult r;

@@ -35,7 +35,8 @@ Status MemoryImpl::CheckClientVector(const std::optional<std::vector<float>>& v)
   return Status::OK();
 }
 
-Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in, PolicyState* ps) {
+Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in,
+                                    PolicyState* ps) {
   ps->session_id = s.id();
   std::string_view v;
   Status st = t.Get(Db::kTasks, KeyU64(s.task_id()), &v);
@@ -60,10 +61,11 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   ps->gains.assign(ps->history.size(), 0.0);
   size_t want = static_cast<size_t>(std::max(0, o_.failure_memory));
   std::vector<uint64_t> recent;
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessionTransitions, KeyU64(s.id()), [&](std::string_view k, std::string_view) {
-    recent.push_back(DecodeU64(k, 8));
-    return true;
-  }));
+  HTAM_RETURN_IF_ERROR(
+      t.Scan(Db::kSessionTransitions, KeyU64(s.id()), [&](std::string_view k, std::string_view) {
+        recent.push_back(DecodeU64(k, 8));
+        return true;
+      }));
   for (size_t i = recent.size() > want ? recent.size() - want : 0; i < recent.size(); ++i) {
     std::string_view rv;
     if (!t.Get(Db::kTransitions, KeyU64(recent[i]), &rv).ok()) continue;
@@ -79,7 +81,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   HTAM_RETURN_IF_ERROR(CheckClientVector(embedding));
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
   std::vector<fb::DirectionT> dirs = Directions();
-  if (dirs.empty()) return Status::FailedPrecondition("the store has no directions (no seed taxonomy loaded)");
+  if (dirs.empty())
+    return Status::FailedPrecondition("the store has no directions (no seed taxonomy loaded)");
 
   HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
   std::string_view sv;
@@ -106,7 +109,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     std::string_view rv;
     if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
     FbView<fb::TransitionRecord> r(rv);
-    if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim) continue;
+    if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
+      continue;
     if (!Counts(r->status())) continue;  // infrastructure errors say nothing about directions
     Neighbor n;
     n.transition_id = r->id();
@@ -120,7 +124,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     n.direction_id = r->direction_id();
     n.status = r->status();
     n.gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
-    if (r->strategy_ids()) n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
+    if (r->strategy_ids())
+      n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
     n.learned_strategy_id = r->learned_strategy_id();
     neighbors.push_back(std::move(n));
   }
@@ -137,7 +142,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     if (dir.id == chosen) d.direction = dir;
   {
     std::string_view dv;
-    if (t.Get(Db::kDirections, KeyU64(chosen), &dv).ok()) (void)Decode(dv, &d.direction, "direction");
+    if (t.Get(Db::kDirections, KeyU64(chosen), &dv).ok())
+      (void)Decode(dv, &d.direction, "direction");
   }
 
   // Evidence: the heaviest attended transitions.
@@ -176,8 +182,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
 
 Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task,
                             const fb::DirectionT& dir, const std::vector<Neighbor>& neighbors,
-                            const StateInput& in, const std::optional<std::vector<float>>& embedding,
-                            Decision* d) {
+                            const StateInput& in,
+                            const std::optional<std::vector<float>>& embedding, Decision* d) {
   std::vector<float> query;
   if (embedding) {
     query = *embedding;
@@ -232,11 +238,17 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     double local_sum = e == effect.end() ? 0.0 : e->second.first;
     x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
     std::vector<std::string> backends;
-    if (x.s->backends()) for (auto b : *x.s->backends()) backends.push_back(b->str());
+    if (x.s->backends())
+      for (auto b : *x.s->backends()) backends.push_back(b->str());
     std::vector<fb::Bottleneck> targets;
-    if (x.s->targets()) for (auto tg : *x.s->targets()) targets.push_back(static_cast<fb::Bottleneck>(tg));
-    x.match = MaskReason(backends, x.s->min_arch() ? x.s->min_arch()->string_view() : "", targets, ps).empty();
-    std::string origin = x.s->provenance() && x.s->provenance()->backend() ? x.s->provenance()->backend()->str() : "";
+    if (x.s->targets())
+      for (auto tg : *x.s->targets()) targets.push_back(static_cast<fb::Bottleneck>(tg));
+    x.match =
+        MaskReason(backends, x.s->min_arch() ? x.s->min_arch()->string_view() : "", targets, ps)
+            .empty();
+    std::string origin = x.s->provenance() && x.s->provenance()->backend()
+                             ? x.s->provenance()->backend()->str()
+                             : "";
     double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &x.cross);
     x.score = sim + o_.rerank_effect_weight * x.mean_gain * bf +
               o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);

@@ -27,7 +27,8 @@ IndexOptions MemoryImpl::TransitionIndexOptions() const {
 
 IndexOptions MemoryImpl::StrategyIndexOptions() const {
   return IndexOptions{static_cast<int>(meta_.embedder_dim), o_.hnsw_m,
-                      std::max(o_.hnsw_ef_search, o_.retrieval_candidates), o_.hnsw_ef_construction};
+                      std::max(o_.hnsw_ef_search, o_.retrieval_candidates),
+                      o_.hnsw_ef_construction};
 }
 
 std::string MemoryImpl::SnapshotPath(const char* kind) const {
@@ -49,7 +50,8 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
   uint64_t tcov = 0, scov = 0;
   std::string source;
 
-  Status st = LoadSnapshot(SnapshotPath("transitions"), TransitionIndexOptions(), tag, &tcov, &sections);
+  Status st =
+      LoadSnapshot(SnapshotPath("transitions"), TransitionIndexOptions(), tag, &tcov, &sections);
   if (st.ok() && sections.size() <= 1) {
     transition_index_ = sections.empty() ? nullptr : std::move(sections.begin()->second);
   } else {
@@ -59,10 +61,12 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
     }
     tcov = 0;
   }
-  if (!transition_index_) transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
+  if (!transition_index_)
+    transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
   source += tcov ? "transitions:snapshot" : "transitions:records";
 
-  st = LoadSnapshot(SnapshotPath("strategies"), StrategyIndexOptions(), tag, &scov, &strategy_index_);
+  st = LoadSnapshot(SnapshotPath("strategies"), StrategyIndexOptions(), tag, &scov,
+                    &strategy_index_);
   if (!st.ok()) {
     if (!st.IsNotFound()) {
       HTAM_LOG(kWarn, "memory") << "strategy index snapshot rejected, rebuilding from the store: "
@@ -79,7 +83,8 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
   // copied file): compare it with the records before trusting it.
   Status v = VerifyLoadedIndexes();
   if (!v.ok()) {
-    HTAM_LOG(kWarn, "memory") << "index snapshot disagrees with the store, rebuilding: " << v.message();
+    HTAM_LOG(kWarn, "memory") << "index snapshot disagrees with the store, rebuilding: "
+                              << v.message();
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
     strategy_index_.clear();
     transitions_covered_ = strategies_covered_ = 0;
@@ -97,14 +102,18 @@ Status MemoryImpl::VerifyLoadedIndexes() {
   if (transitions_covered_) {
     size_t total = 0, newer = 0;
     HTAM_RETURN_IF_ERROR(t.Count(Db::kTransitions, &total));
-    HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view) {
-      ++newer;
-      return true;
-    }, KeyU64(transitions_covered_ + 1)));
+    HTAM_RETURN_IF_ERROR(t.Scan(
+        Db::kTransitions, "",
+        [&](std::string_view, std::string_view) {
+          ++newer;
+          return true;
+        },
+        KeyU64(transitions_covered_ + 1)));
     if (total - newer != transition_index_->size() || transitions_covered_ > total)
-      return Status::Corruption("transition snapshot holds " + std::to_string(transition_index_->size()) +
-                                " vectors, the store " + std::to_string(total - newer) +
-                                " records up to id " + std::to_string(transitions_covered_));
+      return Status::Corruption("transition snapshot holds " +
+                                std::to_string(transition_index_->size()) + " vectors, the store " +
+                                std::to_string(total - newer) + " records up to id " +
+                                std::to_string(transitions_covered_));
     uint64_t step = std::max<uint64_t>(1, transitions_covered_ / kSpotChecks);
     for (uint64_t id = transitions_covered_; id >= 1; id = id > step ? id - step : 0) {
       std::string_view v;
@@ -113,7 +122,8 @@ Status MemoryImpl::VerifyLoadedIndexes() {
       std::vector<float> got;
       if (!r || !r->state() || !transition_index_->Reconstruct(id, &got) ||
           !SameVector(got, r->state()->vector()))
-        return Status::Corruption("transition " + std::to_string(id) + " differs from the snapshot");
+        return Status::Corruption("transition " + std::to_string(id) +
+                                  " differs from the snapshot");
       if (id <= step) break;
     }
   }
@@ -125,11 +135,12 @@ Status MemoryImpl::VerifyLoadedIndexes() {
     for (const auto& [dir, idx] : strategy_index_) {
       // Check the newest strategy of each direction that the snapshot should hold.
       uint64_t probe = 0;
-      HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, KeyU64(dir), [&](std::string_view key, std::string_view) {
-        uint64_t id = DecodeU64(key, 8);
-        if (id <= strategies_covered_) probe = id;
-        return true;
-      }));
+      HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, KeyU64(dir),
+                                  [&](std::string_view key, std::string_view) {
+                                    uint64_t id = DecodeU64(key, 8);
+                                    if (id <= strategies_covered_) probe = id;
+                                    return true;
+                                  }));
       if (!probe) continue;
       std::string_view v;
       HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(probe), &v));
@@ -138,7 +149,8 @@ Status MemoryImpl::VerifyLoadedIndexes() {
       if (!s->embedding() || s->embedding()->size() == 0) continue;
       std::vector<float> got;
       if (!idx->Reconstruct(probe, &got) || !SameVector(got, s->embedding()))
-        return Status::Corruption("strategy " + std::to_string(probe) + " differs from the snapshot");
+        return Status::Corruption("strategy " + std::to_string(probe) +
+                                  " differs from the snapshot");
     }
   }
   return Status::OK();
@@ -158,21 +170,24 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
     vecs.clear();
   };
   size_t added_t = 0;
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view k, std::string_view v) {
-    FbView<fb::TransitionRecord> r(v);
-    if (!r) {
-      inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
-      return false;
-    }
-    if (r->state() && r->state()->vector() && r->state()->vector()->size() == kKeyDim) {
-      ids.push_back(r->id());
-      vecs.insert(vecs.end(), r->state()->vector()->begin(), r->state()->vector()->end());
-      ++added_t;
-    }
-    transitions_covered_ = std::max(transitions_covered_, r->id());
-    if (ids.size() >= kAddBatch) flush();
-    return inner.ok();
-  }, KeyU64(transitions_from + 1)));
+  HTAM_RETURN_IF_ERROR(t.Scan(
+      Db::kTransitions, "",
+      [&](std::string_view k, std::string_view v) {
+        FbView<fb::TransitionRecord> r(v);
+        if (!r) {
+          inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
+          return false;
+        }
+        if (r->state() && r->state()->vector() && r->state()->vector()->size() == kKeyDim) {
+          ids.push_back(r->id());
+          vecs.insert(vecs.end(), r->state()->vector()->begin(), r->state()->vector()->end());
+          ++added_t;
+        }
+        transitions_covered_ = std::max(transitions_covered_, r->id());
+        if (ids.size() >= kAddBatch) flush();
+        return inner.ok();
+      },
+      KeyU64(transitions_from + 1)));
   flush();
   HTAM_RETURN_IF_ERROR(inner);
 
@@ -182,24 +197,27 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
   unembedded_.clear();
   std::map<uint64_t, std::pair<std::vector<uint64_t>, std::vector<float>>> by_dir;
   size_t added_s = 0;
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) {
-    FbView<fb::Strategy> s(v);
-    if (!s) {
-      inner = Status::Corruption("malformed strategy record");
-      return false;
-    }
-    bool embedded = s->embedding() && s->embedding()->size() == meta_.embedder_dim;
-    if (!embedded) {
-      unembedded_[s->direction_id()].push_back(s->id());
-    } else if (s->id() > strategies_from) {
-      auto& [sids, svecs] = by_dir[s->direction_id()];
-      sids.push_back(s->id());
-      svecs.insert(svecs.end(), s->embedding()->begin(), s->embedding()->end());
-      ++added_s;
-    }
-    strategies_covered_ = std::max(strategies_covered_, s->id());
-    return true;
-  }, client_model ? std::string() : KeyU64(strategies_from + 1)));
+  HTAM_RETURN_IF_ERROR(t.Scan(
+      Db::kStrategies, "",
+      [&](std::string_view, std::string_view v) {
+        FbView<fb::Strategy> s(v);
+        if (!s) {
+          inner = Status::Corruption("malformed strategy record");
+          return false;
+        }
+        bool embedded = s->embedding() && s->embedding()->size() == meta_.embedder_dim;
+        if (!embedded) {
+          unembedded_[s->direction_id()].push_back(s->id());
+        } else if (s->id() > strategies_from) {
+          auto& [sids, svecs] = by_dir[s->direction_id()];
+          sids.push_back(s->id());
+          svecs.insert(svecs.end(), s->embedding()->begin(), s->embedding()->end());
+          ++added_s;
+        }
+        strategies_covered_ = std::max(strategies_covered_, s->id());
+        return true;
+      },
+      client_model ? std::string() : KeyU64(strategies_from + 1)));
   HTAM_RETURN_IF_ERROR(inner);
   for (auto& [dir, pr] : by_dir) {
     auto& idx = strategy_index_[dir];
@@ -228,7 +246,8 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
   for (size_t i = 0; i < d.strategies.size(); ++i) {
     auto [dir, id] = d.strategies[i];
     const float* vec = d.strategy_vectors.data() + i * dim;
-    if (d.strategy_vectors.size() < (i + 1) * dim || std::all_of(vec, vec + dim, [](float x) { return x == 0; })) {
+    if (d.strategy_vectors.size() < (i + 1) * dim ||
+        std::all_of(vec, vec + dim, [](float x) { return x == 0; })) {
       unembedded_[dir].push_back(id);
     } else {
       auto& idx = strategy_index_[dir];

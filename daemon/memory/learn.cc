@@ -75,7 +75,8 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
     return Status::InvalidArgument("an Ok outcome needs a positive speedup");
   {
     std::vector<fb::DirectionT> dirs = Directions();
-    if (std::none_of(dirs.begin(), dirs.end(), [&](const auto& d) { return d.id == in.direction_id; }))
+    if (std::none_of(dirs.begin(), dirs.end(),
+                     [&](const auto& d) { return d.id == in.direction_id; }))
       return Status::InvalidArgument("no such direction " + std::to_string(in.direction_id));
   }
   HTAM_RETURN_IF_ERROR(CheckClientVector(in.embedding));
@@ -88,7 +89,8 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
     auto it = pending_.find(in.session_id);
     if (it != pending_.end()) p.state = it->second;
   }
-  if (in.embedding) p.summary_vec = *in.embedding;
+  if (in.embedding)
+    p.summary_vec = *in.embedding;
   else if (meta_.embedder_model == kBuiltinEmbedder && !in.summary.empty())
     p.summary_vec = EmbedText(in.summary, meta_.embedder_dim);
   p.candidate_hash = in.candidate_hash;
@@ -126,7 +128,8 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   HTAM_ASSIGN_OR_RETURN(rec.id, t.NextId(Db::kTransitions));
   double before = session.best_speedup > 0 ? session.best_speedup : 1.0;
   // Through float, as stored: the learning decision agrees with what a rebuild sees.
-  double gain = StepGain(in.status, static_cast<float>(before), static_cast<float>(in.speedup_after));
+  double gain =
+      StepGain(in.status, static_cast<float>(before), static_cast<float>(in.speedup_after));
 
   // Learning a strategy: a success whose summary is new under this direction creates one; a
   // near-duplicate is merged into the existing strategy.
@@ -174,13 +177,15 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
       s.direction_id = in.direction_id;
       s.name = Slug(in.summary, 6) + "-" + std::to_string(s.id);
       s.title = in.summary;
-      s.description = "Learned from a verified" + std::string(in.verified ? "" : " (client-reported)") +
-                      " step of task " + session.task_name + " on " + session.backend +
+      s.description = "Learned from a verified" +
+                      std::string(in.verified ? "" : " (client-reported)") + " step of task " +
+                      session.task_name + " on " + session.backend +
                       (session.arch.empty() ? "" : " " + session.arch) + ": " + in.summary;
       if (ps.bottleneck != fb::Bottleneck::Unknown) {
         s.targets.push_back(ps.bottleneck);
-        s.preconditions.push_back(std::string("seen to help ") + fb::EnumNameBottleneck(ps.bottleneck) +
-                                  "-bound " + ps.category + " kernels");
+        s.preconditions.push_back(std::string("seen to help ") +
+                                  fb::EnumNameBottleneck(ps.bottleneck) + "-bound " + ps.category +
+                                  " kernels");
       }
       s.provenance = std::make_unique<fb::ProvenanceT>();
       s.provenance->source = "learned";
@@ -196,7 +201,8 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
       HTAM_RETURN_IF_ERROR(t.Put(Db::kDirectionStrategies, KeyPair(s.direction_id, s.id), ""));
       batch_new->emplace_back(s.id, p.summary_vec);
       delta->strategies.emplace_back(s.direction_id, s.id);
-      delta->strategy_vectors.insert(delta->strategy_vectors.end(), p.summary_vec.begin(), p.summary_vec.end());
+      delta->strategy_vectors.insert(delta->strategy_vectors.end(), p.summary_vec.begin(),
+                                     p.summary_vec.end());
       rec.learned_strategy_id = s.id;
       rec.learned_merged = false;
       out->new_strategy_id = s.id;
@@ -247,7 +253,8 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     HTAM_RETURN_IF_ERROR(t.Get(Db::kDirections, KeyU64(in.direction_id), &dv));
     fb::DirectionT d;
     HTAM_RETURN_IF_ERROR(Decode(dv, &d, "direction"));
-    d.stats = std::make_unique<fb::GainStats>(AddOutcome(d.stats ? *d.stats : fb::GainStats(), r->status(), stored_gain));
+    d.stats = std::make_unique<fb::GainStats>(
+        AddOutcome(d.stats ? *d.stats : fb::GainStats(), r->status(), stored_gain));
     HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, KeyU64(d.id), Encode(d)));
   }
   {
@@ -256,12 +263,15 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     std::string_view ev;
     fb::TransitionEdgeT e;
     Status es = t.Get(Db::kEdges, ek, &ev);
-    if (es.ok()) HTAM_RETURN_IF_ERROR(Decode(ev, &e, "edge"));
-    else if (!es.IsNotFound()) return es;
+    if (es.ok())
+      HTAM_RETURN_IF_ERROR(Decode(ev, &e, "edge"));
+    else if (!es.IsNotFound())
+      return es;
     e.from_direction = from;
     e.to_direction = to;
     e.cluster = cluster;
-    e.stats = std::make_unique<fb::GainStats>(AddOutcome(e.stats ? *e.stats : fb::GainStats(), r->status(), stored_gain));
+    e.stats = std::make_unique<fb::GainStats>(
+        AddOutcome(e.stats ? *e.stats : fb::GainStats(), r->status(), stored_gain));
     HTAM_RETURN_IF_ERROR(t.Put(Db::kEdges, ek, Encode(e)));
   }
   bool example = r->verified() && IsSuccess(r->status(), stored_gain) && !p.candidate_hash.empty();
@@ -270,7 +280,8 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(sid), &sv));
     fb::StrategyT s;
     HTAM_RETURN_IF_ERROR(Decode(sv, &s, "strategy"));
-    s.stats = std::make_unique<fb::GainStats>(AddOutcome(s.stats ? *s.stats : fb::GainStats(), r->status(), stored_gain));
+    s.stats = std::make_unique<fb::GainStats>(
+        AddOutcome(s.stats ? *s.stats : fb::GainStats(), r->status(), stored_gain));
     if (example) s.example_candidate = p.candidate_hash;
     s.updated_ns = now;
     HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(sid), Encode(s)));
@@ -291,7 +302,8 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     } else {
       return cs;
     }
-    if (in.status == fb::OutcomeStatus::CompileError && c.compile_log.empty()) c.compile_log = in.diagnostics;
+    if (in.status == fb::OutcomeStatus::CompileError && c.compile_log.empty())
+      c.compile_log = in.diagnostics;
     c.transition_ids.push_back(rec.id);
     HTAM_RETURN_IF_ERROR(t.Put(Db::kCandidates, p.candidate_hash, Encode(c)));
   }
@@ -315,7 +327,8 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   return Status::OK();
 }
 
-Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(const std::vector<const Prepared*>& steps) {
+Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
+    const std::vector<const Prepared*>& steps) {
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
   std::lock_guard<std::mutex> one(commit_mu_);  // commit + index update as one unit
   std::vector<StepRecorded> outs;
@@ -326,7 +339,8 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(const std::vector<c
     outs.assign(steps.size(), StepRecorded());
     delta = IndexDelta();
     batch_new.clear();
-    for (size_t i = 0; i < steps.size(); ++i) HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
+    for (size_t i = 0; i < steps.size(); ++i)
+      HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
     return Status::OK();
   }));
   // Durable now: the commit was synced. Make it visible to searches.
@@ -357,8 +371,10 @@ void MemoryImpl::RunGroupCommit(std::unique_lock<std::mutex>* lock) {
     // One bad step must not fail its neighbours: commit them one by one.
     for (const Prepared* p : ps) {
       auto one = CommitPrepared({p});
-      if (one.ok()) results.emplace_back(one.value()[0]);
-      else results.emplace_back(one.status());
+      if (one.ok())
+        results.emplace_back(one.value()[0]);
+      else
+        results.emplace_back(one.status());
     }
   }
   lock->lock();
@@ -376,8 +392,10 @@ Result<StepRecorded> MemoryImpl::RecordStep(const StepInput& in) {
   std::unique_lock<std::mutex> l(gc_mu_);
   queue_.push_back(&me);
   while (!me.done) {
-    if (!leader_active_) RunGroupCommit(&l);
-    else gc_cv_.wait(l);
+    if (!leader_active_)
+      RunGroupCommit(&l);
+    else
+      gc_cv_.wait(l);
   }
   return std::move(me.out);
 }
@@ -403,14 +421,16 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
   for (const auto& d : Directions()) dirs.insert(d.id);
   for (auto& s : strategies) {
     if (!dirs.count(s.direction_id))
-      return Status::InvalidArgument("strategy " + s.name + ": no such direction " + std::to_string(s.direction_id));
+      return Status::InvalidArgument("strategy " + s.name + ": no such direction " +
+                                     std::to_string(s.direction_id));
     if (s.title.empty()) return Status::InvalidArgument("a strategy needs a title");
     if (s.name.empty()) s.name = Slug(s.title, 6);
-    if (s.embedding.empty() && builtin) s.embedding = EmbedText(StrategyText(s), meta_.embedder_dim);
+    if (s.embedding.empty() && builtin)
+      s.embedding = EmbedText(StrategyText(s), meta_.embedder_dim);
     if (!s.embedding.empty() && s.embedding.size() != meta_.embedder_dim)
-      return Status::InvalidArgument("strategy " + s.name + ": embedding dimension " +
-                                     std::to_string(s.embedding.size()) + " differs from the store's " +
-                                     std::to_string(meta_.embedder_dim));
+      return Status::InvalidArgument(
+          "strategy " + s.name + ": embedding dimension " + std::to_string(s.embedding.size()) +
+          " differs from the store's " + std::to_string(meta_.embedder_dim));
     s.stats = std::make_unique<fb::GainStats>();  // statistics come from records only
     s.example_candidate.clear();
     if (!s.provenance) {
@@ -433,8 +453,11 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
       HTAM_RETURN_IF_ERROR(t.Put(Db::kDirectionStrategies, KeyPair(s.direction_id, s.id), ""));
       ids.push_back(s.id);
       delta.strategies.emplace_back(s.direction_id, s.id);
-      if (s.embedding.empty()) delta.strategy_vectors.insert(delta.strategy_vectors.end(), meta_.embedder_dim, 0.0f);
-      else delta.strategy_vectors.insert(delta.strategy_vectors.end(), s.embedding.begin(), s.embedding.end());
+      if (s.embedding.empty())
+        delta.strategy_vectors.insert(delta.strategy_vectors.end(), meta_.embedder_dim, 0.0f);
+      else
+        delta.strategy_vectors.insert(delta.strategy_vectors.end(), s.embedding.begin(),
+                                      s.embedding.end());
     }
     return Status::OK();
   }));
@@ -469,7 +492,8 @@ Status MemoryImpl::RebuildDerived() {
       fb::TransitionEdgeT e;
       std::tie(e.from_direction, e.to_direction, e.cluster) = k;
       e.stats = std::make_unique<fb::GainStats>(stats);
-      HTAM_RETURN_IF_ERROR(t.Put(Db::kEdges, KeyEdge(e.from_direction, e.to_direction, e.cluster), Encode(e)));
+      HTAM_RETURN_IF_ERROR(
+          t.Put(Db::kEdges, KeyEdge(e.from_direction, e.to_direction, e.cluster), Encode(e)));
     }
     std::vector<std::pair<std::string, std::string>> puts;
     Status inner;
@@ -477,7 +501,8 @@ Status MemoryImpl::RebuildDerived() {
       fb::DirectionT x;
       inner = Decode(v, &x, "direction");
       auto it = d.directions.find(x.id);
-      x.stats = std::make_unique<fb::GainStats>(it == d.directions.end() ? fb::GainStats() : it->second);
+      x.stats =
+          std::make_unique<fb::GainStats>(it == d.directions.end() ? fb::GainStats() : it->second);
       puts.emplace_back(std::string(k), Encode(x));
       return inner.ok();
     }));
@@ -488,7 +513,8 @@ Status MemoryImpl::RebuildDerived() {
       fb::StrategyT x;
       inner = Decode(v, &x, "strategy");
       auto it = d.strategies.find(x.id);
-      x.stats = std::make_unique<fb::GainStats>(it == d.strategies.end() ? fb::GainStats() : it->second);
+      x.stats =
+          std::make_unique<fb::GainStats>(it == d.strategies.end() ? fb::GainStats() : it->second);
       auto ex = d.examples.find(x.id);
       x.example_candidate = ex == d.examples.end() ? "" : ex->second;
       puts.emplace_back(std::string(k), Encode(x));
@@ -517,7 +543,8 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
   problems->clear();
   auto bad = [&](std::string s) { problems->push_back(std::move(s)); };
   if (meta_.schema_version != kStoreSchemaVersion)
-    bad("schema version " + std::to_string(meta_.schema_version) + " is not " + std::to_string(kStoreSchemaVersion));
+    bad("schema version " + std::to_string(meta_.schema_version) + " is not " +
+        std::to_string(kStoreSchemaVersion));
   HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
   Derived d;
   HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
@@ -529,7 +556,8 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     fb::GainStats want = d.directions.count(x->id()) ? d.directions[x->id()] : fb::GainStats();
     if (!SameStats(x->stats() ? *x->stats() : fb::GainStats(), want))
       bad("direction " + std::to_string(x->id()) + " statistics differ from its records: stored " +
-          StatsText(x->stats() ? *x->stats() : fb::GainStats()) + ", records give " + StatsText(want));
+          StatsText(x->stats() ? *x->stats() : fb::GainStats()) + ", records give " +
+          StatsText(want));
     return true;
   }));
   size_t embedded = 0;
@@ -563,7 +591,8 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     return true;
   }));
   if (edges != d.edges.size())
-    bad("store has " + std::to_string(edges) + " edges, records give " + std::to_string(d.edges.size()));
+    bad("store has " + std::to_string(edges) + " edges, records give " +
+        std::to_string(d.edges.size()));
   // Secondary indexes agree with the records, both ways.
   std::map<uint64_t, uint32_t> steps_of_session;
   size_t transitions = 0;
@@ -579,16 +608,18 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
       bad("transition " + std::to_string(r->id()) + " names a missing candidate");
     return true;
   }));
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessionTransitions, "", [&](std::string_view k, std::string_view) {
-    std::string_view v;
-    if (!t.Get(Db::kTransitions, KeyU64(DecodeU64(k, 8)), &v).ok()) {
-      bad("session index names missing transition " + std::to_string(DecodeU64(k, 8)));
-    } else {
-      FbView<fb::TransitionRecord> r(v);
-      if (r && r->session_id() != DecodeU64(k)) bad("session index disagrees with transition " + std::to_string(r->id()));
-    }
-    return true;
-  }));
+  HTAM_RETURN_IF_ERROR(
+      t.Scan(Db::kSessionTransitions, "", [&](std::string_view k, std::string_view) {
+        std::string_view v;
+        if (!t.Get(Db::kTransitions, KeyU64(DecodeU64(k, 8)), &v).ok()) {
+          bad("session index names missing transition " + std::to_string(DecodeU64(k, 8)));
+        } else {
+          FbView<fb::TransitionRecord> r(v);
+          if (r && r->session_id() != DecodeU64(k))
+            bad("session index disagrees with transition " + std::to_string(r->id()));
+        }
+        return true;
+      }));
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessions, "", [&](std::string_view, std::string_view v) {
     FbView<fb::Session> s(v);
     if (!s) return bad("malformed session record"), true;
@@ -596,31 +627,37 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     if (!t.Get(Db::kTaskSessions, KeyPair(s->task_id(), s->id()), &x).ok())
       bad("session " + std::to_string(s->id()) + " missing from task index");
     if (s->steps() != steps_of_session[s->id()])
-      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) + " steps, the store holds " +
-          std::to_string(steps_of_session[s->id()]));
+      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) +
+          " steps, the store holds " + std::to_string(steps_of_session[s->id()]));
     return true;
   }));
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kTaskSessions, "", [&](std::string_view k, std::string_view) {
     std::string_view v;
-    if (!t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v).ok()) bad("task index names a missing session");
+    if (!t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v).ok())
+      bad("task index names a missing session");
     return true;
   }));
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, "", [&](std::string_view k, std::string_view) {
-    auto it = strategy_dir.find(DecodeU64(k, 8));
-    if (it == strategy_dir.end() || it->second != DecodeU64(k)) bad("direction index disagrees with strategy " + std::to_string(DecodeU64(k, 8)));
-    return true;
-  }));
+  HTAM_RETURN_IF_ERROR(
+      t.Scan(Db::kDirectionStrategies, "", [&](std::string_view k, std::string_view) {
+        auto it = strategy_dir.find(DecodeU64(k, 8));
+        if (it == strategy_dir.end() || it->second != DecodeU64(k))
+          bad("direction index disagrees with strategy " + std::to_string(DecodeU64(k, 8)));
+        return true;
+      }));
   // FAISS indexes hold every record.
   if (indexes_ready_) {
     std::shared_lock<std::shared_mutex> l(index_mu_);
     size_t strat = 0;
     for (const auto& [dir, idx] : strategy_index_) strat += idx->size();
     if (transition_index_->size() != transitions)
-      bad("transition index holds " + std::to_string(transition_index_->size()) + " of " + std::to_string(transitions) + " records");
+      bad("transition index holds " + std::to_string(transition_index_->size()) + " of " +
+          std::to_string(transitions) + " records");
     if (strat != embedded)
-      bad("strategy index holds " + std::to_string(strat) + " of " + std::to_string(embedded) + " embedded strategies");
+      bad("strategy index holds " + std::to_string(strat) + " of " + std::to_string(embedded) +
+          " embedded strategies");
   }
-  if (!problems->empty()) return Status::Corruption(std::to_string(problems->size()) + " integrity problems");
+  if (!problems->empty())
+    return Status::Corruption(std::to_string(problems->size()) + " integrity problems");
   return Status::OK();
 }
 

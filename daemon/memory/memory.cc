@@ -165,7 +165,8 @@ Status MemoryImpl::OpenMeta() {
 
 Status MemoryImpl::CreateStore() {
   if (o_.embedder.empty() || o_.embedder_dim == 0 || o_.embedder_dim > 65536)
-    return Status::InvalidArgument("memory.embedder must name a model and memory.embedder_dim be 1..65536");
+    return Status::InvalidArgument(
+        "memory.embedder must name a model and memory.embedder_dim be 1..65536");
   std::vector<SeedDirection> seed;
   if (!o_.seed_file.empty()) {
     auto loaded = LoadSeedFile(o_.seed_file);
@@ -207,8 +208,9 @@ Status MemoryImpl::CreateStore() {
     return Status::OK();
   }));
   HTAM_LOG(kInfo, "memory") << "created store at " << o_.dir << " (schema " << kStoreSchemaVersion
-                            << ", embedder " << o_.embedder << "/" << o_.embedder_dim << "), seeded "
-                            << seed.size() << " directions and " << strategies << " strategies";
+                            << ", embedder " << o_.embedder << "/" << o_.embedder_dim
+                            << "), seeded " << seed.size() << " directions and " << strategies
+                            << " strategies";
   return Status::OK();
 }
 
@@ -376,7 +378,9 @@ Result<std::vector<T>> MemoryImpl::ScanAll(Db db, size_t limit, bool newest_firs
   return out;
 }
 
-Result<std::vector<fb::TaskT>> MemoryImpl::ListTasks() { return ScanAll<fb::TaskT>(Db::kTasks, 0, false); }
+Result<std::vector<fb::TaskT>> MemoryImpl::ListTasks() {
+  return ScanAll<fb::TaskT>(Db::kTasks, 0, false);
+}
 
 Result<fb::SessionT> MemoryImpl::OpenSession(uint64_t task_id, std::string_view backend,
                                              std::string_view arch, std::string_view client,
@@ -439,16 +443,17 @@ Result<std::vector<fb::SessionT>> MemoryImpl::ListSessions(uint64_t task_id, siz
   HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
   std::vector<fb::SessionT> out;
   Status inner;
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTaskSessions, KeyU64(task_id), [&](std::string_view k, std::string_view) {
-    std::string_view v;
-    inner = t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v);
-    if (inner.ok()) {
-      fb::SessionT s;
-      inner = Decode(v, &s, "session");
-      out.push_back(std::move(s));
-    }
-    return inner.ok() && (limit == 0 || out.size() < limit);
-  }));
+  HTAM_RETURN_IF_ERROR(
+      t.Scan(Db::kTaskSessions, KeyU64(task_id), [&](std::string_view k, std::string_view) {
+        std::string_view v;
+        inner = t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v);
+        if (inner.ok()) {
+          fb::SessionT s;
+          inner = Decode(v, &s, "session");
+          out.push_back(std::move(s));
+        }
+        return inner.ok() && (limit == 0 || out.size() < limit);
+      }));
   HTAM_RETURN_IF_ERROR(inner);
   return out;
 }
@@ -500,7 +505,8 @@ Result<std::vector<fb::StrategyT>> MemoryImpl::ListStrategies(const StrategyFilt
     return f.limit == 0 || out.size() < f.limit;
   };
   if (f.direction_id == 0) {
-    HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) { return take(v); }));
+    HTAM_RETURN_IF_ERROR(
+        t.Scan(Db::kStrategies, "", [&](std::string_view, std::string_view v) { return take(v); }));
   } else {
     HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, KeyU64(f.direction_id),
                                 [&](std::string_view k, std::string_view) {
@@ -519,21 +525,23 @@ Result<fb::StrategyT> MemoryImpl::GetStrategy(uint64_t id) {
   return r;
 }
 
-Result<std::vector<fb::TransitionRecordT>> MemoryImpl::ListTransitions(uint64_t session_id, size_t limit) {
+Result<std::vector<fb::TransitionRecordT>> MemoryImpl::ListTransitions(uint64_t session_id,
+                                                                       size_t limit) {
   if (session_id == 0) return ScanAll<fb::TransitionRecordT>(Db::kTransitions, limit, true);
   HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
   std::vector<fb::TransitionRecordT> out;
   Status inner;
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessionTransitions, KeyU64(session_id), [&](std::string_view k, std::string_view) {
-    std::string_view v;
-    inner = t.Get(Db::kTransitions, KeyU64(DecodeU64(k, 8)), &v);
-    if (inner.ok()) {
-      fb::TransitionRecordT r;
-      inner = Decode(v, &r, "transition");
-      out.push_back(std::move(r));
-    }
-    return inner.ok() && (limit == 0 || out.size() < limit);
-  }));
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessionTransitions, KeyU64(session_id),
+                              [&](std::string_view k, std::string_view) {
+                                std::string_view v;
+                                inner = t.Get(Db::kTransitions, KeyU64(DecodeU64(k, 8)), &v);
+                                if (inner.ok()) {
+                                  fb::TransitionRecordT r;
+                                  inner = Decode(v, &r, "transition");
+                                  out.push_back(std::move(r));
+                                }
+                                return inner.ok() && (limit == 0 || out.size() < limit);
+                              }));
   HTAM_RETURN_IF_ERROR(inner);
   return out;
 }
@@ -565,9 +573,13 @@ Result<std::vector<fb::TransitionEdgeT>> MemoryImpl::ListEdges(uint64_t from_dir
   return out;
 }
 
-Result<fb::StoreMetaT> MemoryImpl::GetMeta() { return meta_; }
+Result<fb::StoreMetaT> MemoryImpl::GetMeta() {
+  return meta_;
+}
 
-Status MemoryImpl::Sync() { return store_->Sync(); }
+Status MemoryImpl::Sync() {
+  return store_->Sync();
+}
 
 // ---------------------------------------------------------------- status
 
@@ -600,8 +612,10 @@ std::string MemoryImpl::StatusText() {
     o << "transitions_since_snapshot:" << (transitions_covered_ - snap_transitions_) << "\n";
     o << "strategies_since_snapshot:" << (strategies_covered_ - snap_strategies_) << "\n";
     o << "last_snapshot_age_s:";
-    if (last_snapshot_ns_) o << (NowNs() - last_snapshot_ns_) / 1000000000ull;
-    else o << -1;
+    if (last_snapshot_ns_)
+      o << (NowNs() - last_snapshot_ns_) / 1000000000ull;
+    else
+      o << -1;
     o << "\n";
   }
   o << "group_commits:" << group_commits_.load() << "\n";

@@ -34,38 +34,39 @@ inline constexpr const char* kBuiltinEmbedder = "builtin-hash-v1";
 
 // Every tunable of the memory; defaults equal those of the configuration table (section memory).
 struct MemoryOptions {
-  std::string dir;                     // store directory (created if missing)
-  size_t map_size_mb = 1024;           // initial LMDB map size; grows when full
-  size_t max_map_size_mb = 262144;     // growth stops here (ResourceExhausted)
+  std::string dir;                          // store directory (created if missing)
+  size_t map_size_mb = 1024;                // initial LMDB map size; grows when full
+  size_t max_map_size_mb = 262144;          // growth stops here (ResourceExhausted)
   std::string embedder = kBuiltinEmbedder;  // declared at creation: builtin or a client model name
   uint32_t embedder_dim = 256;
-  std::string seed_file = "configs/seed_taxonomy.json";  // loaded once into an empty store; "" = none
+  std::string seed_file =
+      "configs/seed_taxonomy.json";  // loaded once into an empty store; "" = none
   // Policy.
-  int neighbors = 64;                  // k nearest past transitions
+  int neighbors = 64;  // k nearest past transitions
   int hnsw_m = 16;
   int hnsw_ef_search = 64;
   int hnsw_ef_construction = 40;
   double attention_temperature = 0.1;  // weight = exp((sim - 1) / T)
   double history_weight = 0.3;         // share of history agreement in a neighbour's similarity
-  double history_decay = 0.5;          // position weight ratio (last step 1, then decay, decay^2...)
+  double history_decay = 0.5;  // position weight ratio (last step 1, then decay, decay^2...)
   int history_length = 4;
-  double exploration = 0.05;           // UCB constant c
-  double failure_penalty = 0.15;       // for a direction that failed at the last step (decays)
+  double exploration = 0.05;      // UCB constant c
+  double failure_penalty = 0.15;  // for a direction that failed at the last step (decays)
   int failure_memory = 3;
-  double prior_strength = 2.0;         // pseudo-count of the seed prior
-  double prior_gain = 0.15;            // log gain of a success with no experience
-  double cross_backend_discount = 0.5; // CUDA <-> HIP
-  double cpu_backend_discount = 0.2;   // CPU <-> GPU
-  uint64_t policy_seed = 0;            // tie-breaking; same inputs + seed = same decision
+  double prior_strength = 2.0;          // pseudo-count of the seed prior
+  double prior_gain = 0.15;             // log gain of a success with no experience
+  double cross_backend_discount = 0.5;  // CUDA <-> HIP
+  double cpu_backend_discount = 0.2;    // CPU <-> GPU
+  uint64_t policy_seed = 0;             // tie-breaking; same inputs + seed = same decision
   // Retrieval.
   int top_k_strategies = 5;
   int retrieval_candidates = 32;
   double rerank_effect_weight = 1.0;
   double rerank_precondition_weight = 0.2;
   // Learning.
-  double merge_threshold = 0.85;       // cosine similarity: merge a new summary into a strategy
+  double merge_threshold = 0.85;  // cosine similarity: merge a new summary into a strategy
   // Operations.
-  int snapshot_interval_s = 300;       // background index snapshots (0: only on close)
+  int snapshot_interval_s = 300;  // background index snapshots (0: only on close)
   int max_group_commit = 256;
   // Not in the configuration table on purpose: the daemon always syncs. Bulk loads (benchmarks,
   // imports) may turn it off; a crash may then lose the last commits. Sync() or closing flushes.
@@ -78,8 +79,8 @@ struct MemoryOptions {
 // Fields left unset are derived from the session, the task and the last outcome.
 struct StateInput {
   fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;  // from the roofline or profiler
-  std::optional<double> speedup;       // current best; default: the session's best
-  std::string query_text;              // extra text for strategy retrieval (e.g. profiler notes)
+  std::optional<double> speedup;                        // current best; default: the session's best
+  std::string query_text;  // extra text for strategy retrieval (e.g. profiler notes)
 };
 
 // One evaluated (or client-reported) step.
@@ -87,23 +88,23 @@ struct StepInput {
   uint64_t session_id = 0;
   uint64_t direction_id = 0;
   std::vector<uint64_t> strategy_ids;
-  std::string summary;                 // one line: what the candidate did
+  std::string summary;  // one line: what the candidate did
   fb::OutcomeStatus status = fb::OutcomeStatus::Unverified;
-  double speedup_after = 0;            // over the baseline; 0 when it did not run
+  double speedup_after = 0;  // over the baseline; 0 when it did not run
   double median_us = 0, spread_us = 0;
   fb::ProfileT profile;
-  bool verified = false;               // evaluated by the daemon (true) or reported by a client
-  std::string candidate_hash;          // empty: no candidate stored
+  bool verified = false;       // evaluated by the daemon (true) or reported by a client
+  std::string candidate_hash;  // empty: no candidate stored
   std::string language, source, diagnostics;
-  std::optional<StateInput> state;     // the state before the step; default: the last NextStep's
+  std::optional<StateInput> state;  // the state before the step; default: the last NextStep's
   std::optional<std::vector<float>> embedding;  // client vector of `summary` (client-model stores)
 };
 
 struct StepRecorded {
   uint64_t transition_id = 0;
-  uint64_t new_strategy_id = 0;        // a learned strategy created by this step; 0 if none
-  uint64_t merged_into = 0;            // the strategy this step's summary was merged into; 0 if none
-  double best_speedup = 1;             // the session's best after this step
+  uint64_t new_strategy_id = 0;  // a learned strategy created by this step; 0 if none
+  uint64_t merged_into = 0;      // the strategy this step's summary was merged into; 0 if none
+  double best_speedup = 1;       // the session's best after this step
   uint32_t step = 0;
 };
 
@@ -111,18 +112,18 @@ struct StepRecorded {
 struct Decision {
   fb::DirectionT direction;
   std::vector<fb::StrategyHitT> strategies;
-  std::vector<fb::DirectionScoreT> scores;   // every direction, best first (masked ones last)
-  std::vector<fb::EvidenceT> evidence;       // the attended transitions, heaviest first
-  std::string why;                           // readable explanation of the choice
-  std::string prompt_context;                // text for the agent's prompt
+  std::vector<fb::DirectionScoreT> scores;  // every direction, best first (masked ones last)
+  std::vector<fb::EvidenceT> evidence;      // the attended transitions, heaviest first
+  std::string why;                          // readable explanation of the choice
+  std::string prompt_context;               // text for the agent's prompt
   uint32_t step = 0;
 };
 
 struct StrategyFilter {
-  uint64_t direction_id = 0;           // 0 = all
-  std::string backend;                 // "" = any; else only strategies applicable to it
+  uint64_t direction_id = 0;  // 0 = all
+  std::string backend;        // "" = any; else only strategies applicable to it
   bool include_merged = false;
-  size_t limit = 0;                    // 0 = no limit
+  size_t limit = 0;  // 0 = no limit
 };
 
 class Memory {
@@ -137,7 +138,7 @@ class Memory {
   static Result<std::unique_ptr<Memory>> OpenReadOnly(const std::string& dir);
 
   // ---- tasks and sessions ----
-  virtual Result<uint64_t> PutTask(const fb::TaskT& task) = 0;   // upsert by name; returns id
+  virtual Result<uint64_t> PutTask(const fb::TaskT& task) = 0;  // upsert by name; returns id
   virtual Result<fb::TaskT> GetTask(uint64_t id) = 0;
   virtual Result<fb::TaskT> FindTask(std::string_view name) = 0;  // NotFound if absent
   virtual Result<std::vector<fb::TaskT>> ListTasks() = 0;
@@ -167,11 +168,12 @@ class Memory {
   virtual Result<fb::DirectionT> FindDirection(std::string_view name) = 0;
   virtual Result<std::vector<fb::StrategyT>> ListStrategies(const StrategyFilter& filter) = 0;
   virtual Result<fb::StrategyT> GetStrategy(uint64_t id) = 0;
-  virtual Result<std::vector<fb::TransitionRecordT>> ListTransitions(uint64_t session_id /*0 = all*/,
-                                                                    size_t limit = 0) = 0;
+  virtual Result<std::vector<fb::TransitionRecordT>> ListTransitions(
+      uint64_t session_id /*0 = all*/, size_t limit = 0) = 0;
   virtual Result<fb::TransitionRecordT> GetTransition(uint64_t id) = 0;
   virtual Result<fb::CandidateT> GetCandidate(std::string_view hash) = 0;
-  virtual Result<std::vector<fb::TransitionEdgeT>> ListEdges(uint64_t from_direction /*0 = all*/) = 0;
+  virtual Result<std::vector<fb::TransitionEdgeT>> ListEdges(
+      uint64_t from_direction /*0 = all*/) = 0;
   virtual Result<fb::StoreMetaT> GetMeta() = 0;
 
   // ---- maintenance ----

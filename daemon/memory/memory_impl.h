@@ -33,9 +33,9 @@ class MemoryImpl final : public Memory {
   Result<fb::TaskT> GetTask(uint64_t id) override;
   Result<fb::TaskT> FindTask(std::string_view name) override;
   Result<std::vector<fb::TaskT>> ListTasks() override;
-  Result<fb::SessionT> OpenSession(uint64_t task_id, std::string_view backend, std::string_view arch,
-                                   std::string_view client, std::string_view model,
-                                   uint32_t budget) override;
+  Result<fb::SessionT> OpenSession(uint64_t task_id, std::string_view backend,
+                                   std::string_view arch, std::string_view client,
+                                   std::string_view model, uint32_t budget) override;
   Result<fb::SessionT> GetSession(uint64_t id) override;
   Result<fb::SessionT> CloseSession(uint64_t id) override;
   Result<std::vector<fb::SessionT>> ListSessions(uint64_t task_id, size_t limit) override;
@@ -49,7 +49,8 @@ class MemoryImpl final : public Memory {
   Result<fb::DirectionT> FindDirection(std::string_view name) override;
   Result<std::vector<fb::StrategyT>> ListStrategies(const StrategyFilter& filter) override;
   Result<fb::StrategyT> GetStrategy(uint64_t id) override;
-  Result<std::vector<fb::TransitionRecordT>> ListTransitions(uint64_t session_id, size_t limit) override;
+  Result<std::vector<fb::TransitionRecordT>> ListTransitions(uint64_t session_id,
+                                                             size_t limit) override;
   Result<fb::TransitionRecordT> GetTransition(uint64_t id) override;
   Result<fb::CandidateT> GetCandidate(std::string_view hash) override;
   Result<std::vector<fb::TransitionEdgeT>> ListEdges(uint64_t from_direction) override;
@@ -104,7 +105,8 @@ class MemoryImpl final : public Memory {
 
   // learning (learn.cc)
   Result<Prepared> Prepare(const StepInput& in);
-  Status ApplyStep(Txn& t, const Prepared& p, std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
+  Status ApplyStep(Txn& t, const Prepared& p,
+                   std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
                    IndexDelta* delta, StepRecorded* out);
   Result<std::vector<StepRecorded>> CommitPrepared(const std::vector<const Prepared*>& steps);
   void RunGroupCommit(std::unique_lock<std::mutex>* lock);
@@ -125,10 +127,10 @@ class MemoryImpl final : public Memory {
   std::unique_ptr<VectorIndex> transition_index_;
   std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_index_;
   std::map<uint64_t, std::vector<uint64_t>> unembedded_;  // direction -> strategies without vectors
-  uint64_t transitions_covered_ = 0, strategies_covered_ = 0;  // largest id in the indexes
+  uint64_t transitions_covered_ = 0, strategies_covered_ = 0;       // largest id in the indexes
   std::atomic<uint64_t> snap_transitions_{0}, snap_strategies_{0};  // covered by the last snapshot
   std::atomic<uint64_t> last_snapshot_ns_{0};
-  std::mutex snapshot_write_mu_;  // one snapshot at a time
+  std::mutex snapshot_write_mu_;       // one snapshot at a time
   std::string index_source_ = "none";  // "snapshot", "snapshot+records", "rebuilt", ...
 
   // The state each session was in at its last NextStep (default state of its RecordStep).

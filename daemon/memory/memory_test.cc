@@ -47,7 +47,8 @@ std::unique_ptr<Memory> OpenOk(const MemoryOptions& o) {
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
-uint64_t Task(Memory* m, const std::string& name = "relu", const std::string& category = "elementwise") {
+uint64_t Task(Memory* m, const std::string& name = "relu",
+              const std::string& category = "elementwise") {
   fb::TaskT t;
   t.name = name;
   t.category = category;
@@ -174,7 +175,8 @@ TEST(MemoryTest, StepLoopRecordsEverythingInOneTransaction) {
   std::vector<std::string> problems;
   EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
   // Bad input is refused with a clear error, nothing written.
-  EXPECT_TRUE(m->RecordStep(Step(999, d->direction.id, fb::OutcomeStatus::Ok, 1.0)).status().IsNotFound());
+  EXPECT_TRUE(
+      m->RecordStep(Step(999, d->direction.id, fb::OutcomeStatus::Ok, 1.0)).status().IsNotFound());
   EXPECT_FALSE(m->RecordStep(Step(s->id, 9999, fb::OutcomeStatus::Ok, 1.0)).ok());
   StepInput bad_strategy = Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 1.0);
   bad_strategy.strategy_ids = {123456};
@@ -190,7 +192,7 @@ TEST(MemoryTest, LearnsFromExperienceWhatFollowsADirection) {
   auto m = OpenOk(Opts(dir.path()));
   uint64_t task = Task(m.get());
   uint64_t a = DirId(m.get(), "global-memory-access");
-  uint64_t bad = DirId(m.get(), "fusion");             // seed prior higher than good's
+  uint64_t bad = DirId(m.get(), "fusion");  // seed prior higher than good's
   uint64_t good = DirId(m.get(), "shared-memory-banks");
   // Experience: after A, "bad" always failed; "good" always gained.
   std::vector<StepInput> steps;
@@ -198,8 +200,8 @@ TEST(MemoryTest, LearnsFromExperienceWhatFollowsADirection) {
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
     ASSERT_TRUE(s.ok());
     steps = {Step(s->id, a, fb::OutcomeStatus::Ok, 1.2),
-             Step(s->id, i % 2 ? bad : good, i % 2 ? fb::OutcomeStatus::Incorrect : fb::OutcomeStatus::Ok,
-                  i % 2 ? 0 : 1.8)};
+             Step(s->id, i % 2 ? bad : good,
+                  i % 2 ? fb::OutcomeStatus::Incorrect : fb::OutcomeStatus::Ok, i % 2 ? 0 : 1.8)};
     ASSERT_TRUE(m->RecordSteps(steps).ok());
   }
   auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
@@ -253,7 +255,8 @@ TEST(MemoryTest, SuccessfulNewSummaryCreatesStrategyNearDuplicateMerges) {
   uint64_t task = Task(m.get());
   uint64_t dir_id = DirId(m.get(), "global-memory-access");
   auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 10);
-  const std::string summary = "interleave two independent accumulators across unrolled lanes for relu";
+  const std::string summary =
+      "interleave two independent accumulators across unrolled lanes for relu";
   auto r1 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::Ok, 1.3, summary));
   ASSERT_TRUE(r1.ok());
   ASSERT_NE(r1->new_strategy_id, 0u);
@@ -268,18 +271,22 @@ TEST(MemoryTest, SuccessfulNewSummaryCreatesStrategyNearDuplicateMerges) {
   EXPECT_EQ(r2->merged_into, r1->new_strategy_id);
   EXPECT_EQ(m->GetStrategy(r1->new_strategy_id)->stats->uses(), 2u);
   // A different idea: a new strategy. A failure or no gain: nothing learned.
-  auto r3 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::Ok, 2.0, "pack booleans into bitmasks with ballot"));
+  auto r3 = m->RecordStep(
+      Step(s->id, dir_id, fb::OutcomeStatus::Ok, 2.0, "pack booleans into bitmasks with ballot"));
   EXPECT_NE(r3->new_strategy_id, 0u);
   EXPECT_NE(r3->new_strategy_id, r1->new_strategy_id);
-  auto r4 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::CompileError, 0, "some broken idea entirely new"));
+  auto r4 = m->RecordStep(
+      Step(s->id, dir_id, fb::OutcomeStatus::CompileError, 0, "some broken idea entirely new"));
   EXPECT_EQ(r4->new_strategy_id, 0u);
   EXPECT_EQ(r4->merged_into, 0u);
-  auto r5 = m->RecordStep(Step(s->id, dir_id, fb::OutcomeStatus::Ok, 1.0, "slower idea never seen before at all"));
+  auto r5 = m->RecordStep(
+      Step(s->id, dir_id, fb::OutcomeStatus::Ok, 1.0, "slower idea never seen before at all"));
   EXPECT_EQ(r5->new_strategy_id, 0u);
   // In a batch, a duplicate of a strategy created earlier in the same batch is merged too.
   auto s2 = m->OpenSession(task, "cuda", "sm_90", "t", "m", 10);
-  auto batch = m->RecordSteps({Step(s2->id, dir_id, fb::OutcomeStatus::Ok, 1.5, "stage rows through registers twice"),
-                               Step(s2->id, dir_id, fb::OutcomeStatus::Ok, 1.9, "stage rows through registers twice")});
+  auto batch = m->RecordSteps(
+      {Step(s2->id, dir_id, fb::OutcomeStatus::Ok, 1.5, "stage rows through registers twice"),
+       Step(s2->id, dir_id, fb::OutcomeStatus::Ok, 1.9, "stage rows through registers twice")});
   ASSERT_TRUE(batch.ok());
   EXPECT_NE((*batch)[0].new_strategy_id, 0u);
   EXPECT_EQ((*batch)[1].merged_into, (*batch)[0].new_strategy_id);
@@ -301,14 +308,17 @@ void RandomWorkload(Memory* m, int sessions, uint32_t seed) {
   auto dirs = *m->ListDirections();
   auto strategies = *m->ListStrategies({});
   uint64_t t1 = Task(m, "relu"), t2 = Task(m, "softmax", "reduction");
-  const fb::OutcomeStatus statuses[] = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok,
-                                        fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect,
-                                        fb::OutcomeStatus::Timeout, fb::OutcomeStatus::InfraError};
+  const fb::OutcomeStatus statuses[] = {
+      fb::OutcomeStatus::Ok,           fb::OutcomeStatus::Ok,        fb::OutcomeStatus::Ok,
+      fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Timeout,
+      fb::OutcomeStatus::InfraError};
   const char* backends[] = {"cuda", "hip", "cpu"};
   for (int i = 0; i < sessions; ++i) {
-    auto s = m->OpenSession(i % 2 ? t1 : t2, backends[i % 3], i % 3 == 1 ? "gfx90a" : "sm_90", "c", "m", 6);
+    auto s = m->OpenSession(i % 2 ? t1 : t2, backends[i % 3], i % 3 == 1 ? "gfx90a" : "sm_90", "c",
+                            "m", 6);
     for (int k = 0; k < 5; ++k) {
-      StepInput in = Step(s->id, dirs[rng() % dirs.size()].id, statuses[rng() % 7], 0.5 + (rng() % 300) / 100.0,
+      StepInput in = Step(s->id, dirs[rng() % dirs.size()].id, statuses[rng() % 7],
+                          0.5 + (rng() % 300) / 100.0,
                           "idea " + std::to_string(rng() % 12) + " on the hot loop",
                           static_cast<fb::Bottleneck>(rng() % 5));
       if (in.status != fb::OutcomeStatus::Ok) in.speedup_after = 0;
@@ -335,7 +345,8 @@ TEST(MemoryTest, RebuildEqualsIncremental) {
   auto strat_after = *m->ListStrategies({0, "", true, 0});
   auto edges_after = *m->ListEdges(0);
   ASSERT_EQ(dirs_before.size(), dirs_after.size());
-  for (size_t i = 0; i < dirs_before.size(); ++i) EXPECT_TRUE(*dirs_before[i].stats == *dirs_after[i].stats);
+  for (size_t i = 0; i < dirs_before.size(); ++i)
+    EXPECT_TRUE(*dirs_before[i].stats == *dirs_after[i].stats);
   ASSERT_EQ(strat_before.size(), strat_after.size());
   for (size_t i = 0; i < strat_before.size(); ++i) {
     EXPECT_TRUE(*strat_before[i].stats == *strat_after[i].stats) << strat_before[i].name;
@@ -355,15 +366,17 @@ TEST(MemoryTest, CheckFindsTamperedStatistics) {
   {
     auto store = Store::Open(dir.path(), 16, 64, false);
     ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*store)->Write([](Txn& t) {
-      std::string_view v;
-      HTAM_RETURN_IF_ERROR(t.Get(Db::kDirections, KeyU64(1), &v));
-      fb::DirectionT d;
-      HTAM_RETURN_IF_ERROR(Decode(v, &d, "direction"));
-      d.stats = std::make_unique<fb::GainStats>(99, 1, 0, 0, 0, 0, 0, 0);
-      HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, KeyU64(1), Encode(d)));
-      return t.Del(Db::kSessionTransitions, KeyPair(1, 1));
-    }).ok());
+    ASSERT_TRUE((*store)
+                    ->Write([](Txn& t) {
+                      std::string_view v;
+                      HTAM_RETURN_IF_ERROR(t.Get(Db::kDirections, KeyU64(1), &v));
+                      fb::DirectionT d;
+                      HTAM_RETURN_IF_ERROR(Decode(v, &d, "direction"));
+                      d.stats = std::make_unique<fb::GainStats>(99, 1, 0, 0, 0, 0, 0, 0);
+                      HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, KeyU64(1), Encode(d)));
+                      return t.Del(Db::kSessionTransitions, KeyPair(1, 1));
+                    })
+                    .ok());
   }
   auto m = OpenOk(Opts(dir.path()));
   std::vector<std::string> problems;
@@ -376,14 +389,16 @@ TEST(MemoryTest, CheckFindsTamperedStatistics) {
 void SetMeta(const std::string& dir, const std::function<void(fb::StoreMetaT*)>& edit) {
   auto store = Store::Open(dir, 16, 64, false);
   ASSERT_TRUE(store.ok());
-  ASSERT_TRUE((*store)->Write([&](Txn& t) {
-    std::string_view v;
-    HTAM_RETURN_IF_ERROR(t.Get(Db::kMeta, "store", &v));
-    fb::StoreMetaT m;
-    HTAM_RETURN_IF_ERROR(Decode(v, &m, "meta"));
-    edit(&m);
-    return t.Put(Db::kMeta, "store", Encode(m));
-  }).ok());
+  ASSERT_TRUE((*store)
+                  ->Write([&](Txn& t) {
+                    std::string_view v;
+                    HTAM_RETURN_IF_ERROR(t.Get(Db::kMeta, "store", &v));
+                    fb::StoreMetaT m;
+                    HTAM_RETURN_IF_ERROR(Decode(v, &m, "meta"));
+                    edit(&m);
+                    return t.Put(Db::kMeta, "store", Encode(m));
+                  })
+                  .ok());
 }
 
 TEST(MemoryTest, RefusesNewerAndForeignStores) {
@@ -401,7 +416,8 @@ TEST(MemoryTest, RefusesNewerAndForeignStores) {
   });
   m = Memory::Open(Opts(dir.path()));
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("not an htam store"), std::string::npos) << m.status().ToString();
+  EXPECT_NE(m.status().message().find("not an htam store"), std::string::npos)
+      << m.status().ToString();
   // Records without any metadata: a foreign or damaged store, refused.
   TempDir other;
   {
@@ -424,11 +440,14 @@ TEST(MemoryTest, MigratesAVersionOneStore) {
   // Version 1 had records only: drop the index databases' contents and mark it.
   {
     auto store = Store::Open(dir.path(), 16, 64, false);
-    ASSERT_TRUE((*store)->Write([](Txn& t) {
-      for (Db db : {Db::kTaskSessions, Db::kSessionTransitions, Db::kDirectionStrategies})
-        HTAM_RETURN_IF_ERROR(t.Clear(db));
-      return Status::OK();
-    }).ok());
+    ASSERT_TRUE(
+        (*store)
+            ->Write([](Txn& t) {
+              for (Db db : {Db::kTaskSessions, Db::kSessionTransitions, Db::kDirectionStrategies})
+                HTAM_RETURN_IF_ERROR(t.Clear(db));
+              return Status::OK();
+            })
+            .ok());
   }
   SetMeta(dir.path(), [](fb::StoreMetaT* m) { m->schema_version = 1; });
   auto ro = Memory::OpenReadOnly(dir.path());
@@ -588,7 +607,8 @@ TEST(MemoryTest, SnapshotPlusNewerRecordsAndStaleSnapshot) {
     fs::copy_file(dir.path() + "/transitions.idx", dir.path() + "/old.idx");
     RandomWorkload(m.get(), 4, 6);  // newer than the snapshot... and closing snapshots again
   }
-  fs::copy_file(dir.path() + "/old.idx", dir.path() + "/transitions.idx", fs::copy_options::overwrite_existing);
+  fs::copy_file(dir.path() + "/old.idx", dir.path() + "/transitions.idx",
+                fs::copy_options::overwrite_existing);
   auto m = OpenOk(Opts(dir.path()));
   EXPECT_NE(m->StatusText().find("transitions:snapshot"), std::string::npos);
   std::vector<std::string> problems;
@@ -606,8 +626,10 @@ TEST(MemoryTest, DeterministicAcrossStoresWithTheSameSeed) {
     auto s = m->OpenSession(1, "hip", "gfx90a", "t", "m", 0);
     for (int i = 0; i < 4; ++i) {
       auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Latency, std::nullopt, ""});
-      picks.push_back(d->direction.name + ":" + std::to_string(d->strategies.empty() ? 0 : d->strategies[0].strategy->id));
-      EXPECT_TRUE(m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Incorrect, 0)).ok());
+      picks.push_back(d->direction.name + ":" +
+                      std::to_string(d->strategies.empty() ? 0 : d->strategies[0].strategy->id));
+      EXPECT_TRUE(
+          m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Incorrect, 0)).ok());
     }
     return picks;
   };
@@ -620,13 +642,15 @@ TEST(MemoryTest, ConcurrentStepsAreGroupCommittedAndAllDurable) {
   uint64_t task = Task(m.get());
   uint64_t dir_id = DirId(m.get(), "fusion");
   std::vector<uint64_t> sessions;
-  for (int i = 0; i < 4; ++i) sessions.push_back(m->OpenSession(task, "cuda", "sm_90", "t", "m", 0)->id);
+  for (int i = 0; i < 4; ++i)
+    sessions.push_back(m->OpenSession(task, "cuda", "sm_90", "t", "m", 0)->id);
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&, i] {
       for (int k = 0; k < 40; ++k)
-        if (!m->RecordStep(Step(sessions[i], dir_id, fb::OutcomeStatus::Ok, 1.0 + k * 0.01)).ok()) failures++;
+        if (!m->RecordStep(Step(sessions[i], dir_id, fb::OutcomeStatus::Ok, 1.0 + k * 0.01)).ok())
+          failures++;
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);

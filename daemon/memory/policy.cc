@@ -43,7 +43,9 @@ void Scale(float* v, int n, double weight) {
   for (int i = 0; i < n; ++i) v[i] = static_cast<float>(v[i] * f);
 }
 
-const char* BottleneckName(fb::Bottleneck b) { return fb::EnumNameBottleneck(b); }
+const char* BottleneckName(fb::Bottleneck b) {
+  return fb::EnumNameBottleneck(b);
+}
 
 std::string Fmt(const char* fmt, double a) {
   char buf[64];
@@ -126,8 +128,10 @@ bool ArchAtLeast(std::string_view arch, std::string_view min_arch, bool* compara
     for (size_t j = i; j < a.size() && std::isalnum(static_cast<unsigned char>(a[j])); ++j)
       digits.push_back(a[j]);
     // gfx90a: hexadecimal stepping; sm_90a: a trailing letter is a variant of sm_90.
-    if (*family == "gfx") *number = std::strtol(digits.c_str(), nullptr, 16);
-    else *number = std::strtol(digits.c_str(), nullptr, 10);
+    if (*family == "gfx")
+      *number = std::strtol(digits.c_str(), nullptr, 16);
+    else
+      *number = std::strtol(digits.c_str(), nullptr, 10);
   };
   std::string fa, fm;
   long na, nm;
@@ -149,7 +153,8 @@ bool IsFailure(fb::OutcomeStatus status) {
 void WeighNeighbors(std::vector<Neighbor>* neighbors, const MemoryOptions& o) {
   double t = std::max(1e-3, o.attention_temperature);
   for (Neighbor& n : *neighbors) {
-    double sim = (1 - o.history_weight) * n.state_similarity + o.history_weight * n.history_agreement;
+    double sim =
+        (1 - o.history_weight) * n.state_similarity + o.history_weight * n.history_agreement;
     n.weight = n.backend_factor * std::exp((std::min(1.0, sim) - 1.0) / t);
   }
 }
@@ -176,7 +181,10 @@ std::string MaskReason(const std::vector<std::string>& backends, std::string_vie
 PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
                              const std::vector<Neighbor>& neighbors, const PolicyState& s,
                              const MemoryOptions& o) {
-  struct Acc { double n = 0, succ = 0, gain = 0; int raw = 0, cross = 0; };
+  struct Acc {
+    double n = 0, succ = 0, gain = 0;
+    int raw = 0, cross = 0;
+  };
   std::map<uint64_t, Acc> acc;
   double total = 0;
   for (const Neighbor& nb : neighbors) {
@@ -198,10 +206,12 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     for (int i = n - 1; i >= 0 && n - i <= o.failure_memory; --i, w *= o.history_decay) {
       bool failed = i < static_cast<int>(s.outcomes.size()) && IsFailure(s.outcomes[i]);
       bool no_gain = i < static_cast<int>(s.outcomes.size()) &&
-                     s.outcomes[i] == fb::OutcomeStatus::Ok && i < static_cast<int>(s.gains.size()) &&
-                     s.gains[i] <= 1e-9;
-      if (failed) penalty[s.history[i]] += o.failure_penalty * w;
-      else if (no_gain) penalty[s.history[i]] += 0.5 * o.failure_penalty * w;
+                     s.outcomes[i] == fb::OutcomeStatus::Ok &&
+                     i < static_cast<int>(s.gains.size()) && s.gains[i] <= 1e-9;
+      if (failed)
+        penalty[s.history[i]] += o.failure_penalty * w;
+      else if (no_gain)
+        penalty[s.history[i]] += 0.5 * o.failure_penalty * w;
     }
   }
   PolicyResult r;

@@ -21,15 +21,15 @@ inline constexpr int kKeyDim = kStateDim + kHistoryDim;
 struct PolicyState {
   uint64_t session_id = 0;
   std::string category;
-  double log_size = 0;       // log10 of the bytes moved
-  double intensity = 0;      // FLOPs per byte
+  double log_size = 0;   // log10 of the bytes moved
+  double intensity = 0;  // FLOPs per byte
   fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;
-  double speedup = 1;        // current best over the baseline
+  double speedup = 1;  // current best over the baseline
   uint32_t step = 0;
   std::string backend, arch;
-  std::vector<uint64_t> history;           // directions of earlier steps, oldest first
-  std::vector<fb::OutcomeStatus> outcomes; // their outcomes
-  std::vector<double> gains;               // their log gains (0 when not Ok)
+  std::vector<uint64_t> history;            // directions of earlier steps, oldest first
+  std::vector<fb::OutcomeStatus> outcomes;  // their outcomes
+  std::vector<double> gains;                // their log gains (0 when not Ok)
 };
 
 // The L2-normalized key of a state and its history (what the transition index stores).
@@ -59,10 +59,10 @@ struct Neighbor {
   double history_agreement = 0;
   double backend_factor = 1;
   bool cross_backend = false;
-  double weight = 0;          // attention weight (unnormalized, in (0, 1])
+  double weight = 0;  // attention weight (unnormalized, in (0, 1])
   uint64_t direction_id = 0;
   fb::OutcomeStatus status = fb::OutcomeStatus::Ok;
-  double gain = 0;            // log(after / before) when Ok, else 0
+  double gain = 0;  // log(after / before) when Ok, else 0
   std::string backend;
   std::vector<uint64_t> strategy_ids;
   uint64_t learned_strategy_id = 0;
@@ -75,7 +75,7 @@ struct PolicyResult {
   std::vector<fb::DirectionScoreT> scores;  // best first; masked ones after every unmasked one
   size_t chosen = 0;                        // index into scores (0 unless everything was masked)
   std::string why;
-  bool from_priors = false;                 // no attended experience: priors decided
+  bool from_priors = false;  // no attended experience: priors decided
 };
 
 PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,

@@ -123,7 +123,8 @@ TEST(PolicyTest, MasksByBottleneckBackendAndArch) {
   EXPECT_EQ(r.scores[0].name, "gpu-only");
   EXPECT_EQ(r.scores[1].name, "any");
   for (const auto& x : r.scores) {
-    if (x.name == "compute-only") EXPECT_NE(x.mask_reason.find("Memory-bound"), std::string::npos) << x.mask_reason;
+    if (x.name == "compute-only")
+      EXPECT_NE(x.mask_reason.find("Memory-bound"), std::string::npos) << x.mask_reason;
     if (x.name == "hopper") EXPECT_NE(x.mask_reason.find("sm_90"), std::string::npos);
     EXPECT_EQ(x.masked, x.name == "compute-only" || x.name == "hopper");
   }
@@ -190,7 +191,8 @@ TEST(PolicyTest, DeterministicGivenSeed) {
   auto first = ScoreDirections(dirs, {}, s, o);
   auto again = ScoreDirections(dirs, {}, s, o);
   ASSERT_EQ(first.scores.size(), again.scores.size());
-  for (size_t i = 0; i < first.scores.size(); ++i) EXPECT_EQ(first.scores[i].name, again.scores[i].name);
+  for (size_t i = 0; i < first.scores.size(); ++i)
+    EXPECT_EQ(first.scores[i].name, again.scores[i].name);
   // Another seed breaks the tie another way for at least one of a few seeds.
   bool differs = false;
   for (uint64_t seed = 1; seed < 8 && !differs; ++seed) {

@@ -16,19 +16,24 @@ Status Need(bool ok, const std::string& where, const std::string& what) {
   return Status::InvalidArgument(where + ": " + what);
 }
 
-Status Str(const json& j, const char* key, bool required, const std::string& where, std::string* out) {
+Status Str(const json& j, const char* key, bool required, const std::string& where,
+           std::string* out) {
   if (!j.contains(key)) return Need(!required, where, std::string("missing \"") + key + "\"");
-  HTAM_RETURN_IF_ERROR(Need(j[key].is_string(), where, std::string("\"") + key + "\" must be a string"));
+  HTAM_RETURN_IF_ERROR(
+      Need(j[key].is_string(), where, std::string("\"") + key + "\" must be a string"));
   *out = j[key].get<std::string>();
   return Need(!required || !out->empty(), where, std::string("\"") + key + "\" is empty");
 }
 
-Status StrList(const json& j, const char* key, const std::string& where, std::vector<std::string>* out) {
+Status StrList(const json& j, const char* key, const std::string& where,
+               std::vector<std::string>* out) {
   out->clear();
   if (!j.contains(key)) return Status::OK();
-  HTAM_RETURN_IF_ERROR(Need(j[key].is_array(), where, std::string("\"") + key + "\" must be a list"));
+  HTAM_RETURN_IF_ERROR(
+      Need(j[key].is_array(), where, std::string("\"") + key + "\" must be a list"));
   for (const auto& e : j[key]) {
-    HTAM_RETURN_IF_ERROR(Need(e.is_string(), where, std::string("\"") + key + "\" holds a non-string"));
+    HTAM_RETURN_IF_ERROR(
+        Need(e.is_string(), where, std::string("\"") + key + "\" holds a non-string"));
     out->push_back(e.get<std::string>());
   }
   return Status::OK();
@@ -40,8 +45,8 @@ Status Targets(const json& j, const std::string& where, std::vector<fb::Bottlene
   out->clear();
   for (const auto& w : words) {
     fb::Bottleneck b;
-    HTAM_RETURN_IF_ERROR(Need(ParseBottleneck(w, &b), where, "unknown target \"" + w +
-                                                                 "\" (memory, compute, latency, launch)"));
+    HTAM_RETURN_IF_ERROR(Need(ParseBottleneck(w, &b), where,
+                              "unknown target \"" + w + "\" (memory, compute, latency, launch)"));
     out->push_back(b);
   }
   return Status::OK();
@@ -50,7 +55,8 @@ Status Targets(const json& j, const std::string& where, std::vector<fb::Bottlene
 Status Backends(const json& j, const std::string& where, std::vector<std::string>* out) {
   HTAM_RETURN_IF_ERROR(StrList(j, "backends", where, out));
   for (const auto& b : *out)
-    HTAM_RETURN_IF_ERROR(Need(b == "cuda" || b == "hip" || b == "cpu", where, "unknown backend \"" + b + "\""));
+    HTAM_RETURN_IF_ERROR(
+        Need(b == "cuda" || b == "hip" || b == "cpu", where, "unknown backend \"" + b + "\""));
   return Status::OK();
 }
 
@@ -76,7 +82,8 @@ Status ParseStrategy(const json& j, const std::string& where, fb::StrategyT* s) 
   HTAM_RETURN_IF_ERROR(Targets(j, w, &s->targets));
   // Backend notes (warp vs wavefront, shared memory vs LDS, ...) are part of what the agent reads.
   if (j.contains("backend_notes")) {
-    HTAM_RETURN_IF_ERROR(Need(j["backend_notes"].is_object(), w, "\"backend_notes\" must be an object"));
+    HTAM_RETURN_IF_ERROR(
+        Need(j["backend_notes"].is_object(), w, "\"backend_notes\" must be an object"));
     for (const auto& [backend, note] : j["backend_notes"].items()) {
       HTAM_RETURN_IF_ERROR(Need(note.is_string(), w, "backend note must be a string"));
       s->description += "\n" + backend + ": " + note.get<std::string>();
@@ -91,21 +98,29 @@ Status ParseStrategy(const json& j, const std::string& where, fb::StrategyT* s) 
 }  // namespace
 
 const std::vector<std::string>& SeedDirectionSlugs() {
-  static const std::vector<std::string> k = {
-      "global-memory-access", "on-chip-reuse-tiling", "shared-memory-banks", "fusion",
-      "reductions-scans", "parallel-mapping-occupancy", "latency-hiding",
-      "compute-throughput-precision", "control-flow", "algorithmic", "launch-overhead",
-      "architecture-specific", "parameter-tuning"};
+  static const std::vector<std::string> k = {"global-memory-access", "on-chip-reuse-tiling",
+                                             "shared-memory-banks",  "fusion",
+                                             "reductions-scans",     "parallel-mapping-occupancy",
+                                             "latency-hiding",       "compute-throughput-precision",
+                                             "control-flow",         "algorithmic",
+                                             "launch-overhead",      "architecture-specific",
+                                             "parameter-tuning"};
   return k;
 }
 
 bool ParseBottleneck(const std::string& w, fb::Bottleneck* out) {
-  if (w == "memory") *out = fb::Bottleneck::Memory;
-  else if (w == "compute") *out = fb::Bottleneck::Compute;
-  else if (w == "latency") *out = fb::Bottleneck::Latency;
-  else if (w == "launch") *out = fb::Bottleneck::Launch;
-  else if (w == "unknown") *out = fb::Bottleneck::Unknown;
-  else return false;
+  if (w == "memory")
+    *out = fb::Bottleneck::Memory;
+  else if (w == "compute")
+    *out = fb::Bottleneck::Compute;
+  else if (w == "latency")
+    *out = fb::Bottleneck::Latency;
+  else if (w == "launch")
+    *out = fb::Bottleneck::Launch;
+  else if (w == "unknown")
+    *out = fb::Bottleneck::Unknown;
+  else
+    return false;
   return true;
 }
 
@@ -136,23 +151,26 @@ Result<std::vector<SeedDirection>> ParseSeed(const std::string& text, const std:
     if (jd.contains("prior")) {
       HTAM_RETURN_IF_ERROR(Need(jd["prior"].is_number(), where, "\"prior\" must be a number"));
       d.prior = jd["prior"].get<float>();
-      HTAM_RETURN_IF_ERROR(Need(d.prior >= 0 && d.prior <= 1, where, "\"prior\" must be in [0, 1]"));
+      HTAM_RETURN_IF_ERROR(
+          Need(d.prior >= 0 && d.prior <= 1, where, "\"prior\" must be in [0, 1]"));
     }
     d.stats = std::make_unique<fb::GainStats>();
-    HTAM_RETURN_IF_ERROR(Need(jd.contains("strategies") && jd["strategies"].is_array() &&
-                                  !jd["strategies"].empty(),
-                              where, "needs a non-empty \"strategies\" list"));
+    HTAM_RETURN_IF_ERROR(
+        Need(jd.contains("strategies") && jd["strategies"].is_array() && !jd["strategies"].empty(),
+             where, "needs a non-empty \"strategies\" list"));
     std::set<std::string> snames;
     for (const auto& js : jd["strategies"]) {
       fb::StrategyT s;
       HTAM_RETURN_IF_ERROR(ParseStrategy(js, where, &s));
-      HTAM_RETURN_IF_ERROR(Need(snames.insert(s.name).second, where, "strategy " + s.name + " defined twice"));
+      HTAM_RETURN_IF_ERROR(
+          Need(snames.insert(s.name).second, where, "strategy " + s.name + " defined twice"));
       sd.strategies.push_back(std::move(s));
     }
     out.push_back(std::move(sd));
   }
   for (const auto& slug : SeedDirectionSlugs())
-    if (!names.count(slug)) return Status::InvalidArgument(origin + ": direction " + slug + " is missing");
+    if (!names.count(slug))
+      return Status::InvalidArgument(origin + ": direction " + slug + " is missing");
   return out;
 }
 

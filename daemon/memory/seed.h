@@ -11,15 +11,16 @@
 namespace htam::memory {
 
 struct SeedDirection {
-  fb::DirectionT direction;              // id 0: assigned when stored
-  std::vector<fb::StrategyT> strategies; // direction_id 0: set when stored
+  fb::DirectionT direction;               // id 0: assigned when stored
+  std::vector<fb::StrategyT> strategies;  // direction_id 0: set when stored
 };
 
 // The 13 direction slugs every seed file must define (the project's shared contract).
 const std::vector<std::string>& SeedDirectionSlugs();
 
 Result<std::vector<SeedDirection>> LoadSeedFile(const std::string& path);
-Result<std::vector<SeedDirection>> ParseSeed(const std::string& json_text, const std::string& origin);
+Result<std::vector<SeedDirection>> ParseSeed(const std::string& json_text,
+                                             const std::string& origin);
 
 // "memory" -> Bottleneck::Memory; false for an unknown word.
 bool ParseBottleneck(const std::string& word, fb::Bottleneck* out);

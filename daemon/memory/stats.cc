@@ -14,19 +14,22 @@ double StepGain(fb::OutcomeStatus status, double before, double after) {
   return std::log(after / before);
 }
 
-bool Counts(fb::OutcomeStatus status) { return status != fb::OutcomeStatus::InfraError; }
+bool Counts(fb::OutcomeStatus status) {
+  return status != fb::OutcomeStatus::InfraError;
+}
 
 fb::GainStats AddOutcome(const fb::GainStats& s, fb::OutcomeStatus st, double gain) {
   if (!Counts(st)) return s;
   uint32_t successes = s.successes() + (IsSuccess(st, gain) ? 1 : 0);
   uint32_t compile = s.compile_failures() + (st == fb::OutcomeStatus::CompileError ? 1 : 0);
-  uint32_t incorrect = s.incorrect() + (st == fb::OutcomeStatus::Incorrect ||
-                                                st == fb::OutcomeStatus::Nondeterministic
-                                            ? 1 : 0);
-  uint32_t other = s.other_failures() + (st == fb::OutcomeStatus::Crash ||
-                                                 st == fb::OutcomeStatus::Timeout ||
-                                                 st == fb::OutcomeStatus::ResourceLimit
-                                             ? 1 : 0);
+  uint32_t incorrect =
+      s.incorrect() +
+      (st == fb::OutcomeStatus::Incorrect || st == fb::OutcomeStatus::Nondeterministic ? 1 : 0);
+  uint32_t other =
+      s.other_failures() + (st == fb::OutcomeStatus::Crash || st == fb::OutcomeStatus::Timeout ||
+                                    st == fb::OutcomeStatus::ResourceLimit
+                                ? 1
+                                : 0);
   bool ok = st == fb::OutcomeStatus::Ok;
   double sum = s.sum_gain() + (ok ? gain : 0.0);
   double sq = s.sum_gain_sq() + (ok ? gain * gain : 0.0);
@@ -64,7 +67,8 @@ std::vector<uint64_t> CreditedStrategies(const fb::TransitionRecord& r) {
 }
 
 EdgeKey EdgeOf(const fb::TransitionRecord& r) {
-  uint64_t from = (r.history() && r.history()->size() > 0) ? r.history()->Get(r.history()->size() - 1) : 0;
+  uint64_t from =
+      (r.history() && r.history()->size() > 0) ? r.history()->Get(r.history()->size() - 1) : 0;
   uint32_t cluster = r.state() ? static_cast<uint32_t>(r.state()->bottleneck()) : 0;
   return {from, r.direction_id(), cluster};
 }

@@ -33,10 +33,18 @@ struct Cursor {
 }  // namespace
 
 const char* DbName(Db db) {
-  static const char* kNames[] = {"meta",           "directions",      "direction_names",
-                                 "strategies",     "transitions",     "edges",
-                                 "tasks",          "task_names",      "candidates",
-                                 "sessions",       "task_sessions",   "session_transitions",
+  static const char* kNames[] = {"meta",
+                                 "directions",
+                                 "direction_names",
+                                 "strategies",
+                                 "transitions",
+                                 "edges",
+                                 "tasks",
+                                 "task_names",
+                                 "candidates",
+                                 "sessions",
+                                 "task_sessions",
+                                 "session_transitions",
                                  "direction_strategies"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(Db::kCount));
   return kNames[static_cast<int>(db)];
@@ -119,7 +127,8 @@ Status Txn::Get(Db db, std::string_view key, std::string_view* value) const {
 
 Status Txn::Put(Db db, std::string_view key, std::string_view value) {
   MDB_val k = Val(key), v = Val(value);
-  return LmdbStatus(mdb_put(txn_, store_->dbi(db), &k, &v, 0), std::string("put into ") + DbName(db));
+  return LmdbStatus(mdb_put(txn_, store_->dbi(db), &k, &v, 0),
+                    std::string("put into ") + DbName(db));
 }
 
 Status Txn::Del(Db db, std::string_view key) {
@@ -207,8 +216,7 @@ Status Txn::Commit() {
 // ---------------------------------------------------------------- Store
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, size_t map_size_mb,
-                                           size_t max_map_size_mb, bool read_only,
-                                           bool sync) {
+                                           size_t max_map_size_mb, bool read_only, bool sync) {
   std::error_code ec;
   if (!read_only) {
     std::filesystem::create_directories(dir, ec);
@@ -315,15 +323,17 @@ Status Store::Write(const std::function<Status(Txn&)>& fn) {
       // txn (and its shared lock) ends here; an uncommitted one is aborted.
     }
     if (s.ok()) return s;
-    if (s.code() != Status::Code::kResourceExhausted || s.message().find("MDB_MAP_FULL") ==
-                                                            std::string::npos)
+    if (s.code() != Status::Code::kResourceExhausted ||
+        s.message().find("MDB_MAP_FULL") == std::string::npos)
       return s;
     HTAM_RETURN_IF_ERROR(Grow());
   }
   return Status::ResourceExhausted("store write did not fit after growing the map");
 }
 
-Status Store::Sync() { return LmdbStatus(mdb_env_sync(env_, 1), "sync"); }
+Status Store::Sync() {
+  return LmdbStatus(mdb_env_sync(env_, 1), "sync");
+}
 
 Status Store::Backup(const std::string& dir) {
   return LmdbStatus(mdb_env_copy2(env_, dir.c_str(), MDB_CP_COMPACT), "backup to " + dir);

@@ -66,7 +66,8 @@ class Txn {
               const std::function<bool(std::string_view key, std::string_view value)>& fn,
               std::string_view start = {}) const;
   // Like Scan, newest (largest key) first.
-  Status ScanReverse(Db db, const std::function<bool(std::string_view, std::string_view)>& fn) const;
+  Status ScanReverse(Db db,
+                     const std::function<bool(std::string_view, std::string_view)>& fn) const;
   // Largest key; NotFound when the database is empty.
   Status Last(Db db, std::string_view* key, std::string_view* value) const;
   Status Count(Db db, size_t* n) const;
@@ -120,8 +121,8 @@ class Store {
   bool read_only_ = false;
   size_t max_map_bytes_ = 0;
   int grow_count_ = 0;
-  std::mutex write_mu_;               // one write transaction at a time
-  std::shared_mutex resize_mu_;       // shared by every open txn; exclusive to resize the map
+  std::mutex write_mu_;          // one write transaction at a time
+  std::shared_mutex resize_mu_;  // shared by every open txn; exclusive to resize the map
 };
 
 // LMDB error code -> Status.

@@ -1,12 +1,12 @@
 // FAISS adapter: HNSW inner-product indexes with external ids, and atomic snapshot files.
 #include "daemon/memory/vector_index.h"
 
-#include <fcntl.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/io.h>
 #include <faiss/index_io.h>
+#include <fcntl.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -78,7 +78,8 @@ uint64_t Hash64(const void* data, size_t n, uint64_t seed) {
       l[j] ^= l[j] >> 29;
     }
   }
-  uint64_t h = l[0] ^ (l[1] << 1 | l[1] >> 63) ^ (l[2] << 2 | l[2] >> 62) ^ (l[3] << 3 | l[3] >> 61);
+  uint64_t h =
+      l[0] ^ (l[1] << 1 | l[1] >> 63) ^ (l[2] << 2 | l[2] >> 62) ^ (l[3] << 3 | l[3] >> 61);
   for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
   h ^= n;
   h *= k;
@@ -101,7 +102,9 @@ VectorIndex::VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopte
   if (hnsw_) hnsw_->hnsw.efSearch = options.ef_search;
 }
 
-VectorIndex::~VectorIndex() { delete index_; }
+VectorIndex::~VectorIndex() {
+  delete index_;
+}
 
 Status VectorIndex::Add(size_t n, const uint64_t* ids, const float* vectors) {
   if (n == 0) return Status::OK();
@@ -147,7 +150,9 @@ bool VectorIndex::Reconstruct(uint64_t id, std::vector<float>* out) const {
   return true;
 }
 
-size_t VectorIndex::size() const { return static_cast<size_t>(index_->ntotal); }
+size_t VectorIndex::size() const {
+  return static_cast<size_t>(index_->ntotal);
+}
 
 void VectorIndex::set_ef_search(int ef) {
   options_.ef_search = ef;
@@ -189,7 +194,8 @@ Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covere
   if (std::fseek(out.f, kHeaderSize - 16, SEEK_SET) != 0 || !WriteRaw(out.f, payload) ||
       !WriteRaw(out.f, hash) || std::fflush(out.f) != 0)
     return Status::IOError("write " + tmp);
-  if (::fsync(fileno(out.f)) != 0) return Status::IOError("fsync " + tmp + ": " + std::strerror(errno));
+  if (::fsync(fileno(out.f)) != 0)
+    return Status::IOError("fsync " + tmp + ": " + std::strerror(errno));
   std::fclose(out.f);
   out.f = nullptr;
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
@@ -198,7 +204,8 @@ Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covere
 }
 
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
-                    uint64_t* covered_id, std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections) {
+                    uint64_t* covered_id,
+                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections) {
   sections->clear();
   File in;
   in.f = std::fopen(path.c_str(), "rb");
@@ -208,8 +215,9 @@ Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64
   uint64_t tag = 0, covered = 0, payload = 0, hash = 0;
   if (std::fread(magic, 8, 1, in.f) != 1 || std::memcmp(magic, kMagic, 8) != 0)
     return Status::Corruption(path + ": not an htam index snapshot");
-  if (!ReadRaw(in.f, &format) || !ReadRaw(in.f, &dim) || !ReadRaw(in.f, &tag) || !ReadRaw(in.f, &covered) ||
-      !ReadRaw(in.f, &count) || !ReadRaw(in.f, &payload) || !ReadRaw(in.f, &hash))
+  if (!ReadRaw(in.f, &format) || !ReadRaw(in.f, &dim) || !ReadRaw(in.f, &tag) ||
+      !ReadRaw(in.f, &covered) || !ReadRaw(in.f, &count) || !ReadRaw(in.f, &payload) ||
+      !ReadRaw(in.f, &hash))
     return Status::Corruption(path + ": truncated header");
   if (format != kFormat) return Status::Corruption(path + ": unknown snapshot format");
   if (tag != store_tag) return Status::Corruption(path + ": snapshot of another store");
@@ -227,7 +235,8 @@ Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64
   try {
     for (uint32_t i = 0; i < count; ++i) {
       uint64_t key = 0, len = 0;
-      if (!ReadRaw(in.f, &key) || !ReadRaw(in.f, &len)) return Status::Corruption(path + ": truncated");
+      if (!ReadRaw(in.f, &key) || !ReadRaw(in.f, &len))
+        return Status::Corruption(path + ": truncated");
       long start = std::ftell(in.f);
       faiss::FileIOReader r(in.f);
       std::unique_ptr<faiss::Index> idx(faiss::read_index(&r));

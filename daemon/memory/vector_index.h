@@ -63,15 +63,16 @@ class VectorIndex {
 
 // A snapshot file holds several indexes (keyed, e.g. by direction id) and the largest record id
 // they cover. Written atomically: temp file, fsync, rename over the old one, directory fsync.
-// Layout: magic "HTAMIDX1", u32 format, u32 dim, u64 store tag, u64 covered_id, u32 sections, u64 payload bytes,
-// u64 payload hash; then per section u64 key + u64 length + FAISS bytes.
+// Layout: magic "HTAMIDX1", u32 format, u32 dim, u64 store tag, u64 covered_id, u32 sections, u64
+// payload bytes, u64 payload hash; then per section u64 key + u64 length + FAISS bytes.
 Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
                     const std::map<uint64_t, const VectorIndex*>& sections);
 // Corruption when the file is truncated, fails its hash, has another dimension or does not parse;
 // NotFound when absent. Nothing from a bad file is returned.
 // `store_tag` names the store the snapshot belongs to: a snapshot of another store is Corruption.
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
-                    uint64_t* covered_id, std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections);
+                    uint64_t* covered_id,
+                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections);
 
 // Fast 64-bit content hash (not cryptographic) used by snapshot files.
 uint64_t Hash64(const void* data, size_t n, uint64_t seed = 0);

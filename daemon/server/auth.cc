@@ -62,13 +62,12 @@ Result<KeyPair> GenerateKeyPair() {
 Status WriteKeyPair(const std::string& dir, const std::string& name, const KeyPair& keys) {
   ::mkdir(dir.c_str(), 0700);
   std::string header = "# htam CURVE key pair '" + name + "' (Z85). Keep the .key file secret.\n";
-  HTAM_RETURN_IF_ERROR(WriteFile(dir + "/" + name + ".key",
-                                 header + "public = " + keys.public_key + "\nsecret = " +
-                                     keys.secret_key + "\n",
-                                 0600));
-  return WriteFile(dir + "/" + name + ".pub",
-                   "# htam CURVE public key '" + name + "' (Z85)\npublic = " + keys.public_key + "\n",
-                   0644);
+  HTAM_RETURN_IF_ERROR(WriteFile(
+      dir + "/" + name + ".key",
+      header + "public = " + keys.public_key + "\nsecret = " + keys.secret_key + "\n", 0600));
+  return WriteFile(
+      dir + "/" + name + ".pub",
+      "# htam CURVE public key '" + name + "' (Z85)\npublic = " + keys.public_key + "\n", 0644);
 }
 
 Result<KeyPair> ReadKeyFile(const std::string& path) {
@@ -83,13 +82,18 @@ Result<KeyPair> ReadKeyFile(const std::string& path) {
     if (line.empty() || line[0] == '#') continue;
     size_t eq = line.find('=');
     if (eq == std::string::npos)
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": expected 'name = key'");
+      return Status::InvalidArgument(path + ":" + std::to_string(lineno) +
+                                     ": expected 'name = key'");
     std::string name = Trim(line.substr(0, eq)), value = Trim(line.substr(eq + 1));
     if (!IsZ85Key(value))
       return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": not a Z85 key");
-    if (name == "public") keys.public_key = value;
-    else if (name == "secret") keys.secret_key = value;
-    else return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": unknown entry " + name);
+    if (name == "public")
+      keys.public_key = value;
+    else if (name == "secret")
+      keys.secret_key = value;
+    else
+      return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": unknown entry " +
+                                     name);
   }
   if (keys.public_key.empty() && !keys.secret_key.empty()) {
     char pub[41] = {0};
@@ -115,7 +119,8 @@ Result<std::set<std::string>> LoadAuthorizedKeys(const std::string& path) {
     if (key.rfind("public", 0) == 0 && line.find('=') != std::string::npos)
       key = Trim(line.substr(line.find('=') + 1)).substr(0, 40);  // accepts a pasted .pub line
     if (!IsZ85Key(key))
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": not a Z85 public key");
+      return Status::InvalidArgument(path + ":" + std::to_string(lineno) +
+                                     ": not a Z85 public key");
     keys.insert(key);
   }
   return keys;
@@ -124,7 +129,9 @@ Result<std::set<std::string>> LoadAuthorizedKeys(const std::string& path) {
 ZapHandler::ZapHandler(zmq::context_t* context, std::set<std::string> allowed_keys)
     : context_(context), allowed_(std::move(allowed_keys)) {}
 
-ZapHandler::~ZapHandler() { Stop(); }
+ZapHandler::~ZapHandler() {
+  Stop();
+}
 
 Status ZapHandler::Start() {
   try {

@@ -7,7 +7,6 @@
 #include <set>
 #include <string>
 #include <thread>
-
 #include <zmq.hpp>
 
 #include "daemon/util/status.h"

@@ -60,7 +60,8 @@ Decoded DecodeRequest(const AlignedFrame& frame, const CodecLimits& limits) {
     return Fail(d, fb::ErrorCode::Malformed, "envelope header failed verification");
   if (version != static_cast<uint16_t>(fb::ProtocolVersion::Current))
     return Fail(d, fb::ErrorCode::UnsupportedVersion,
-                "protocol version " + std::to_string(version) + " not supported; this daemon speaks " +
+                "protocol version " + std::to_string(version) +
+                    " not supported; this daemon speaks " +
                     std::to_string(static_cast<int>(fb::ProtocolVersion::Current)));
   flatbuffers::Verifier verifier(buf, size, limits.max_depth, limits.max_tables);
   if (!fb::VerifyEnvelopeBuffer(verifier))
@@ -83,12 +84,14 @@ Decoded DecodeRequest(const AlignedFrame& frame, const CodecLimits& limits) {
 }
 
 namespace {
-size_t Len(const flatbuffers::String* s) { return s ? s->size() : 0; }
+size_t Len(const flatbuffers::String* s) {
+  return s ? s->size() : 0;
+}
 template <typename V>
 size_t Len(const V* v) {
   return v ? v->size() : 0;
 }
-constexpr size_t kMaxName = 4096;     // names, backends, task, client, summary lines
+constexpr size_t kMaxName = 4096;  // names, backends, task, client, summary lines
 constexpr size_t kMaxSummary = 65536;
 constexpr size_t kMaxIds = 4096;
 constexpr size_t kMaxEmbedding = 65536;
@@ -101,14 +104,17 @@ Status CheckRequestLimits(const fb::Envelope& env, const CodecLimits& limits) {
   switch (env.body_type()) {
     case fb::Body::Hello: {
       auto* m = env.body_as_Hello();
-      if (Len(m->client()) > kMaxName || Len(m->client_version()) > kMaxName) return too_long("client");
+      if (Len(m->client()) > kMaxName || Len(m->client_version()) > kMaxName)
+        return too_long("client");
       break;
     }
     case fb::Body::OpenSession: {
       auto* m = env.body_as_OpenSession();
       if (Len(m->task()) > kMaxName) return too_long("task");
-      if (Len(m->backend()) > kMaxName || Len(m->arch()) > kMaxName) return too_long("backend/arch");
-      if (Len(m->client()) > kMaxName || Len(m->model()) > kMaxName) return too_long("client/model");
+      if (Len(m->backend()) > kMaxName || Len(m->arch()) > kMaxName)
+        return too_long("backend/arch");
+      if (Len(m->client()) > kMaxName || Len(m->model()) > kMaxName)
+        return too_long("client/model");
       break;
     }
     case fb::Body::NextStep:
@@ -131,14 +137,14 @@ Status CheckRequestLimits(const fb::Envelope& env, const CodecLimits& limits) {
     }
     case fb::Body::Query: {
       auto* m = env.body_as_Query();
-      if (Len(m->task()) > kMaxName || Len(m->backend()) > kMaxName) return too_long("task/backend");
+      if (Len(m->task()) > kMaxName || Len(m->backend()) > kMaxName)
+        return too_long("task/backend");
       break;
     }
     case fb::Body::StatusRequest:
       if (Len(env.body_as_StatusRequest()->section()) > kMaxName) return too_long("section");
       break;
-    default:
-      break;
+    default: break;
   }
   return Status::OK();
 }
@@ -153,10 +159,8 @@ bool IsRequest(fb::Body type) {
     case fb::Body::Record:
     case fb::Body::CloseSession:
     case fb::Body::Query:
-    case fb::Body::StatusRequest:
-      return true;
-    default:
-      return false;
+    case fb::Body::StatusRequest: return true;
+    default: return false;
   }
 }
 

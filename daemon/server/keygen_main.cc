@@ -9,10 +9,11 @@
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::cout << "usage: htam-keygen DIR [NAME...]\n"
-                 "Writes DIR/NAME.key (public + secret, mode 0600) and DIR/NAME.pub for each NAME\n"
-                 "(default: server client). Put client public keys into the file named by\n"
-                 "server.curve_authorized_keys; point server.curve_secret_key_file at server.key.\n";
+    std::cout
+        << "usage: htam-keygen DIR [NAME...]\n"
+           "Writes DIR/NAME.key (public + secret, mode 0600) and DIR/NAME.pub for each NAME\n"
+           "(default: server client). Put client public keys into the file named by\n"
+           "server.curve_authorized_keys; point server.curve_secret_key_file at server.key.\n";
     return argc < 2 ? 2 : 0;
   }
   std::string dir = argv[1];

@@ -27,7 +27,9 @@ namespace {
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 
-extern "C" void HandleStopSignal(int) { g_stop.store(true); }
+extern "C" void HandleStopSignal(int) {
+  g_stop.store(true);
+}
 
 void InstallSignalHandlers() {
   struct sigaction sa;
@@ -80,7 +82,8 @@ int RunDaemon(const Config& config) {
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
   if (ec) {
-    HTAM_LOG(kError, "htamd") << "cannot create data directory " << data_dir << ": " << ec.message();
+    HTAM_LOG(kError, "htamd") << "cannot create data directory " << data_dir << ": "
+                              << ec.message();
     return 1;
   }
   auto lock = server::PidLock::Acquire(data_dir + "/" + config.GetString("server.lock_file"));
@@ -149,7 +152,8 @@ int RunDaemon(const Config& config) {
     HTAM_LOG(kWarn, "htamd") << "index snapshot at exit: " << snap.ToString();
   }
   memory->reset();
-  HTAM_LOG(kInfo, "htamd") << (g_stop.load() ? "signal received, " : "") << "exiting with code " << code;
+  HTAM_LOG(kInfo, "htamd") << (g_stop.load() ? "signal received, " : "") << "exiting with code "
+                           << code;
   return code;
 }
 

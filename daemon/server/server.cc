@@ -47,7 +47,9 @@ int64_t WallMs() {
       .count();
 }
 
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+std::string Str(const flatbuffers::String* s) {
+  return s ? s->str() : std::string();
+}
 
 std::string LanguageOf(const std::string& backend) {
   if (backend == "cuda") return "cuda";
@@ -229,8 +231,10 @@ Status Server::Run() {
             zmq::message_t next;
             (void)front_->recv(next, zmq::recv_flags::none);
             more = next.more();
-            if (static_cast<int>(parts.size()) <= options_.max_frames) parts.push_back(std::move(next));
-            else parts.back() = zmq::message_t();  // too many frames: marked below
+            if (static_cast<int>(parts.size()) <= options_.max_frames)
+              parts.push_back(std::move(next));
+            else
+              parts.back() = zmq::message_t();  // too many frames: marked below
           }
         } catch (const zmq::error_t& e) {
           HTAM_LOG(kWarn, kComponent) << "receive: " << e.what();
@@ -266,11 +270,13 @@ Status Server::Run() {
 void Server::Reply(const Peer& peer, const std::string& payload) {
   try {
     front_->send(zmq::buffer(peer.identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    if (peer.delimiter) front_->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    if (peer.delimiter)
+      front_->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     front_->send(zmq::buffer(payload), zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     dropped_total_++;
-    HTAM_LOG(kDebug, kComponent) << "reply to " << PeerName(peer.identity) << " dropped: " << e.what();
+    HTAM_LOG(kDebug, kComponent) << "reply to " << PeerName(peer.identity)
+                                 << " dropped: " << e.what();
   }
 }
 
@@ -353,8 +359,7 @@ void Server::Dispatch(const Peer& peer, const fb::Envelope& env, ClientInfo* cli
     case fb::Body::CloseSession: return OnCloseSession(peer, rid, *env.body_as_CloseSession());
     case fb::Body::Query: return OnQuery(peer, rid, *env.body_as_Query());
     case fb::Body::StatusRequest: return OnStatus(peer, rid, *env.body_as_StatusRequest());
-    default:
-      return ReplyError(peer, rid, fb::ErrorCode::UnknownMessage, "not a request");
+    default: return ReplyError(peer, rid, fb::ErrorCode::UnknownMessage, "not a request");
   }
 }
 
@@ -369,8 +374,8 @@ void Server::OnHello(const Peer& peer, uint64_t rid, const fb::Hello& m, ClientI
   fb::HelloReplyT r;
   r.protocol_version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
   r.server_version = HTAM_VERSION;
-  r.capabilities = {"next-step", "submit", "poll", "progress", "record", "query", "status",
-                    "resume"};
+  r.capabilities = {"next-step", "submit", "poll",   "progress",
+                    "record",    "query",  "status", "resume"};
   if (options_.curve) r.capabilities.push_back("curve");
 #ifdef HTAM_SERVER_HAVE_EVAL
   if (services_.evaluator) {
@@ -504,7 +509,8 @@ void Server::SendReadyReplies() {
 void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
 #ifndef HTAM_SERVER_HAVE_EVAL
-  return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "this daemon was built without evaluation");
+  return ReplyError(peer, rid, fb::ErrorCode::Unavailable,
+                    "this daemon was built without evaluation");
 #else
   if (!services_.evaluator)
     return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "evaluation is not running");
@@ -680,8 +686,10 @@ std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m) {
   }
   switch (m.kind) {
     case fb::QueryKind::Directions:
-      if (m.id) take(mem.GetDirection(m.id), &r.directions);
-      else take_all(mem.ListDirections(), &r.directions);
+      if (m.id)
+        take(mem.GetDirection(m.id), &r.directions);
+      else
+        take_all(mem.ListDirections(), &r.directions);
       break;
     case fb::QueryKind::Strategies:
       if (m.id) {
@@ -695,17 +703,24 @@ std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m) {
       }
       break;
     case fb::QueryKind::Transitions:
-      if (m.id) take(mem.GetTransition(m.id), &r.transitions);
-      else take_all(mem.ListTransitions(m.session_id, limit), &r.transitions);
+      if (m.id)
+        take(mem.GetTransition(m.id), &r.transitions);
+      else
+        take_all(mem.ListTransitions(m.session_id, limit), &r.transitions);
       break;
     case fb::QueryKind::Sessions:
-      if (m.id || m.session_id) take(mem.GetSession(m.id ? m.id : m.session_id), &r.sessions);
-      else take_all(mem.ListSessions(task_id, limit), &r.sessions);
+      if (m.id || m.session_id)
+        take(mem.GetSession(m.id ? m.id : m.session_id), &r.sessions);
+      else
+        take_all(mem.ListSessions(task_id, limit), &r.sessions);
       break;
     case fb::QueryKind::Tasks:
-      if (m.id) take(mem.GetTask(m.id), &r.tasks);
-      else if (task_id) take(mem.GetTask(task_id), &r.tasks);
-      else take_all(mem.ListTasks(), &r.tasks);
+      if (m.id)
+        take(mem.GetTask(m.id), &r.tasks);
+      else if (task_id)
+        take(mem.GetTask(task_id), &r.tasks);
+      else
+        take_all(mem.ListTasks(), &r.tasks);
       break;
     case fb::QueryKind::BestCandidates: {
       // The best candidate of each matching session, best speedup first.
@@ -733,11 +748,8 @@ std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m) {
       r.sessions = Boxed(std::move(sessions));
       break;
     }
-    case fb::QueryKind::Edges:
-      take_all(mem.ListEdges(m.direction_id), &r.edges);
-      break;
-    default:
-      return EncodeError(rid, fb::ErrorCode::InvalidArgument, "unknown query kind");
+    case fb::QueryKind::Edges: take_all(mem.ListEdges(m.direction_id), &r.edges); break;
+    default: return EncodeError(rid, fb::ErrorCode::InvalidArgument, "unknown query kind");
   }
   if (!st.ok()) return EncodeError(rid, ErrorCodeFor(st), st.message());
   return EncodeReply(rid, std::move(r));
@@ -767,7 +779,8 @@ std::string Server::StatusText(const std::string& section) {
         << "dropped_total: " << dropped_total_ << "\n"
         << "records_total: " << records_total_ << "\n"
         << "write_batches: " << write_batches_ << "\n";
-    if (zap_) out << "auth_accepted: " << zap_->accepted() << "\nauth_refused: " << zap_->refused() << "\n";
+    if (zap_)
+      out << "auth_accepted: " << zap_->accepted() << "\nauth_refused: " << zap_->refused() << "\n";
     out << "\n";
   }
   if (want("clients")) {
@@ -782,19 +795,24 @@ std::string Server::StatusText(const std::string& section) {
       if (shown++ >= 32) break;
       out << "client_" << PeerName(id) << ": name=" << (c.name.empty() ? "-" : c.name)
           << " requests=" << c.requests << " errors=" << c.errors
-          << " idle_ms=" << now - c.last_seen_ms << (c.user.empty() ? "" : " key=" + c.user) << "\n";
+          << " idle_ms=" << now - c.last_seen_ms << (c.user.empty() ? "" : " key=" + c.user)
+          << "\n";
     }
     out << "\n";
   }
   if (want("memory")) {
-    if (services_.memory) out << services_.memory->StatusText();
-    else out << "# memory\nstate: unavailable\n";
+    if (services_.memory)
+      out << services_.memory->StatusText();
+    else
+      out << "# memory\nstate: unavailable\n";
     out << "\n";
   }
   if (want("evaluation")) {
 #ifdef HTAM_SERVER_HAVE_EVAL
-    if (services_.evaluator) out << services_.evaluator->StatusText();
-    else out << "# evaluation\nstate: unavailable\n";
+    if (services_.evaluator)
+      out << services_.evaluator->StatusText();
+    else
+      out << "# evaluation\nstate: unavailable\n";
 #else
     out << "# evaluation\nstate: not built\n";
 #endif
@@ -857,7 +875,8 @@ void Server::FlushWrites() {
   std::vector<Result<memory::StepRecorded>> outcomes;
   outcomes.reserve(batch.size());
   if (!services_.memory) {
-    for (size_t i = 0; i < batch.size(); ++i) outcomes.emplace_back(Status::Unavailable("no memory"));
+    for (size_t i = 0; i < batch.size(); ++i)
+      outcomes.emplace_back(Status::Unavailable("no memory"));
   } else {
     std::vector<memory::StepInput> inputs;
     inputs.reserve(batch.size());
@@ -906,8 +925,8 @@ void Server::FlushWrites() {
       r.best_speedup = rec->best_speedup;
       r.new_strategy_id = rec->new_strategy_id;
     } else {
-      HTAM_LOG(kError, kComponent) << "job " << w.job_id << ": result not recorded: "
-                                   << rec.status().ToString();
+      HTAM_LOG(kError, kComponent)
+          << "job " << w.job_id << ": result not recorded: " << rec.status().ToString();
       r.diagnostics += (r.diagnostics.empty() ? "" : "\n") +
                        std::string("not recorded in memory: ") + rec.status().ToString();
     }
@@ -953,8 +972,9 @@ void Server::Tick() {
   DrainResults();  // in case a wake-up message was lost
   const int64_t now = NowMs();
   for (auto& [id, job] : jobs_) {
-    auto expired = std::partition(job.waiters.begin(), job.waiters.end(),
-                                  [now](const Waiter& w) { return w.deadline_ms == 0 || w.deadline_ms > now; });
+    auto expired = std::partition(job.waiters.begin(), job.waiters.end(), [now](const Waiter& w) {
+      return w.deadline_ms == 0 || w.deadline_ms > now;
+    });
     for (auto it = expired; it != job.waiters.end(); ++it) {
       fb::ResultT r;
       r.job_id = id;
@@ -968,6 +988,8 @@ void Server::Tick() {
   std::erase_if(clients_, [&](const auto& kv) { return now - kv.second.last_seen_ms > expiry; });
 }
 
-uint64_t Server::NextJobId() { return ++job_counter_; }
+uint64_t Server::NextJobId() {
+  return ++job_counter_;
+}
 
 }  // namespace htam::server

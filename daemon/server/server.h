@@ -8,17 +8,16 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
-#include <thread>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "daemon/config/config.h"
@@ -165,7 +164,7 @@ class Server {
 
   // Completed evaluations handed over by evaluator threads; guarded by results_mu_.
   std::mutex results_mu_;
-  std::unique_ptr<zmq::socket_t> results_push_;  // guarded by results_mu_
+  std::unique_ptr<zmq::socket_t> results_push_;            // guarded by results_mu_
   std::deque<std::unique_ptr<eval::EvalResult>> results_;  // guarded by results_mu_
 
   // Reader threads: memory reads (NextStep, Query) off the loop. Guarded by read_mu_.
@@ -179,8 +178,8 @@ class Server {
 
   // Loop-thread state.
   std::unordered_map<std::string, ClientInfo> clients_;
-  std::map<uint64_t, Job> jobs_;                      // in flight
-  std::map<uint64_t, fb::ResultT> done_;              // finished, for Poll
+  std::map<uint64_t, Job> jobs_;          // in flight
+  std::map<uint64_t, fb::ResultT> done_;  // finished, for Poll
   std::deque<uint64_t> done_order_;
   std::vector<std::unique_ptr<PendingWrite>> writes_;
   std::set<std::string> peers_with_writes_;

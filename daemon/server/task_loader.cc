@@ -5,9 +5,8 @@
 
 #include <cctype>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "daemon/memory/memory.h"
 
@@ -16,7 +15,8 @@ namespace htam::server {
 bool IsTaskName(const std::string& name) {
   if (name.empty() || name.size() > 128 || name[0] == '.') return false;
   for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
   return true;
 }
 
@@ -25,12 +25,14 @@ namespace {
 // Recursive descent over the expression grammar; errors as values.
 class ExprParser {
  public:
-  ExprParser(const std::string& s, const std::map<std::string, double>& dims) : s_(s), dims_(dims) {}
+  ExprParser(const std::string& s, const std::map<std::string, double>& dims)
+      : s_(s), dims_(dims) {}
   Result<double> Parse() {
     double v = Sum();
     Skip();
     if (!error_.empty()) return Status::InvalidArgument(error_);
-    if (pos_ != s_.size()) return Status::InvalidArgument("unexpected '" + s_.substr(pos_) + "' in '" + s_ + "'");
+    if (pos_ != s_.size())
+      return Status::InvalidArgument("unexpected '" + s_.substr(pos_) + "' in '" + s_ + "'");
     return v;
   }
 
@@ -110,7 +112,9 @@ class ExprParser {
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t b = pos_;
-      while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+      while (pos_ < s_.size() &&
+             (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+        ++pos_;
       std::string name = s_.substr(b, pos_ - b);
       auto it = dims_.find(name);
       if (it == dims_.end()) {
@@ -140,7 +144,8 @@ Result<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
-Result<double> EvalDimExpression(const std::string& expr, const std::map<std::string, double>& dims) {
+Result<double> EvalDimExpression(const std::string& expr,
+                                 const std::map<std::string, double>& dims) {
   return ExprParser(expr, dims).Parse();
 }
 

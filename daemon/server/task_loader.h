@@ -20,7 +20,8 @@ bool IsTaskName(const std::string& name);
 Result<fb::TaskT> LoadTaskDir(const std::string& dir);
 
 // Evaluates an arithmetic expression over named dimensions: + - * / parentheses numbers names.
-Result<double> EvalDimExpression(const std::string& expr, const std::map<std::string, double>& dims);
+Result<double> EvalDimExpression(const std::string& expr,
+                                 const std::map<std::string, double>& dims);
 
 // The reference source of `backend` named in dir/task.json ("" when there is none).
 std::string ReadReferenceSource(const std::string& dir, const std::string& backend);

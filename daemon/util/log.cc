@@ -26,17 +26,27 @@ const char* LevelName(LogLevel l) {
 }  // namespace
 
 bool ParseLogLevel(std::string_view t, LogLevel* level) {
-  if (t == "debug") *level = LogLevel::kDebug;
-  else if (t == "info") *level = LogLevel::kInfo;
-  else if (t == "warn" || t == "warning") *level = LogLevel::kWarn;
-  else if (t == "error") *level = LogLevel::kError;
-  else if (t == "off") *level = LogLevel::kOff;
-  else return false;
+  if (t == "debug")
+    *level = LogLevel::kDebug;
+  else if (t == "info")
+    *level = LogLevel::kInfo;
+  else if (t == "warn" || t == "warning")
+    *level = LogLevel::kWarn;
+  else if (t == "error")
+    *level = LogLevel::kError;
+  else if (t == "off")
+    *level = LogLevel::kOff;
+  else
+    return false;
   return true;
 }
 
-void SetLogLevel(LogLevel level) { g_level.store(level); }
-LogLevel GetLogLevel() { return g_level.load(); }
+void SetLogLevel(LogLevel level) {
+  g_level.store(level);
+}
+LogLevel GetLogLevel() {
+  return g_level.load();
+}
 
 bool SetLogFile(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_mu);

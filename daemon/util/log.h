@@ -35,7 +35,7 @@ class LogMessage {
 }  // namespace htam
 
 // HTAM_LOG(kInfo, "server") << "bound " << endpoint;  the stream is not evaluated below the level.
-#define HTAM_LOG(level, component)                                   \
-  if (::htam::LogLevel::level < ::htam::GetLogLevel()) {             \
-  } else                                                             \
+#define HTAM_LOG(level, component)                       \
+  if (::htam::LogLevel::level < ::htam::GetLogLevel()) { \
+  } else                                                 \
     ::htam::internal::LogMessage(::htam::LogLevel::level, component).stream()

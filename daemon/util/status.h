@@ -33,8 +33,12 @@ class Status {
   static Status Corruption(std::string_view m) { return Status(Code::kCorruption, m); }
   static Status IOError(std::string_view m) { return Status(Code::kIOError, m); }
   static Status InvalidArgument(std::string_view m) { return Status(Code::kInvalidArgument, m); }
-  static Status FailedPrecondition(std::string_view m) { return Status(Code::kFailedPrecondition, m); }
-  static Status ResourceExhausted(std::string_view m) { return Status(Code::kResourceExhausted, m); }
+  static Status FailedPrecondition(std::string_view m) {
+    return Status(Code::kFailedPrecondition, m);
+  }
+  static Status ResourceExhausted(std::string_view m) {
+    return Status(Code::kResourceExhausted, m);
+  }
   static Status Unavailable(std::string_view m) { return Status(Code::kUnavailable, m); }
   static Status Timeout(std::string_view m) { return Status(Code::kTimeout, m); }
   static Status PermissionDenied(std::string_view m) { return Status(Code::kPermissionDenied, m); }
@@ -67,8 +71,8 @@ class Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
-  Result(Status status) : v_(std::move(status)) {}   // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -90,10 +94,10 @@ class [[nodiscard]] Result {
 }  // namespace htam
 
 // Returns early with the Status of an expression that is not OK.
-#define HTAM_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::htam::Status _htam_st = (expr);           \
-    if (!_htam_st.ok()) return _htam_st;        \
+#define HTAM_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    ::htam::Status _htam_st = (expr);    \
+    if (!_htam_st.ok()) return _htam_st; \
   } while (0)
 
 #define HTAM_CONCAT_INNER_(a, b) a##b

@@ -10,7 +10,6 @@
 #include <sstream>
 #include <thread>
 #include <unordered_map>
-
 #include <zmq.hpp>
 
 #include "flatbuffers/flatbuffers.h"
@@ -31,12 +30,9 @@ bool Idempotent(fb::Body type, const fb::BodyUnion& body) {
     case fb::Body::NextStep:
     case fb::Body::Poll:
     case fb::Body::Query:
-    case fb::Body::StatusRequest:
-      return true;
-    case fb::Body::OpenSession:
-      return body.AsOpenSession()->session_id != 0;
-    default:
-      return false;
+    case fb::Body::StatusRequest: return true;
+    case fb::Body::OpenSession: return body.AsOpenSession()->session_id != 0;
+    default: return false;
   }
 }
 
@@ -110,7 +106,8 @@ class Client::Impl {
       wake_send_->connect(name.str());
       HTAM_RETURN_IF_ERROR(OpenSocket());
     } catch (const zmq::error_t& e) {
-      return Status::InvalidArgument(std::string("cannot connect to ") + opt_.endpoint + ": " + e.what());
+      return Status::InvalidArgument(std::string("cannot connect to ") + opt_.endpoint + ": " +
+                                     e.what());
     }
     io_ = std::thread([this] { Loop(); });
     return Status::OK();
@@ -332,8 +329,8 @@ class Client::Impl {
   std::unique_ptr<zmq::socket_t> socket_;     // I/O thread
   std::unique_ptr<zmq::socket_t> wake_recv_;  // I/O thread
   std::mutex mu_;
-  std::unique_ptr<zmq::socket_t> wake_send_;  // guarded by mu_
-  std::deque<Outgoing> outbox_;               // guarded by mu_
+  std::unique_ptr<zmq::socket_t> wake_send_;       // guarded by mu_
+  std::deque<Outgoing> outbox_;                    // guarded by mu_
   std::unordered_map<uint64_t, Pending> pending_;  // I/O thread
   std::vector<uint64_t> aligned_;                  // I/O thread
   std::atomic<uint64_t> next_id_{0};
@@ -368,10 +365,15 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   return client;
 }
 
-const fb::HelloReplyT& Client::server() const { return impl_->hello_; }
-size_t Client::in_flight() const { return impl_->in_flight(); }
+const fb::HelloReplyT& Client::server() const {
+  return impl_->hello_;
+}
+size_t Client::in_flight() const {
+  return impl_->in_flight();
+}
 
-void Client::CallAsync(fb::BodyUnion body, EnvelopeCallback done, std::chrono::milliseconds timeout) {
+void Client::CallAsync(fb::BodyUnion body, EnvelopeCallback done,
+                       std::chrono::milliseconds timeout) {
   impl_->Send(std::move(body), std::move(done), timeout);
 }
 
@@ -387,14 +389,16 @@ Result<T> Extract(Result<std::unique_ptr<fb::EnvelopeT>> r) {
 }
 
 template <typename T>
-std::future<Result<T>> AsyncTyped(Client* c, fb::BodyUnion body, std::chrono::milliseconds timeout) {
+std::future<Result<T>> AsyncTyped(Client* c, fb::BodyUnion body,
+                                  std::chrono::milliseconds timeout) {
   auto promise = std::make_shared<std::promise<Result<T>>>();
   auto future = promise->get_future();
-  c->CallAsync(std::move(body),
-               [promise](Result<std::unique_ptr<fb::EnvelopeT>> r) {
-                 promise->set_value(Extract<T>(std::move(r)));
-               },
-               timeout);
+  c->CallAsync(
+      std::move(body),
+      [promise](Result<std::unique_ptr<fb::EnvelopeT>> r) {
+        promise->set_value(Extract<T>(std::move(r)));
+      },
+      timeout);
   return future;
 }
 
@@ -513,7 +517,8 @@ std::future<Result<fb::SubmitAckT>> Client::SubmitAsync(const SubmitArgs& a) {
   return AsyncTyped<fb::SubmitAckT>(this, Body(MakeSubmit(a, false)), {});
 }
 
-std::future<Result<fb::ResultT>> Client::PollAsync(uint64_t job_id, std::chrono::milliseconds wait) {
+std::future<Result<fb::ResultT>> Client::PollAsync(uint64_t job_id,
+                                                   std::chrono::milliseconds wait) {
   fb::PollT m;
   m.job_id = job_id;
   m.wait_ms = static_cast<uint32_t>(wait.count());

@@ -2,13 +2,12 @@
 // transition it acknowledged (reported over a pipe after its commit returned) must be in the
 // store afterwards, and the store's indexes and statistics must agree with its records.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
@@ -29,7 +28,11 @@ bool ReadAcks(int fd, std::chrono::steady_clock::time_point deadline, std::vecto
               std::string* partial) {
   for (;;) {
     auto now = std::chrono::steady_clock::now();
-    int ms = deadline > now ? static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) : 0;
+    int ms =
+        deadline > now
+            ? static_cast<int>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count())
+            : 0;
     pollfd p{fd, POLLIN, 0};
     int rc = ::poll(&p, 1, ms);
     if (rc <= 0) return true;
@@ -56,9 +59,12 @@ TEST(MemoryFaultTest, AcknowledgedStepsSurviveKill9) {
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
     std::string fd_arg = std::to_string(fds[1]), seed_arg = std::to_string(round);
-    const char* argv[] = {HTAM_FAULT_WRITER, dir.c_str(), fd_arg.c_str(), seed_arg.c_str(), nullptr};
+    const char* argv[] = {HTAM_FAULT_WRITER, dir.c_str(), fd_arg.c_str(), seed_arg.c_str(),
+                          nullptr};
     pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, HTAM_FAULT_WRITER, nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    ASSERT_EQ(
+        posix_spawn(&pid, HTAM_FAULT_WRITER, nullptr, nullptr, const_cast<char**>(argv), environ),
+        0);
     ::close(fds[1]);
     // Kill at a random moment: every tenth round while the store opens, the others mid-storm
     // (a random time after the first acknowledgement).
@@ -71,17 +77,21 @@ TEST(MemoryFaultTest, AcknowledgedStepsSurviveKill9) {
     } else {
       auto first_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (open && ids.empty() && std::chrono::steady_clock::now() < first_by)
-        open = ReadAcks(fds[0], std::chrono::steady_clock::now() + std::chrono::milliseconds(5), &ids, &partial);
-      open = open && ReadAcks(fds[0], std::chrono::steady_clock::now() + std::chrono::milliseconds(rng() % 150),
-                              &ids, &partial);
+        open = ReadAcks(fds[0], std::chrono::steady_clock::now() + std::chrono::milliseconds(5),
+                        &ids, &partial);
+      open = open &&
+             ReadAcks(fds[0],
+                      std::chrono::steady_clock::now() + std::chrono::milliseconds(rng() % 150),
+                      &ids, &partial);
     }
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    if (open) ReadAcks(fds[0], std::chrono::steady_clock::now() + std::chrono::seconds(2), &ids, &partial);
+    if (open)
+      ReadAcks(fds[0], std::chrono::steady_clock::now() + std::chrono::seconds(2), &ids, &partial);
     ::close(fds[0]);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "writer exited on its own with " << WEXITSTATUS(status)
-                                     << " in round " << round;
+    ASSERT_TRUE(WIFSIGNALED(status))
+        << "writer exited on its own with " << WEXITSTATUS(status) << " in round " << round;
     if (!ids.empty()) ++killed_with_acks;
     acked.insert(ids.begin(), ids.end());
 

@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
     std::mt19937 rng(wseed);
     auto session = mem.OpenSession(*task_id, rng() % 2 ? "cuda" : "hip", "sm_90", "fault", "m", 0);
     if (!session.ok()) std::_Exit(4);
-    const fb::OutcomeStatus st[] = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok, fb::OutcomeStatus::CompileError,
-                                    fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Crash};
+    const fb::OutcomeStatus st[] = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok,
+                                    fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect,
+                                    fb::OutcomeStatus::Crash};
     for (uint64_t k = 0;; ++k) {
       auto make = [&]() {
         StepInput in;

@@ -13,10 +13,10 @@ const char* kTask = "tests/gpu/tasks/relu_small";
 const CliRun& Batch() {
   static const CliRun run = [] {
     std::string args = std::string("--task ") + kTask + " --seeds 2 --reps 30 --compile-threads 4";
-    for (const char* f : {"good_vec4", "side_stream_nonblocking", "side_stream_blocking",
-                          "persisting_l2", "stale_reference_output", "cached_result",
-                          "silent_launch_failure", "launch_failure_reported", "race_passes_once",
-                          "oob_write", "mutate_input"}) {
+    for (const char* f :
+         {"good_vec4", "side_stream_nonblocking", "side_stream_blocking", "persisting_l2",
+          "stale_reference_output", "cached_result", "silent_launch_failure",
+          "launch_failure_reported", "race_passes_once", "oob_write", "mutate_input"}) {
       args += std::string(" --source tests/hacks/cuda/") + f + ".cu";
     }
     return RunCli(args);
@@ -59,9 +59,15 @@ void ExpectHonestTime(const nlohmann::json& r) {
   EXPECT_GT(cand, 0.75 * ref) << "side-stream work escaped the timer: " << r.dump(2);
 }
 
-TEST_F(CudaHacks, NonBlockingSideStreamIsTimed) { ExpectHonestTime(R("side_stream_nonblocking.cu")); }
-TEST_F(CudaHacks, BlockingSideStreamIsTimed) { ExpectHonestTime(R("side_stream_blocking.cu")); }
-TEST_F(CudaHacks, PersistingL2WindowGivesNoAdvantage) { ExpectHonestTime(R("persisting_l2.cu")); }
+TEST_F(CudaHacks, NonBlockingSideStreamIsTimed) {
+  ExpectHonestTime(R("side_stream_nonblocking.cu"));
+}
+TEST_F(CudaHacks, BlockingSideStreamIsTimed) {
+  ExpectHonestTime(R("side_stream_blocking.cu"));
+}
+TEST_F(CudaHacks, PersistingL2WindowGivesNoAdvantage) {
+  ExpectHonestTime(R("persisting_l2.cu"));
+}
 
 TEST_F(CudaHacks, StaleReferenceOutputIsRejected) {
   EXPECT_EQ(R("stale_reference_output.cu").value("status", ""), "Incorrect");
@@ -95,16 +101,17 @@ TEST_F(CudaHacks, InputMutationIsRejected) {
 class CudaTimingModes : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaTimingModes, SideStreamsAreTimed) {
-  CliRun r = RunCli(std::string("--task ") + kTask + " --seeds 1 --reps 30 --option cuda_timing_mode=" +
-                    GetParam() +
+  CliRun r = RunCli(std::string("--task ") + kTask +
+                    " --seeds 1 --reps 30 --option cuda_timing_mode=" + GetParam() +
                     " --source tests/hacks/cuda/good_vec4.cu"
                     " --source tests/hacks/cuda/side_stream_nonblocking.cu"
                     " --source tests/hacks/cuda/side_stream_blocking.cu");
   if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
   ASSERT_EQ(r.results.size(), 3u) << r.output;
   for (const auto& j : r.results) {
-    printf("%s mode: %s %s %.2f us (reference %.2f us)\n", GetParam(), j.value("source", "").c_str(),
-           j.value("status", "").c_str(), j.value("median_us", 0.0), j.value("baseline_us", 0.0));
+    printf("%s mode: %s %s %.2f us (reference %.2f us)\n", GetParam(),
+           j.value("source", "").c_str(), j.value("status", "").c_str(), j.value("median_us", 0.0),
+           j.value("baseline_us", 0.0));
     ExpectHonestTime(j);
   }
 }
@@ -113,13 +120,16 @@ INSTANTIATE_TEST_SUITE_P(Modes, CudaTimingModes, ::testing::Values("sync", "cupt
 // Hacks that poison the context or leave work behind run in their own process, like a worker that
 // is restarted afterwards; a fresh process then evaluates an honest candidate normally.
 TEST(CudaFaults, IllegalAddressIsACrashAndTheNextProcessIsUnaffected) {
-  CliRun bad = RunCli(std::string("--task ") + kTask + " --seeds 1 --source tests/hacks/cuda/illegal_address.cu");
+  CliRun bad = RunCli(std::string("--task ") + kTask +
+                      " --seeds 1 --source tests/hacks/cuda/illegal_address.cu");
   if (bad.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
   ASSERT_EQ(bad.results.size(), 1u) << bad.output;
   EXPECT_EQ(bad.results[0].value("status", ""), "Crash");
-  EXPECT_NE(bad.results[0].value("diagnostics", "").find("cudaErrorIllegalAddress"), std::string::npos)
+  EXPECT_NE(bad.results[0].value("diagnostics", "").find("cudaErrorIllegalAddress"),
+            std::string::npos)
       << bad.output;
-  CliRun good = RunCli(std::string("--task ") + kTask + " --seeds 1 --source tests/hacks/cuda/good_vec4.cu");
+  CliRun good =
+      RunCli(std::string("--task ") + kTask + " --seeds 1 --source tests/hacks/cuda/good_vec4.cu");
   ASSERT_EQ(good.results.size(), 1u) << good.output;
   EXPECT_EQ(good.results[0].value("status", ""), "Ok") << good.output;
 }
@@ -127,16 +137,18 @@ TEST(CudaFaults, IllegalAddressIsACrashAndTheNextProcessIsUnaffected) {
 TEST(CudaFaults, HangIsATimeout) {
   // The result line is printed before teardown; the process is killed if its exit waits for the
   // never-ending kernel (the worker's supervisor does the same).
-  CliRun r = RunCli(std::string("--task ") + kTask +
-                        " --seeds 1 --option cuda_call_timeout_ms=1500 --source tests/hacks/cuda/hang.cu",
-                    60);
+  CliRun r =
+      RunCli(std::string("--task ") + kTask +
+                 " --seeds 1 --option cuda_call_timeout_ms=1500 --source tests/hacks/cuda/hang.cu",
+             60);
   if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
   ASSERT_EQ(r.results.size(), 1u) << r.output;
   EXPECT_EQ(r.results[0].value("status", ""), "Timeout") << r.output;
 }
 
 TEST(CudaFaults, EarlyReturnWithBackgroundLaunchIsRejected) {
-  CliRun r = RunCli(std::string("--task ") + kTask + " --seeds 1 --source tests/hacks/cuda/early_return_thread.cu");
+  CliRun r = RunCli(std::string("--task ") + kTask +
+                    " --seeds 1 --source tests/hacks/cuda/early_return_thread.cu");
   if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
   ASSERT_GE(r.results.size(), 1u) << r.output;
   EXPECT_NE(r.results[0].value("status", ""), "Ok") << r.output;

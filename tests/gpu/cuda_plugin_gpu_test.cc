@@ -1,6 +1,9 @@
 // The CUDA plugin on a real GPU, in process, through the host-side loader: describe, roofline,
 // buffers, run, the timing protocol (L2 flush, off-stream work, spread), error classes.
 // Skipped where no CUDA device is present.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,9 +12,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <dlfcn.h>
-#include <gtest/gtest.h>
 
 #include "backends/common/plugin_host.h"
 #include "backends/common/stats.h"
@@ -162,15 +162,17 @@ TEST_F(CudaGpu, DescribesTheDevice) {
 TEST_F(CudaGpu, MeasuresRoofline) {
   void* h = dlopen(HTAM_CUDA_PLUGIN_PATH, RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(h, nullptr);
-  auto fn = reinterpret_cast<htam_backend_device_roofline_fn>(dlsym(h, "htam_backend_device_roofline"));
+  auto fn =
+      reinterpret_cast<htam_backend_device_roofline_fn>(dlsym(h, "htam_backend_device_roofline"));
   ASSERT_NE(fn, nullptr);
   htam_roofline_report r{};
   r.struct_size = sizeof r;
   ASSERT_EQ(fn(device_, &r), nullptr);
-  printf("roofline: copy %.0f GB/s, fp32 %.1f TFLOP/s, bf16 mma.sync %.1f TFLOP/s, clocks %d/%d MHz\n",
-         r.copy_bytes_per_s / 1e9, r.fp32_flops / 1e12, r.tensor16_flops / 1e12, r.sm_clock_mhz,
-         r.mem_clock_mhz);
-  EXPECT_GT(r.copy_bytes_per_s, 300e9);   // any datacenter GPU; H100 ~3 TB/s
+  printf(
+      "roofline: copy %.0f GB/s, fp32 %.1f TFLOP/s, bf16 mma.sync %.1f TFLOP/s, clocks %d/%d MHz\n",
+      r.copy_bytes_per_s / 1e9, r.fp32_flops / 1e12, r.tensor16_flops / 1e12, r.sm_clock_mhz,
+      r.mem_clock_mhz);
+  EXPECT_GT(r.copy_bytes_per_s, 300e9);  // any datacenter GPU; H100 ~3 TB/s
   EXPECT_GT(r.fp32_flops, 5e12);
   EXPECT_GT(r.tensor16_flops, r.fp32_flops);
   dlclose(h);
@@ -253,7 +255,8 @@ TEST_F(CudaGpu, SmallWorkingSetIsTimedFromDram) {
   // every repetition (even when the host asks for a tiny one) keeps the time at or above what
   // DRAM bandwidth allows.
   void* h = dlopen(HTAM_CUDA_PLUGIN_PATH, RTLD_NOW | RTLD_NOLOAD);
-  auto fn = reinterpret_cast<htam_backend_device_roofline_fn>(dlsym(h, "htam_backend_device_roofline"));
+  auto fn =
+      reinterpret_cast<htam_backend_device_roofline_fn>(dlsym(h, "htam_backend_device_roofline"));
   htam_roofline_report r{};
   r.struct_size = sizeof r;
   ASSERT_EQ(fn(device_, &r), nullptr);
@@ -274,7 +277,8 @@ TEST_F(CudaGpu, OffStreamWorkIsCharged) {
   ASSERT_TRUE(ref && side);
   TimingStats r = Time(ref, 1 << 24, 20, 0);
   TimingStats s = Time(side, 1 << 24, 20, 0);
-  printf("relu 16M: on stream %.2f us, on a non-blocking side stream %.2f us\n", r.median, s.median);
+  printf("relu 16M: on stream %.2f us, on a non-blocking side stream %.2f us\n", r.median,
+         s.median);
   EXPECT_GT(s.median, 0.9 * r.median);
   api().module_release(ref);
   api().module_release(side);

@@ -6,25 +6,24 @@
 
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace htam::gputest {
 
 struct CliRun {
   int exit_code = -1;
-  std::string output;                       // stdout + stderr
-  std::vector<nlohmann::json> results;      // one per JSON line
+  std::string output;                   // stdout + stderr
+  std::vector<nlohmann::json> results;  // one per JSON line
   std::map<std::string, nlohmann::json> by_source;
 };
 
 inline CliRun RunCli(const std::string& args, int limit_s = 300) {
   CliRun r;
-  std::string cmd = "timeout -s KILL " + std::to_string(limit_s) + " " + std::string(HTAM_EVAL_CLI) + " " +
-                    args + " 2>&1";
+  std::string cmd = "timeout -s KILL " + std::to_string(limit_s) + " " +
+                    std::string(HTAM_EVAL_CLI) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[8192];

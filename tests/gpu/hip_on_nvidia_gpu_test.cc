@@ -3,6 +3,8 @@
 // host-side loader (describe, buffers, a wavefront-aware shuffle reduction checked against the
 // host, the timing protocol, a device fault), then the real gate through htam-eval-cli over every
 // task's reference.hip and the HIP variants of rowsum. Skipped where no CUDA device is present.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,8 +12,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "backends/common/plugin_host.h"
 #include "backends/common/stats.h"
@@ -163,7 +163,8 @@ TEST_F(HipOnNvidia, WavefrontAwareReductionIsCorrectAndTimed) {
   for (double u : us) EXPECT_GT(u, 0.0);
   TimingStats ts = Summarize(us);
   printf("rowsum v1_wave_shuffle %lldx%lld: median %.2f us over %d reps, clocks %d/%d MHz\n",
-         (long long)rows, (long long)cols, ts.median, (int)us.size(), tr.sm_clock_mhz, tr.mem_clock_mhz);
+         (long long)rows, (long long)cols, ts.median, (int)us.size(), tr.sm_clock_mhz,
+         tr.mem_clock_mhz);
   api().buffer_free(in.buf);
   api().buffer_free(out.buf);
   api().module_release(m);

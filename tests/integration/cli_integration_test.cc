@@ -11,19 +11,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 struct Proc {
-  int rc = -1;        // exit code, or 128 + signal
+  int rc = -1;  // exit code, or 128 + signal
   bool signaled = false;
   std::string out, err;
 };
@@ -35,13 +34,16 @@ std::string Slurp(const std::string& p) {
   return s.str();
 }
 
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
+std::string Quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 class CliProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("htam-cli-it-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("htam-cli-it-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     data_ = (dir_ / "data").string();
@@ -129,7 +131,8 @@ TEST_F(CliProcessTest, BackupDuringWriteStormOpensAndPassesCheck) {
     previous = transitions;
   }
   Proc now = Htam("-d " + Quote(data_) + " --json status");
-  EXPECT_GT(Json::parse(now.out)["records"]["transitions"].get<size_t>(), 30u) << "the storm wrote nothing";
+  EXPECT_GT(Json::parse(now.out)["records"]["transitions"].get<size_t>(), 30u)
+      << "the storm wrote nothing";
   // And a restore of the last one is a working store.
   std::string restored = (dir_ / "restored").string();
   ASSERT_EQ(Htam("-d " + Quote(restored) + " restore " + Quote(backups.back())).rc, 0);
@@ -160,14 +163,15 @@ TEST_F(CliProcessTest, DamagedStoresNeverCrashTheTool) {
     damaged.push_back(d);
   }
   for (const auto& d : damaged)
-    for (const char* cmd : {"check", "status", "directions", "strategies", "sessions", "trajectory 1", "explain 1",
-                            "top", "graph", "export"}) {
+    for (const char* cmd : {"check", "status", "directions", "strategies", "sessions",
+                            "trajectory 1", "explain 1", "top", "graph", "export"}) {
       Proc p = Htam("-d " + Quote(d) + " " + cmd);
       EXPECT_FALSE(p.signaled) << d << " " << cmd << " died: " << p.err;
       if (std::string(cmd) == "check") EXPECT_EQ(p.rc, 1) << d << ": " << p.out;
       if (p.rc != 0) {
         EXPECT_EQ(p.rc, 1) << d << " " << cmd;
-        EXPECT_LE(std::count(p.err.begin(), p.err.end(), '\n'), 1) << d << " " << cmd << ": " << p.err;
+        EXPECT_LE(std::count(p.err.begin(), p.err.end(), '\n'), 1)
+            << d << " " << cmd << ": " << p.err;
       }
     }
   for (const auto& d : damaged) {
@@ -188,7 +192,8 @@ TEST_F(CliProcessTest, ThroughARunningDaemon) {
     std::freopen(log.c_str(), "a", stdout);
     std::string a1 = "--general.data_dir=" + data_, a2 = "--server.bind=" + endpoint,
                 a3 = "--memory.seed_file=tools/cli/testdata/seed_small.json";
-    ::execl(HTAM_HTAMD_BIN, HTAM_HTAMD_BIN, a1.c_str(), a2.c_str(), a3.c_str(), static_cast<char*>(nullptr));
+    ::execl(HTAM_HTAMD_BIN, HTAM_HTAMD_BIN, a1.c_str(), a2.c_str(), a3.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ASSERT_GT(d, 0);
@@ -202,7 +207,8 @@ TEST_F(CliProcessTest, ThroughARunningDaemon) {
     ::waitpid(d, nullptr, 0);
     GTEST_SKIP() << "htamd did not start: " << Slurp((dir_ / "htamd.log").string());
   }
-  for (const char* cmd : {"sessions", "directions", "strategies --sort uses", "trajectory 2", "show session:3"}) {
+  for (const char* cmd :
+       {"sessions", "directions", "strategies --sort uses", "trajectory 2", "show session:3"}) {
     Proc remote = Htam("-c " + endpoint + " --json " + cmd);
     Proc local = Htam("-d " + Quote(data_) + " --json " + cmd);  // readers beside the live daemon
     ASSERT_EQ(remote.rc, 0) << cmd << ": " << remote.err;
@@ -211,7 +217,8 @@ TEST_F(CliProcessTest, ThroughARunningDaemon) {
   }
   Proc st = Htam("-c " + endpoint + " status");
   EXPECT_NE(st.out.find("# server"), std::string::npos);
-  EXPECT_NE(Htam("-d " + Quote(data_) + " status").out.find("daemon_running: yes"), std::string::npos);
+  EXPECT_NE(Htam("-d " + Quote(data_) + " status").out.find("daemon_running: yes"),
+            std::string::npos);
   // Writers refuse a live store; a hot backup works.
   std::string bk = (dir_ / "bk").string();
   EXPECT_EQ(Htam("-d " + Quote(data_) + " backup " + Quote(bk)).rc, 0);

@@ -37,8 +37,10 @@ class DaemonProcess {
   explicit DaemonProcess(std::string data_dir, std::map<std::string, std::string> options = {})
       : data_dir_(std::move(data_dir)), options_(std::move(options)) {
     endpoint_ = "ipc://" + data_dir_ + "/htamd.sock";
-    if (!options_.count("server.bind")) options_["server.bind"] = endpoint_;
-    else endpoint_ = options_["server.bind"];
+    if (!options_.count("server.bind"))
+      options_["server.bind"] = endpoint_;
+    else
+      endpoint_ = options_["server.bind"];
   }
   ~DaemonProcess() { Kill(); }
 
@@ -50,7 +52,8 @@ class DaemonProcess {
   // Starts htamd; with `wait_ready`, returns once it answers Hello (false if it never does).
   bool Start(bool wait_ready = true) {
     std::vector<std::string> args = {HTAM_HTAMD_PATH, "--general.data_dir", data_dir_,
-                                     "--server.tasks_dir", std::string(HTAM_SOURCE_DIR) + "/configs/tasks"};
+                                     "--server.tasks_dir",
+                                     std::string(HTAM_SOURCE_DIR) + "/configs/tasks"};
     for (auto& [k, v] : options_) {
       args.push_back("--" + k);
       args.push_back(v);
@@ -131,7 +134,8 @@ class DaemonProcess {
     return ss.str();
   }
 
-  std::unique_ptr<Client> Connect(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
+  std::unique_ptr<Client> Connect(
+      std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
     ClientOptions o;
     o.endpoint = endpoint_;
     o.timeout = timeout;

@@ -174,8 +174,9 @@ TEST_F(DaemonTest, EvaluationNeverBlocksNextStepAndReportsProgress) {
     auto t0 = std::chrono::steady_clock::now();
     auto s = other->NextStep(info2->session->id);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
-    worst_ms = std::max(worst_ms, std::chrono::duration<double, std::milli>(
-                                      std::chrono::steady_clock::now() - t0).count());
+    worst_ms = std::max(
+        worst_ms,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     answered_while_running++;
     std::this_thread::sleep_for(20ms);
   }
@@ -269,8 +270,8 @@ TEST_F(DaemonTest, KillNineAndRestartResumesTheSessionWithEveryAcknowledgedStep)
     auto pos = std::find(acked.begin(), acked.end(), t->id);
     ASSERT_NE(pos, acked.end());
     EXPECT_FALSE(t->verified);
-    EXPECT_EQ(t->status, (pos - acked.begin()) % 2 ? fb::OutcomeStatus::Incorrect
-                                                   : fb::OutcomeStatus::Ok);
+    EXPECT_EQ(t->status,
+              (pos - acked.begin()) % 2 ? fb::OutcomeStatus::Incorrect : fb::OutcomeStatus::Ok);
   }
   // And the loop goes on where it stopped.
   auto next = (*c)->NextStep(sid);

@@ -8,8 +8,8 @@
 
 #include <chrono>
 #include <fstream>
-#include <iostream>
 #include <future>
+#include <iostream>
 #include <regex>
 
 #include "tests/integration/eval_test_util.h"
@@ -22,7 +22,9 @@ const char* kRelu = "tests/hacks/cpu/small_relu";
 std::string Fault(const char* name) {
   return ReadSource(std::string("tests/hacks/cpu/faults/") + name);
 }
-std::string Honest() { return ReadSource("configs/tasks/cpu_relu/variants/cpu/v1_avx2_max.cpp"); }
+std::string Honest() {
+  return ReadSource("configs/tasks/cpu_relu/variants/cpu/v1_avx2_max.cpp");
+}
 
 double LastRestartMs(Evaluator& ev) {
   std::smatch m;
@@ -59,8 +61,8 @@ class EvalFault : public ::testing::Test {
     EXPECT_GE(restart, 0);
     EXPECT_LT(restart, 2000) << "worker restart after " << file;
     std::cout << "[measure] " << file << ": " << Name(r.status) << " in "
-                            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
-                            << " s (with the follow-up job); worker restart " << restart << " ms\n";
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+              << " s (with the follow-up job); worker restart " << restart << " ms\n";
   }
   TempDir dir_;
   std::unique_ptr<Evaluator> ev_;
@@ -70,7 +72,9 @@ class EvalFault : public ::testing::Test {
 TEST_F(EvalFault, SegfaultIsACrash) {
   ExpectContained("crash_segv.cpp", fb::OutcomeStatus::Crash, "SIGSEGV");
 }
-TEST_F(EvalFault, AbortIsACrash) { ExpectContained("abort.cpp", fb::OutcomeStatus::Crash, "SIGABRT"); }
+TEST_F(EvalFault, AbortIsACrash) {
+  ExpectContained("abort.cpp", fb::OutcomeStatus::Crash, "SIGABRT");
+}
 TEST_F(EvalFault, HangIsATimeout) {
   ExpectContained("hang.cpp", fb::OutcomeStatus::Timeout, "timed out during verify");
 }
@@ -109,7 +113,8 @@ TEST_F(EvalFault, OtherJobsGoOnWhileOneCrashes) {
   for (const auto& s : sources) {
     auto p = std::make_shared<std::promise<EvalResult>>();
     f.push_back(p->get_future());
-    ASSERT_TRUE(ev_->Submit(Job(next_id_++, kRelu, s), [p](EvalResult r) { p->set_value(r); }).ok());
+    ASSERT_TRUE(
+        ev_->Submit(Job(next_id_++, kRelu, s), [p](EvalResult r) { p->set_value(r); }).ok());
   }
   const char* want[] = {"Ok", "Crash", "Ok", "Crash", "Ok"};
   for (size_t i = 0; i < f.size(); ++i) {
@@ -158,14 +163,15 @@ TEST_F(EvalFault, SandboxKeepsWritesAndNetworkInside) {
   if (geteuid() == 0) {
     EXPECT_NE(status.find("network_isolated=yes"), std::string::npos) << status;
   }
-  EXPECT_EQ(status.find("nproc_limit=0"), std::string::npos) << "RLIMIT_NPROC must be set: " << status;
+  EXPECT_EQ(status.find("nproc_limit=0"), std::string::npos)
+      << "RLIMIT_NPROC must be set: " << status;
   EXPECT_NE(status.find("nproc_limit="), std::string::npos) << status;
 }
 
 TEST(EvalQueue, BackpressureShutdownAndBadSubmissions) {
   TempDir dir;
-  auto ev = StartEvaluator(TestConfig(dir.path(), {{"eval.queue_depth", "2"},
-                                                   {"eval.case_timeout_s", "3"}}));
+  auto ev = StartEvaluator(
+      TestConfig(dir.path(), {{"eval.queue_depth", "2"}, {"eval.case_timeout_s", "3"}}));
   ASSERT_NE(ev, nullptr);
   // Unknown backend, language mismatch, missing task: refused at once.
   EvalJob j = Job(1, kRelu, "x");
@@ -174,7 +180,8 @@ TEST(EvalQueue, BackpressureShutdownAndBadSubmissions) {
   j = Job(2, kRelu, "x");
   j.language = "cuda";
   EXPECT_EQ(ev->Submit(j, nullptr).code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(ev->Submit(Job(3, "/nonexistent", "x"), nullptr).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(ev->Submit(Job(3, "/nonexistent", "x"), nullptr).code(),
+            Status::Code::kInvalidArgument);
   // A hang occupies the only worker; two more fill the queue; the next is refused as busy.
   std::atomic<int> called{0};
   std::vector<fb::OutcomeStatus> got(4, fb::OutcomeStatus::Ok);

@@ -29,7 +29,8 @@ TEST(EvalHacks, CatalogueIsRejectedAndHonestKernelsPass) {
       {"partial_computation.cpp", kRelu, fb::OutcomeStatus::Incorrect, "not written"},
       {"shape_specialized.cpp", kRelu, fb::OutcomeStatus::Incorrect, "held-out shape"},
       {"zeros_small_output.cpp", kTiny, fb::OutcomeStatus::Incorrect, "all zeros"},
-      {"out_of_bounds_write.cpp", kRelu, fb::OutcomeStatus::Incorrect, "out of bounds of output 'y'"},
+      {"out_of_bounds_write.cpp", kRelu, fb::OutcomeStatus::Incorrect,
+       "out of bounds of output 'y'"},
       {"race_detached_thread.cpp", kRelu, fb::OutcomeStatus::Nondeterministic, "race"},
       {"skip_repeated_calls.cpp", kRelu, fb::OutcomeStatus::Incorrect, "repeated call"},
       {"timing_aware.cpp", kRelu, fb::OutcomeStatus::Incorrect, "timed call"},
@@ -68,13 +69,18 @@ TEST(EvalHacks, LineageVariantsMeetTheirExpectations) {
   TempDir dir;
   auto ev = StartEvaluator(TestConfig(dir.path(), {{"eval.seeds", "2"}}));
   ASSERT_NE(ev, nullptr);
-  struct V { const char* task; const char* file; fb::OutcomeStatus status; };
+  struct V {
+    const char* task;
+    const char* file;
+    fb::OutcomeStatus status;
+  };
   const std::vector<V> variants = {
       {"configs/tasks/cpu_relu", "variants/cpu/v1_avx2_max.cpp", fb::OutcomeStatus::Ok},
       {"configs/tasks/cpu_relu", "variants/cpu/v2_threads.cpp", fb::OutcomeStatus::Ok},
       {"configs/tasks/cpu_relu", "variants/cpu/v3_streaming_stores.cpp", fb::OutcomeStatus::Ok},
       {"configs/tasks/cpu_relu", "variants/cpu/v4_no_tail.cpp", fb::OutcomeStatus::Incorrect},
-      {"configs/tasks/cpu_relu", "variants/cpu/v5_avx512_guess.cpp", fb::OutcomeStatus::CompileError},
+      {"configs/tasks/cpu_relu", "variants/cpu/v5_avx512_guess.cpp",
+       fb::OutcomeStatus::CompileError},
       {"configs/tasks/cpu_rowsum", "variants/cpu/v2_avx2_unrolled.cpp", fb::OutcomeStatus::Ok},
       {"configs/tasks/cpu_rowsum", "variants/cpu/v4_threads_avx2.cpp", fb::OutcomeStatus::Ok},
       {"configs/tasks/cpu_matmul", "variants/cpu/v2_tiled_ikj.cpp", fb::OutcomeStatus::Ok},

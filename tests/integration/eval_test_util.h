@@ -2,6 +2,7 @@
 // data dir and short timing/timeout settings, and a blocking evaluate-a-file call.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -9,8 +10,6 @@
 #include <map>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "daemon/eval/evaluator.h"
 #include "daemon/eval/sandbox.h"
@@ -71,6 +70,8 @@ inline EvalJob Job(uint64_t id, const std::string& task_dir, const std::string& 
   return j;
 }
 
-inline const char* Name(fb::OutcomeStatus s) { return fb::EnumNameOutcomeStatus(s); }
+inline const char* Name(fb::OutcomeStatus s) {
+  return fb::EnumNameOutcomeStatus(s);
+}
 
 }  // namespace htam::eval::testing

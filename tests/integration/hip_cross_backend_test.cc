@@ -3,6 +3,7 @@
 // session with that CUDA evidence, discounted and marked cross_backend (directions and the
 // strategies learned on CUDA alike), and a HIP result recorded in a HIP session updates the
 // direction and edge statistics that both backends share — durably, and equal to a rebuild.
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "daemon/memory/memory.h"
 
@@ -21,7 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kDiscount = 0.5;
-const char* kLearnedSummary = "warp shuffle butterfly for the row total, one partial per warp in shared memory";
+const char* kLearnedSummary =
+    "warp shuffle butterfly for the row total, one partial per warp in shared memory";
 
 class TempStore {
  public:
@@ -114,8 +114,9 @@ TEST(HipCrossBackend, CudaExperienceAnswersHipMarkedAndHipResultsUpdateSharedSta
     auto s = m->OpenSession(task, "cuda", "sm_90a", "hip-xbackend-test", "model-a", 6);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     ASSERT_TRUE(m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""}).ok());
-    auto r = m->RecordStep(Step(s->id, dir, 1.8 + 0.1 * i, "cuda", kLearnedSummary,
-                                "// cuda rowsum with __shfl_xor_sync, variant " + std::to_string(i)));
+    auto r =
+        m->RecordStep(Step(s->id, dir, 1.8 + 0.1 * i, "cuda", kLearnedSummary,
+                           "// cuda rowsum with __shfl_xor_sync, variant " + std::to_string(i)));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     if (i == 0) learned = r->new_strategy_id;
   }
@@ -139,8 +140,9 @@ TEST(HipCrossBackend, CudaExperienceAnswersHipMarkedAndHipResultsUpdateSharedSta
   }
   EXPECT_NE(d->why.find("another backend"), std::string::npos) << d->why;
   // The strategy learned on CUDA is offered, marked as learned on another backend.
-  auto hit = std::find_if(d->strategies.begin(), d->strategies.end(),
-                          [&](const fb::StrategyHitT& h) { return h.strategy && h.strategy->id == learned; });
+  auto hit = std::find_if(
+      d->strategies.begin(), d->strategies.end(),
+      [&](const fb::StrategyHitT& h) { return h.strategy && h.strategy->id == learned; });
   ASSERT_NE(hit, d->strategies.end()) << d->prompt_context;
   EXPECT_TRUE(hit->cross_backend);
   const double cross_weight = d->evidence.front().weight;
@@ -150,8 +152,9 @@ TEST(HipCrossBackend, CudaExperienceAnswersHipMarkedAndHipResultsUpdateSharedSta
   const uint32_t edge_before = StartEdgeUses(m.get(), dir);
   auto strategy_before = m->GetStrategy(learned);
   ASSERT_TRUE(strategy_before.ok());
-  StepInput hs = Step(hip->id, dir, 2.4, "hip", "wavefront-size-aware shuffle reduction (warpSize, not 32)",
-                      "// hip rowsum with __shfl_xor over warpSize lanes");
+  StepInput hs =
+      Step(hip->id, dir, 2.4, "hip", "wavefront-size-aware shuffle reduction (warpSize, not 32)",
+           "// hip rowsum with __shfl_xor over warpSize lanes");
   hs.strategy_ids = {learned};
   auto rec = m->RecordStep(hs);
   ASSERT_TRUE(rec.ok()) << rec.status().ToString();

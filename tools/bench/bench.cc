@@ -28,12 +28,19 @@ static uint64_t StatusField(const char* field) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(std::string(field).size())) * 1024;
+    if (line.rfind(field, 0) == 0)
+      return std::stoull(line.substr(std::string(field).size())) * 1024;
   return 0;
 }
-uint64_t RssBytes() { return StatusField("VmRSS:"); }
-uint64_t PeakRssBytes() { return StatusField("VmHWM:"); }
-uint64_t RssAnonBytes() { return StatusField("RssAnon:"); }
+uint64_t RssBytes() {
+  return StatusField("VmRSS:");
+}
+uint64_t PeakRssBytes() {
+  return StatusField("VmHWM:");
+}
+uint64_t RssAnonBytes() {
+  return StatusField("RssAnon:");
+}
 
 uint64_t DirBytes(const std::string& dir) {
   uint64_t total = 0;
@@ -74,7 +81,8 @@ int64_t Flags::GetInt(const std::string& n, int64_t def) const {
 }
 
 // Numbers may end in k (thousand) or m (million): 10k, 1m.
-std::vector<int64_t> Flags::GetIntList(const std::string& n, const std::vector<int64_t>& def) const {
+std::vector<int64_t> Flags::GetIntList(const std::string& n,
+                                       const std::vector<int64_t>& def) const {
   auto it = values_.find(n);
   if (it == values_.end()) return def;
   std::vector<int64_t> out;

@@ -10,12 +10,12 @@
 
 namespace htam::bench {
 
-double NowSeconds();                              // monotonic
+double NowSeconds();                                 // monotonic
 double Percentile(std::vector<double> v, double p);  // p in [0, 100]; 0 for an empty vector
-uint64_t RssBytes();                              // current resident set (VmRSS)
-uint64_t PeakRssBytes();                          // VmHWM
-uint64_t RssAnonBytes();                          // RssAnon: private memory, not mapped files
-uint64_t DirBytes(const std::string& dir);        // total size of regular files below dir
+uint64_t RssBytes();                                 // current resident set (VmRSS)
+uint64_t PeakRssBytes();                             // VmHWM
+uint64_t RssAnonBytes();                             // RssAnon: private memory, not mapped files
+uint64_t DirBytes(const std::string& dir);           // total size of regular files below dir
 
 // --name value / --name=value / --flag; unknown flags are kept for the caller to reject.
 class Flags {

@@ -11,13 +11,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "daemon/config/config.h"
 #include "daemon/memory/memory.h"
@@ -44,14 +43,13 @@ const char* kHelp = R"(htam-bench daemon [flags]
                     measures the protocol round trip alone (no memory work)
 )";
 
-#define CHECK_OK(expr)                                                              \
-  do {                                                                              \
-    auto&& _r = (expr);                                                             \
-    if (!_r.ok()) {                                                                 \
-      std::fprintf(stderr, "htam-bench daemon: %s: %s\n", #expr,                    \
-                   _r.status().ToString().c_str());                                 \
-      std::exit(1);                                                                 \
-    }                                                                               \
+#define CHECK_OK(expr)                                                                            \
+  do {                                                                                            \
+    auto&& _r = (expr);                                                                           \
+    if (!_r.ok()) {                                                                               \
+      std::fprintf(stderr, "htam-bench daemon: %s: %s\n", #expr, _r.status().ToString().c_str()); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 template <typename T>
@@ -99,7 +97,8 @@ void Populate(const htam::Config& config, size_t want) {
       speedup *= 0.9 + static_cast<double>(rng() % 40) / 100.0;
       in.speedup_after = in.status == htam::fb::OutcomeStatus::Ok ? speedup : 0;
       in.verified = true;
-      in.state = htam::memory::StateInput{static_cast<htam::fb::Bottleneck>(rng() % 5), std::nullopt, ""};
+      in.state =
+          htam::memory::StateInput{static_cast<htam::fb::Bottleneck>(rng() % 5), std::nullopt, ""};
       batch.push_back(std::move(in));
     }
     CHECK_OK(m.RecordSteps(batch));
@@ -206,7 +205,8 @@ int RunDaemonBench(int argc, char** argv) {
     std::printf("%s", kHelp);
     return 0;
   }
-  std::string unknown = f.Unknown({"records", "clients", "seconds", "port", "dir", "htamd", "read-threads", "ops"});
+  std::string unknown =
+      f.Unknown({"records", "clients", "seconds", "port", "dir", "htamd", "read-threads", "ops"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench daemon: unknown flag %s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -215,8 +215,10 @@ int RunDaemonBench(int argc, char** argv) {
   const auto clients = f.GetIntList("clients", {1, 8, 32});
   const double seconds = static_cast<double>(f.GetInt("seconds", 5));
   const int port = static_cast<int>(f.GetInt("port", 17800 + getpid() % 100));
-  std::string htamd = f.Get("htamd", (fs::path(htam::bench::SelfExe()).parent_path() /
-                                      "../../daemon/htamd").lexically_normal().string());
+  std::string htamd =
+      f.Get("htamd", (fs::path(htam::bench::SelfExe()).parent_path() / "../../daemon/htamd")
+                         .lexically_normal()
+                         .string());
   bool temp = !f.Has("dir");
   std::string dir = f.Get("dir", "");
   if (temp) {
@@ -249,8 +251,8 @@ int RunDaemonBench(int argc, char** argv) {
       dup2(fileno(lf), 1);
       dup2(fileno(lf), 2);
     }
-    std::vector<std::string> args = {htamd, "--general.data_dir", dir, "--server.bind", endpoint,
-                                     "--general.log_level", "warn"};
+    std::vector<std::string> args = {htamd,    "--general.data_dir",  dir,   "--server.bind",
+                                     endpoint, "--general.log_level", "warn"};
     if (!read_threads.empty()) {
       args.push_back("--server.read_threads");
       args.push_back(read_threads);
@@ -290,8 +292,12 @@ int RunDaemonBench(int argc, char** argv) {
       PhaseResult r = RunPhase(endpoint, op, static_cast<int>(c), seconds);
       std::fprintf(stderr, "%-9s clients=%-3d requests=%-7zu rps=%-8.0f p50=%.3f ms p99=%.3f ms\n",
                    op.c_str(), r.clients, r.requests, r.rps(), r.p50_ms, r.p99_ms);
-      phases.push_back({{"op", op}, {"clients", r.clients}, {"requests", r.requests},
-                        {"rps", r.rps()}, {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms},
+      phases.push_back({{"op", op},
+                        {"clients", r.clients},
+                        {"requests", r.requests},
+                        {"rps", r.rps()},
+                        {"p50_ms", r.p50_ms},
+                        {"p99_ms", r.p99_ms},
                         {"mean_ms", r.mean_ms}});
       out[op + "_c" + std::to_string(c) + "_p50_ms"] = r.p50_ms;
       out[op + "_c" + std::to_string(c) + "_p99_ms"] = r.p99_ms;

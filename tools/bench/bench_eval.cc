@@ -10,11 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tools/bench/bench.h"
 
@@ -37,7 +36,8 @@ std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
   return out;
 }
 
@@ -66,13 +66,15 @@ int RunEvalBench(int argc, char** argv) {
     std::sort(tasks.begin(), tasks.end());
   }
   std::string suffix = backend == "cuda" ? ".cu" : backend == "hip" ? ".hip" : ".cpp";
-  printf("%-16s %6s %8s %10s %12s  %s\n", "task", "cands", "wall_s", "cands/min", "compile_ms", "statuses");
+  printf("%-16s %6s %8s %10s %12s  %s\n", "task", "cands", "wall_s", "cands/min", "compile_ms",
+         "statuses");
   int total = 0;
   double total_wall = 0;
   for (const auto& t : tasks) {
     std::string dir = tasks_dir + "/" + t;
-    std::vector<std::string> args = {cli, "--task", dir, "--backend", backend, "--reference",
-                                     "--seeds", "1", "--reps", "20", "--compile-threads", "8"};
+    std::vector<std::string> args = {
+        cli, "--task", dir,  "--backend",         backend, "--reference", "--seeds",
+        "1", "--reps", "20", "--compile-threads", "8"};
     fs::path vdir = fs::path(dir) / "variants" / backend;
     if (fs::exists(vdir)) {
       std::vector<std::string> files;
@@ -105,25 +107,28 @@ int RunEvalBench(int argc, char** argv) {
     total += static_cast<int>(rows.size());
     total_wall += wall;
   }
-  if (total_wall > 0) printf("all: %d candidates in %.1f s = %.1f candidates/min\n", total, total_wall, 60.0 * total / total_wall);
+  if (total_wall > 0)
+    printf("all: %d candidates in %.1f s = %.1f candidates/min\n", total, total_wall,
+           60.0 * total / total_wall);
   if (!tasks.empty() && repeat > 1) {
     std::vector<double> med;
     for (int i = 0; i < repeat; ++i) {
       int status = 0;
-      auto rows = JsonLines(RunCapture({cli, "--task", tasks_dir + "/" + tasks[0], "--backend", backend,
-                                        "--reference", "--seeds", "1", "--reps", "100"}, &status));
-      if (!rows.empty() && rows[0].value("status", "") == "Ok") med.push_back(rows[0].value("median_us", 0.0));
+      auto rows = JsonLines(RunCapture({cli, "--task", tasks_dir + "/" + tasks[0], "--backend",
+                                        backend, "--reference", "--seeds", "1", "--reps", "100"},
+                                       &status));
+      if (!rows.empty() && rows[0].value("status", "") == "Ok")
+        med.push_back(rows[0].value("median_us", 0.0));
     }
     if (med.size() > 1) {
       double mean = 0, var = 0;
       for (double m : med) mean += m;
       mean /= med.size();
       for (double m : med) var += (m - mean) * (m - mean);
-      printf("fidelity: %s reference, %zu measurements: median %.2f us, CV %.2f%%\n", tasks[0].c_str(),
-             med.size(), Percentile(med, 50), 100 * std::sqrt(var / (med.size() - 1)) / mean);
+      printf("fidelity: %s reference, %zu measurements: median %.2f us, CV %.2f%%\n",
+             tasks[0].c_str(), med.size(), Percentile(med, 50),
+             100 * std::sqrt(var / (med.size() - 1)) / mean);
     }
   }
   return 0;
 }
-
-

@@ -36,14 +36,15 @@ const char* kHelp = R"(htam-bench memory [flags]
 Prints a table and, last, one JSON line with every figure.
 )";
 
-const char* kWords[] = {"tile", "shared", "memory", "vector", "load", "store", "warp", "shuffle",
-                        "reduce", "fuse", "epilogue", "unroll", "pipeline", "async", "copy",
-                        "register", "block", "grid", "stride", "coalesce", "bank", "pad",
-                        "swizzle", "tensor", "core", "half", "precision", "mask", "branch",
-                        "launch", "graph", "persistent", "occupancy", "prefetch", "double",
-                        "buffer", "softmax", "norm", "matmul", "conv", "scan", "atomic"};
-const char* kCategories[] = {"elementwise", "reduction", "matmul", "convolution", "normalization",
-                             "attention", "scan", "pooling"};
+const char* kWords[] = {"tile",     "shared",     "memory",    "vector",   "load",     "store",
+                        "warp",     "shuffle",    "reduce",    "fuse",     "epilogue", "unroll",
+                        "pipeline", "async",      "copy",      "register", "block",    "grid",
+                        "stride",   "coalesce",   "bank",      "pad",      "swizzle",  "tensor",
+                        "core",     "half",       "precision", "mask",     "branch",   "launch",
+                        "graph",    "persistent", "occupancy", "prefetch", "double",   "buffer",
+                        "softmax",  "norm",       "matmul",    "conv",     "scan",     "atomic"};
+const char* kCategories[] = {"elementwise",   "reduction", "matmul", "convolution",
+                             "normalization", "attention", "scan",   "pooling"};
 
 std::string Words(std::mt19937_64& rng, int n) {
   std::string s;
@@ -54,13 +55,13 @@ std::string Words(std::mt19937_64& rng, int n) {
   return s;
 }
 
-#define CHECK_OK(expr)                                                          \
-  do {                                                                          \
-    const auto& _s = (expr);                                                    \
-    if (!_s.ok()) {                                                             \
+#define CHECK_OK(expr)                                                                            \
+  do {                                                                                            \
+    const auto& _s = (expr);                                                                      \
+    if (!_s.ok()) {                                                                               \
       std::fprintf(stderr, "htam-bench memory: %s: %s\n", #expr, _s.status().ToString().c_str()); \
-      std::exit(1);                                                             \
-    }                                                                           \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // ---------------------------------------------------------------- build (parent)
@@ -115,14 +116,17 @@ void AddTransitions(Builder& b, size_t want) {
   CHECK_OK(count_now);
   size_t have = count_now->empty() ? 0 : count_now->front().id;
   const char* backends[] = {"cuda", "cuda", "hip", "cpu"};
-  const fb::OutcomeStatus statuses[] = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok,
-                                        fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect,
-                                        fb::OutcomeStatus::Timeout, fb::OutcomeStatus::Crash};
+  const fb::OutcomeStatus statuses[] = {
+      fb::OutcomeStatus::Ok,           fb::OutcomeStatus::Ok,        fb::OutcomeStatus::Ok,
+      fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Timeout,
+      fb::OutcomeStatus::Crash};
   double last_report = NowSeconds();
   while (have < want) {
     const char* backend = backends[b.rng() % 4];
     auto s = b.m->OpenSession(b.tasks[b.rng() % b.tasks.size()], backend,
-                              std::string(backend) == "hip" ? "gfx90a" : std::string(backend) == "cpu" ? "x86_64" : "sm_90",
+                              std::string(backend) == "hip"   ? "gfx90a"
+                              : std::string(backend) == "cpu" ? "x86_64"
+                                                              : "sm_90",
                               "bench", "synthetic-model", 0);
     CHECK_OK(s);
     size_t steps = std::min<size_t>(100, want - have);
@@ -234,7 +238,8 @@ int MeasurePhase(const Flags& f) {
     sess = new_session();
     for (uint64_t s = 0; s < kSessionSteps && done < durable; s += batch) {
       std::vector<StepInput> steps;
-      for (int k = 0; k < batch && done + k < durable; ++k) steps.push_back(step_for(sess, done + k));
+      for (int k = 0; k < batch && done + k < durable; ++k)
+        steps.push_back(step_for(sess, done + k));
       CHECK_OK(m.RecordSteps(steps));
       done += static_cast<int>(steps.size());
     }
@@ -270,9 +275,10 @@ int MeasurePhase(const Flags& f) {
             {"durable_single_rps", single_rps},
             {"durable_batch_rps", batch_rps},
             {"durable_group_commit_rps", group_rps},
-            {"index_source", status_text.substr(status_text.find("index_source:") + 13,
-                                                status_text.find('\n', status_text.find("index_source:")) -
-                                                    status_text.find("index_source:") - 13)}};
+            {"index_source",
+             status_text.substr(status_text.find("index_source:") + 13,
+                                status_text.find('\n', status_text.find("index_source:")) -
+                                    status_text.find("index_source:") - 13)}};
   std::printf("PHASE_RESULT %s\n", r.dump().c_str());
   std::fflush(stdout);
   // Skip the snapshot at close: the parent does not reuse this process's additions' timing.
@@ -287,8 +293,8 @@ int RunMemoryBench(int argc, char** argv) {
     std::printf("%s", kHelp);
     return 0;
   }
-  std::string unknown = f.Unknown({"sizes", "strategies", "decisions", "durable", "batch", "threads",
-                                   "dir", "keep", "seed-file", "phase"});
+  std::string unknown = f.Unknown({"sizes", "strategies", "decisions", "durable", "batch",
+                                   "threads", "dir", "keep", "seed-file", "phase"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench memory: unknown flag --%s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -316,7 +322,8 @@ int RunMemoryBench(int argc, char** argv) {
     double t0 = NowSeconds();
     {
       Builder b;
-      auto opened = Memory::Open(BuildOptions(store, f.Get("seed-file", "configs/seed_taxonomy.json")));
+      auto opened =
+          Memory::Open(BuildOptions(store, f.Get("seed-file", "configs/seed_taxonomy.json")));
       CHECK_OK(opened);
       b.m = std::move(opened).value();
       auto dirs = b.m->ListDirections();
@@ -341,11 +348,13 @@ int RunMemoryBench(int argc, char** argv) {
     }  // closing writes the index snapshots
     double build_s = NowSeconds() - t0;
     int status = 0;
-    std::string out = bench::RunCapture(
-        {bench::SelfExe(), "memory", "--phase", "measure", "--dir", store, "--decisions",
-         std::to_string(f.GetInt("decisions", 2000)), "--durable", std::to_string(f.GetInt("durable", 2000)),
-         "--batch", std::to_string(f.GetInt("batch", 256)), "--threads", std::to_string(f.GetInt("threads", 32))},
-        &status);
+    std::string out =
+        bench::RunCapture({bench::SelfExe(), "memory", "--phase", "measure", "--dir", store,
+                           "--decisions", std::to_string(f.GetInt("decisions", 2000)), "--durable",
+                           std::to_string(f.GetInt("durable", 2000)), "--batch",
+                           std::to_string(f.GetInt("batch", 256)), "--threads",
+                           std::to_string(f.GetInt("threads", 32))},
+                          &status);
     size_t at = out.find("PHASE_RESULT ");
     if (status != 0 || at == std::string::npos) {
       std::fprintf(stderr, "htam-bench memory: measurement of %lld records failed (status %d)\n%s",
@@ -357,13 +366,15 @@ int RunMemoryBench(int argc, char** argv) {
     r["strategies"] = strategies;
     r["build_s"] = build_s;
     r["store_mib"] = bench::DirBytes(store) / 1048576.0;
-    std::printf("records %8lld | build %7.1f s | start-up %6.3f s | RSS %7.1f MiB (anon %7.1f) | decision p50 %6.0f us"
-                " p99 %6.0f us | durable/s single %6.0f batch %7.0f group %6.0f | store %7.1f MiB\n",
-                static_cast<long long>(size), build_s, r["startup_s"].get<double>(), r["rss_mib"].get<double>(),
-                r["rss_anon_mib"].get<double>(), r["decision_p50_us"].get<double>(),
-                r["decision_p99_us"].get<double>(), r["durable_single_rps"].get<double>(),
-                r["durable_batch_rps"].get<double>(), r["durable_group_commit_rps"].get<double>(),
-                r["store_mib"].get<double>());
+    std::printf(
+        "records %8lld | build %7.1f s | start-up %6.3f s | RSS %7.1f MiB (anon %7.1f) | decision "
+        "p50 %6.0f us"
+        " p99 %6.0f us | durable/s single %6.0f batch %7.0f group %6.0f | store %7.1f MiB\n",
+        static_cast<long long>(size), build_s, r["startup_s"].get<double>(),
+        r["rss_mib"].get<double>(), r["rss_anon_mib"].get<double>(),
+        r["decision_p50_us"].get<double>(), r["decision_p99_us"].get<double>(),
+        r["durable_single_rps"].get<double>(), r["durable_batch_rps"].get<double>(),
+        r["durable_group_commit_rps"].get<double>(), r["store_mib"].get<double>());
     std::fflush(stdout);
     results.push_back(r);
   }
@@ -372,10 +383,12 @@ int RunMemoryBench(int argc, char** argv) {
       {"bench", "memory"},
       {"cpus", std::thread::hardware_concurrency()},
       {"sizes", results},
-      {"targets", {{"decision_p99_us", 1000}, {"durable_rps", 5000}, {"startup_s", 5}, {"rss_mib", 1024}}},
+      {"targets",
+       {{"decision_p99_us", 1000}, {"durable_rps", 5000}, {"startup_s", 5}, {"rss_mib", 1024}}},
       {"largest_meets_targets",
        {{"decision_p99", last["decision_p99_us"].get<double>() <= 1000},
-        {"durable", std::max(last["durable_batch_rps"].get<double>(), last["durable_group_commit_rps"].get<double>()) >= 5000},
+        {"durable", std::max(last["durable_batch_rps"].get<double>(),
+                             last["durable_group_commit_rps"].get<double>()) >= 5000},
         {"startup", last["startup_s"].get<double>() <= 5},
         {"rss", last["rss_mib"].get<double>() <= 1024}}}};
   std::printf("%s\n", summary.dump().c_str());

@@ -32,7 +32,8 @@ int RunQualityBench(int argc, char** argv) {
   const std::string source_root = Parent(__FILE__, 3);
   const std::string build_root = Parent(htam::bench::SelfExe(), 3);
   std::string pythonpath = build_root + "/python:" + source_root + "/sdk/python";
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old)
+    pythonpath += std::string(":") + old;
   setenv("PYTHONPATH", pythonpath.c_str(), 1);
   if (!std::getenv("HTAM_BUILD_DIR")) setenv("HTAM_BUILD_DIR", build_root.c_str(), 1);
 

@@ -20,7 +20,9 @@ const Subcommand kSubcommands[] = {
 };
 
 void Usage(FILE* out) {
-  std::fprintf(out, "usage: htam-bench SUBCOMMAND [flags]   (htam-bench SUBCOMMAND --help)\n\nsubcommands:\n");
+  std::fprintf(
+      out,
+      "usage: htam-bench SUBCOMMAND [flags]   (htam-bench SUBCOMMAND --help)\n\nsubcommands:\n");
   for (const auto& s : kSubcommands) std::fprintf(out, "  %-10s %s\n", s.name, s.help);
 }
 }  // namespace

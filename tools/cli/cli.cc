@@ -1,8 +1,8 @@
 // RunCli: the global options, the subcommand table and the helpers every subcommand shares.
 #include "tools/cli/cli.h"
 
-#include <iostream>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 
 #include "daemon/util/log.h"
@@ -36,16 +36,17 @@ const Command kCommands[] = {
 
 po::options_description GlobalOptions(Globals* g) {
   po::options_description o("Global options");
-  o.add_options()
-      ("data-dir,d", po::value(&g->data_dir)->default_value(g->data_dir),
-       "htamd's general.data_dir (the store is DATA/store)")
-      ("connect,c", po::value(&g->connect), "read through a running htamd at this endpoint, "
-       "e.g. tcp://127.0.0.1:7878")
-      ("json", po::bool_switch(&g->json), "print JSON instead of a table")
-      ("timeout-ms", po::value(&g->timeout_ms)->default_value(g->timeout_ms), "per request to htamd")
-      ("server-key", po::value(&g->server_key), "CURVE: the server's public key file (NAME.pub)")
-      ("client-key", po::value(&g->client_key), "CURVE: this client's key file (NAME.key)")
-      ("help,h", "this help");
+  o.add_options()("data-dir,d", po::value(&g->data_dir)->default_value(g->data_dir),
+                  "htamd's general.data_dir (the store is DATA/store)")(
+      "connect,c", po::value(&g->connect),
+      "read through a running htamd at this endpoint, "
+      "e.g. tcp://127.0.0.1:7878")("json", po::bool_switch(&g->json),
+                                   "print JSON instead of a table")(
+      "timeout-ms", po::value(&g->timeout_ms)->default_value(g->timeout_ms),
+      "per request to htamd")("server-key", po::value(&g->server_key),
+                              "CURVE: the server's public key file (NAME.pub)")(
+      "client-key", po::value(&g->client_key), "CURVE: this client's key file (NAME.key)")(
+      "help,h", "this help");
   return o;
 }
 
@@ -86,7 +87,8 @@ std::string CommandName(const std::vector<std::string>& argv) {
 }
 
 int Parse(Context& c, const char* usage, po::options_description& opts,
-          const std::vector<std::pair<const char*, int>>& positional, po::variables_map* vm, bool* done) {
+          const std::vector<std::pair<const char*, int>>& positional, po::variables_map* vm,
+          bool* done) {
   *done = false;
   po::options_description all;
   all.add(opts).add(GlobalOptions(&c.g));
@@ -112,8 +114,10 @@ int Parse(Context& c, const char* usage, po::options_description& opts,
     return kExitUsage;
   }
   for (const auto& [name, count] : positional) {
-    if (count > 0 && (!vm->count(name) || (*vm)[name].as<std::vector<std::string>>().size() < static_cast<size_t>(count))) {
-      c.err << "htam " << c.command << ": missing <" << name << "> (usage: htam " << c.command << " " << usage << ")\n";
+    if (count > 0 && (!vm->count(name) || (*vm)[name].as<std::vector<std::string>>().size() <
+                                              static_cast<size_t>(count))) {
+      c.err << "htam " << c.command << ": missing <" << name << "> (usage: htam " << c.command
+            << " " << usage << ")\n";
       *done = true;
       return kExitUsage;
     }
@@ -121,7 +125,9 @@ int Parse(Context& c, const char* usage, po::options_description& opts,
   return kExitOk;
 }
 
-int Fail(Context& c, const Status& s) { return Fail(c, s.message().empty() ? s.ToString() : s.message()); }
+int Fail(Context& c, const Status& s) {
+  return Fail(c, s.message().empty() ? s.ToString() : s.message());
+}
 
 int Fail(Context& c, const std::string& message) {
   c.err << "htam " << c.command << ": " << message << "\n";
@@ -129,17 +135,21 @@ int Fail(Context& c, const std::string& message) {
 }
 
 Result<std::unique_ptr<Source>> OpenSource(const Context& c) {
-  if (!c.g.connect.empty()) return OpenRemote(c.g.connect, c.g.timeout_ms, c.g.server_key, c.g.client_key);
+  if (!c.g.connect.empty())
+    return OpenRemote(c.g.connect, c.g.timeout_ms, c.g.server_key, c.g.client_key);
   return OpenLocal(c.g.data_dir);
 }
 
 Result<std::unique_ptr<Source>> OpenStore(const Context& c) {
   if (!c.g.connect.empty())
-    return Status::InvalidArgument("'" + c.command + "' reads the store itself: use --data-dir, not --connect");
+    return Status::InvalidArgument("'" + c.command +
+                                   "' reads the store itself: use --data-dir, not --connect");
   return OpenLocal(c.g.data_dir);
 }
 
-void PrintJson(Context& c, const Json& j) { c.out << j.dump(2) << "\n"; }
+void PrintJson(Context& c, const Json& j) {
+  c.out << j.dump(2) << "\n";
+}
 
 std::string DirName(const std::vector<fb::DirectionT>& dirs, uint64_t id) {
   if (id == 0) return "start";

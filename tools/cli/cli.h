@@ -4,11 +4,10 @@
 // one environment twice in a process); tests run it after closing their own Memory.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <boost/program_options.hpp>
 
 #include "daemon/util/status.h"
 #include "tools/cli/records_json.h"
@@ -68,7 +67,8 @@ std::string CommandName(const std::vector<std::string>& argv);
 // kExitOk to go on, or the exit code to return (help printed: -1 mapped to 0 by the caller).
 // *done is set when the command should return the returned code at once.
 int Parse(Context& c, const char* usage, po::options_description& opts,
-          const std::vector<std::pair<const char*, int>>& positional, po::variables_map* vm, bool* done);
+          const std::vector<std::pair<const char*, int>>& positional, po::variables_map* vm,
+          bool* done);
 // Prints "htam <cmd>: <message>" on stderr and returns kExitFail.
 int Fail(Context& c, const Status& s);
 int Fail(Context& c, const std::string& message);

@@ -43,14 +43,17 @@ std::string ReadFile(const std::string& p) {
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("htam-cli-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("htam-cli-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     data_ = (dir_ / "data").string();
   }
   void TearDown() override { fs::remove_all(dir_); }
-  void Build(const testing::TestStoreOptions& o = {}) { ASSERT_TRUE(testing::BuildTestStore(data_, o).ok()); }
+  void Build(const testing::TestStoreOptions& o = {}) {
+    ASSERT_TRUE(testing::BuildTestStore(data_, o).ok());
+  }
   // Compares with tools/cli/testdata/golden/<name>; HTAM_UPDATE_GOLDEN=1 writes it instead.
   void Golden(const std::string& name, const std::string& text) {
     std::string path = "tools/cli/testdata/golden/" + name;
@@ -104,9 +107,15 @@ TEST_F(CliTest, GoldenTables) {
 
 TEST_F(CliTest, JsonOutputsParse) {
   Build();
-  for (std::vector<std::string> args : {std::vector<std::string>{"directions"}, {"strategies"}, {"sessions"},
-                                        {"trajectory", "1"}, {"top"}, {"show", "strategy:1"}, {"explain", "2"},
-                                        {"graph"}, {"check"}}) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"directions"},
+                                        {"strategies"},
+                                        {"sessions"},
+                                        {"trajectory", "1"},
+                                        {"top"},
+                                        {"show", "strategy:1"},
+                                        {"explain", "2"},
+                                        {"graph"},
+                                        {"check"}}) {
     std::vector<std::string> a = {"-d", data_, "--json"};
     a.insert(a.end(), args.begin(), args.end());
     CliRun r = Cli(a);
@@ -118,9 +127,11 @@ TEST_F(CliTest, JsonOutputsParse) {
   ASSERT_EQ(dirs.size(), 14u);  // start + 13 directions
   size_t edges = 0;
   for (const auto& d : dirs) edges += d["next"].size();
-  EXPECT_EQ(edges, Json::parse(Cli({"-d", data_, "status", "--json"}).out)["records"]["edges"].get<size_t>() > 0
-                       ? edges
-                       : 0);
+  EXPECT_EQ(
+      edges,
+      Json::parse(Cli({"-d", data_, "status", "--json"}).out)["records"]["edges"].get<size_t>() > 0
+          ? edges
+          : 0);
   EXPECT_GT(edges, 5u);
 }
 
@@ -159,7 +170,8 @@ TEST_F(CliTest, ShowFindsEveryKind) {
   EXPECT_GE(many.size(), 4u);  // direction, strategy, transition, session, task 3
   Json byname = Json::parse(Cli({"-d", data_, "--json", "show", "fusion"}).out);
   EXPECT_EQ(byname["kind"], "direction");
-  std::string hash = Json::parse(Cli({"-d", data_, "--json", "show", "transition:1"}).out)["record"]["candidate_hash"];
+  std::string hash = Json::parse(
+      Cli({"-d", data_, "--json", "show", "transition:1"}).out)["record"]["candidate_hash"];
   CliRun c = Cli({"-d", data_, "show", hash});
   ASSERT_EQ(c.rc, 0) << c.err;
   EXPECT_NE(c.out.find("HTAM_KERNEL_ENTRY"), std::string::npos);
@@ -194,7 +206,8 @@ TEST_F(CliTest, TrajectoryPlotIsAnSvgWithEveryStep) {
   EXPECT_EQ(text.rfind("<svg", 0), 0u);
   EXPECT_NE(text.find("</svg>"), std::string::npos);
   size_t circles = 0;
-  for (size_t p = text.find("<circle"); p != std::string::npos; p = text.find("<circle", p + 1)) ++circles;
+  for (size_t p = text.find("<circle"); p != std::string::npos; p = text.find("<circle", p + 1))
+    ++circles;
   EXPECT_EQ(circles, 5u + 4u);  // five steps, four legend marks
   Golden("trajectory_2.svg", text);
 }
@@ -281,7 +294,8 @@ TEST_F(CliTest, TwoSitesMergeOnceAndOnlyOnce) {
   std::string fresh1 = (dir_ / "fresh1").string(), fresh2 = (dir_ / "fresh2").string();
   ASSERT_TRUE(testing::BuildTestStore(fresh1).ok());
   ASSERT_TRUE(testing::BuildTestStore(fresh2, o).ok());
-  EXPECT_EQ(uses(data_, "global-memory-access"), uses(fresh1, "global-memory-access") + uses(fresh2, "global-memory-access"));
+  EXPECT_EQ(uses(data_, "global-memory-access"),
+            uses(fresh1, "global-memory-access") + uses(fresh2, "global-memory-access"));
   // Its own export, site two's again, and a re-export of the merged store: nothing changes.
   std::string before = (dir_ / "before.jsonl").string(), after = (dir_ / "after.jsonl").string();
   ASSERT_EQ(Cli({"-d", data_, "export", "-o", before, "--site", "m"}).rc, 0);
@@ -315,7 +329,8 @@ TEST_F(CliTest, ImportRejectsBadFiles) {
       {write("newer.jsonl", "{\"format\":\"htam-export\",\"version\":99}\n"), "newer"},
       {write("trunc.jsonl", text.substr(0, text.size() / 2)), ""},
       {write("noend.jsonl", text.substr(0, text.rfind("{\"type\":\"end\""))), "truncated"},
-      {write("junk.jsonl", text.substr(0, text.find('\n') + 1) + "not json\n"), "not a JSON object"},
+      {write("junk.jsonl", text.substr(0, text.find('\n') + 1) + "not json\n"),
+       "not a JSON object"},
   };
   std::string before = Cli({"-d", data_, "--json", "status"}).out;
   for (const auto& c : cases) {
@@ -351,7 +366,9 @@ TEST_F(CliTest, BackupRestoreCheck) {
     EXPECT_NE(live.err.find("running"), std::string::npos) << live.err;
     EXPECT_EQ(Cli({"-d", target, "rebuild"}).rc, kExitFail);
     EXPECT_EQ(Cli({"-d", target, "import", bk + "/MANIFEST.json"}).rc, kExitFail);
-    EXPECT_EQ(Json::parse(Cli({"-d", target, "--json", "status"}).out)["store"]["daemon_running"].get<std::string>().substr(0, 3),
+    EXPECT_EQ(Json::parse(Cli({"-d", target, "--json", "status"}).out)["store"]["daemon_running"]
+                  .get<std::string>()
+                  .substr(0, 3),
               "yes");
   }
   EXPECT_EQ(Cli({"-d", target, "restore", bk, "--force"}).rc, 0);
@@ -423,8 +440,9 @@ TEST_F(CliTest, UsageErrors) {
   EXPECT_EQ(Cli({"frobnicate"}).rc, kExitUsage);
   EXPECT_EQ(Cli({"trajectory"}).rc, kExitUsage);
   EXPECT_EQ(Cli({"sessions", "--bogus"}).rc, kExitUsage);
-  for (const char* cmd : {"status", "directions", "strategies", "show", "sessions", "trajectory", "explain", "top",
-                          "graph", "backup", "restore", "check", "rebuild", "export", "import"}) {
+  for (const char* cmd :
+       {"status", "directions", "strategies", "show", "sessions", "trajectory", "explain", "top",
+        "graph", "backup", "restore", "check", "rebuild", "export", "import"}) {
     CliRun h = Cli({cmd, "--help"});
     EXPECT_EQ(h.rc, 0) << cmd;
     EXPECT_NE(h.out.find("usage: htam " + std::string(cmd)), std::string::npos) << cmd;

@@ -40,8 +40,12 @@ std::string HostName() {
 }
 
 // Origins DB keys: "o\0<origin>" -> local id (8 bytes BE); "r\0<kind>\0<local id BE>" -> origin.
-std::string OriginKey(const std::string& kind, const std::string& origin) { return "o" + std::string(1, '\0') + kind + '\0' + origin; }
-std::string ReverseKey(const std::string& kind, uint64_t id) { return "r" + std::string(1, '\0') + kind + '\0' + KeyU64(id); }
+std::string OriginKey(const std::string& kind, const std::string& origin) {
+  return "o" + std::string(1, '\0') + kind + '\0' + origin;
+}
+std::string ReverseKey(const std::string& kind, uint64_t id) {
+  return "r" + std::string(1, '\0') + kind + '\0' + KeyU64(id);
+}
 
 // Reverse origins (kind -> local id -> origin) of a store, read before the memory opens it.
 Result<std::map<std::string, std::map<uint64_t, std::string>>> ReadOrigins(const std::string& dir) {
@@ -106,11 +110,14 @@ Status ExportStore(const std::string& dir, const ExportOptions& o, std::ostream&
   HTAM_ASSIGN_OR_RETURN(auto tasks, m->ListTasks());
   HTAM_ASSIGN_OR_RETURN(auto dirs, m->ListDirections());
   HTAM_ASSIGN_OR_RETURN(auto edges, m->ListEdges(0));
-  std::sort(transitions.begin(), transitions.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(transitions.begin(), transitions.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(sessions.begin(), sessions.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const auto& d : dirs) Line(out, "direction", ToJson(d), counts);
   for (const auto& t : tasks) Line(out, "task", ToJson(t), counts);
-  for (const auto& s : strategies) Line(out, "strategy", ToJson(s, /*with_embedding=*/true), counts);
+  for (const auto& s : strategies)
+    Line(out, "strategy", ToJson(s, /*with_embedding=*/true), counts);
   for (const auto& s : sessions) Line(out, "session", ToJson(s), counts, origin("session", s.id));
   std::set<std::string> hashes;
   for (const auto& r : transitions) {
@@ -123,8 +130,10 @@ Status ExportStore(const std::string& dir, const ExportOptions& o, std::ostream&
     if (!s.example_candidate.empty()) hashes.insert(s.example_candidate);
   for (const auto& h : hashes) {
     auto c = m->GetCandidate(h);
-    if (c.ok()) Line(out, "candidate", ToJson(*c), counts);
-    else if (!c.status().IsNotFound()) return c.status();
+    if (c.ok())
+      Line(out, "candidate", ToJson(*c), counts);
+    else if (!c.status().IsNotFound())
+      return c.status();
   }
   for (const auto& e : edges) Line(out, "edge", ToJson(e), counts);
   Json jc = Json::object();
@@ -154,25 +163,30 @@ Result<ExportFile> ReadExport(std::istream& in) {
   size_t n = 0;
   bool ended = false;
   std::map<std::string, size_t> counts;
-  static const std::set<std::string> kTypes = {"direction", "task",       "strategy", "session",
+  static const std::set<std::string> kTypes = {"direction",  "task",      "strategy", "session",
                                                "transition", "candidate", "edge"};
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
     Json j = Json::parse(line, nullptr, false);
     std::string where = "line " + std::to_string(n);
-    if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(where + " is not a JSON object");
+    if (j.is_discarded() || !j.is_object())
+      return Status::InvalidArgument(where + " is not a JSON object");
     if (n == 1) {
       if (j.value("format", "") != kExportFormat)
-        return Status::InvalidArgument("not an htam export (the first line must be the header {\"format\":\"htam-export\",...})");
+        return Status::InvalidArgument(
+            "not an htam export (the first line must be the header "
+            "{\"format\":\"htam-export\",...})");
       if (!j.contains("version") || !j["version"].is_number_integer())
         return Status::InvalidArgument("the export header has no version");
       int v = j["version"].get<int>();
       if (v > kExportVersion)
         return Status::FailedPrecondition("export format version " + std::to_string(v) +
-                                          " is newer than this htam reads (" + std::to_string(kExportVersion) +
-                                          "): upgrade htam");
-      if (v < 1) return Status::InvalidArgument("export format version " + std::to_string(v) + " is unknown");
+                                          " is newer than this htam reads (" +
+                                          std::to_string(kExportVersion) + "): upgrade htam");
+      if (v < 1)
+        return Status::InvalidArgument("export format version " + std::to_string(v) +
+                                       " is unknown");
       f.header = j;
       continue;
     }
@@ -183,12 +197,15 @@ Result<ExportFile> ReadExport(std::istream& in) {
       Json want = j.value("counts", Json::object());
       for (const auto& [k, v] : want.items())
         if (!v.is_number_unsigned() || counts[k] != v.get<size_t>())
-          return Status::InvalidArgument("the export is inconsistent: its end line counts " + v.dump() + " " + k +
-                                         " record(s), the file holds " + std::to_string(counts[k]));
+          return Status::InvalidArgument("the export is inconsistent: its end line counts " +
+                                         v.dump() + " " + k + " record(s), the file holds " +
+                                         std::to_string(counts[k]));
       continue;
     }
-    if (!kTypes.count(type)) return Status::InvalidArgument(where + ": unknown record type \"" + type + "\"");
-    if (!j.contains("record") || !j["record"].is_object()) return Status::InvalidArgument(where + ": no record");
+    if (!kTypes.count(type))
+      return Status::InvalidArgument(where + ": unknown record type \"" + type + "\"");
+    if (!j.contains("record") || !j["record"].is_object())
+      return Status::InvalidArgument(where + ": no record");
     Item it;
     it.origin = j.value("origin", "");
     if ((type == "session" || type == "transition") && it.origin.empty())
@@ -205,7 +222,9 @@ Result<ExportFile> ReadExport(std::istream& in) {
 // ---------------------------------------------------------------- import: merging
 
 // The text the memory embeds a strategy from (memory_impl.h StrategyText; not public).
-std::string StrategyText(const fb::StrategyT& s) { return s.title + ". " + s.description + " " + s.name; }
+std::string StrategyText(const fb::StrategyT& s) {
+  return s.title + ". " + s.description + " " + s.name;
+}
 
 double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size() || a.empty()) return -2;
@@ -220,15 +239,17 @@ double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
 
 class Merger {
  public:
-  Merger(RawTxn* t, const fb::StoreMetaT& meta, const Json& header, const ImportOptions& o, ImportReport* rep)
+  Merger(RawTxn* t, const fb::StoreMetaT& meta, const Json& header, const ImportOptions& o,
+         ImportReport* rep)
       : t_(t), meta_(meta), o_(o), rep_(rep) {
     std::string model = header.value("embedder", Json::object()).value("model", "");
     uint32_t dim = header.value("embedder", Json::object()).value("dim", 0u);
     same_embedder_ = model == meta.embedder_model && dim == meta.embedder_dim;
     builtin_ = meta.embedder_model == memory::kBuiltinEmbedder;
     if (!same_embedder_)
-      rep_->notes.push_back("the export's embedder (" + model + "/" + std::to_string(dim) + ") differs from this store's (" +
-                            meta.embedder_model + "/" + std::to_string(meta.embedder_dim) + "): strategy embeddings " +
+      rep_->notes.push_back("the export's embedder (" + model + "/" + std::to_string(dim) +
+                            ") differs from this store's (" + meta.embedder_model + "/" +
+                            std::to_string(meta.embedder_dim) + "): strategy embeddings " +
                             (builtin_ ? "recomputed" : "dropped"));
   }
 
@@ -263,9 +284,12 @@ class Merger {
     if (next == 0) {
       std::string k;
       Status s = t_->Last(DbName(db), &k);
-      if (s.IsNotFound()) next = 1;
-      else if (!s.ok()) return s;
-      else next = memory::DecodeU64(k) + 1;
+      if (s.IsNotFound())
+        next = 1;
+      else if (!s.ok())
+        return s;
+      else
+        next = memory::DecodeU64(k) + 1;
     }
     return next++;
   }
@@ -279,9 +303,11 @@ class Merger {
     const std::string own = Hex(meta_.created_ns) + "/";
     if (origin.compare(0, own.size(), own) != 0) return uint64_t{0};
     std::string num = origin.substr(own.size());
-    if (num.empty() || num.size() > 19 || num.find_first_not_of("0123456789") != std::string::npos) return uint64_t{0};
+    if (num.empty() || num.size() > 19 || num.find_first_not_of("0123456789") != std::string::npos)
+      return uint64_t{0};
     uint64_t id = std::stoull(num);
-    Status have = t_->Get(DbName(kind == "session" ? Db::kSessions : Db::kTransitions), KeyU64(id), &v);
+    Status have =
+        t_->Get(DbName(kind == "session" ? Db::kSessions : Db::kTransitions), KeyU64(id), &v);
     if (have.IsNotFound()) return uint64_t{0};
     HTAM_RETURN_IF_ERROR(have);
     return id;
@@ -298,26 +324,31 @@ class Merger {
   // Local directions and strategies (for matching by name and embedding).
   Status LoadLocal() {
     Status inner;
-    HTAM_RETURN_IF_ERROR(t_->Scan(DbName(Db::kDirections), "", [&](std::string_view, std::string_view v) {
-      fb::DirectionT d;
-      inner = memory::Decode(v, &d, "direction");
-      if (inner.ok()) dir_by_name_[d.name] = d.id;
-      return inner.ok();
-    }));
+    HTAM_RETURN_IF_ERROR(
+        t_->Scan(DbName(Db::kDirections), "", [&](std::string_view, std::string_view v) {
+          fb::DirectionT d;
+          inner = memory::Decode(v, &d, "direction");
+          if (inner.ok()) dir_by_name_[d.name] = d.id;
+          return inner.ok();
+        }));
     HTAM_RETURN_IF_ERROR(inner);
-    HTAM_RETURN_IF_ERROR(t_->Scan(DbName(Db::kTasks), "", [&](std::string_view, std::string_view v) {
-      fb::TaskT t;
-      inner = memory::Decode(v, &t, "task");
-      if (inner.ok()) task_by_name_[t.name] = t.id;
-      return inner.ok();
-    }));
+    HTAM_RETURN_IF_ERROR(
+        t_->Scan(DbName(Db::kTasks), "", [&](std::string_view, std::string_view v) {
+          fb::TaskT t;
+          inner = memory::Decode(v, &t, "task");
+          if (inner.ok()) task_by_name_[t.name] = t.id;
+          return inner.ok();
+        }));
     HTAM_RETURN_IF_ERROR(inner);
-    HTAM_RETURN_IF_ERROR(t_->Scan(DbName(Db::kStrategies), "", [&](std::string_view, std::string_view v) {
-      fb::StrategyT s;
-      inner = memory::Decode(v, &s, "strategy");
-      if (inner.ok()) local_strategies_.push_back({s.id, s.direction_id, s.name, s.embedding, s.merged_into != 0});
-      return inner.ok();
-    }));
+    HTAM_RETURN_IF_ERROR(
+        t_->Scan(DbName(Db::kStrategies), "", [&](std::string_view, std::string_view v) {
+          fb::StrategyT s;
+          inner = memory::Decode(v, &s, "strategy");
+          if (inner.ok())
+            local_strategies_.push_back(
+                {s.id, s.direction_id, s.name, s.embedding, s.merged_into != 0});
+          return inner.ok();
+        }));
     return inner;
   }
 
@@ -351,11 +382,13 @@ class Merger {
       if (found != task_by_name_.end()) {
         task_map_[file_id] = found->second;
         // Unite the baselines: those of (backend, arch) pairs this store has not measured.
-        HTAM_ASSIGN_OR_RETURN(fb::TaskT local, GetRec<fb::TaskT>(Db::kTasks, KeyU64(found->second)));
+        HTAM_ASSIGN_OR_RETURN(fb::TaskT local,
+                              GetRec<fb::TaskT>(Db::kTasks, KeyU64(found->second)));
         bool changed = false;
         for (const auto& b : t.baselines) {
           bool have = false;
-          for (const auto& x : local.baselines) have = have || (x->backend == b->backend && x->arch == b->arch);
+          for (const auto& x : local.baselines)
+            have = have || (x->backend == b->backend && x->arch == b->arch);
           if (!have) {
             local.baselines.push_back(std::make_unique<fb::BaselineT>(*b));
             changed = true;
@@ -382,7 +415,8 @@ class Merger {
       HTAM_RETURN_IF_ERROR(FromJson(it.record, &s));
       uint64_t file_id = s.id;
       if (!task_map_.count(s.task_id))
-        return Status::InvalidArgument("session " + it.origin + " names task " + std::to_string(s.task_id) +
+        return Status::InvalidArgument("session " + it.origin + " names task " +
+                                       std::to_string(s.task_id) +
                                        " that the export does not hold");
       HTAM_ASSIGN_OR_RETURN(uint64_t local, Origin("session", it.origin));
       bool fresh = local == 0;
@@ -404,11 +438,14 @@ class Merger {
       uint64_t file_id = s.id;
       uint64_t dir = Map(dir_map_, s.direction_id);
       if (!dir)
-        return Status::InvalidArgument("strategy " + s.name + " names direction " + std::to_string(s.direction_id) +
+        return Status::InvalidArgument("strategy " + s.name + " names direction " +
+                                       std::to_string(s.direction_id) +
                                        " that the export does not hold");
-      if (!same_embedder_) s.embedding = builtin_ ? memory::EmbedText(StrategyText(s), meta_.embedder_dim)
-                                                  : std::vector<float>();
-      // A local match: same direction and name, else the most similar embedding above the threshold.
+      if (!same_embedder_)
+        s.embedding = builtin_ ? memory::EmbedText(StrategyText(s), meta_.embedder_dim)
+                               : std::vector<float>();
+      // A local match: same direction and name, else the most similar embedding above the
+      // threshold.
       uint64_t match = 0;
       double best = -2;
       // (A strategy merged away matches only by name: it is kept for its history, not merged into.)
@@ -469,10 +506,13 @@ class Merger {
         continue;
       }
       r.session_id = Map(session_map_, r.session_id);
-      if (!r.session_id) return Status::InvalidArgument("transition " + it.origin + " names a session the export does not hold");
+      if (!r.session_id)
+        return Status::InvalidArgument("transition " + it.origin +
+                                       " names a session the export does not hold");
       r.task_id = Map(task_map_, r.task_id);
       uint64_t dir = Map(dir_map_, r.direction_id);
-      if (!dir) return Status::InvalidArgument("transition " + it.origin + " names an unknown direction");
+      if (!dir)
+        return Status::InvalidArgument("transition " + it.origin + " names an unknown direction");
       bool same_history = true;
       for (auto& h : r.history) {
         uint64_t m = Map(dir_map_, h);
@@ -514,7 +554,8 @@ class Merger {
     for (auto& p : pending_sessions_) {
       fb::SessionT& s = p.record;
       if (!p.fresh) {
-        HTAM_ASSIGN_OR_RETURN(fb::SessionT local, GetRec<fb::SessionT>(Db::kSessions, KeyU64(p.local)));
+        HTAM_ASSIGN_OR_RETURN(fb::SessionT local,
+                              GetRec<fb::SessionT>(Db::kSessions, KeyU64(p.local)));
         if (per_session_[p.local] == 0 && local.steps >= s.steps) {
           rep_->skipped["session"]++;
           continue;
@@ -538,12 +579,13 @@ class Merger {
   Status CountHeld() {
     held_[0] = 0;
     Status inner;
-    HTAM_RETURN_IF_ERROR(t_->Scan(DbName(Db::kTransitions), "", [&](std::string_view, std::string_view v) {
-      fb::TransitionRecordT r;
-      inner = memory::Decode(v, &r, "transition");
-      if (inner.ok()) held_[r.session_id]++;
-      return inner.ok();
-    }));
+    HTAM_RETURN_IF_ERROR(
+        t_->Scan(DbName(Db::kTransitions), "", [&](std::string_view, std::string_view v) {
+          fb::TransitionRecordT r;
+          inner = memory::Decode(v, &r, "transition");
+          if (inner.ok()) held_[r.session_id]++;
+          return inner.ok();
+        }));
     return inner;
   }
 
@@ -558,17 +600,20 @@ class Merger {
       if (local.ok()) {
         bool changed = false;
         for (uint64_t x : ids)
-          if (std::find(local->transition_ids.begin(), local->transition_ids.end(), x) == local->transition_ids.end()) {
+          if (std::find(local->transition_ids.begin(), local->transition_ids.end(), x) ==
+              local->transition_ids.end()) {
             local->transition_ids.push_back(x);
             changed = true;
           }
-        if (changed) HTAM_RETURN_IF_ERROR(t_->Put(DbName(Db::kCandidates), c.hash, memory::Encode(*local)));
+        if (changed)
+          HTAM_RETURN_IF_ERROR(t_->Put(DbName(Db::kCandidates), c.hash, memory::Encode(*local)));
         rep_->merged["candidate"]++;
         continue;
       }
       if (!local.status().IsNotFound()) return local.status();
       if (memory::CandidateHash(c.language, c.source) != c.hash)
-        return Status::InvalidArgument("candidate " + c.hash + " does not match its source (hash differs)");
+        return Status::InvalidArgument("candidate " + c.hash +
+                                       " does not match its source (hash differs)");
       c.transition_ids = ids;
       HTAM_RETURN_IF_ERROR(t_->Put(DbName(Db::kCandidates), c.hash, memory::Encode(c)));
       rep_->added["candidate"]++;
@@ -592,8 +637,10 @@ class Merger {
   const fb::StoreMetaT& meta_;
   const ImportOptions& o_;
   ImportReport* rep_;
+
  public:
   std::string site_;
+
  private:
   bool same_embedder_ = true, builtin_ = true;
   uint64_t next_[static_cast<int>(Db::kCount)] = {};
@@ -663,13 +710,14 @@ int CmdExport(Context& c) {
   po::options_description o("export options");
   std::string out;
   ExportOptions eo;
-  o.add_options()("output,o", po::value(&out), "write to this file (default: stdout)")
-      ("site", po::value(&eo.site), "name of this site in the export (default: the host name)");
+  o.add_options()("output,o", po::value(&out), "write to this file (default: stdout)")(
+      "site", po::value(&eo.site), "name of this site in the export (default: the host name)");
   po::variables_map vm;
   bool done;
   int rc = Parse(c, "[-o FILE.jsonl] [--site NAME]", o, {}, &vm, &done);
   if (done) return rc;
-  if (!c.g.connect.empty()) return Fail(c, "export reads the store itself: use --data-dir, not --connect");
+  if (!c.g.connect.empty())
+    return Fail(c, "export reads the store itself: use --data-dir, not --connect");
   std::string store = StoreDir(c.g.data_dir);
   std::error_code ec;
   if (!fs::exists(store + "/data.mdb", ec)) return Fail(c, "no htam store at " + store);
@@ -707,14 +755,16 @@ int CmdExport(Context& c) {
 int CmdImport(Context& c) {
   po::options_description o("import options");
   ImportOptions io;
-  o.add_options()("merge-threshold", po::value(&io.merge_threshold)->default_value(io.merge_threshold),
-                  "cosine similarity above which an imported strategy merges into a local one")
-      ("dry-run", po::bool_switch(&io.dry_run), "check and report what would change; write nothing");
+  o.add_options()("merge-threshold",
+                  po::value(&io.merge_threshold)->default_value(io.merge_threshold),
+                  "cosine similarity above which an imported strategy merges into a local one")(
+      "dry-run", po::bool_switch(&io.dry_run), "check and report what would change; write nothing");
   po::variables_map vm;
   bool done;
   int rc = Parse(c, "<file.jsonl> [--data-dir DIR] [--dry-run]", o, {{"file", 1}}, &vm, &done);
   if (done) return rc;
-  if (!c.g.connect.empty()) return Fail(c, "import writes the store itself (htamd stopped): use --data-dir, not --connect");
+  if (!c.g.connect.empty())
+    return Fail(c, "import writes the store itself (htamd stopped): use --data-dir, not --connect");
   std::string file = vm["file"].as<std::vector<std::string>>()[0];
   std::ifstream in(file, std::ios::binary);
   if (!in) return Fail(c, "cannot read " + file);
@@ -723,15 +773,22 @@ int CmdImport(Context& c) {
   auto rep = ImportStore(StoreDir(c.g.data_dir), in, io);
   if (!rep.ok()) return Fail(c, rep.status().WithContext("importing " + file));
   if (c.g.json) {
-    PrintJson(c, Json{{"file", file}, {"site", rep->site}, {"dry_run", io.dry_run}, {"added", rep->added},
-                      {"merged", rep->merged}, {"skipped", rep->skipped}, {"notes", rep->notes}});
+    PrintJson(c, Json{{"file", file},
+                      {"site", rep->site},
+                      {"dry_run", io.dry_run},
+                      {"added", rep->added},
+                      {"merged", rep->merged},
+                      {"skipped", rep->skipped},
+                      {"notes", rep->notes}});
     return kExitOk;
   }
   for (const auto& n : rep->notes) c.out << "note: " << n << "\n";
-  c.out << (io.dry_run ? "would import " : "imported ") << file << " from site " << rep->site << "\n";
+  c.out << (io.dry_run ? "would import " : "imported ") << file << " from site " << rep->site
+        << "\n";
   Table t({"kind", ">added", ">merged", ">already here"});
   for (const char* k : {"direction", "task", "strategy", "session", "transition", "candidate"})
-    t.Add({k, std::to_string(rep->added[k]), std::to_string(rep->merged[k]), std::to_string(rep->skipped[k])});
+    t.Add({k, std::to_string(rep->added[k]), std::to_string(rep->merged[k]),
+           std::to_string(rep->skipped[k])});
   t.Print(c.out);
   return kExitOk;
 }

@@ -50,6 +50,7 @@ struct ImportReport {
 };
 // Merges an export into the store at store_dir (created when missing). The caller holds the data
 // directory's lock (no daemon).
-Result<ImportReport> ImportStore(const std::string& store_dir, std::istream& in, const ImportOptions& o);
+Result<ImportReport> ImportStore(const std::string& store_dir, std::istream& in,
+                                 const ImportOptions& o);
 
 }  // namespace htam::cli

@@ -22,7 +22,7 @@ struct Replay {
   memory::PolicyResult result;
   uint64_t actual_direction = 0;  // what the session really did at that step (0 = next step)
   std::string actual_status;
-  size_t experience = 0;          // transitions available to the policy
+  size_t experience = 0;  // transitions available to the policy
 };
 
 Result<memory::MemoryOptions> PolicyOptions(const std::string& config_file) {
@@ -40,7 +40,8 @@ Result<Replay> Run(memory::Memory& m, uint64_t session_id, std::optional<uint32_
   Replay rp;
   HTAM_ASSIGN_OR_RETURN(fb::SessionT s, m.GetSession(session_id));
   HTAM_ASSIGN_OR_RETURN(auto steps, m.ListTransitions(session_id, 0));
-  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  std::sort(steps.begin(), steps.end(),
+            [](const auto& a, const auto& b) { return a.step < b.step; });
   HTAM_ASSIGN_OR_RETURN(fb::TaskT task, m.GetTask(s.task_id));
   memory::PolicyState& ps = rp.state;
   ps.session_id = session_id;
@@ -52,8 +53,9 @@ Result<Replay> Run(memory::Memory& m, uint64_t session_id, std::optional<uint32_
     for (const auto& r : steps)
       if (r.step == *step) rec = &r;
     if (!rec)
-      return Status::NotFound("session " + std::to_string(session_id) + " has no step " + std::to_string(*step) +
-                              " (it has " + std::to_string(steps.size()) + ")");
+      return Status::NotFound("session " + std::to_string(session_id) + " has no step " +
+                              std::to_string(*step) + " (it has " + std::to_string(steps.size()) +
+                              ")");
     horizon = rec->id;
     rp.actual_direction = rec->direction_id;
     rp.actual_status = StatusName(rec->status);
@@ -102,13 +104,15 @@ Result<Replay> Run(memory::Memory& m, uint64_t session_id, std::optional<uint32_
   std::stable_sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second->id < b.second->id;
   });
-  if (cand.size() > static_cast<size_t>(std::max(0, o.neighbors))) cand.resize(static_cast<size_t>(std::max(0, o.neighbors)));
+  if (cand.size() > static_cast<size_t>(std::max(0, o.neighbors)))
+    cand.resize(static_cast<size_t>(std::max(0, o.neighbors)));
   for (const auto& [sim, r] : cand) {
     memory::Neighbor n;
     n.transition_id = r->id;
     n.session_id = r->session_id;
     n.state_similarity = memory::StateSimilarity(key.data(), r->state->vector.data());
-    n.history_agreement = memory::HistoryAgreement(ps.history, r->history, o.history_decay, o.history_length);
+    n.history_agreement =
+        memory::HistoryAgreement(ps.history, r->history, o.history_decay, o.history_length);
     n.backend = r->backend;
     n.backend_factor = memory::BackendFactor(ps.backend, n.backend, o, &n.cross_backend);
     n.direction_id = r->direction_id;
@@ -133,9 +137,10 @@ int CmdExplain(Context& c) {
   int step = -1;
   size_t evidence = 10;
   std::string config;
-  o.add_options()("step", po::value(&step), "the step to replay (0-based); default: the next step")
-      ("evidence", po::value(&evidence)->default_value(10), "attended transitions to list")
-      ("config", po::value(&config), "htamd.conf whose memory.* policy settings to use (default: built-in defaults)");
+  o.add_options()("step", po::value(&step), "the step to replay (0-based); default: the next step")(
+      "evidence", po::value(&evidence)->default_value(10), "attended transitions to list")(
+      "config", po::value(&config),
+      "htamd.conf whose memory.* policy settings to use (default: built-in defaults)");
   po::variables_map vm;
   bool done;
   int rc = Parse(c, "<session> [--step N] [--config htamd.conf]", o, {{"session", 1}}, &vm, &done);
@@ -147,36 +152,60 @@ int CmdExplain(Context& c) {
   auto src = OpenStore(c);
   if (!src.ok()) return Fail(c, src.status());
   memory::Memory& m = *(*src)->local();
-  auto rp = Run(m, *sid, step >= 0 ? std::optional<uint32_t>(static_cast<uint32_t>(step)) : std::nullopt, *opts);
+  auto rp =
+      Run(m, *sid, step >= 0 ? std::optional<uint32_t>(static_cast<uint32_t>(step)) : std::nullopt,
+          *opts);
   if (!rp.ok()) return Fail(c, rp.status());
   auto dirs = m.ListDirections();
   if (!dirs.ok()) return Fail(c, dirs.status());
   const auto& r = rp->result;
   uint64_t chosen = r.scores.empty() ? 0 : r.scores[r.chosen].direction_id;
   std::string history;
-  for (uint64_t h : rp->state.history) history += (history.empty() ? "" : " > ") + DirName(*dirs, h);
+  for (uint64_t h : rp->state.history)
+    history += (history.empty() ? "" : " > ") + DirName(*dirs, h);
 
   if (c.g.json) {
     Json scores = Json::array(), ev = Json::array();
     for (const auto& s : r.scores)
-      scores.push_back(Json{{"direction_id", s.direction_id}, {"name", s.name}, {"score", s.score},
-                            {"p_success", s.p_success}, {"expected_gain", s.expected_gain},
-                            {"exploration", s.exploration}, {"penalty", s.penalty},
-                            {"effective_count", s.effective_count}, {"masked", s.masked},
+      scores.push_back(Json{{"direction_id", s.direction_id},
+                            {"name", s.name},
+                            {"score", s.score},
+                            {"p_success", s.p_success},
+                            {"expected_gain", s.expected_gain},
+                            {"exploration", s.exploration},
+                            {"penalty", s.penalty},
+                            {"effective_count", s.effective_count},
+                            {"masked", s.masked},
                             {"mask_reason", s.mask_reason}});
     for (size_t i = 0; i < rp->neighbors.size() && i < evidence; ++i) {
       const auto& n = rp->neighbors[i];
-      ev.push_back(Json{{"transition_id", n.transition_id}, {"session_id", n.session_id}, {"weight", n.weight},
-                        {"similarity", n.state_similarity}, {"history_agreement", n.history_agreement},
-                        {"direction", DirName(*dirs, n.direction_id)}, {"status", StatusName(n.status)},
-                        {"gain", n.gain}, {"backend", n.backend}, {"cross_backend", n.cross_backend}});
+      ev.push_back(Json{{"transition_id", n.transition_id},
+                        {"session_id", n.session_id},
+                        {"weight", n.weight},
+                        {"similarity", n.state_similarity},
+                        {"history_agreement", n.history_agreement},
+                        {"direction", DirName(*dirs, n.direction_id)},
+                        {"status", StatusName(n.status)},
+                        {"gain", n.gain},
+                        {"backend", n.backend},
+                        {"cross_backend", n.cross_backend}});
     }
-    Json out{{"session_id", *sid}, {"step", rp->state.step}, {"replayed", step >= 0},
-             {"state", {{"category", rp->state.category}, {"bottleneck", BottleneckName(rp->state.bottleneck)},
-                        {"speedup", rp->state.speedup}, {"backend", rp->state.backend}, {"arch", rp->state.arch},
-                        {"history", history}}},
-             {"experience", rp->experience}, {"from_priors", r.from_priors},
-             {"chosen", DirName(*dirs, chosen)}, {"why", r.why}, {"scores", scores}, {"evidence", ev}};
+    Json out{{"session_id", *sid},
+             {"step", rp->state.step},
+             {"replayed", step >= 0},
+             {"state",
+              {{"category", rp->state.category},
+               {"bottleneck", BottleneckName(rp->state.bottleneck)},
+               {"speedup", rp->state.speedup},
+               {"backend", rp->state.backend},
+               {"arch", rp->state.arch},
+               {"history", history}}},
+             {"experience", rp->experience},
+             {"from_priors", r.from_priors},
+             {"chosen", DirName(*dirs, chosen)},
+             {"why", r.why},
+             {"scores", scores},
+             {"evidence", ev}};
     if (step >= 0) {
       out["actual"] = DirName(*dirs, rp->actual_direction);
       out["actual_status"] = rp->actual_status;
@@ -184,31 +213,39 @@ int CmdExplain(Context& c) {
     PrintJson(c, out);
     return kExitOk;
   }
-  c.out << "session " << *sid << ", " << (step >= 0 ? "step " + std::to_string(rp->state.step) + " (replayed)"
-                                                     : "next step " + std::to_string(rp->state.step))
+  c.out << "session " << *sid << ", "
+        << (step >= 0 ? "step " + std::to_string(rp->state.step) + " (replayed)"
+                      : "next step " + std::to_string(rp->state.step))
         << "\n";
   c.out << "state: " << (rp->state.category.empty() ? "?" : rp->state.category) << ", "
-        << BottleneckName(rp->state.bottleneck) << "-bound, speedup " << Speedup(rp->state.speedup) << ", "
-        << rp->state.backend << (rp->state.arch.empty() ? "" : " " + rp->state.arch) << "\n";
+        << BottleneckName(rp->state.bottleneck) << "-bound, speedup " << Speedup(rp->state.speedup)
+        << ", " << rp->state.backend << (rp->state.arch.empty() ? "" : " " + rp->state.arch)
+        << "\n";
   c.out << "history: " << (history.empty() ? "(session start)" : history) << "\n";
-  c.out << "experience: " << rp->experience << " earlier transition(s), " << rp->neighbors.size() << " attended\n";
+  c.out << "experience: " << rp->experience << " earlier transition(s), " << rp->neighbors.size()
+        << " attended\n";
   c.out << "policy chooses: " << DirName(*dirs, chosen);
   if (step >= 0)
-    c.out << "    session took: " << DirName(*dirs, rp->actual_direction) << " (" << rp->actual_status << ")";
+    c.out << "    session took: " << DirName(*dirs, rp->actual_direction) << " ("
+          << rp->actual_status << ")";
   c.out << "\nwhy: " << r.why << "\n\nPer-direction estimates:\n";
-  Table t({"direction", ">score", ">p(success)", ">E[gain]", ">explore", ">penalty", ">eff. n", "note"});
+  Table t({"direction", ">score", ">p(success)", ">E[gain]", ">explore", ">penalty", ">eff. n",
+           "note"});
   for (const auto& s : r.scores)
-    t.Add({s.name, Fixed(s.score, 3), Fixed(s.p_success, 2), Fixed(s.expected_gain, 3), Fixed(s.exploration, 3),
-           Fixed(s.penalty, 3), Fixed(s.effective_count, 2), s.masked ? "masked: " + s.mask_reason : ""});
+    t.Add({s.name, Fixed(s.score, 3), Fixed(s.p_success, 2), Fixed(s.expected_gain, 3),
+           Fixed(s.exploration, 3), Fixed(s.penalty, 3), Fixed(s.effective_count, 2),
+           s.masked ? "masked: " + s.mask_reason : ""});
   t.Print(c.out);
   if (!rp->neighbors.empty()) {
     c.out << "\nEvidence (attended transitions, heaviest first):\n";
-    Table e({">transition", ">session", ">weight", ">similarity", ">history", "direction", "status", ">gain", "backend"});
+    Table e({">transition", ">session", ">weight", ">similarity", ">history", "direction", "status",
+             ">gain", "backend"});
     for (size_t i = 0; i < rp->neighbors.size() && i < evidence; ++i) {
       const auto& n = rp->neighbors[i];
       e.Add({std::to_string(n.transition_id), std::to_string(n.session_id), Fixed(n.weight, 3),
-             Fixed(n.state_similarity, 3), Fixed(n.history_agreement, 2), DirName(*dirs, n.direction_id),
-             StatusName(n.status), Fixed(n.gain, 3), n.backend + (n.cross_backend ? " (cross)" : "")});
+             Fixed(n.state_similarity, 3), Fixed(n.history_agreement, 2),
+             DirName(*dirs, n.direction_id), StatusName(n.status), Fixed(n.gain, 3),
+             n.backend + (n.cross_backend ? " (cross)" : "")});
     }
     e.Print(c.out);
   }

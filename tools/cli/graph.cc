@@ -23,7 +23,8 @@ namespace {
 
 std::string StatsLine(const fb::GainStats& s) {
   if (!s.uses()) return "no uses yet";
-  return std::to_string(s.uses()) + " uses, " + Fixed(100 * SuccessRate(s), 0) + "% ok, " + GainFactor(MeanGain(s));
+  return std::to_string(s.uses()) + " uses, " + Fixed(100 * SuccessRate(s), 0) + "% ok, " +
+         GainFactor(MeanGain(s));
 }
 
 // Green for experience that paid off, red for one that did not, grey without experience.
@@ -69,13 +70,16 @@ Result<Graph> BuildGraph(Source& src, const GraphOptions& o) {
                        d.stats ? *d.stats : fb::GainStats(), d.id});
   }
   for (const auto& e : sum)
-    g.edges.push_back({e.from ? "d" + std::to_string(e.from) : "start", "d" + std::to_string(e.to), "transition", e.stats});
+    g.edges.push_back({e.from ? "d" + std::to_string(e.from) : "start", "d" + std::to_string(e.to),
+                       "transition", e.stats});
   if (expand) {
     HTAM_ASSIGN_OR_RETURN(auto strategies, src.Strategies(expand, "", false));
     for (const auto& s : strategies) {
       std::string id = "s" + std::to_string(s.id);
-      g.nodes.push_back({id, "strategy", s.name, s.title, s.stats ? *s.stats : fb::GainStats(), s.id});
-      g.edges.push_back({"d" + std::to_string(expand), id, "contains", s.stats ? *s.stats : fb::GainStats()});
+      g.nodes.push_back(
+          {id, "strategy", s.name, s.title, s.stats ? *s.stats : fb::GainStats(), s.id});
+      g.edges.push_back(
+          {"d" + std::to_string(expand), id, "contains", s.stats ? *s.stats : fb::GainStats()});
     }
   }
   return g;
@@ -87,21 +91,25 @@ std::string ToDot(const Graph& g) {
     if (e.kind == "transition") top = std::max(top, e.stats.uses());
   std::ostringstream o;
   o << "digraph htg {\n"
-    << "  graph [rankdir=LR, fontname=\"Helvetica\", label=\"htam: directions and what tends to come next\\n"
-       "edge label: times taken | success rate | mean gain factor; width = experience\", labelloc=t, fontsize=16, nodesep=0.3, ranksep=0.9];\n"
+    << "  graph [rankdir=LR, fontname=\"Helvetica\", label=\"htam: directions and what tends to "
+       "come next\\n"
+       "edge label: times taken | success rate | mean gain factor; width = experience\", "
+       "labelloc=t, fontsize=16, nodesep=0.3, ranksep=0.9];\n"
     << "  node [fontname=\"Helvetica\", fontsize=11];\n"
     << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
   // Directions nobody has taken yet sit apart, so the experience stands out.
   std::set<std::string> linked;
   for (const auto& e : g.edges) linked.insert(e.from), linked.insert(e.to);
   bool any_unused = false;
-  for (const auto& n : g.nodes) any_unused = any_unused || (n.kind == "direction" && !linked.count(n.id));
+  for (const auto& n : g.nodes)
+    any_unused = any_unused || (n.kind == "direction" && !linked.count(n.id));
   if (any_unused) {
-    o << "  subgraph cluster_untried {\n    label=\"not tried yet\"; style=dashed; color=\"#9e9e9e\"; fontsize=11;\n";
+    o << "  subgraph cluster_untried {\n    label=\"not tried yet\"; style=dashed; "
+         "color=\"#9e9e9e\"; fontsize=11;\n";
     for (const auto& n : g.nodes)
       if (n.kind == "direction" && !linked.count(n.id))
-        o << "    " << n.id << " [label=" << DotQuote(n.name) << ", shape=box, style=\"rounded,filled\", fillcolor=\""
-          << Fill(n.stats) << "\"];\n";
+        o << "    " << n.id << " [label=" << DotQuote(n.name)
+          << ", shape=box, style=\"rounded,filled\", fillcolor=\"" << Fill(n.stats) << "\"];\n";
     o << "  }\n";
   }
   for (const auto& n : g.nodes) {
@@ -118,15 +126,18 @@ std::string ToDot(const Graph& g) {
   }
   for (const auto& e : g.edges) {
     if (e.kind == "contains") {
-      o << "  " << e.from << " -> " << e.to << " [style=dashed, color=\"#9e9e9e\", arrowhead=none];\n";
+      o << "  " << e.from << " -> " << e.to
+        << " [style=dashed, color=\"#9e9e9e\", arrowhead=none];\n";
       continue;
     }
     double w = 1.0 + 5.0 * e.stats.uses() / top;
     double gain = MeanGain(e.stats);
-    std::string color = gain > 0.01 ? "#2e7d32" : (SuccessRate(e.stats) < 0.3 ? "#c62828" : "#616161");
+    std::string color =
+        gain > 0.01 ? "#2e7d32" : (SuccessRate(e.stats) < 0.3 ? "#c62828" : "#616161");
     o << "  " << e.from << " -> " << e.to << " [penwidth=" << Fixed(w, 2) << ", color=\"" << color
-      << "\", label=" << DotQuote(std::to_string(e.stats.uses()) + " | " + Fixed(100 * SuccessRate(e.stats), 0) +
-                                  "% | " + GainFactor(gain))
+      << "\", label="
+      << DotQuote(std::to_string(e.stats.uses()) + " | " + Fixed(100 * SuccessRate(e.stats), 0) +
+                  "% | " + GainFactor(gain))
       << ", weight=" << e.stats.uses() << "];\n";
   }
   o << "}\n";
@@ -163,7 +174,8 @@ std::string ToGraphMl(const Graph& g) {
   }
   int i = 0;
   for (const auto& e : g.edges) {
-    o << "    <edge id=\"e" << i++ << "\" source=\"" << XmlEscape(e.from) << "\" target=\"" << XmlEscape(e.to) << "\">\n"
+    o << "    <edge id=\"e" << i++ << "\" source=\"" << XmlEscape(e.from) << "\" target=\""
+      << XmlEscape(e.to) << "\">\n"
       << "      <data key=\"kind\">" << e.kind << "</data>\n";
     stats(e.stats);
     o << "    </edge>\n";
@@ -175,16 +187,25 @@ std::string ToGraphMl(const Graph& g) {
 Json ToGraphJson(const Graph& g) {
   Json nodes = Json::array(), edges = Json::array();
   for (const auto& n : g.nodes)
-    nodes.push_back(Json{{"id", n.id}, {"kind", n.kind}, {"name", n.name}, {"title", n.title},
-                         {"record_id", n.record_id}, {"stats", ToJson(n.stats)}});
+    nodes.push_back(Json{{"id", n.id},
+                         {"kind", n.kind},
+                         {"name", n.name},
+                         {"title", n.title},
+                         {"record_id", n.record_id},
+                         {"stats", ToJson(n.stats)}});
   for (const auto& e : g.edges)
-    edges.push_back(Json{{"from", e.from}, {"to", e.to}, {"kind", e.kind}, {"stats", ToJson(e.stats)},
-                         {"success_rate", SuccessRate(e.stats)}, {"mean_gain", MeanGain(e.stats)}});
+    edges.push_back(Json{{"from", e.from},
+                         {"to", e.to},
+                         {"kind", e.kind},
+                         {"stats", ToJson(e.stats)},
+                         {"success_rate", SuccessRate(e.stats)},
+                         {"mean_gain", MeanGain(e.stats)}});
   return Json{{"nodes", nodes}, {"edges", edges}};
 }
 
 Status RenderDot(const std::string& dot, const std::string& format, const std::string& out) {
-  if (format != "svg" && format != "png") return Status::InvalidArgument("--render must be svg or png");
+  if (format != "svg" && format != "png")
+    return Status::InvalidArgument("--render must be svg or png");
   int in[2];
   if (::pipe(in) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
   pid_t pid = ::fork();
@@ -211,8 +232,10 @@ Status RenderDot(const std::string& dot, const std::string& format, const std::s
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
-    return Status::NotFound("Graphviz 'dot' is not installed: use --format dot and render elsewhere");
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return Status::Internal("dot failed to render " + out);
+    return Status::NotFound(
+        "Graphviz 'dot' is not installed: use --format dot and render elsewhere");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return Status::Internal("dot failed to render " + out);
   return Status::OK();
 }
 
@@ -221,16 +244,16 @@ int CmdGraph(Context& c) {
   std::string format = "dot", render, out;
   GraphOptions go;
   bool connected_only = false;
-  o.add_options()
-      ("format", po::value(&format)->default_value("dot"), "dot | json | graphml")
-      ("expand", po::value(&go.expand), "draw this direction's strategies too (name or id)")
-      ("min-count", po::value(&go.min_count)->default_value(1), "leave out edges seen fewer times")
-      ("connected-only", po::bool_switch(&connected_only), "leave out directions without edges")
-      ("render", po::value(&render), "svg | png: draw with Graphviz dot (needs -o)")
-      ("output,o", po::value(&out), "write to this file instead of stdout");
+  o.add_options()("format", po::value(&format)->default_value("dot"), "dot | json | graphml")(
+      "expand", po::value(&go.expand), "draw this direction's strategies too (name or id)")(
+      "min-count", po::value(&go.min_count)->default_value(1), "leave out edges seen fewer times")(
+      "connected-only", po::bool_switch(&connected_only), "leave out directions without edges")(
+      "render", po::value(&render), "svg | png: draw with Graphviz dot (needs -o)")(
+      "output,o", po::value(&out), "write to this file instead of stdout");
   po::variables_map vm;
   bool done;
-  int rc = Parse(c, "[--format dot|json|graphml] [--expand DIRECTION] [--render svg|png -o FILE]", o, {}, &vm, &done);
+  int rc = Parse(c, "[--format dot|json|graphml] [--expand DIRECTION] [--render svg|png -o FILE]",
+                 o, {}, &vm, &done);
   if (done) return rc;
   go.include_unused = !connected_only;
   if (c.g.json) format = "json";
@@ -249,17 +272,21 @@ int CmdGraph(Context& c) {
   if (!render.empty()) {
     Status s = RenderDot(ToDot(*g), render, out);
     if (!s.ok()) return Fail(c, s);
-    c.out << "rendered " << g->nodes.size() << " nodes and " << g->edges.size() << " edges to " << out << "\n";
+    c.out << "rendered " << g->nodes.size() << " nodes and " << g->edges.size() << " edges to "
+          << out << "\n";
     return kExitOk;
   }
-  std::string text = format == "dot" ? ToDot(*g) : format == "graphml" ? ToGraphMl(*g) : ToGraphJson(*g).dump(2) + "\n";
+  std::string text = format == "dot"       ? ToDot(*g)
+                     : format == "graphml" ? ToGraphMl(*g)
+                                           : ToGraphJson(*g).dump(2) + "\n";
   if (out.empty()) {
     c.out << text;
     return kExitOk;
   }
   Status s = WriteTextFile(out, text);
   if (!s.ok()) return Fail(c, s);
-  c.out << "wrote " << format << " (" << g->nodes.size() << " nodes, " << g->edges.size() << " edges) to " << out << "\n";
+  c.out << "wrote " << format << " (" << g->nodes.size() << " nodes, " << g->edges.size()
+        << " edges) to " << out << "\n";
   return kExitOk;
 }
 

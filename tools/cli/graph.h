@@ -12,15 +12,15 @@
 namespace htam::cli {
 
 struct GraphNode {
-  std::string id;       // "d3", "s12", "start"
-  std::string kind;     // direction | strategy | start
+  std::string id;    // "d3", "s12", "start"
+  std::string kind;  // direction | strategy | start
   std::string name, title;
   fb::GainStats stats;
   uint64_t record_id = 0;
 };
 struct GraphEdge {
   std::string from, to;
-  std::string kind;     // transition | contains
+  std::string kind;  // transition | contains
   fb::GainStats stats;
 };
 struct Graph {
@@ -29,8 +29,8 @@ struct Graph {
 };
 
 struct GraphOptions {
-  std::string expand;        // direction (name or id) whose strategies are drawn; "" = none
-  uint32_t min_count = 1;    // transition edges seen fewer times are left out
+  std::string expand;          // direction (name or id) whose strategies are drawn; "" = none
+  uint32_t min_count = 1;      // transition edges seen fewer times are left out
   bool include_unused = true;  // directions without any edge are drawn too
 };
 

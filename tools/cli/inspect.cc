@@ -37,8 +37,10 @@ int CmdStatus(Context& c) {
     j = std::move(*info);
     text = FormatInfo(j);
   }
-  if (c.g.json) PrintJson(c, j);
-  else c.out << text;
+  if (c.g.json)
+    PrintJson(c, j);
+  else
+    c.out << text;
   return kExitOk;
 }
 
@@ -47,7 +49,8 @@ int CmdStatus(Context& c) {
 int CmdDirections(Context& c) {
   po::options_description o("directions options");
   bool by_cluster = false;
-  o.add_options()("by-cluster", po::bool_switch(&by_cluster), "split edges by state cluster (bottleneck)");
+  o.add_options()("by-cluster", po::bool_switch(&by_cluster),
+                  "split edges by state cluster (bottleneck)");
   po::variables_map vm;
   bool done;
   int rc = Parse(c, "[--by-cluster] [--json]", o, {}, &vm, &done);
@@ -94,8 +97,9 @@ int CmdDirections(Context& c) {
     std::string targets;
     for (auto b : d.targets) targets += (targets.empty() ? "" : ",") + BottleneckName(b);
     t.Add({std::to_string(d.id), d.name, std::to_string(nstrat[d.id]), std::to_string(s.uses()),
-           s.uses() ? Fixed(100 * SuccessRate(s), 0) + "%" : "-", s.uses() ? GainFactor(MeanGain(s)) : "-",
-           Fixed(d.prior, 2), targets.empty() ? "any" : targets});
+           s.uses() ? Fixed(100 * SuccessRate(s), 0) + "%" : "-",
+           s.uses() ? GainFactor(MeanGain(s)) : "-", Fixed(d.prior, 2),
+           targets.empty() ? "any" : targets});
   }
   t.Print(c.out);
   c.out << "\nWhat tends to come next (transition edges, by experience):\n";
@@ -127,17 +131,19 @@ int CmdStrategies(Context& c) {
   std::string direction, backend, arch, category, sort = "id";
   bool all = false;
   size_t limit = 0;
-  o.add_options()
-      ("direction", po::value(&direction), "only this direction (name or id)")
-      ("backend", po::value(&backend), "only strategies applicable to this backend (cuda, hip, cpu)")
-      ("arch", po::value(&arch), "only strategies applicable to this architecture (sm_80, gfx90a...)")
-      ("category", po::value(&category), "only strategies used on tasks of this category")
-      ("sort", po::value(&sort)->default_value("id"), "id | effect (mean gain) | uses")
-      ("all", po::bool_switch(&all), "include strategies merged into others")
-      ("limit", po::value(&limit), "at most this many rows");
+  o.add_options()("direction", po::value(&direction), "only this direction (name or id)")(
+      "backend", po::value(&backend),
+      "only strategies applicable to this backend (cuda, hip, cpu)")(
+      "arch", po::value(&arch),
+      "only strategies applicable to this architecture (sm_80, gfx90a...)")(
+      "category", po::value(&category), "only strategies used on tasks of this category")(
+      "sort", po::value(&sort)->default_value("id"), "id | effect (mean gain) | uses")(
+      "all", po::bool_switch(&all), "include strategies merged into others")(
+      "limit", po::value(&limit), "at most this many rows");
   po::variables_map vm;
   bool done;
-  int rc = Parse(c, "[--direction D] [--backend B] [--arch A] [--category C] [--sort effect|uses]", o, {}, &vm, &done);
+  int rc = Parse(c, "[--direction D] [--backend B] [--arch A] [--category C] [--sort effect|uses]",
+                 o, {}, &vm, &done);
   if (done) return rc;
   if (sort != "id" && sort != "effect" && sort != "uses") {
     c.err << "htam strategies: --sort must be id, effect or uses\n";
@@ -156,7 +162,8 @@ int CmdStrategies(Context& c) {
   auto list = (*src)->Strategies(dir_id, backend, all);
   if (!list.ok()) return Fail(c, list.status());
   std::vector<fb::StrategyT> v = std::move(*list);
-  if (!arch.empty()) std::erase_if(v, [&](const fb::StrategyT& s) { return !ArchApplies(arch, s.min_arch); });
+  if (!arch.empty())
+    std::erase_if(v, [&](const fb::StrategyT& s) { return !ArchApplies(arch, s.min_arch); });
   if (!category.empty()) {
     auto used = StrategiesOfCategory(**src, category);
     if (!used.ok()) return Fail(c, used.status());
@@ -174,15 +181,17 @@ int CmdStrategies(Context& c) {
     PrintJson(c, out);
     return kExitOk;
   }
-  Table t({">id", "direction", "name", ">uses", ">success", ">mean gain", ">cfail", ">incorrect", "source"});
+  Table t({">id", "direction", "name", ">uses", ">success", ">mean gain", ">cfail", ">incorrect",
+           "source"});
   for (const auto& s : v) {
     fb::GainStats st = s.stats ? *s.stats : fb::GainStats();
     std::string source = s.provenance ? s.provenance->source : "";
     if (s.provenance && !s.provenance->site.empty()) source += "@" + s.provenance->site;
     if (s.merged_into) source += " (merged into " + std::to_string(s.merged_into) + ")";
     t.Add({std::to_string(s.id), DirName(*dirs, s.direction_id), s.name, std::to_string(st.uses()),
-           st.uses() ? Fixed(100 * SuccessRate(st), 0) + "%" : "-", st.uses() ? GainFactor(MeanGain(st)) : "-",
-           std::to_string(st.compile_failures()), std::to_string(st.incorrect()), source});
+           st.uses() ? Fixed(100 * SuccessRate(st), 0) + "%" : "-",
+           st.uses() ? GainFactor(MeanGain(st)) : "-", std::to_string(st.compile_failures()),
+           std::to_string(st.incorrect()), source});
   }
   t.Print(c.out);
   c.out << v.size() << " strateg" << (v.size() == 1 ? "y" : "ies") << "\n";
@@ -195,7 +204,9 @@ int CmdShow(Context& c) {
   po::options_description o("show options");
   po::variables_map vm;
   bool done;
-  int rc = Parse(c, "<kind:id | id | name | candidate-hash>   (kinds: direction strategy transition session task candidate)",
+  int rc = Parse(c,
+                 "<kind:id | id | name | candidate-hash>   (kinds: direction strategy transition "
+                 "session task candidate)",
                  o, {{"what", 1}}, &vm, &done);
   if (done) return rc;
   std::string what = vm["what"].as<std::vector<std::string>>()[0];
@@ -222,9 +233,9 @@ int CmdSessions(Context& c) {
   po::options_description o("sessions options");
   std::string task, backend;
   size_t limit = 0;
-  o.add_options()("task", po::value(&task), "only sessions of this task")
-      ("backend", po::value(&backend), "only sessions on this backend")
-      ("limit", po::value(&limit), "at most this many (newest first)");
+  o.add_options()("task", po::value(&task), "only sessions of this task")(
+      "backend", po::value(&backend), "only sessions on this backend")(
+      "limit", po::value(&limit), "at most this many (newest first)");
   po::variables_map vm;
   bool done;
   int rc = Parse(c, "[--task NAME] [--backend B] [--limit N]", o, {}, &vm, &done);
@@ -248,7 +259,8 @@ int CmdSessions(Context& c) {
   Table t({">id", "task", "backend", "arch", "model", ">steps", ">best", "state", "client"});
   for (const auto& s : v)
     t.Add({std::to_string(s.id), s.task_name, s.backend, s.arch, s.model, std::to_string(s.steps),
-           Speedup(s.best_speedup), s.state == fb::SessionState::Closed ? "closed" : "open", s.client});
+           Speedup(s.best_speedup), s.state == fb::SessionState::Closed ? "closed" : "open",
+           s.client});
   t.Print(c.out);
   return kExitOk;
 }
@@ -278,16 +290,18 @@ int CmdTrajectory(Context& c) {
     PrintJson(c, TrajectoryJson(tr));
     return kExitOk;
   }
-  c.out << "session " << tr.session.id << ": task " << tr.session.task_name << " on " << tr.session.backend
-        << (tr.session.arch.empty() ? "" : " " + tr.session.arch) << ", " << tr.steps.size() << " steps, best "
-        << Speedup(tr.session.best_speedup) << (tr.session.model.empty() ? "" : ", model " + tr.session.model)
-        << "\n\n";
-  Table t({">step", "direction", "strategies", "status", ">before", ">after", ">best", "curve", "summary"}, 40);
+  c.out << "session " << tr.session.id << ": task " << tr.session.task_name << " on "
+        << tr.session.backend << (tr.session.arch.empty() ? "" : " " + tr.session.arch) << ", "
+        << tr.steps.size() << " steps, best " << Speedup(tr.session.best_speedup)
+        << (tr.session.model.empty() ? "" : ", model " + tr.session.model) << "\n\n";
+  Table t({">step", "direction", "strategies", "status", ">before", ">after", ">best", "curve",
+           "summary"},
+          40);
   double top = 1;
   for (const auto& s : tr.steps) top = std::max(top, s.best);
   for (const auto& s : tr.steps)
-    t.Add({std::to_string(s.step), s.direction, s.strategies, s.status, Speedup(s.before), Speedup(s.after),
-           Speedup(s.best), Bar(s.best, top, 20), s.summary});
+    t.Add({std::to_string(s.step), s.direction, s.strategies, s.status, Speedup(s.before),
+           Speedup(s.after), Speedup(s.best), Bar(s.best, top, 20), s.summary});
   t.Print(c.out);
   if (!plot.empty()) c.out << "\nplot written to " << plot << "\n";
   return kExitOk;
@@ -300,10 +314,11 @@ int CmdTop(Context& c) {
   size_t per_group = 3;
   uint32_t min_uses = 1;
   std::string category, backend;
-  o.add_options()("limit", po::value(&per_group)->default_value(3), "strategies per (category, backend)")
-      ("min-uses", po::value(&min_uses)->default_value(1), "ignore strategies used fewer times")
-      ("category", po::value(&category), "only this task category")
-      ("backend", po::value(&backend), "only this backend");
+  o.add_options()("limit", po::value(&per_group)->default_value(3),
+                  "strategies per (category, backend)")(
+      "min-uses", po::value(&min_uses)->default_value(1), "ignore strategies used fewer times")(
+      "category", po::value(&category), "only this task category")("backend", po::value(&backend),
+                                                                   "only this backend");
   po::variables_map vm;
   bool done;
   int rc = Parse(c, "[--limit N] [--min-uses N] [--category C] [--backend B]", o, {}, &vm, &done);
@@ -313,15 +328,22 @@ int CmdTop(Context& c) {
   auto rows = TopStrategies(**src, per_group, min_uses);
   if (!rows.ok()) return Fail(c, rows.status());
   std::erase_if(*rows, [&](const TopRow& r) {
-    return (!category.empty() && r.category != category) || (!backend.empty() && r.backend != backend);
+    return (!category.empty() && r.category != category) ||
+           (!backend.empty() && r.backend != backend);
   });
   if (c.g.json) {
     Json out = Json::array();
     for (const auto& r : *rows)
-      out.push_back(Json{{"category", r.category}, {"backend", r.backend}, {"rank", r.rank},
-                         {"strategy_id", r.strategy_id}, {"strategy", r.strategy}, {"direction", r.direction},
-                         {"stats", ToJson(r.stats)}, {"mean_gain", MeanGain(r.stats)},
-                         {"success_rate", SuccessRate(r.stats)}, {"best_speedup", r.best_speedup}});
+      out.push_back(Json{{"category", r.category},
+                         {"backend", r.backend},
+                         {"rank", r.rank},
+                         {"strategy_id", r.strategy_id},
+                         {"strategy", r.strategy},
+                         {"direction", r.direction},
+                         {"stats", ToJson(r.stats)},
+                         {"mean_gain", MeanGain(r.stats)},
+                         {"success_rate", SuccessRate(r.stats)},
+                         {"best_speedup", r.best_speedup}});
     PrintJson(c, out);
     return kExitOk;
   }
@@ -329,10 +351,12 @@ int CmdTop(Context& c) {
     c.out << "no evaluated steps credit a strategy yet\n";
     return kExitOk;
   }
-  Table t({"category", "backend", ">rank", "strategy", "direction", ">uses", ">success", ">mean gain", ">best speedup"});
+  Table t({"category", "backend", ">rank", "strategy", "direction", ">uses", ">success",
+           ">mean gain", ">best speedup"});
   for (const auto& r : *rows)
-    t.Add({r.category, r.backend, std::to_string(r.rank), r.strategy, r.direction, std::to_string(r.stats.uses()),
-           Fixed(100 * SuccessRate(r.stats), 0) + "%", GainFactor(MeanGain(r.stats)), Speedup(r.best_speedup)});
+    t.Add({r.category, r.backend, std::to_string(r.rank), r.strategy, r.direction,
+           std::to_string(r.stats.uses()), Fixed(100 * SuccessRate(r.stats), 0) + "%",
+           GainFactor(MeanGain(r.stats)), Speedup(r.best_speedup)});
   t.Print(c.out);
   return kExitOk;
 }

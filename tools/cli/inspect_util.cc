@@ -43,7 +43,8 @@ bool SnapshotCoverage(const std::string& path, uint64_t* covered, uint64_t* tag,
   std::memcpy(tag, h + 16, 8);
   std::memcpy(covered, h + 24, 8);
   struct stat st;
-  *age_s = ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(::time(nullptr) - st.st_mtime) : -1;
+  *age_s =
+      ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(::time(nullptr) - st.st_mtime) : -1;
   return true;
 }
 }  // namespace
@@ -56,7 +57,9 @@ Json ParseInfo(const std::string& text) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     if (line[0] == '#') {
-      section = line.substr(line.find_first_not_of("# ") == std::string::npos ? line.size() : line.find_first_not_of("# "));
+      section = line.substr(line.find_first_not_of("# ") == std::string::npos
+                                ? line.size()
+                                : line.find_first_not_of("# "));
       continue;
     }
     size_t colon = line.find(':');
@@ -75,7 +78,8 @@ std::string FormatInfo(const Json& sections) {
     if (!first) o << "\n";
     first = false;
     o << "# " << name << "\n";
-    for (const auto& [k, v] : kv.items()) o << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+    for (const auto& [k, v] : kv.items())
+      o << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
   }
   return o.str();
 }
@@ -98,10 +102,12 @@ Result<Json> LocalStatus(const std::string& data_dir) {
   store["embedder"] = meta->embedder_model;
   store["embedder_dim"] = meta->embedder_dim;
   store["file_bytes"] = mem.value("store_file_bytes", Json(0));
-  store["daemon_running"] = running ? "yes" + (pid.empty() ? std::string() : " (pid " + pid + ")") : "no";
+  store["daemon_running"] =
+      running ? "yes" + (pid.empty() ? std::string() : " (pid " + pid + ")") : "no";
 
   Json records = Json::object();
-  for (const char* k : {"directions", "strategies", "transitions", "edges", "tasks", "sessions", "candidates"})
+  for (const char* k :
+       {"directions", "strategies", "transitions", "edges", "tasks", "sessions", "candidates"})
     records[k] = mem.value(k, Json(0));
   auto strategies = m->ListStrategies(memory::StrategyFilter{0, "", true, 0});
   if (!strategies.ok()) return strategies.status();
@@ -136,7 +142,8 @@ Result<Json> LocalStatus(const std::string& data_dir) {
       idx[k + "_covered_id"] = covered;
       idx[k + "_age_s"] = age;
     }
-    idx[std::string("newest_") + (kind == std::string("transitions") ? "transition" : "strategy") + "_id"] = newest;
+    idx[std::string("newest_") + (kind == std::string("transitions") ? "transition" : "strategy") +
+        "_id"] = newest;
   }
   return Json{{"store", store}, {"records", records}, {"indexes", idx}};
 }
@@ -148,10 +155,13 @@ fb::GainStats AddStats(const fb::GainStats& a, const fb::GainStats& b) {
                        a.compile_failures() + b.compile_failures(), a.incorrect() + b.incorrect(),
                        a.other_failures() + b.other_failures(), a.sum_gain() + b.sum_gain(),
                        a.sum_gain_sq() + b.sum_gain_sq(),
-                       a.uses() == 0 ? b.max_gain() : b.uses() == 0 ? a.max_gain() : std::max(a.max_gain(), b.max_gain()));
+                       a.uses() == 0   ? b.max_gain()
+                       : b.uses() == 0 ? a.max_gain()
+                                       : std::max(a.max_gain(), b.max_gain()));
 }
 
-std::vector<EdgeSummary> SummarizeEdges(const std::vector<fb::TransitionEdgeT>& edges, bool by_cluster) {
+std::vector<EdgeSummary> SummarizeEdges(const std::vector<fb::TransitionEdgeT>& edges,
+                                        bool by_cluster) {
   std::map<std::tuple<uint64_t, uint64_t, uint32_t>, fb::GainStats> acc;
   for (const auto& e : edges) {
     auto k = std::make_tuple(e.from_direction, e.to_direction, by_cluster ? e.cluster : 0u);
@@ -185,7 +195,8 @@ Json EdgeJson(const EdgeSummary& e, const std::vector<fb::DirectionT>& dirs) {
 
 Result<uint64_t> ParseId(const std::string& text, const char* what) {
   if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
-    return Status::InvalidArgument(std::string("'") + text + "' is not a " + what + " id (a positive number)");
+    return Status::InvalidArgument(std::string("'") + text + "' is not a " + what +
+                                   " id (a positive number)");
   uint64_t v = std::stoull(text);
   if (v == 0) return Status::InvalidArgument(std::string(what) + " ids start at 1");
   return v;
@@ -251,7 +262,8 @@ void SortStrategies(std::vector<fb::StrategyT>* v, const std::string& by) {
 // ---------------------------------------------------------------- records
 
 namespace {
-const char* const kKinds[] = {"direction", "strategy", "transition", "session", "task", "candidate"};
+const char* const kKinds[] = {"direction", "strategy", "transition",
+                              "session",   "task",     "candidate"};
 
 Result<Json> GetOne(Source& src, const std::string& kind, const std::string& key) {
   auto wrap = [&](Json rec) { return Json{{"kind", kind}, {"record", std::move(rec)}}; };
@@ -287,19 +299,23 @@ Result<std::vector<Json>> FindRecords(Source& src, const std::string& what) {
   if (colon != std::string::npos) {
     std::string kind = what.substr(0, colon), key = what.substr(colon + 1);
     if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds))
-      return Status::InvalidArgument("unknown record kind '" + kind +
-                                     "' (direction, strategy, transition, session, task, candidate)");
+      return Status::InvalidArgument(
+          "unknown record kind '" + kind +
+          "' (direction, strategy, transition, session, task, candidate)");
     HTAM_ASSIGN_OR_RETURN(Json j, GetOne(src, kind, key));
     out.push_back(std::move(j));
     return out;
   }
-  bool numeric = !what.empty() && what.size() <= 19 && what.find_first_not_of("0123456789") == std::string::npos;
+  bool numeric = !what.empty() && what.size() <= 19 &&
+                 what.find_first_not_of("0123456789") == std::string::npos;
   if (numeric) {
     for (const char* kind : kKinds) {
       if (std::string(kind) == "candidate") continue;
       auto j = GetOne(src, kind, what);
-      if (j.ok()) out.push_back(std::move(*j));
-      else if (!j.status().IsNotFound()) return j.status();
+      if (j.ok())
+        out.push_back(std::move(*j));
+      else if (!j.status().IsNotFound())
+        return j.status();
     }
     if (out.empty()) return Status::NotFound("no record has id " + what);
     return out;
@@ -313,17 +329,21 @@ Result<std::vector<Json>> FindRecords(Source& src, const std::string& what) {
     if (t.name == what) out.push_back(Json{{"kind", "task"}, {"record", ToJson(t)}});
   if (out.empty() && what.find_first_not_of("0123456789abcdef") == std::string::npos) {
     auto c = src.Candidate(what);
-    if (c.ok()) out.push_back(Json{{"kind", "candidate"}, {"record", ToJson(*c)}});
-    else if (!c.status().IsNotFound()) return c.status();
+    if (c.ok())
+      out.push_back(Json{{"kind", "candidate"}, {"record", ToJson(*c)}});
+    else if (!c.status().IsNotFound())
+      return c.status();
   }
-  if (out.empty()) return Status::NotFound("nothing named '" + what + "' (try kind:id, e.g. strategy:12)");
+  if (out.empty())
+    return Status::NotFound("nothing named '" + what + "' (try kind:id, e.g. strategy:12)");
   return out;
 }
 
 void PrintRecord(std::ostream& out, const Json& rec) {
   const Json& r = rec["record"];
   std::string kind = rec["kind"];
-  out << kind << " " << (kind == "candidate" ? r["hash"].get<std::string>() : r["id"].dump()) << "\n";
+  out << kind << " " << (kind == "candidate" ? r["hash"].get<std::string>() : r["id"].dump())
+      << "\n";
   std::string source;
   for (const auto& [k, v] : r.items()) {
     if (k == "source" && kind == "candidate") {
@@ -376,11 +396,16 @@ Result<Trajectory> LoadTrajectory(Source& src, uint64_t session_id) {
 Json TrajectoryJson(const Trajectory& t) {
   Json steps = Json::array();
   for (const auto& s : t.steps)
-    steps.push_back(Json{{"step", s.step},          {"transition_id", s.transition_id},
-                         {"direction", s.direction}, {"strategies", s.strategies},
-                         {"status", s.status},       {"speedup_before", s.before},
-                         {"speedup_after", s.after}, {"best_speedup", s.best},
-                         {"verified", s.verified},   {"summary", s.summary}});
+    steps.push_back(Json{{"step", s.step},
+                         {"transition_id", s.transition_id},
+                         {"direction", s.direction},
+                         {"strategies", s.strategies},
+                         {"status", s.status},
+                         {"speedup_before", s.before},
+                         {"speedup_after", s.after},
+                         {"best_speedup", s.best},
+                         {"verified", s.verified},
+                         {"summary", s.summary}});
   return Json{{"session", ToJson(t.session)}, {"steps", steps}};
 }
 
@@ -421,20 +446,24 @@ Result<std::vector<TopRow>> TopStrategies(Source& src, size_t per_group, uint32_
     HTAM_ASSIGN_OR_RETURN(auto steps, src.Transitions(sess.id));
     for (const auto& r : steps) {
       if (r.status == fb::OutcomeStatus::InfraError) continue;
-      std::string cat = category.count(r.task_id) ? category[r.task_id] : (r.state ? r.state->category : "");
+      std::string cat =
+          category.count(r.task_id) ? category[r.task_id] : (r.state ? r.state->category : "");
       std::set<uint64_t> credited(r.strategy_ids.begin(), r.strategy_ids.end());
       if (r.learned_strategy_id) credited.insert(r.learned_strategy_id);
       double gain = StepGain(r.status, r.speedup_before, r.speedup_after);
       bool success = r.status == fb::OutcomeStatus::Ok && gain > 1e-9;
       fb::GainStats one(1, success, r.status == fb::OutcomeStatus::CompileError,
-                        r.status == fb::OutcomeStatus::Incorrect || r.status == fb::OutcomeStatus::Nondeterministic,
-                        r.status == fb::OutcomeStatus::Crash || r.status == fb::OutcomeStatus::Timeout ||
+                        r.status == fb::OutcomeStatus::Incorrect ||
+                            r.status == fb::OutcomeStatus::Nondeterministic,
+                        r.status == fb::OutcomeStatus::Crash ||
+                            r.status == fb::OutcomeStatus::Timeout ||
                             r.status == fb::OutcomeStatus::ResourceLimit,
                         gain, gain * gain, gain);
       for (uint64_t id : credited) {
         Acc& a = acc[{cat, r.backend, id}];
         a.stats = AddStats(a.stats, one);
-        if (r.status == fb::OutcomeStatus::Ok) a.best = std::max(a.best, static_cast<double>(r.speedup_after));
+        if (r.status == fb::OutcomeStatus::Ok)
+          a.best = std::max(a.best, static_cast<double>(r.speedup_after));
       }
     }
   }

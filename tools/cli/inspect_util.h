@@ -27,12 +27,14 @@ struct EdgeSummary {
   fb::GainStats stats;
 };
 // Sums clusters unless by_cluster; sorted by from, then count (descending), then to.
-std::vector<EdgeSummary> SummarizeEdges(const std::vector<fb::TransitionEdgeT>& edges, bool by_cluster);
+std::vector<EdgeSummary> SummarizeEdges(const std::vector<fb::TransitionEdgeT>& edges,
+                                        bool by_cluster);
 fb::GainStats AddStats(const fb::GainStats& a, const fb::GainStats& b);
 Json EdgeJson(const EdgeSummary& e, const std::vector<fb::DirectionT>& dirs);
 
 // ---- strategies ----
-Result<uint64_t> ResolveDirection(const std::vector<fb::DirectionT>& dirs, const std::string& name_or_id);
+Result<uint64_t> ResolveDirection(const std::vector<fb::DirectionT>& dirs,
+                                  const std::string& name_or_id);
 // min_arch empty, or arch of the same family and at least min_arch (sm_90 >= sm_80; gfx by name).
 bool ArchApplies(const std::string& arch, const std::string& min_arch);
 // Strategies credited by steps on tasks of this category or born from such tasks.

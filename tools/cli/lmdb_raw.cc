@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstdio>
-
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -25,7 +24,8 @@ constexpr size_t kMagicOff = 16, kPsizeOff = 40, kLastPgOff = 136, kTxnOff = 144
 Status Lmdb(int rc, const std::string& what) {
   if (rc == MDB_SUCCESS) return Status::OK();
   std::string m = what + ": " + mdb_strerror(rc);
-  if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
+  if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_INVALID ||
+      rc == MDB_VERSION_MISMATCH)
     return Status::Corruption(m);
   if (rc == MDB_NOTFOUND) return Status::NotFound(m);
   return Status::IOError(m);
@@ -38,8 +38,12 @@ T Load(const std::vector<char>& b, size_t off) {
   return v;
 }
 
-MDB_val Val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
-std::string_view Str(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
+MDB_val Val(std::string_view s) {
+  return MDB_val{s.size(), const_cast<char*>(s.data())};
+}
+std::string_view Str(const MDB_val& v) {
+  return {static_cast<const char*>(v.mv_data), v.mv_size};
+}
 
 }  // namespace
 
@@ -55,17 +59,20 @@ Result<LmdbFileInfo> InspectDataFile(const std::string& dir) {
     return Status::Corruption(path + " is not an LMDB file (bad magic at its first page)");
   uint32_t psize = Load<uint32_t>(p0, kPsizeOff);
   if (psize < 512 || psize > (1u << 20) || (psize & (psize - 1)))
-    return Status::Corruption(path + " has a damaged meta page (page size " + std::to_string(psize) + ")");
+    return Status::Corruption(path + " has a damaged meta page (page size " +
+                              std::to_string(psize) + ")");
   info.page_size = psize;
   std::vector<char> p1(kMetaEnd);
-  bool have1 = f.seekg(psize) && f.read(p1.data(), kMetaEnd) && Load<uint32_t>(p1, kMagicOff) == kLmdbMagic;
-  const std::vector<char>& m = have1 && Load<uint64_t>(p1, kTxnOff) > Load<uint64_t>(p0, kTxnOff) ? p1 : p0;
+  bool have1 =
+      f.seekg(psize) && f.read(p1.data(), kMetaEnd) && Load<uint32_t>(p1, kMagicOff) == kLmdbMagic;
+  const std::vector<char>& m =
+      have1 && Load<uint64_t>(p1, kTxnOff) > Load<uint64_t>(p0, kTxnOff) ? p1 : p0;
   info.last_page = Load<uint64_t>(m, kLastPgOff);
   info.txn_id = Load<uint64_t>(m, kTxnOff);
   uint64_t need = (info.last_page + 1) * psize;
   if (info.file_bytes < need)
-    return Status::Corruption(path + " is truncated: " + std::to_string(info.file_bytes) + " bytes, its meta page uses " +
-                              std::to_string(need));
+    return Status::Corruption(path + " is truncated: " + std::to_string(info.file_bytes) +
+                              " bytes, its meta page uses " + std::to_string(need));
   return info;
 }
 
@@ -99,11 +106,13 @@ Status RunIsolated(const std::function<Status()>& fn, const std::string& what) {
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   if (WIFSIGNALED(st))
-    return Status::Corruption(what + " crashed (" + strsignal(WTERMSIG(st)) + "): the store is damaged");
+    return Status::Corruption(what + " crashed (" + strsignal(WTERMSIG(st)) +
+                              "): the store is damaged");
   if (msg == "0") return Status::OK();
   if (msg.empty())
     return Status::Corruption(what + " failed without an answer (exit " +
-                              std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + "): the store is damaged");
+                              std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) +
+                              "): the store is damaged");
   size_t sp = msg.find(' ');
   int code = std::atoi(msg.substr(0, sp).c_str());
   std::string text = sp == std::string::npos ? msg : msg.substr(sp + 1);
@@ -146,7 +155,8 @@ Result<std::unique_ptr<RawEnv>> RawEnv::OpenRead(const std::string& dir) {
   e->read_only_ = true;
   HTAM_RETURN_IF_ERROR(Lmdb(mdb_env_create(&e->env_), "creating environment"));
   mdb_env_set_maxdbs(e->env_, kMaxDbs);
-  HTAM_RETURN_IF_ERROR(Lmdb(mdb_env_open(e->env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS, 0644), "opening " + dir));
+  HTAM_RETURN_IF_ERROR(
+      Lmdb(mdb_env_open(e->env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS, 0644), "opening " + dir));
   return e;
 }
 
@@ -157,8 +167,9 @@ RawEnv::~RawEnv() {
 Result<std::unique_ptr<RawTxn>> RawTxn::Begin(RawEnv* env) {
   std::unique_ptr<RawTxn> t(new RawTxn());
   t->read_only_ = env->read_only();
-  HTAM_RETURN_IF_ERROR(Lmdb(mdb_txn_begin(env->env(), nullptr, t->read_only_ ? MDB_RDONLY : 0, &t->txn_),
-                            "beginning a transaction"));
+  HTAM_RETURN_IF_ERROR(
+      Lmdb(mdb_txn_begin(env->env(), nullptr, t->read_only_ ? MDB_RDONLY : 0, &t->txn_),
+           "beginning a transaction"));
   return t;
 }
 
@@ -198,7 +209,8 @@ Status RawTxn::Scan(const char* db, std::string_view prefix,
   MDB_cursor* c = nullptr;
   HTAM_RETURN_IF_ERROR(Lmdb(mdb_cursor_open(txn_, dbi, &c), "cursor"));
   MDB_val k = Val(prefix), v;
-  int rc = prefix.empty() ? mdb_cursor_get(c, &k, &v, MDB_FIRST) : mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+  int rc = prefix.empty() ? mdb_cursor_get(c, &k, &v, MDB_FIRST)
+                          : mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
   while (rc == MDB_SUCCESS) {
     std::string_view key = Str(k);
     if (key.substr(0, prefix.size()) != prefix || !fn(key, Str(v))) break;

@@ -40,7 +40,8 @@ Result<std::unique_ptr<DataDirLock>> DataDirLock::Acquire(const std::string& dat
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     std::string other = ReadPid(fd);
     ::close(fd);
-    return Status::FailedPrecondition("htamd" + (other.empty() ? std::string() : " (pid " + other + ")") +
+    return Status::FailedPrecondition("htamd" +
+                                      (other.empty() ? std::string() : " (pid " + other + ")") +
                                       " holds " + path + ": stop it first");
   }
   std::string me = std::to_string(::getpid()) + "\n";

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   }
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   std::string cmd = htam::cli::CommandName(args);
-  std::cerr << "htam" << (cmd.empty() ? "" : " " + cmd) << ": crashed (" << strsignal(WTERMSIG(st))
-            << ") reading the store: it is probably damaged; run 'htam check' and restore a backup\n";
+  std::cerr
+      << "htam" << (cmd.empty() ? "" : " " + cmd) << ": crashed (" << strsignal(WTERMSIG(st))
+      << ") reading the store: it is probably damaged; run 'htam check' and restore a backup\n";
   return htam::cli::kExitFail;
 }

@@ -88,12 +88,14 @@ Result<std::vector<std::string>> CheckIsolated(const std::string& store_dir) {
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   if (WIFSIGNALED(st))
-    return Status::Corruption(std::string("the store is damaged: reading it crashed the checker (") +
-                              strsignal(WTERMSIG(st)) + ")");
+    return Status::Corruption(
+        std::string("the store is damaged: reading it crashed the checker (") +
+        strsignal(WTERMSIG(st)) + ")");
   Json j = Json::parse(text, nullptr, false);
   if (j.is_discarded())
     return Status::Corruption("reading the store stopped the checker (exit " +
-                              std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + "): the store is damaged");
+                              std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) +
+                              "): the store is damaged");
   if (j.contains("error")) return Status::Corruption(j["error"].get<std::string>());
   return j["problems"].get<std::vector<std::string>>();
 }
@@ -110,7 +112,8 @@ int CmdBackup(Context& c) {
   bool done;
   int rc = Parse(c, "<dest-dir> [--no-verify]", o, {{"dest", 1}}, &vm, &done);
   if (done) return rc;
-  if (!c.g.connect.empty()) return Fail(c, "backup reads the store itself: use --data-dir, not --connect");
+  if (!c.g.connect.empty())
+    return Fail(c, "backup reads the store itself: use --data-dir, not --connect");
   std::string dest = vm["dest"].as<std::vector<std::string>>()[0];
   std::string store = StoreDir(c.g.data_dir);
   std::error_code ec;
@@ -143,8 +146,11 @@ int CmdBackup(Context& c) {
     problems = *p;
   }
   auto info = LocalStatus(tmp);  // counts of the copy (tmp is a data dir: tmp/store)
-  Json manifest{{"format", "htam-backup"}, {"version", 1}, {"source", fs::absolute(store).string()},
-                {"verified", !no_verify}, {"problems", problems}};
+  Json manifest{{"format", "htam-backup"},
+                {"version", 1},
+                {"source", fs::absolute(store).string()},
+                {"verified", !no_verify},
+                {"problems", problems}};
   if (info.ok()) {
     manifest["schema_version"] = (*info)["store"]["schema_version"];
     manifest["records"] = (*info)["records"];
@@ -153,7 +159,8 @@ int CmdBackup(Context& c) {
   if (!st.ok()) return cleanup(), Fail(c, st);
   fs::remove(tmp + "/store/lock.mdb", ec);  // left by the verification; not part of a backup
   fs::rename(tmp, dest, ec);
-  if (ec) return cleanup(), Fail(c, "cannot move the backup into place at " + dest + ": " + ec.message());
+  if (ec)
+    return cleanup(), Fail(c, "cannot move the backup into place at " + dest + ": " + ec.message());
   (void)FsyncPath(fs::absolute(dest).parent_path().string());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uintmax_t bytes = fs::file_size(dest + "/store/data.mdb", ec);
@@ -163,8 +170,11 @@ int CmdBackup(Context& c) {
     manifest["seconds"] = secs;
     PrintJson(c, manifest);
   } else {
-    c.out << "backup of " << store << " written to " << dest << " (" << bytes << " bytes, " << snapshots
-          << " index snapshot(s), " << (no_verify ? "not verified" : problems.empty() ? "verified" : "VERIFY FOUND PROBLEMS")
+    c.out << "backup of " << store << " written to " << dest << " (" << bytes << " bytes, "
+          << snapshots << " index snapshot(s), "
+          << (no_verify          ? "not verified"
+              : problems.empty() ? "verified"
+                                 : "VERIFY FOUND PROBLEMS")
           << ")\n";
     for (const auto& p : problems) c.out << "  problem: " << p << "\n";
   }
@@ -176,30 +186,36 @@ int CmdBackup(Context& c) {
 int CmdRestore(Context& c) {
   po::options_description o("restore options");
   bool force = false;
-  o.add_options()("force", po::bool_switch(&force), "replace an existing store (it is kept as store.replaced-<time>)");
+  o.add_options()("force", po::bool_switch(&force),
+                  "replace an existing store (it is kept as store.replaced-<time>)");
   po::variables_map vm;
   bool done;
   int rc = Parse(c, "<backup-dir> [--data-dir DIR] [--force]", o, {{"backup", 1}}, &vm, &done);
   if (done) return rc;
-  if (!c.g.connect.empty()) return Fail(c, "restore writes the store itself: use --data-dir, not --connect");
+  if (!c.g.connect.empty())
+    return Fail(c, "restore writes the store itself: use --data-dir, not --connect");
   std::string from = BackupStore(vm["backup"].as<std::vector<std::string>>()[0]);
   std::error_code ec;
-  if (!fs::exists(from + "/data.mdb", ec)) return Fail(c, "no backup at " + from + " (expected store/data.mdb)");
+  if (!fs::exists(from + "/data.mdb", ec))
+    return Fail(c, "no backup at " + from + " (expected store/data.mdb)");
   // The backup must be sound before anything is touched.
   auto problems = CheckIsolated(from);
   if (!problems.ok()) return Fail(c, problems.status().WithContext("the backup does not verify"));
-  if (!problems->empty()) return Fail(c, "the backup has " + std::to_string(problems->size()) + " integrity problem(s), first: " + (*problems)[0]);
+  if (!problems->empty())
+    return Fail(c, "the backup has " + std::to_string(problems->size()) +
+                       " integrity problem(s), first: " + (*problems)[0]);
   std::string pid;
   if (DaemonRunning(c.g.data_dir, &pid))
-    return Fail(c, "htamd" + (pid.empty() ? std::string() : " (pid " + pid + ")") + " is running on " + c.g.data_dir +
-                       ": stop it before restoring");
+    return Fail(c, "htamd" + (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                       " is running on " + c.g.data_dir + ": stop it before restoring");
   auto lock = DataDirLock::Acquire(c.g.data_dir);  // keeps a daemon from starting meanwhile
   if (!lock.ok()) return Fail(c, lock.status());
   std::string store = StoreDir(c.g.data_dir);
   std::string moved;
   if (!EmptyOrMissing(store)) {
     if (!force) return Fail(c, "target " + store + " is not empty: use --force to replace it");
-    moved = store + ".replaced-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+    moved = store + ".replaced-" +
+            std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
     fs::rename(store, moved, ec);
     if (ec) return Fail(c, "cannot move the old store aside: " + ec.message());
   }
@@ -233,14 +249,17 @@ int CmdCheck(Context& c) {
   bool done;
   int rc = Parse(c, "[--data-dir DIR] [--json]", o, {}, &vm, &done);
   if (done) return rc;
-  if (!c.g.connect.empty()) return Fail(c, "check reads the store itself: use --data-dir, not --connect");
+  if (!c.g.connect.empty())
+    return Fail(c, "check reads the store itself: use --data-dir, not --connect");
   std::string store = StoreDir(c.g.data_dir);
   std::error_code ec;
   if (!fs::exists(store + "/data.mdb", ec)) return Fail(c, "no htam store at " + store);
   auto problems = CheckIsolated(store);
   std::vector<std::string> list;
-  if (!problems.ok()) list.push_back(problems.status().message());
-  else list = *problems;
+  if (!problems.ok())
+    list.push_back(problems.status().message());
+  else
+    list = *problems;
   if (c.g.json) {
     PrintJson(c, Json{{"store", store}, {"ok", list.empty()}, {"problems", list}});
   } else if (list.empty()) {
@@ -260,14 +279,16 @@ int CmdRebuild(Context& c) {
   bool done;
   int rc = Parse(c, "[--data-dir DIR]", o, {}, &vm, &done);
   if (done) return rc;
-  if (!c.g.connect.empty()) return Fail(c, "rebuild writes the store itself: use --data-dir, not --connect");
+  if (!c.g.connect.empty())
+    return Fail(c, "rebuild writes the store itself: use --data-dir, not --connect");
   std::string store = StoreDir(c.g.data_dir);
   std::error_code ec;
   if (!fs::exists(store + "/data.mdb", ec)) return Fail(c, "no htam store at " + store);
   auto lock = DataDirLock::Acquire(c.g.data_dir);
   if (!lock.ok()) return Fail(c, lock.status().WithContext("rebuild needs htamd stopped"));
   auto before = CheckIsolated(store);
-  if (!before.ok() && before.status().code() != Status::Code::kCorruption) return Fail(c, before.status());
+  if (!before.ok() && before.status().code() != Status::Code::kCorruption)
+    return Fail(c, before.status());
   memory::MemoryOptions mo;
   mo.dir = store;
   mo.seed_file = "";
@@ -292,10 +313,12 @@ int CmdRebuild(Context& c) {
   if (!after.ok()) return Fail(c, after.status().WithContext("after the rebuild"));
   size_t fixed = before.ok() ? before->size() : 0;
   if (c.g.json) {
-    PrintJson(c, Json{{"store", store}, {"problems_before", before.ok() ? Json(*before) : Json::array()},
+    PrintJson(c, Json{{"store", store},
+                      {"problems_before", before.ok() ? Json(*before) : Json::array()},
                       {"problems_after", *after}});
   } else {
-    c.out << "rebuilt edges, statistics, secondary indexes and vector indexes of " << store << " from its records\n";
+    c.out << "rebuilt edges, statistics, secondary indexes and vector indexes of " << store
+          << " from its records\n";
     if (fixed) c.out << "problems before: " << fixed << ", after: " << after->size() << "\n";
     for (const auto& p : *after) c.out << "problem: " << p << "\n";
   }

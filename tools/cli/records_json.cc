@@ -20,14 +20,10 @@ Json ToJson(const fb::ProvenanceT& p) {
 }
 
 Json ToJson(const fb::ProfileT& p) {
-  return Json{{"registers", p.registers},
-              {"shared_bytes", p.shared_bytes},
-              {"spill_bytes", p.spill_bytes},
-              {"dram_throughput", p.dram_throughput},
-              {"sm_throughput", p.sm_throughput},
-              {"occupancy", p.occupancy},
-              {"sol_fraction", p.sol_fraction},
-              {"sm_clock_mhz", p.sm_clock_mhz},
+  return Json{{"registers", p.registers},         {"shared_bytes", p.shared_bytes},
+              {"spill_bytes", p.spill_bytes},     {"dram_throughput", p.dram_throughput},
+              {"sm_throughput", p.sm_throughput}, {"occupancy", p.occupancy},
+              {"sol_fraction", p.sol_fraction},   {"sm_clock_mhz", p.sm_clock_mhz},
               {"mem_clock_mhz", p.mem_clock_mhz}};
 }
 
@@ -79,10 +75,10 @@ std::unique_ptr<fb::GainStats> GetStats(const Json& j) {
   auto it = j.find("stats");
   if (it == j.end() || it->is_null()) return std::make_unique<fb::GainStats>();
   const Json& s = *it;
-  return std::make_unique<fb::GainStats>(
-      s.value("uses", 0u), s.value("successes", 0u), s.value("compile_failures", 0u),
-      s.value("incorrect", 0u), s.value("other_failures", 0u), s.value("sum_gain", 0.0),
-      s.value("sum_gain_sq", 0.0), s.value("max_gain", 0.0));
+  return std::make_unique<fb::GainStats>(s.value("uses", 0u), s.value("successes", 0u),
+                                         s.value("compile_failures", 0u), s.value("incorrect", 0u),
+                                         s.value("other_failures", 0u), s.value("sum_gain", 0.0),
+                                         s.value("sum_gain_sq", 0.0), s.value("max_gain", 0.0));
 }
 
 template <typename F>
@@ -107,8 +103,12 @@ std::string BottleneckName(fb::Bottleneck b) {
   return n && *n ? n : "Bottleneck" + std::to_string(static_cast<int>(b));
 }
 
-double SuccessRate(const fb::GainStats& s) { return s.uses() ? double(s.successes()) / s.uses() : 0.0; }
-double MeanGain(const fb::GainStats& s) { return s.uses() ? s.sum_gain() / s.uses() : 0.0; }
+double SuccessRate(const fb::GainStats& s) {
+  return s.uses() ? double(s.successes()) / s.uses() : 0.0;
+}
+double MeanGain(const fb::GainStats& s) {
+  return s.uses() ? s.sum_gain() / s.uses() : 0.0;
+}
 
 Json ToJson(const fb::GainStats& s) {
   return Json{{"uses", s.uses()},
@@ -193,17 +193,29 @@ Json ToJson(const fb::TransitionEdgeT& e) {
 Json ToJson(const fb::TaskT& t) {
   Json b = Json::array();
   for (const auto& x : t.baselines)
-    if (x) b.push_back(Json{{"backend", x->backend}, {"arch", x->arch}, {"median_us", x->median_us}});
-  return Json{{"id", t.id},           {"name", t.name},       {"category", t.category},
-              {"description", t.description}, {"spec_hash", t.spec_hash}, {"rtol", t.rtol},
-              {"atol", t.atol},       {"bad_budget", t.bad_budget}, {"flops", t.flops},
-              {"bytes", t.bytes},     {"baselines", b},       {"created_ns", t.created_ns}};
+    if (x)
+      b.push_back(Json{{"backend", x->backend}, {"arch", x->arch}, {"median_us", x->median_us}});
+  return Json{{"id", t.id},
+              {"name", t.name},
+              {"category", t.category},
+              {"description", t.description},
+              {"spec_hash", t.spec_hash},
+              {"rtol", t.rtol},
+              {"atol", t.atol},
+              {"bad_budget", t.bad_budget},
+              {"flops", t.flops},
+              {"bytes", t.bytes},
+              {"baselines", b},
+              {"created_ns", t.created_ns}};
 }
 
 Json ToJson(const fb::CandidateT& c) {
-  return Json{{"hash", c.hash},       {"language", c.language},
-              {"source", c.source},   {"compile_log", c.compile_log},
-              {"transition_ids", c.transition_ids}, {"created_ns", c.created_ns}};
+  return Json{{"hash", c.hash},
+              {"language", c.language},
+              {"source", c.source},
+              {"compile_log", c.compile_log},
+              {"transition_ids", c.transition_ids},
+              {"created_ns", c.created_ns}};
 }
 
 Json ToJson(const fb::SessionT& s) {
@@ -305,7 +317,8 @@ Status FromJson(const Json& j, fb::TransitionRecordT* r) {
       Get(*st, "intensity", &r->state->intensity);
       std::string b = "Unknown";
       Get(*st, "bottleneck", &b);
-      if (!ParseBottleneck(b, &r->state->bottleneck)) throw std::invalid_argument("unknown bottleneck \"" + b + "\"");
+      if (!ParseBottleneck(b, &r->state->bottleneck))
+        throw std::invalid_argument("unknown bottleneck \"" + b + "\"");
       Get(*st, "speedup", &r->state->speedup);
       Get(*st, "step", &r->state->step);
       Get(*st, "backend", &r->state->backend);

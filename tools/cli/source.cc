@@ -14,7 +14,8 @@ namespace {
 
 class LocalSource final : public Source {
  public:
-  LocalSource(std::string dir, std::unique_ptr<memory::Memory> m) : dir_(std::move(dir)), m_(std::move(m)) {}
+  LocalSource(std::string dir, std::unique_ptr<memory::Memory> m)
+      : dir_(std::move(dir)), m_(std::move(m)) {}
   std::string where() const override { return "store " + dir_; }
   bool remote() const override { return false; }
   memory::Memory* local() override { return m_.get(); }
@@ -40,7 +41,9 @@ class LocalSource final : public Source {
   Result<fb::TransitionRecordT> Transition(uint64_t id) override { return m_->GetTransition(id); }
   Result<fb::SessionT> Session(uint64_t id) override { return m_->GetSession(id); }
   Result<fb::TaskT> Task(uint64_t id) override { return m_->GetTask(id); }
-  Result<fb::CandidateT> Candidate(const std::string& hash) override { return m_->GetCandidate(hash); }
+  Result<fb::CandidateT> Candidate(const std::string& hash) override {
+    return m_->GetCandidate(hash);
+  }
 
  private:
   std::string dir_;
@@ -58,7 +61,8 @@ std::vector<T> Unbox(std::vector<std::unique_ptr<T>>& v) {
 
 class RemoteSource final : public Source {
  public:
-  RemoteSource(std::string endpoint, std::unique_ptr<Client> c) : endpoint_(std::move(endpoint)), c_(std::move(c)) {}
+  RemoteSource(std::string endpoint, std::unique_ptr<Client> c)
+      : endpoint_(std::move(endpoint)), c_(std::move(c)) {}
   std::string where() const override { return "daemon " + endpoint_; }
   bool remote() const override { return true; }
 
@@ -78,7 +82,8 @@ class RemoteSource final : public Source {
                             q.backend = backend;
                           }));
     auto v = Unbox(r.strategies);
-    if (!include_merged) std::erase_if(v, [](const fb::StrategyT& s) { return s.merged_into != 0; });
+    if (!include_merged)
+      std::erase_if(v, [](const fb::StrategyT& s) { return s.merged_into != 0; });
     return v;
   }
   Result<std::vector<fb::TaskT>> Tasks() override {
@@ -90,7 +95,8 @@ class RemoteSource final : public Source {
     return Unbox(r.sessions);
   }
   Result<std::vector<fb::TransitionRecordT>> Transitions(uint64_t session) override {
-    HTAM_ASSIGN_OR_RETURN(auto r, Ask(fb::QueryKind::Transitions, 0, [&](fb::QueryT& q) { q.session_id = session; }));
+    HTAM_ASSIGN_OR_RETURN(
+        auto r, Ask(fb::QueryKind::Transitions, 0, [&](fb::QueryT& q) { q.session_id = session; }));
     return Unbox(r.transitions);
   }
   Result<fb::DirectionT> Direction(uint64_t id) override {
@@ -114,12 +120,14 @@ class RemoteSource final : public Source {
     return One(r.tasks, "task", id);
   }
   Result<fb::CandidateT> Candidate(const std::string&) override {
-    return Status::InvalidArgument("the daemon's Query cannot look candidates up by hash: use --data-dir");
+    return Status::InvalidArgument(
+        "the daemon's Query cannot look candidates up by hash: use --data-dir");
   }
 
  private:
   template <typename F = void (*)(fb::QueryT&)>
-  Result<fb::QueryReplyT> Ask(fb::QueryKind kind, uint64_t id = 0, F&& fill = [](fb::QueryT&) {}) {
+  Result<fb::QueryReplyT> Ask(
+      fb::QueryKind kind, uint64_t id = 0, F&& fill = [](fb::QueryT&) {}) {
     fb::QueryT q;
     q.kind = kind;
     q.id = id;
@@ -131,7 +139,8 @@ class RemoteSource final : public Source {
   }
   template <typename T>
   static Result<T> One(std::vector<std::unique_ptr<T>>& v, const char* what, uint64_t id) {
-    if (v.empty() || !v[0]) return Status::NotFound(std::string("no such ") + what + " " + std::to_string(id));
+    if (v.empty() || !v[0])
+      return Status::NotFound(std::string("no such ") + what + " " + std::to_string(id));
     return std::move(*v[0]);
   }
   std::string endpoint_;
@@ -151,7 +160,8 @@ Result<std::unique_ptr<Source>> OpenLocal(const std::string& data_dir) {
   std::string dir = StoreDir(data_dir);
   std::error_code ec;
   if (!std::filesystem::exists(dir + "/data.mdb", ec))
-    return Status::NotFound("no htam store at " + dir + " (set --data-dir to htamd's general.data_dir)");
+    return Status::NotFound("no htam store at " + dir +
+                            " (set --data-dir to htamd's general.data_dir)");
   // Before anything maps the file: a truncated data.mdb would fault on first access.
   auto file = InspectDataFile(dir);
   if (!file.ok()) return file.status();

@@ -24,11 +24,13 @@ class Source {
   virtual Result<std::vector<fb::DirectionT>> Directions() = 0;
   virtual Result<std::vector<fb::TransitionEdgeT>> Edges() = 0;
   // direction 0 = all; backend "" = any.
-  virtual Result<std::vector<fb::StrategyT>> Strategies(uint64_t direction, const std::string& backend,
+  virtual Result<std::vector<fb::StrategyT>> Strategies(uint64_t direction,
+                                                        const std::string& backend,
                                                         bool include_merged) = 0;
   virtual Result<std::vector<fb::TaskT>> Tasks() = 0;
   virtual Result<std::vector<fb::SessionT>> Sessions() = 0;  // newest first
-  virtual Result<std::vector<fb::TransitionRecordT>> Transitions(uint64_t session) = 0;  // step order
+  virtual Result<std::vector<fb::TransitionRecordT>> Transitions(
+      uint64_t session) = 0;  // step order
 
   virtual Result<fb::DirectionT> Direction(uint64_t id) = 0;
   virtual Result<fb::StrategyT> Strategy(uint64_t id) = 0;

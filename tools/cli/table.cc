@@ -73,8 +73,12 @@ std::string Fixed(double v, int digits) {
   return s;
 }
 
-std::string Speedup(double v) { return v <= 0 ? "-" : Fixed(v, 2) + "x"; }
+std::string Speedup(double v) {
+  return v <= 0 ? "-" : Fixed(v, 2) + "x";
+}
 
-std::string GainFactor(double log_gain) { return "x" + Fixed(std::exp(log_gain), 2); }
+std::string GainFactor(double log_gain) {
+  return "x" + Fixed(std::exp(log_gain), 2);
+}
 
 }  // namespace htam::cli

@@ -10,9 +10,14 @@ namespace {
 
 namespace fb = ::htam::fb;
 
-const char* const kPlan[] = {"global-memory-access", "parallel-mapping-occupancy", "fusion",
-                             "on-chip-reuse-tiling", "latency-hiding", "reductions-scans",
-                             "global-memory-access", "parameter-tuning"};
+const char* const kPlan[] = {"global-memory-access",
+                             "parallel-mapping-occupancy",
+                             "fusion",
+                             "on-chip-reuse-tiling",
+                             "latency-hiding",
+                             "reductions-scans",
+                             "global-memory-access",
+                             "parameter-tuning"};
 
 memory::MemoryOptions Options(const std::string& data_dir) {
   memory::MemoryOptions mo;
@@ -43,8 +48,9 @@ fb::TaskT Task(const char* name, const char* category, double flops, double byte
 
 Status RunSession(memory::Memory& m, uint64_t task, int index, int steps, int salt) {
   bool cpu = index % 4 == 3;
-  HTAM_ASSIGN_OR_RETURN(fb::SessionT s, m.OpenSession(task, cpu ? "cpu" : "cuda", cpu ? "" : "sm_90",
-                                                       "test", "model-a", static_cast<uint32_t>(steps)));
+  HTAM_ASSIGN_OR_RETURN(fb::SessionT s,
+                        m.OpenSession(task, cpu ? "cpu" : "cuda", cpu ? "" : "sm_90", "test",
+                                      "model-a", static_cast<uint32_t>(steps)));
   double best = 1.0;
   for (int k = 0; k < steps; ++k) {
     memory::StateInput st;
@@ -61,16 +67,16 @@ Status RunSession(memory::Memory& m, uint64_t task, int index, int steps, int sa
     in.direction_id = dir.id;
     if (!strategies.empty()) in.strategy_ids.push_back(strategies[0].id);
     int roll = (index * 7 + k * 3 + salt) % 10;
-    in.status = roll == 0 ? fb::OutcomeStatus::CompileError
-              : roll == 1 ? fb::OutcomeStatus::Incorrect
-              : fb::OutcomeStatus::Ok;
+    in.status = roll == 0   ? fb::OutcomeStatus::CompileError
+                : roll == 1 ? fb::OutcomeStatus::Incorrect
+                            : fb::OutcomeStatus::Ok;
     double factor = 0.85 + 0.1 * ((index + 2 * k + salt) % 6);
     in.speedup_after = in.status == fb::OutcomeStatus::Ok ? best * factor : 0;
     if (in.status == fb::OutcomeStatus::Ok) best = std::max(best, in.speedup_after);
     in.median_us = in.speedup_after > 0 ? 100 / in.speedup_after : 0;
     in.verified = true;
-    in.summary = std::string(strategies.empty() ? dname : strategies[0].title.c_str()) + " applied to step " +
-                 std::to_string(k % 2) + (salt ? " at site two" : "");
+    in.summary = std::string(strategies.empty() ? dname : strategies[0].title.c_str()) +
+                 " applied to step " + std::to_string(k % 2) + (salt ? " at site two" : "");
     in.language = "cuda";
     in.source = "// session " + std::to_string(index) + " step " + std::to_string(k) + " salt " +
                 std::to_string(salt) + "\nHTAM_KERNEL_ENTRY int htam_kernel() { return 0; }\n";
@@ -86,13 +92,15 @@ Status RunSession(memory::Memory& m, uint64_t task, int index, int steps, int sa
 Status BuildTestStore(const std::string& data_dir, const TestStoreOptions& o) {
   HTAM_ASSIGN_OR_RETURN(auto m, memory::Memory::Open(Options(data_dir)));
   std::vector<uint64_t> tasks;
-  for (auto t : {Task("relu", "elementwise", 1 << 20, 8 << 20), Task("rowsum", "reduction", 1 << 22, 1 << 24),
+  for (auto t : {Task("relu", "elementwise", 1 << 20, 8 << 20),
+                 Task("rowsum", "reduction", 1 << 22, 1 << 24),
                  Task("sgemm", "matmul", 2.0 * 1024 * 1024 * 1024, 12.0 * 1024 * 1024)}) {
     HTAM_ASSIGN_OR_RETURN(uint64_t id, m->PutTask(t));
     tasks.push_back(id);
   }
   for (int i = 0; i < o.sessions; ++i)
-    HTAM_RETURN_IF_ERROR(RunSession(*m, tasks[static_cast<size_t>(i) % tasks.size()], i, o.steps, o.salt));
+    HTAM_RETURN_IF_ERROR(
+        RunSession(*m, tasks[static_cast<size_t>(i) % tasks.size()], i, o.steps, o.salt));
   return m->Sync();
 }
 

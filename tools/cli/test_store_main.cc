@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   htam::SetLogLevel(htam::LogLevel::kError);
   std::string mode = argc > 1 ? argv[1] : "";
   if (argc < 3 || (mode != "build" && mode != "storm")) {
-    std::cerr << "usage: htam-test-store build DATA_DIR [sessions] [steps] [salt] | storm DATA_DIR SECONDS\n";
+    std::cerr << "usage: htam-test-store build DATA_DIR [sessions] [steps] [salt] | storm DATA_DIR "
+                 "SECONDS\n";
     return 2;
   }
   std::string dir = argv[2];

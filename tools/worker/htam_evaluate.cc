@@ -9,9 +9,8 @@
 // Exit status: 0 all as expected, 1 an expectation failed, 2 usage or infrastructure error.
 #include <fstream>
 #include <iostream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "daemon/config/config.h"
 #include "daemon/eval/evaluator.h"
@@ -19,9 +18,9 @@
 
 namespace {
 
-using nlohmann::json;
 using htam::eval::EvalJob;
 using htam::eval::EvalResult;
+using nlohmann::json;
 
 std::string Read(const std::string& path, bool* ok) {
   std::ifstream in(path, std::ios::binary);
@@ -66,11 +65,16 @@ int main(int argc, char** argv) {
   std::vector<const char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--task" && i + 1 < argc) task = argv[++i];
-    else if (a == "--backend" && i + 1 < argc) backend = argv[++i];
-    else if (a == "--reference") reference = true;
-    else if (a == "--lineage") lineage = true;
-    else if (a == "--write") write = true;
+    if (a == "--task" && i + 1 < argc)
+      task = argv[++i];
+    else if (a == "--backend" && i + 1 < argc)
+      backend = argv[++i];
+    else if (a == "--reference")
+      reference = true;
+    else if (a == "--lineage")
+      lineage = true;
+    else if (a == "--write")
+      write = true;
     else if (a.rfind("--", 0) == 0) {
       rest.push_back(argv[i]);
       if (a.find('=') == std::string::npos && i + 1 < argc && a != "--help" && a != "--version")
@@ -112,16 +116,25 @@ int main(int argc, char** argv) {
   if (reference) files.clear();
   if (reference) {
     auto r = run("");
-    if (!r.ok()) { std::cerr << r.status().ToString() << "\n"; return 2; }
+    if (!r.ok()) {
+      std::cerr << r.status().ToString() << "\n";
+      return 2;
+    }
     std::cout << ToJson("reference", *r).dump() << "\n";
     rc = r->status == htam::fb::OutcomeStatus::Ok ? 0 : 1;
   }
   for (const auto& f : files) {
     bool ok = false;
     std::string src = Read(f, &ok);
-    if (!ok) { std::cerr << "cannot read " << f << "\n"; return 2; }
+    if (!ok) {
+      std::cerr << "cannot read " << f << "\n";
+      return 2;
+    }
     auto r = run(src);
-    if (!r.ok()) { std::cerr << r.status().ToString() << "\n"; return 2; }
+    if (!r.ok()) {
+      std::cerr << r.status().ToString() << "\n";
+      return 2;
+    }
     std::cout << ToJson(f, *r).dump() << "\n";
   }
   if (lineage) {
@@ -135,14 +148,24 @@ int main(int argc, char** argv) {
       std::cerr << path << ": " << e.what() << "\n";
       return 2;
     }
-    if (!ok || !lj.contains("variants")) { std::cerr << path << ": no variants\n"; return 2; }
+    if (!ok || !lj.contains("variants")) {
+      std::cerr << path << ": no variants\n";
+      return 2;
+    }
     std::map<std::string, double> speedup{{"reference", 1.0}};
     for (auto& v : lj["variants"]) {
       std::string file = task + "/" + v.value("file", "");
       std::string src = Read(file, &ok);
-      if (!ok) { std::cerr << "cannot read " << file << "\n"; rc = 1; continue; }
+      if (!ok) {
+        std::cerr << "cannot read " << file << "\n";
+        rc = 1;
+        continue;
+      }
       auto r = run(src);
-      if (!r.ok()) { std::cerr << r.status().ToString() << "\n"; return 2; }
+      if (!r.ok()) {
+        std::cerr << r.status().ToString() << "\n";
+        return 2;
+      }
       std::string parent = v.value("parent", "reference");
       double ps = speedup.count(parent) ? speedup[parent] : 1.0;
       speedup[v.value("id", "")] = r->status == htam::fb::OutcomeStatus::Ok ? r->speedup : ps;

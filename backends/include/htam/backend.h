@@ -16,13 +16,13 @@
  *   - The plugin checks the host's version again in htam_backend_initialize() and refuses (returns
  *     HTAM_ERR_VERSION) a different major or an older host minor than the one it was built for.
  *   - Every struct the host hands in starts with `uint32_t struct_size` (sizeof as the host
- *     compiled it); a plugin reads only fields that lie inside struct_size. Structs the plugin fills
- *     are filled only up to the struct_size the host set.
+ *     compiled it); a plugin reads only fields that lie inside struct_size. Structs the plugin
+ * fills are filled only up to the struct_size the host set.
  *
  * ENTRY POINTS are resolved by name with dlsym. Required ones (marked REQUIRED) missing => the load
- *   fails with a message naming the symbol. Optional ones (marked OPTIONAL) missing => the host skips
- *   that stage (e.g. no profile report). Plugins export ONLY these symbols (linker version script
- *   backends/common/plugin.map) and are loaded with dlopen(RTLD_NOW | RTLD_LOCAL).
+ *   fails with a message naming the symbol. Optional ones (marked OPTIONAL) missing => the host
+ * skips that stage (e.g. no profile report). Plugins export ONLY these symbols (linker version
+ * script backends/common/plugin.map) and are loaded with dlopen(RTLD_NOW | RTLD_LOCAL).
  *
  * ERRORS are values. Every fallible entry point returns htam_backend_error* : NULL means success;
  *   otherwise an error the plugin allocated, which the CALLER owns and frees with
@@ -89,16 +89,16 @@ typedef enum htam_backend_error_code {
   HTAM_ERR_COMPILE = 5,          /* the candidate did not compile; message = diagnostics */
   HTAM_ERR_LOAD = 6,             /* artifact could not be loaded (missing htam_kernel, bad image) */
   HTAM_ERR_KERNEL_FAILED = 7,    /* htam_kernel returned non-zero, or a launch failed cleanly */
-  HTAM_ERR_DEVICE_FAULT = 8,     /* illegal address, trap, ECC...: device unusable in this process */
-  HTAM_ERR_OUT_OF_MEMORY = 9,    /* device or host allocation failed */
-  HTAM_ERR_TIMEOUT = 10,         /* a stage exceeded a time limit the plugin enforces itself */
-  HTAM_ERR_INTERNAL = 11         /* a bug or an unexpected state in the plugin */
+  HTAM_ERR_DEVICE_FAULT = 8,  /* illegal address, trap, ECC...: device unusable in this process */
+  HTAM_ERR_OUT_OF_MEMORY = 9, /* device or host allocation failed */
+  HTAM_ERR_TIMEOUT = 10,      /* a stage exceeded a time limit the plugin enforces itself */
+  HTAM_ERR_INTERNAL = 11      /* a bug or an unexpected state in the plugin */
 } htam_backend_error_code;
 
 typedef struct htam_backend_error htam_backend_error;
 struct htam_backend_error {
-  int32_t code;          /* htam_backend_error_code */
-  const char* message;   /* NUL-terminated, owned by the error */
+  int32_t code;        /* htam_backend_error_code */
+  const char* message; /* NUL-terminated, owned by the error */
   /* Frees the error and its message; set by whoever allocated it. Never NULL. */
   void (*release)(htam_backend_error* self);
 };
@@ -109,11 +109,11 @@ static inline void htam_backend_error_free(htam_backend_error* e) {
 
 /* ---- opaque handles (plugin-owned state) -------------------------------------------------- */
 
-typedef struct htam_backend htam_backend;     /* one initialized plugin instance */
-typedef struct htam_device htam_device;       /* an opened device: context + default stream */
-typedef struct htam_artifact htam_artifact;   /* a compiled candidate (file on disk, bytes) */
-typedef struct htam_module htam_module;       /* an artifact loaded on a device; has htam_kernel */
-typedef struct htam_buffer htam_buffer;       /* device memory */
+typedef struct htam_backend htam_backend;   /* one initialized plugin instance */
+typedef struct htam_device htam_device;     /* an opened device: context + default stream */
+typedef struct htam_artifact htam_artifact; /* a compiled candidate (file on disk, bytes) */
+typedef struct htam_module htam_module;     /* an artifact loaded on a device; has htam_kernel */
+typedef struct htam_buffer htam_buffer;     /* device memory */
 
 /* ---- host services handed to the plugin --------------------------------------------------- */
 
@@ -146,50 +146,51 @@ typedef struct htam_backend_host {
 /* ---- describe ------------------------------------------------------------------------------- */
 
 typedef struct htam_device_info {
-  int32_t index;           /* 0..num_devices-1, the value device_open takes */
-  const char* name;        /* "NVIDIA H100 80GB HBM3", "AMD EPYC 9554" */
-  const char* arch;        /* "sm_90", "gfx90a", "x86_64" */
-  uint64_t memory_bytes;   /* device memory (host RAM for the CPU backend) */
-  int32_t sm_clock_mhz;    /* current/max clock read (never set); -1 unknown */
-  int32_t mem_clock_mhz;   /* -1 unknown */
-  uint64_t cache_bytes;    /* last-level cache size used for flushing; 0 unknown */
+  int32_t index;         /* 0..num_devices-1, the value device_open takes */
+  const char* name;      /* "NVIDIA H100 80GB HBM3", "AMD EPYC 9554" */
+  const char* arch;      /* "sm_90", "gfx90a", "x86_64" */
+  uint64_t memory_bytes; /* device memory (host RAM for the CPU backend) */
+  int32_t sm_clock_mhz;  /* current/max clock read (never set); -1 unknown */
+  int32_t mem_clock_mhz; /* -1 unknown */
+  uint64_t cache_bytes;  /* last-level cache size used for flushing; 0 unknown */
 } htam_device_info;
 
 typedef struct htam_backend_description {
-  uint32_t struct_size;       /* set by the host */
-  const char* name;           /* "cpu", "cuda", "hip": the backend name used in tasks and jobs */
-  const char* language;       /* candidate language: "cpp", "cuda", "hip" */
-  const char* source_suffix;  /* ".cpp", ".cu", ".hip" */
-  const char* version;        /* plugin + toolchain version text, e.g. "g++ 12.2.0" */
-  const char* notes;          /* free text, e.g. "runtime path cannot run here: no device" */
-  int32_t num_devices;        /* 0 is legal: compile-only backend */
+  uint32_t struct_size;      /* set by the host */
+  const char* name;          /* "cpu", "cuda", "hip": the backend name used in tasks and jobs */
+  const char* language;      /* candidate language: "cpp", "cuda", "hip" */
+  const char* source_suffix; /* ".cpp", ".cu", ".hip" */
+  const char* version;       /* plugin + toolchain version text, e.g. "g++ 12.2.0" */
+  const char* notes;         /* free text, e.g. "runtime path cannot run here: no device" */
+  int32_t num_devices;       /* 0 is legal: compile-only backend */
   const htam_device_info* devices;
-  int32_t can_run;            /* 0 when the runtime path cannot run here (compile only) */
+  int32_t can_run; /* 0 when the runtime path cannot run here (compile only) */
 } htam_backend_description;
 
 /* ---- compile -------------------------------------------------------------------------------- */
 
 typedef struct htam_compile_request {
   uint32_t struct_size;
-  const char* source;      /* candidate source text, not necessarily NUL-terminated */
+  const char* source; /* candidate source text, not necessarily NUL-terminated */
   size_t source_len;
-  const char* language;    /* must match describe().language */
-  const char* arch;        /* target arch ("sm_90"); NULL or "" = the device's own */
-  const char* options;     /* extra flags chosen by the host (from config), may be NULL */
-  const char* name;        /* a file-name-safe label for logs and temp files ("candidate") */
-  double timeout_s;        /* wall limit for the compiler process; <= 0 = plugin default */
+  const char* language; /* must match describe().language */
+  const char* arch;     /* target arch ("sm_90"); NULL or "" = the device's own */
+  const char* options;  /* extra flags chosen by the host (from config), may be NULL */
+  const char* name;     /* a file-name-safe label for logs and temp files ("candidate") */
+  double timeout_s;     /* wall limit for the compiler process; <= 0 = plugin default */
 } htam_compile_request;
 
 typedef struct htam_artifact_info {
-  uint32_t struct_size;    /* set by the host */
-  const char* path;        /* file the artifact lives in (may be NULL for in-memory images) */
-  const char* content_hash;/* hex hash of (source, language, arch, flags, toolchain): cache key */
-  const char* diagnostics; /* compiler warnings of a successful compile; may be "" */
-  int32_t from_cache;      /* 1 when the compile was served from cache_dir */
-  double compile_ms;       /* wall time of the compile (0 from cache) */
+  uint32_t struct_size;     /* set by the host */
+  const char* path;         /* file the artifact lives in (may be NULL for in-memory images) */
+  const char* content_hash; /* hex hash of (source, language, arch, flags, toolchain): cache key */
+  const char* diagnostics;  /* compiler warnings of a successful compile; may be "" */
+  int32_t from_cache;       /* 1 when the compile was served from cache_dir */
+  double compile_ms;        /* wall time of the compile (0 from cache) */
 } htam_artifact_info;
 
-/* ---- timing ----------------------------------------------------------------------------------- */
+/* ---- timing -----------------------------------------------------------------------------------
+ */
 
 typedef struct htam_timing_request {
   uint32_t struct_size;
@@ -201,9 +202,9 @@ typedef struct htam_timing_request {
   int32_t num_inputs;
   htam_tensor* outputs;
   int32_t num_outputs;
-  int32_t warmup_reps;     /* at least this many untimed calls ... */
-  double warmup_ms;        /* ... and at least this long (whichever ends later) */
-  int32_t repetitions;     /* timed calls; the plugin fills exactly this many times */
+  int32_t warmup_reps; /* at least this many untimed calls ... */
+  double warmup_ms;    /* ... and at least this long (whichever ends later) */
+  int32_t repetitions; /* timed calls; the plugin fills exactly this many times */
   /* Before EVERY timed repetition, outside the timed window: flush caches (touch / memset a
    * scratch buffer of flush_bytes; 0 = plugin chooses >= 2x last-level cache), and fill the
    * outputs of the set about to run with poison_byte when poison != 0, so that the host can
@@ -217,22 +218,22 @@ typedef struct htam_timing_request {
 } htam_timing_request;
 
 typedef struct htam_timing_result {
-  uint32_t struct_size;    /* set by the host */
-  double* rep_us;          /* host-allocated array of `repetitions` entries, filled per rep */
-  int32_t warmup_done;     /* untimed calls actually made */
-  int32_t all_streams;     /* 1 when the window covered every stream (device idle at end) */
-  int32_t sm_clock_mhz;    /* clocks read around the measurement; -1 unknown */
+  uint32_t struct_size; /* set by the host */
+  double* rep_us;       /* host-allocated array of `repetitions` entries, filled per rep */
+  int32_t warmup_done;  /* untimed calls actually made */
+  int32_t all_streams;  /* 1 when the window covered every stream (device idle at end) */
+  int32_t sm_clock_mhz; /* clocks read around the measurement; -1 unknown */
   int32_t mem_clock_mhz;
 } htam_timing_result;
 
 /* ---- profile (optional) ---------------------------------------------------------------------- */
 
 typedef struct htam_profile_report {
-  uint32_t struct_size;    /* set by the host; every field preset to -1 by the host */
-  int32_t registers;       /* per thread */
-  int32_t shared_bytes;    /* static + dynamic per block */
+  uint32_t struct_size; /* set by the host; every field preset to -1 by the host */
+  int32_t registers;    /* per thread */
+  int32_t shared_bytes; /* static + dynamic per block */
   int32_t spill_bytes;
-  float dram_throughput;   /* fraction of peak 0..1 */
+  float dram_throughput; /* fraction of peak 0..1 */
   float sm_throughput;
   float occupancy;
   int32_t sm_clock_mhz;
@@ -314,8 +315,7 @@ typedef void (*htam_backend_module_release_fn)(htam_module*);
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* device,
                                                                   uint64_t bytes,
                                                                   htam_buffer** out);
-typedef htam_backend_error* (*htam_backend_buffer_alloc_fn)(htam_device*, uint64_t,
-                                                            htam_buffer**);
+typedef htam_backend_error* (*htam_backend_buffer_alloc_fn)(htam_device*, uint64_t, htam_buffer**);
 HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* buffer);
 typedef void (*htam_backend_buffer_free_fn)(htam_buffer*);
 HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* buffer);
@@ -362,26 +362,21 @@ typedef htam_backend_error* (*htam_backend_time_fn)(htam_module*, const htam_tim
 
 /* OPTIONAL. Resource report of one call (registers, shared memory, spills, throughput) with the
  * given tensors; fields it cannot measure stay -1. */
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(htam_module* module,
-                                                             const htam_tensor* inputs,
-                                                             int32_t num_inputs,
-                                                             htam_tensor* outputs,
-                                                             int32_t num_outputs,
-                                                             htam_profile_report* out);
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
+    htam_module* module, const htam_tensor* inputs, int32_t num_inputs, htam_tensor* outputs,
+    int32_t num_outputs, htam_profile_report* out);
 typedef htam_backend_error* (*htam_backend_profile_fn)(htam_module*, const htam_tensor*, int32_t,
-                                                       htam_tensor*, int32_t,
-                                                       htam_profile_report*);
+                                                       htam_tensor*, int32_t, htam_profile_report*);
 
 /* Names, for loaders: every REQUIRED symbol, then every OPTIONAL one. */
-#define HTAM_BACKEND_REQUIRED_SYMBOLS                                                         \
-  "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",            \
-      "htam_backend_describe", "htam_backend_compile", "htam_backend_artifact_info",         \
-      "htam_backend_artifact_release", "htam_backend_device_open",                           \
-      "htam_backend_device_close", "htam_backend_device_stream", "htam_backend_load",        \
-      "htam_backend_module_release", "htam_backend_buffer_alloc", "htam_backend_buffer_free", \
-      "htam_backend_buffer_address", "htam_backend_copy_to_device",                          \
-      "htam_backend_copy_to_host", "htam_backend_memset", "htam_backend_run",                \
-      "htam_backend_time"
+#define HTAM_BACKEND_REQUIRED_SYMBOLS                                                           \
+  "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",               \
+      "htam_backend_describe", "htam_backend_compile", "htam_backend_artifact_info",            \
+      "htam_backend_artifact_release", "htam_backend_device_open", "htam_backend_device_close", \
+      "htam_backend_device_stream", "htam_backend_load", "htam_backend_module_release",         \
+      "htam_backend_buffer_alloc", "htam_backend_buffer_free", "htam_backend_buffer_address",   \
+      "htam_backend_copy_to_device", "htam_backend_copy_to_host", "htam_backend_memset",        \
+      "htam_backend_run", "htam_backend_time"
 #define HTAM_BACKEND_OPTIONAL_SYMBOLS "htam_backend_profile"
 
 #ifdef __cplusplus

@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
   if (!result.ok()) {
     std::cerr << "submit: " << result.status().ToString() << "\n";
   } else {
-    std::cout << "outcome: " << htam::fb::EnumNameOutcomeStatus(result->status)
-              << " speedup " << result->speedup << " (transition " << result->transition_id << ")\n";
+    std::cout << "outcome: " << htam::fb::EnumNameOutcomeStatus(result->status) << " speedup "
+              << result->speedup << " (transition " << result->transition_id << ")\n";
     if (!result->diagnostics.empty()) std::cout << result->diagnostics << "\n";
   }
   auto closed = (*client)->CloseSession(sid);

@@ -29,10 +29,10 @@ namespace htam {
 
 struct ClientOptions {
   std::string endpoint = "tcp://127.0.0.1:7878";    // htamd's server.bind
-  std::chrono::milliseconds timeout{30000};          // default deadline of one request
-  std::chrono::milliseconds connect_timeout{5000};   // Connect(): the Hello handshake
-  int retries = 2;                                   // extra tries of idempotent requests
-  std::string client_name = "htam-cpp";              // shown in htamd's status and logs
+  std::chrono::milliseconds timeout{30000};         // default deadline of one request
+  std::chrono::milliseconds connect_timeout{5000};  // Connect(): the Hello handshake
+  int retries = 2;                                  // extra tries of idempotent requests
+  std::string client_name = "htam-cpp";             // shown in htamd's status and logs
   // CURVE (all three set, or none): the server's public key and this client's key pair, Z85.
   std::string server_public_key;
   std::string client_public_key;
@@ -45,22 +45,22 @@ struct ClientOptions {
 };
 
 struct OpenSessionArgs {
-  std::string task;       // task name in htamd's task suite (server.tasks_dir)
+  std::string task;  // task name in htamd's task suite (server.tasks_dir)
   std::string backend = "cpu";
-  std::string arch;       // "" = any device of the backend
-  uint32_t budget = 0;    // steps; 0 = unlimited
-  std::string model;      // the LLM that writes candidates
+  std::string arch;         // "" = any device of the backend
+  uint32_t budget = 0;      // steps; 0 = unlimited
+  std::string model;        // the LLM that writes candidates
   uint64_t session_id = 0;  // non-zero: resume this session instead (task etc. ignored)
 };
 
 struct SubmitArgs {
   uint64_t session_id = 0;
   std::string source;
-  std::string language;             // "" = the session backend's language
-  uint64_t direction_id = 0;        // the direction this candidate followed
+  std::string language;       // "" = the session backend's language
+  uint64_t direction_id = 0;  // the direction this candidate followed
   std::vector<uint64_t> strategy_ids;
-  std::string summary;              // one line: what the candidate does differently
-  bool progress = false;            // receive Progress events (ClientOptions::on_progress)
+  std::string summary;    // one line: what the candidate does differently
+  bool progress = false;  // receive Progress events (ClientOptions::on_progress)
 };
 
 struct RecordArgs {

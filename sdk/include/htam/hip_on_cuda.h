@@ -61,22 +61,40 @@ typedef cudaError_t hipError_t;
 #define hipErrorInvalidDeviceFunction cudaErrorInvalidDeviceFunction
 #define hipErrorNotSupported cudaErrorNotSupported
 
-static inline const char* hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
-static inline const char* hipGetErrorName(hipError_t e) { return cudaGetErrorName(e); }
-static inline hipError_t hipGetLastError(void) { return cudaGetLastError(); }
-static inline hipError_t hipPeekAtLastError(void) { return cudaPeekAtLastError(); }
+static inline const char* hipGetErrorString(hipError_t e) {
+  return cudaGetErrorString(e);
+}
+static inline const char* hipGetErrorName(hipError_t e) {
+  return cudaGetErrorName(e);
+}
+static inline hipError_t hipGetLastError(void) {
+  return cudaGetLastError();
+}
+static inline hipError_t hipPeekAtLastError(void) {
+  return cudaPeekAtLastError();
+}
 
 /* ---- devices ------------------------------------------------------------------------------ */
 typedef cudaDeviceProp hipDeviceProp_t;
 typedef cudaFuncAttributes hipFuncAttributes;
-static inline hipError_t hipGetDevice(int* d) { return cudaGetDevice(d); }
-static inline hipError_t hipSetDevice(int d) { return cudaSetDevice(d); }
-static inline hipError_t hipGetDeviceCount(int* n) { return cudaGetDeviceCount(n); }
+static inline hipError_t hipGetDevice(int* d) {
+  return cudaGetDevice(d);
+}
+static inline hipError_t hipSetDevice(int d) {
+  return cudaSetDevice(d);
+}
+static inline hipError_t hipGetDeviceCount(int* n) {
+  return cudaGetDeviceCount(n);
+}
 static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int d) {
   return cudaGetDeviceProperties(p, d);
 }
-static inline hipError_t hipDeviceSynchronize(void) { return cudaDeviceSynchronize(); }
-static inline hipError_t hipDeviceReset(void) { return cudaDeviceReset(); }
+static inline hipError_t hipDeviceSynchronize(void) {
+  return cudaDeviceSynchronize();
+}
+static inline hipError_t hipDeviceReset(void) {
+  return cudaDeviceReset();
+}
 
 typedef enum hipDeviceAttribute_t {
   hipDeviceAttributeMaxThreadsPerBlock = cudaDevAttrMaxThreadsPerBlock,
@@ -126,27 +144,45 @@ typedef cudaEvent_t hipEvent_t;
 #define hipEventDefault cudaEventDefault
 #define hipEventDisableTiming cudaEventDisableTiming
 #define hipEventBlockingSync cudaEventBlockingSync
-static inline hipError_t hipStreamCreate(hipStream_t* s) { return cudaStreamCreate(s); }
+static inline hipError_t hipStreamCreate(hipStream_t* s) {
+  return cudaStreamCreate(s);
+}
 static inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned flags) {
   return cudaStreamCreateWithFlags(s, flags);
 }
-static inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
-static inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
+static inline hipError_t hipStreamDestroy(hipStream_t s) {
+  return cudaStreamDestroy(s);
+}
+static inline hipError_t hipStreamSynchronize(hipStream_t s) {
+  return cudaStreamSynchronize(s);
+}
 static inline hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned flags) {
   return cudaStreamWaitEvent(s, e, flags);
 }
-static inline hipError_t hipStreamQuery(hipStream_t s) { return cudaStreamQuery(s); }
-static inline hipError_t hipEventCreate(hipEvent_t* e) { return cudaEventCreate(e); }
+static inline hipError_t hipStreamQuery(hipStream_t s) {
+  return cudaStreamQuery(s);
+}
+static inline hipError_t hipEventCreate(hipEvent_t* e) {
+  return cudaEventCreate(e);
+}
 static inline hipError_t hipEventCreateWithFlags(hipEvent_t* e, unsigned flags) {
   return cudaEventCreateWithFlags(e, flags);
 }
-static inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t s = 0) { return cudaEventRecord(e, s); }
-static inline hipError_t hipEventSynchronize(hipEvent_t e) { return cudaEventSynchronize(e); }
-static inline hipError_t hipEventQuery(hipEvent_t e) { return cudaEventQuery(e); }
+static inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t s = 0) {
+  return cudaEventRecord(e, s);
+}
+static inline hipError_t hipEventSynchronize(hipEvent_t e) {
+  return cudaEventSynchronize(e);
+}
+static inline hipError_t hipEventQuery(hipEvent_t e) {
+  return cudaEventQuery(e);
+}
 static inline hipError_t hipEventElapsedTime(float* ms, hipEvent_t a, hipEvent_t b) {
   return cudaEventElapsedTime(ms, a, b);
 }
-static inline hipError_t hipEventDestroy(hipEvent_t e) { return cudaEventDestroy(e); }
+static inline hipError_t hipEventDestroy(hipEvent_t e) {
+  return cudaEventDestroy(e);
+}
 
 /* ---- memory ------------------------------------------------------------------------------- */
 typedef enum hipMemcpyKind {
@@ -170,9 +206,15 @@ template <typename T>
 static inline hipError_t hipHostMalloc(T** p, size_t bytes, unsigned /*flags*/ = 0) {
   return cudaMallocHost(reinterpret_cast<void**>(p), bytes);
 }
-static inline hipError_t hipFree(void* p) { return cudaFree(p); }
-static inline hipError_t hipFreeAsync(void* p, hipStream_t s) { return cudaFreeAsync(p, s); }
-static inline hipError_t hipHostFree(void* p) { return cudaFreeHost(p); }
+static inline hipError_t hipFree(void* p) {
+  return cudaFree(p);
+}
+static inline hipError_t hipFreeAsync(void* p, hipStream_t s) {
+  return cudaFreeAsync(p, s);
+}
+static inline hipError_t hipHostFree(void* p) {
+  return cudaFreeHost(p);
+}
 static inline hipError_t hipMemcpy(void* d, const void* s, size_t n, hipMemcpyKind k) {
   return cudaMemcpy(d, s, n, static_cast<cudaMemcpyKind>(k));
 }
@@ -180,7 +222,9 @@ static inline hipError_t hipMemcpyAsync(void* d, const void* s, size_t n, hipMem
                                         hipStream_t st = 0) {
   return cudaMemcpyAsync(d, s, n, static_cast<cudaMemcpyKind>(k), st);
 }
-static inline hipError_t hipMemset(void* d, int v, size_t n) { return cudaMemset(d, v, n); }
+static inline hipError_t hipMemset(void* d, int v, size_t n) {
+  return cudaMemset(d, v, n);
+}
 static inline hipError_t hipMemsetAsync(void* d, int v, size_t n, hipStream_t s = 0) {
   return cudaMemsetAsync(d, v, n, s);
 }
@@ -253,12 +297,18 @@ struct hip_bfloat16 {
   __host__ __device__ hip_bfloat16() : data(0) {}
   __host__ __device__ hip_bfloat16(float f) : data(Round(f)) {}
   __host__ __device__ operator float() const {
-    union { uint32_t u; float f; } v;
+    union {
+      uint32_t u;
+      float f;
+    } v;
     v.u = static_cast<uint32_t>(data) << 16;
     return v.f;
   }
   __host__ __device__ static uint16_t Round(float f) {
-    union { uint32_t u; float f; } v;
+    union {
+      uint32_t u;
+      float f;
+    } v;
     v.f = f;
     if ((v.u & 0x7f800000u) == 0x7f800000u && (v.u & 0x007fffffu)) {
       return static_cast<uint16_t>((v.u >> 16) | 0x40);  // quiet NaN

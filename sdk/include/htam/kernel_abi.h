@@ -74,9 +74,12 @@ static inline int64_t htam_numel(const htam_tensor* t) {
 
 static inline int htam_dtype_size(int32_t dtype) {
   switch (dtype) {
-    case HTAM_F64: case HTAM_I64: return 8;
-    case HTAM_F32: case HTAM_I32: return 4;
-    case HTAM_F16: case HTAM_BF16: return 2;
+    case HTAM_F64:
+    case HTAM_I64: return 8;
+    case HTAM_F32:
+    case HTAM_I32: return 4;
+    case HTAM_F16:
+    case HTAM_BF16: return 2;
     default: return 1;
   }
 }
