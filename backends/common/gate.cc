@@ -98,7 +98,7 @@ using ModulePtr = std::unique_ptr<htam_module, ModuleDeleter>;
 // A tensor in device memory, between two guard regions filled with a per-job canary pattern.
 class DeviceTensor {
  public:
-  DeviceTensor(const PluginApi* api) : api_(api) {}
+  explicit DeviceTensor(const PluginApi* api) : api_(api) {}
   ~DeviceTensor() {
     if (buf_ && !g_keep_everything) api_->buffer_free(buf_);
   }

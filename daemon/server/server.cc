@@ -903,7 +903,7 @@ void Server::FlushWrites() {
       records_total_++;
       fb::RecordAckT ack;
       ack.transition_id = rec->transition_id;
-      Reply(w.peer, EncodeReply(w.request_id, std::move(ack)));
+      Reply(w.peer, EncodeReply(w.request_id, ack));
       continue;
     }
     const eval::EvalResult& e = *w.eval;
