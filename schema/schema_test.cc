@@ -43,7 +43,8 @@ TEST(SchemaTest, VerifierRejectsTruncatedBuffers) {
     }
   }
   EXPECT_GE(rejected, static_cast<int>(fbb.GetSize()) - 8);
-  auto back = flatbuffers::GetRoot<Direction>(fbb.GetBufferPointer())->UnPack();
+  std::unique_ptr<DirectionT> back(
+      flatbuffers::GetRoot<Direction>(fbb.GetBufferPointer())->UnPack());
   EXPECT_EQ(back->name, "global-memory-access");
   EXPECT_FLOAT_EQ(back->prior, 0.5f);
 }
