@@ -393,7 +393,7 @@ class InputCache {
   }
 
  private:
-  static constexpr uint64_t kBudget = 2ull << 30;
+  static constexpr uint64_t kBudget = 1ull << 30;  // workers may run under a 4 GiB limit
   std::mutex mu_;
   std::vector<std::pair<std::string, std::shared_ptr<const HostTensor>>> entries_;  // guarded
   uint64_t bytes_ = 0;                                                              // guarded

@@ -355,19 +355,28 @@ MaybeFault CudaDevice::CheckAfter(int rc, double timeout_ms, cudaEvent_t closing
 void CudaDevice::CuptiSelfTest() {
   cudaDeviceSynchronize();
   cupti_->Begin();
-  if (have_probes_) {
-    Hold(stream_, 5.0, false);
-  } else if (flush_ || EnsureFlushBuffer(1 << 20).ok()) {
-    cudaMemsetAsync(flush_, 0, 1 << 20, stream_);
+  // One of each kind of work CUPTI is asked to record: a memset and a copy through the runtime,
+  // and (where the probes loaded) a kernel through the driver API.
+  void* scratch = nullptr;
+  const size_t bytes = 1 << 20;
+  if (cudaMalloc(&scratch, 2 * bytes) == cudaSuccess) {
+    cudaMemsetAsync(scratch, 0, bytes, stream_);
+    cudaMemcpyAsync(static_cast<char*>(scratch) + bytes, scratch, bytes, cudaMemcpyDeviceToDevice,
+                    stream_);
   }
+  if (have_probes_) Hold(stream_, 5.0, false);
   cudaError_t e = cudaDeviceSynchronize();
   int records = 0;
   double span = cupti_->EndUs(&records);
+  if (scratch) cudaFree(scratch);
   cudaGetLastError();
   if (e != cudaSuccess || records < 1 || span <= 0) {
     timing_note_ = "CUPTI self-test saw " + std::to_string(records) + " records (span " +
                    std::to_string(span) + " us, " + cupti_->library() + "): sync timing mode";
     cupti_.reset();
+  } else {
+    timing_note_ = "CUPTI " + cupti_->library() + ": self-test " + std::to_string(records) +
+                   " records, span " + std::to_string(span) + " us";
   }
 }
 

@@ -108,7 +108,7 @@ class CudaDevice {
   }
   // True when every stream's work is inside the measured time (cupti and sync modes).
   bool all_streams() const { return cupti_ != nullptr || options_.sync_window; }
-  // Why the mode in effect differs from the one asked for ("" when it does not).
+  // The timing mode in effect: the CUPTI library and its self-test, or why it fell back.
   const std::string& timing_note() const { return timing_note_; }
   // True after a sticky error or a timeout: only release calls are valid now.
   bool poisoned() const { return poisoned_; }
