@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace htam::cuda {
@@ -134,13 +135,24 @@ Result<std::unique_ptr<CuptiSpans>> CuptiSpans::Open() {
     return Status::Unavailable("libcupti lacks the activity API");
   }
   Sym(lib, "cuptiGetTimestamp", &g_api.timestamp);
-  if (g_api.register_callbacks(BufferRequested, BufferCompleted) != CUPTI_SUCCESS ||
-      g_api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
-      g_api.enable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
-      g_api.enable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) {
+  CUptiResult r = g_api.register_callbacks(BufferRequested, BufferCompleted);
+  const char* step = "cuptiActivityRegisterCallbacks";
+  for (auto [kind, name] : {std::pair{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"},
+                            std::pair{CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
+                            std::pair{CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"}}) {
+    if (r != CUPTI_SUCCESS) break;
+    r = g_api.enable(kind);
+    step = name;
+  }
+  if (r != CUPTI_SUCCESS) {
     // libcupti stays loaded: callbacks may have been registered.
+    const char* text = nullptr;
+    CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+    if (Sym(lib, "cuptiGetResultString", &result_string)) result_string(r, &text);
     g_in_use = false;
-    return Status::Unavailable("CUPTI activity collection could not be enabled (" + path + ")");
+    return Status::Unavailable(std::string("CUPTI activity collection could not be enabled (") +
+                               step + ": " + (text ? text : std::to_string(int(r))) + ", " +
+                               path + ")");
   }
   std::unique_ptr<CuptiSpans> s(new CuptiSpans());
   s->lib_ = lib;

@@ -86,14 +86,16 @@ int RunEvalBench(int argc, char** argv) {
     }
     cache = tmpl;
   }
+  std::string suffix = backend == "cuda" ? ".cu" : backend == "hip" ? ".hip" : ".cpp";
   std::vector<std::string> tasks = Split(f.Get("tasks", ""));
   if (tasks.empty()) {
+    // Tasks of this backend: those with a reference in its language.
     for (const auto& e : fs::directory_iterator(tasks_dir)) {
-      if (fs::exists(e.path() / "task.json")) tasks.push_back(e.path().filename().string());
+      if (fs::exists(e.path() / "task.json") && fs::exists(e.path() / ("reference" + suffix)))
+        tasks.push_back(e.path().filename().string());
     }
     std::sort(tasks.begin(), tasks.end());
   }
-  std::string suffix = backend == "cuda" ? ".cu" : backend == "hip" ? ".hip" : ".cpp";
   printf("%-16s %6s %8s %10s %12s  %s\n", "task", "cands", "wall_s", "cands/min", "compile_ms",
          "statuses");
   nlohmann::json report = {{"backend", backend},
@@ -103,6 +105,14 @@ int RunEvalBench(int argc, char** argv) {
                            {"fresh_compile_cache", own_cache},
                            {"tasks", nlohmann::json::array()},
                            {"skipped", nlohmann::json::array()}};
+  std::string json_path = f.Get("json", "");
+  // Written after every task too, so that a run cut short by its caller still leaves its numbers.
+  auto write_json = [&]() {
+    if (json_path.empty()) return true;
+    std::ofstream out(json_path);
+    out << report.dump(2) << "\n";
+    return bool(out);
+  };
   int total = 0, total_ok = 0;
   double total_wall = 0;
   std::vector<double> all_compile;
@@ -163,6 +173,11 @@ int RunEvalBench(int argc, char** argv) {
     total += static_cast<int>(rows.size());
     total_ok += statuses["Ok"];
     total_wall += wall;
+    report["candidates"] = total;
+    report["ok"] = total_ok;
+    report["wall_s"] = total_wall;
+    report["candidates_per_min"] = 60.0 * total / total_wall;
+    write_json();
   }
   if (total_wall > 0) {
     printf("all: %d candidates (%d Ok) in %.1f s = %.1f candidates/min (compile + verify + time)\n",
@@ -202,14 +217,9 @@ int RunEvalBench(int argc, char** argv) {
     std::error_code ec;
     fs::remove_all(cache, ec);
   }
-  std::string json_path = f.Get("json", "");
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << report.dump(2) << "\n";
-    if (!out) {
-      fprintf(stderr, "htam-bench eval: cannot write %s\n", json_path.c_str());
-      return 1;
-    }
+  if (!write_json()) {
+    fprintf(stderr, "htam-bench eval: cannot write %s\n", json_path.c_str());
+    return 1;
   }
   return 0;
 }

@@ -15,11 +15,16 @@ OUT=${OUT:-/tmp/htam-gpu-out}
 mkdir -p "$OUT"
 S=$ROOT/.gpu-stage
 T0=$(date +%s)
+rm -f /tmp/htam-bench-eval.json
 T_TOTAL=${T_TOTAL:-295}
 elapsed() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( T_TOTAL - $(elapsed) )); }
 export PATH=/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=$S/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
+ORIG_LD=${LD_LIBRARY_PATH:-}
+# Shared libraries the GPU machine lacks (and libcupti), staged compressed by stage_all.sh.
+LIBS=/tmp/htam-gpu-lib
+mkdir -p $LIBS && tar -C $LIBS -xzf "$S/lib.tar.gz"
+export LD_LIBRARY_PATH=$LIBS:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
 export HTAM_EVAL_CLI=$S/htam-eval-cli HTAM_CUDA_PLUGIN_PATH=$S/libhtam_backend_cuda.so \
        HTAM_HIP_PLUGIN_PATH=$S/libhtam_backend_hip.so PYTHONUNBUFFERED=1
 chmod +x "$S"/htam-eval-cli "$S"/htam-bench "$S"/*_test 2>/dev/null
@@ -39,12 +44,13 @@ run() {
 # ---- info
 { date -u; cat "$S/commit" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,memory.total --format=csv
   nvcc --version | tail -2; nproc; which ncu python3
-  ls -la "$S" "$S/lib"; ldd "$S/libhtam_backend_cuda.so" | grep -E "not found|cudart|nvrtc"; } > "$OUT/info.txt" 2>&1
+  ls -la "$S" $LIBS; for b in "$S"/*.so "$S"/htam-* "$S"/*_test; do ldd "$b" | grep -E "not found" | sed "s|^|$b: |"; done
+  ldd "$S/libhtam_backend_cuda.so" | grep -E "cudart|nvrtc"; } > "$OUT/info.txt" 2>&1
 echo "info done at $(elapsed)s"
 
 # ---- KernelBench path in the background from the start: its load_inline compile is CPU-bound
 # (about 53 s per kernel on this machine when run alone); its GPU part is about a second.
-timeout -s KILL $(( T_TOTAL - 15 )) python3 backends/cuda/bench/kernelbench_compile.py relu scale_add \
+LD_LIBRARY_PATH=$ORIG_LD timeout -s KILL $(( T_TOTAL - 15 )) python3 backends/cuda/bench/kernelbench_compile.py relu scale_add \
   > "$OUT/kernelbench.jsonl" 2>&1 < /dev/null &
 KB=$!
 
@@ -66,6 +72,7 @@ grep -E "$GREP" "$OUT/hip.log" | head -40
 # ---- throughput: every task's reference + lineage variants, compile + verify + time
 BL=$(( $(left) - 25 )); [ "$BL" -gt "${T_BENCH:-75}" ] && BL=${T_BENCH:-75}
 run $(( BL + 20 )) "$OUT/bench_eval.log" "$S/htam-bench" eval --cli "$S/htam-eval-cli" --backend cuda \
+  --tasks gelu,rowsum,softmax,transpose,sgemm,bf16_gemm,rmsnorm,scan,stencil2d,gemm_bias_gelu \
   --seeds 1 --reps 20 --compile-threads 12 --repeat 0 --deadline-s "$BL" --json /tmp/htam-bench-eval.json
 cat "$OUT/bench_eval.log" | tail -16
 
@@ -97,7 +104,7 @@ def read(n):
 def gtest(text):
     ok = re.findall(r"^\[       OK \] (\S+)", text, re.M)
     failed = sorted(set(re.findall(r"^\[  FAILED  \] (\S+?)(?:,| \(|$)", text, re.M)))
-    skipped = re.findall(r"^\[  SKIPPED \] (\S+)", text, re.M)
+    skipped = sorted(set(re.findall(r"^\[  SKIPPED \] (\S+?)(?: \(|$)", text, re.M)))
     killed = re.findall(r"^--- exit (137|124)", text, re.M)
     return {"passed": ok, "failed": failed, "skipped": skipped, "parts_killed": len(killed)}
 s = {"wall_s": wall, "cuda_tests": gtest(read("cuda_tests.log")),
