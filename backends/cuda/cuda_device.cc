@@ -256,7 +256,11 @@ Status CudaDevice::Init(int index, const DeviceOptions& options) {
 CudaDevice::~CudaDevice() {
   // After a fault or a timeout nothing may wait on the device: a hung kernel never ends, and
   // unloading a module or freeing memory would wait for it. The process exits soon anyway.
-  if (poisoned_) probes_.Leak();
+  if (poisoned_) {
+    probes_.Leak();
+    // No CUPTI flush on a dead context (it could wait on work that never ends).
+    static_cast<void>(cupti_.release());
+  }
   waiter_.reset();  // joins the helper, or detaches it when it is stuck in a synchronization
   if (!poisoned_) {
     cudaDeviceSynchronize();

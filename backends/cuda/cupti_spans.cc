@@ -135,6 +135,11 @@ Result<std::unique_ptr<CuptiSpans>> CuptiSpans::Open() {
     return Status::Unavailable("libcupti lacks the activity API");
   }
   Sym(lib, "cuptiGetTimestamp", &g_api.timestamp);
+  // From here on CUPTI holds pointers to this library's callbacks (and may call them from its
+  // exit handler): keep the library mapped even when the host dlcloses the plugin.
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&BufferRequested), &self) && self.dli_fname)
+    dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   CUptiResult r = g_api.register_callbacks(BufferRequested, BufferCompleted);
   const char* step = "cuptiActivityRegisterCallbacks";
   for (auto [kind, name] : {std::pair{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"},
@@ -151,8 +156,8 @@ Result<std::unique_ptr<CuptiSpans>> CuptiSpans::Open() {
     if (Sym(lib, "cuptiGetResultString", &result_string)) result_string(r, &text);
     g_in_use = false;
     return Status::Unavailable(std::string("CUPTI activity collection could not be enabled (") +
-                               step + ": " + (text ? text : std::to_string(int(r))) + ", " +
-                               path + ")");
+                               step + ": " + (text ? text : std::to_string(int(r))) + ", " + path +
+                               ")");
   }
   std::unique_ptr<CuptiSpans> s(new CuptiSpans());
   s->lib_ = lib;
