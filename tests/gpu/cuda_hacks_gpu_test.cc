@@ -2,6 +2,8 @@
 // rejected or timed correctly. Skipped where no CUDA device is present.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tests/gpu/gpu_test_util.h"
 
 namespace htam::gputest {
@@ -40,6 +42,10 @@ class CudaHacks : public ::testing::Test {
 };
 
 TEST_F(CudaHacks, HonestControlPasses) {
+  size_t at = Batch().output.find("timing mode ");
+  if (at != std::string::npos)
+    printf("default mode: %s\n",
+           Batch().output.substr(at, Batch().output.find('\n', at) - at).c_str());
   const auto& r = R("good_vec4.cu");
   EXPECT_EQ(r.value("status", ""), "Ok") << r.dump(2);
   EXPECT_GT(r.value("median_us", 0.0), 0.0);
@@ -107,6 +113,14 @@ TEST_P(CudaTimingModes, SideStreamsAreTimed) {
                     " --source tests/hacks/cuda/side_stream_nonblocking.cu"
                     " --source tests/hacks/cuda/side_stream_blocking.cu");
   if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
+  // The plugin logs the mode in effect when the device opens: "cupti" must not have fallen back.
+  size_t at = r.output.find("timing mode ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  printf("%s mode asked: %s\n", GetParam(),
+         r.output.substr(at, r.output.find('\n', at) - at).c_str());
+  EXPECT_EQ(r.output.compare(at, 12 + strlen(GetParam()), std::string("timing mode ") + GetParam()),
+            0)
+      << r.output;
   ASSERT_EQ(r.results.size(), 3u) << r.output;
   for (const auto& j : r.results) {
     printf("%s mode: %s %s %.2f us (reference %.2f us)\n", GetParam(),
