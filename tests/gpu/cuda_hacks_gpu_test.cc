@@ -10,6 +10,10 @@ namespace htam::gputest {
 namespace {
 
 const char* kTask = "tests/gpu/tasks/relu_small";
+// Larger than any L2: the timing-mode comparison uses it, since the host-side part of the sync
+// mode jitters by a few microseconds, which a 13 us kernel cannot absorb (one reference median
+// of relu_small came out at 30 us in sync mode on an H100) and a 57 us one can.
+const char* kTaskLarge = "tests/gpu/tasks/relu_large";
 
 // One worker-like process evaluates every hack that leaves the context usable.
 const CliRun& Batch() {
@@ -107,7 +111,7 @@ TEST_F(CudaHacks, InputMutationIsRejected) {
 class CudaTimingModes : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaTimingModes, SideStreamsAreTimed) {
-  CliRun r = RunCli(std::string("--task ") + kTask +
+  CliRun r = RunCli(std::string("--task ") + kTaskLarge +
                     " --seeds 1 --reps 30 --option cuda_timing_mode=" + GetParam() +
                     " --source tests/hacks/cuda/good_vec4.cu"
                     " --source tests/hacks/cuda/side_stream_nonblocking.cu"
@@ -126,7 +130,13 @@ TEST_P(CudaTimingModes, SideStreamsAreTimed) {
     printf("%s mode: %s %s %.2f us (reference %.2f us)\n", GetParam(),
            j.value("source", "").c_str(), j.value("status", "").c_str(), j.value("median_us", 0.0),
            j.value("baseline_us", 0.0));
-    ExpectHonestTime(j);
+    // The honest control is a faster kernel (vectorized): it must pass and look honest, not slow.
+    if (j.value("source", "").find("good_vec4") != std::string::npos) {
+      EXPECT_EQ(j.value("status", ""), "Ok") << j.dump(2);
+      EXPECT_FALSE(j.value("faster_than_sol", true)) << j.dump(2);
+    } else {
+      ExpectHonestTime(j);
+    }
   }
 }
 INSTANTIATE_TEST_SUITE_P(Modes, CudaTimingModes, ::testing::Values("sync", "cupti"));
