@@ -57,6 +57,7 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   if (s.history()) ps->history.assign(s.history()->begin(), s.history()->end());
   if (s.last_status())
     for (auto x : *s.last_status()) ps->outcomes.push_back(static_cast<fb::OutcomeStatus>(x));
+  if (s.path_steps()) ps->path_steps.assign(s.path_steps()->begin(), s.path_steps()->end());
   // Gains of the last few steps (for the "succeeded but no faster" half penalty).
   ps->gains.assign(ps->history.size(), 0.0);
   size_t want = static_cast<size_t>(std::max(0, o_.failure_memory));
@@ -96,6 +97,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   PolicyState ps;
   HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *session, state, &ps));
   std::vector<float> key = TransitionKey(ps, o_);
+  const std::vector<uint64_t> path = KernelPath(ps);
 
   // 1. Attend: nearest past transitions by (state, history).
   std::vector<Hit> hits;
@@ -116,9 +118,11 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     n.transition_id = r->id();
     n.session_id = r->session_id();
     n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
+    // Their kernel path (records from before it was stored: their whole history stands in).
     std::vector<uint64_t> hist;
-    if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
-    n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+    auto* theirs = r->path_recorded() ? r->path() : r->history();
+    if (theirs) hist.assign(theirs->begin(), theirs->end());
+    n.history_agreement = HistoryAgreement(path, hist, o_.history_decay, o_.history_length);
     n.backend = r->backend() ? r->backend()->str() : "";
     n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
     n.direction_id = r->direction_id();

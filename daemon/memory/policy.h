@@ -30,9 +30,18 @@ struct PolicyState {
   std::vector<uint64_t> history;            // directions of earlier steps, oldest first
   std::vector<fb::OutcomeStatus> outcomes;  // their outcomes
   std::vector<double> gains;                // their log gains (0 when not Ok)
+  std::vector<uint32_t> path_steps;         // steps that raised the session best, oldest first
 };
 
-// The L2-normalized key of a state and its history (what the transition index stores).
+// The steps that made the current kernel: path_steps, plus any step whose outcome and gain show a
+// success (so a state built from outcomes and gains alone works too); ascending.
+std::vector<uint32_t> ImprovingSteps(const PolicyState& s);
+// The kernel path: the directions of the improving steps, oldest first. Failed and no-gain
+// attempts left the kernel unchanged, so they are not part of it (the failure penalty and the
+// session's own attended transitions account for them).
+std::vector<uint64_t> KernelPath(const PolicyState& s);
+
+// The L2-normalized key of a state and its kernel path (what the transition index stores).
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o);
 // Cosine similarity of the state parts of two keys.
 double StateSimilarity(const float* a, const float* b);
