@@ -97,7 +97,6 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   PolicyState ps;
   HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *session, state, &ps));
   std::vector<float> key = TransitionKey(ps, o_);
-  const std::vector<uint64_t> path = KernelPath(ps);
 
   // 1. Attend: nearest past transitions by (state, history).
   std::vector<Hit> hits;
@@ -118,11 +117,9 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     n.transition_id = r->id();
     n.session_id = r->session_id();
     n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
-    // Their kernel path (records from before it was stored: their whole history stands in).
     std::vector<uint64_t> hist;
-    auto* theirs = r->path_recorded() ? r->path() : r->history();
-    if (theirs) hist.assign(theirs->begin(), theirs->end());
-    n.history_agreement = HistoryAgreement(path, hist, o_.history_decay, o_.history_length);
+    if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
+    n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
     n.backend = r->backend() ? r->backend()->str() : "";
     n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
     n.direction_id = r->direction_id();

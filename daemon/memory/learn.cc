@@ -226,8 +226,6 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   rec.state->arch = ps.arch;
   rec.state->vector = key;
   rec.history = session.history;
-  rec.path = KernelPath(ps);
-  rec.path_recorded = true;
   rec.direction_id = in.direction_id;
   rec.strategy_ids = in.strategy_ids;
   rec.summary = in.summary;

@@ -66,12 +66,6 @@ std::vector<uint32_t> ImprovingSteps(const PolicyState& s) {
   return steps;
 }
 
-std::vector<uint64_t> KernelPath(const PolicyState& s) {
-  std::vector<uint64_t> path;
-  for (uint32_t i : ImprovingSteps(s)) path.push_back(s.history[i]);
-  return path;
-}
-
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o) {
   std::vector<float> k(kKeyDim, 0.0f);
   float* p = k.data();
@@ -90,13 +84,12 @@ std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o) {
   SoftBins(p + 27, 4, std::min<double>(s.step, 12), 0, 12);
   Scale(p + 27, 4, 0.3);
   p[31] = 0.3f;
-  // History: each recent direction of the kernel path adds its position weight at a hashed slot.
+  // History: each recent direction adds its position weight at a hashed slot.
   float* h = p + kStateDim;
   double w = 1.0;
-  const std::vector<uint64_t> path = KernelPath(s);
-  int n = static_cast<int>(path.size());
+  int n = static_cast<int>(s.history.size());
   for (int i = n - 1; i >= 0 && n - i <= o.history_length; --i, w *= o.history_decay)
-    h[Mix(path[i]) % kHistoryDim] += static_cast<float>(w);
+    h[Mix(s.history[i]) % kHistoryDim] += static_cast<float>(w);
   if (n == 0) h[0] = 1.0f;  // "session start" is a history of its own
   Scale(h, kHistoryDim, std::sqrt(o.history_weight / std::max(1e-9, 1 - o.history_weight)) * 2.0);
   Scale(p, kKeyDim, 1.0);

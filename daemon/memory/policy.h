@@ -33,15 +33,12 @@ struct PolicyState {
   std::vector<uint32_t> path_steps;         // steps that raised the session best, oldest first
 };
 
-// The steps that made the current kernel: path_steps, plus any step whose outcome and gain show a
-// success (so a state built from outcomes and gains alone works too); ascending.
+// The steps that made the current kernel (each raised the session best): path_steps, plus any
+// step whose outcome and gain show a success (so a state built from outcomes and gains alone
+// works too); ascending. The last one is where the current kernel was made.
 std::vector<uint32_t> ImprovingSteps(const PolicyState& s);
-// The kernel path: the directions of the improving steps, oldest first. Failed and no-gain
-// attempts left the kernel unchanged, so they are not part of it (the failure penalty and the
-// session's own attended transitions account for them).
-std::vector<uint64_t> KernelPath(const PolicyState& s);
 
-// The L2-normalized key of a state and its kernel path (what the transition index stores).
+// The L2-normalized key of a state and its history (what the transition index stores).
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o);
 // Cosine similarity of the state parts of two keys.
 double StateSimilarity(const float* a, const float* b);

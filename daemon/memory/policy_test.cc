@@ -108,47 +108,23 @@ TEST(PolicyTest, RecentFailurePenalizes) {
   EXPECT_GT(pen_old, 0);
 }
 
-TEST(PolicyTest, KernelPathLeavesOutAttemptsThatChangedNothing) {
+TEST(PolicyTest, ImprovingStepsComeFromThePathAndFromGains) {
   // Steps: A improved, B failed, C was Ok but no faster, D improved, E failed.
   PolicyState s = CudaState();
   s.history = {1, 2, 3, 4, 5};
   s.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Ok,
                 fb::OutcomeStatus::Ok, fb::OutcomeStatus::CompileError};
   s.gains = {0.3, 0, 0, 0.2, 0};
-  EXPECT_EQ(KernelPath(s), (std::vector<uint64_t>{1, 4}));
   EXPECT_EQ(ImprovingSteps(s), (std::vector<uint32_t>{0, 3}));
-  // The session's stored path steps count even where the gains are not known.
+  // The session's stored path steps count where the gains are not known (older steps).
   PolicyState t = s;
-  t.gains.clear();
+  t.gains = {0, 0, 0, 0.2, 0};
+  EXPECT_EQ(ImprovingSteps(t), (std::vector<uint32_t>{3}));
   t.path_steps = {0, 3};
-  EXPECT_EQ(KernelPath(t), (std::vector<uint64_t>{1, 4}));
+  EXPECT_EQ(ImprovingSteps(t), (std::vector<uint32_t>{0, 3}));
   t.path_steps = {0, 3, 99};  // out of range: ignored
-  EXPECT_EQ(KernelPath(t), (std::vector<uint64_t>{1, 4}));
-  EXPECT_TRUE(KernelPath(CudaState()).empty());
-}
-
-TEST(PolicyTest, TransitionKeyHoldsTheKernelPathNotEveryAttempt) {
-  MemoryOptions o;
-  // Same kernel (A applied), one session tried B and C in vain on it: same key.
-  PolicyState plain = CudaState(), tried = CudaState(), other = CudaState();
-  plain.history = {1};
-  plain.outcomes = {fb::OutcomeStatus::Ok};
-  plain.gains = {0.3};
-  tried.history = {1, 2, 3};
-  tried.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Ok};
-  tried.gains = {0.3, 0, 0};
-  plain.step = tried.step = other.step = 3;
-  other.history = {2};  // a kernel made by B instead
-  other.outcomes = {fb::OutcomeStatus::Ok};
-  other.gains = {0.3};
-  EXPECT_EQ(TransitionKey(plain, o), TransitionKey(tried, o));
-  EXPECT_NE(TransitionKey(plain, o), TransitionKey(other, o));
-  // Nothing improved yet: the key is the session start's, whatever was tried.
-  PolicyState start = CudaState(), failed = CudaState();
-  failed.history = {2, 3};
-  failed.outcomes = {fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Ok};
-  failed.gains = {0, 0};
-  EXPECT_EQ(TransitionKey(start, o), TransitionKey(failed, o));
+  EXPECT_EQ(ImprovingSteps(t), (std::vector<uint32_t>{0, 3}));
+  EXPECT_TRUE(ImprovingSteps(CudaState()).empty());
 }
 
 TEST(PolicyTest, FailureOnTheCurrentKernelKeepsItsPenaltyUntilTheKernelChanges) {

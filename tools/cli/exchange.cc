@@ -519,11 +519,6 @@ class Merger {
         same_history = same_history && m == h;
         h = m;
       }
-      for (auto& h : r.path) {  // the kernel path names directions too
-        uint64_t m = Map(dir_map_, h);
-        same_history = same_history && m == h;
-        h = m;
-      }
       same_history = same_history && dir == r.direction_id;
       r.direction_id = dir;
       for (auto& s : r.strategy_ids) s = Map(strategy_map_, s);
@@ -542,10 +537,6 @@ class Merger {
         ps.backend = r.state->backend;
         ps.arch = r.state->arch;
         ps.history = r.history;
-        if (r.path_recorded) {  // the key holds the kernel path: every step of it improved
-          ps.history = r.path;
-          for (uint32_t i = 0; i < r.path.size(); ++i) ps.path_steps.push_back(i);
-        }
         r.state->vector = memory::TransitionKey(ps, po);
       }
       HTAM_ASSIGN_OR_RETURN(r.id, NextId(Db::kTransitions));
