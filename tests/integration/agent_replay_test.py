@@ -8,11 +8,11 @@ import tempfile
 import unittest
 
 from htam_agent.importer import walk_order
-from htam_agent.lineage import LineageError, discover_tasks, load_task
+from htam_agent.lineage import Lineage, LineageError, Variant, discover_tasks, load_task
 from htam_agent.model import DirectionScoreView, OutcomeView, SessionView, StepView
 from htam_agent.proposers import AgentContext, ReplayProposer
-from htam_agent.quality import (Policy, RandomPolicy, UCBPolicy, World, markdown, run_one,
-                                summarize, usable)
+from htam_agent.quality import (Policy, RandomPolicy, UCBPolicy, World, markdown, reachable_best,
+                                run_one, summarize, usable)
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_fixtures", "tasks")
 
@@ -129,6 +129,25 @@ class QualityWorldTest(unittest.TestCase):
         v, o = w.act("latency-hiding")
         self.assertEqual(v.id, "v3")
         self.assertTrue(w.reached)
+
+    def test_target_is_the_best_the_world_can_reach(self):
+        def var(vid, parent, direction, speedup):
+            return Variant(vid, "x.cu", parent, direction, "s", expected="ok",
+                           measured={"speedup": speedup})
+        # v3 (2.0x) lies below v2, a detour slower than its parent v1: the world never moves to
+        # v2, so v3 is nobody's target; v1 (1.5x) is.
+        lin = Lineage("t", "cuda", [var("v1", "reference", "fusion", 1.5),
+                                    var("v2", "v1", "algorithmic", 0.5),
+                                    var("v3", "v2", "latency-hiding", 2.0)])
+        self.assertEqual(lin.best_speedup(), 2.0)
+        self.assertEqual(reachable_best(lin), 1.5)
+        w = World(lin, random.Random(1))
+        self.assertEqual(w.target, 1.5)
+        w.act("fusion")
+        self.assertTrue(w.reached)
+        w.act("algorithmic")
+        self.assertEqual(w.node, "v1")  # a slower variant does not become the current kernel
+        self.assertEqual(reachable_best(self.lin), self.lin.best_speedup())
 
     def test_runs_and_summary(self):
         good = run_one(Scripted(["global-memory-access", "latency-hiding"]), self.task,
