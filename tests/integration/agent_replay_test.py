@@ -11,6 +11,7 @@ from htam_agent.importer import walk_order
 from htam_agent.lineage import Lineage, LineageError, Variant, discover_tasks, load_task
 from htam_agent.model import DirectionScoreView, OutcomeView, SessionView, StepView
 from htam_agent.proposers import AgentContext, ReplayProposer
+from htam_agent.quality_bounds import SweepPolicy, improving_edges
 from htam_agent.quality import (Policy, RandomPolicy, UCBPolicy, World, markdown, reachable_best,
                                 run_one, summarize, usable)
 
@@ -148,6 +149,19 @@ class QualityWorldTest(unittest.TestCase):
         w.act("algorithmic")
         self.assertEqual(w.node, "v1")  # a slower variant does not become the current kernel
         self.assertEqual(reachable_best(self.lin), self.lin.best_speedup())
+
+    def test_reference_bounds_follow_known_edges_then_priors(self):
+        edges = improving_edges(self.lin)
+        self.assertEqual(edges, [("START", "global-memory-access"),
+                                 ("global-memory-access", "latency-hiding")])
+        order = ["fusion", "global-memory-access", "latency-hiding"]
+        sweep = run_one(SweepPolicy("prior-sweep", order, []), self.task, self.lin, 6, 1)
+        # fusion (nothing), GMA (v1); on v1's kernel: fusion and GMA (nothing), latency-hiding (v3).
+        self.assertEqual(sweep.directions[:5], ["fusion", "global-memory-access", "fusion",
+                                                "global-memory-access", "latency-hiding"])
+        self.assertEqual(sweep.steps_to_best, 5)
+        oracle = run_one(SweepPolicy("edge-oracle", order, edges), self.task, self.lin, 6, 1)
+        self.assertEqual(oracle.steps_to_best, 2)
 
     def test_runs_and_summary(self):
         good = run_one(Scripted(["global-memory-access", "latency-hiding"]), self.task,
