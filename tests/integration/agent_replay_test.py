@@ -160,8 +160,14 @@ class QualityWorldTest(unittest.TestCase):
         self.assertEqual(sweep.directions[:5], ["fusion", "global-memory-access", "fusion",
                                                 "global-memory-access", "latency-hiding"])
         self.assertEqual(sweep.steps_to_best, 5)
-        oracle = run_one(SweepPolicy("edge-oracle", order, edges), self.task, self.lin, 6, 1)
+        lines = []
+        oracle = run_one(SweepPolicy("edge-oracle", order, edges), self.task, self.lin, 6, 1,
+                         trace=lines.append)
         self.assertEqual(oracle.steps_to_best, 2)
+        self.assertEqual(len(lines), 6)
+        self.assertIn("step 0: kernel reference (1.00x), offered global-memory-access,"
+                      "on-chip-reuse-tiling; chose global-memory-access", lines[0])
+        self.assertIn("step 1: kernel v1 (1.50x)", lines[1])
 
     def test_runs_and_summary(self):
         good = run_one(Scripted(["global-memory-access", "latency-hiding"]), self.task,

@@ -269,7 +269,24 @@ class RunResult:
     error: str = ""
 
 
-def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int) -> RunResult:
+def trace_step(policy: Policy, world: World, step: int, direction: str) -> str:
+    """One step of a run, for --trace: where the world stands, which directions have a variant
+    there, what the policy chose and, for htamd's policies, its top scores."""
+    offered = sorted({v.direction for v in world.lineage.children(world.node)
+                      if v.id not in world.tried and known(v)})
+    line = (f"    step {step}: kernel {world.node} ({world.best:.2f}x), offered "
+            f"{','.join(offered) or '-'}; chose {direction}")
+    last = getattr(policy, "last_step", None)
+    if last is not None:
+        for sc in last.ranked_directions()[:3]:
+            line += (f"\n      {sc.name}: score {sc.score:.3f} = E[log gain] {sc.expected_gain:.3f}"
+                     f" + exploration {sc.exploration:.3f} - penalty {sc.penalty:.3f}"
+                     f" (p {sc.p_success:.2f}, n {sc.effective_count:.2f})")
+    return line
+
+
+def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int,
+            trace=None) -> RunResult:
     world = World(lineage, random.Random(seed * 7919 + 17))
     res = RunResult(task.name, lineage.backend, policy.name, budget, seed, None, 1.0,
                     world.target, 0, 0)
@@ -277,6 +294,8 @@ def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int
     try:
         for i in range(budget):
             d = policy.choose(i)
+            if trace:
+                trace(trace_step(policy, world, i, d))
             before = world.best
             variant, outcome = world.act(d)
             policy.feedback(d, variant, outcome, before)
@@ -307,6 +326,7 @@ class BenchConfig:
     backend: str
     cwd: str
     verbose: bool = False
+    trace: bool = False
 
 
 def _log(msg: str) -> None:
@@ -328,6 +348,9 @@ def build_memory(cfg: BenchConfig, others: List[Task],
 
 
 def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, seed) -> RunResult:
+    trace = _log if cfg.trace else None
+    if trace:
+        trace(f"  {task.name}/{lineage.backend} {name} budget {budget} seed {seed}:")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
     if base_dir:
@@ -339,7 +362,8 @@ def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, se
         with HtamdProcess(cfg.htamd, run_dir, cfg.tasks_dir, options=opts, cwd=cfg.cwd) as proc:
             d = proc.client()
             try:
-                return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed)
+                return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed,
+                               trace)
             finally:
                 d.close_connection()
     finally:
@@ -524,6 +548,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--per-task", action="store_true",
                     help="also print median steps to the best per held-out task")
     ap.add_argument("--verbose", "-v", action="store_true")
+    ap.add_argument("--trace", action="store_true",
+                    help="print every step of htamd's policies: the kernel, what the lineage "
+                         "offers there, the choice and the top three scores (to stderr)")
     args = ap.parse_args(argv)
     htamd = args.htamd or find_htamd(args.build_dir)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -542,7 +569,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                       budgets=[int(b) for b in args.budgets.split(",") if b],
                       seeds=list(range(1, args.seeds + 1)), policies=policies,
                       only_tasks=[t for t in args.tasks.split(",") if t], backend=args.backend,
-                      cwd=os.getcwd(), verbose=args.verbose)
+                      cwd=os.getcwd(), verbose=args.verbose, trace=args.trace)
     t0 = time.monotonic()
     try:
         results = run_benchmark(cfg)
