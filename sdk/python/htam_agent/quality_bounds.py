@@ -15,7 +15,8 @@ The oracles read the other lineages directly (the held-out lineage never), so th
 transfer of directions between these lineages can buy: if even they do not reach the best in
 0.6x the steps of the prior sweep, no policy over this memory does.
 
-  python3 -m htam_agent.quality_bounds [--tasks-dir configs/tasks] [--seeds 3] [--budgets 6,12]
+  PYTHONPATH=sdk/python /usr/bin/python3 -m htam_agent.quality_bounds [--tasks-dir configs/tasks]
+      [--seeds 3] [--budgets 6,12]
 """
 
 from __future__ import annotations
