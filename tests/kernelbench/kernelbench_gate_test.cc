@@ -240,6 +240,23 @@ TEST_F(KernelBenchGateTest, ATaskThatDisagreesWithItsProblemFileIsAnInfraError) 
   EXPECT_NE(r.diagnostics.find("re-run kb_helper.py import"), std::string::npos) << r.diagnostics;
 }
 
+// The profiling run (htam-eval-cli --single-call under ncu): one call, no reference, no timing.
+TEST_F(KernelBenchGateTest, SingleCallRunsTheCandidateOnceAndChecksNothing) {
+  auto task = ParseTaskFile("configs/tasks/cpu_relu");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  GateOptions o = Options();
+  o.single_call = true;
+  // A failing call is still reported (this candidate wants 3 inputs and returns 1).
+  GateResult r = Eval(*task, Read("tests/kernelbench/linear_relu_no_bias.cpp"), o);
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Crash) << r.diagnostics;
+  EXPECT_NE(r.diagnostics.find("htam_kernel returned 1"), std::string::npos) << r.diagnostics;
+  r = Eval(*task, Read("configs/tasks/cpu_relu/reference.cpp"), o);
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  EXPECT_EQ(r.cases, 0);
+  EXPECT_EQ(r.repetitions, 0u);
+  EXPECT_EQ(r.diagnostics, "single call (profiling run)");
+}
+
 // No PyTorch needed below.
 TEST(KernelBenchGoldenFileTest, CorruptFilesAreRefused) {
   TempDir t;

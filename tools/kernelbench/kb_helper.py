@@ -257,8 +257,13 @@ def cmd_golden(a):
     model = build(mod, device)
     os.makedirs(a.out, exist_ok=True)
     seeds = [int(s) for s in a.seeds.split(",") if s != ""]
+    # Golden outputs in full precision (no TF32 on a GPU); the baseline below keeps the defaults.
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     for s in seeds:
         write_golden(os.path.join(a.out, "seed_%d.bin" % s), tensors_of(mod, model, s, device))
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     if a.time_seeds:
         sets = [make_inputs(mod, int(s), device) for s in a.time_seeds.split(",") if s != ""]
         base = {"device": device, "torch": torch.__version__, "reps": a.reps,
