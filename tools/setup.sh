@@ -13,6 +13,7 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev
   nlohmann-json3-dev
   python3 python3-zmq python3-flatbuffers
+  python3-torch
   hipcc libamdhip64-dev
   clang libclang-rt-dev
   graphviz

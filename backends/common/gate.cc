@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/common/kernelbench.h"
 #include "backends/common/sha256.h"
 #include "backends/common/stats.h"
 #include "backends/common/tensor_data.h"
@@ -269,20 +270,33 @@ class Gate::Impl {
     GateResult res;
     const std::string& language =
         backend_->description().language ? backend_->description().language : "";
-    // --- reference ---
-    auto ref_path = task_.ReferencePath(backend_->description().name);
-    if (!ref_path.ok()) return Infra(res, ref_path.status().message());
-    bool ok = false;
-    std::string ref_source = ReadFile(*ref_path, &ok);
-    if (!ok) return Infra(res, "cannot read reference " + *ref_path);
+    // --- reference: a kernel of the task, or golden data from PyTorch (KernelBench) ---
+    const bool golden = !task_.kernelbench.empty();
+    std::string ref_source;
+    if (golden) {
+      if (!candidate_source)
+        return Infra(res, "a KernelBench task has no reference kernel (its baseline is PyTorch)");
+    } else {
+      auto ref_path = task_.ReferencePath(backend_->description().name);
+      if (!ref_path.ok()) return Infra(res, ref_path.status().message());
+      bool ok = false;
+      ref_source = ReadFile(*ref_path, &ok);
+      if (!ok) return Infra(res, "cannot read reference " + *ref_path);
+    }
     const std::string& source = candidate_source ? *candidate_source : ref_source;
     res.candidate_hash = Sha256Hex(language + "\n" + source);
 
-    Progress("compile reference");
     ArtifactPtr ref_art(nullptr, ArtifactDeleter{api_});
     std::string diag;
-    Status st = Compile(ref_source, "reference", &ref_art, &diag, nullptr, nullptr);
-    if (!st.ok()) return Infra(res, "the task's reference does not compile: " + diag);
+    Status st;
+    if (golden) {
+      Verdict v = PrepareGolden(&res);
+      if (!v.ok()) return Infra(res, v.reason);
+    } else if (!opt_.single_call) {
+      Progress("compile reference");
+      st = Compile(ref_source, "reference", &ref_art, &diag, nullptr, nullptr);
+      if (!st.ok()) return Infra(res, "the task's reference does not compile: " + diag);
+    }
     Progress("compile candidate");
     ArtifactPtr cand_art(nullptr, ArtifactDeleter{api_});
     st = Compile(source, "candidate", &cand_art, &diag, &res.compile_ms, &res.compile_cached);
@@ -295,9 +309,11 @@ class Gate::Impl {
     ModulePtr cand_mod(nullptr, ModuleDeleter{api_});
     {
       htam_module* m = nullptr;
-      st = ConsumeError(api_->load(device_, ref_art.get(), &m), "loading reference");
-      if (!st.ok()) return Infra(res, st.message());
-      ref_mod.reset(m);
+      if (ref_art) {
+        st = ConsumeError(api_->load(device_, ref_art.get(), &m), "loading reference");
+        if (!st.ok()) return Infra(res, st.message());
+        ref_mod.reset(m);
+      }
       Progress("load candidate");
       int32_t code = 0;
       st = ConsumeError(api_->load(device_, cand_art.get(), &m), "loading candidate", &code);
@@ -309,6 +325,7 @@ class Gate::Impl {
       }
       cand_mod.reset(m);
     }
+    if (opt_.single_call) return SingleCall(cand_mod.get(), res);
     // --- verification: seen shapes, then held-out ones, several seeds each ---
     struct Case {
       const DimBinding* dims;
@@ -322,13 +339,14 @@ class Gate::Impl {
       cases.push_back({&task_.held_out_shapes[i], true, i});
     for (const Case& c : cases) {
       for (int s = 0; s < opt_.seeds; ++s) {
+        const GoldenCase* g = golden ? &golden_verify_[size_t(s)] : nullptr;
         std::string where =
             c.held_out ? " (held-out shape #" + std::to_string(c.index + 1) + ", not shown; seed " +
                              std::to_string(s) + ")"
                        : " (seen shape " + DimsText(*c.dims) + ", seed " + std::to_string(s) + ")";
         Progress("verify" + where);
         uint64_t seed = Mix(Mix(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
-        Verdict v = VerifyCase(cand_mod.get(), ref_mod.get(), *c.dims, seed, where, c.held_out);
+        Verdict v = VerifyCase(cand_mod.get(), ref_mod.get(), *c.dims, seed, where, c.held_out, g);
         if (!v.ok()) {
           res.status = v.status;
           res.diagnostics = v.reason;
@@ -350,9 +368,17 @@ class Gate::Impl {
       res.diagnostics = v.reason;
       return res;
     }
-    if (opt_.time_baseline) {
+    if (opt_.time_baseline && !golden) {
       v = TimeAndVerify(ref_mod.get(), nullptr, dims, &base_stats, false, &res);
       if (!v.ok()) return Infra(res, "timing the reference failed: " + v.reason);
+    }
+    if (golden) {
+      base_stats.median = baseline_.eager_us;
+      base_stats.iqr = baseline_.eager_spread_us;
+      res.baseline_compile_us = baseline_.compile_us;
+      res.baseline_note =
+          "PyTorch eager on " + golden_device_ +
+          (baseline_.compile_us > 0 ? "; torch.compile measured" : "; " + baseline_.note);
     }
     if (api_->profile) {
       Progress("profile");
@@ -416,11 +442,12 @@ class Gate::Impl {
     return Status::OK();
   }
 
+  // Inputs generated from the task's distributions, or `given` ones (golden data).
   Status MakeInputs(const DimBinding& dims, uint64_t seed, std::vector<HostTensor>* host,
-                    TensorSet* dev) {
+                    TensorSet* dev, const std::vector<HostTensor>* given = nullptr) {
     for (size_t i = 0; i < task_.inputs.size(); ++i) {
       const TensorSpec& ts = task_.inputs[i];
-      host->push_back(GenerateInput(ts, task_.Shape(ts, dims), Mix(seed, i)));
+      host->push_back(given ? (*given)[i] : GenerateInput(ts, task_.Shape(ts, dims), Mix(seed, i)));
       auto t = std::make_unique<DeviceTensor>(api_);
       HTAM_RETURN_IF_ERROR(t->Create(device_, host->back(), opt_.guard_bytes, &canary_));
       HTAM_RETURN_IF_ERROR(t->Upload(host->back()));
@@ -512,12 +539,12 @@ class Gate::Impl {
   }
 
   Verdict VerifyCase(htam_module* cand, htam_module* ref, const DimBinding& dims, uint64_t seed,
-                     const std::string& where, bool hide) {
+                     const std::string& where, bool hide, const GoldenCase* golden) {
     std::vector<HostTensor> host_in;
     TensorSet in, out, ref_out;
-    Status st = MakeInputs(dims, seed, &host_in, &in);
+    Status st = MakeInputs(dims, seed, &host_in, &in, golden ? &golden->inputs : nullptr);
     if (st.ok()) st = MakeOutputs(dims, &out);
-    if (st.ok()) st = MakeOutputs(dims, &ref_out);
+    if (st.ok() && !golden) st = MakeOutputs(dims, &ref_out);
     if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     // Candidate first (stale results of the reference cannot help it), outputs poisoned.
     Verdict v = Call(cand, in, out, where);
@@ -536,11 +563,13 @@ class Gate::Impl {
     if (!v.ok()) return v;
     v = CheckGuardsAndInputs(in, out, &host_in, where);
     if (!v.ok()) return v;
-    // The reference last.
-    v = Call(ref, in, ref_out, where);
-    if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+    // The reference last (golden outputs: computed by PyTorch beforehand).
+    if (!golden) {
+      v = Call(ref, in, ref_out, where);
+      if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+    }
     for (size_t i = 0; i < out.size(); ++i) {
-      auto r = ref_out[i]->Download();
+      auto r = golden ? Result<HostTensor>(golden->outputs[i]) : ref_out[i]->Download();
       auto c2 = out[i]->Download();
       if (!r.ok() || !c2.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
       std::string why = CheckOutput(run1[i], *r, task_.tolerance, where, hide);
@@ -566,8 +595,11 @@ class Gate::Impl {
     Progress("prepare timing inputs (" + who + ")");
     std::vector<std::vector<HostTensor>> host_in(sets);
     std::vector<TensorSet> in(sets), out(sets);
+    const bool golden = !golden_time_.empty();
     for (int k = 0; k < sets; ++k) {
-      Status st = MakeInputs(dims, Mix(opt_.seed_base, 7000 + k), &host_in[k], &in[k]);
+      Status st =
+          MakeInputs(dims, Mix(opt_.seed_base, 7000 + k), &host_in[k], &in[k],
+                     golden ? &golden_time_[size_t(k) % golden_time_.size()].inputs : nullptr);
       if (st.ok()) st = MakeOutputs(dims, &out[k]);
       if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     }
@@ -623,14 +655,18 @@ class Gate::Impl {
       for (int k = 0; k < sets; ++k) {
         Progress("verify timed outputs, input set " + std::to_string(k));
         TensorSet ref_out;
-        Status mk = MakeOutputs(dims, &ref_out);
-        if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
-        Verdict v = Call(ref, in[k], ref_out, "");
-        if (!v.ok())
-          return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+        if (!golden) {
+          Status mk = MakeOutputs(dims, &ref_out);
+          if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
+          Verdict v = Call(ref, in[k], ref_out, "");
+          if (!v.ok())
+            return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+        }
         for (size_t i = 0; i < out[k].size(); ++i) {
           auto c = out[k][i]->Download();
-          auto r = ref_out[i]->Download();
+          auto r =
+              golden ? Result<HostTensor>(golden_time_[size_t(k) % golden_time_.size()].outputs[i])
+                     : ref_out[i]->Download();
           if (!c.ok() || !r.ok())
             return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
           std::string why =
@@ -642,6 +678,67 @@ class Gate::Impl {
     }
     *stats = Summarize(reps);
     return Verdict{};
+  }
+
+  // KernelBench: golden data for seeds 0..seeds-1 (verification) and 1000.. (timing input sets),
+  // computed by PyTorch in a subprocess on a cache miss, and PyTorch's baseline figures.
+  Verdict PrepareGolden(GateResult* res) {
+    const std::string backend = backend_->description().name ? backend_->description().name : "";
+    golden_device_ = backend == "cpu" ? "cpu" : "cuda";
+    GoldenOptions go;
+    go.python = opt_.golden_python;
+    go.helper = opt_.golden_helper;
+    go.cache_dir = opt_.golden_cache_dir;
+    if (go.cache_dir.empty() && !backend_->host().cache_dir.empty())
+      go.cache_dir = backend_->host().cache_dir + "/kernelbench";
+    if (go.cache_dir.empty()) go.cache_dir = "/tmp/htam-kernelbench-" + std::to_string(getuid());
+    go.device = golden_device_;
+    go.timeout_s = opt_.golden_timeout_s;
+    go.reps = std::max(opt_.repetitions, 1);
+    go.warmup = opt_.warmup_reps;
+    if (opt_.flush_bytes) go.flush_bytes = opt_.flush_bytes;
+    std::vector<uint64_t> verify, timing;
+    if (!opt_.single_call)
+      for (int s = 0; s < opt_.seeds; ++s) verify.push_back(uint64_t(s));
+    const int sets = opt_.single_call ? 1 : std::max(1, opt_.input_sets);
+    for (int k = 0; k < sets; ++k) timing.push_back(1000 + uint64_t(k));
+    KernelBenchGolden g(task_, go);
+    Progress("golden data (PyTorch)");
+    Status st = g.Prepare(verify, timing, !opt_.single_call);
+    res->golden_computed = g.helper_runs() > 0;
+    if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
+    for (uint64_t s : verify) {
+      auto c = g.Load(s);
+      if (!c.ok()) return Verdict::Fail(OutcomeStatus::InfraError, c.status().message());
+      golden_verify_.push_back(std::move(*c));
+    }
+    for (uint64_t s : timing) {
+      auto c = g.Load(s);
+      if (!c.ok()) return Verdict::Fail(OutcomeStatus::InfraError, c.status().message());
+      golden_time_.push_back(std::move(*c));
+    }
+    if (!opt_.single_call) {
+      auto b = g.Baseline();
+      if (!b.ok()) return Verdict::Fail(OutcomeStatus::InfraError, b.status().message());
+      baseline_ = *b;
+    }
+    return Verdict{};
+  }
+
+  // One call of the candidate on the first seen shape (the run a profiler watches).
+  GateResult SingleCall(htam_module* mod, GateResult res) {
+    const DimBinding& dims = task_.seen_shapes.front();
+    std::vector<HostTensor> host_in;
+    TensorSet in, out;
+    Status st = MakeInputs(dims, Mix(opt_.seed_base, 9000), &host_in, &in,
+                           golden_time_.empty() ? nullptr : &golden_time_.front().inputs);
+    if (st.ok()) st = MakeOutputs(dims, &out);
+    if (!st.ok()) return Infra(res, st.message());
+    Progress("single call");
+    Verdict v = Call(mod, in, out, "");
+    res.status = v.status;
+    res.diagnostics = v.ok() ? "single call (profiling run)" : v.reason;
+    return res;
   }
 
   void ProfileCandidate(htam_module* mod, const DimBinding& dims, GateResult* res) {
@@ -677,6 +774,10 @@ class Gate::Impl {
   GateOptions opt_;
   ProgressFn progress_;
   std::vector<uint8_t> canary_;
+  // KernelBench tasks: golden data per verification seed and per timing input set.
+  std::vector<GoldenCase> golden_verify_, golden_time_;
+  TorchBaseline baseline_;
+  std::string golden_device_;
 };
 
 Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task, GateOptions options)

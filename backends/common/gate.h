@@ -5,6 +5,9 @@
 //   (return code, threads left running, child processes, guards, input mutation, NaN/Inf,
 //   all-zero, tolerance with bad-element budget, repeated-call and determinism) -> timing of the
 //   candidate and of the reference (baseline) the same way, with outputs of timed calls verified.
+// KernelBench tasks have no reference kernel: the inputs and the reference outputs of every case
+// are golden data computed by PyTorch (kernelbench.h) and the baseline is PyTorch's own timing;
+// every other check is the same.
 // A candidate is hostile: every check produces a precise reason; held-out dims are never printed.
 // Thread-safety: a Gate is used by one thread.
 #pragma once
@@ -34,6 +37,15 @@ struct GateOptions {
   std::string compile_options;  // extra flags (config)
   std::string arch;             // target arch, "" = device's
   bool time_baseline = true;
+  // KernelBench tasks (task.json "kernelbench"): inputs, parameters and reference outputs come
+  // from PyTorch in a subprocess (backends/common/kernelbench.h), cached on disk.
+  std::string golden_cache_dir;  // "" = <backend cache dir>/kernelbench (else a /tmp folder)
+  std::string golden_python = "/usr/bin/python3";
+  std::string golden_helper;  // "" = DefaultKernelBenchHelper()
+  double golden_timeout_s = 600;
+  // A profiling run (under Nsight Compute): compile and load the candidate, one call on the first
+  // seen shape, nothing else (no reference, no checks, no timing). Status Ok when the call ran.
+  bool single_call = false;
 };
 
 struct GateResult {
@@ -49,6 +61,10 @@ struct GateResult {
   int cases = 0;                // verification cases passed
   double flops = 0, bytes = 0;  // of the timed (first seen) shape
   fb::ProfileT profile;
+  // KernelBench tasks: the baseline is PyTorch eager (baseline_us); torch.compile where it works.
+  bool golden_computed = false;    // PyTorch ran during this evaluation (golden cache miss)
+  double baseline_compile_us = 0;  // 0 = no torch.compile figure (baseline_note says why)
+  std::string baseline_note;
 };
 
 using ProgressFn = std::function<void(const std::string& stage)>;

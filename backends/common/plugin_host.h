@@ -86,6 +86,7 @@ class BackendInstance {
   const PluginApi& api() const { return api_; }
   htam_backend* handle() const { return backend_; }
   const htam_backend_description& description() const { return desc_; }
+  const HostOptions& host() const { return host_; }
 
  private:
   BackendInstance() = default;

@@ -429,9 +429,21 @@ Result<TaskSpec> ParseTaskJson(std::string_view json_text, const std::string& di
     HTAM_ASSIGN_OR_RETURN(Expr e, ParseExprField(c, root[key], key, t.dims));
     (std::string(key) == "flops" ? t.flops : t.bytes) = std::move(e);
   }
-  if (!root.contains("references") || !root["references"].is_object() || root["references"].empty())
+  HTAM_RETURN_IF_ERROR(GetString(c, root, "kernelbench", "kernelbench", false, &t.kernelbench));
+  if (!t.kernelbench.empty() &&
+      (t.kernelbench.find("..") != std::string::npos || t.kernelbench[0] == '/'))
+    return c.Err("kernelbench", "must be a relative path inside the task directory");
+  if (!t.kernelbench.empty() && t.seen_shapes.size() != 1)
+    return c.Err("shapes.seen", "a KernelBench task has exactly one (fixed) shape set");
+  if (!t.kernelbench.empty() && !t.held_out_shapes.empty())
+    return c.Err("shapes.held_out", "a KernelBench task has no held-out shapes (one fixed set)");
+  if (t.kernelbench.empty() ? (!root.contains("references") || !root["references"].is_object() ||
+                               root["references"].empty())
+                            : (root.contains("references") && !root["references"].is_object()))
     return c.Err("references", "missing reference (an object backend -> file)");
-  for (auto it = root["references"].begin(); it != root["references"].end(); ++it) {
+  const json no_refs = json::object();
+  const json& refs = root.contains("references") ? root["references"] : no_refs;
+  for (auto it = refs.begin(); it != refs.end(); ++it) {
     std::string f = "references." + it.key();
     if (!it.value().is_string()) return c.Err(f, "must be a file name");
     std::string file = it.value().get<std::string>();
@@ -450,6 +462,9 @@ Result<TaskSpec> ParseTaskFile(const std::string& dir, uint64_t max_case_bytes) 
   std::stringstream ss;
   ss << in.rdbuf();
   HTAM_ASSIGN_OR_RETURN(TaskSpec t, ParseTaskJson(ss.str(), dir, path, max_case_bytes));
+  if (!t.kernelbench.empty() && !FileExists(dir + "/" + t.kernelbench))
+    return Status::InvalidArgument(path + ": kernelbench: missing problem file '" + t.kernelbench +
+                                   "'");
   // A listed reference that does not exist is an error of the task, found at load time.
   for (const auto& [backend, file] : t.references) {
     if (!FileExists(dir + "/" + file))

@@ -71,6 +71,9 @@ struct TaskSpec {
   std::map<std::string, std::string> references;  // backend -> file name relative to dir
   std::string lineage;                            // file name relative to dir; may be empty
   std::string spec_hash;                          // sha256 of the task.json bytes
+  // A KernelBench problem file relative to dir ("" = an ordinary task). Such a task may list no
+  // references: its golden outputs come from PyTorch (backends/common/kernelbench.h).
+  std::string kernelbench;
 
   // Concrete shape of a tensor for a binding (checked positive at parse time).
   std::vector<int64_t> Shape(const TensorSpec& t, const DimBinding& dims) const;

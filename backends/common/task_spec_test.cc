@@ -4,6 +4,9 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 namespace htam {
 namespace {
@@ -44,6 +47,62 @@ TEST(TaskSpec, ParsesTheBriefExample) {
   EXPECT_EQ(*t->ReferencePath("cpu"), "/t/reference.cpp");
   EXPECT_FALSE(t->ReferencePath("cuda").ok());
   EXPECT_EQ(t->spec_hash.size(), 64u);
+}
+
+// KernelBench tasks: a problem file instead of references, one fixed shape set.
+const char* kKernelBench = R"JSON({
+  "name": "kb_relu", "dims": [],
+  "inputs":  [{"name": "x", "dtype": "f32", "shape": [4096]},
+              {"name": "linear.weight", "dtype": "f32", "shape": [8, 4096]}],
+  "outputs": [{"name": "out", "dtype": "f32", "shape": [8]}],
+  "shapes": {"seen": [{}]},
+  "flops": "0", "bytes": "4096",
+  "kernelbench": "problem.py"
+})JSON";
+
+TEST(TaskSpec, KernelBenchTaskNeedsNoReferenceButOneFixedShapeSet) {
+  auto t = Parse(kKernelBench);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->kernelbench, "problem.py");
+  EXPECT_TRUE(t->references.empty());
+  EXPECT_EQ(t->Shape(t->inputs[1], t->seen_shapes[0]), (std::vector<int64_t>{8, 4096}));
+  EXPECT_FALSE(t->ReferencePath("cpu").ok());
+  auto held = Parse(Replace(kKernelBench, R"("seen": [{}])", R"("seen": [{}], "held_out": [{}])"));
+  ASSERT_FALSE(held.ok());
+  EXPECT_NE(held.status().message().find("no held-out shapes"), std::string::npos);
+  auto escape = Parse(Replace(kKernelBench, R"("problem.py")", R"("../problem.py")"));
+  ASSERT_FALSE(escape.ok());
+  EXPECT_NE(escape.status().message().find("kernelbench: must be a relative path"),
+            std::string::npos)
+      << escape.status().message();
+  // An ordinary task still needs its references.
+  auto plain = Parse(Replace(kKernelBench, R"("kernelbench": "problem.py")", R"("lineage": "")"));
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("references"), std::string::npos);
+}
+
+TEST(TaskSpec, KernelBenchProblemFileMustExist) {
+  char tmpl[] = "/tmp/htam-kbspec-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  FILE* f = fopen((dir + "/task.json").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(kKernelBench, f);
+  fclose(f);
+  auto t = ParseTaskFile(dir);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("kernelbench: missing problem file 'problem.py'"),
+            std::string::npos)
+      << t.status().message();
+  f = fopen((dir + "/problem.py").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  EXPECT_TRUE(ParseTaskFile(dir).ok());
+  unlink((dir + "/problem.py").c_str());
+  unlink((dir + "/task.json").c_str());
+  rmdir(dir.c_str());
+  auto shipped = ParseTaskFile("configs/tasks/kb_linear_relu");
+  ASSERT_TRUE(shipped.ok()) << shipped.status().ToString();
+  EXPECT_EQ(shipped->inputs[1].name, "linear.weight");
 }
 
 TEST(TaskSpec, UnknownDtypeNamesFileAndField) {

@@ -4,7 +4,12 @@
 //
 //   htam-eval-cli --task configs/tasks/relu --source a.cu [--source b.cu ...] [--reference]
 //                 [--backend cuda] [--plugin PATH] [--cache DIR] [--seeds 3] [--reps 30]
-//                 [--option key=value ...] [--compile-threads N]
+//                 [--option key=value ...] [--compile-threads N] [--profile]
+//
+// --profile: after a candidate is Ok, runs its one call again under Nsight Compute (this binary
+// with --single-call, under ncu) and adds dram/sm throughput, occupancy and the bottleneck class
+// (ncu_profile.h); without ncu the line says "profile unavailable". KernelBench tasks (task.json
+// "kernelbench") take their golden data and PyTorch baseline from backends/common/kernelbench.h.
 //
 // With several sources and the CUDA backend, a compile pool compiles the next candidates while the
 // GPU verifies and times the current one (the gate's compile is then a cache hit).
@@ -29,7 +34,9 @@
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
 #include "backends/cuda/compile_pool.h"
+#include "backends/cuda/ncu_profile.h"
 #include "backends/cuda/roofline_ext.h"
+#include "daemon/config/config.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -40,6 +47,8 @@ struct Args {
   std::string task, backend = "cuda", plugin, cache, work;
   std::vector<std::string> sources, options;
   bool reference = false;
+  bool profile = false;      // --profile: Nsight Compute metrics for every Ok candidate
+  bool single_call = false;  // --single-call: the run ncu watches (internal)
   int seeds = 3, reps = 30, compile_threads = 2, input_sets = 4;
   bool help = false;
 };
@@ -47,9 +56,10 @@ struct Args {
 const char* kUsage =
     "usage: htam-eval-cli --task DIR (--source FILE ... | --reference) [--backend cuda]\n"
     "                     [--plugin PATH] [--cache DIR] [--seeds N] [--reps N] [--sets N]\n"
-    "                     [--option key=value ...] [--compile-threads N]\n"
+    "                     [--option key=value ...] [--compile-threads N] [--profile]\n"
     "Prints one JSON object per candidate: status, median_us, spread_us, baseline_us, speedup,\n"
-    "sol_fraction, clocks, resources, diagnostics.\n";
+    "sol_fraction, clocks, resources, diagnostics; with --profile also dram_pct, sm_pct,\n"
+    "occupancy_pct and bottleneck from Nsight Compute (profile_note says when unavailable).\n";
 
 bool ParseArgs(int argc, char** argv, Args* a, std::string* err) {
   for (int i = 1; i < argc; ++i) {
@@ -67,6 +77,10 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* err) {
       a->help = true;
     else if (k == "--reference")
       a->reference = true;
+    else if (k == "--profile")
+      a->profile = true;
+    else if (k == "--single-call")
+      a->single_call = true;
     else if (k == "--task") {
       if (!next(&a->task)) return false;
     } else if (k == "--backend") {
@@ -235,11 +249,25 @@ int main(int argc, char** argv) {
   go.repetitions = args.reps;
   go.input_sets = args.input_sets;
   go.seed_base = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  go.single_call = args.single_call;
+
+  // Profile on request: thresholds from the configuration table, overridden by --option.
+  const htam::Config defaults = htam::Config::Defaults();
+  auto threshold = [&](const std::string& key) {
+    std::string v = OptionValue(args.options, key, "");
+    return v.empty() ? defaults.GetDouble("eval.cuda_" + key) : std::atof(v.c_str());
+  };
+  htam::cuda::BottleneckThresholds thresholds;
+  thresholds.memory_pct = threshold("profile_memory_pct");
+  thresholds.compute_pct = threshold("profile_compute_pct");
+  thresholds.launch_us = threshold("profile_launch_us");
+  const double profile_timeout_s = threshold("profile_timeout_s");
+  const std::string ncu = args.profile ? htam::cuda::FindNcu() : "";
 
   // Compile pool: warms the cache for every source, ahead of the gate, in a detached process (a
   // grandchild re-parented to init): the gate fails a candidate when the worker has child
   // processes during a call, so compiles must not be our children.
-  if (args.backend == "cuda" && args.sources.size() > 1) {
+  if (args.backend == "cuda" && args.sources.size() > 1 && !args.single_call) {
     std::vector<std::string> sources;
     for (const auto& s : args.sources) {
       std::string src;
@@ -337,8 +365,42 @@ int main(int argc, char** argv) {
               {"shared_bytes", r.profile.shared_bytes},
               {"spill_bytes", r.profile.spill_bytes},
               {"candidate_hash", r.candidate_hash},
+              {"golden_computed", r.golden_computed},
+              {"baseline_compile_us", r.baseline_compile_us},
+              {"baseline_note", r.baseline_note},
               {"wall_ms", wall_ms},
               {"roofline", roof}};
+    if (args.profile && r.status == htam::fb::OutcomeStatus::Ok) {
+      std::vector<std::string> child = {SelfDir() + "/htam-eval-cli",
+                                        "--task",
+                                        fs::absolute(args.task).string(),
+                                        "--backend",
+                                        args.backend,
+                                        "--plugin",
+                                        plugin_path,
+                                        "--cache",
+                                        host.cache_dir,
+                                        "--single-call"};
+      if (path.empty()) {
+        child.push_back("--reference");
+      } else {
+        child.push_back("--source");
+        child.push_back(fs::absolute(path).string());
+      }
+      for (const auto& o : args.options) {
+        child.push_back("--option");
+        child.push_back(o);
+      }
+      htam::cuda::NcuProfile p =
+          htam::cuda::RunNcuProfile(ncu, child, work, profile_timeout_s, thresholds);
+      j["profile_note"] = p.note;
+      j["bottleneck"] = p.available ? htam::fb::EnumNameBottleneck(p.bottleneck) : "Unknown";
+      j["dram_pct"] = p.metrics.dram_pct;
+      j["sm_pct"] = p.metrics.sm_pct;
+      j["occupancy_pct"] = p.metrics.occupancy_pct;
+      j["profiled_kernels"] = p.metrics.kernels;
+      j["profiled_us"] = p.metrics.total_us;
+    }
     std::cout << j.dump() << std::endl;
   }
   api.device_close(device);

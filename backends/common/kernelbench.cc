@@ -1,0 +1,291 @@
+// Golden data of KernelBench tasks; see kernelbench.h.
+#include "backends/common/kernelbench.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "backends/common/sha256.h"
+
+#ifndef HTAM_KB_HELPER_DEFAULT
+#define HTAM_KB_HELPER_DEFAULT "tools/kernelbench/kb_helper.py"
+#endif
+
+namespace htam {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'H', 'T', 'A', 'M', 'G', 'L', 'D', '1'};
+constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
+
+bool ReadAll(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+// A little-endian reader over a byte string; every read checks the bounds.
+class Reader {
+ public:
+  explicit Reader(const std::string& s) : s_(s) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (s_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(v, s_.data() + pos_, sizeof(T));  // the hosts htam runs on are little-endian
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool Bytes(uint64_t n, std::string* out) {
+    if (s_.size() - pos_ < n) return false;
+    out->assign(s_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool Raw(uint64_t n, std::vector<uint8_t>* out) {
+    if (s_.size() - pos_ < n) return false;
+    out->assign(s_.data() + pos_, s_.data() + pos_ + n);
+    pos_ += n;
+    return true;
+  }
+  bool AtEnd() const { return pos_ == s_.size(); }
+
+ private:
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+std::string SeedFile(const std::string& dir, uint64_t seed) {
+  return dir + "/seed_" + std::to_string(seed) + ".bin";
+}
+
+std::string Join(const std::vector<uint64_t>& v) {
+  std::string s;
+  for (uint64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+std::string ShapeText(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// The helper's own error line ("kernelbench: ..."), else the log's last lines.
+std::string HelperError(const std::string& log) {
+  std::string last, line;
+  std::istringstream in(log);
+  while (std::getline(in, line)) {
+    if (line.rfind("kernelbench: ", 0) == 0) return line;
+    if (!line.empty()) last = line;
+  }
+  return last.empty() ? "no output" : last;
+}
+
+}  // namespace
+
+std::string DefaultKernelBenchHelper() {
+  if (const char* e = getenv("HTAM_KERNELBENCH_HELPER"); e && *e) return e;
+  return HTAM_KB_HELPER_DEFAULT;
+}
+
+Status ReadGoldenFile(const std::string& path, GoldenCase* out) {
+  std::string data;
+  if (!ReadAll(path, &data)) return Status::NotFound(path + ": cannot open");
+  Reader r(data);
+  std::string magic;
+  uint32_t count = 0;
+  if (!r.Bytes(8, &magic) || std::memcmp(magic.data(), kMagic, 8) != 0 || !r.Get(&count))
+    return Status::Corruption(path + ": not a golden file (bad magic)");
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t role = 0, name_len = 0, dtype_len = 0, ndim = 0;
+    std::string name, dtype;
+    HostTensor t;
+    if (!r.Get(&role) || role > 1 || !r.Get(&name_len) || name_len > 4096 ||
+        !r.Bytes(name_len, &name) || !r.Get(&dtype_len) || dtype_len > 16 ||
+        !r.Bytes(dtype_len, &dtype) || !r.Get(&ndim) || ndim < 1 || ndim > HTAM_MAX_DIMS)
+      return Status::Corruption(path + ": tensor " + std::to_string(i) + ": bad header");
+    if (!ParseDtype(dtype, &t.dtype))
+      return Status::Corruption(path + ": tensor '" + name + "': unknown dtype '" + dtype + "'");
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < ndim; ++d) {
+      int64_t v = 0;
+      if (!r.Get(&v) || v < 0) return Status::Corruption(path + ": tensor '" + name + "': dims");
+      t.shape.push_back(v);
+      numel *= uint64_t(v);
+    }
+    uint64_t nbytes = 0;
+    if (!r.Get(&nbytes) || nbytes > kMaxTensorBytes ||
+        nbytes != numel * uint64_t(htam_dtype_size(t.dtype)) || !r.Raw(nbytes, &t.bytes))
+      return Status::Corruption(path + ": tensor '" + name + "': byte count");
+    t.name = name;
+    (role == 0 ? out->inputs : out->outputs).push_back(std::move(t));
+  }
+  if (!r.AtEnd()) return Status::Corruption(path + ": trailing bytes");
+  return Status::OK();
+}
+
+KernelBenchGolden::KernelBenchGolden(const TaskSpec& task, GoldenOptions options)
+    : task_(task), opt_(std::move(options)) {
+  if (opt_.helper.empty()) opt_.helper = DefaultKernelBenchHelper();
+  std::string problem;
+  if (task_.kernelbench.empty()) {
+    init_ = Status::InvalidArgument("task '" + task_.name + "' is not a KernelBench task");
+  } else if (!ReadAll(task_.dir + "/" + task_.kernelbench, &problem)) {
+    init_ = Status::NotFound("cannot read the problem file " + task_.dir + "/" + task_.kernelbench);
+  } else if (opt_.cache_dir.empty()) {
+    init_ = Status::InvalidArgument("no cache directory for golden data");
+  } else {
+    std::string key = Sha256Hex(task_.spec_hash + "\n" + Sha256Hex(problem)).substr(0, 24);
+    dir_ = opt_.cache_dir + "/" + key + "/" + opt_.device;
+  }
+}
+
+Status KernelBenchGolden::Prepare(const std::vector<uint64_t>& seeds,
+                                  const std::vector<uint64_t>& time_seeds, bool with_baseline) {
+  HTAM_RETURN_IF_ERROR(init_);
+  std::vector<uint64_t> missing;
+  for (const auto* list : {&seeds, &time_seeds})
+    for (uint64_t s : *list)
+      if (!fs::exists(SeedFile(dir_, s))) missing.push_back(s);
+  bool need_baseline = with_baseline && !fs::exists(dir_ + "/baseline.json");
+  if (missing.empty() && !need_baseline) return Status::OK();
+  return RunHelper(missing, need_baseline ? time_seeds : std::vector<uint64_t>{}, need_baseline);
+}
+
+Status KernelBenchGolden::RunHelper(const std::vector<uint64_t>& seeds,
+                                    const std::vector<uint64_t>& time_seeds, bool with_baseline) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return Status::IOError("cannot create " + dir_ + ": " + ec.message());
+  if (access(opt_.helper.c_str(), R_OK) != 0)
+    return Status::NotFound("KernelBench helper " + opt_.helper +
+                            " not found (set HTAM_KERNELBENCH_HELPER)");
+  std::vector<std::string> args = {
+      opt_.python, opt_.helper, "golden",   "--problem", task_.dir + "/" + task_.kernelbench,
+      "--out",     dir_,        "--device", opt_.device, "--seeds",
+      Join(seeds)};
+  if (with_baseline) {
+    for (std::string a :
+         {std::string("--time-seeds"), Join(time_seeds), std::string("--reps"),
+          std::to_string(opt_.reps), std::string("--warmup"), std::to_string(opt_.warmup),
+          std::string("--flush-bytes"), std::to_string(opt_.flush_bytes)})
+      args.push_back(a);
+  }
+  const std::string log = dir_ + "/helper.log." + std::to_string(getpid());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ++helper_runs_;
+  pid_t pid = fork();
+  if (pid < 0) return Status::ResourceExhausted("fork for the KernelBench helper failed");
+  if (pid == 0) {
+    setpgid(0, 0);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int nul = open("/dev/null", O_RDONLY);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    if (nul >= 0) dup2(nul, 0);
+    execv(argv[0], argv.data());
+    dprintf(2, "kernelbench: cannot execute %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(opt_.timeout_s * 1000));
+  int st = 0;
+  bool timed_out = false;
+  for (;;) {
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) return Status::Internal("waitpid on the KernelBench helper");
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string out;
+  ReadAll(log, &out);
+  unlink(log.c_str());
+  if (timed_out)
+    return Status::Timeout("the KernelBench helper ran past " + std::to_string(opt_.timeout_s) +
+                           " s computing golden data");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    std::string why = WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st))
+                                      : "exit status " + std::to_string(WEXITSTATUS(st));
+    return Status::InvalidArgument("computing golden data with PyTorch failed (" + why +
+                                   "): " + HelperError(out));
+  }
+  for (uint64_t s : seeds)
+    if (!fs::exists(SeedFile(dir_, s)))
+      return Status::Internal("the KernelBench helper wrote no golden file for seed " +
+                              std::to_string(s));
+  return Status::OK();
+}
+
+Result<GoldenCase> KernelBenchGolden::Load(uint64_t seed) const {
+  HTAM_RETURN_IF_ERROR(init_);
+  GoldenCase g;
+  HTAM_RETURN_IF_ERROR(ReadGoldenFile(SeedFile(dir_, seed), &g));
+  const DimBinding& dims = task_.seen_shapes.front();
+  auto check = [&](const std::vector<TensorSpec>& specs, const std::vector<HostTensor>& got,
+                   const char* what) -> Status {
+    if (specs.size() != got.size())
+      return Status::InvalidArgument(
+          "the problem file gives " + std::to_string(got.size()) + " " + what +
+          " where task.json "
+          "lists " +
+          std::to_string(specs.size()) + " (re-run kb_helper.py import)");
+    for (size_t i = 0; i < specs.size(); ++i) {
+      std::vector<int64_t> want = task_.Shape(specs[i], dims);
+      if (specs[i].name != got[i].name || specs[i].dtype != got[i].dtype || want != got[i].shape)
+        return Status::InvalidArgument(std::string("the problem file and task.json disagree on ") +
+                                       what + " " + std::to_string(i) + ": '" + got[i].name + "' " +
+                                       DtypeName(got[i].dtype) + " " + ShapeText(got[i].shape) +
+                                       " vs '" + specs[i].name + "' " + DtypeName(specs[i].dtype) +
+                                       " " + ShapeText(want) + " (re-run kb_helper.py import)");
+    }
+    return Status::OK();
+  };
+  HTAM_RETURN_IF_ERROR(check(task_.inputs, g.inputs, "inputs"));
+  HTAM_RETURN_IF_ERROR(check(task_.outputs, g.outputs, "outputs"));
+  return g;
+}
+
+Result<TorchBaseline> KernelBenchGolden::Baseline() const {
+  HTAM_RETURN_IF_ERROR(init_);
+  std::string text;
+  if (!ReadAll(dir_ + "/baseline.json", &text))
+    return Status::NotFound("no PyTorch baseline in " + dir_);
+  TorchBaseline b;
+  try {
+    auto j = nlohmann::json::parse(text);
+    b.eager_us = j.value("eager_us", 0.0);
+    b.eager_spread_us = j.value("eager_spread_us", 0.0);
+    b.compile_us = j.value("compile_us", 0.0);
+    b.note = j.value("compile_note", std::string());
+  } catch (const std::exception& e) {
+    return Status::Corruption(dir_ + "/baseline.json: " + e.what());
+  }
+  return b;
+}
+
+}  // namespace htam

@@ -1,0 +1,202 @@
+// Nsight Compute profile: CSV parsing and bottleneck classes; see ncu_profile.h.
+#include "backends/cuda/ncu_profile.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "backends/cuda/subprocess.h"
+
+namespace htam::cuda {
+namespace {
+
+constexpr const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+constexpr const char* kSm = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+constexpr const char* kWarps = "sm__warps_active.avg.pct_of_peak_sustained_active";
+constexpr const char* kTime = "gpu__time_duration.sum";
+
+// One CSV line: fields split on commas outside double quotes; "" inside quotes is a quote.
+std::vector<std::string> SplitCsv(std::string_view line) {
+  std::vector<std::string> out;
+  std::string f;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        f += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        f += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(std::move(f));
+      f.clear();
+    } else if (c != '\r') {
+      f += c;
+    }
+  }
+  out.push_back(std::move(f));
+  return out;
+}
+
+bool ParseNumber(std::string s, double* v) {
+  std::string t;
+  for (char c : s)
+    if (c != ',' && c != ' ') t += c;
+  if (t.empty() || t == "n/a") return false;
+  char* end = nullptr;
+  *v = std::strtod(t.c_str(), &end);
+  return end && *end == 0;
+}
+
+double ToMicroseconds(double v, const std::string& unit) {
+  if (unit == "nsecond" || unit == "ns") return v / 1000;
+  if (unit == "msecond" || unit == "ms") return v * 1000;
+  if (unit == "second" || unit == "s") return v * 1e6;
+  return v;  // usecond
+}
+
+}  // namespace
+
+const char* const kNcuMetrics[4] = {kDram, kSm, kWarps, kTime};
+
+Result<NcuMetrics> ParseNcuCsv(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int c_id = -1, c_kernel = -1, c_name = -1, c_unit = -1, c_value = -1;
+  struct Kernel {
+    std::string name;
+    std::map<std::string, double> values;
+  };
+  std::map<std::string, Kernel> kernels;  // by ID
+  std::vector<std::string> order;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '"') continue;  // ==PROF== lines, the program's output
+    std::vector<std::string> f = SplitCsv(line);
+    if (c_id < 0) {
+      for (int i = 0; i < int(f.size()); ++i) {
+        if (f[i] == "ID") c_id = i;
+        if (f[i] == "Kernel Name") c_kernel = i;
+        if (f[i] == "Metric Name") c_name = i;
+        if (f[i] == "Metric Unit") c_unit = i;
+        if (f[i] == "Metric Value") c_value = i;
+      }
+      if (c_id < 0 || c_name < 0 || c_value < 0) c_id = -1;  // not the header: keep looking
+      continue;
+    }
+    int need = std::max({c_id, c_kernel, c_name, c_unit, c_value});
+    if (int(f.size()) <= need) continue;
+    double v = 0;
+    if (!ParseNumber(f[c_value], &v)) continue;
+    const std::string& id = f[c_id];
+    if (!kernels.count(id)) order.push_back(id);
+    Kernel& k = kernels[id];
+    if (c_kernel >= 0) k.name = f[c_kernel];
+    std::string metric = f[c_name];
+    if (metric == kTime && c_unit >= 0) v = ToMicroseconds(v, f[c_unit]);
+    k.values[metric] = v;
+  }
+  if (c_id < 0) return Status::InvalidArgument("ncu output has no CSV header (\"ID\",...)");
+  if (kernels.empty()) return Status::InvalidArgument("ncu profiled no kernel");
+  NcuMetrics m;
+  double wsum[3] = {0, 0, 0}, wt[3] = {0, 0, 0};
+  const char* keys[3] = {kDram, kSm, kWarps};
+  for (const std::string& id : order) {
+    const Kernel& k = kernels[id];
+    ++m.kernels;
+    bool seen = false;
+    for (const auto& n : m.kernel_names) seen |= n == k.name;
+    if (!seen) m.kernel_names.push_back(k.name);
+    auto t = k.values.find(kTime);
+    double us = t != k.values.end() ? t->second : 0;
+    m.total_us += us;
+    double w = us > 0 ? us : 1e-3;  // no duration reported: equal weights
+    for (int i = 0; i < 3; ++i) {
+      auto it = k.values.find(keys[i]);
+      if (it == k.values.end()) continue;
+      wsum[i] += w * it->second;
+      wt[i] += w;
+    }
+  }
+  double* out[3] = {&m.dram_pct, &m.sm_pct, &m.occupancy_pct};
+  for (int i = 0; i < 3; ++i)
+    if (wt[i] > 0) *out[i] = wsum[i] / wt[i];
+  return m;
+}
+
+fb::Bottleneck ClassifyBottleneck(const NcuMetrics& m, const BottleneckThresholds& t) {
+  if (m.dram_pct < 0 || m.sm_pct < 0) return fb::Bottleneck::Unknown;
+  if (m.dram_pct >= t.memory_pct && m.dram_pct >= m.sm_pct) return fb::Bottleneck::Memory;
+  if (m.sm_pct >= t.compute_pct && m.sm_pct > m.dram_pct) return fb::Bottleneck::Compute;
+  // A unit over its threshold that is not the busier one (e.g. dram 65 under sm 62 with
+  // memory_pct 70, compute_pct 60) still names the class of that unit.
+  if (m.dram_pct >= t.memory_pct) return fb::Bottleneck::Memory;
+  if (m.sm_pct >= t.compute_pct) return fb::Bottleneck::Compute;
+  if (m.kernels > 0 && m.total_us > 0 && m.total_us / m.kernels < t.launch_us)
+    return fb::Bottleneck::Launch;
+  return fb::Bottleneck::Latency;
+}
+
+std::string FindNcu() {
+  if (const char* path = getenv("PATH")) {
+    std::stringstream ss(path);
+    std::string dir;
+    while (std::getline(ss, dir, ':')) {
+      if (dir.empty()) continue;
+      std::string p = dir + "/ncu";
+      if (access(p.c_str(), X_OK) == 0) return p;
+    }
+  }
+  if (access("/usr/local/cuda/bin/ncu", X_OK) == 0) return "/usr/local/cuda/bin/ncu";
+  return "";
+}
+
+NcuProfile RunNcuProfile(const std::string& ncu, const std::vector<std::string>& program_argv,
+                         const std::string& cwd, double timeout_s, const BottleneckThresholds& t) {
+  NcuProfile p;
+  if (ncu.empty()) {
+    p.note =
+        "profile unavailable: Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin";
+    return p;
+  }
+  std::string metrics;
+  for (const char* m : kNcuMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(m);
+  std::vector<std::string> argv = {ncu, "--metrics", metrics, "--csv", "--target-processes", "all"};
+  argv.insert(argv.end(), program_argv.begin(), program_argv.end());
+  auto r = RunProcess(argv, cwd, timeout_s, 4 << 20);
+  if (!r.ok()) {
+    p.note = "profile unavailable: cannot start ncu: " + r.status().message();
+    return p;
+  }
+  if (r->timed_out) {
+    p.note = "profile unavailable: ncu ran past " + std::to_string(int(timeout_s)) + " s";
+    return p;
+  }
+  auto m = ParseNcuCsv(r->output);
+  if (!m.ok()) {
+    // ERR_NVGPUCTRPERM and friends: say what ncu said.
+    std::string last;
+    std::istringstream in(r->output);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find("ERR") != std::string::npos || line.find("rror") != std::string::npos)
+        last = line;
+    p.note = "profile unavailable: " + m.status().message() +
+             (last.empty() ? "" : " (ncu: " + last.substr(0, 300) + ")");
+    return p;
+  }
+  p.available = true;
+  p.metrics = *m;
+  p.bottleneck = ClassifyBottleneck(*m, t);
+  p.note = std::string("ncu: ") + fb::EnumNameBottleneck(p.bottleneck) + "-bound";
+  return p;
+}
+
+}  // namespace htam::cuda

@@ -1,0 +1,121 @@
+// Nsight Compute CSV parsing and bottleneck classes, on CSV text in ncu's format (no GPU here:
+// the files under testdata/ follow ncu's --csv layout, both the newer one and the older one with
+// "Kernel Time"), and the run path with a stand-in ncu script that prints such text.
+#include "backends/cuda/ncu_profile.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace htam::cuda {
+namespace {
+
+std::string Data(const std::string& name) {
+  std::ifstream in("backends/cuda/testdata/" + name);
+  EXPECT_TRUE(bool(in)) << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(NcuProfileTest, MemoryBoundKernelAmongProfilerAndProgramOutput) {
+  auto m = ParseNcuCsv(Data("ncu_memory_bound.csv"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->kernels, 1);
+  EXPECT_DOUBLE_EQ(m->dram_pct, 91.37);
+  EXPECT_DOUBLE_EQ(m->sm_pct, 18.52);
+  EXPECT_DOUBLE_EQ(m->occupancy_pct, 81.90);
+  EXPECT_DOUBLE_EQ(m->total_us, 24.06);
+  ASSERT_EQ(m->kernel_names.size(), 1u);
+  EXPECT_EQ(m->kernel_names[0], "relu_vec4(const float4 *, float4 *, long)");  // commas in quotes
+  EXPECT_EQ(ClassifyBottleneck(*m, {}), fb::Bottleneck::Memory);
+}
+
+TEST(NcuProfileTest, KernelsAreWeightedByTheirDurationInAnyUnit) {
+  auto m = ParseNcuCsv(Data("ncu_two_kernels.csv"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->kernels, 2);
+  EXPECT_NEAR(m->total_us, 1230.0, 1e-9);  // 1.20 ms + "30,000" ns
+  EXPECT_NEAR(m->dram_pct, (1200 * 12.4 + 30 * 88.0) / 1230, 1e-9);
+  EXPECT_NEAR(m->sm_pct, (1200 * 84.1 + 30 * 20.0) / 1230, 1e-9);
+  EXPECT_EQ(ClassifyBottleneck(*m, {}), fb::Bottleneck::Compute);
+}
+
+TEST(NcuProfileTest, OlderLayoutAndLatencyBound) {
+  auto m = ParseNcuCsv(Data("ncu_latency_bound.csv"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_DOUBLE_EQ(m->occupancy_pct, 6.25);
+  EXPECT_EQ(ClassifyBottleneck(*m, {}), fb::Bottleneck::Latency);
+  // The same kernel, but short: launch-bound.
+  m->total_us = 2.0;
+  EXPECT_EQ(ClassifyBottleneck(*m, {}), fb::Bottleneck::Launch);
+}
+
+TEST(NcuProfileTest, ThresholdsDecide) {
+  NcuMetrics m;
+  m.dram_pct = 55;
+  m.sm_pct = 30;
+  m.kernels = 1;
+  m.total_us = 100;
+  EXPECT_EQ(ClassifyBottleneck(m, {}), fb::Bottleneck::Latency);
+  BottleneckThresholds t;
+  t.memory_pct = 50;
+  EXPECT_EQ(ClassifyBottleneck(m, t), fb::Bottleneck::Memory);
+  m.sm_pct = 65;  // both over their thresholds: the busier unit
+  EXPECT_EQ(ClassifyBottleneck(m, t), fb::Bottleneck::Compute);
+  m.sm_pct = -1;
+  EXPECT_EQ(ClassifyBottleneck(m, t), fb::Bottleneck::Unknown);
+}
+
+TEST(NcuProfileTest, NoCsvIsAnError) {
+  auto m = ParseNcuCsv(Data("ncu_permission_error.txt"));
+  EXPECT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("no CSV header"), std::string::npos);
+  auto empty =
+      ParseNcuCsv("\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n");
+  EXPECT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("no kernel"), std::string::npos);
+}
+
+class NcuRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char t[] = "/tmp/htam-ncutest-XXXXXX";
+    dir_ = mkdtemp(t);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // A stand-in ncu that prints a recorded output (and checks it was asked for CSV).
+  std::string FakeNcu(const std::string& data) {
+    std::string path = dir_ + "/ncu";
+    std::ofstream(path) << "#!/bin/sh\ncase \"$*\" in *--csv*) ;; *) exit 9;; esac\ncat "
+                        << std::filesystem::absolute("backends/cuda/testdata/" + data).string()
+                        << "\n";
+    chmod(path.c_str(), 0755);
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(NcuRunTest, ClassifiesWhatNcuPrints) {
+  NcuProfile p = RunNcuProfile(FakeNcu("ncu_memory_bound.csv"), {"/bin/true"}, dir_, 30, {});
+  ASSERT_TRUE(p.available) << p.note;
+  EXPECT_EQ(p.bottleneck, fb::Bottleneck::Memory);
+  EXPECT_EQ(p.note, "ncu: Memory-bound");
+}
+
+TEST_F(NcuRunTest, AbsentOrFailingNcuIsANoteNotAnError) {
+  NcuProfile none = RunNcuProfile("", {"/bin/true"}, dir_, 30, {});
+  EXPECT_FALSE(none.available);
+  EXPECT_NE(none.note.find("profile unavailable: Nsight Compute (ncu) not found"),
+            std::string::npos);
+  NcuProfile perm = RunNcuProfile(FakeNcu("ncu_permission_error.txt"), {"/bin/true"}, dir_, 30, {});
+  EXPECT_FALSE(perm.available);
+  EXPECT_NE(perm.note.find("ERR_NVGPUCTRPERM"), std::string::npos) << perm.note;
+}
+
+}  // namespace
+}  // namespace htam::cuda

@@ -1,0 +1,302 @@
+// KernelBench tasks end to end on the CPU backend: golden data from PyTorch (a subprocess of this
+// process, cached on disk), parameters as further inputs named as in the state_dict, the gate's
+// verdicts and PyTorch's baseline. Tests that need PyTorch skip when /usr/bin/python3 cannot
+// import torch (tools/setup.sh installs python3-torch, so CI runs them).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "backends/common/gate.h"
+#include "backends/common/kernelbench.h"
+#include "backends/common/plugin_host.h"
+#include "backends/common/task_spec.h"
+
+namespace htam {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kTask = "configs/tasks/kb_linear_relu";
+const char* kProblems = "tests/kernelbench/problems";
+
+bool HaveTorch() {
+  static const bool have = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+  return have;
+}
+#define REQUIRE_TORCH()                                                                   \
+  if (!HaveTorch())                                                                       \
+  GTEST_SKIP() << "PyTorch is not importable by /usr/bin/python3: install python3-torch " \
+                  "(tools/setup.sh does)"
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char t[] = "/tmp/htam-kbtest-XXXXXX";
+    path_ = mkdtemp(t);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class KernelBenchGateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto lib = PluginLibrary::Open(HTAM_CPU_PLUGIN_PATH);
+    ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+    lib_ = std::move(*lib);
+    HostOptions host;
+    host.sdk_include_dir = fs::absolute("sdk/include").string();
+    host.cache_dir = tmp_.path() + "/cache";
+    host.work_dir = tmp_.path() + "/work";
+    fs::create_directories(host.cache_dir);
+    fs::create_directories(host.work_dir);
+    auto b = BackendInstance::Create(lib_->api(), host);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    backend_ = std::move(*b);
+    ASSERT_TRUE(backend_->description().num_devices >= 1);
+    ASSERT_TRUE(
+        ConsumeError(backend_->api().device_open(
+                         backend_->handle(), backend_->description().devices[0].index, &device_),
+                     "device_open")
+            .ok());
+  }
+  void TearDown() override {
+    if (device_) backend_->api().device_close(device_);
+  }
+  GateOptions Options() const {
+    GateOptions o;
+    o.seeds = 2;
+    o.repetitions = 5;
+    o.warmup_reps = 1;
+    o.warmup_ms = 1;
+    o.input_sets = 2;
+    o.flush_bytes = 1 << 20;
+    o.golden_cache_dir = tmp_.path() + "/golden";
+    return o;
+  }
+  GateResult Eval(const TaskSpec& task, const std::string& source, GateOptions o) {
+    Gate gate(backend_.get(), device_, task, o);
+    return gate.Evaluate(source, {});
+  }
+  // A task directory holding `problem` and a task.json for x f32[4096] -> out f32[4096].
+  std::string MakeTask(const std::string& problem) {
+    std::string dir = tmp_.path() + "/task_" + problem;
+    fs::create_directories(dir);
+    fs::copy_file(std::string(kProblems) + "/" + problem, dir + "/problem.py");
+    std::ofstream(dir + "/task.json") << R"({"name": "kb_t", "dims": [],
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [4096]}],
+  "outputs": [{"name": "out", "dtype": "f32", "shape": [4096]}],
+  "shapes": {"seen": [{}]}, "tolerance": {"rtol": 0, "atol": 0},
+  "flops": "4096", "bytes": "32768", "kernelbench": "problem.py"})";
+    return dir;
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<PluginLibrary> lib_;
+  std::unique_ptr<BackendInstance> backend_;
+  htam_device* device_ = nullptr;
+};
+
+TEST_F(KernelBenchGateTest, CorrectCandidateIsOkWithPyTorchBaselineAndGoldenDataIsCached) {
+  REQUIRE_TORCH();
+  auto task = ParseTaskFile(kTask);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const std::string src = Read(std::string(kTask) + "/candidates/linear_relu.cpp");
+  GateResult r = Eval(*task, src, Options());
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  EXPECT_TRUE(r.golden_computed);
+  EXPECT_EQ(r.cases, 2);
+  EXPECT_GT(r.median_us, 0);
+  EXPECT_GT(r.baseline_us, 0) << "PyTorch eager baseline missing";
+  EXPECT_GT(r.speedup, 0);
+  EXPECT_NE(r.baseline_note.find("PyTorch eager on cpu"), std::string::npos) << r.baseline_note;
+  // torch 1.13 has no torch.compile: the note says so instead of a figure.
+  if (r.baseline_compile_us == 0)
+    EXPECT_NE(r.baseline_note.find("torch.compile"), std::string::npos) << r.baseline_note;
+
+  // Second evaluation: everything comes from the cache. A Python that cannot even start proves
+  // that no subprocess runs.
+  GateOptions o = Options();
+  o.golden_python = "/nonexistent/python3";
+  GateResult r2 = Eval(*task, src, o);
+  ASSERT_EQ(r2.status, fb::OutcomeStatus::Ok) << r2.diagnostics;
+  EXPECT_FALSE(r2.golden_computed);
+  EXPECT_EQ(r2.baseline_us, r.baseline_us);
+
+  // Another device kind is another cache entry: the CPU's files are not served for it.
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(o.golden_cache_dir))
+    files += e.path().filename().string().rfind("seed_", 0) == 0;
+  EXPECT_EQ(files, 4);  // 2 verification seeds + 2 timing input sets
+}
+
+TEST_F(KernelBenchGateTest, ParametersReachTheCandidateNamedAsInTheStateDict) {
+  REQUIRE_TORCH();
+  auto task = ParseTaskFile(kTask);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  ASSERT_EQ(task->inputs.size(), 3u);
+  EXPECT_EQ(task->inputs[0].name, "x");
+  EXPECT_EQ(task->inputs[1].name, "linear.weight");
+  EXPECT_EQ(task->inputs[2].name, "linear.bias");
+  GoldenOptions go;
+  go.cache_dir = tmp_.path() + "/golden";
+  KernelBenchGolden g(*task, go);
+  ASSERT_TRUE(g.Prepare({0, 1}, {}, false).ok());
+  EXPECT_EQ(g.helper_runs(), 1);
+  auto a = g.Load(0);
+  auto b = g.Load(1);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(a->inputs.size(), 3u);
+  EXPECT_EQ(a->inputs[1].name, "linear.weight");
+  EXPECT_EQ(a->inputs[1].shape, (std::vector<int64_t>{48, 64}));
+  EXPECT_EQ(a->inputs[2].name, "linear.bias");
+  // get_inputs() differs per seed; the parameters are the model's, the same for every seed.
+  EXPECT_NE(a->inputs[0].bytes, b->inputs[0].bytes);
+  EXPECT_EQ(a->inputs[1].bytes, b->inputs[1].bytes);
+  EXPECT_EQ(a->inputs[2].bytes, b->inputs[2].bytes);
+  // The outputs really depend on the bias: out = relu(x W^T + b) checked on one element.
+  double acc = a->inputs[2].At(5);
+  for (int p = 0; p < 64; ++p) acc += a->inputs[0].At(3 * 64 + p) * a->inputs[1].At(5 * 64 + p);
+  EXPECT_NEAR(a->outputs[0].At(3 * 48 + 5), acc > 0 ? acc : 0, 1e-4);
+  ASSERT_TRUE(g.Prepare({0, 1}, {}, false).ok());
+  EXPECT_EQ(g.helper_runs(), 1) << "cached seeds were computed again";
+}
+
+TEST_F(KernelBenchGateTest, WrongCandidateIsIncorrect) {
+  REQUIRE_TORCH();
+  auto task = ParseTaskFile(kTask);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  GateResult r = Eval(*task, Read("tests/kernelbench/linear_relu_no_bias.cpp"), Options());
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Incorrect) << r.diagnostics;
+  EXPECT_NE(r.diagnostics.find("of 'out' outside tolerance"), std::string::npos) << r.diagnostics;
+}
+
+TEST_F(KernelBenchGateTest, MalformedProblemFilesGiveClearErrorsAndTheProcessGoesOn) {
+  REQUIRE_TORCH();
+  const std::string relu = Read("configs/tasks/cpu_relu/reference.cpp");
+  struct Case {
+    const char* file;
+    const char* says;
+  } cases[] = {{"syntax_error.py", "syntax error at line 2"},
+               {"no_model.py", "defines no Model"},
+               {"inputs_raise.py", "get_inputs() raised RuntimeError: no inputs today"}};
+  for (const auto& c : cases) {
+    auto task = ParseTaskFile(MakeTask(c.file));
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    GateResult r = Eval(*task, relu, Options());
+    EXPECT_EQ(r.status, fb::OutcomeStatus::InfraError) << c.file;
+    EXPECT_NE(r.diagnostics.find(c.says), std::string::npos) << c.file << ": " << r.diagnostics;
+  }
+  // The same process evaluates a good KernelBench task right after.
+  auto task = ParseTaskFile(MakeTask("relu.py"));
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  GateResult r = Eval(*task, relu, Options());
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+}
+
+TEST_F(KernelBenchGateTest, ImporterWritesATaskTheGateAccepts) {
+  REQUIRE_TORCH();
+  const std::string dir = tmp_.path() + "/imported";
+  std::string cmd = "/usr/bin/python3 tools/kernelbench/kb_helper.py import " +
+                    std::string(kProblems) + "/relu.py " + dir + " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto task = ParseTaskFile(dir);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  EXPECT_EQ(task->name, "kb_relu");
+  EXPECT_EQ(task->kernelbench, "problem.py");
+  ASSERT_EQ(task->inputs.size(), 1u);
+  EXPECT_EQ(task->inputs[0].name, "x");  // forward's parameter name
+  EXPECT_EQ(task->outputs[0].name, "out");
+  GateResult r = Eval(*task, Read("configs/tasks/cpu_relu/reference.cpp"), Options());
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+}
+
+TEST_F(KernelBenchGateTest, ATaskThatDisagreesWithItsProblemFileIsAnInfraError) {
+  REQUIRE_TORCH();
+  std::string dir = MakeTask("linear_relu.py");  // task.json says x f32[4096] only
+  auto task = ParseTaskFile(dir);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  GateResult r = Eval(*task, Read("configs/tasks/cpu_relu/reference.cpp"), Options());
+  EXPECT_EQ(r.status, fb::OutcomeStatus::InfraError);
+  EXPECT_NE(r.diagnostics.find("re-run kb_helper.py import"), std::string::npos) << r.diagnostics;
+}
+
+// The profiling run (htam-eval-cli --single-call under ncu): one call, no reference, no timing.
+TEST_F(KernelBenchGateTest, SingleCallRunsTheCandidateOnceAndChecksNothing) {
+  auto task = ParseTaskFile("configs/tasks/cpu_relu");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  GateOptions o = Options();
+  o.single_call = true;
+  // A failing call is still reported (this candidate wants 3 inputs and returns 1).
+  GateResult r = Eval(*task, Read("tests/kernelbench/linear_relu_no_bias.cpp"), o);
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Crash) << r.diagnostics;
+  EXPECT_NE(r.diagnostics.find("htam_kernel returned 1"), std::string::npos) << r.diagnostics;
+  r = Eval(*task, Read("configs/tasks/cpu_relu/reference.cpp"), o);
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  EXPECT_EQ(r.cases, 0);
+  EXPECT_EQ(r.repetitions, 0u);
+  EXPECT_EQ(r.diagnostics, "single call (profiling run)");
+}
+
+// No PyTorch needed below.
+TEST(KernelBenchGoldenFileTest, CorruptFilesAreRefused) {
+  TempDir t;
+  const std::string p = t.path() + "/seed_0.bin";
+  GoldenCase g;
+  std::ofstream(p) << "NOTGOLD!";
+  EXPECT_EQ(ReadGoldenFile(p, &g).code(), Status::Code::kCorruption);
+  // Right magic, one tensor whose byte count disagrees with its shape.
+  std::string s = "HTAMGLD1";
+  auto u32 = [&](uint32_t v) { s.append(reinterpret_cast<char*>(&v), 4); };
+  u32(1);
+  u32(0);
+  u32(1);
+  s += "x";
+  u32(3);
+  s += "f32";
+  u32(1);
+  int64_t dim = 4;
+  s.append(reinterpret_cast<char*>(&dim), 8);
+  uint64_t nb = 12;
+  s.append(reinterpret_cast<char*>(&nb), 8);
+  s.append(12, '\0');
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << s;
+  Status st = ReadGoldenFile(p, &g);
+  EXPECT_EQ(st.code(), Status::Code::kCorruption);
+  EXPECT_NE(st.message().find("byte count"), std::string::npos) << st.ToString();
+}
+
+TEST(KernelBenchGoldenFileTest, AMissingHelperIsAClearError) {
+  TempDir t;
+  auto task = ParseTaskFile(kTask);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  GoldenOptions go;
+  go.cache_dir = t.path();
+  go.helper = "/nonexistent/kb_helper.py";
+  KernelBenchGolden g(*task, go);
+  Status st = g.Prepare({0}, {}, false);
+  EXPECT_TRUE(st.IsNotFound()) << st.ToString();
+  EXPECT_NE(st.message().find("HTAM_KERNELBENCH_HELPER"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace htam

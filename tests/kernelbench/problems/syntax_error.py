@@ -1,0 +1,4 @@
+import torch
+class Model(torch.nn.Module)
+    def forward(self, x):
+        return x
