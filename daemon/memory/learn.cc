@@ -74,7 +74,8 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   if (in.status == fb::OutcomeStatus::Ok && in.speedup_after <= 0)
     return Status::InvalidArgument("an Ok outcome needs a positive speedup");
   {
-    std::vector<fb::DirectionT> dirs = Directions();
+    auto dirs_ptr = Directions();
+    const std::vector<fb::DirectionT>& dirs = *dirs_ptr;
     if (std::none_of(dirs.begin(), dirs.end(),
                      [&](const auto& d) { return d.id == in.direction_id; }))
       return Status::InvalidArgument("no such direction " + std::to_string(in.direction_id));
@@ -320,6 +321,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   HTAM_RETURN_IF_ERROR(t.Put(Db::kSessions, KeyU64(session.id), Encode(session)));
 
   delta->transition_ids.push_back(rec.id);
+  delta->transition_records.push_back(std::move(rec_bytes));
   delta->transition_keys.insert(delta->transition_keys.end(), key.begin(), key.end());
   out->transition_id = rec.id;
   out->best_speedup = session.best_speedup;
@@ -330,7 +332,11 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
 Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
     const std::vector<const Prepared*>& steps) {
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
-  std::lock_guard<std::mutex> one(commit_mu_);  // commit + index update as one unit
+  std::unique_lock<std::mutex> one(commit_mu_);  // commits (and their deltas) in order
+  // Learning searches the strategy index: it must hold every committed strategy.
+  if (std::any_of(steps.begin(), steps.end(),
+                  [](const Prepared* p) { return !p->summary_vec.empty(); }))
+    DrainDeltas();
   std::vector<StepRecorded> outs;
   IndexDelta delta;
   std::vector<std::pair<uint64_t, std::vector<float>>> batch_new;
@@ -343,8 +349,9 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
       HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
     return Status::OK();
   }));
-  // Durable now: the commit was synced. Make it visible to searches.
-  ApplyDelta(delta);
+  // Durable now: the commit was synced. Its delta joins the queue in commit order; the caller
+  // drains it (DrainDeltas) before answering, outside the commit lock.
+  PublishDelta(std::move(delta));
   group_commits_++;
   steps_recorded_ += steps.size();
   return outs;
@@ -397,6 +404,8 @@ Result<StepRecorded> MemoryImpl::RecordStep(const StepInput& in) {
     else
       gc_cv_.wait(l);
   }
+  l.unlock();
+  DrainDeltas();  // the step is searchable once acknowledged
   return std::move(me.out);
 }
 
@@ -410,7 +419,9 @@ Result<std::vector<StepRecorded>> MemoryImpl::RecordSteps(const std::vector<Step
   }
   std::vector<const Prepared*> ptrs;
   for (const auto& p : prepared) ptrs.push_back(&p);
-  return CommitPrepared(ptrs);
+  auto r = CommitPrepared(ptrs);
+  DrainDeltas();
+  return r;
 }
 
 Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::StrategyT> strategies) {
@@ -418,7 +429,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
   bool builtin = meta_.embedder_model == kBuiltinEmbedder;
   std::set<uint64_t> dirs;
-  for (const auto& d : Directions()) dirs.insert(d.id);
+  for (const auto& d : *Directions()) dirs.insert(d.id);
   for (auto& s : strategies) {
     if (!dirs.count(s.direction_id))
       return Status::InvalidArgument("strategy " + s.name + ": no such direction " +
@@ -438,7 +449,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
       s.provenance->source = "imported";
     }
   }
-  std::lock_guard<std::mutex> one(commit_mu_);
+  std::unique_lock<std::mutex> one(commit_mu_);
   std::vector<uint64_t> ids;
   IndexDelta delta;
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
@@ -461,7 +472,9 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
     }
     return Status::OK();
   }));
-  ApplyDelta(delta);
+  PublishDelta(std::move(delta));
+  one.unlock();
+  DrainDeltas();
   return ids;
 }
 
@@ -484,6 +497,7 @@ Status MemoryImpl::ComputeDerived(Txn& t, Derived* d) {
 Status MemoryImpl::RebuildDerived() {
   if (read_only_) return Status::PermissionDenied("memory opened read-only");
   std::lock_guard<std::mutex> one(commit_mu_);
+  DrainDeltas();  // nothing committed may be applied after the rebuild
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
     Derived d;
     HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
@@ -530,10 +544,12 @@ Status MemoryImpl::RebuildDerived() {
     std::unique_lock<std::shared_mutex> l(index_mu_);
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
     strategy_index_.clear();
+    table_.Clear();
     transitions_covered_ = strategies_covered_ = 0;
     snap_transitions_ = snap_strategies_ = 0;
     index_source_ = "rebuilt";
-    HTAM_RETURN_IF_ERROR(BuildIndexesFromStore(0, 0));
+    table_source_ = "rebuilt";
+    HTAM_RETURN_IF_ERROR(BuildIndexesFromStore(0, 0, 0));
     indexes_ready_ = true;
   }
   return LoadDirections();
@@ -541,6 +557,7 @@ Status MemoryImpl::RebuildDerived() {
 
 Status MemoryImpl::Check(std::vector<std::string>* problems) {
   problems->clear();
+  DrainDeltas();
   auto bad = [&](std::string s) { problems->push_back(std::move(s)); };
   if (meta_.schema_version != kStoreSchemaVersion)
     bad("schema version " + std::to_string(meta_.schema_version) + " is not " +
@@ -655,6 +672,19 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     if (strat != embedded)
       bad("strategy index holds " + std::to_string(strat) + " of " + std::to_string(embedded) +
           " embedded strategies");
+    // The transition table: one row per record, equal to the record's facts.
+    if (table_.rows() != transitions)
+      bad("transition table holds " + std::to_string(table_.rows()) + " rows of " +
+          std::to_string(transitions) + " records");
+    size_t reported = 0;
+    HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view v) {
+      FbView<fb::TransitionRecord> r(v);
+      if (!r) return true;
+      std::string diff = table_.Compare(*r, kKeyDim);
+      if (!diff.empty() && reported++ < 16)
+        bad("transition table row " + std::to_string(r->id()) + ": " + diff);
+      return true;
+    }));
   }
   if (!problems->empty())
     return Status::Corruption(std::to_string(problems->size()) + " integrity problems");

@@ -84,6 +84,7 @@ MemoryImpl::~MemoryImpl() {
   snap_cv_.notify_all();
   if (snap_thread_.joinable()) snap_thread_.join();
   if (store_ && !read_only_) {
+    DrainDeltas();
     if (IndexesDirty()) {
       Status s = SnapshotIndexes();
       if (!s.ok()) {
@@ -289,11 +290,11 @@ Status MemoryImpl::RebuildSecondary(Txn& t) {
 Status MemoryImpl::LoadDirections() {
   HTAM_ASSIGN_OR_RETURN(auto dirs, ListDirections());
   std::unique_lock<std::shared_mutex> l(dir_mu_);
-  directions_ = std::move(dirs);
+  directions_ = std::make_shared<const std::vector<fb::DirectionT>>(std::move(dirs));
   return Status::OK();
 }
 
-std::vector<fb::DirectionT> MemoryImpl::Directions() const {
+std::shared_ptr<const std::vector<fb::DirectionT>> MemoryImpl::Directions() const {
   std::shared_lock<std::shared_mutex> l(dir_mu_);
   return directions_;
 }
@@ -609,6 +610,9 @@ std::string MemoryImpl::StatusText() {
     o << "transition_index_size:" << (transition_index_ ? transition_index_->size() : 0) << "\n";
     o << "strategy_index_size:" << strat << "\n";
     o << "index_source:" << index_source_ << "\n";
+    o << "transition_table_rows:" << table_.rows() << "\n";
+    o << "transition_table_bytes:" << table_.bytes() << "\n";
+    o << "transition_table_source:" << table_source_ << "\n";
     o << "transitions_since_snapshot:" << (transitions_covered_ - snap_transitions_) << "\n";
     o << "strategies_since_snapshot:" << (strategies_covered_ - snap_strategies_) << "\n";
     o << "last_snapshot_age_s:";

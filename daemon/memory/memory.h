@@ -71,6 +71,9 @@ struct MemoryOptions {
   // Not in the configuration table on purpose: the daemon always syncs. Bulk loads (benchmarks,
   // imports) may turn it off; a crash may then lose the last commits. Sync() or closing flushes.
   bool sync_commits = true;
+  // Not in the configuration table either: decisions read their neighbours' facts from the
+  // in-memory transition table (false: from the records; tests compare the two).
+  bool transition_table = true;
 
   static MemoryOptions FromConfig(const Config& config);  // data_dir/store + section memory
 };

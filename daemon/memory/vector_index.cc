@@ -18,7 +18,7 @@ namespace htam::memory {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'T', 'A', 'M', 'I', 'D', 'X', '1'};
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat = 2;  // 1: no extra bytes (still read)
 // magic, format, dim, store tag, covered_id, sections, payload bytes, payload hash
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 8 + 4 + 8 + 8;
 
@@ -160,7 +160,8 @@ void VectorIndex::set_ef_search(int ef) {
 }
 
 Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
-                    const std::map<uint64_t, const VectorIndex*>& sections) {
+                    const std::map<uint64_t, const VectorIndex*>& sections,
+                    std::string_view extra) {
   std::string tmp = path + ".tmp";
   File out;
   out.f = std::fopen(tmp.c_str(), "w+b");
@@ -187,6 +188,9 @@ Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covere
   } catch (const std::exception& e) {
     return Status::IOError(std::string("faiss write_index: ") + e.what());
   }
+  if (!WriteRaw(out.f, static_cast<uint64_t>(extra.size())) ||
+      (!extra.empty() && std::fwrite(extra.data(), extra.size(), 1, out.f) != 1))
+    return Status::IOError("write " + tmp);
   if (std::fflush(out.f) != 0) return Status::IOError("flush " + tmp);
   long end = std::ftell(out.f);
   uint64_t payload = static_cast<uint64_t>(end) - kHeaderSize, hash = 0;
@@ -205,8 +209,10 @@ Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covere
 
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
                     uint64_t* covered_id,
-                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections) {
+                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections,
+                    std::optional<std::string>* extra) {
   sections->clear();
+  if (extra) extra->reset();
   File in;
   in.f = std::fopen(path.c_str(), "rb");
   if (!in.f) return Status::NotFound("no snapshot " + path);
@@ -219,7 +225,8 @@ Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64
       !ReadRaw(in.f, &covered) || !ReadRaw(in.f, &count) || !ReadRaw(in.f, &payload) ||
       !ReadRaw(in.f, &hash))
     return Status::Corruption(path + ": truncated header");
-  if (format != kFormat) return Status::Corruption(path + ": unknown snapshot format");
+  if (format != kFormat && format != 1)
+    return Status::Corruption(path + ": unknown snapshot format");
   if (tag != store_tag) return Status::Corruption(path + ": snapshot of another store");
   if (count > 0 && dim != static_cast<uint32_t>(options.dim))
     return Status::Corruption(path + ": dimension " + std::to_string(dim) + " differs from " +
@@ -250,6 +257,17 @@ Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64
   } catch (const std::exception& e) {
     return Status::Corruption(path + ": " + e.what());
   }
+  std::optional<std::string> bytes;
+  if (format >= 2) {
+    uint64_t len = 0;
+    long at = std::ftell(in.f);
+    if (!ReadRaw(in.f, &len) || len != kHeaderSize + payload - static_cast<uint64_t>(at) - 8)
+      return Status::Corruption(path + ": extra section does not match the payload");
+    bytes.emplace(len, '\0');
+    if (len && std::fread(bytes->data(), len, 1, in.f) != 1)
+      return Status::Corruption(path + ": truncated extra section");
+  }
+  if (extra) *extra = std::move(bytes);
   *covered_id = covered;
   *sections = std::move(out);
   return Status::OK();
