@@ -89,6 +89,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
                                       std::optional<std::vector<float>> embedding) {
   HTAM_RETURN_IF_ERROR(CheckClientVector(embedding));
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
+  WaitApplied();  // every acknowledged step is searchable
   std::shared_ptr<const std::vector<fb::DirectionT>> dirs_ptr = Directions();
   const std::vector<fb::DirectionT>& dirs = *dirs_ptr;
   if (dirs.empty())

@@ -21,8 +21,8 @@ bool SameVector(const std::vector<float>& a, const flatbuffers::Vector<float>* b
 }  // namespace
 
 IndexOptions MemoryImpl::TransitionIndexOptions() const {
-  return IndexOptions{kKeyDim, o_.hnsw_m, std::max(o_.hnsw_ef_search, o_.neighbors),
-                      o_.hnsw_ef_construction};
+  return IndexOptions{kKeyDim, o_.transition_hnsw_m, std::max(o_.hnsw_ef_search, o_.neighbors),
+                      o_.transition_hnsw_ef_construction};
 }
 
 IndexOptions MemoryImpl::StrategyIndexOptions() const {
@@ -301,19 +301,45 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
 }
 
 void MemoryImpl::PublishDelta(IndexDelta&& d) {
-  std::lock_guard<std::mutex> l(deltas_mu_);
-  deltas_.push_back(std::move(d));
+  {
+    std::lock_guard<std::mutex> l(deltas_mu_);
+    deltas_.push_back(std::move(d));
+    published_++;
+  }
+  if (applier_.joinable()) {
+    deltas_cv_.notify_one();
+  } else {
+    DrainDeltas();  // no applier (read-only handles never publish; tests of the class do)
+  }
+}
+
+void MemoryImpl::WaitApplied() {
+  if (applied_.load() >= published_.load()) return;
+  DrainDeltas();  // waits for the applier's batch in progress, then applies what is left
+}
+
+void MemoryImpl::ApplierLoop() {
+  std::unique_lock<std::mutex> l(deltas_mu_);
+  while (true) {
+    deltas_cv_.wait(l, [this] { return applier_stop_ || !deltas_.empty(); });
+    if (applier_stop_) return;
+    l.unlock();
+    DrainDeltas();
+    l.lock();
+  }
 }
 
 void MemoryImpl::DrainDeltas() {
   std::lock_guard<std::mutex> apply(apply_mu_);
   while (true) {
     IndexDelta d;
+    uint64_t merged = 0;
     {
       std::lock_guard<std::mutex> l(deltas_mu_);
       if (deltas_.empty()) return;
       d = std::move(deltas_.front());
       deltas_.pop_front();
+      merged = 1;
       // Merge what else waits into one FAISS add (kept in commit order).
       while (!deltas_.empty()) {
         IndexDelta& n = deltas_.front();
@@ -326,9 +352,11 @@ void MemoryImpl::DrainDeltas() {
         d.strategy_vectors.insert(d.strategy_vectors.end(), n.strategy_vectors.begin(),
                                   n.strategy_vectors.end());
         deltas_.pop_front();
+        ++merged;
       }
     }
     ApplyDelta(d);
+    applied_ += merged;
   }
 }
 
@@ -341,6 +369,7 @@ bool MemoryImpl::IndexesDirty() const {
 Status MemoryImpl::SnapshotIndexes() {
   if (read_only_) return Status::PermissionDenied("snapshots are written by the read-write owner");
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
+  WaitApplied();
   std::lock_guard<std::mutex> one(snapshot_write_mu_);
   // Shared: searches go on; only adds (after commits) wait for the files to be written.
   std::shared_lock<std::shared_mutex> l(index_mu_);

@@ -336,7 +336,7 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
   // Learning searches the strategy index: it must hold every committed strategy.
   if (std::any_of(steps.begin(), steps.end(),
                   [](const Prepared* p) { return !p->summary_vec.empty(); }))
-    DrainDeltas();
+    WaitApplied();
   std::vector<StepRecorded> outs;
   IndexDelta delta;
   std::vector<std::pair<uint64_t, std::vector<float>>> batch_new;
@@ -349,8 +349,8 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
       HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
     return Status::OK();
   }));
-  // Durable now: the commit was synced. Its delta joins the queue in commit order; the caller
-  // drains it (DrainDeltas) before answering, outside the commit lock.
+  // Durable now: the commit was synced. Its delta joins the queue in commit order; the applier
+  // adds it to the indexes, and every search waits for it first (WaitApplied).
   PublishDelta(std::move(delta));
   group_commits_++;
   steps_recorded_ += steps.size();
@@ -404,8 +404,6 @@ Result<StepRecorded> MemoryImpl::RecordStep(const StepInput& in) {
     else
       gc_cv_.wait(l);
   }
-  l.unlock();
-  DrainDeltas();  // the step is searchable once acknowledged
   return std::move(me.out);
 }
 
@@ -419,9 +417,7 @@ Result<std::vector<StepRecorded>> MemoryImpl::RecordSteps(const std::vector<Step
   }
   std::vector<const Prepared*> ptrs;
   for (const auto& p : prepared) ptrs.push_back(&p);
-  auto r = CommitPrepared(ptrs);
-  DrainDeltas();
-  return r;
+  return CommitPrepared(ptrs);
 }
 
 Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::StrategyT> strategies) {
@@ -474,7 +470,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
   }));
   PublishDelta(std::move(delta));
   one.unlock();
-  DrainDeltas();
+  WaitApplied();
   return ids;
 }
 
@@ -497,7 +493,7 @@ Status MemoryImpl::ComputeDerived(Txn& t, Derived* d) {
 Status MemoryImpl::RebuildDerived() {
   if (read_only_) return Status::PermissionDenied("memory opened read-only");
   std::lock_guard<std::mutex> one(commit_mu_);
-  DrainDeltas();  // nothing committed may be applied after the rebuild
+  WaitApplied();  // nothing committed may be applied after the rebuild
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
     Derived d;
     HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
@@ -557,7 +553,7 @@ Status MemoryImpl::RebuildDerived() {
 
 Status MemoryImpl::Check(std::vector<std::string>* problems) {
   problems->clear();
-  DrainDeltas();
+  WaitApplied();
   auto bad = [&](std::string s) { problems->push_back(std::move(s)); };
   if (meta_.schema_version != kStoreSchemaVersion)
     bad("schema version " + std::to_string(meta_.schema_version) + " is not " +

@@ -35,6 +35,9 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.hnsw_m = static_cast<int>(c.GetInt("memory.hnsw_m"));
   o.hnsw_ef_search = static_cast<int>(c.GetInt("memory.hnsw_ef_search"));
   o.hnsw_ef_construction = static_cast<int>(c.GetInt("memory.hnsw_ef_construction"));
+  o.transition_hnsw_m = static_cast<int>(c.GetInt("memory.transition_hnsw_m"));
+  o.transition_hnsw_ef_construction =
+      static_cast<int>(c.GetInt("memory.transition_hnsw_ef_construction"));
   o.attention_temperature = c.GetDouble("memory.attention_temperature");
   o.history_weight = c.GetDouble("memory.history_weight");
   o.history_decay = c.GetDouble("memory.history_decay");
@@ -83,6 +86,12 @@ MemoryImpl::~MemoryImpl() {
   }
   snap_cv_.notify_all();
   if (snap_thread_.joinable()) snap_thread_.join();
+  {
+    std::lock_guard<std::mutex> l(deltas_mu_);
+    applier_stop_ = true;
+  }
+  deltas_cv_.notify_all();
+  if (applier_.joinable()) applier_.join();
   if (store_ && !read_only_) {
     DrainDeltas();
     if (IndexesDirty()) {
@@ -103,6 +112,7 @@ Status MemoryImpl::Init() {
   HTAM_RETURN_IF_ERROR(LoadDirections());
   if (!read_only_) {
     HTAM_RETURN_IF_ERROR(EnsureIndexes());
+    applier_ = std::thread([this] { ApplierLoop(); });
     if (o_.snapshot_interval_s > 0) snap_thread_ = std::thread([this] { SnapshotLoop(); });
   }
   return Status::OK();

@@ -46,6 +46,8 @@ struct MemoryOptions {
   int hnsw_m = 16;
   int hnsw_ef_search = 64;
   int hnsw_ef_construction = 40;
+  int transition_hnsw_m = 8;  // the transition-key index (48-d): cheaper adds, one per step
+  int transition_hnsw_ef_construction = 20;
   double attention_temperature = 0.1;  // weight = exp((sim - 1) / T)
   double history_weight = 0.3;         // share of history agreement in a neighbour's similarity
   double history_decay = 0.5;  // position weight ratio (last step 1, then decay, decay^2...)

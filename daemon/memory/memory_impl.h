@@ -99,10 +99,14 @@ class MemoryImpl final : public Memory {
   Status VerifyLoadedIndexes();
   void ApplyDelta(const IndexDelta& d);
   // Committed deltas wait in commit order (pushed under commit_mu_) and are applied in that order
-  // by DrainDeltas, outside the commit lock: the next group's transaction runs meanwhile. Every
-  // caller drains before it returns, so its own step is searchable once acknowledged.
+  // by DrainDeltas, outside the commit lock and off the acknowledging path: the applier thread
+  // drains them (several commits per FAISS add), and every reader of the indexes (NextStep,
+  // learning, Check, snapshots, rebuild) first waits until all deltas published before it are
+  // applied, so a decision always sees every acknowledged step.
   void PublishDelta(IndexDelta&& d);
   void DrainDeltas();
+  void WaitApplied();
+  void ApplierLoop();
   bool IndexesDirty() const;
   void SnapshotLoop();
   std::string SnapshotPath(const char* kind) const;
@@ -158,8 +162,12 @@ class MemoryImpl final : public Memory {
   // Group commit of concurrent RecordStep calls.
   std::mutex commit_mu_;  // one commit at a time; its delta is published in commit order
   std::mutex apply_mu_;   // held while deltas are applied (after commit_mu_, before index_mu_)
-  std::mutex deltas_mu_;  // leaf: guards deltas_
+  std::mutex deltas_mu_;  // leaf: guards deltas_, applier_stop_
+  std::condition_variable deltas_cv_;
   std::deque<IndexDelta> deltas_;
+  bool applier_stop_ = false;
+  std::atomic<uint64_t> published_{0}, applied_{0};  // deltas published / applied so far
+  std::thread applier_;
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
   std::deque<Pending*> queue_;

@@ -99,7 +99,10 @@ VectorIndex::VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopte
     : options_(options), index_(adopted) {
   hnsw_ = dynamic_cast<faiss::IndexHNSWFlat*>(index_->index);
   index_->own_fields = true;
-  if (hnsw_) hnsw_->hnsw.efSearch = options.ef_search;
+  if (hnsw_) {
+    hnsw_->hnsw.efSearch = options.ef_search;
+    hnsw_->hnsw.efConstruction = options.ef_construction;  // the graph degree stays the file's
+  }
 }
 
 VectorIndex::~VectorIndex() {
