@@ -589,6 +589,7 @@ Result<fb::StoreMetaT> MemoryImpl::GetMeta() {
 }
 
 Status MemoryImpl::Sync() {
+  WaitApplied();  // and every committed step is in the indexes
   return store_->Sync();
 }
 

@@ -190,7 +190,8 @@ class Memory {
   virtual Status Check(std::vector<std::string>* problems) = 0;
   // Writes the FAISS snapshots atomically (temp file, fsync, rename, directory fsync).
   virtual Status SnapshotIndexes() = 0;
-  // Flushes the store to disk (only needed with sync_commits = false).
+  // Waits until every committed step is in the indexes, then flushes the store to disk (the
+  // flush is only needed with sync_commits = false).
   virtual Status Sync() = 0;
   // INFO-style "# memory" section: counts, store size, schema version, index freshness.
   virtual std::string StatusText() = 0;
