@@ -319,9 +319,21 @@ void MemoryImpl::WaitApplied() {
 }
 
 void MemoryImpl::ApplierLoop() {
+  // Each FAISS HNSW add call costs time in proportion to the whole index (a lock per vector is
+  // set up), so the applier lets a burst of commits accumulate for a moment and adds them at
+  // once. Readers never wait for that moment: they drain at once (WaitApplied).
+  constexpr size_t kBatchVectors = 2048;
+  constexpr auto kLinger = std::chrono::milliseconds(20);
+  auto pending = [this] {
+    size_t n = 0;
+    for (const auto& d : deltas_) n += d.transition_ids.size() + d.strategies.size();
+    return n;
+  };
   std::unique_lock<std::mutex> l(deltas_mu_);
   while (true) {
     deltas_cv_.wait(l, [this] { return applier_stop_ || !deltas_.empty(); });
+    if (applier_stop_) return;
+    deltas_cv_.wait_for(l, kLinger, [&] { return applier_stop_ || pending() >= kBatchVectors; });
     if (applier_stop_) return;
     l.unlock();
     DrainDeltas();
