@@ -193,14 +193,21 @@ VectorIndex::~VectorIndex() {
 
 Status VectorIndex::Add(size_t n, const uint64_t* ids, const float* vectors) {
   if (n == 0) return Status::OK();
+  // Small adds (the commits of a moment) run without an OpenMP team: its barriers wait for
+  // descheduled threads on a loaded machine, as in Search. Bulk adds (rebuilds) keep the team.
+  constexpr size_t kTeamFrom = 8192;
+  int threads = omp_get_max_threads();
+  if (n < kTeamFrom) omp_set_num_threads(1);
+  Status st;
   try {
     static_assert(sizeof(faiss::Index::idx_t) == sizeof(uint64_t));
     index_->add_with_ids(static_cast<faiss::Index::idx_t>(n), vectors,
                          reinterpret_cast<const faiss::Index::idx_t*>(ids));
   } catch (const std::exception& e) {
-    return Status::Internal(std::string("faiss add: ") + e.what());
+    st = Status::Internal(std::string("faiss add: ") + e.what());
   }
-  return Status::OK();
+  omp_set_num_threads(threads);
+  return st;
 }
 
 std::vector<Hit> VectorIndex::Search(const float* query, int k) const {
