@@ -55,7 +55,10 @@ float DotPortable(const float* a, const float* b, size_t n) {
   return t;
 }
 
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+const bool kHaveAvx2 = [] {
+  __builtin_cpu_init();  // may run before libgcc's own initializer
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}();
 
 inline float Dot(const float* a, const float* b, size_t n) {
   return kHaveAvx2 ? DotAvx2(a, b, n) : DotPortable(a, b, n);
