@@ -163,10 +163,10 @@ Status TransitionTable::Deserialize(std::string_view in, TransitionTable* out) {
     return Status::Corruption("transition table: truncated");
   TransitionTable t;
   t.rows_.resize(nrows);
-  std::memcpy(t.rows_.data(), in.data(), nrows * sizeof(Row));
+  if (nrows) std::memcpy(t.rows_.data(), in.data(), nrows * sizeof(Row));
   in.remove_prefix(nrows * sizeof(Row));
   t.pool_.resize(npool);
-  std::memcpy(t.pool_.data(), in.data(), npool * sizeof(uint64_t));
+  if (npool) std::memcpy(t.pool_.data(), in.data(), npool * sizeof(uint64_t));
   in.remove_prefix(npool * sizeof(uint64_t));
   for (uint32_t i = 0; i < nb; ++i) {
     uint32_t len = 0;
@@ -179,7 +179,7 @@ Status TransitionTable::Deserialize(std::string_view in, TransitionTable* out) {
   for (const Row& r : t.rows_) {
     if (!(r.flags & kPresent)) continue;
     ++t.present_;
-    if (r.backend >= std::max<size_t>(1, t.backends_.size()) && !(r.flags & kFallback))
+    if (!(r.flags & kFallback) && r.backend >= t.backends_.size())
       return Status::Corruption("transition table: bad backend index");
     if (r.history_size > kHistory || uint64_t{r.strategies_at} + r.strategies > npool)
       return Status::Corruption("transition table: bad row");
