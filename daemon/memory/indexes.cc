@@ -2,6 +2,7 @@
 // newer records, rebuilding from LMDB, applying committed deltas and writing snapshots.
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
@@ -53,8 +54,16 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
   std::optional<std::string> table_bytes;
   table_.Clear();
   uint64_t table_cov = 0;  // rows of records up to this id came from the snapshot
+  // The two snapshot files are read, hashed and parsed at the same time (start-up time).
+  std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_sections;
+  Status strategy_st;
+  std::thread strategy_loader([&] {
+    strategy_st = LoadSnapshot(SnapshotPath("strategies"), StrategyIndexOptions(), tag, &scov,
+                               &strategy_sections);
+  });
   Status st = LoadSnapshot(SnapshotPath("transitions"), TransitionIndexOptions(), tag, &tcov,
                            &sections, &table_bytes);
+  strategy_loader.join();
   if (st.ok() && sections.size() <= 1) {
     transition_index_ = sections.empty() ? nullptr : std::move(sections.begin()->second);
     if (table_bytes) {
@@ -80,8 +89,8 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
   source += tcov ? "transitions:snapshot" : "transitions:records";
   table_source_ = table_cov ? "snapshot" : "records";
 
-  st = LoadSnapshot(SnapshotPath("strategies"), StrategyIndexOptions(), tag, &scov,
-                    &strategy_index_);
+  st = strategy_st;
+  strategy_index_ = std::move(strategy_sections);
   if (!st.ok()) {
     if (!st.IsNotFound()) {
       HTAM_LOG(kWarn, "memory") << "strategy index snapshot rejected, rebuilding from the store: "
