@@ -354,6 +354,13 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
   PublishDelta(std::move(delta));
   group_commits_++;
   steps_recorded_ += steps.size();
+  // Back-pressure: writes faster than the indexes can take them for long (a sustained overload)
+  // wait here, so the queue of deltas (about 1 KiB a step) stays bounded.
+  constexpr uint64_t kMaxPendingDeltas = 256;
+  if (published_.load() - applied_.load() > kMaxPendingDeltas) {
+    one.unlock();
+    WaitApplied();
+  }
   return outs;
 }
 
