@@ -36,7 +36,7 @@ Status MemoryImpl::CheckClientVector(const std::optional<std::vector<float>>& v)
 }
 
 Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in,
-                                    PolicyState* ps) {
+                                    PolicyState* ps, bool from_table) {
   ps->session_id = s.id();
   std::string_view v;
   Status st = t.Get(Db::kTasks, KeyU64(s.task_id()), &v);
@@ -68,6 +68,15 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
         return true;
       }));
   for (size_t i = recent.size() > want ? recent.size() - want : 0; i < recent.size(); ++i) {
+    if (from_table) {
+      const TransitionTable::Row* row = table_.Find(recent[i]);
+      if (row && !(row->flags & TransitionTable::kFallback)) {
+        auto status = static_cast<fb::OutcomeStatus>(row->status);
+        if (row->step < ps->gains.size())
+          ps->gains[row->step] = StepGain(status, row->speedup_before, row->speedup_after);
+        continue;
+      }
+    }
     std::string_view rv;
     if (!t.Get(Db::kTransitions, KeyU64(recent[i]), &rv).ok()) continue;
     FbView<fb::TransitionRecord> r(rv);
@@ -81,7 +90,9 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
                                       std::optional<std::vector<float>> embedding) {
   HTAM_RETURN_IF_ERROR(CheckClientVector(embedding));
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
-  std::vector<fb::DirectionT> dirs = Directions();
+  WaitApplied();  // every acknowledged step is searchable
+  std::shared_ptr<const std::vector<fb::DirectionT>> dirs_ptr = Directions();
+  const std::vector<fb::DirectionT>& dirs = *dirs_ptr;
   if (dirs.empty())
     return Status::FailedPrecondition("the store has no directions (no seed taxonomy loaded)");
 
@@ -95,40 +106,69 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   if (session->state() == fb::SessionState::Closed)
     return Status::FailedPrecondition("session " + std::to_string(session_id) + " is closed");
   PolicyState ps;
-  HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *session, state, &ps));
-  std::vector<float> key = TransitionKey(ps, o_);
-
-  // 1. Attend: nearest past transitions by (state, history).
-  std::vector<Hit> hits;
-  {
-    std::shared_lock<std::shared_mutex> l(index_mu_);
-    hits = transition_index_->Search(key.data(), o_.neighbors);
-  }
+  std::vector<float> key;
   std::vector<Neighbor> neighbors;
-  neighbors.reserve(hits.size());
-  for (const Hit& h : hits) {
-    std::string_view rv;
-    if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
-    FbView<fb::TransitionRecord> r(rv);
-    if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
-      continue;
-    if (!Counts(r->status())) continue;  // infrastructure errors say nothing about directions
-    Neighbor n;
-    n.transition_id = r->id();
-    n.session_id = r->session_id();
-    n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
+  {
+    // The index, its table and the neighbours' facts under one shared lock: a decision reads
+    // no transition record for a neighbour the table holds (rows missing there, e.g. of a
+    // commit not yet applied, or that do not fit a row, are read from the store).
+    std::shared_lock<std::shared_mutex> l(index_mu_);
+    HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *session, state, &ps, o_.transition_table));
+    key = TransitionKey(ps, o_);
+
+    // 1. Attend: nearest past transitions by (state, history).
+    std::vector<Hit> hits = transition_index_->Search(key.data(), o_.neighbors);
+    neighbors.reserve(hits.size());
+    const bool use_table = o_.transition_table && o_.history_length <= TransitionTable::kHistory;
+    std::vector<float> their;
     std::vector<uint64_t> hist;
-    if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
-    n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
-    n.backend = r->backend() ? r->backend()->str() : "";
-    n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
-    n.direction_id = r->direction_id();
-    n.status = r->status();
-    n.gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
-    if (r->strategy_ids())
-      n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
-    n.learned_strategy_id = r->learned_strategy_id();
-    neighbors.push_back(std::move(n));
+    for (const Hit& h : hits) {
+      const TransitionTable::Row* row = use_table ? table_.Find(h.id) : nullptr;
+      if (row && !(row->flags & TransitionTable::kFallback)) {
+        if (!(row->flags & TransitionTable::kKeyOk)) continue;
+        auto status = static_cast<fb::OutcomeStatus>(row->status);
+        if (!Counts(status)) continue;  // infrastructure errors say nothing about directions
+        if (!transition_index_->Reconstruct(h.id, &their)) continue;
+        Neighbor n;
+        n.transition_id = h.id;
+        n.session_id = row->session_id;
+        n.state_similarity = StateSimilarity(key.data(), their.data());
+        hist.assign(row->history, row->history + row->history_size);
+        n.history_agreement =
+            HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+        n.backend = table_.Backend(*row);
+        n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
+        n.direction_id = row->direction_id;
+        n.status = status;
+        n.gain = StepGain(status, row->speedup_before, row->speedup_after);
+        n.strategy_ids.assign(table_.Strategies(*row), table_.Strategies(*row) + row->strategies);
+        n.learned_strategy_id = row->learned_strategy_id;
+        neighbors.push_back(std::move(n));
+        continue;
+      }
+      std::string_view rv;
+      if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
+      FbView<fb::TransitionRecord> r(rv);
+      if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
+        continue;
+      if (!Counts(r->status())) continue;
+      Neighbor n;
+      n.transition_id = r->id();
+      n.session_id = r->session_id();
+      n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
+      hist.clear();
+      if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
+      n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+      n.backend = r->backend() ? r->backend()->str() : "";
+      n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
+      n.direction_id = r->direction_id();
+      n.status = r->status();
+      n.gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+      if (r->strategy_ids())
+        n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
+      n.learned_strategy_id = r->learned_strategy_id();
+      neighbors.push_back(std::move(n));
+    }
   }
   WeighNeighbors(&neighbors, o_);
 

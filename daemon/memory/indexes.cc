@@ -2,6 +2,7 @@
 // newer records, rebuilding from LMDB, applying committed deltas and writing snapshots.
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
@@ -21,8 +22,8 @@ bool SameVector(const std::vector<float>& a, const flatbuffers::Vector<float>* b
 }  // namespace
 
 IndexOptions MemoryImpl::TransitionIndexOptions() const {
-  return IndexOptions{kKeyDim, o_.hnsw_m, std::max(o_.hnsw_ef_search, o_.neighbors),
-                      o_.hnsw_ef_construction};
+  return IndexOptions{kKeyDim, o_.transition_hnsw_m, std::max(o_.hnsw_ef_search, o_.neighbors),
+                      o_.transition_hnsw_ef_construction};
 }
 
 IndexOptions MemoryImpl::StrategyIndexOptions() const {
@@ -50,10 +51,32 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
   uint64_t tcov = 0, scov = 0;
   std::string source;
 
-  Status st =
-      LoadSnapshot(SnapshotPath("transitions"), TransitionIndexOptions(), tag, &tcov, &sections);
+  std::optional<std::string> table_bytes;
+  table_.Clear();
+  uint64_t table_cov = 0;  // rows of records up to this id came from the snapshot
+  // The two snapshot files are read, hashed and parsed at the same time (start-up time).
+  std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_sections;
+  Status strategy_st;
+  std::thread strategy_loader([&] {
+    strategy_st = LoadSnapshot(SnapshotPath("strategies"), StrategyIndexOptions(), tag, &scov,
+                               &strategy_sections);
+  });
+  Status st = LoadSnapshot(SnapshotPath("transitions"), TransitionIndexOptions(), tag, &tcov,
+                           &sections, &table_bytes);
+  strategy_loader.join();
   if (st.ok() && sections.size() <= 1) {
     transition_index_ = sections.empty() ? nullptr : std::move(sections.begin()->second);
+    if (table_bytes) {
+      Status ts = TransitionTable::Deserialize(*table_bytes, &table_);
+      if (ts.ok() && table_.max_id() <= tcov) {
+        table_cov = tcov;
+      } else {
+        HTAM_LOG(kWarn, "memory") << "transition table in the snapshot rejected, rebuilding it "
+                                  << "from the records: "
+                                  << (ts.ok() ? "covers more ids" : ts.message());
+        table_.Clear();
+      }
+    }
   } else {
     if (!st.IsNotFound()) {
       HTAM_LOG(kWarn, "memory") << "transition index snapshot rejected, rebuilding from the store: "
@@ -64,9 +87,10 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
   if (!transition_index_)
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
   source += tcov ? "transitions:snapshot" : "transitions:records";
+  table_source_ = table_cov ? "snapshot" : "records";
 
-  st = LoadSnapshot(SnapshotPath("strategies"), StrategyIndexOptions(), tag, &scov,
-                    &strategy_index_);
+  st = strategy_st;
+  strategy_index_ = std::move(strategy_sections);
   if (!st.ok()) {
     if (!st.IsNotFound()) {
       HTAM_LOG(kWarn, "memory") << "strategy index snapshot rejected, rebuilding from the store: "
@@ -87,13 +111,19 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
                               << v.message();
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
     strategy_index_.clear();
-    transitions_covered_ = strategies_covered_ = 0;
+    table_.Clear();
+    transitions_covered_ = strategies_covered_ = table_cov = 0;
     source = "transitions:records strategies:records (snapshot rejected)";
+    table_source_ = "records";
   }
   snap_transitions_ = transitions_covered_;
   snap_strategies_ = strategies_covered_;
   index_source_ = source;
-  return BuildIndexesFromStore(transitions_covered_, strategies_covered_);
+  // A table rebuilt from records below the snapshot's coverage (an older snapshot format, a
+  // rejected table) is saved by the next snapshot even when no record was added.
+  table_unsaved_ = table_cov < transitions_covered_;
+  return BuildIndexesFromStore(transitions_covered_, strategies_covered_,
+                               std::min(table_cov, transitions_covered_));
 }
 
 // Caller holds index_mu_ exclusively.
@@ -114,6 +144,11 @@ Status MemoryImpl::VerifyLoadedIndexes() {
                                 std::to_string(transition_index_->size()) + " vectors, the store " +
                                 std::to_string(total - newer) + " records up to id " +
                                 std::to_string(transitions_covered_));
+    const bool table_loaded = table_.max_id() > 0;
+    if (table_loaded && table_.rows() != total - newer)
+      return Status::Corruption("transition table holds " + std::to_string(table_.rows()) +
+                                " rows, the store " + std::to_string(total - newer) +
+                                " records up to id " + std::to_string(transitions_covered_));
     uint64_t step = std::max<uint64_t>(1, transitions_covered_ / kSpotChecks);
     for (uint64_t id = transitions_covered_; id >= 1; id = id > step ? id - step : 0) {
       std::string_view v;
@@ -124,6 +159,12 @@ Status MemoryImpl::VerifyLoadedIndexes() {
           !SameVector(got, r->state()->vector()))
         return Status::Corruption("transition " + std::to_string(id) +
                                   " differs from the snapshot");
+      if (table_loaded) {
+        std::string diff = table_.Compare(*r, kKeyDim);
+        if (!diff.empty())
+          return Status::Corruption("transition table row " + std::to_string(id) +
+                                    " differs from its record: " + diff);
+      }
       if (id <= step) break;
     }
   }
@@ -157,7 +198,8 @@ Status MemoryImpl::VerifyLoadedIndexes() {
 }
 
 // Caller holds index_mu_ exclusively. Adds the records newer than the given ids.
-Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from) {
+Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from,
+                                         uint64_t table_from) {
   HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
   std::vector<uint64_t> ids;
   std::vector<float> vecs;
@@ -178,6 +220,8 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
           inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
           return false;
         }
+        if (r->id() > table_from) table_.Add(*r, kKeyDim);
+        if (r->id() <= transitions_from) return true;  // only the table lacks it
         if (r->state() && r->state()->vector() && r->state()->vector()->size() == kKeyDim) {
           ids.push_back(r->id());
           vecs.insert(vecs.end(), r->state()->vector()->begin(), r->state()->vector()->end());
@@ -187,7 +231,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
         if (ids.size() >= kAddBatch) flush();
         return inner.ok();
       },
-      KeyU64(transitions_from + 1)));
+      KeyU64(std::min(transitions_from, table_from) + 1)));
   flush();
   HTAM_RETURN_IF_ERROR(inner);
 
@@ -241,6 +285,10 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
       HTAM_LOG(kError, "memory") << "transition index add failed: " << s.ToString();
     }
     for (uint64_t id : d.transition_ids) transitions_covered_ = std::max(transitions_covered_, id);
+    for (const std::string& bytes : d.transition_records) {
+      FbView<fb::TransitionRecord> r(bytes);
+      if (r) table_.Add(*r, kKeyDim);
+    }
   }
   size_t dim = meta_.embedder_dim;
   for (size_t i = 0; i < d.strategies.size(); ++i) {
@@ -261,25 +309,101 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
   }
 }
 
+void MemoryImpl::PublishDelta(IndexDelta&& d) {
+  {
+    std::lock_guard<std::mutex> l(deltas_mu_);
+    deltas_.push_back(std::move(d));
+    published_++;
+  }
+  if (applier_.joinable()) {
+    deltas_cv_.notify_one();
+  } else {
+    DrainDeltas();  // no applier (read-only handles never publish; tests of the class do)
+  }
+}
+
+void MemoryImpl::WaitApplied() {
+  if (applied_.load() >= published_.load()) return;
+  DrainDeltas();  // waits for the applier's batch in progress, then applies what is left
+}
+
+void MemoryImpl::ApplierLoop() {
+  // Each FAISS HNSW add call costs time in proportion to the whole index (a lock per vector is
+  // set up), so the applier lets a burst of commits accumulate for a moment and adds them at
+  // once. Readers never wait for that moment: they drain at once (WaitApplied).
+  constexpr size_t kBatchVectors = 2048;
+  constexpr auto kLinger = std::chrono::milliseconds(20);
+  auto pending = [this] {
+    size_t n = 0;
+    for (const auto& d : deltas_) n += d.transition_ids.size() + d.strategies.size();
+    return n;
+  };
+  std::unique_lock<std::mutex> l(deltas_mu_);
+  while (true) {
+    deltas_cv_.wait(l, [this] { return applier_stop_ || !deltas_.empty(); });
+    if (applier_stop_) return;
+    deltas_cv_.wait_for(l, kLinger, [&] { return applier_stop_ || pending() >= kBatchVectors; });
+    if (applier_stop_) return;
+    l.unlock();
+    DrainDeltas();
+    l.lock();
+  }
+}
+
+void MemoryImpl::DrainDeltas() {
+  std::lock_guard<std::mutex> apply(apply_mu_);
+  while (true) {
+    IndexDelta d;
+    uint64_t merged = 0;
+    {
+      std::lock_guard<std::mutex> l(deltas_mu_);
+      if (deltas_.empty()) return;
+      d = std::move(deltas_.front());
+      deltas_.pop_front();
+      merged = 1;
+      // Merge what else waits into one FAISS add (kept in commit order).
+      while (!deltas_.empty()) {
+        IndexDelta& n = deltas_.front();
+        d.transition_ids.insert(d.transition_ids.end(), n.transition_ids.begin(),
+                                n.transition_ids.end());
+        d.transition_keys.insert(d.transition_keys.end(), n.transition_keys.begin(),
+                                 n.transition_keys.end());
+        for (auto& r : n.transition_records) d.transition_records.push_back(std::move(r));
+        d.strategies.insert(d.strategies.end(), n.strategies.begin(), n.strategies.end());
+        d.strategy_vectors.insert(d.strategy_vectors.end(), n.strategy_vectors.begin(),
+                                  n.strategy_vectors.end());
+        deltas_.pop_front();
+        ++merged;
+      }
+    }
+    ApplyDelta(d);
+    applied_ += merged;
+  }
+}
+
 bool MemoryImpl::IndexesDirty() const {
   std::shared_lock<std::shared_mutex> l(index_mu_);
-  return transitions_covered_ != snap_transitions_ || strategies_covered_ != snap_strategies_;
+  return transitions_covered_ != snap_transitions_ || strategies_covered_ != snap_strategies_ ||
+         table_unsaved_;
 }
 
 Status MemoryImpl::SnapshotIndexes() {
   if (read_only_) return Status::PermissionDenied("snapshots are written by the read-write owner");
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
+  WaitApplied();
   std::lock_guard<std::mutex> one(snapshot_write_mu_);
   // Shared: searches go on; only adds (after commits) wait for the files to be written.
   std::shared_lock<std::shared_mutex> l(index_mu_);
   uint64_t tag = meta_.created_ns;
   std::map<uint64_t, const VectorIndex*> t{{0, transition_index_.get()}};
-  HTAM_RETURN_IF_ERROR(SaveSnapshot(SnapshotPath("transitions"), tag, transitions_covered_, t));
+  HTAM_RETURN_IF_ERROR(
+      SaveSnapshot(SnapshotPath("transitions"), tag, transitions_covered_, t, table_.Serialize()));
   std::map<uint64_t, const VectorIndex*> s;
   for (const auto& [dir, idx] : strategy_index_) s[dir] = idx.get();
   HTAM_RETURN_IF_ERROR(SaveSnapshot(SnapshotPath("strategies"), tag, strategies_covered_, s));
   snap_transitions_ = transitions_covered_;
   snap_strategies_ = strategies_covered_;
+  table_unsaved_ = false;
   last_snapshot_ns_ = NowNs();
   return Status::OK();
 }

@@ -74,7 +74,8 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   if (in.status == fb::OutcomeStatus::Ok && in.speedup_after <= 0)
     return Status::InvalidArgument("an Ok outcome needs a positive speedup");
   {
-    std::vector<fb::DirectionT> dirs = Directions();
+    auto dirs_ptr = Directions();
+    const std::vector<fb::DirectionT>& dirs = *dirs_ptr;
     if (std::none_of(dirs.begin(), dirs.end(),
                      [&](const auto& d) { return d.id == in.direction_id; }))
       return Status::InvalidArgument("no such direction " + std::to_string(in.direction_id));
@@ -321,6 +322,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   HTAM_RETURN_IF_ERROR(t.Put(Db::kSessions, KeyU64(session.id), Encode(session)));
 
   delta->transition_ids.push_back(rec.id);
+  delta->transition_records.push_back(std::move(rec_bytes));
   delta->transition_keys.insert(delta->transition_keys.end(), key.begin(), key.end());
   out->transition_id = rec.id;
   out->best_speedup = session.best_speedup;
@@ -331,7 +333,11 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
 Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
     const std::vector<const Prepared*>& steps) {
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
-  std::lock_guard<std::mutex> one(commit_mu_);  // commit + index update as one unit
+  std::unique_lock<std::mutex> one(commit_mu_);  // commits (and their deltas) in order
+  // Learning searches the strategy index: it must hold every committed strategy.
+  if (std::any_of(steps.begin(), steps.end(),
+                  [](const Prepared* p) { return !p->summary_vec.empty(); }))
+    WaitApplied();
   std::vector<StepRecorded> outs;
   IndexDelta delta;
   std::vector<std::pair<uint64_t, std::vector<float>>> batch_new;
@@ -344,10 +350,18 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
       HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
     return Status::OK();
   }));
-  // Durable now: the commit was synced. Make it visible to searches.
-  ApplyDelta(delta);
+  // Durable now: the commit was synced. Its delta joins the queue in commit order; the applier
+  // adds it to the indexes, and every search waits for it first (WaitApplied).
+  PublishDelta(std::move(delta));
   group_commits_++;
   steps_recorded_ += steps.size();
+  // Back-pressure: writes faster than the indexes can take them for long (a sustained overload)
+  // wait here, so the queue of deltas (about 1 KiB a step) stays bounded.
+  constexpr uint64_t kMaxPendingDeltas = 256;
+  if (published_.load() - applied_.load() > kMaxPendingDeltas) {
+    one.unlock();
+    WaitApplied();
+  }
   return outs;
 }
 
@@ -419,7 +433,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
   bool builtin = meta_.embedder_model == kBuiltinEmbedder;
   std::set<uint64_t> dirs;
-  for (const auto& d : Directions()) dirs.insert(d.id);
+  for (const auto& d : *Directions()) dirs.insert(d.id);
   for (auto& s : strategies) {
     if (!dirs.count(s.direction_id))
       return Status::InvalidArgument("strategy " + s.name + ": no such direction " +
@@ -439,7 +453,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
       s.provenance->source = "imported";
     }
   }
-  std::lock_guard<std::mutex> one(commit_mu_);
+  std::unique_lock<std::mutex> one(commit_mu_);
   std::vector<uint64_t> ids;
   IndexDelta delta;
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
@@ -462,7 +476,9 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
     }
     return Status::OK();
   }));
-  ApplyDelta(delta);
+  PublishDelta(std::move(delta));
+  one.unlock();
+  WaitApplied();
   return ids;
 }
 
@@ -485,6 +501,7 @@ Status MemoryImpl::ComputeDerived(Txn& t, Derived* d) {
 Status MemoryImpl::RebuildDerived() {
   if (read_only_) return Status::PermissionDenied("memory opened read-only");
   std::lock_guard<std::mutex> one(commit_mu_);
+  WaitApplied();  // nothing committed may be applied after the rebuild
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
     Derived d;
     HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
@@ -531,10 +548,12 @@ Status MemoryImpl::RebuildDerived() {
     std::unique_lock<std::shared_mutex> l(index_mu_);
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
     strategy_index_.clear();
+    table_.Clear();
     transitions_covered_ = strategies_covered_ = 0;
     snap_transitions_ = snap_strategies_ = 0;
     index_source_ = "rebuilt";
-    HTAM_RETURN_IF_ERROR(BuildIndexesFromStore(0, 0));
+    table_source_ = "rebuilt";
+    HTAM_RETURN_IF_ERROR(BuildIndexesFromStore(0, 0, 0));
     indexes_ready_ = true;
   }
   return LoadDirections();
@@ -542,6 +561,7 @@ Status MemoryImpl::RebuildDerived() {
 
 Status MemoryImpl::Check(std::vector<std::string>* problems) {
   problems->clear();
+  WaitApplied();
   auto bad = [&](std::string s) { problems->push_back(std::move(s)); };
   if (meta_.schema_version != kStoreSchemaVersion)
     bad("schema version " + std::to_string(meta_.schema_version) + " is not " +
@@ -656,6 +676,19 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     if (strat != embedded)
       bad("strategy index holds " + std::to_string(strat) + " of " + std::to_string(embedded) +
           " embedded strategies");
+    // The transition table: one row per record, equal to the record's facts.
+    if (table_.rows() != transitions)
+      bad("transition table holds " + std::to_string(table_.rows()) + " rows of " +
+          std::to_string(transitions) + " records");
+    size_t reported = 0;
+    HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view v) {
+      FbView<fb::TransitionRecord> r(v);
+      if (!r) return true;
+      std::string diff = table_.Compare(*r, kKeyDim);
+      if (!diff.empty() && reported++ < 16)
+        bad("transition table row " + std::to_string(r->id()) + ": " + diff);
+      return true;
+    }));
   }
   if (!problems->empty())
     return Status::Corruption(std::to_string(problems->size()) + " integrity problems");

@@ -35,6 +35,9 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.hnsw_m = static_cast<int>(c.GetInt("memory.hnsw_m"));
   o.hnsw_ef_search = static_cast<int>(c.GetInt("memory.hnsw_ef_search"));
   o.hnsw_ef_construction = static_cast<int>(c.GetInt("memory.hnsw_ef_construction"));
+  o.transition_hnsw_m = static_cast<int>(c.GetInt("memory.transition_hnsw_m"));
+  o.transition_hnsw_ef_construction =
+      static_cast<int>(c.GetInt("memory.transition_hnsw_ef_construction"));
   o.attention_temperature = c.GetDouble("memory.attention_temperature");
   o.history_weight = c.GetDouble("memory.history_weight");
   o.history_decay = c.GetDouble("memory.history_decay");
@@ -83,7 +86,14 @@ MemoryImpl::~MemoryImpl() {
   }
   snap_cv_.notify_all();
   if (snap_thread_.joinable()) snap_thread_.join();
+  {
+    std::lock_guard<std::mutex> l(deltas_mu_);
+    applier_stop_ = true;
+  }
+  deltas_cv_.notify_all();
+  if (applier_.joinable()) applier_.join();
   if (store_ && !read_only_) {
+    DrainDeltas();
     if (IndexesDirty()) {
       Status s = SnapshotIndexes();
       if (!s.ok()) {
@@ -102,6 +112,7 @@ Status MemoryImpl::Init() {
   HTAM_RETURN_IF_ERROR(LoadDirections());
   if (!read_only_) {
     HTAM_RETURN_IF_ERROR(EnsureIndexes());
+    applier_ = std::thread([this] { ApplierLoop(); });
     if (o_.snapshot_interval_s > 0) snap_thread_ = std::thread([this] { SnapshotLoop(); });
   }
   return Status::OK();
@@ -289,11 +300,11 @@ Status MemoryImpl::RebuildSecondary(Txn& t) {
 Status MemoryImpl::LoadDirections() {
   HTAM_ASSIGN_OR_RETURN(auto dirs, ListDirections());
   std::unique_lock<std::shared_mutex> l(dir_mu_);
-  directions_ = std::move(dirs);
+  directions_ = std::make_shared<const std::vector<fb::DirectionT>>(std::move(dirs));
   return Status::OK();
 }
 
-std::vector<fb::DirectionT> MemoryImpl::Directions() const {
+std::shared_ptr<const std::vector<fb::DirectionT>> MemoryImpl::Directions() const {
   std::shared_lock<std::shared_mutex> l(dir_mu_);
   return directions_;
 }
@@ -578,6 +589,7 @@ Result<fb::StoreMetaT> MemoryImpl::GetMeta() {
 }
 
 Status MemoryImpl::Sync() {
+  WaitApplied();  // and every committed step is in the indexes
   return store_->Sync();
 }
 
@@ -609,6 +621,9 @@ std::string MemoryImpl::StatusText() {
     o << "transition_index_size:" << (transition_index_ ? transition_index_->size() : 0) << "\n";
     o << "strategy_index_size:" << strat << "\n";
     o << "index_source:" << index_source_ << "\n";
+    o << "transition_table_rows:" << table_.rows() << "\n";
+    o << "transition_table_bytes:" << table_.bytes() << "\n";
+    o << "transition_table_source:" << table_source_ << "\n";
     o << "transitions_since_snapshot:" << (transitions_covered_ - snap_transitions_) << "\n";
     o << "strategies_since_snapshot:" << (strategies_covered_ - snap_strategies_) << "\n";
     o << "last_snapshot_age_s:";

@@ -46,6 +46,8 @@ struct MemoryOptions {
   int hnsw_m = 16;
   int hnsw_ef_search = 64;
   int hnsw_ef_construction = 40;
+  int transition_hnsw_m = 8;  // the transition-key index (48-d): cheaper adds, one per step
+  int transition_hnsw_ef_construction = 20;
   double attention_temperature = 0.1;  // weight = exp((sim - 1) / T)
   double history_weight = 0.3;         // share of history agreement in a neighbour's similarity
   double history_decay = 0.5;  // position weight ratio (last step 1, then decay, decay^2...)
@@ -71,6 +73,9 @@ struct MemoryOptions {
   // Not in the configuration table on purpose: the daemon always syncs. Bulk loads (benchmarks,
   // imports) may turn it off; a crash may then lose the last commits. Sync() or closing flushes.
   bool sync_commits = true;
+  // Not in the configuration table either: decisions read their neighbours' facts from the
+  // in-memory transition table (false: from the records; tests compare the two).
+  bool transition_table = true;
 
   static MemoryOptions FromConfig(const Config& config);  // data_dir/store + section memory
 };
@@ -185,7 +190,8 @@ class Memory {
   virtual Status Check(std::vector<std::string>* problems) = 0;
   // Writes the FAISS snapshots atomically (temp file, fsync, rename, directory fsync).
   virtual Status SnapshotIndexes() = 0;
-  // Flushes the store to disk (only needed with sync_commits = false).
+  // Waits until every committed step is in the indexes, then flushes the store to disk (the
+  // flush is only needed with sync_commits = false).
   virtual Status Sync() = 0;
   // INFO-style "# memory" section: counts, store size, schema version, index freshness.
   virtual std::string StatusText() = 0;

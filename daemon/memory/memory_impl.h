@@ -1,6 +1,6 @@
 // MemoryImpl: the one implementation of Memory. Internal to daemon/memory.
-// Thread-safety: as Memory. Lock order: group-commit (gc_mu_) -> store write -> index_mu_;
-// dir_mu_ and pending_mu_ are leaves.
+// Thread-safety: as Memory. Lock order: group-commit (gc_mu_) -> commit_mu_ -> store write ->
+// apply_mu_ -> index_mu_; dir_mu_, pending_mu_ and deltas_mu_ are leaves.
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include "daemon/memory/memory.h"
 #include "daemon/memory/policy.h"
 #include "daemon/memory/store.h"
+#include "daemon/memory/transition_table.h"
 #include "daemon/memory/vector_index.h"
 
 namespace htam::memory {
@@ -66,6 +67,7 @@ class MemoryImpl final : public Memory {
   struct IndexDelta {
     std::vector<uint64_t> transition_ids;
     std::vector<float> transition_keys;
+    std::vector<std::string> transition_records;  // stored bytes, for the transition table
     std::vector<std::pair<uint64_t, uint64_t>> strategies;  // (direction, strategy)
     std::vector<float> strategy_vectors;
   };
@@ -78,7 +80,8 @@ class MemoryImpl final : public Memory {
   Status Migrate();
   Status RebuildSecondary(Txn& t);
   Status LoadDirections();
-  std::vector<fb::DirectionT> Directions() const;
+  // The directions' static fields; shared, never modified (replaced by LoadDirections).
+  std::shared_ptr<const std::vector<fb::DirectionT>> Directions() const;
   template <typename T>
   Result<T> GetRecord(Db db, std::string_view key, const char* what);
   template <typename T>
@@ -89,15 +92,30 @@ class MemoryImpl final : public Memory {
   IndexOptions StrategyIndexOptions() const;
   Status EnsureIndexes();
   Status LoadOrRebuildIndexes();
-  Status BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from);
+  // Adds vectors of records newer than transitions_from, table rows of records newer than
+  // table_from, strategies newer than strategies_from.
+  Status BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from,
+                               uint64_t table_from);
   Status VerifyLoadedIndexes();
   void ApplyDelta(const IndexDelta& d);
+  // Committed deltas wait in commit order (pushed under commit_mu_) and are applied in that order
+  // by DrainDeltas, outside the commit lock and off the acknowledging path: the applier thread
+  // drains them (several commits per FAISS add), and every reader of the indexes (NextStep,
+  // learning, Check, snapshots, rebuild) first waits until all deltas published before it are
+  // applied, so a decision always sees every acknowledged step.
+  void PublishDelta(IndexDelta&& d);
+  void DrainDeltas();
+  void WaitApplied();
+  void ApplierLoop();
   bool IndexesDirty() const;
   void SnapshotLoop();
   std::string SnapshotPath(const char* kind) const;
 
   // decisions (decide.cc)
-  Status BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in, PolicyState* out);
+  // from_table: read recent outcomes from the transition table (caller holds index_mu_ shared)
+  // where it has them, instead of the records.
+  Status BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in, PolicyState* out,
+                          bool from_table = false);
   Status Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task, const fb::DirectionT& dir,
                   const std::vector<Neighbor>& neighbors, const StateInput& in,
                   const std::optional<std::vector<float>>& embedding, Decision* d);
@@ -118,13 +136,17 @@ class MemoryImpl final : public Memory {
   fb::StoreMetaT meta_;
 
   mutable std::shared_mutex dir_mu_;
-  std::vector<fb::DirectionT> directions_;  // static fields only (stats not kept fresh)
+  std::shared_ptr<const std::vector<fb::DirectionT>> directions_ =
+      std::make_shared<std::vector<fb::DirectionT>>();  // static fields (stats not kept fresh)
 
   // FAISS indexes: transitions keyed by (state, history); strategies per direction.
   mutable std::shared_mutex index_mu_;
   std::mutex index_init_mu_;
   bool indexes_ready_ = false;
   std::unique_ptr<VectorIndex> transition_index_;
+  TransitionTable table_;  // policy facts of every transition (rows beside the index)
+  std::string table_source_ = "none";
+  std::atomic<bool> table_unsaved_{false};  // rows built from records that no snapshot holds yet
   std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_index_;
   std::map<uint64_t, std::vector<uint64_t>> unembedded_;  // direction -> strategies without vectors
   uint64_t transitions_covered_ = 0, strategies_covered_ = 0;       // largest id in the indexes
@@ -138,7 +160,14 @@ class MemoryImpl final : public Memory {
   std::unordered_map<uint64_t, StateInput> pending_;
 
   // Group commit of concurrent RecordStep calls.
-  std::mutex commit_mu_;  // a commit and its index update form one unit
+  std::mutex commit_mu_;  // one commit at a time; its delta is published in commit order
+  std::mutex apply_mu_;   // held while deltas are applied (after commit_mu_, before index_mu_)
+  std::mutex deltas_mu_;  // leaf: guards deltas_, applier_stop_
+  std::condition_variable deltas_cv_;
+  std::deque<IndexDelta> deltas_;
+  bool applier_stop_ = false;
+  std::atomic<uint64_t> published_{0}, applied_{0};  // deltas published / applied so far
+  std::thread applier_;
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
   std::deque<Pending*> queue_;

@@ -238,7 +238,10 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, size_t map_si
   if (rc) return LmdbStatus(rc, "mdb_env_set_mapsize");
   // Default flags keep full durability: a commit returns after data and meta pages are synced.
   // MDB_NOTLS: read transactions are not tied to threads (the daemon's pools move work around).
-  unsigned flags = MDB_NOTLS | (read_only ? MDB_RDONLY : 0) | (sync ? 0 : MDB_NOSYNC);
+  // MDB_NORDAHEAD: decisions read scattered pages; readahead and fault-around would map (and
+  // count in RSS) the pages around each one.
+  unsigned flags =
+      MDB_NOTLS | MDB_NORDAHEAD | (read_only ? MDB_RDONLY : 0) | (sync ? 0 : MDB_NOSYNC);
   rc = mdb_env_open(s->env_, dir.c_str(), flags, 0644);
   if (rc) return LmdbStatus(rc, "opening LMDB store at " + dir);
 

@@ -1,12 +1,15 @@
 // FAISS adapter: HNSW inner-product indexes with external ids, and atomic snapshot files.
 #include "daemon/memory/vector_index.h"
 
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
+#include <faiss/impl/DistanceComputer.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/io.h>
 #include <faiss/index_io.h>
 #include <fcntl.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -17,8 +20,88 @@
 namespace htam::memory {
 namespace {
 
+// ---- inner products for the HNSW graphs
+// The distribution's FAISS computes inner products with its scalar reference loop (one
+// dependent add per element); every search and every add of the memory is bound by it. The
+// storage of our HNSW indexes is a FastFlat instead: the same flat codes (files read and written
+// by FAISS as an IndexFlat), with a distance computer that uses AVX2/FMA where the CPU has them,
+// four independent accumulators otherwise.
+
+__attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b, size_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  s0 = _mm256_add_ps(s0, s1);
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+  x = _mm_hadd_ps(x, x);
+  x = _mm_hadd_ps(x, x);
+  float s = _mm_cvtss_f32(x);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+float DotPortable(const float* a, const float* b, size_t n) {
+  float s[4] = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) s[j] += a[i + j] * b[i + j];
+  float t = (s[0] + s[1]) + (s[2] + s[3]);
+  for (; i < n; ++i) t += a[i] * b[i];
+  return t;
+}
+
+const bool kHaveAvx2 = [] {
+  __builtin_cpu_init();  // may run before libgcc's own initializer
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}();
+
+inline float Dot(const float* a, const float* b, size_t n) {
+  return kHaveAvx2 ? DotAvx2(a, b, n) : DotPortable(a, b, n);
+}
+
+struct FastIPDistance final : faiss::FlatCodesDistanceComputer {
+  explicit FastIPDistance(const faiss::IndexFlat& s)
+      : faiss::FlatCodesDistanceComputer(s.codes.data(), s.code_size),
+        d(static_cast<size_t>(s.d)),
+        base(reinterpret_cast<const float*>(s.codes.data())) {}
+  void set_query(const float* x) override { q = x; }
+  float distance_to_code(const uint8_t* code) override {
+    return Dot(q, reinterpret_cast<const float*>(code), d);
+  }
+  float symmetric_dis(idx_t i, idx_t j) override { return Dot(base + i * d, base + j * d, d); }
+  size_t d;
+  const float* base;
+  const float* q = nullptr;
+};
+
+struct FastFlat final : faiss::IndexFlat {
+  FastFlat(idx_t d, faiss::MetricType metric) : faiss::IndexFlat(d, metric) {}
+  faiss::FlatCodesDistanceComputer* get_FlatCodesDistanceComputer() const override {
+    if (metric_type == faiss::METRIC_INNER_PRODUCT) return new FastIPDistance(*this);
+    return faiss::IndexFlat::get_FlatCodesDistanceComputer();
+  }
+};
+
+// Replaces the HNSW storage (created or read from a file) by a FastFlat holding the same codes.
+void UseFastStorage(faiss::IndexHNSWFlat* h) {
+  auto* old = dynamic_cast<faiss::IndexFlat*>(h->storage);
+  if (!old || dynamic_cast<FastFlat*>(old)) return;
+  auto* fast = new FastFlat(old->d, old->metric_type);
+  fast->codes.swap(old->codes);
+  fast->ntotal = old->ntotal;
+  fast->is_trained = old->is_trained;
+  if (h->own_fields) delete old;
+  h->storage = fast;
+  h->own_fields = true;
+}
+
 constexpr char kMagic[8] = {'H', 'T', 'A', 'M', 'I', 'D', 'X', '1'};
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat = 2;  // 1: no extra bytes (still read)
 // magic, format, dim, store tag, covered_id, sections, payload bytes, payload hash
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 8 + 4 + 8 + 8;
 
@@ -91,6 +174,7 @@ VectorIndex::VectorIndex(const IndexOptions& options) : options_(options) {
   hnsw_ = new faiss::IndexHNSWFlat(options.dim, options.hnsw_m, faiss::METRIC_INNER_PRODUCT);
   hnsw_->hnsw.efConstruction = options.ef_construction;
   hnsw_->hnsw.efSearch = options.ef_search;
+  UseFastStorage(hnsw_);
   index_ = new faiss::IndexIDMap2(hnsw_);
   index_->own_fields = true;
 }
@@ -99,7 +183,11 @@ VectorIndex::VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopte
     : options_(options), index_(adopted) {
   hnsw_ = dynamic_cast<faiss::IndexHNSWFlat*>(index_->index);
   index_->own_fields = true;
-  if (hnsw_) hnsw_->hnsw.efSearch = options.ef_search;
+  if (hnsw_) {
+    UseFastStorage(hnsw_);
+    hnsw_->hnsw.efSearch = options.ef_search;
+    hnsw_->hnsw.efConstruction = options.ef_construction;  // the graph degree stays the file's
+  }
 }
 
 VectorIndex::~VectorIndex() {
@@ -108,14 +196,21 @@ VectorIndex::~VectorIndex() {
 
 Status VectorIndex::Add(size_t n, const uint64_t* ids, const float* vectors) {
   if (n == 0) return Status::OK();
+  // Small adds (the commits of a moment) run without an OpenMP team: its barriers wait for
+  // descheduled threads on a loaded machine, as in Search. Bulk adds (rebuilds) keep the team.
+  constexpr size_t kTeamFrom = 8192;
+  int threads = omp_get_max_threads();
+  if (n < kTeamFrom) omp_set_num_threads(1);
+  Status st;
   try {
     static_assert(sizeof(faiss::Index::idx_t) == sizeof(uint64_t));
     index_->add_with_ids(static_cast<faiss::Index::idx_t>(n), vectors,
                          reinterpret_cast<const faiss::Index::idx_t*>(ids));
   } catch (const std::exception& e) {
-    return Status::Internal(std::string("faiss add: ") + e.what());
+    st = Status::Internal(std::string("faiss add: ") + e.what());
   }
-  return Status::OK();
+  omp_set_num_threads(threads);
+  return st;
 }
 
 std::vector<Hit> VectorIndex::Search(const float* query, int k) const {
@@ -160,7 +255,8 @@ void VectorIndex::set_ef_search(int ef) {
 }
 
 Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
-                    const std::map<uint64_t, const VectorIndex*>& sections) {
+                    const std::map<uint64_t, const VectorIndex*>& sections,
+                    std::string_view extra) {
   std::string tmp = path + ".tmp";
   File out;
   out.f = std::fopen(tmp.c_str(), "w+b");
@@ -187,6 +283,9 @@ Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covere
   } catch (const std::exception& e) {
     return Status::IOError(std::string("faiss write_index: ") + e.what());
   }
+  if (!WriteRaw(out.f, static_cast<uint64_t>(extra.size())) ||
+      (!extra.empty() && std::fwrite(extra.data(), extra.size(), 1, out.f) != 1))
+    return Status::IOError("write " + tmp);
   if (std::fflush(out.f) != 0) return Status::IOError("flush " + tmp);
   long end = std::ftell(out.f);
   uint64_t payload = static_cast<uint64_t>(end) - kHeaderSize, hash = 0;
@@ -205,8 +304,10 @@ Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covere
 
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
                     uint64_t* covered_id,
-                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections) {
+                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections,
+                    std::optional<std::string>* extra) {
   sections->clear();
+  if (extra) extra->reset();
   File in;
   in.f = std::fopen(path.c_str(), "rb");
   if (!in.f) return Status::NotFound("no snapshot " + path);
@@ -219,7 +320,8 @@ Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64
       !ReadRaw(in.f, &covered) || !ReadRaw(in.f, &count) || !ReadRaw(in.f, &payload) ||
       !ReadRaw(in.f, &hash))
     return Status::Corruption(path + ": truncated header");
-  if (format != kFormat) return Status::Corruption(path + ": unknown snapshot format");
+  if (format != kFormat && format != 1)
+    return Status::Corruption(path + ": unknown snapshot format");
   if (tag != store_tag) return Status::Corruption(path + ": snapshot of another store");
   if (count > 0 && dim != static_cast<uint32_t>(options.dim))
     return Status::Corruption(path + ": dimension " + std::to_string(dim) + " differs from " +
@@ -250,6 +352,17 @@ Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64
   } catch (const std::exception& e) {
     return Status::Corruption(path + ": " + e.what());
   }
+  std::optional<std::string> bytes;
+  if (format >= 2) {
+    uint64_t len = 0;
+    long at = std::ftell(in.f);
+    if (!ReadRaw(in.f, &len) || len != kHeaderSize + payload - static_cast<uint64_t>(at) - 8)
+      return Status::Corruption(path + ": extra section does not match the payload");
+    bytes.emplace(len, '\0');
+    if (len && std::fread(bytes->data(), len, 1, in.f) != 1)
+      return Status::Corruption(path + ": truncated extra section");
+  }
+  if (extra) *extra = std::move(bytes);
   *covered_id = covered;
   *sections = std::move(out);
   return Status::OK();

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/util/status.h"
@@ -52,9 +54,10 @@ class VectorIndex {
 
  private:
   friend Status SaveSnapshot(const std::string&, uint64_t, uint64_t,
-                             const std::map<uint64_t, const VectorIndex*>&);
+                             const std::map<uint64_t, const VectorIndex*>&, std::string_view);
   friend Status LoadSnapshot(const std::string&, const IndexOptions&, uint64_t, uint64_t*,
-                             std::map<uint64_t, std::unique_ptr<VectorIndex>>*);
+                             std::map<uint64_t, std::unique_ptr<VectorIndex>>*,
+                             std::optional<std::string>*);
   VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopted);
   IndexOptions options_;
   faiss::IndexIDMap2* index_ = nullptr;  // owns its HNSW
@@ -64,15 +67,20 @@ class VectorIndex {
 // A snapshot file holds several indexes (keyed, e.g. by direction id) and the largest record id
 // they cover. Written atomically: temp file, fsync, rename over the old one, directory fsync.
 // Layout: magic "HTAMIDX1", u32 format, u32 dim, u64 store tag, u64 covered_id, u32 sections, u64
-// payload bytes, u64 payload hash; then per section u64 key + u64 length + FAISS bytes.
+// payload bytes, u64 payload hash; then per section u64 key + u64 length + FAISS bytes; then
+// (format 2) u64 length + `extra` bytes (derived data covering the same ids, e.g. the transition
+// table), inside the hashed payload.
 Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
-                    const std::map<uint64_t, const VectorIndex*>& sections);
+                    const std::map<uint64_t, const VectorIndex*>& sections,
+                    std::string_view extra = {});
 // Corruption when the file is truncated, fails its hash, has another dimension or does not parse;
 // NotFound when absent. Nothing from a bad file is returned.
 // `store_tag` names the store the snapshot belongs to: a snapshot of another store is Corruption.
+// `extra` (optional) receives the extra bytes; nullopt for a format-1 file, which has none.
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
                     uint64_t* covered_id,
-                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections);
+                    std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections,
+                    std::optional<std::string>* extra = nullptr);
 
 // Fast 64-bit content hash (not cryptographic) used by snapshot files.
 uint64_t Hash64(const void* data, size_t n, uint64_t seed = 0);

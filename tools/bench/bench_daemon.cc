@@ -59,7 +59,9 @@ const htam::Status& StatusOf(const htam::Result<T>& r) {
 
 // Fills the store through the memory library (the daemon is not running yet).
 void Populate(const htam::Config& config, size_t want) {
-  auto opened = htam::memory::Memory::Open(htam::memory::MemoryOptions::FromConfig(config));
+  htam::memory::MemoryOptions o = htam::memory::MemoryOptions::FromConfig(config);
+  o.sync_commits = false;  // bulk load; synced at close (the daemon then syncs every commit)
+  auto opened = htam::memory::Memory::Open(o);
   CHECK_OK(opened);
   htam::memory::Memory& m = **opened;
   auto existing = m.ListTransitions(0, 1);

@@ -64,6 +64,14 @@ std::string Words(std::mt19937_64& rng, int n) {
     }                                                                                             \
   } while (0)
 
+void SyncOrDie(Memory& m) {
+  Status s = m.Sync();
+  if (!s.ok()) {
+    std::fprintf(stderr, "htam-bench memory: sync: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
 // ---------------------------------------------------------------- build (parent)
 
 struct Builder {
@@ -244,6 +252,10 @@ int MeasurePhase(const Flags& f) {
       done += static_cast<int>(steps.size());
     }
   }
+  // Acknowledged means synced; the indexes take the records in the background: include the time
+  // until they hold every one (Sync waits for it), so the rate is one the memory can sustain.
+  double batch_acked_rps = durable / (NowSeconds() - a);
+  SyncOrDie(m);
   double batch_rps = durable / (NowSeconds() - a);
 
   std::vector<uint64_t> tsess;
@@ -260,6 +272,7 @@ int MeasurePhase(const Flags& f) {
       }
     });
   for (auto& t : ts) t.join();
+  SyncOrDie(m);
   double group_rps = per * threads / (NowSeconds() - a);
 
   json r = {{"startup_s", startup},
@@ -274,6 +287,7 @@ int MeasurePhase(const Flags& f) {
             {"strategies_per_decision", double(strategies_returned) / (decisions + warm)},
             {"durable_single_rps", single_rps},
             {"durable_batch_rps", batch_rps},
+            {"durable_batch_acked_rps", batch_acked_rps},
             {"durable_group_commit_rps", group_rps},
             {"index_source",
              status_text.substr(status_text.find("index_source:") + 13,

@@ -1,0 +1,191 @@
+// The in-memory table of per-transition policy facts (see transition_table.h).
+#include "daemon/memory/transition_table.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace htam::memory {
+namespace {
+
+constexpr uint32_t kTableMagic = 0x48545442;  // "HTTB"
+constexpr uint32_t kTableFormat = 1;
+
+template <typename T>
+void Put(std::string* out, const T& v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <typename T>
+bool Take(std::string_view* in, T* v) {
+  if (in->size() < sizeof *v) return false;
+  std::memcpy(v, in->data(), sizeof *v);
+  in->remove_prefix(sizeof *v);
+  return true;
+}
+
+bool FitsU32(uint64_t x) {
+  return x <= std::numeric_limits<uint32_t>::max();
+}
+
+}  // namespace
+
+void TransitionTable::Add(const fb::TransitionRecord& r, size_t key_dim) {
+  const uint64_t id = r.id();
+  if (id == 0) return;
+  if (rows_.size() < id) rows_.resize(id);
+  Row& row = rows_[id - 1];
+  if (!(row.flags & kPresent)) ++present_;
+  Fill(r, key_dim, &row);
+}
+
+void TransitionTable::Fill(const fb::TransitionRecord& r, size_t key_dim, Row* out) {
+  Row& row = *out;
+  row = Row();
+  row.flags = kPresent;
+  if (r.state() && r.state()->vector() && r.state()->vector()->size() == key_dim)
+    row.flags |= kKeyOk;
+  row.session_id = r.session_id();
+  row.learned_strategy_id = r.learned_strategy_id();
+  row.status = static_cast<uint8_t>(r.status());
+  row.speedup_before = r.speedup_before();
+  row.speedup_after = r.speedup_after();
+  row.step = r.step();
+  bool fits = FitsU32(r.direction_id());
+  row.direction_id = static_cast<uint32_t>(r.direction_id());
+  if (r.history()) {
+    size_t n = r.history()->size(), from = n > kHistory ? n - kHistory : 0;
+    for (size_t i = from; i < n; ++i) {
+      fits = fits && FitsU32(r.history()->Get(i));
+      row.history[row.history_size++] = static_cast<uint32_t>(r.history()->Get(i));
+    }
+  }
+  std::string_view backend = r.backend() ? r.backend()->string_view() : std::string_view();
+  auto b = std::find(backends_.begin(), backends_.end(), backend);
+  if (b == backends_.end()) {
+    if (backends_.size() > std::numeric_limits<uint8_t>::max()) {
+      fits = false;
+    } else {
+      backends_.emplace_back(backend);
+      b = backends_.end() - 1;
+    }
+  }
+  if (b != backends_.end()) row.backend = static_cast<uint8_t>(b - backends_.begin());
+  size_t ns = r.strategy_ids() ? r.strategy_ids()->size() : 0;
+  if (ns > std::numeric_limits<uint16_t>::max() || !FitsU32(pool_.size() + ns)) fits = false;
+  if (fits && ns) {
+    row.strategies_at = static_cast<uint32_t>(pool_.size());
+    row.strategies = static_cast<uint16_t>(ns);
+    pool_.insert(pool_.end(), r.strategy_ids()->begin(), r.strategy_ids()->end());
+  }
+  if (!fits) {
+    Row fallback;
+    fallback.flags = kPresent | kFallback | (row.flags & kKeyOk);
+    row = fallback;
+  }
+}
+
+const TransitionTable::Row* TransitionTable::Find(uint64_t id) const {
+  if (id == 0 || id > rows_.size()) return nullptr;
+  const Row& row = rows_[id - 1];
+  return (row.flags & kPresent) ? &row : nullptr;
+}
+
+std::string TransitionTable::Compare(const fb::TransitionRecord& r, size_t key_dim) const {
+  const Row* row = Find(r.id());
+  if (!row) return "no row";
+  TransitionTable one;
+  Row want;
+  one.Fill(r, key_dim, &want);
+  if ((row->flags & ~kFallback) != (want.flags & ~kFallback)) return "flags differ";
+  if (row->flags & kFallback || want.flags & kFallback)
+    return (row->flags & kFallback) == (want.flags & kFallback) ? "" : "fallback differs";
+  if (row->session_id != want.session_id) return "session differs";
+  if (row->learned_strategy_id != want.learned_strategy_id) return "learned strategy differs";
+  if (row->direction_id != want.direction_id) return "direction differs";
+  if (row->step != want.step) return "step differs";
+  if (row->status != want.status) return "status differs";
+  if (std::memcmp(&row->speedup_before, &want.speedup_before, sizeof(float)) != 0 ||
+      std::memcmp(&row->speedup_after, &want.speedup_after, sizeof(float)) != 0)
+    return "speedups differ";
+  if (Backend(*row) != one.Backend(want)) return "backend differs";
+  if (row->history_size != want.history_size ||
+      !std::equal(row->history, row->history + row->history_size, want.history))
+    return "history differs";
+  if (row->strategies != want.strategies ||
+      !std::equal(Strategies(*row), Strategies(*row) + row->strategies, one.Strategies(want)))
+    return "strategies differ";
+  return "";
+}
+
+size_t TransitionTable::bytes() const {
+  size_t b = rows_.capacity() * sizeof(Row) + pool_.capacity() * sizeof(uint64_t);
+  for (const auto& s : backends_) b += s.capacity() + sizeof s;
+  return b;
+}
+
+void TransitionTable::Clear() {
+  rows_.clear();
+  rows_.shrink_to_fit();
+  pool_.clear();
+  pool_.shrink_to_fit();
+  backends_.clear();
+  present_ = 0;
+}
+
+std::string TransitionTable::Serialize() const {
+  std::string out;
+  out.reserve(32 + rows_.size() * sizeof(Row) + pool_.size() * 8);
+  Put(&out, kTableMagic);
+  Put(&out, kTableFormat);
+  Put(&out, static_cast<uint32_t>(sizeof(Row)));
+  Put(&out, static_cast<uint32_t>(backends_.size()));
+  Put(&out, static_cast<uint64_t>(rows_.size()));
+  Put(&out, static_cast<uint64_t>(pool_.size()));
+  out.append(reinterpret_cast<const char*>(rows_.data()), rows_.size() * sizeof(Row));
+  out.append(reinterpret_cast<const char*>(pool_.data()), pool_.size() * sizeof(uint64_t));
+  for (const auto& b : backends_) {
+    Put(&out, static_cast<uint32_t>(b.size()));
+    out.append(b);
+  }
+  return out;
+}
+
+Status TransitionTable::Deserialize(std::string_view in, TransitionTable* out) {
+  uint32_t magic = 0, format = 0, row_size = 0, nb = 0;
+  uint64_t nrows = 0, npool = 0;
+  if (!Take(&in, &magic) || !Take(&in, &format) || !Take(&in, &row_size) || !Take(&in, &nb) ||
+      !Take(&in, &nrows) || !Take(&in, &npool))
+    return Status::Corruption("transition table: truncated header");
+  if (magic != kTableMagic || format != kTableFormat || row_size != sizeof(Row))
+    return Status::Corruption("transition table: unknown format");
+  if (nrows > in.size() / sizeof(Row) || npool > in.size() / sizeof(uint64_t) ||
+      nrows * sizeof(Row) + npool * sizeof(uint64_t) > in.size())
+    return Status::Corruption("transition table: truncated");
+  TransitionTable t;
+  t.rows_.resize(nrows);
+  if (nrows) std::memcpy(t.rows_.data(), in.data(), nrows * sizeof(Row));
+  in.remove_prefix(nrows * sizeof(Row));
+  t.pool_.resize(npool);
+  if (npool) std::memcpy(t.pool_.data(), in.data(), npool * sizeof(uint64_t));
+  in.remove_prefix(npool * sizeof(uint64_t));
+  for (uint32_t i = 0; i < nb; ++i) {
+    uint32_t len = 0;
+    if (!Take(&in, &len) || len > in.size())
+      return Status::Corruption("transition table: truncated backends");
+    t.backends_.emplace_back(in.substr(0, len));
+    in.remove_prefix(len);
+  }
+  if (!in.empty()) return Status::Corruption("transition table: trailing bytes");
+  for (const Row& r : t.rows_) {
+    if (!(r.flags & kPresent)) continue;
+    ++t.present_;
+    if (!(r.flags & kFallback) && r.backend >= t.backends_.size())
+      return Status::Corruption("transition table: bad backend index");
+    if (r.history_size > kHistory || uint64_t{r.strategies_at} + r.strategies > npool)
+      return Status::Corruption("transition table: bad row");
+  }
+  *out = std::move(t);
+  return Status::OK();
+}
+
+}  // namespace htam::memory
