@@ -48,6 +48,11 @@ bool IsLocalEndpoint(const std::string& e) {
                                  host.find_first_not_of("0123456789.") == std::string::npos);
 }
 
+// The language a backend's candidates are written in (as the server defaults it).
+std::string LanguageOf(const std::string& backend) {
+  return backend == "cuda" || backend == "hip" ? backend : "cpp";
+}
+
 bool ArchMatches(const std::string& want, const std::string& have) {
   return want.empty() || want == have;
 }
@@ -181,6 +186,7 @@ Status SchedulerImpl::Init() {
       dev.arch = d.arch;
       dev.name = d.name;
       dev.memory_bytes = d.memory_bytes;
+      dev.language = LanguageOf(d.backend);
       w.devices.push_back(dev);
     }
     workers_[kLocal] = std::move(w);
