@@ -22,11 +22,11 @@ namespace htam::eval {
 // One candidate to evaluate on one backend.
 struct EvalJob {
   uint64_t job_id = 0;
-  std::string task_dir;  // configs/tasks/<name> (holds task.json and references)
-  std::string backend;   // "cpu", "cuda", "hip"
-  std::string arch;      // "" = any device of that backend; else e.g. "sm_90", "x86_64"
-  std::string language;  // "" = the backend's language; else must match it ("cpp", "cuda")
-  std::string source;    // the candidate's source text (hostile input)
+  std::string task_dir;     // configs/tasks/<name> (holds task.json and references)
+  std::string backend;      // "cpu", "cuda", "hip"
+  std::string arch;         // "" = any device of that backend; else e.g. "sm_90", "x86_64"
+  std::string language;     // "" = the backend's language; else must match it ("cpp", "cuda")
+  std::string source;       // the candidate's source text (hostile input)
   uint64_t session_id = 0;  // fair share between sessions (daemon/scheduler); 0 = none
   std::string context;      // opaque to evaluation: kept with a durably queued job, handed back
                             // by Recovered() after a daemon restart

@@ -44,8 +44,8 @@ bool IsLocalEndpoint(const std::string& e) {
   std::string host = e.substr(6);
   if (host.rfind("[::1]:", 0) == 0) return true;
   host = host.substr(0, host.rfind(':'));
-  return host == "localhost" || (host.rfind("127.", 0) == 0 &&
-                                 host.find_first_not_of("0123456789.") == std::string::npos);
+  return host == "localhost" ||
+         (host.rfind("127.", 0) == 0 && host.find_first_not_of("0123456789.") == std::string::npos);
 }
 
 // The language a backend's candidates are written in (as the server defaults it).
@@ -93,8 +93,8 @@ struct Job {
 
 // Work decided under the lock, carried out after it is released.
 struct Actions {
-  std::vector<std::pair<std::string, json>> sends;                    // to remote workers
-  std::vector<std::pair<eval::EvalJob, uint32_t>> local;              // to the local evaluator
+  std::vector<std::pair<std::string, json>> sends;        // to remote workers
+  std::vector<std::pair<eval::EvalJob, uint32_t>> local;  // to the local evaluator
   std::vector<std::pair<std::string, std::pair<eval::EvalJob, uint32_t>>> remote;  // id, job
   std::vector<std::pair<std::function<void(eval::EvalResult)>, eval::EvalResult>> done;
 };
@@ -165,7 +165,7 @@ class SchedulerImpl : public eval::Evaluator {
   std::map<std::string, Worker> workers_;
   std::map<uint64_t, Job> jobs_;
   std::map<uint64_t, std::deque<uint64_t>> queues_;  // session -> queued job ids (FIFO)
-  uint64_t last_session_ = 0;                         // round-robin position
+  uint64_t last_session_ = 0;                        // round-robin position
   std::vector<eval::EvalJob> recovered_;
   std::set<uint64_t> awaiting_resubmit_;
   std::deque<int64_t> finished_ms_;  // completion times of the last minute (throughput)
@@ -195,11 +195,14 @@ Status SchedulerImpl::Init() {
     HTAM_ASSIGN_OR_RETURN(journal_, Journal::Open(opt_.queue_dir));
     size_t bad = 0;
     HTAM_ASSIGN_OR_RETURN(recovered_, journal_->List(&bad));
-    if (bad) HTAM_LOG(kWarn, kComponent) << bad << " unreadable queued job(s) skipped";
+    if (bad) {
+      HTAM_LOG(kWarn, kComponent) << bad << " unreadable queued job(s) skipped";
+    }
     for (const auto& j : recovered_) awaiting_resubmit_.insert(j.job_id);
-    if (!recovered_.empty())
+    if (!recovered_.empty()) {
       HTAM_LOG(kInfo, kComponent) << recovered_.size()
                                   << " job(s) queued before the restart will resume";
+    }
   }
   try {
     wake_pull_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pull);
@@ -233,9 +236,9 @@ Status SchedulerImpl::Init() {
       }
       router_->bind(opt_.endpoint);
       bound_ = router_->get(zmq::sockopt::last_endpoint);
-      HTAM_LOG(kInfo, kComponent) << "worker endpoint " << bound_
-                                  << (opt_.curve ? " (CURVE)" : "") << ", heartbeat "
-                                  << opt_.heartbeat_ms << " ms x " << opt_.liveness;
+      HTAM_LOG(kInfo, kComponent) << "worker endpoint " << bound_ << (opt_.curve ? " (CURVE)" : "")
+                                  << ", heartbeat " << opt_.heartbeat_ms << " ms x "
+                                  << opt_.liveness;
     }
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot bind the worker endpoint " + opt_.endpoint + ": " +
@@ -300,8 +303,8 @@ void SchedulerImpl::Loop() {
           break;
         }
         if (parts.size() != 3 || parts[1].to_string_view() != kWorkerProtocol) {
-          HTAM_LOG(kWarn, kComponent) << "worker " << Printable(parts[0].to_string())
-                                      << ": not an HTW1 message; ignored";
+          HTAM_LOG(kWarn, kComponent)
+              << "worker " << Printable(parts[0].to_string()) << ": not an HTW1 message; ignored";
           continue;
         }
         inbox.emplace_back(parts[0].to_string(), parts[2].to_string());
@@ -524,7 +527,9 @@ void SchedulerImpl::Finish(uint64_t job_id, eval::EvalResult r, Actions* a) {
   const bool keep = stopping_ && r.status == fb::OutcomeStatus::InfraError;
   if (journal_ && !keep) {
     Status st = journal_->Erase(job_id);
-    if (!st.ok()) HTAM_LOG(kWarn, kComponent) << st.ToString();
+    if (!st.ok()) {
+      HTAM_LOG(kWarn, kComponent) << st.ToString();
+    }
   }
   ++finished_;
   if (r.status == fb::OutcomeStatus::InfraError) ++failed_;
@@ -617,8 +622,8 @@ Status SchedulerImpl::Submit(eval::EvalJob job, std::function<void(eval::EvalRes
     const bool resumed = awaiting_resubmit_.erase(job.job_id) > 0;
     if (jobs_.count(job.job_id)) return Status::InvalidArgument("job id already queued");
     const size_t devices = MatchingDevices(job.backend, job.arch);
-    const std::string what = "backend '" + job.backend + "'" +
-                             (job.arch.empty() ? "" : " arch '" + job.arch + "'");
+    const std::string what =
+        "backend '" + job.backend + "'" + (job.arch.empty() ? "" : " arch '" + job.arch + "'");
     if (devices == 0 && !router_ && !resumed)
       return Status::Unavailable("no worker serves " + what);
     if (!job.language.empty()) {
@@ -636,7 +641,8 @@ Status SchedulerImpl::Submit(eval::EvalJob job, std::function<void(eval::EvalRes
       for (const auto& [s, q] : queues_)
         for (uint64_t id : q) {
           const auto& o = jobs_.at(id).job;
-          if (o.backend == job.backend && (o.arch.empty() || job.arch.empty() || o.arch == job.arch))
+          if (o.backend == job.backend &&
+              (o.arch.empty() || job.arch.empty() || o.arch == job.arch))
             ++waiting;
         }
       const size_t limit = size_t(opt_.queue_per_device) * std::max<size_t>(devices, 1);
@@ -683,8 +689,8 @@ std::vector<fb::DeviceInfoT> SchedulerImpl::Devices() {
       d.arch = w.devices[i].arch;
       d.name = w.devices[i].name;
       d.memory_bytes = w.devices[i].memory_bytes;
-      d.worker = (w.local ? std::string("local:") : w.name + ":") + d.backend + ":" +
-                 std::to_string(i);
+      d.worker =
+          (w.local ? std::string("local:") : w.name + ":") + d.backend + ":" + std::to_string(i);
       out.push_back(std::move(d));
     }
   return out;

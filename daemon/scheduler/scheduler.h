@@ -20,17 +20,17 @@ namespace htam::scheduler {
 
 // All fields default from the `worker` section of the configuration table (options.inc).
 struct SchedulerOptions {
-  std::string endpoint;             // worker.endpoint: ROUTER for htam-worker; "" = none
-  bool curve = false;               // worker.curve
-  std::string secret_key_file;      // server.curve_secret_key_file (the daemon's key pair)
-  std::string authorized_keys;      // worker.curve_authorized_keys
+  std::string endpoint;              // worker.endpoint: ROUTER for htam-worker; "" = none
+  bool curve = false;                // worker.curve
+  std::string secret_key_file;       // server.curve_secret_key_file (the daemon's key pair)
+  std::string authorized_keys;       // worker.curve_authorized_keys
   bool allow_insecure_bind = false;  // server.allow_insecure_bind
-  int heartbeat_ms = 1000;          // worker.heartbeat_ms
-  int liveness = 5;                 // worker.liveness
-  int queue_per_device = 8;         // worker.queue_per_device
-  int max_attempts = 3;             // worker.max_attempts
-  int wait_for_device_s = 600;      // worker.wait_for_device_s
-  std::string queue_dir;            // <data_dir>/queue when worker.durable_queue; "" = not durable
+  int heartbeat_ms = 1000;           // worker.heartbeat_ms
+  int liveness = 5;                  // worker.liveness
+  int queue_per_device = 8;          // worker.queue_per_device
+  int max_attempts = 3;              // worker.max_attempts
+  int wait_for_device_s = 600;       // worker.wait_for_device_s
+  std::string queue_dir;             // <data_dir>/queue when worker.durable_queue; "" = not durable
 
   static SchedulerOptions FromConfig(const Config& config);
 };

@@ -83,8 +83,11 @@ TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
 
 TEST(WireTest, HostileJobsAreRefused) {
   TempDir dir;
-  nlohmann::json m = {{"type", "job"},  {"job_id", 1},   {"backend", "cpu"},
-                      {"source", "x"},   {"task", {{"name", "t"}, {"files", {{"task.json", "{}"}}}}}};
+  nlohmann::json m = {{"type", "job"},
+                      {"job_id", 1},
+                      {"backend", "cpu"},
+                      {"source", "x"},
+                      {"task", {{"name", "t"}, {"files", {{"task.json", "{}"}}}}}};
   EXPECT_TRUE(JobFromWire(m, dir.path).ok());
   auto bad = m;
   bad["task"]["files"]["../../etc/passwd"] = "x";

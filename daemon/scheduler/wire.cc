@@ -59,9 +59,14 @@ Result<json> JobToWire(const eval::EvalJob& job, uint32_t attempt) {
   closedir(dir);
   if (!files.contains("task.json")) return Status::NotFound("no task.json in " + job.task_dir);
   std::string name = job.task_dir.substr(job.task_dir.find_last_of('/') + 1);
-  return json{{"type", "job"},         {"job_id", job.job_id},     {"attempt", attempt},
-              {"backend", job.backend}, {"arch", job.arch},         {"language", job.language},
-              {"source", job.source},   {"session_id", job.session_id},
+  return json{{"type", "job"},
+              {"job_id", job.job_id},
+              {"attempt", attempt},
+              {"backend", job.backend},
+              {"arch", job.arch},
+              {"language", job.language},
+              {"source", job.source},
+              {"session_id", job.session_id},
               {"task", {{"name", name}, {"files", files}}}};
 }
 
@@ -165,8 +170,9 @@ eval::EvalResult ResultFromWire(const json& m) {
 }
 
 json JobToJournal(const eval::EvalJob& job) {
-  return {{"job_id", job.job_id},     {"task_dir", job.task_dir},     {"backend", job.backend},
-          {"arch", job.arch},         {"language", job.language},     {"source", job.source},
+  return {{"job_id", job.job_id},         {"task_dir", job.task_dir},
+          {"backend", job.backend},       {"arch", job.arch},
+          {"language", job.language},     {"source", job.source},
           {"session_id", job.session_id}, {"context", job.context}};
 }
 

@@ -80,8 +80,10 @@ std::string PeerName(const std::string& identity) {
 
 // What the loop needs to record a job's result, kept by a durable evaluator queue across restarts.
 std::string Server::EncodeJobContext(const Job& job) {
-  nlohmann::json j{{"direction_id", job.direction_id}, {"strategy_ids", job.strategy_ids},
-                   {"summary", job.summary},           {"language", job.language},
+  nlohmann::json j{{"direction_id", job.direction_id},
+                   {"strategy_ids", job.strategy_ids},
+                   {"summary", job.summary},
+                   {"language", job.language},
                    {"candidate_hash", job.candidate_hash}};
   return j.dump();
 }

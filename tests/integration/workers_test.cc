@@ -55,19 +55,12 @@ class WorkerChild {
   ~WorkerChild() { Kill(); }
 
   void Start() {
-    std::vector<std::string> args = {HTAM_WORKER_PATH,
-                                     "--general.data_dir", dir_,
-                                     "--worker.connect", connect_,
-                                     "--worker.name", name_,
-                                     "--worker.heartbeat_ms", "200",
-                                     "--worker.liveness", "5",
-                                     "--eval.backends", "cpu",
-                                     // A quick gate: these tests are about scheduling.
-                                     "--eval.seeds", "1",
-                                     "--eval.repetitions", "5",
-                                     "--eval.warmup_reps", "1",
-                                     "--eval.warmup_ms", "1",
-                                     "--general.log_level", "debug"};
+    std::vector<std::string> args = {
+        HTAM_WORKER_PATH, "--general.data_dir", dir_, "--worker.connect", connect_, "--worker.name",
+        name_, "--worker.heartbeat_ms", "200", "--worker.liveness", "5", "--eval.backends", "cpu",
+        // A quick gate: these tests are about scheduling.
+        "--eval.seeds", "1", "--eval.repetitions", "5", "--eval.warmup_reps", "1",
+        "--eval.warmup_ms", "1", "--general.log_level", "debug"};
     pid_ = fork();
     if (pid_ == 0) {
       FILE* log = fopen((dir_ + "/worker.log").c_str(), "a");
@@ -177,10 +170,13 @@ class WorkersTest : public ::testing::Test {
   }
   Result<uint64_t> Submit(Client& c, uint64_t sid, const std::string& source,
                           const std::string& summary = "candidate") {
+    auto step = c.NextStep(sid);  // the direction the candidate follows (recorded with it)
+    if (!step.ok()) return step.status();
     SubmitArgs s;
     s.session_id = sid;
     s.source = source;
     s.summary = summary;
+    s.direction_id = step->direction->id;
     auto ack = c.Submit(s);
     if (!ack.ok()) return ack.status();
     return ack->job_id;

@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -117,23 +117,30 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
   const std::string worker = f.Get("worker", self + "/../worker/htam-worker");
   const std::string backend = f.Get("backend", "cpu");
   const std::string front = "ipc://" + dir + "/htamd.sock", back = "ipc://" + dir + "/w.sock";
-  pid_t d = Spawn({htamd, "--general.data_dir", dir, "--server.bind", front, "--server.tasks_dir",
-                   f.Get("tasks-dir", "configs/tasks"), "--worker.endpoint", back,
-                   "--worker.local", "false", "--worker.queue_per_device",
-                   std::to_string(jobs + 1), "--server.max_wait_ms", "3600000"},
-                  dir + "/htamd.log");
+  pid_t d = Spawn(
+      {htamd, "--general.data_dir", dir, "--server.bind", front, "--server.tasks_dir",
+       f.Get("tasks-dir", "configs/tasks"), "--worker.endpoint", back, "--worker.local", "false",
+       "--worker.queue_per_device", std::to_string(jobs + 1), "--server.max_wait_ms", "3600000"},
+      dir + "/htamd.log");
   std::vector<pid_t> ws;
   for (int i = 0; i < n; ++i) {
     std::string wdir = dir + "/w" + std::to_string(i);
     fs::create_directories(wdir);
     chmod(wdir.c_str(), 0755);
-    std::vector<std::string> args = {worker, "--general.data_dir", wdir, "--worker.connect", back,
-                                     "--worker.name", "w" + std::to_string(i), "--eval.backends",
+    std::vector<std::string> args = {worker,
+                                     "--general.data_dir",
+                                     wdir,
+                                     "--worker.connect",
+                                     back,
+                                     "--worker.name",
+                                     "w" + std::to_string(i),
+                                     "--eval.backends",
                                      backend};
     for (const auto& a : Split(f.Get("worker-args", ""), ' ')) args.push_back(a);
     std::vector<std::string> env;
     if (f.Has("gpu-per-worker"))
-      env = {"CUDA_VISIBLE_DEVICES=" + std::to_string(i), "HIP_VISIBLE_DEVICES=" + std::to_string(i)};
+      env = {"CUDA_VISIBLE_DEVICES=" + std::to_string(i),
+             "HIP_VISIBLE_DEVICES=" + std::to_string(i)};
     ws.push_back(Spawn(args, wdir + "/worker.log", env));
   }
   htam::ClientOptions o;
@@ -173,8 +180,10 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
   std::vector<uint64_t> ids;
   for (int i = 0; i < jobs; ++i) {
     const std::string& t = tasks[size_t(i) % tasks.size()];
+    auto step = (*c)->NextStep(session[t]);
     htam::SubmitArgs s;
     s.session_id = session[t];
+    if (step.ok() && step->direction) s.direction_id = step->direction->id;
     s.source = sources.at(t) + "\n// bench job " + std::to_string(i) + " " + dir + "\n";
     s.summary = "bench job " + std::to_string(i);
     auto ack = (*c)->Submit(s);
@@ -236,14 +245,15 @@ int RunWorkersBench(int argc, char** argv) {
                  tasks_dir.c_str(), backend.c_str());
     return 1;
   }
-  const int jobs = int(f.GetInt("jobs", 24)), rounds = int(std::max<int64_t>(1, f.GetInt("rounds", 1)));
+  const int jobs = int(f.GetInt("jobs", 24)),
+            rounds = int(std::max<int64_t>(1, f.GetInt("rounds", 1)));
   std::vector<Phase> medians;
   for (int64_t n : f.GetIntList("workers", {1, 2})) {
     std::vector<Phase> runs;
     for (int r = 0; r < rounds; ++r) {
       runs.push_back(RunPhase(f, int(n), jobs, usable, sources));
-      std::fprintf(stderr, "workers=%d round %d: %d ok, %d failed, %.1f s, %.1f jobs/min\n",
-                   int(n), r + 1, runs.back().ok, runs.back().failed, runs.back().seconds,
+      std::fprintf(stderr, "workers=%d round %d: %d ok, %d failed, %.1f s, %.1f jobs/min\n", int(n),
+                   r + 1, runs.back().ok, runs.back().failed, runs.back().seconds,
                    runs.back().per_min);
     }
     std::sort(runs.begin(), runs.end(),
@@ -254,8 +264,9 @@ int RunWorkersBench(int argc, char** argv) {
               backend.c_str(), jobs, usable.size(), rounds);
   std::printf("%-8s %8s %8s %10s %12s %10s\n", "workers", "ok", "failed", "wall_s", "jobs/min",
               "vs_first");
-  nlohmann::json out = {{"bench", "workers"}, {"backend", backend}, {"jobs", jobs},
-                        {"rounds", rounds},   {"tasks", usable},     {"phases", nlohmann::json::array()}};
+  nlohmann::json out = {{"bench", "workers"}, {"backend", backend},
+                        {"jobs", jobs},       {"rounds", rounds},
+                        {"tasks", usable},    {"phases", nlohmann::json::array()}};
   for (const auto& p : medians) {
     double ratio = p.per_min / medians.front().per_min;
     std::printf("%-8d %8d %8d %10.1f %12.1f %9.2fx\n", p.workers, p.ok, p.failed, p.seconds,

@@ -93,9 +93,9 @@ int CmdWorkers(Context& c) {
             d.value("memory_mb", ""), d.value("state", ""), d.value("jobs", "")});
   dt.Print(c.out);
   c.out << "\n";
-  for (const char* k : {"endpoint", "queue_length", "devices_busy", "throughput_last_minute",
-                        "jobs_finished", "jobs_failed", "jobs_requeued", "busy_refusals",
-                        "workers_lost", "stale_results_dropped"})
+  for (const char* k :
+       {"endpoint", "queue_length", "devices_busy", "throughput_last_minute", "jobs_finished",
+        "jobs_failed", "jobs_requeued", "busy_refusals", "workers_lost", "stale_results_dropped"})
     if (summary.contains(k)) c.out << k << ": " << summary[k].get<std::string>() << "\n";
   for (auto it = summary.begin(); it != summary.end(); ++it)
     if (it.key().rfind("queue_", 0) == 0 && it.key() != "queue_length" &&

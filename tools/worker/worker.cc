@@ -103,9 +103,9 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
                        {"name", d.name},
                        {"memory_bytes", d.memory_bytes},
                        {"language", LanguageOf(d.backend)}});
-  const json hello{{"type", "register"}, {"protocol", scheduler::kWorkerProtocol},
-                   {"name", name},       {"host", HostName()},
-                   {"pid", getpid()},    {"version", HTAM_VERSION},
+  const json hello{{"type", "register"},   {"protocol", scheduler::kWorkerProtocol},
+                   {"name", name},         {"host", HostName()},
+                   {"pid", getpid()},      {"version", HTAM_VERSION},
                    {"instance", instance}, {"devices", devices}};
 
   zmq::context_t ctx(1);
@@ -184,8 +184,8 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
         registered = true;
         heartbeat_ms = std::max(10, m.value("heartbeat_ms", heartbeat_ms));
         liveness = std::max(1, m.value("liveness", liveness));
-        HTAM_LOG(kInfo, kComponent) << name << ": registered (heartbeat " << heartbeat_ms
-                                    << " ms x " << liveness << ")";
+        HTAM_LOG(kInfo, kComponent)
+            << name << ": registered (heartbeat " << heartbeat_ms << " ms x " << liveness << ")";
       } else if (type == "reregister") {
         HTAM_LOG(kInfo, kComponent) << name << ": the daemon asks to register again";
         send(hello);

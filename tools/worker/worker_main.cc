@@ -57,9 +57,8 @@ int main(int argc, char** argv) {
     HTAM_LOG(kError, "worker") << "no device can evaluate here (see the notes above)";
     return 1;
   }
-  htam::Status st =
-      htam::worker::RunWorker(htam::worker::WorkerOptions::FromConfig(*config), evaluator->get(),
-                              &g_stop);
+  htam::Status st = htam::worker::RunWorker(htam::worker::WorkerOptions::FromConfig(*config),
+                                            evaluator->get(), &g_stop);
   (*evaluator)->Shutdown();
   if (!st.ok()) {
     HTAM_LOG(kError, "worker") << st.ToString();
