@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -50,8 +51,12 @@ HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* o
 // One htam-worker child process (CPU backend), logging to a file in its own data directory.
 class WorkerChild {
  public:
-  WorkerChild(std::string dir, std::string name, std::string connect)
-      : dir_(std::move(dir)), name_(std::move(name)), connect_(std::move(connect)) {}
+  WorkerChild(std::string dir, std::string name, std::string connect,
+              std::vector<std::string> extra = {})
+      : dir_(std::move(dir)),
+        name_(std::move(name)),
+        connect_(std::move(connect)),
+        extra_(std::move(extra)) {}
   ~WorkerChild() { Kill(); }
 
   void Start() {
@@ -61,6 +66,7 @@ class WorkerChild {
         // A quick gate: these tests are about scheduling.
         "--eval.seeds", "1", "--eval.repetitions", "5", "--eval.warmup_reps", "1",
         "--eval.warmup_ms", "1", "--general.log_level", "debug"};
+    args.insert(args.end(), extra_.begin(), extra_.end());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* log = fopen((dir_ + "/worker.log").c_str(), "a");
@@ -99,6 +105,7 @@ class WorkerChild {
 
  private:
   std::string dir_, name_, connect_;
+  std::vector<std::string> extra_;
   pid_t pid_ = -1;
 };
 
@@ -131,12 +138,13 @@ class WorkersTest : public ::testing::Test {
   }
   virtual std::string WorkerEndpoint() { return "ipc://" + dir_ + "/workers.sock"; }
 
-  WorkerChild* AddWorker(const std::string& name, const std::string& connect = "") {
+  WorkerChild* AddWorker(const std::string& name, const std::string& connect = "",
+                         std::vector<std::string> extra = {}) {
     std::string wdir = dir_ + "/w-" + name;
     std::filesystem::create_directories(wdir);
     chmod(wdir.c_str(), 0755);
-    workers_.push_back(
-        std::make_unique<WorkerChild>(wdir, name, connect.empty() ? WorkerEndpoint() : connect));
+    workers_.push_back(std::make_unique<WorkerChild>(
+        wdir, name, connect.empty() ? WorkerEndpoint() : connect, std::move(extra)));
     workers_.back()->Start();
     return workers_.back().get();
   }
@@ -226,6 +234,20 @@ TEST_F(WorkersTest, WorkersRegisterAndJobsGoToAMatchingDevice) {
   ASSERT_TRUE(hello.ok());
   EXPECT_NE(std::find(hello->backends.begin(), hello->backends.end(), "cpu"),
             hello->backends.end());
+
+  // The CLI shows the fleet.
+  {
+    std::string cmd = std::string(HTAM_CLI_BIN) + " --json --connect " + d->endpoint() + " workers";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << out;
+    EXPECT_TRUE(Has(out, "\"name\": \"alpha\"") || Has(out, "\"name\":\"alpha\"")) << out;
+    EXPECT_TRUE(Has(out, "\"backend\": \"cpu\"") || Has(out, "\"backend\":\"cpu\"")) << out;
+  }
 
   // A session that names the worker's architecture gets it.
   uint64_t sid = OpenSession(*c, arch);
@@ -436,6 +458,44 @@ TEST_F(WorkersTest, AFullQueueAnswersBusy) {
   EXPECT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics;
   auto third = Submit(*c, sid, Reference(), "third");
   EXPECT_TRUE(third.ok()) << third.status().ToString();
+}
+
+TEST_F(WorkersTcpTest, WithCurveOnlyWorkersWithAnAuthorizedKeyJoin) {
+  const std::string keys = dir_ + "/keys";
+  std::filesystem::create_directories(keys);
+  std::string cmd = std::string(HTAM_KEYGEN_PATH) + " " + keys + " server good bad >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::filesystem::copy_file(keys + "/good.pub", keys + "/authorized_workers");
+  auto d = StartDaemon({{"worker.curve", "true"},
+                        {"server.curve_secret_key_file", keys + "/server.key"},
+                        {"worker.curve_authorized_keys", keys + "/authorized_workers"}});
+  ASSERT_NE(d, nullptr);
+  auto c = d->Connect(120s);
+  ASSERT_NE(c, nullptr);
+  std::string status = *c->ServerStatus("workers");
+  EXPECT_EQ(StatusValue(status, "curve"), "on");
+  const std::string endpoint = StatusValue(status, "endpoint");
+  WorkerChild* bad = AddWorker("intruder", endpoint,
+                               {"--worker.server_public_key_file", keys + "/server.pub",
+                                "--worker.key_file", keys + "/bad.key"});
+  WorkerChild* plain = AddWorker("plain", endpoint);
+  AddWorker("trusted", endpoint,
+            {"--worker.server_public_key_file", keys + "/server.pub", "--worker.key_file",
+             keys + "/good.key"});
+  ASSERT_TRUE(WaitStatus(*c, [&](const std::string& s) {
+    status = s;
+    return Has(s, "worker_trusted: ");
+  })) << status;
+  // The others never get a message through: they give up waiting and reconnect, again and again.
+  auto gave_up = [](WorkerChild* w) { return Has(w->Log(), "the daemon is silent"); };
+  for (int i = 0; i < 1200 && !(gave_up(bad) && gave_up(plain)); ++i)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(gave_up(bad)) << bad->Log();
+  EXPECT_TRUE(gave_up(plain)) << plain->Log();
+  status = *c->ServerStatus("workers");
+  EXPECT_EQ(Num(status, "workers"), 1) << status;
+  EXPECT_FALSE(Has(status, "worker_intruder")) << status;
+  EXPECT_FALSE(Has(status, "worker_plain")) << status;
 }
 
 }  // namespace
