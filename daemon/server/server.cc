@@ -288,7 +288,8 @@ Status Server::Run() {
   FlushWrites();
   if (!jobs_.empty()) {
     HTAM_LOG(kWarn, kComponent) << jobs_.size()
-                                << " evaluation(s) still running at shutdown were not recorded";
+                                << " evaluation(s) unfinished at shutdown were not recorded (with "
+                                   "worker.durable_queue they run again at the next start)";
   }
   HTAM_LOG(kInfo, kComponent) << "stopped after " << requests_total_ << " requests";
   return Status::OK();
