@@ -65,7 +65,8 @@ class WorkerChild {
         name_, "--worker.heartbeat_ms", "200", "--worker.liveness", "5", "--eval.backends", "cpu",
         // A quick gate: these tests are about scheduling.
         "--eval.seeds", "1", "--eval.repetitions", "5", "--eval.warmup_reps", "1",
-        "--eval.warmup_ms", "1", "--general.log_level", "debug"};
+        "--eval.warmup_ms", "1", "--eval.input_sets", "1", "--eval.flush_max_mb", "1",
+        "--general.log_level", "debug"};
     args.insert(args.end(), extra_.begin(), extra_.end());
     pid_ = fork();
     if (pid_ == 0) {
