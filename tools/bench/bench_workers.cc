@@ -40,7 +40,23 @@ const char* kHelp = R"(htam-bench workers [flags]
   --worker PATH      default: ../worker/htam-worker from this binary
   --worker-args "A"  extra options for every worker, space-separated (e.g. "--eval.repetitions 20")
   --timeout-s S      per phase (default 1800)
+  --device-ms N      cpu only: every call of a candidate also sleeps N ms, standing in for device
+                     time during which the host CPU idles (as it does while a GPU runs a kernel);
+                     shows the scheduler's parallelism where the host's cores are the limit
 )";
+
+// The reference, renamed, behind an entry point that first sleeps (see --device-ms).
+std::string WithDeviceTime(const std::string& reference, int64_t ms) {
+  return "#include <chrono>\n#include <thread>\n#define htam_kernel htam_bench_reference\n" +
+         reference +
+         "\n#undef htam_kernel\n"
+         "HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, "
+         "int nout, htam_stream stream) {\n"
+         "  std::this_thread::sleep_for(std::chrono::milliseconds(" +
+         std::to_string(ms) +
+         "));\n"
+         "  return htam_bench_reference(in, nin, out, nout, stream);\n}\n";
+}
 
 std::string ReadFile(const std::string& p) {
   std::ifstream f(p);
@@ -220,7 +236,7 @@ int RunWorkersBench(int argc, char** argv) {
   }
   std::string unknown =
       f.Unknown({"backend", "workers", "jobs", "rounds", "tasks", "tasks-dir", "gpu-per-worker",
-                 "htamd", "worker", "worker-args", "timeout-s"});
+                 "htamd", "worker", "worker-args", "timeout-s", "device-ms"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench workers: unknown flag --%s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -238,6 +254,8 @@ int RunWorkersBench(int argc, char** argv) {
     auto j = nlohmann::json::parse(ReadFile(tasks_dir + "/" + t + "/task.json"), nullptr, false);
     if (!j.is_object() || !j.contains("references") || !j["references"].contains(backend)) continue;
     sources[t] = ReadFile(tasks_dir + "/" + t + "/" + j["references"][backend].get<std::string>());
+    if (f.GetInt("device-ms", 0) > 0)
+      sources[t] = WithDeviceTime(sources[t], f.GetInt("device-ms", 0));
     usable.push_back(t);
   }
   if (usable.empty()) {
@@ -260,8 +278,11 @@ int RunWorkersBench(int argc, char** argv) {
               [](const Phase& a, const Phase& b) { return a.per_min < b.per_min; });
     medians.push_back(runs[runs.size() / 2]);
   }
-  std::printf("backend %s, %d jobs over %zu task(s) per phase, median of %d round(s)\n",
-              backend.c_str(), jobs, usable.size(), rounds);
+  std::printf("backend %s, %d jobs over %zu task(s) per phase, median of %d round(s)%s\n",
+              backend.c_str(), jobs, usable.size(), rounds,
+              f.Has("device-ms")
+                  ? (", device time " + f.Get("device-ms", "") + " ms per call").c_str()
+                  : "");
   std::printf("%-8s %8s %8s %10s %12s %10s\n", "workers", "ok", "failed", "wall_s", "jobs/min",
               "vs_first");
   nlohmann::json out = {{"bench", "workers"}, {"backend", backend},
