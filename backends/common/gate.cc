@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -185,28 +186,36 @@ std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Toleranc
   const int64_t n = c.numel();
   bool all_zero = true, ref_nonzero = false;
   int64_t bad = 0, first_bad = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    double cv = c.At(i), rv = r.At(i);
-    all_zero &= cv == 0;
-    ref_nonzero |= rv != 0;
-    if (!std::isfinite(cv)) {
-      bool same = (std::isnan(cv) && std::isnan(rv)) || (std::isinf(cv) && cv == rv);
-      if (!same) {
-        if (c.IsFloat() && IsPoison(c, i))
-          return "output '" + c.name + "' not written" + At(i, hide) + " (poison left)" + where;
-        return "output '" + c.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + At(i, hide) +
-               " where the reference has " + Num(rv) + where;
+  // Blocks converted by typed loops (ReadAsDouble): no per-element dtype dispatch.
+  constexpr int64_t kBlock = 4096;
+  double cb[kBlock], rb[kBlock];
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const int64_t b1 = std::min(n, b0 + kBlock);
+    ReadAsDouble(c, b0, b1, cb);
+    ReadAsDouble(r, b0, b1, rb);
+    for (int64_t i = b0; i < b1; ++i) {
+      const double cv = cb[i - b0], rv = rb[i - b0];
+      all_zero &= cv == 0;
+      ref_nonzero |= rv != 0;
+      if (!std::isfinite(cv)) {
+        bool same = (std::isnan(cv) && std::isnan(rv)) || (std::isinf(cv) && cv == rv);
+        if (!same) {
+          if (c.IsFloat() && IsPoison(c, i))
+            return "output '" + c.name + "' not written" + At(i, hide) + " (poison left)" + where;
+          return "output '" + c.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + At(i, hide) +
+                 " where the reference has " + Num(rv) + where;
+        }
+        continue;
       }
-      continue;
-    }
-    if (!std::isfinite(rv)) {
-      ++bad;
-      if (first_bad < 0) first_bad = i;
-      continue;
-    }
-    if (std::fabs(cv - rv) > tol.atol + tol.rtol * std::fabs(rv)) {
-      ++bad;
-      if (first_bad < 0) first_bad = i;
+      if (!std::isfinite(rv)) {
+        ++bad;
+        if (first_bad < 0) first_bad = i;
+        continue;
+      }
+      if (std::fabs(cv - rv) > tol.atol + tol.rtol * std::fabs(rv)) {
+        ++bad;
+        if (first_bad < 0) first_bad = i;
+      }
     }
   }
   if (all_zero && ref_nonzero)

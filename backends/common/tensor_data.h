@@ -1,6 +1,7 @@
 // Host-side tensors of the evaluation host: seeded input generation per the task's distribution
 // (with special values; never all zeros), dtype conversions (f16/bf16), element access.
-// Thread-safety: values; functions are stateless.
+// Thread-safety: values; GenerateInput is safe to call from several threads (its process-wide cache
+// of generated inputs takes a lock) and fills large tensors with several threads of its own.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +30,16 @@ struct HostTensor {
 // A zeroed tensor of that dtype and shape.
 HostTensor MakeTensor(const std::string& name, htam_dtype dtype, const std::vector<int64_t>& shape);
 
-// Fills an input from its InitSpec with a deterministic generator seeded by `seed`. Special values
-// replace about special_fraction of the elements (at least one when the fraction is > 0). A result
-// that would be all zeros gets non-zero elements.
+// Fills an input from its InitSpec with a deterministic generator seeded by `seed` (independent
+// streams per 64Ki-element chunk, filled in parallel: the values depend on the seed only). Special
+// values replace about special_fraction of the elements (at least one when the fraction is > 0).
+// A result that would be all zeros gets non-zero elements. The same (spec, shape, seed) again in
+// this process is served from a bounded cache (a copy).
 HostTensor GenerateInput(const TensorSpec& spec, const std::vector<int64_t>& shape, uint64_t seed);
+
+// Elements [lo, hi) converted to double into out[0 .. hi-lo) (a typed loop, no per-element
+// dispatch: the gate compares outputs through it).
+void ReadAsDouble(const HostTensor& t, int64_t lo, int64_t hi, double* out);
 
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);

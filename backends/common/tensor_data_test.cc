@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace htam {
 namespace {
@@ -59,6 +61,54 @@ TEST(GenerateInput, RandintWithinBounds) {
   for (int i = 0; i < 200; ++i) {
     EXPECT_GE(t.At(i), -3);
     EXPECT_LE(t.At(i), 3);
+  }
+}
+
+// A tensor large enough to be filled by several threads in chunks: the values do not depend on
+// the cache or on how the chunks were shared out (an independent generation gives the same
+// bytes), every chunk is distinct, and the distribution holds over the whole tensor.
+TEST(GenerateInput, LargeTensorsAreDeterministicAcrossChunks) {
+  auto s = Spec(HTAM_F32, InitSpec::Dist::kNormal, 2.0, 3.0);
+  const int64_t n = 5 * 65536 + 17;
+  HostTensor a = GenerateInput(s, {n}, 11);
+  s.name = "y";  // another cache key: generated again from scratch
+  HostTensor b = GenerateInput(s, {n}, 11);
+  ASSERT_EQ(a.bytes, b.bytes);
+  EXPECT_NE(std::vector<uint8_t>(a.bytes.begin(), a.bytes.begin() + 4096),
+            std::vector<uint8_t>(a.bytes.begin() + 4 * 65536, a.bytes.begin() + 4 * 65536 + 4096))
+      << "two chunks drew the same stream";
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += a.At(i);
+    sq += a.At(i) * a.At(i);
+  }
+  double mean = sum / n, var = sq / n - mean * mean;
+  EXPECT_NEAR(mean, 2.0, 0.03);
+  EXPECT_NEAR(std::sqrt(var), 3.0, 0.03);
+}
+
+TEST(GenerateInput, UniformStaysInRange) {
+  auto s = Spec(HTAM_BF16, InitSpec::Dist::kUniform, -1.0, 1.0);
+  HostTensor t = GenerateInput(s, {200000}, 5);
+  double lo = 1e9, hi = -1e9;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    lo = std::min(lo, t.At(i));
+    hi = std::max(hi, t.At(i));
+  }
+  EXPECT_GE(lo, -1.0);
+  EXPECT_LE(hi, 1.0);
+  EXPECT_LT(lo, -0.95);
+  EXPECT_GT(hi, 0.95);
+}
+
+TEST(ReadAsDouble, AgreesWithAtForEveryDtype) {
+  for (htam_dtype d :
+       {HTAM_F32, HTAM_F64, HTAM_F16, HTAM_BF16, HTAM_I32, HTAM_I64, HTAM_U8, HTAM_I8, HTAM_BOOL}) {
+    auto s = Spec(d, InitSpec::Dist::kRandint, 0, 100);
+    HostTensor t = GenerateInput(s, {3000}, 3);
+    std::vector<double> v(1000);
+    ReadAsDouble(t, 1500, 2500, v.data());
+    for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(v[i], t.At(1500 + i)) << "dtype " << int(d);
   }
 }
 

@@ -2,8 +2,11 @@
 #include "backends/cuda/cuda_device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "backends/cuda/cuda_errors.h"
@@ -92,6 +95,84 @@ extern "C" __global__ void htam_flush_read(const uint4* buf, unsigned long long 
 
 }  // namespace
 
+// Sync mode: a thread that runs cudaDeviceSynchronize on request, so that the device thread can
+// bound the wait (a hang on any stream becomes a timeout) and still see device idle the same way
+// whatever streams the candidate used: the helper is already blocked in the synchronization when
+// the work ends, for work on the handed stream and on the candidate's own streams alike. While a
+// timing is active (SetActive) the helper spins for requests instead of sleeping, so that no
+// wake-up latency lands in the window. Created at device open (the gate counts threads around
+// calls). After a timeout the helper may stay blocked forever: it is detached, never joined.
+class IdleWaiter {
+ public:
+  explicit IdleWaiter(int device) : st_(std::make_shared<State>()) {
+    std::shared_ptr<State> st = st_;
+    thread_ = std::thread([st, device] { Loop(st, device); });
+  }
+  ~IdleWaiter() {
+    st_->stop = true;
+    st_->cv.notify_all();
+    if (stuck_) {
+      thread_.detach();  // blocked in a synchronization that never ends; the process exits soon
+    } else {
+      thread_.join();
+    }
+  }
+  void SetActive(bool on) {
+    st_->active = on;
+    st_->cv.notify_all();
+  }
+  // Device-wide synchronization on the helper; false when it did not end within timeout_ms.
+  bool Sync(double timeout_ms, cudaError_t* err) {
+    unsigned ticket = ++ticket_;
+    st_->request.store(ticket, std::memory_order_release);
+    if (!st_->active) st_->cv.notify_all();
+    auto t0 = std::chrono::steady_clock::now();
+    while (st_->done.load(std::memory_order_acquire) != ticket) {
+      if (timeout_ms > 0 &&
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() >
+              timeout_ms) {
+        stuck_ = true;
+        return false;
+      }
+    }
+    *err = static_cast<cudaError_t>(st_->err.load());
+    return true;
+  }
+
+ private:
+  struct State {
+    std::atomic<unsigned> request{0}, done{0};
+    std::atomic<int> err{0};
+    std::atomic<bool> stop{false}, active{false};
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  static void Loop(const std::shared_ptr<State>& st, int device) {
+    cudaSetDevice(device);
+    unsigned seen = 0;
+    while (!st->stop) {
+      unsigned r = st->request.load(std::memory_order_acquire);
+      if (r == seen) {
+        if (st->active) continue;  // spinning: a request comes within microseconds
+        std::unique_lock<std::mutex> l(st->mu);
+        st->cv.wait_for(l, std::chrono::milliseconds(20),
+                        [&] { return st->stop || st->active || st->request.load() != seen; });
+        continue;
+      }
+      seen = r;
+      cudaError_t e = cudaDeviceSynchronize();
+      st->err.store(static_cast<int>(e));
+      st->done.store(r, std::memory_order_release);
+    }
+  }
+  std::shared_ptr<State> st_;
+  std::thread thread_;
+  unsigned ticket_ = 0;
+  bool stuck_ = false;
+};
+
+CudaDevice::CudaDevice() = default;
+
 const char* ProbeSource() {
   return kProbeSource;
 }
@@ -146,6 +227,15 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Open(int index, const DeviceOpti
 Status CudaDevice::Init(int index, const DeviceOptions& options) {
   options_ = options;
   HTAM_ASSIGN_OR_RETURN(props_, Probe(index));
+  if (options_.cupti) {
+    // Before the context exists, so that CUPTI sees it from its creation.
+    auto c = CuptiSpans::Open();
+    if (c.ok()) {
+      cupti_ = std::move(c).value();
+    } else {
+      timing_note_ = "CUPTI unavailable (" + c.status().message() + "): sync timing mode";
+    }
+  }
   cudaError_t e = cudaSetDevice(index);
   if (e == cudaSuccess) e = cudaFree(nullptr);  // creates the primary context now
   if (e != cudaSuccess) return Status::Unavailable("cannot open CUDA device: " + CudaErrorText(e));
@@ -157,22 +247,21 @@ Status CudaDevice::Init(int index, const DeviceOptions& options) {
   clocks_ =
       std::make_unique<NvmlClocks>(props_.pci_bus_id, props_.peak_sm_khz, props_.peak_mem_khz);
   MeasureRoofline();
-  if (options_.cupti) {
-    auto c = CuptiSpans::Open();
-    if (c.ok()) {
-      cupti_ = std::move(c).value();
-    } else {
-      options_.sync_window = true;  // every stream still counted, by device idle
-      roofline_.note += "; CUPTI unavailable (" + c.status().message() + "): sync timing mode";
-    }
-  }
+  if (cupti_) CuptiSelfTest();
+  if (options_.cupti && !cupti_) options_.sync_window = true;  // every stream still counted
+  if (options_.sync_window) waiter_ = std::make_unique<IdleWaiter>(index);
   return Status::OK();
 }
 
 CudaDevice::~CudaDevice() {
   // After a fault or a timeout nothing may wait on the device: a hung kernel never ends, and
   // unloading a module or freeing memory would wait for it. The process exits soon anyway.
-  if (poisoned_) probes_.Leak();
+  if (poisoned_) {
+    probes_.Leak();
+    // No CUPTI flush on a dead context (it could wait on work that never ends).
+    static_cast<void>(cupti_.release());
+  }
+  waiter_.reset();  // joins the helper, or detaches it when it is stuck in a synchronization
   if (!poisoned_) {
     cudaDeviceSynchronize();
     if (flush_) cudaFree(flush_);
@@ -263,6 +352,49 @@ MaybeFault CudaDevice::CheckAfter(int rc, double timeout_ms, cudaEvent_t closing
   return std::nullopt;
 }
 
+// CUPTI must deliver records of this process's work, or the mode would time everything as 0 us:
+// a short kernel (or a memset) is run with the device idle and must show up as one span. Also
+// makes CUPTI start its own threads now, before any call that the gate brackets with a thread
+// census.
+void CudaDevice::CuptiSelfTest() {
+  cudaDeviceSynchronize();
+  cupti_->Begin();
+  // One of each kind of work CUPTI is asked to record: a memset and a copy through the runtime,
+  // and (where the probes loaded) a kernel through the driver API.
+  void* scratch = nullptr;
+  const size_t bytes = 1 << 20;
+  if (cudaMalloc(&scratch, 2 * bytes) == cudaSuccess) {
+    cudaMemsetAsync(scratch, 0, bytes, stream_);
+    cudaMemcpyAsync(static_cast<char*>(scratch) + bytes, scratch, bytes, cudaMemcpyDeviceToDevice,
+                    stream_);
+  }
+  if (have_probes_) Hold(stream_, 5.0, false);
+  cudaError_t e = cudaDeviceSynchronize();
+  int records = 0;
+  double span = cupti_->EndUs(&records);
+  if (scratch) cudaFree(scratch);
+  cudaGetLastError();
+  if (e != cudaSuccess || records < 1 || span <= 0) {
+    timing_note_ = "CUPTI self-test saw " + std::to_string(records) + " records (span " +
+                   std::to_string(span) + " us, " + cupti_->library() + "): sync timing mode";
+    cupti_.reset();
+  } else {
+    timing_note_ = "CUPTI " + cupti_->library() + ": self-test " + std::to_string(records) +
+                   " records, span " + std::to_string(span) + " us";
+  }
+}
+
+MaybeFault CudaDevice::SyncIdle(double timeout_ms) {
+  cudaError_t e = cudaSuccess;
+  if (!waiter_->Sync(timeout_ms, &e)) {
+    poisoned_ = true;  // the work may still run; only a new process gets the device back
+    return Fault{HTAM_ERR_TIMEOUT,
+                 "candidate still running after " + std::to_string(timeout_ms) + " ms", 0};
+  }
+  if (e != cudaSuccess) return FromCuda(e, "kernel execution");
+  return std::nullopt;
+}
+
 MaybeFault CudaDevice::Call(htam_kernel_fn fn, const htam_tensor* in, int nin, htam_tensor* out,
                             int nout, double timeout_ms) {
   if (poisoned_) return Fault{HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault", 0};
@@ -297,17 +429,18 @@ MaybeFault CudaDevice::CalibrateLag() {
     cudaEventElapsedTime(&ms, close, after);
     lags.push_back(ms * 1000.0);
   }
-  // Sync mode: the whole empty sequence (device idle, start, close, poll, sync, after).
+  // Sync mode: the whole sequence of a repetition around an empty call (device idle, start,
+  // device sync on the helper, after), with the helper spinning as during a timing.
   std::vector<double> empties;
-  if (options_.sync_window) {
+  if (options_.sync_window && waiter_) {
     cudaEvent_t start;
     cudaEventCreate(&start);
+    waiter_->SetActive(true);
     for (int i = 0; i < n; ++i) {
       cudaDeviceSynchronize();
       cudaEventRecord(start, stream_);
-      cudaEventRecord(close, stream_);
-      cudaEventRecord(idle_event_, cudaStreamLegacy);
-      if (MaybeFault f = WaitIdle(idle_event_, 10000)) {
+      if (MaybeFault f = SyncIdle(10000)) {
+        waiter_->SetActive(false);
         cudaEventDestroy(start);
         cudaEventDestroy(close);
         cudaEventDestroy(after);
@@ -319,6 +452,7 @@ MaybeFault CudaDevice::CalibrateLag() {
       cudaEventElapsedTime(&ms, start, after);
       empties.push_back(ms * 1000.0);
     }
+    waiter_->SetActive(false);
     cudaEventDestroy(start);
     sync_empty_us_ = Quantile(empties, 0.5);
   }
@@ -399,6 +533,10 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
       if (x) cudaEventDestroy(x);
   };
   std::vector<double> spans(static_cast<size_t>(reps), 0.0);  // cupti mode
+  std::vector<int> records(static_cast<size_t>(reps), 0);
+  const bool sync = !cupti_ && options_.sync_window && waiter_;
+  const bool hold = !cupti_ && !sync;
+  if (sync) waiter_->SetActive(true);
   for (int r = 0; r < reps; ++r) {
     int set = r % req.num_sets;
     cudaEvent_t start = ev[3 * r], close = ev[3 * r + 1], after = ev[3 * r + 2];
@@ -412,44 +550,56 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     }
     Flush(flush, r);
     ResetPersistingL2();
-    if (options_.sync_window || cupti_) {
-      // Sync mode: the device is idle when the window opens and the window ends at device idle,
-      // so every stream's work is inside it whatever the candidate does; the calibrated cost of
-      // the empty sequence is subtracted (launch latency stays in).
-      cudaDeviceSynchronize();
-    } else {
+    if (hold) {
       // On the candidate's stream (which waits for the legacy-stream flush): fills the SMs while
-      // the candidate's launches queue up, so the window opens with the work ready and no side-
-      // stream kernel can start before it.
+      // the candidate's launches queue up, so the window opens with the work ready.
       Hold(stream_, options_.hold_us, /*wait_started=*/true);
+    } else {
+      // cupti and sync: the device is idle when the call starts, so everything that runs until
+      // the device is idle again is the call's.
+      cudaDeviceSynchronize();
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
+      if (sync) waiter_->SetActive(false);
       destroy();
       return FromCuda(e, "preparing repetition");
     }
-    if (cupti_) cupti_->Begin();  // the device is idle: forget the flush's records
+    if (cupti_) cupti_->Begin();  // the device is idle: forget the preparation's records
     cudaEventRecord(start, stream_);
     int rc = call(set);
-    cudaEventRecord(close, stream_);
-    cudaEventRecord(idle_event_, cudaStreamLegacy);
-    if (MaybeFault f = CheckAfter(rc, req.call_timeout_ms, idle_event_)) {
+    MaybeFault f;
+    if (sync) {
+      // The end is device idle seen by the helper (already blocked in the synchronization when
+      // the work ends, wherever it runs); no polling step whose cost differs between work on the
+      // handed stream and work elsewhere.
+      cudaError_t launch = cudaGetLastError();
+      f = SyncIdle(req.call_timeout_ms);
+      if (!f && launch != cudaSuccess) f = FromCuda(launch, "kernel launch");
+      if (!f && rc != 0)
+        f = Fault{HTAM_ERR_KERNEL_FAILED, "htam_kernel returned " + std::to_string(rc), rc};
+      cudaEventRecord(close, stream_);
+    } else {
+      cudaEventRecord(close, stream_);
+      cudaEventRecord(idle_event_, cudaStreamLegacy);
+      f = CheckAfter(rc, req.call_timeout_ms, idle_event_);
+    }
+    if (f) {
+      if (sync) waiter_->SetActive(false);
       if (!poisoned_) destroy();
       return f;
     }
     cudaEventRecord(after, stream_);
-    if (cupti_) {
-      int n = 0;
-      spans[r] = cupti_->EndUs(&n);
-    }
+    if (cupti_) spans[r] = cupti_->EndUs(&records[r]);
   }
+  if (sync) waiter_->SetActive(false);
   cudaError_t e = cudaEventSynchronize(ev[3 * (reps - 1) + 2]);
   if (e != cudaSuccess) {
     Fault f = FromCuda(e, "timing events");
     if (!poisoned_) destroy();
     return f;
   }
-  int off_stream = 0;
+  int off_stream = 0, empty = 0;
   // Not widened by the calibration's spread: a noisy host must not let a short side-stream kernel
   // hide under the threshold (a false positive only adds a few microseconds to one repetition).
   double threshold = lag_median_us_ + options_.lag_slack_us;
@@ -459,11 +609,19 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     cudaEventElapsedTime(&lag_ms, ev[3 * r + 1], ev[3 * r + 2]);
     double window = window_ms * 1000.0, lag = lag_ms * 1000.0;
     if (cupti_) {
-      rep_us[r] = spans[r];
+      // A call that issued no device work at all (CUPTI saw nothing) gets its event window:
+      // launch overhead only, never 0.
+      if (records[r] > 0) {
+        rep_us[r] = spans[r];
+      } else {
+        ++empty;
+        rep_us[r] = std::max(window, 0.001);
+      }
       continue;
     }
-    if (options_.sync_window) {
-      rep_us[r] = std::max(0.0, window + lag - sync_empty_us_);
+    if (sync) {
+      // start -> close spans the call up to device idle (close is recorded after it).
+      rep_us[r] = std::max(0.001, window - sync_empty_us_);
       continue;
     }
     // Relative slack too: on long calls the host may be descheduled while it waits.
@@ -478,6 +636,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   cudaGetLastError();
   if (stats) {
     stats->off_stream_reps = off_stream;
+    stats->empty_reps = empty;
     stats->lag_us_calibrated = lag_median_us_;
     stats->clocks = clocks_->Read();
   }

@@ -2,18 +2,23 @@
 // buffer, clock readings, the roofline ceilings, and the two ways of calling a candidate: Call
 // (one checked call, device idle at the end) and Time (the timing protocol of DESIGN.md).
 //
-// Timing protocol (docs/backends-cuda.md explains the choices):
-//   - before every repetition, outside the window, on the legacy stream (so that blocking side
-//     streams cannot overlap it): outputs poisoned (on request), L2 flushed by READING a
-//     preallocated buffer >= 2x L2 (clean lines only: no write-back lands in the window),
-//     persisting-L2 lines reset and the persisting limit set to 0, the stream's access-policy
-//     window cleared; then, on the candidate's stream, a kernel that fills every SM's thread
-//     slots for hold_us (absorbs the candidate's launch latency; side-stream kernels cannot
-//     start before the window opens);
-//   - the window opens and closes with events on the candidate's stream; an event on the legacy
-//     stream, a device synchronization and a third event follow. Work on any other stream that
-//     outlives the closing event shows as extra lag between the closing and the third event
-//     (calibrated against an honest kernel); such a repetition is charged up to device idle.
+// Timing protocol (docs/backends-cuda.md explains the choices). Before every repetition, outside
+// the window, on the legacy stream: outputs poisoned (on request), L2 flushed by READING a
+// preallocated buffer >= 2x L2 (clean lines only: no write-back lands in the window),
+// persisting-L2 lines reset and the persisting limit set to 0, the stream's access-policy window
+// cleared. Then, by mode (eval.cuda_timing_mode):
+//   - "cupti" (default): the device is idle; the repetition is the span (first start to last end)
+//     of the CUPTI kernel / memcpy / memset activity records of the call, on EVERY stream and
+//     context of the process. Launch latency and host jitter are out; gaps between the
+//     candidate's own kernels are in. Falls back to "sync" when libcupti is missing or its
+//     self-test at device open finds no records.
+//   - "sync": the device is idle; start event, call, then a device-wide synchronization waited
+//     for on a helper thread (so that the end is detected the same way whether the work is on
+//     the handed stream or on streams the candidate made itself), then an end event; minus the
+//     median of the same sequence around an empty call. Launch latency stays in.
+//   - "hold": an SM-filling hold kernel before each window on the candidate's stream; events on
+//     that stream; a lag check after device idle. Cheap, but side-stream work is NOT reliably
+//     charged (measured on an H100); all_streams = 0 in this mode.
 // Thread-safety: external synchronization required (the ABI calls one device from one thread).
 #pragma once
 
@@ -48,13 +53,10 @@ struct DeviceOptions {
   int calibration_reps = 32;  // empty calls used to calibrate the close-of-window lag
   double lag_slack_us = 4.0;  // lag above calibration + this marks off-stream work
   double hold_us = 20.0;      // SM-filling hold before each window (0 = none)
-  // true: "sync" mode, the window opens on an idle device and ends at device idle, minus the
-  // calibrated cost of an empty call (every stream counted by construction; launch latency and
-  // host jitter stay in). false: "hold" mode, described above.
+  // true: "sync" mode (above). false with cupti false: "hold" mode.
   bool sync_window = false;
-  // true: "cupti" mode, each repetition is the span of the kernel/memcpy/memset activity records
-  // of the call on every stream (falls back to sync mode when libcupti is unavailable).
-  bool cupti = false;
+  // true: "cupti" mode (above; falls back to sync mode when libcupti is unavailable).
+  bool cupti = true;
   uint64_t roofline_copy_bytes = 512ull << 20;  // size of the D2D copy probe
 };
 
@@ -81,10 +83,13 @@ struct Roofline {
 
 struct TimeStats {
   int warmup_done = 0;
-  int off_stream_reps = 0;  // repetitions whose work outlived the closing event
+  int off_stream_reps = 0;  // hold mode: repetitions whose work outlived the closing event
+  int empty_reps = 0;       // cupti mode: repetitions without any activity record (event window)
   double lag_us_calibrated = 0;
   ClockReading clocks;
 };
+
+class IdleWaiter;  // cuda_device.cc
 
 class CudaDevice {
  public:
@@ -101,6 +106,10 @@ class CudaDevice {
   std::string timing_mode() const {
     return cupti_ ? "cupti" : options_.sync_window ? "sync" : "hold";
   }
+  // True when every stream's work is inside the measured time (cupti and sync modes).
+  bool all_streams() const { return cupti_ != nullptr || options_.sync_window; }
+  // The timing mode in effect: the CUPTI library and its self-test, or why it fell back.
+  const std::string& timing_note() const { return timing_note_; }
   // True after a sticky error or a timeout: only release calls are valid now.
   bool poisoned() const { return poisoned_; }
 
@@ -115,13 +124,15 @@ class CudaDevice {
   Fault FromCuda(cudaError_t e, const std::string& what);
 
  private:
-  CudaDevice() = default;
+  CudaDevice();  // cuda_device.cc (IdleWaiter is complete there)
   Status Init(int index, const DeviceOptions& options);
   Status EnsureFlushBuffer(uint64_t bytes);
   MaybeFault WaitIdle(cudaEvent_t closing, double timeout_ms);
   MaybeFault CheckAfter(int rc, double timeout_ms, cudaEvent_t closing);
   void ResetPersistingL2();
   MaybeFault CalibrateLag();
+  MaybeFault SyncIdle(double timeout_ms);  // device sync on the helper thread, bounded
+  void CuptiSelfTest();
   void MeasureRoofline();
   void Hold(cudaStream_t s, double us, bool wait_started);
   void Flush(uint64_t bytes, int rep);
@@ -142,8 +153,10 @@ class CudaDevice {
   void* hold_flag_device_ = nullptr;
   unsigned hold_ticket_ = 0;
   double lag_median_us_ = 0, lag_p90_us_ = 0;
-  double sync_empty_us_ = 0;           // sync mode: median window of an empty call
-  std::unique_ptr<CuptiSpans> cupti_;  // cupti mode
+  double sync_empty_us_ = 0;            // sync mode: median window of an empty call
+  std::unique_ptr<CuptiSpans> cupti_;   // cupti mode
+  std::unique_ptr<IdleWaiter> waiter_;  // sync mode
+  std::string timing_note_;
 };
 
 // Device source of the roofline probes and the hold kernel (compiled with NVRTC at device open).

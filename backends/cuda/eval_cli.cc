@@ -294,6 +294,22 @@ int main(int argc, char** argv) {
     double sol_us = 0;
     if (copy_bw > 0) sol_us = std::max(sol_us, r.bytes / copy_bw * 1e6);
     if (peak_flops > 0) sol_us = std::max(sol_us, r.flops / peak_flops * 1e6);
+    // The floor no honest result can beat. Inputs come from DRAM (the cache is flushed before
+    // every repetition), but outputs that fit in the last-level cache may be written back only
+    // after the window closes, so their bytes bound the roofline (sol_us) and not the floor:
+    // an honest vectorized relu over 16 MiB on an H100 ran at 1.18x sol_us this way.
+    double out_bytes = 0;
+    for (const auto& t : task->outputs) {
+      double n = htam_dtype_size(t.dtype);
+      for (int64_t d : task->Shape(t, task->seen_shapes.front())) n *= double(d);
+      out_bytes += n;
+    }
+    double cache = double(desc.devices[0].cache_bytes);
+    double floor_bytes =
+        cache > 0 && out_bytes < cache ? std::max(0.0, r.bytes - out_bytes) : r.bytes;
+    double floor_us = 0;
+    if (copy_bw > 0) floor_us = std::max(floor_us, floor_bytes / copy_bw * 1e6);
+    if (peak_flops > 0) floor_us = std::max(floor_us, r.flops / peak_flops * 1e6);
     json j = {{"source", path.empty() ? "reference" : path},
               {"task", task->name},
               {"backend", args.backend},
@@ -313,7 +329,8 @@ int main(int argc, char** argv) {
               {"bytes", r.bytes},
               {"sol_us", sol_us},
               {"sol_fraction", (sol_us > 0 && r.median_us > 0) ? sol_us / r.median_us : -1.0},
-              {"faster_than_sol", sol_us > 0 && r.median_us > 0 && r.median_us < 0.9 * sol_us},
+              {"floor_us", floor_us},
+              {"faster_than_sol", floor_us > 0 && r.median_us > 0 && r.median_us < 0.9 * floor_us},
               {"sm_clock_mhz", r.profile.sm_clock_mhz},
               {"mem_clock_mhz", r.profile.mem_clock_mhz},
               {"registers", r.profile.registers},

@@ -276,7 +276,11 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b
   o.flush_bytes = static_cast<uint64_t>(ToDouble(b->Opt("flush_mb", "0"), 0) * (1 << 20));
   o.lag_slack_us = ToDouble(b->Opt("lag_slack_us", ""), 4.0);
   o.hold_us = ToDouble(b->Opt("hold_us", ""), 20.0);
-  std::string mode = b->Opt("timing_mode", "hold");
+  std::string mode = b->Opt("timing_mode", "cupti");
+  if (mode != "cupti" && mode != "sync" && mode != "hold") {
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
+                     "cuda_timing_mode must be cupti, sync or hold, not '" + mode + "'");
+  }
   o.sync_window = mode == "sync";
   o.cupti = mode == "cupti";
   auto d = CudaDevice::Open(index, o);
@@ -286,11 +290,13 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b
   h->dev = std::move(d).value();
   h->call_timeout_ms = ToDouble(b->Opt("call_timeout_ms", ""), 10000);
   const Roofline& r = h->dev->roofline();
-  b->Log(HTAM_LOG_INFO, "cuda device " + std::to_string(index) + " (" + h->dev->props().name +
-                            "): copy " + std::to_string(r.copy_bytes_per_s / 1e9) + " GB/s, fp32 " +
-                            std::to_string(r.fp32_flops / 1e12) + " TFLOP/s, bf16 mma " +
-                            std::to_string(r.tensor16_flops / 1e12) + " TFLOP/s (" + r.note +
-                            "); timing mode " + h->dev->timing_mode());
+  b->Log(HTAM_LOG_INFO,
+         "cuda device " + std::to_string(index) + " (" + h->dev->props().name + "): copy " +
+             std::to_string(r.copy_bytes_per_s / 1e9) + " GB/s, fp32 " +
+             std::to_string(r.fp32_flops / 1e12) + " TFLOP/s, bf16 mma " +
+             std::to_string(r.tensor16_flops / 1e12) + " TFLOP/s (" + r.note + "); timing mode " +
+             h->dev->timing_mode() +
+             (h->dev->timing_note().empty() ? "" : " (" + h->dev->timing_note() + ")"));
   ++b->open_devices;
   *out = h.release();
   return nullptr;
@@ -485,7 +491,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   MaybeFault f = m->device->dev->Time(m->fn, r, rep_us, &stats);
   if (f) return ToError(*f);
   HTAM_SET_FIELD(res, warmup_done, stats.warmup_done);
-  HTAM_SET_FIELD(res, all_streams, 1);
+  HTAM_SET_FIELD(res, all_streams, m->device->dev->all_streams() ? 1 : 0);
   HTAM_SET_FIELD(res, sm_clock_mhz, stats.clocks.sm_mhz);
   HTAM_SET_FIELD(res, mem_clock_mhz, stats.clocks.mem_mhz);
   if (stats.off_stream_reps > 0) {
@@ -494,6 +500,12 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
                            std::to_string(r.repetitions) +
                            " repetitions had work outliving the candidate's stream (a side stream "
                            "it did not join); charged up to device idle");
+  }
+  if (stats.empty_reps > 0) {
+    m->device->backend->Log(
+        HTAM_LOG_WARN, std::to_string(stats.empty_reps) + " of " + std::to_string(r.repetitions) +
+                           " repetitions issued no device work CUPTI could see; their event "
+                           "window was used");
   }
   return nullptr;
 }

@@ -57,6 +57,7 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   if (s.history()) ps->history.assign(s.history()->begin(), s.history()->end());
   if (s.last_status())
     for (auto x : *s.last_status()) ps->outcomes.push_back(static_cast<fb::OutcomeStatus>(x));
+  if (s.path_steps()) ps->path_steps.assign(s.path_steps()->begin(), s.path_steps()->end());
   // Gains of the last few steps (for the "succeeded but no faster" half penalty).
   ps->gains.assign(ps->history.size(), 0.0);
   size_t want = static_cast<size_t>(std::max(0, o_.failure_memory));

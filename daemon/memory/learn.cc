@@ -315,6 +315,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   if (IsSuccess(r->status(), stored_gain) && r->speedup_after() > session.best_speedup) {
     session.best_speedup = r->speedup_after();
     session.best_candidate = p.candidate_hash;
+    session.path_steps.push_back(rec.step);
   }
   session.updated_ns = now;
   HTAM_RETURN_IF_ERROR(t.Put(Db::kSessions, KeyU64(session.id), Encode(session)));

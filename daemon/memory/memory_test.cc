@@ -219,6 +219,35 @@ TEST(MemoryTest, LearnsFromExperienceWhatFollowsADirection) {
   EXPECT_NE(d->why.find("Attended"), std::string::npos);
 }
 
+TEST(MemoryTest, FailuresOnTheCurrentKernelKeepTheirPenalty) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  uint64_t task = Task(m.get());
+  uint64_t a = DirId(m.get(), "global-memory-access"), b = DirId(m.get(), "fusion"),
+           c = DirId(m.get(), "latency-hiding");
+  auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 8);
+  ASSERT_TRUE(s.ok());
+  // A improves; then B, C and B again fail on A's kernel.
+  ASSERT_TRUE(m->RecordSteps({Step(s->id, a, fb::OutcomeStatus::Ok, 1.2),
+                              Step(s->id, b, fb::OutcomeStatus::Incorrect, 0),
+                              Step(s->id, c, fb::OutcomeStatus::CompileError, 0),
+                              Step(s->id, b, fb::OutcomeStatus::Incorrect, 0)})
+                  .ok());
+  auto got = m->GetSession(s->id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->path_steps, (std::vector<uint32_t>{0}));  // where the current kernel was made
+  auto next = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  const double p = MemoryOptions{}.failure_penalty;
+  for (const auto& x : next->scores) {
+    if (x.direction_id == b) EXPECT_NEAR(x.penalty, 2 * p, 1e-9) << "both failures count";
+    if (x.direction_id == c) EXPECT_NEAR(x.penalty, p, 1e-9);
+    // A made the kernel: no penalty, though its gain is older than the last failure_memory steps.
+    if (x.direction_id == a) EXPECT_NEAR(x.penalty, 0, 1e-12);
+  }
+  EXPECT_NE(next->direction.id, b) << next->why;
+}
+
 TEST(MemoryTest, CrossBackendExperienceAnswersAHipSessionDiscounted) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());

@@ -55,6 +55,17 @@ std::string Fmt(const char* fmt, double a) {
 
 }  // namespace
 
+std::vector<uint32_t> ImprovingSteps(const PolicyState& s) {
+  std::vector<uint32_t> steps;
+  for (uint32_t i : s.path_steps)
+    if (i < s.history.size()) steps.push_back(i);
+  for (size_t i = 0; i < s.history.size() && i < s.outcomes.size() && i < s.gains.size(); ++i)
+    if (IsSuccess(s.outcomes[i], s.gains[i])) steps.push_back(static_cast<uint32_t>(i));
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  return steps;
+}
+
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o) {
   std::vector<float> k(kKeyDim, 0.0f);
   float* p = k.data();
@@ -198,16 +209,25 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     a.cross += nb.cross_backend ? 1 : 0;
     total += nb.weight;
   }
-  // Penalty: directions that failed in the last steps of this session (recent ones weigh more).
+  // Penalty: directions that failed in this session. Attempts on the current kernel (after its
+  // last improvement) count in full, each one: the kernel they failed on is still the one to
+  // improve. Older attempts, on a kernel since replaced, count only within the last
+  // failure_memory steps and weigh less the older they are. A step that was Ok but no faster
+  // counts half.
   std::map<uint64_t, double> penalty;
   {
-    double w = 1.0;
+    const std::vector<uint32_t> improving = ImprovingSteps(s);
+    const int last_improvement = improving.empty() ? -1 : static_cast<int>(improving.back());
     int n = static_cast<int>(s.history.size());
-    for (int i = n - 1; i >= 0 && n - i <= o.failure_memory; --i, w *= o.history_decay) {
-      bool failed = i < static_cast<int>(s.outcomes.size()) && IsFailure(s.outcomes[i]);
-      bool no_gain = i < static_cast<int>(s.outcomes.size()) &&
-                     s.outcomes[i] == fb::OutcomeStatus::Ok &&
-                     i < static_cast<int>(s.gains.size()) && s.gains[i] <= 1e-9;
+    for (int i = n - 1; i >= 0; --i) {
+      bool on_kernel = i > last_improvement;
+      int age = n - 1 - i;
+      if (!on_kernel && age >= o.failure_memory) break;
+      double w = on_kernel ? 1.0 : std::pow(o.history_decay, age);
+      bool known = i < static_cast<int>(s.outcomes.size());
+      bool failed = known && IsFailure(s.outcomes[i]);
+      bool no_gain = known && s.outcomes[i] == fb::OutcomeStatus::Ok &&
+                     (on_kernel || (i < static_cast<int>(s.gains.size()) && s.gains[i] <= 1e-9));
       if (failed)
         penalty[s.history[i]] += o.failure_penalty * w;
       else if (no_gain)

@@ -30,7 +30,13 @@ struct PolicyState {
   std::vector<uint64_t> history;            // directions of earlier steps, oldest first
   std::vector<fb::OutcomeStatus> outcomes;  // their outcomes
   std::vector<double> gains;                // their log gains (0 when not Ok)
+  std::vector<uint32_t> path_steps;         // steps that raised the session best, oldest first
 };
+
+// The steps that made the current kernel (each raised the session best): path_steps, plus any
+// step whose outcome and gain show a success (so a state built from outcomes and gains alone
+// works too); ascending. The last one is where the current kernel was made.
+std::vector<uint32_t> ImprovingSteps(const PolicyState& s);
 
 // The L2-normalized key of a state and its history (what the transition index stores).
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o);

@@ -108,6 +108,66 @@ TEST(PolicyTest, RecentFailurePenalizes) {
   EXPECT_GT(pen_old, 0);
 }
 
+TEST(PolicyTest, ImprovingStepsComeFromThePathAndFromGains) {
+  // Steps: A improved, B failed, C was Ok but no faster, D improved, E failed.
+  PolicyState s = CudaState();
+  s.history = {1, 2, 3, 4, 5};
+  s.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Ok,
+                fb::OutcomeStatus::Ok, fb::OutcomeStatus::CompileError};
+  s.gains = {0.3, 0, 0, 0.2, 0};
+  EXPECT_EQ(ImprovingSteps(s), (std::vector<uint32_t>{0, 3}));
+  // The session's stored path steps count where the gains are not known (older steps).
+  PolicyState t = s;
+  t.gains = {0, 0, 0, 0.2, 0};
+  EXPECT_EQ(ImprovingSteps(t), (std::vector<uint32_t>{3}));
+  t.path_steps = {0, 3};
+  EXPECT_EQ(ImprovingSteps(t), (std::vector<uint32_t>{0, 3}));
+  t.path_steps = {0, 3, 99};  // out of range: ignored
+  EXPECT_EQ(ImprovingSteps(t), (std::vector<uint32_t>{0, 3}));
+  EXPECT_TRUE(ImprovingSteps(CudaState()).empty());
+}
+
+TEST(PolicyTest, FailureOnTheCurrentKernelKeepsItsPenaltyUntilTheKernelChanges) {
+  MemoryOptions o;
+  o.exploration = 0;
+  std::vector<fb::DirectionT> dirs = {Dir(1, "A", 0.9f), Dir(2, "B", 0.5f), Dir(3, "C", 0.5f),
+                                      Dir(4, "D", 0.5f), Dir(5, "E", 0.4f)};
+  // A found nothing on the reference kernel; B, C and D failed after it: nothing has improved,
+  // so A's attempt is as informative now as it was then, though failure_memory steps have passed.
+  PolicyState s = CudaState();
+  s.history = {1, 2, 3, 4};
+  s.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect,
+                fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect};
+  s.gains = {0, 0, 0, 0};
+  ASSERT_GE(static_cast<int>(s.history.size()), o.failure_memory + 1);
+  PolicyResult r = ScoreDirections(dirs, {}, s, o);
+  EXPECT_EQ(r.scores[0].name, "E") << r.why;  // the one direction not yet tried on this kernel
+  for (const auto& x : r.scores) {
+    if (x.name == "A") EXPECT_DOUBLE_EQ(x.penalty, 0.5 * o.failure_penalty);
+    if (x.name == "B") EXPECT_DOUBLE_EQ(x.penalty, o.failure_penalty);
+  }
+  // Two failures of the same direction on one kernel weigh twice.
+  PolicyState twice = CudaState();
+  twice.history = {2, 3, 2};
+  twice.outcomes = {fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Incorrect,
+                    fb::OutcomeStatus::Incorrect};
+  for (const auto& x : ScoreDirections(dirs, {}, twice, o).scores)
+    if (x.name == "B") EXPECT_DOUBLE_EQ(x.penalty, 2 * o.failure_penalty);
+  // Once D improved the kernel, the failures before it fade with age and drop out after
+  // failure_memory steps.
+  PolicyState moved = s;
+  moved.history.push_back(4);
+  moved.outcomes.push_back(fb::OutcomeStatus::Ok);
+  moved.gains.push_back(0.2);
+  moved.path_steps = {4};
+  for (const auto& x : ScoreDirections(dirs, {}, moved, o).scores) {
+    if (x.name == "A") EXPECT_DOUBLE_EQ(x.penalty, 0.0);
+    if (x.name == "B") EXPECT_DOUBLE_EQ(x.penalty, 0.0);
+    if (x.name == "C")
+      EXPECT_NEAR(x.penalty, o.failure_penalty * o.history_decay * o.history_decay, 1e-12);
+  }
+}
+
 TEST(PolicyTest, MasksByBottleneckBackendAndArch) {
   MemoryOptions o;
   fb::DirectionT compute = Dir(1, "compute-only", 0.9f);

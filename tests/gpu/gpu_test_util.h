@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -12,6 +13,14 @@
 #include <vector>
 
 namespace htam::gputest {
+
+// A path compiled in (the build tree), unless the environment names another one: the GPU session
+// runs binaries built elsewhere (tools/gpu/one_run.sh sets HTAM_EVAL_CLI, HTAM_CUDA_PLUGIN_PATH,
+// HTAM_HIP_PLUGIN_PATH to the staged copies).
+inline std::string PathFromEnv(const char* env, const char* built) {
+  const char* e = getenv(env);
+  return e && *e ? std::string(e) : std::string(built);
+}
 
 struct CliRun {
   int exit_code = -1;
@@ -23,7 +32,7 @@ struct CliRun {
 inline CliRun RunCli(const std::string& args, int limit_s = 300) {
   CliRun r;
   std::string cmd = "timeout -s KILL " + std::to_string(limit_s) + " " +
-                    std::string(HTAM_EVAL_CLI) + " " + args + " 2>&1";
+                    PathFromEnv("HTAM_EVAL_CLI", HTAM_EVAL_CLI) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[8192];

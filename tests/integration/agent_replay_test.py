@@ -8,11 +8,12 @@ import tempfile
 import unittest
 
 from htam_agent.importer import walk_order
-from htam_agent.lineage import LineageError, discover_tasks, load_task
+from htam_agent.lineage import Lineage, LineageError, Variant, discover_tasks, load_task
 from htam_agent.model import DirectionScoreView, OutcomeView, SessionView, StepView
 from htam_agent.proposers import AgentContext, ReplayProposer
-from htam_agent.quality import (Policy, RandomPolicy, UCBPolicy, World, markdown, run_one,
-                                summarize, usable)
+from htam_agent.quality_bounds import SweepPolicy, improving_edges
+from htam_agent.quality import (Policy, RandomPolicy, UCBPolicy, World, markdown, reachable_best,
+                                run_one, summarize, usable)
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_fixtures", "tasks")
 
@@ -129,6 +130,44 @@ class QualityWorldTest(unittest.TestCase):
         v, o = w.act("latency-hiding")
         self.assertEqual(v.id, "v3")
         self.assertTrue(w.reached)
+
+    def test_target_is_the_best_the_world_can_reach(self):
+        def var(vid, parent, direction, speedup):
+            return Variant(vid, "x.cu", parent, direction, "s", expected="ok",
+                           measured={"speedup": speedup})
+        # v3 (2.0x) lies below v2, a detour slower than its parent v1: the world never moves to
+        # v2, so v3 is nobody's target; v1 (1.5x) is.
+        lin = Lineage("t", "cuda", [var("v1", "reference", "fusion", 1.5),
+                                    var("v2", "v1", "algorithmic", 0.5),
+                                    var("v3", "v2", "latency-hiding", 2.0)])
+        self.assertEqual(lin.best_speedup(), 2.0)
+        self.assertEqual(reachable_best(lin), 1.5)
+        w = World(lin, random.Random(1))
+        self.assertEqual(w.target, 1.5)
+        w.act("fusion")
+        self.assertTrue(w.reached)
+        w.act("algorithmic")
+        self.assertEqual(w.node, "v1")  # a slower variant does not become the current kernel
+        self.assertEqual(reachable_best(self.lin), self.lin.best_speedup())
+
+    def test_reference_bounds_follow_known_edges_then_priors(self):
+        edges = improving_edges(self.lin)
+        self.assertEqual(edges, [("START", "global-memory-access"),
+                                 ("global-memory-access", "latency-hiding")])
+        order = ["fusion", "global-memory-access", "latency-hiding"]
+        sweep = run_one(SweepPolicy("prior-sweep", order, []), self.task, self.lin, 6, 1)
+        # fusion (nothing), GMA (v1); on v1's kernel: fusion and GMA (nothing), latency-hiding (v3).
+        self.assertEqual(sweep.directions[:5], ["fusion", "global-memory-access", "fusion",
+                                                "global-memory-access", "latency-hiding"])
+        self.assertEqual(sweep.steps_to_best, 5)
+        lines = []
+        oracle = run_one(SweepPolicy("edge-oracle", order, edges), self.task, self.lin, 6, 1,
+                         trace=lines.append)
+        self.assertEqual(oracle.steps_to_best, 2)
+        self.assertEqual(len(lines), 6)
+        self.assertIn("step 0: kernel reference (1.00x), offered global-memory-access,"
+                      "on-chip-reuse-tiling; chose global-memory-access", lines[0])
+        self.assertIn("step 1: kernel v1 (1.50x)", lines[1])
 
     def test_runs_and_summary(self):
         good = run_one(Scripted(["global-memory-access", "latency-hiding"]), self.task,

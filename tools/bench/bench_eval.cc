@@ -1,14 +1,23 @@
 // htam-bench eval: evaluation throughput and timing fidelity of a backend, through htam-eval-cli
 // (the plugin + verification gate the daemon's workers use). Needs a device of that backend.
 //   htam-bench eval [--cli PATH] [--backend cuda] [--tasks a,b,...] [--repeat 10]
-// Prints per task: candidates, wall seconds, candidates/min, median compile ms, statuses; then the
-// reference of the first task measured --repeat times (median of medians and CV).
+//                   [--seeds 1] [--reps 20] [--compile-threads 8] [--cache DIR]
+//                   [--deadline-s S] [--json PATH] [--option k=v ...one only]
+// Every task's reference and lineage variants (configs/tasks/<t>/variants/<backend>/) go through
+// one htam-eval-cli process per task: compile (into a compile cache that starts EMPTY unless
+// --cache names one, so every compile is real), verify, time candidate and baseline. Prints per
+// task: candidates, wall seconds, candidates/min, median compile ms, statuses; the total
+// candidates/min; then the reference of the first task measured --repeat times (median of medians
+// and CV). Tasks that would start after --deadline-s are skipped (and listed). --json writes the
+// same numbers as one JSON object.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -47,34 +56,81 @@ std::vector<std::string> Split(const std::string& s) {
 int RunEvalBench(int argc, char** argv) {
   using namespace htam::bench;  // NOLINT(google-build-using-namespace)
   Flags f(argc, argv);
-  std::string unknown = f.Unknown({"cli", "backend", "tasks", "repeat", "tasks-dir"});
+  std::string unknown =
+      f.Unknown({"cli", "backend", "tasks", "repeat", "tasks-dir", "seeds", "reps",
+                 "compile-threads", "cache", "deadline-s", "json", "option"});
   if (!unknown.empty()) {
     fprintf(stderr, "htam-bench eval: unknown flag %s\n", unknown.c_str());
     return 2;
   }
   namespace fs = std::filesystem;
   std::string self_dir = fs::path(SelfExe()).parent_path().string();
-  std::string cli = f.Get("cli", self_dir + "/../../backends/cuda/htam-eval-cli");
+  std::string def_cli = self_dir + "/htam-eval-cli";
+  if (!fs::exists(def_cli)) def_cli = self_dir + "/../../backends/cuda/htam-eval-cli";
+  std::string cli = f.Get("cli", def_cli);
   std::string backend = f.Get("backend", "cuda");
   std::string tasks_dir = f.Get("tasks-dir", "configs/tasks");
   int repeat = static_cast<int>(f.GetInt("repeat", 10));
+  std::string seeds = std::to_string(f.GetInt("seeds", 1));
+  std::string reps = std::to_string(f.GetInt("reps", 20));
+  std::string threads = std::to_string(f.GetInt("compile-threads", 8));
+  double deadline = static_cast<double>(f.GetInt("deadline-s", 0));
+  std::string option = f.Get("option", "");
+  std::string cache = f.Get("cache", "");
+  bool own_cache = cache.empty();
+  if (own_cache) {
+    char tmpl[] = "/tmp/htam-bench-eval-XXXXXX";
+    if (!mkdtemp(tmpl)) {
+      fprintf(stderr, "htam-bench eval: cannot create a temp directory\n");
+      return 1;
+    }
+    cache = tmpl;
+  }
+  std::string suffix = backend == "cuda" ? ".cu" : backend == "hip" ? ".hip" : ".cpp";
   std::vector<std::string> tasks = Split(f.Get("tasks", ""));
   if (tasks.empty()) {
+    // Tasks of this backend: those with a reference in its language.
     for (const auto& e : fs::directory_iterator(tasks_dir)) {
-      if (fs::exists(e.path() / "task.json")) tasks.push_back(e.path().filename().string());
+      if (fs::exists(e.path() / "task.json") && fs::exists(e.path() / ("reference" + suffix)))
+        tasks.push_back(e.path().filename().string());
     }
     std::sort(tasks.begin(), tasks.end());
   }
-  std::string suffix = backend == "cuda" ? ".cu" : backend == "hip" ? ".hip" : ".cpp";
   printf("%-16s %6s %8s %10s %12s  %s\n", "task", "cands", "wall_s", "cands/min", "compile_ms",
          "statuses");
-  int total = 0;
+  nlohmann::json report = {{"backend", backend},
+                           {"seeds", std::stoi(seeds)},
+                           {"reps", std::stoi(reps)},
+                           {"compile_threads", std::stoi(threads)},
+                           {"fresh_compile_cache", own_cache},
+                           {"tasks", nlohmann::json::array()},
+                           {"skipped", nlohmann::json::array()}};
+  std::string json_path = f.Get("json", "");
+  // Written after every task too, so that a run cut short by its caller still leaves its numbers.
+  auto write_json = [&]() {
+    if (json_path.empty()) return true;
+    std::ofstream out(json_path);
+    out << report.dump(2) << "\n";
+    return bool(out);
+  };
+  int total = 0, total_ok = 0;
   double total_wall = 0;
+  std::vector<double> all_compile;
+  const double start = NowSeconds();
   for (const auto& t : tasks) {
+    if (deadline > 0 && NowSeconds() - start > deadline) {
+      report["skipped"].push_back(t);
+      printf("%-16s skipped (deadline)\n", t.c_str());
+      continue;
+    }
     std::string dir = tasks_dir + "/" + t;
     std::vector<std::string> args = {
-        cli, "--task", dir,  "--backend",         backend, "--reference", "--seeds",
-        "1", "--reps", "20", "--compile-threads", "8"};
+        cli,   "--task", dir,  "--backend",         backend, "--reference", "--seeds",
+        seeds, "--reps", reps, "--compile-threads", threads, "--cache",     cache};
+    if (!option.empty()) {
+      args.push_back("--option");
+      args.push_back(option);
+    }
     fs::path vdir = fs::path(dir) / "variants" / backend;
     if (fs::exists(vdir)) {
       std::vector<std::string> files;
@@ -92,6 +148,7 @@ int RunEvalBench(int argc, char** argv) {
     double wall = NowSeconds() - t0;
     if (rows.empty()) {
       printf("%-16s no results (exit %d)\n", t.c_str(), status);
+      report["tasks"].push_back({{"task", t}, {"candidates", 0}, {"exit", status}});
       continue;
     }
     std::map<std::string, int> statuses;
@@ -100,23 +157,45 @@ int RunEvalBench(int argc, char** argv) {
       statuses[r.value("status", "?")]++;
       if (!r.value("compile_cached", false)) compile.push_back(r.value("compile_ms", 0.0));
     }
+    all_compile.insert(all_compile.end(), compile.begin(), compile.end());
     std::string st;
     for (const auto& [k, v] : statuses) st += k + ":" + std::to_string(v) + " ";
     printf("%-16s %6zu %8.1f %10.1f %12.0f  %s\n", t.c_str(), rows.size(), wall,
            60.0 * rows.size() / wall, Percentile(compile, 50), st.c_str());
+    fflush(stdout);
+    report["tasks"].push_back({{"task", t},
+                               {"candidates", rows.size()},
+                               {"wall_s", wall},
+                               {"candidates_per_min", 60.0 * rows.size() / wall},
+                               {"compile_ms_median", Percentile(compile, 50)},
+                               {"statuses", statuses},
+                               {"exit", status}});
     total += static_cast<int>(rows.size());
+    total_ok += statuses["Ok"];
     total_wall += wall;
+    report["candidates"] = total;
+    report["ok"] = total_ok;
+    report["wall_s"] = total_wall;
+    report["candidates_per_min"] = 60.0 * total / total_wall;
+    write_json();
   }
-  if (total_wall > 0)
-    printf("all: %d candidates in %.1f s = %.1f candidates/min\n", total, total_wall,
-           60.0 * total / total_wall);
-  if (!tasks.empty() && repeat > 1) {
+  if (total_wall > 0) {
+    printf("all: %d candidates (%d Ok) in %.1f s = %.1f candidates/min (compile + verify + time)\n",
+           total, total_ok, total_wall, 60.0 * total / total_wall);
+    report["candidates"] = total;
+    report["ok"] = total_ok;
+    report["wall_s"] = total_wall;
+    report["candidates_per_min"] = 60.0 * total / total_wall;
+    report["compile_ms_median"] = Percentile(all_compile, 50);
+  }
+  if (!tasks.empty() && repeat > 1 && !(deadline > 0 && NowSeconds() - start > deadline)) {
     std::vector<double> med;
     for (int i = 0; i < repeat; ++i) {
       int status = 0;
-      auto rows = JsonLines(RunCapture({cli, "--task", tasks_dir + "/" + tasks[0], "--backend",
-                                        backend, "--reference", "--seeds", "1", "--reps", "100"},
-                                       &status));
+      auto rows =
+          JsonLines(RunCapture({cli, "--task", tasks_dir + "/" + tasks[0], "--backend", backend,
+                                "--reference", "--seeds", "1", "--reps", "100", "--cache", cache},
+                               &status));
       if (!rows.empty() && rows[0].value("status", "") == "Ok")
         med.push_back(rows[0].value("median_us", 0.0));
     }
@@ -125,10 +204,22 @@ int RunEvalBench(int argc, char** argv) {
       for (double m : med) mean += m;
       mean /= med.size();
       for (double m : med) var += (m - mean) * (m - mean);
+      double cv = std::sqrt(var / (med.size() - 1)) / mean;
       printf("fidelity: %s reference, %zu measurements: median %.2f us, CV %.2f%%\n",
-             tasks[0].c_str(), med.size(), Percentile(med, 50),
-             100 * std::sqrt(var / (med.size() - 1)) / mean);
+             tasks[0].c_str(), med.size(), Percentile(med, 50), 100 * cv);
+      report["repeat"] = {{"task", tasks[0]},
+                          {"measurements", med.size()},
+                          {"median_us", Percentile(med, 50)},
+                          {"cv", cv}};
     }
+  }
+  if (own_cache) {
+    std::error_code ec;
+    fs::remove_all(cache, ec);
+  }
+  if (!write_json()) {
+    fprintf(stderr, "htam-bench eval: cannot write %s\n", json_path.c_str());
+    return 1;
   }
   return 0;
 }

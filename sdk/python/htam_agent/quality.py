@@ -20,7 +20,8 @@ Policies compared:
   random      a uniformly random direction each step (client-side)
 
 Metrics (per policy and budget, medians over tasks and seeds): steps to reach the lineage's best
-variant (not reached = budget + 1), best speedup at the budget relative to the lineage's best,
+reachable variant (not reached = budget + 1; see reachable_best), best speedup at the budget
+relative to it,
 share of steps wasted on failures (compile error, crash, incorrect, ...).
 """
 
@@ -63,7 +64,7 @@ class World:
         self.node = ROOT
         self.best = 1.0
         self.tried = set()
-        self.target = lineage.best_speedup()
+        self.target = reachable_best(lineage)
 
     def act(self, direction: str) -> Tuple[Optional[Variant], OutcomeView]:
         cands = [v for v in self.lineage.children(self.node)
@@ -89,6 +90,22 @@ def known(v: Variant) -> bool:
     """A variant with a recorded outcome: a failure class, or a measured speedup. Correct
     variants nobody measured are left out of the world (and of the recorded import)."""
     return not v.ok or v.speedup > 0
+
+
+def reachable_best(lineage: Lineage) -> float:
+    """The best speedup a session can reach in the replay world, whose rule is to move only to a
+    measured child that beats the current best: a variant below a slower parent (a detour the
+    lineage's author kept, e.g. scan v4 at 0.07x before v5 at 1.86x) cannot be reached, so it is
+    no target for any policy."""
+    best = 1.0
+    stack = [(ROOT, 1.0)]
+    while stack:
+        node, speedup = stack.pop()
+        for v in lineage.children(node):
+            if known(v) and v.ok and v.speedup > speedup:
+                best = max(best, v.speedup)
+                stack.append((v.id, v.speedup))
+    return best
 
 
 def usable(lineage: Lineage) -> bool:
@@ -252,7 +269,24 @@ class RunResult:
     error: str = ""
 
 
-def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int) -> RunResult:
+def trace_step(policy: Policy, world: World, step: int, direction: str) -> str:
+    """One step of a run, for --trace: where the world stands, which directions have a variant
+    there, what the policy chose and, for htamd's policies, its top scores."""
+    offered = sorted({v.direction for v in world.lineage.children(world.node)
+                      if v.id not in world.tried and known(v)})
+    line = (f"    step {step}: kernel {world.node} ({world.best:.2f}x), offered "
+            f"{','.join(offered) or '-'}; chose {direction}")
+    last = getattr(policy, "last_step", None)
+    if last is not None:
+        for sc in last.ranked_directions()[:3]:
+            line += (f"\n      {sc.name}: score {sc.score:.3f} = E[log gain] {sc.expected_gain:.3f}"
+                     f" + exploration {sc.exploration:.3f} - penalty {sc.penalty:.3f}"
+                     f" (p {sc.p_success:.2f}, n {sc.effective_count:.2f})")
+    return line
+
+
+def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int,
+            trace=None) -> RunResult:
     world = World(lineage, random.Random(seed * 7919 + 17))
     res = RunResult(task.name, lineage.backend, policy.name, budget, seed, None, 1.0,
                     world.target, 0, 0)
@@ -260,6 +294,8 @@ def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int
     try:
         for i in range(budget):
             d = policy.choose(i)
+            if trace:
+                trace(trace_step(policy, world, i, d))
             before = world.best
             variant, outcome = world.act(d)
             policy.feedback(d, variant, outcome, before)
@@ -290,6 +326,7 @@ class BenchConfig:
     backend: str
     cwd: str
     verbose: bool = False
+    trace: bool = False
 
 
 def _log(msg: str) -> None:
@@ -311,6 +348,9 @@ def build_memory(cfg: BenchConfig, others: List[Task],
 
 
 def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, seed) -> RunResult:
+    trace = _log if cfg.trace else None
+    if trace:
+        trace(f"  {task.name}/{lineage.backend} {name} budget {budget} seed {seed}:")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
     if base_dir:
@@ -322,7 +362,8 @@ def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, se
         with HtamdProcess(cfg.htamd, run_dir, cfg.tasks_dir, options=opts, cwd=cfg.cwd) as proc:
             d = proc.client()
             try:
-                return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed)
+                return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed,
+                               trace)
             finally:
                 d.close_connection()
     finally:
@@ -347,6 +388,10 @@ def run_benchmark(cfg: BenchConfig) -> List[RunResult]:
     results: List[RunResult] = []
     os.makedirs(cfg.work, exist_ok=True)
     for task, lineage in held:
+        if reachable_best(lineage) < lineage.best_speedup():
+            _log(f"quality: {task.name}/{lineage.backend}: target {reachable_best(lineage):.2f}x, "
+                 f"the best the replay world can reach (the lineage's best "
+                 f"{lineage.best_speedup():.2f}x lies below a slower variant)")
         others = [t for t in tasks if t.name != task.name]
         tag = f"{task.name}-{lineage.backend}"
         base = os.path.join(cfg.work, tag, "base")
@@ -382,7 +427,7 @@ def run_benchmark(cfg: BenchConfig) -> List[RunResult]:
                             raise SystemExit(f"quality: unknown policy {p}")
                     except DaemonError as e:
                         r = RunResult(task.name, lineage.backend, p, budget, seed, None, 1.0,
-                                      lineage.best_speedup(), 0, 0, error=str(e))
+                                      reachable_best(lineage), 0, 0, error=str(e))
                         _log(f"quality: {tag} {p} budget {budget} seed {seed}: {e}")
                     results.append(r)
                     if cfg.verbose:
@@ -503,6 +548,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--per-task", action="store_true",
                     help="also print median steps to the best per held-out task")
     ap.add_argument("--verbose", "-v", action="store_true")
+    ap.add_argument("--trace", action="store_true",
+                    help="print every step of htamd's policies: the kernel, what the lineage "
+                         "offers there, the choice and the top three scores (to stderr)")
     args = ap.parse_args(argv)
     htamd = args.htamd or find_htamd(args.build_dir)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -521,7 +569,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                       budgets=[int(b) for b in args.budgets.split(",") if b],
                       seeds=list(range(1, args.seeds + 1)), policies=policies,
                       only_tasks=[t for t in args.tasks.split(",") if t], backend=args.backend,
-                      cwd=os.getcwd(), verbose=args.verbose)
+                      cwd=os.getcwd(), verbose=args.verbose, trace=args.trace)
     t0 = time.monotonic()
     try:
         results = run_benchmark(cfg)

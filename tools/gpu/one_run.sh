@@ -1,0 +1,144 @@
+#!/bin/bash
+# The whole GPU session of the CUDA and HIP backends in ONE command, on the GPU machine, from the
+# repository root, with .gpu-stage/ carried (built here by tools/gpu/stage_all.sh). About 300 s
+# wall; every part has its own time limit so that one hang cannot eat the run:
+#   info | the KernelBench load_inline path (in the background from the start, CPU-bound) | CUDA
+#   plugin GPU tests | CUDA hack catalogue + timing modes | HIP on NVIDIA (each in-process test in
+#   its own process, the rowsum HIP variants through the gate) | htam-bench eval (candidates/min
+#   over the suite's lineage variants) | every reference.hip through the gate | timing fidelity
+#   against ncu if time is left | summary.json
+# Writes 8 files to $OUT: info.txt, cuda_tests.log, cuda_hacks.log, hip.log, bench_eval.log,
+# kernelbench.jsonl, fidelity.log, summary.json (the last one gathers the numbers).
+# Limits (seconds) can be changed by environment: T_CUDA, T_HACKS, T_HIP, T_BENCH, T_TOTAL.
+set -u
+ROOT=$PWD
+OUT=${OUT:-/tmp/htam-gpu-out}
+mkdir -p "$OUT"
+S=$ROOT/.gpu-stage
+T0=$(date +%s)
+rm -f /tmp/htam-bench-eval.json
+T_TOTAL=${T_TOTAL:-295}
+elapsed() { echo $(( $(date +%s) - T0 )); }
+left() { echo $(( T_TOTAL - $(elapsed) )); }
+export PATH=/usr/local/cuda/bin:$PATH
+ORIG_LD=${LD_LIBRARY_PATH:-}
+# Shared libraries the GPU machine lacks (and libcupti), staged compressed by stage_all.sh.
+LIBS=/tmp/htam-gpu-lib
+mkdir -p $LIBS && tar -C $LIBS -xzf "$S/lib.tar.gz"
+export LD_LIBRARY_PATH=$LIBS:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
+export HTAM_EVAL_CLI=$S/htam-eval-cli HTAM_CUDA_PLUGIN_PATH=$S/libhtam_backend_cuda.so \
+       HTAM_HIP_PLUGIN_PATH=$S/libhtam_backend_hip.so PYTHONUNBUFFERED=1
+chmod +x "$S"/htam-eval-cli "$S"/htam-bench "$S"/*_test 2>/dev/null
+GREP='^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|^\[  FAILED|Failure|Expected|Which is|actual|^device|^roofline|^relu|^10 rep| mode( asked)?:|^hip on|^rowsum|reference.hip|lost in'
+# run LIMIT LOG CMD...: a part with a wall limit (KILL), output appended to LOG.
+run() {
+  local lim=$1 log=$2; shift 2
+  local l; l=$(left); [ "$lim" -gt "$l" ] && lim=$l
+  if [ "$lim" -lt 5 ]; then echo "--- skipped (no time left): $*" | tee -a "$log"; return 124; fi
+  echo "--- $(date -u +%T) [${lim}s] $*" >> "$log"
+  timeout -s KILL "$lim" "$@" >> "$log" 2>&1
+  local rc=$?
+  echo "--- exit $rc after $(elapsed)s total" >> "$log"
+  return $rc
+}
+
+# ---- info
+{ date -u; cat "$S/commit" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,memory.total --format=csv
+  nvcc --version | tail -2; nproc; which ncu python3
+  ls -la "$S" $LIBS; for b in "$S"/*.so "$S"/htam-* "$S"/*_test; do ldd "$b" | grep -E "not found" | sed "s|^|$b: |"; done
+  ldd "$S/libhtam_backend_cuda.so" | grep -E "cudart|nvrtc"; } > "$OUT/info.txt" 2>&1
+echo "info done at $(elapsed)s"
+
+# ---- KernelBench path in the background from the start: its load_inline compile is CPU-bound
+# (about 53 s per kernel on this machine when run alone); its GPU part is about a second.
+LD_LIBRARY_PATH=$ORIG_LD timeout -s KILL $(( T_TOTAL - 15 )) python3 backends/cuda/bench/kernelbench_compile.py relu scale_add \
+  > "$OUT/kernelbench.jsonl" 2>&1 < /dev/null &
+KB=$!
+
+# ---- CUDA plugin in process (describe, roofline, run, timing, side streams)
+run "${T_CUDA:-60}" "$OUT/cuda_tests.log" "$S/cuda_plugin_gpu_test"
+grep -E "$GREP" "$OUT/cuda_tests.log" | head -40
+# ---- hack catalogue through the gate, the timing modes, fault cases (own processes inside)
+run "${T_HACKS:-80}" "$OUT/cuda_hacks.log" "$S/cuda_hacks_gpu_test"
+grep -E "$GREP" "$OUT/cuda_hacks.log" | head -50
+
+# ---- HIP on NVIDIA: the in-process tests one per process (a sticky fault cannot spill over)
+for t in DescribesTheNvidiaPlatform WavefrontAwareReductionIsCorrectAndTimed KernelReturnCodeIsReported; do
+  run 25 "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter="HipOnNvidia.$t"
+done
+run 30 "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='HipOnNvidiaGate.RowsumHipVariantsPassAndAreTimed'
+
+# ---- throughput: every task's reference + lineage variants, compile + verify + time
+BL=$(( $(left) - 40 )); [ "$BL" -gt "${T_BENCH:-75}" ] && BL=${T_BENCH:-75}; [ "$BL" -lt 20 ] && BL=20
+run $(( BL + 20 )) "$OUT/bench_eval.log" "$S/htam-bench" eval --cli "$S/htam-eval-cli" --backend cuda \
+  --tasks gelu,rowsum,softmax,transpose,sgemm,bf16_gemm,rmsnorm,scan,stencil2d,gemm_bias_gelu \
+  --seeds 1 --reps 20 --compile-threads 12 --repeat 0 --deadline-s "$BL" --json /tmp/htam-bench-eval.json
+cat "$OUT/bench_eval.log" | tail -16
+
+# ---- HIP: every task's reference.hip through the gate, with the time that is left
+run "${T_HIP:-50}" "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='HipOnNvidiaGate.EveryTaskReferenceHipPassesTheGate'
+grep -E "$GREP" "$OUT/hip.log" | head -40
+
+# ---- fidelity against ncu (relu 16M reference), only if time is left
+if [ "$(left)" -gt 62 ] && command -v ncu > /dev/null; then
+  {
+    for mode in cupti sync; do
+      timeout -s KILL 15 "$S/htam-eval-cli" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 100 \
+        --option cuda_timing_mode=$mode 2>/dev/null | sed "s/^{/{\"mode\":\"$mode\",/"
+    done
+    timeout -s KILL 30 ncu --clock-control none --metrics gpu__time_duration.sum --kernel-name relu_ref --csv \
+      "$S/htam-eval-cli" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 20 \
+      --option cuda_timing_mode=sync 2>&1 | grep '^"' | grep gpu__time_duration
+  } > "$OUT/fidelity.log" 2>&1
+fi
+
+# The KernelBench part may still compile: give it what is left, then stop it.
+for _ in $(seq 1 "$(left)"); do kill -0 $KB 2>/dev/null || break; sleep 1; done
+kill -TERM $KB 2>/dev/null  # timeout passes it on to python
+# ---- summary
+python3 - "$OUT" "$(elapsed)" <<'PY' > "$OUT/summary.json"
+import json, os, re, statistics, sys
+out, wall = sys.argv[1], int(sys.argv[2])
+def read(n):
+    try:
+        return open(os.path.join(out, n), errors="replace").read()
+    except OSError:
+        return ""
+def gtest(text):
+    ok = re.findall(r"^\[       OK \] (\S+)", text, re.M)
+    failed = sorted(set(re.findall(r"^\[  FAILED  \] (\S+?)(?:,| \(|$)", text, re.M)))
+    skipped = sorted(set(re.findall(r"^\[  SKIPPED \] (\S+?)(?: \(|$)", text, re.M)))
+    killed = re.findall(r"^--- exit (137|124)", text, re.M)
+    return {"passed": ok, "failed": failed, "skipped": skipped, "parts_killed": len(killed)}
+s = {"wall_s": wall, "cuda_tests": gtest(read("cuda_tests.log")),
+     "cuda_hacks": gtest(read("cuda_hacks.log")), "hip": gtest(read("hip.log"))}
+s["printed"] = [l for f in ("cuda_tests.log", "cuda_hacks.log", "hip.log") for l in read(f).splitlines()
+                if re.match(r"^(device|roofline|relu|10 rep|\w+ mode( asked)?:|hip on|rowsum|\S+\s+reference.hip)", l)]
+try:
+    s["bench_eval"] = json.load(open("/tmp/htam-bench-eval.json"))
+except Exception as e:
+    s["bench_eval"] = {"error": str(e)}
+kb = [json.loads(l) for l in read("kernelbench.jsonl").splitlines() if l.startswith("{")]
+s["kernelbench"] = kb
+ours = s["bench_eval"].get("candidates_per_min")
+if kb and ours:
+    theirs = statistics.median(k["candidates_per_min"] for k in kb)
+    s["throughput_ratio_vs_kernelbench"] = ours / theirs
+fid = read("fidelity.log")
+s["fidelity"] = {"htam": [json.loads(l) for l in fid.splitlines() if l.startswith("{")],
+                 "ncu_gpu_time_ns": [l.split('","')[-1].strip('"').replace(",", "") for l in fid.splitlines() if "gpu__time_duration" in l][:40]}
+for j in s["fidelity"]["htam"]:
+    for k in list(j):
+        if k not in ("mode", "status", "median_us", "spread_us", "repetitions", "sm_clock_mhz", "mem_clock_mhz"):
+            del j[k]
+print(json.dumps(s, indent=1))
+PY
+python3 -c "
+import json; s = json.load(open('$OUT/summary.json'))
+for k in ('cuda_tests', 'cuda_hacks', 'hip'):
+    print('%-10s passed %3d failed %d skipped %d killed %d %s' % (k, len(s[k]['passed']), len(s[k]['failed']), len(s[k]['skipped']), s[k]['parts_killed'], ' '.join(s[k]['failed'])))
+b = s['bench_eval']; print('bench eval:', b.get('candidates'), 'candidates', b.get('ok'), 'Ok,', '%.1f/min' % b.get('candidates_per_min', 0), 'skipped', b.get('skipped'))
+for k in s['kernelbench']: print('kernelbench %s: compile %.1f s total %.1f s = %.2f/min' % (k['kernel'], k['compile_s'], k['total_s'], k['candidates_per_min']))
+print('ratio vs kernelbench:', s.get('throughput_ratio_vs_kernelbench'))
+print('wall', s['wall_s'], 's')
+"
