@@ -22,11 +22,14 @@ namespace htam::eval {
 // One candidate to evaluate on one backend.
 struct EvalJob {
   uint64_t job_id = 0;
-  std::string task_dir;  // configs/tasks/<name> (holds task.json and references)
-  std::string backend;   // "cpu", "cuda", "hip"
-  std::string arch;      // "" = any device of that backend; else e.g. "sm_90", "x86_64"
-  std::string language;  // "" = the backend's language; else must match it ("cpp", "cuda")
-  std::string source;    // the candidate's source text (hostile input)
+  std::string task_dir;     // configs/tasks/<name> (holds task.json and references)
+  std::string backend;      // "cpu", "cuda", "hip"
+  std::string arch;         // "" = any device of that backend; else e.g. "sm_90", "x86_64"
+  std::string language;     // "" = the backend's language; else must match it ("cpp", "cuda")
+  std::string source;       // the candidate's source text (hostile input)
+  uint64_t session_id = 0;  // fair share between sessions (daemon/scheduler); 0 = none
+  std::string context;      // opaque to evaluation: kept with a durably queued job, handed back
+                            // by Recovered() after a daemon restart
 };
 
 struct EvalResult {
@@ -79,6 +82,11 @@ class Evaluator {
   // INFO-style section: "# evaluation" then "key: value" lines (queue depth, jobs by class,
   // worker restarts, per-device busy/idle, sandbox features in effect).
   virtual std::string StatusText() = 0;
+  // INFO-style "# workers" section (remote workers, devices, queues); "" when there is none.
+  virtual std::string WorkersStatusText() { return ""; }
+  // Jobs queued before a daemon restart (durable queue), each once: the owner calls Submit() for
+  // them again with a callback (they keep their job_id and context and are not refused as busy).
+  virtual std::vector<EvalJob> Recovered() { return {}; }
   // Stops accepting jobs, fails queued ones with InfraError, kills workers. Idempotent.
   virtual void Shutdown() = 0;
 };

@@ -19,6 +19,7 @@
 #include "daemon/util/log.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
 #include "daemon/eval/evaluator.h"
+#include "daemon/scheduler/scheduler.h"
 #endif
 
 namespace htam {
@@ -108,15 +109,29 @@ int RunDaemon(const Config& config) {
 #ifdef HTAM_SERVER_HAVE_EVAL
   std::unique_ptr<eval::Evaluator> evaluator;
   {
-    auto ev = eval::Evaluator::Start(eval::EvalOptions::FromConfig(config));
-    if (ev.ok()) {
-      evaluator = std::move(*ev);
+    // This host's devices (unless worker.local = false), behind the scheduler that also serves
+    // remote workers (worker.endpoint) and keeps the durable queue.
+    std::unique_ptr<eval::Evaluator> local;
+    if (config.GetBool("worker.local")) {
+      auto ev = eval::Evaluator::Start(eval::EvalOptions::FromConfig(config));
+      if (ev.ok())
+        local = std::move(*ev);
+      else
+        HTAM_LOG(kWarn, "htamd") << "local evaluation unavailable: " << ev.status().ToString();
+    }
+    const auto sched_options = scheduler::SchedulerOptions::FromConfig(config);
+    if (local || !sched_options.endpoint.empty()) {
+      auto sched = scheduler::StartScheduler(sched_options, std::move(local));
+      if (!sched.ok()) {
+        HTAM_LOG(kError, "htamd") << "scheduler: " << sched.status().ToString();
+        return 1;
+      }
+      evaluator = std::move(*sched);
       services.evaluator = evaluator.get();
       HTAM_LOG(kInfo, "htamd") << "evaluation: " << evaluator->Backends().size() << " backend(s), "
                                << evaluator->Devices().size() << " device(s)";
     } else {
-      HTAM_LOG(kWarn, "htamd") << "evaluation unavailable (Submit will be refused): "
-                               << ev.status().ToString();
+      HTAM_LOG(kWarn, "htamd") << "evaluation unavailable (Submit will be refused)";
     }
   }
 #else

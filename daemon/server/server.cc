@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "daemon/memory/memory.h"
@@ -76,6 +77,31 @@ std::string PeerName(const std::string& identity) {
   return out;
 }
 }  // namespace
+
+// What the loop needs to record a job's result, kept by a durable evaluator queue across restarts.
+std::string Server::EncodeJobContext(const Job& job) {
+  nlohmann::json j{{"direction_id", job.direction_id},
+                   {"strategy_ids", job.strategy_ids},
+                   {"summary", job.summary},
+                   {"language", job.language},
+                   {"candidate_hash", job.candidate_hash}};
+  return j.dump();
+}
+
+bool Server::DecodeJobContext(const std::string& text, Job* job) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return false;
+  try {
+    job->direction_id = j.value("direction_id", uint64_t(0));
+    job->strategy_ids = j.value("strategy_ids", std::vector<uint64_t>{});
+    job->summary = j.value("summary", "");
+    job->language = j.value("language", "");
+    job->candidate_hash = j.value("candidate_hash", "");
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
 
 struct Server::PendingWrite {
   Peer peer;
@@ -197,6 +223,7 @@ Status Server::Start() {
 }
 
 Status Server::Run() {
+  ResumeJobs();
   int64_t last_tick = NowMs();
   int64_t stop_deadline = 0;
   while (true) {
@@ -261,7 +288,8 @@ Status Server::Run() {
   FlushWrites();
   if (!jobs_.empty()) {
     HTAM_LOG(kWarn, kComponent) << jobs_.size()
-                                << " evaluation(s) still running at shutdown were not recorded";
+                                << " evaluation(s) unfinished at shutdown were not recorded (with "
+                                   "worker.durable_queue they run again at the next start)";
   }
   HTAM_LOG(kInfo, kComponent) << "stopped after " << requests_total_ << " requests";
   return Status::OK();
@@ -543,18 +571,9 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
   ej.arch = session->arch;
   ej.language = job.language;
   ej.source = std::move(source);
-  Status st = services_.evaluator->Submit(std::move(ej), [this](eval::EvalResult r) {
-    // Evaluator thread: hand the result to the loop; never touch loop state here.
-    std::lock_guard<std::mutex> lock(results_mu_);
-    results_.push_back(std::make_unique<eval::EvalResult>(std::move(r)));
-    if (results_push_) {
-      try {
-        results_push_->send(zmq::str_buffer("r"), zmq::send_flags::dontwait);
-      } catch (const zmq::error_t&) {
-        // The loop drains on every tick as well.
-      }
-    }
-  });
+  ej.session_id = job.session_id;
+  ej.context = EncodeJobContext(job);
+  Status st = services_.evaluator->Submit(std::move(ej), ResultSink());
   if (!st.ok()) return ReplyStatus(peer, rid, st);
   evaluations_total_++;
   const uint64_t job_id = job.job_id;
@@ -581,6 +600,48 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
     p.stage = "queued";
     p.message = std::to_string(queued) + " evaluation(s) ahead";
     Reply(peer, EncodeReply(rid, std::move(p)));
+  }
+#endif
+}
+
+std::function<void(eval::EvalResult)> Server::ResultSink() {
+  return [this](eval::EvalResult r) {
+    // Evaluator thread: hand the result to the loop; never touch loop state here.
+    std::lock_guard<std::mutex> lock(results_mu_);
+    results_.push_back(std::make_unique<eval::EvalResult>(std::move(r)));
+    if (results_push_) {
+      try {
+        results_push_->send(zmq::str_buffer("r"), zmq::send_flags::dontwait);
+      } catch (const zmq::error_t&) {
+        // The loop drains on every tick as well.
+      }
+    }
+  };
+}
+
+void Server::ResumeJobs() {
+#ifdef HTAM_SERVER_HAVE_EVAL
+  if (!services_.evaluator) return;
+  for (auto& ej : services_.evaluator->Recovered()) {
+    Job job;
+    if (!DecodeJobContext(ej.context, &job)) {
+      HTAM_LOG(kWarn, kComponent) << "queued job " << ej.job_id << ": unreadable context, skipped";
+      continue;
+    }
+    job.job_id = ej.job_id;
+    job.session_id = ej.session_id;
+    job.source = ej.source;
+    job.submitted_ms = NowMs();
+    const uint64_t id = ej.job_id;
+    Status st = services_.evaluator->Submit(std::move(ej), ResultSink());
+    if (!st.ok()) {
+      HTAM_LOG(kWarn, kComponent) << "queued job " << id << " not resumed: " << st.ToString();
+      continue;
+    }
+    job_counter_ = std::max(job_counter_, id);
+    jobs_.emplace(id, std::move(job));
+    evaluations_total_++;
+    HTAM_LOG(kInfo, kComponent) << "job " << id << " queued before the restart resumed";
   }
 #endif
 }
@@ -820,6 +881,12 @@ std::string Server::StatusText(const std::string& section) {
         << "jobs_total: " << evaluations_total_ << "\n"
         << "results_kept: " << done_.size() << "\n\n";
   }
+#ifdef HTAM_SERVER_HAVE_EVAL
+  if (want("workers") && services_.evaluator) {
+    std::string w = services_.evaluator->WorkersStatusText();
+    if (!w.empty()) out << w << "\n";
+  }
+#endif
   return out.str();
 }
 

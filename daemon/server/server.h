@@ -147,6 +147,12 @@ class Server {
   // Loads configs/tasks/<name>/task.json into the store (upsert); falls back to the store.
   Result<uint64_t> ResolveTask(const std::string& name);
   void CompleteJob(const eval::EvalResult& result);
+  // Jobs the evaluator kept queued across a restart: tracked again and resubmitted (Run start).
+  void ResumeJobs();
+  static std::string EncodeJobContext(const Job& job);
+  static bool DecodeJobContext(const std::string& text, Job* job);
+  // The evaluator's completion callback: hands a result to the loop (any thread).
+  std::function<void(eval::EvalResult)> ResultSink();
   void AnswerJob(Job& job, const fb::ResultT& result);
   void RememberResult(const fb::ResultT& result);
   std::string StatusText(const std::string& section);

@@ -32,6 +32,7 @@ const Command kCommands[] = {
     {"rebuild", CmdRebuild, "rebuild indexes and statistics from the records (htamd stopped)"},
     {"export", CmdExport, "write the memory as portable JSON Lines"},
     {"import", CmdImport, "merge an export into this store (htamd stopped)"},
+    {"workers", CmdWorkers, "evaluation workers, devices, queues of a running htamd (--connect)"},
 };
 
 po::options_description GlobalOptions(Globals* g) {

@@ -56,6 +56,7 @@ int CmdCheck(Context& c);
 int CmdRebuild(Context& c);
 int CmdExport(Context& c);
 int CmdImport(Context& c);
+int CmdWorkers(Context& c);
 
 int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err);
 // The subcommand named in argv ("" when none), skipping global options and their values.

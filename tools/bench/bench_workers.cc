@@ -1,0 +1,306 @@
+// htam-bench workers: evaluation throughput of htamd with 1 vs N remote htam-worker processes on
+// the task suite, side by side in one run. htamd evaluates nothing itself (worker.local = false);
+// each worker serves the devices it sees (--gpu-per-worker pins worker i to GPU i). Every job is
+// the task's reference with a unique comment, so each one is compiled, verified and timed.
+// Prints a table and one JSON line (docs/benchmarks.md, section "workers").
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "htam/client.h"
+#include "tools/bench/bench.h"
+
+namespace {
+
+using htam::bench::Flags;
+using htam::bench::NowSeconds;
+namespace fs = std::filesystem;
+
+const char* kHelp = R"(htam-bench workers [flags]
+  --backend B        cpu, cuda or hip (default cpu)
+  --workers LIST     worker counts to compare (default 1,2)
+  --jobs N           candidates per phase (default 24)
+  --rounds R         phases per worker count; the median throughput is reported (default 1)
+  --tasks LIST       comma-separated task names (default: every suite task with a reference for B)
+  --tasks-dir DIR    the task suite (default configs/tasks)
+  --gpu-per-worker   worker i sees only GPU i (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)
+  --htamd PATH       default: ../../daemon/htamd from this binary
+  --worker PATH      default: ../worker/htam-worker from this binary
+  --worker-args "A"  extra options for every worker, space-separated (e.g. "--eval.repetitions 20")
+  --timeout-s S      per phase (default 1800)
+  --device-ms N      cpu only: every call of a candidate also sleeps N ms, standing in for device
+                     time during which the host CPU idles (as it does while a GPU runs a kernel);
+                     shows the scheduler's parallelism where the host's cores are the limit
+)";
+
+// The reference, renamed, behind an entry point that first sleeps (see --device-ms).
+std::string WithDeviceTime(const std::string& reference, int64_t ms) {
+  return "#include <chrono>\n#include <thread>\n#define htam_kernel htam_bench_reference\n" +
+         reference +
+         "\n#undef htam_kernel\n"
+         "HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, "
+         "int nout, htam_stream stream) {\n"
+         "  std::this_thread::sleep_for(std::chrono::milliseconds(" +
+         std::to_string(ms) +
+         "));\n"
+         "  return htam_bench_reference(in, nin, out, nout, stream);\n}\n";
+}
+
+std::string ReadFile(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
+            const std::vector<std::string>& env = {}) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = fopen(log.c_str(), "a");
+    if (f) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 200; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+std::string StatusValue(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ": ", 0) == 0) return line.substr(key.size() + 2);
+  return "";
+}
+
+struct Phase {
+  int workers = 0;
+  int ok = 0, failed = 0;
+  double seconds = 0;
+  double per_min = 0;
+};
+
+// One phase: a fresh daemon, `n` workers, `jobs` candidates over `tasks`; wall time to the last
+// result.
+Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& tasks,
+               const std::map<std::string, std::string>& sources) {
+  Phase p;
+  p.workers = n;
+  char tmpl[] = "/tmp/htam-bench-workers-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  chmod(dir.c_str(), 0755);
+  const std::string self = fs::path(htam::bench::SelfExe()).parent_path().string();
+  const std::string htamd = f.Get("htamd", self + "/../../daemon/htamd");
+  const std::string worker = f.Get("worker", self + "/../worker/htam-worker");
+  const std::string backend = f.Get("backend", "cpu");
+  const std::string front = "ipc://" + dir + "/htamd.sock", back = "ipc://" + dir + "/w.sock";
+  pid_t d = Spawn(
+      {htamd, "--general.data_dir", dir, "--server.bind", front, "--server.tasks_dir",
+       f.Get("tasks-dir", "configs/tasks"), "--worker.endpoint", back, "--worker.local", "false",
+       "--worker.queue_per_device", std::to_string(jobs + 1), "--server.max_wait_ms", "3600000"},
+      dir + "/htamd.log");
+  std::vector<pid_t> ws;
+  for (int i = 0; i < n; ++i) {
+    std::string wdir = dir + "/w" + std::to_string(i);
+    fs::create_directories(wdir);
+    chmod(wdir.c_str(), 0755);
+    std::vector<std::string> args = {worker,
+                                     "--general.data_dir",
+                                     wdir,
+                                     "--worker.connect",
+                                     back,
+                                     "--worker.name",
+                                     "w" + std::to_string(i),
+                                     "--eval.backends",
+                                     backend};
+    for (const auto& a : Split(f.Get("worker-args", ""), ' ')) args.push_back(a);
+    std::vector<std::string> env;
+    if (f.Has("gpu-per-worker"))
+      env = {"CUDA_VISIBLE_DEVICES=" + std::to_string(i),
+             "HIP_VISIBLE_DEVICES=" + std::to_string(i)};
+    ws.push_back(Spawn(args, wdir + "/worker.log", env));
+  }
+  htam::ClientOptions o;
+  o.endpoint = front;
+  o.timeout = std::chrono::seconds(30);
+  o.retries = 20;
+  auto c = htam::Client::Connect(o);
+  if (!c.ok()) {
+    std::fprintf(stderr, "htam-bench workers: htamd did not start: %s\n%s\n",
+                 c.status().ToString().c_str(), ReadFile(dir + "/htamd.log").c_str());
+    std::exit(1);
+  }
+  const double limit = NowSeconds() + double(f.GetInt("timeout-s", 1800));
+  for (;;) {  // every worker registered
+    auto st = (*c)->ServerStatus("workers");
+    if (st.ok() && StatusValue(*st, "workers") == std::to_string(n)) break;
+    if (NowSeconds() > limit) {
+      std::fprintf(stderr, "htam-bench workers: %d worker(s) did not register\n", n);
+      std::exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::map<std::string, uint64_t> session;
+  for (const auto& t : tasks) {
+    htam::OpenSessionArgs a;
+    a.task = t;
+    a.backend = backend;
+    auto s = (*c)->OpenSession(a);
+    if (!s.ok()) {
+      std::fprintf(stderr, "htam-bench workers: session for %s: %s\n", t.c_str(),
+                   s.status().ToString().c_str());
+      std::exit(1);
+    }
+    session[t] = s->session->id;
+  }
+  const double t0 = NowSeconds();
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < jobs; ++i) {
+    const std::string& t = tasks[size_t(i) % tasks.size()];
+    auto step = (*c)->NextStep(session[t]);
+    htam::SubmitArgs s;
+    s.session_id = session[t];
+    if (step.ok() && step->direction) s.direction_id = step->direction->id;
+    s.source = sources.at(t) + "\n// bench job " + std::to_string(i) + " " + dir + "\n";
+    s.summary = "bench job " + std::to_string(i);
+    auto ack = (*c)->Submit(s);
+    if (!ack.ok()) {
+      std::fprintf(stderr, "htam-bench workers: submit: %s\n", ack.status().ToString().c_str());
+      std::exit(1);
+    }
+    ids.push_back(ack->job_id);
+  }
+  for (uint64_t id : ids) {
+    auto r = (*c)->Poll(id, std::chrono::milliseconds(int64_t((limit - NowSeconds()) * 1000)));
+    if (r.ok() && r->done && r->status == htam::fb::OutcomeStatus::Ok)
+      p.ok++;
+    else
+      p.failed++;
+  }
+  p.seconds = NowSeconds() - t0;
+  p.per_min = 60.0 * jobs / p.seconds;
+  c->reset();
+  for (pid_t w : ws) Stop(w);
+  Stop(d);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return p;
+}
+
+}  // namespace
+
+int RunWorkersBench(int argc, char** argv) {
+  Flags f(argc, argv);
+  if (f.Has("help")) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  std::string unknown =
+      f.Unknown({"backend", "workers", "jobs", "rounds", "tasks", "tasks-dir", "gpu-per-worker",
+                 "htamd", "worker", "worker-args", "timeout-s", "device-ms"});
+  if (!unknown.empty()) {
+    std::fprintf(stderr, "htam-bench workers: unknown flag --%s\n%s", unknown.c_str(), kHelp);
+    return 2;
+  }
+  const std::string backend = f.Get("backend", "cpu");
+  const std::string tasks_dir = f.Get("tasks-dir", "configs/tasks");
+  std::vector<std::string> tasks = Split(f.Get("tasks", ""), ',');
+  std::map<std::string, std::string> sources;
+  if (tasks.empty())
+    for (const auto& e : fs::directory_iterator(tasks_dir))
+      if (e.is_directory()) tasks.push_back(e.path().filename().string());
+  std::sort(tasks.begin(), tasks.end());
+  std::vector<std::string> usable;
+  for (const auto& t : tasks) {
+    auto j = nlohmann::json::parse(ReadFile(tasks_dir + "/" + t + "/task.json"), nullptr, false);
+    if (!j.is_object() || !j.contains("references") || !j["references"].contains(backend)) continue;
+    sources[t] = ReadFile(tasks_dir + "/" + t + "/" + j["references"][backend].get<std::string>());
+    if (f.GetInt("device-ms", 0) > 0)
+      sources[t] = WithDeviceTime(sources[t], f.GetInt("device-ms", 0));
+    usable.push_back(t);
+  }
+  if (usable.empty()) {
+    std::fprintf(stderr, "htam-bench workers: no task in %s has a %s reference\n",
+                 tasks_dir.c_str(), backend.c_str());
+    return 1;
+  }
+  const int jobs = int(f.GetInt("jobs", 24)),
+            rounds = int(std::max<int64_t>(1, f.GetInt("rounds", 1)));
+  std::vector<Phase> medians;
+  for (int64_t n : f.GetIntList("workers", {1, 2})) {
+    std::vector<Phase> runs;
+    for (int r = 0; r < rounds; ++r) {
+      runs.push_back(RunPhase(f, int(n), jobs, usable, sources));
+      std::fprintf(stderr, "workers=%d round %d: %d ok, %d failed, %.1f s, %.1f jobs/min\n", int(n),
+                   r + 1, runs.back().ok, runs.back().failed, runs.back().seconds,
+                   runs.back().per_min);
+    }
+    std::sort(runs.begin(), runs.end(),
+              [](const Phase& a, const Phase& b) { return a.per_min < b.per_min; });
+    medians.push_back(runs[runs.size() / 2]);
+  }
+  std::printf("backend %s, %d jobs over %zu task(s) per phase, median of %d round(s)%s\n",
+              backend.c_str(), jobs, usable.size(), rounds,
+              f.Has("device-ms")
+                  ? (", device time " + f.Get("device-ms", "") + " ms per call").c_str()
+                  : "");
+  std::printf("%-8s %8s %8s %10s %12s %10s\n", "workers", "ok", "failed", "wall_s", "jobs/min",
+              "vs_first");
+  nlohmann::json out = {{"bench", "workers"}, {"backend", backend},
+                        {"jobs", jobs},       {"rounds", rounds},
+                        {"tasks", usable},    {"phases", nlohmann::json::array()}};
+  for (const auto& p : medians) {
+    double ratio = p.per_min / medians.front().per_min;
+    std::printf("%-8d %8d %8d %10.1f %12.1f %9.2fx\n", p.workers, p.ok, p.failed, p.seconds,
+                p.per_min, ratio);
+    out["phases"].push_back({{"workers", p.workers},
+                             {"ok", p.ok},
+                             {"failed", p.failed},
+                             {"seconds", p.seconds},
+                             {"jobs_per_min", p.per_min},
+                             {"ratio", ratio}});
+  }
+  std::printf("%s\n", out.dump().c_str());
+  for (const auto& p : medians)
+    if (p.failed) return 1;
+  return 0;
+}
