@@ -19,6 +19,11 @@ Policies compared:
   ucb         per-task UCB1 bandit over directions, nothing transferred (client-side)
   random      a uniformly random direction each step (client-side)
 
+With --live the recorded outcomes are replaced first: every variant of the benchmarked lineages is
+evaluated once, through htamd's gate on this machine's backend (CPU here, CUDA on a GPU machine), and
+its measured outcome (status, speedup over the reference) is what the memory records and what the
+world answers with, for every policy alike.
+
 Metrics (per policy and budget, medians over tasks and seeds): steps to reach the lineage's best
 reachable variant (not reached = budget + 1; see reachable_best), best speedup at the budget
 relative to it,
@@ -44,7 +49,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .daemon import Daemon, DaemonError
 from .htamd import HtamdProcess, find_htamd
 from .importer import import_task
-from .lineage import ROOT, Lineage, Task, Variant, discover_tasks
+from .lineage import LANGUAGE_OF_BACKEND, ROOT, Lineage, Task, Variant, discover_tasks
 from .model import DIRECTION_SLUGS, OutcomeView, StrategyView
 
 DAEMON_POLICIES = ("full", "empty", "no-history")
@@ -327,6 +332,8 @@ class BenchConfig:
     cwd: str
     verbose: bool = False
     trace: bool = False
+    live: bool = False
+    live_outcomes: Dict[str, dict] = field(default_factory=dict)  # "task/backend/variant"
 
 
 def _log(msg: str) -> None:
@@ -370,8 +377,53 @@ def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, se
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def measure_live(cfg: BenchConfig, tasks: List[Task]) -> None:
+    """--live: evaluates every variant of the benchmarked lineages once through htamd's gate (a
+    scratch store, each lineage in one session) and puts the measured outcome in place of the
+    recorded one: an Ok variant takes the measured speedup, a failure its class. A variant the
+    daemon refuses keeps no outcome and drops out of the world, like an unmeasured one."""
+    data = os.path.join(cfg.work, "live")
+    shutil.rmtree(data, ignore_errors=True)
+    with HtamdProcess(cfg.htamd, data, cfg.tasks_dir, cwd=cfg.cwd) as proc:
+        d = proc.client()
+        try:
+            for t in tasks:
+                for b, lin in sorted(t.lineages.items()):
+                    if cfg.backend and b != cfg.backend:
+                        continue
+                    sid = d.open_session(t.name, b, budget=len(lin.variants),
+                                         client="htam-bench quality --live",
+                                         model="lineage").session_id
+                    for v in lin.variants:
+                        key = f"{t.name}/{b}/{v.id}"
+                        try:
+                            out = d.submit(sid, v.source(), LANGUAGE_OF_BACKEND.get(b, b),
+                                           d.direction_id(v.direction), [], v.annotation())
+                        except (OSError, DaemonError) as e:
+                            v.measured, v.expected = {}, "ok"
+                            cfg.live_outcomes[key] = {"status": "refused", "error": str(e)}
+                            _log(f"quality: live {key}: {e}")
+                            continue
+                        v.expected = "ok" if out.ok else out.status
+                        v.measured = {"status": out.status,
+                                      "speedup": out.speedup if out.ok else 0.0,
+                                      "median_us": out.median_us, "live": True}
+                        cfg.live_outcomes[key] = {"status": out.status,
+                                                  "speedup": v.measured["speedup"],
+                                                  "median_us": out.median_us}
+                        if cfg.verbose:
+                            _log(f"quality: live {key}: {out.status} "
+                                 f"{v.measured['speedup']:.2f}x")
+                    d.close(sid)
+        finally:
+            d.close_connection()
+    shutil.rmtree(data, ignore_errors=True)
+
+
 def run_benchmark(cfg: BenchConfig) -> List[RunResult]:
     tasks = discover_tasks(cfg.tasks_dir)
+    if cfg.live:
+        measure_live(cfg, tasks)
     held: List[Tuple[Task, Lineage]] = []
     for t in tasks:
         if cfg.only_tasks and t.name not in cfg.only_tasks:
@@ -384,6 +436,9 @@ def run_benchmark(cfg: BenchConfig) -> List[RunResult]:
             else:
                 _log(f"quality: {t.name}/{b}: lineage has no recorded speedups; not held out")
     if not held:
+        if cfg.live:  # small kernels on a busy host can measure no gain at all: say so, rc 3
+            _log("quality: no lineage has a variant that beat its reference when measured live")
+            return []
         raise SystemExit("quality: no task has a lineage with recorded outcomes to hold out")
     results: List[RunResult] = []
     os.makedirs(cfg.work, exist_ok=True)
@@ -547,6 +602,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--json", dest="json_out", default="", help="write every run as JSON here")
     ap.add_argument("--per-task", action="store_true",
                     help="also print median steps to the best per held-out task")
+    ap.add_argument("--live", action="store_true",
+                    help="evaluate every lineage variant once through htamd's gate on this "
+                         "machine and use the measured outcomes instead of the recorded ones")
     ap.add_argument("--verbose", "-v", action="store_true")
     ap.add_argument("--trace", action="store_true",
                     help="print every step of htamd's policies: the kernel, what the lineage "
@@ -569,17 +627,30 @@ def main(argv: Optional[List[str]] = None) -> int:
                       budgets=[int(b) for b in args.budgets.split(",") if b],
                       seeds=list(range(1, args.seeds + 1)), policies=policies,
                       only_tasks=[t for t in args.tasks.split(",") if t], backend=args.backend,
-                      cwd=os.getcwd(), verbose=args.verbose, trace=args.trace)
+                      cwd=os.getcwd(), verbose=args.verbose, trace=args.trace,
+                      live=args.live)
+    if args.live and not htamd:
+        print("htam-bench quality: --live needs htamd (build it, or pass --htamd)",
+              file=sys.stderr)
+        return 2
     t0 = time.monotonic()
     try:
         results = run_benchmark(cfg)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
+    if args.json_out and not results:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump({"runs": [], "rows": [], "live_outcomes": cfg.live_outcomes}, f, indent=1)
+    if not results:
+        print("htam-bench quality: nothing to hold out (see above)")
+        return 3
     rows = summarize(results)
     held = sorted({f"{r.task}/{r.backend}" for r in results})
     print(f"htam-bench quality: {len(held)} held-out lineages ({', '.join(held)}), "
-          f"seeds {len(cfg.seeds)}, {time.monotonic() - t0:.0f}s")
+          f"seeds {len(cfg.seeds)}, {time.monotonic() - t0:.0f}s"
+          + (f", outcomes measured live ({len(cfg.live_outcomes)} variants)" if cfg.live
+             else ", recorded outcomes"))
     print(markdown(rows))
     if args.per_task:
         print("\nmedian steps to the lineage's best per held-out task ('-': not reached):\n")
@@ -587,6 +658,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(verdict(rows))
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
-            json.dump({"runs": [asdict(r) for r in results], "rows": [asdict(r) for r in rows]},
-                      f, indent=1)
+            json.dump({"runs": [asdict(r) for r in results], "rows": [asdict(r) for r in rows],
+                       "live_outcomes": cfg.live_outcomes}, f, indent=1)
     return 1 if any(r.error for r in results) else 0
