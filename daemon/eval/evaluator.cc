@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "backends/common/sha256.h"
+#include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
 #include "daemon/util/log.h"
 
@@ -527,17 +528,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         r.baseline_us = f->value("baseline_us", 0.0);
         r.speedup = f->value("speedup", 0.0);
         if (f->contains("candidate_hash")) r.candidate_hash = (*f)["candidate_hash"];
-        const json& pr = (*f)["profile"];
-        if (pr.is_object()) {
-          r.profile.registers = pr.value("registers", -1);
-          r.profile.shared_bytes = pr.value("shared_bytes", -1);
-          r.profile.spill_bytes = pr.value("spill_bytes", -1);
-          r.profile.dram_throughput = pr.value("dram_throughput", -1.0f);
-          r.profile.sm_throughput = pr.value("sm_throughput", -1.0f);
-          r.profile.occupancy = pr.value("occupancy", -1.0f);
-          r.profile.sm_clock_mhz = pr.value("sm_clock_mhz", -1);
-          r.profile.mem_clock_mhz = pr.value("mem_clock_mhz", -1);
-        }
+        if (f->contains("profile")) r.profile = ProfileFromJson((*f)["profile"]);
         finished = true;
         keep_worker = cfg_.GetInt("eval.worker_jobs") > 1;
       } else if (type == "fatal") {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/common/sha256.h"
+#include "daemon/eval/profile_json.h"
 
 namespace htam::scheduler {
 namespace {
@@ -154,18 +155,7 @@ eval::EvalResult ResultFromWire(const json& m) {
   r.device = m.value("device", "");
   r.arch = m.value("arch", "");
   r.wall_ms = m.value("wall_ms", 0.0);
-  if (m.contains("profile") && m["profile"].is_object()) {
-    const json& p = m["profile"];
-    r.profile.registers = p.value("registers", -1);
-    r.profile.shared_bytes = p.value("shared_bytes", -1);
-    r.profile.spill_bytes = p.value("spill_bytes", -1);
-    r.profile.dram_throughput = p.value("dram_throughput", -1.0f);
-    r.profile.sm_throughput = p.value("sm_throughput", -1.0f);
-    r.profile.occupancy = p.value("occupancy", -1.0f);
-    r.profile.sol_fraction = p.value("sol_fraction", -1.0f);
-    r.profile.sm_clock_mhz = p.value("sm_clock_mhz", -1);
-    r.profile.mem_clock_mhz = p.value("mem_clock_mhz", -1);
-  }
+  if (m.contains("profile")) r.profile = eval::ProfileFromJson(m["profile"]);
   return r;
 }
 

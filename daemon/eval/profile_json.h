@@ -1,0 +1,27 @@
+// The profile part of an evaluation result as JSON (worker frames and the remote-worker wire
+// share it): absent fields keep the "unknown" value of fb::ProfileT (-1).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "htam/schema/htg_generated.h"
+
+namespace htam::eval {
+
+inline fb::ProfileT ProfileFromJson(const nlohmann::json& p) {
+  fb::ProfileT r;
+  if (!p.is_object()) return r;
+  r.registers = p.value("registers", -1);
+  r.shared_bytes = p.value("shared_bytes", -1);
+  r.spill_bytes = p.value("spill_bytes", -1);
+  r.dram_throughput = p.value("dram_throughput", -1.0f);
+  r.sm_throughput = p.value("sm_throughput", -1.0f);
+  r.occupancy = p.value("occupancy", -1.0f);
+  r.sol_fraction = p.value("sol_fraction", -1.0f);
+  r.sm_clock_mhz = p.value("sm_clock_mhz", -1);
+  r.mem_clock_mhz = p.value("mem_clock_mhz", -1);
+  return r;
+}
+
+}  // namespace htam::eval
