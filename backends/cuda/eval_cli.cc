@@ -250,6 +250,17 @@ int main(int argc, char** argv) {
   go.input_sets = args.input_sets;
   go.seed_base = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   go.single_call = args.single_call;
+  {  // KernelBench tasks: interpreter, helper and wall limit (eval.kernelbench_* or --option)
+    const htam::Config d = htam::Config::Defaults();
+    go.golden_python =
+        OptionValue(args.options, "kernelbench_python", d.GetString("eval.kernelbench_python"));
+    go.golden_helper =
+        OptionValue(args.options, "kernelbench_helper", d.GetString("eval.kernelbench_helper"));
+    go.golden_timeout_s = std::atof(
+        OptionValue(args.options, "kernelbench_timeout_s",
+                    std::to_string(d.GetInt("eval.kernelbench_timeout_s")))
+            .c_str());
+  }
 
   // Profile on request: thresholds from the configuration table, overridden by --option.
   const htam::Config defaults = htam::Config::Defaults();

@@ -453,7 +453,10 @@ json EvaluatorImpl::GateJson() const {
           {"flush_bytes", cfg_.GetInt("eval.flush_bytes")},
           {"flush_max_bytes", uint64_t(cfg_.GetInt("eval.flush_max_mb")) << 20},
           {"compile_timeout_s", cfg_.GetInt("eval.compile_timeout_s")},
-          {"time_baseline", cfg_.GetBool("eval.time_baseline")}};
+          {"time_baseline", cfg_.GetBool("eval.time_baseline")},
+          {"golden_python", cfg_.GetString("eval.kernelbench_python")},
+          {"golden_helper", cfg_.GetString("eval.kernelbench_helper")},
+          {"golden_timeout_s", cfg_.GetInt("eval.kernelbench_timeout_s")}};
 }
 
 EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {

@@ -254,6 +254,9 @@ int main(int argc, char** argv) {
       o.compile_options = Get<std::string>(g, "compile_options", "");
       o.arch = Get<std::string>(j, "arch", "");
       o.time_baseline = Get<bool>(g, "time_baseline", true);
+      o.golden_python = Get<std::string>(g, "golden_python", o.golden_python);
+      o.golden_helper = Get<std::string>(g, "golden_helper", o.golden_helper);
+      o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
       htam::Gate gate(&b, dev, *task, o);
       if (Get<bool>(j, "reference_only", false))
         r = gate.EvaluateReference(progress);
