@@ -2,6 +2,7 @@
 // rejected or timed correctly. Skipped where no CUDA device is present.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "tests/gpu/gpu_test_util.h"
@@ -176,6 +177,27 @@ TEST(CudaFaults, EarlyReturnWithBackgroundLaunchIsRejected) {
   if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
   ASSERT_GE(r.results.size(), 1u) << r.output;
   EXPECT_NE(r.results[0].value("status", ""), "Ok") << r.output;
+}
+
+// Nsight Compute on request (--profile): a 16 MiB relu moves bytes and does little arithmetic, so
+// DRAM throughput dominates and the class is Memory. Skipped where ncu is absent.
+TEST(CudaProfile, NcuMetricsClassifyAStreamingKernelAsMemoryBound) {
+  if (std::system("command -v ncu >/dev/null 2>&1 || test -x /usr/local/cuda/bin/ncu") != 0)
+    GTEST_SKIP() << "Nsight Compute (ncu) is not installed here";
+  CliRun r = RunCli(std::string("--task ") + kTaskLarge + " --reference --seeds 1 --reps 5 --profile",
+                    240);
+  if (r.exit_code == kCliNoDevice) GTEST_SKIP() << "no CUDA device here";
+  ASSERT_EQ(r.results.size(), 1u) << r.output;
+  const auto& j = r.results[0];
+  printf("ncu profile: %s dram %.1f %% sm %.1f %% occupancy %.1f %% kernels %d (%.2f us) %s\n",
+         j.value("bottleneck", "").c_str(), j.value("dram_pct", -1.0), j.value("sm_pct", -1.0),
+         j.value("occupancy_pct", -1.0), j.value("profiled_kernels", 0), j.value("profiled_us", 0.0),
+         j.value("profile_note", "").c_str());
+  ASSERT_EQ(j.value("status", ""), "Ok") << j.dump(2);
+  EXPECT_EQ(j.value("bottleneck", ""), "Memory") << j.dump(2);
+  EXPECT_GT(j.value("dram_pct", -1.0), 50.0) << j.dump(2);
+  EXPECT_GT(j.value("occupancy_pct", -1.0), 0.0) << j.dump(2);
+  EXPECT_GE(j.value("profiled_kernels", 0), 1) << j.dump(2);
 }
 
 }  // namespace

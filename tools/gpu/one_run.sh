@@ -9,15 +9,22 @@
 #   against ncu if time is left | summary.json
 # Writes 8 files to $OUT: info.txt, cuda_tests.log, cuda_hacks.log, hip.log, bench_eval.log,
 # kernelbench.jsonl, fidelity.log, summary.json (the last one gathers the numbers).
-# Limits (seconds) can be changed by environment: T_CUDA, T_HACKS, T_HIP, T_BENCH, T_TOTAL.
+# Parts (arguments; default all, in this order): tests (CUDA plugin, hack catalogue + timing
+# modes + ncu profile, KernelBench on CUDA, HIP on NVIDIA), bench (htam-bench eval against the
+# KernelBench load_inline path), fidelity (relu 16M modes against ncu, then the suite's kernels,
+# tools/gpu/fidelity_suite.sh). One call of at most 10 minutes fits "tests", another "bench fidelity".
+# Limits (seconds) can be changed by environment: T_CUDA, T_HACKS, T_KB, T_HIP, T_BENCH, T_TOTAL.
+# KernelBench needs a python3 with PyTorch+CUDA: HTAM_KB_PYTHON (default: python3 on PATH).
 set -u
+PARTS=" ${*:-tests bench fidelity} "
+has() { case "$PARTS" in *" $1 "*) return 0 ;; esac; return 1; }
 ROOT=$PWD
 OUT=${OUT:-/tmp/htam-gpu-out}
 mkdir -p "$OUT"
 S=$ROOT/.gpu-stage
 T0=$(date +%s)
 rm -f /tmp/htam-bench-eval.json
-T_TOTAL=${T_TOTAL:-295}
+T_TOTAL=${T_TOTAL:-560}
 elapsed() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( T_TOTAL - $(elapsed) )); }
 export PATH=/usr/local/cuda/bin:$PATH
@@ -51,16 +58,24 @@ echo "info done at $(elapsed)s"
 
 # ---- KernelBench path in the background from the start: its load_inline compile is CPU-bound
 # (about 53 s per kernel on this machine when run alone); its GPU part is about a second.
+KB=""
+if has bench; then
 LD_LIBRARY_PATH=$ORIG_LD timeout -s KILL $(( T_TOTAL - 15 )) python3 backends/cuda/bench/kernelbench_compile.py relu scale_add \
   > "$OUT/kernelbench.jsonl" 2>&1 < /dev/null &
 KB=$!
+fi
+export HTAM_KB_PYTHON=${HTAM_KB_PYTHON:-$(LD_LIBRARY_PATH=$ORIG_LD command -v python3)}
 
+if has tests; then
 # ---- CUDA plugin in process (describe, roofline, run, timing, side streams)
 run "${T_CUDA:-60}" "$OUT/cuda_tests.log" "$S/cuda_plugin_gpu_test"
 grep -E "$GREP" "$OUT/cuda_tests.log" | head -40
 # ---- hack catalogue through the gate, the timing modes, fault cases (own processes inside)
-run "${T_HACKS:-80}" "$OUT/cuda_hacks.log" "$S/cuda_hacks_gpu_test"
+run "${T_HACKS:-150}" "$OUT/cuda_hacks.log" "$S/cuda_hacks_gpu_test"
 grep -E "$GREP" "$OUT/cuda_hacks.log" | head -50
+# ---- KernelBench problems on CUDA (golden data and eager baseline from PyTorch on the GPU)
+run "${T_KB:-150}" "$OUT/cuda_kernelbench.log" "$S/cuda_kernelbench_gpu_test"
+grep -E "$GREP|^kernelbench" "$OUT/cuda_kernelbench.log" | head -20
 
 # ---- HIP on NVIDIA: the in-process tests one per process (a sticky fault cannot spill over)
 for t in DescribesTheNvidiaPlatform WavefrontAwareReductionIsCorrectAndTimed KernelReturnCodeIsReported; do
@@ -68,19 +83,22 @@ for t in DescribesTheNvidiaPlatform WavefrontAwareReductionIsCorrectAndTimed Ker
 done
 run 30 "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='HipOnNvidiaGate.RowsumHipVariantsPassAndAreTimed'
 
+# ---- HIP: every task's reference.hip through the gate
+run "${T_HIP:-150}" "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='HipOnNvidiaGate.EveryTaskReferenceHipPassesTheGate'
+grep -E "$GREP" "$OUT/hip.log" | head -40
+fi
+
 # ---- throughput: every task's reference + lineage variants, compile + verify + time
+if has bench; then
 BL=$(( $(left) - 40 )); [ "$BL" -gt "${T_BENCH:-75}" ] && BL=${T_BENCH:-75}; [ "$BL" -lt 20 ] && BL=20
 run $(( BL + 20 )) "$OUT/bench_eval.log" "$S/htam-bench" eval --cli "$S/htam-eval-cli" --backend cuda \
   --tasks gelu,rowsum,softmax,transpose,sgemm,bf16_gemm,rmsnorm,scan,stencil2d,gemm_bias_gelu \
   --seeds 1 --reps 20 --compile-threads 12 --repeat 0 --deadline-s "$BL" --json /tmp/htam-bench-eval.json
 cat "$OUT/bench_eval.log" | tail -16
+fi
 
-# ---- HIP: every task's reference.hip through the gate, with the time that is left
-run "${T_HIP:-50}" "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='HipOnNvidiaGate.EveryTaskReferenceHipPassesTheGate'
-grep -E "$GREP" "$OUT/hip.log" | head -40
-
-# ---- fidelity against ncu (relu 16M reference), only if time is left
-if [ "$(left)" -gt 62 ] && command -v ncu > /dev/null; then
+# ---- fidelity against ncu: relu 16M in both modes, then the suite's single-kernel references
+if has fidelity && [ "$(left)" -gt 62 ] && command -v ncu > /dev/null; then
   {
     for mode in cupti sync; do
       timeout -s KILL 15 "$S/htam-eval-cli" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 100 \
@@ -90,11 +108,15 @@ if [ "$(left)" -gt 62 ] && command -v ncu > /dev/null; then
       "$S/htam-eval-cli" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 20 \
       --option cuda_timing_mode=sync 2>&1 | grep '^"' | grep gpu__time_duration
   } > "$OUT/fidelity.log" 2>&1
+  export S
+  bash tools/gpu/fidelity_suite.sh "$OUT/fidelity_suite.jsonl" $(( $(left) - 20 ))
 fi
 
 # The KernelBench part may still compile: give it what is left, then stop it.
-for _ in $(seq 1 "$(left)"); do kill -0 $KB 2>/dev/null || break; sleep 1; done
-kill -TERM $KB 2>/dev/null  # timeout passes it on to python
+if [ -n "$KB" ]; then
+  for _ in $(seq 1 "$(left)"); do kill -0 $KB 2>/dev/null || break; sleep 1; done
+  kill -TERM $KB 2>/dev/null  # timeout passes it on to python
+fi
 # ---- summary
 python3 - "$OUT" "$(elapsed)" <<'PY' > "$OUT/summary.json"
 import json, os, re, statistics, sys
@@ -111,9 +133,11 @@ def gtest(text):
     killed = re.findall(r"^--- exit (137|124)", text, re.M)
     return {"passed": ok, "failed": failed, "skipped": skipped, "parts_killed": len(killed)}
 s = {"wall_s": wall, "cuda_tests": gtest(read("cuda_tests.log")),
-     "cuda_hacks": gtest(read("cuda_hacks.log")), "hip": gtest(read("hip.log"))}
-s["printed"] = [l for f in ("cuda_tests.log", "cuda_hacks.log", "hip.log") for l in read(f).splitlines()
-                if re.match(r"^(device|roofline|relu|10 rep|\w+ mode( asked)?:|hip on|rowsum|\S+\s+reference.hip)", l)]
+     "cuda_hacks": gtest(read("cuda_hacks.log")), "cuda_kernelbench": gtest(read("cuda_kernelbench.log")),
+     "hip": gtest(read("hip.log"))}
+s["printed"] = [l for f in ("cuda_tests.log", "cuda_hacks.log", "cuda_kernelbench.log", "hip.log") for l in read(f).splitlines()
+                if re.match(r"^(device|roofline|relu|10 rep|\w+ mode( asked)?:|hip on|rowsum|ncu profile|kernelbench|\S+\s+reference.hip)", l)]
+s["fidelity_suite"] = [json.loads(l) for l in read("fidelity_suite.jsonl").splitlines() if l.startswith("{")]
 try:
     s["bench_eval"] = json.load(open("/tmp/htam-bench-eval.json"))
 except Exception as e:
@@ -135,10 +159,11 @@ print(json.dumps(s, indent=1))
 PY
 python3 -c "
 import json; s = json.load(open('$OUT/summary.json'))
-for k in ('cuda_tests', 'cuda_hacks', 'hip'):
+for k in ('cuda_tests', 'cuda_hacks', 'cuda_kernelbench', 'hip'):
     print('%-10s passed %3d failed %d skipped %d killed %d %s' % (k, len(s[k]['passed']), len(s[k]['failed']), len(s[k]['skipped']), s[k]['parts_killed'], ' '.join(s[k]['failed'])))
 b = s['bench_eval']; print('bench eval:', b.get('candidates'), 'candidates', b.get('ok'), 'Ok,', '%.1f/min' % b.get('candidates_per_min', 0), 'skipped', b.get('skipped'))
 for k in s['kernelbench']: print('kernelbench %s: compile %.1f s total %.1f s = %.2f/min' % (k['kernel'], k['compile_s'], k['total_s'], k['candidates_per_min']))
 print('ratio vs kernelbench:', s.get('throughput_ratio_vs_kernelbench'))
+for f in s['fidelity_suite']: print('fidelity', f)
 print('wall', s['wall_s'], 's')
 "

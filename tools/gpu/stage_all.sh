@@ -14,7 +14,8 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHTAM_WITH_CUDA=ON -DHTAM_WITH_HIP=ON > /dev/null
 fi
 TARGETS="htam_backend_cuda htam_backend_hip htam-eval-cli htam-bench cuda_plugin_gpu_test
-         cuda_hacks_gpu_test hip_on_nvidia_gpu_test"
+         cuda_hacks_gpu_test cuda_kernelbench_gpu_test hip_on_nvidia_gpu_test htamd htam-worker
+         htam-eval-worker"
 nice -n 5 cmake --build "$B" --target $TARGETS -j2
 S=.gpu-stage
 rm -rf "$S" && mkdir -p "$S/lib"
@@ -23,7 +24,9 @@ mkdir -p "$(dirname "$EXCL")"
 grep -qx '/.gpu-stage/' "$EXCL" 2>/dev/null || echo '/.gpu-stage/' >> "$EXCL"
 for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.so \
          backends/cuda/htam-eval-cli tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
-         tests/gpu/cuda_hacks_gpu_test tests/gpu/hip_on_nvidia_gpu_test; do
+         tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test \
+         tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \
+         daemon/eval/htam-eval-worker; do
   strip -o "$S/$(basename "$f")" "$B/$f"
 done
 # CUPTI of the toolkit this was built with (the plugin finds it through LD_LIBRARY_PATH there).

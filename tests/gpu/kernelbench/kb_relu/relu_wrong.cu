@@ -1,0 +1,17 @@
+// kb_relu, wrong on purpose: leaky relu (negative inputs scaled by 0.01 instead of zeroed).
+#include <htam/kernel_abi.h>
+#include <cuda_runtime.h>
+
+__global__ void leaky(const float* __restrict__ x, float* __restrict__ y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.01f * x[i];
+}
+
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  if (nin != 1 || nout != 1) return 1;
+  long n = htam_numel(&in[0]);
+  leaky<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
+      (const float*)in[0].data, (float*)out[0].data, n);
+  return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
