@@ -110,6 +110,9 @@ Result<NcuMetrics> ParseNcuCsv(std::string_view text) {
   const char* keys[3] = {kDram, kSm, kWarps};
   for (const std::string& id : order) {
     const Kernel& k = kernels[id];
+    // The backend's own kernels (cache flush, hold, roofline probes: all named htam_*) are not
+    // the candidate's and would swamp its figures.
+    if (k.name.rfind("htam_", 0) == 0) continue;
     ++m.kernels;
     bool seen = false;
     for (const auto& n : m.kernel_names) seen |= n == k.name;
@@ -125,6 +128,7 @@ Result<NcuMetrics> ParseNcuCsv(std::string_view text) {
       wt[i] += w;
     }
   }
+  if (m.kernels == 0) return Status::InvalidArgument("ncu profiled none of the candidate's kernels");
   double* out[3] = {&m.dram_pct, &m.sm_pct, &m.occupancy_pct};
   for (int i = 0; i < 3; ++i)
     if (wt[i] > 0) *out[i] = wsum[i] / wt[i];

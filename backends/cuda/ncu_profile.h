@@ -21,7 +21,8 @@ namespace htam::cuda {
 // The metrics requested, in ncu's names.
 extern const char* const kNcuMetrics[4];
 
-// Duration-weighted means over every kernel the run launched (percentages 0..100, -1 = not
+// Duration-weighted means over every kernel the run launched except the backend's own (names
+// starting with htam_: cache flush, hold, roofline probes) (percentages 0..100, -1 = not
 // reported), their total time and their count.
 struct NcuMetrics {
   double dram_pct = -1;       // dram__throughput.avg.pct_of_peak_sustained_elapsed

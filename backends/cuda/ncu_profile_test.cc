@@ -45,6 +45,43 @@ TEST(NcuProfileTest, KernelsAreWeightedByTheirDurationInAnyUnit) {
   EXPECT_EQ(ClassifyBottleneck(*m, {}), fb::Bottleneck::Compute);
 }
 
+// The backend's own kernels (roofline probes at device open, the cache flush) are left out: a
+// streaming candidate behind a long compute probe is still memory-bound; only htam_* is an error.
+TEST(NcuProfileTest, TheBackendsOwnKernelsAreNotTheCandidates) {
+  auto row = [](const char* id, const char* kernel, const char* metric, const char* unit,
+                const char* value) {
+    return std::string("\"") + id + "\",\"1\",\"htam-eval-cli\",\"" + kernel + "\",\"" + metric +
+           "\",\"" + unit + "\",\"" + value + "\"\n";
+  };
+  std::string csv = "\"ID\",\"Process ID\",\"Process Name\",\"Kernel Name\",\"Metric Name\","
+                    "\"Metric Unit\",\"Metric Value\"\n";
+  std::string probe;
+  for (const char* k : {"htam_fma_probe", "htam_flush_read"}) {
+    const char* id = k[5] == 'f' && k[6] == 'm' ? "0" : "1";
+    probe += row(id, k, "dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", "0.01");
+    probe += row(id, k, "sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", "97.5");
+    probe += row(id, k, "sm__warps_active.avg.pct_of_peak_sustained_active", "%", "99");
+    probe += row(id, k, "gpu__time_duration.sum", "msecond", "20");
+  }
+  std::string cand = row("2", "relu_vec4(const float4 *, float4 *, long)",
+                         "dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", "90.5") +
+                     row("2", "relu_vec4(const float4 *, float4 *, long)",
+                         "sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", "15") +
+                     row("2", "relu_vec4(const float4 *, float4 *, long)",
+                         "sm__warps_active.avg.pct_of_peak_sustained_active", "%", "80") +
+                     row("2", "relu_vec4(const float4 *, float4 *, long)", "gpu__time_duration.sum",
+                         "usecond", "40.3");
+  auto m = ParseNcuCsv(csv + probe + cand);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->kernels, 1);
+  EXPECT_DOUBLE_EQ(m->dram_pct, 90.5);
+  EXPECT_DOUBLE_EQ(m->total_us, 40.3);
+  EXPECT_EQ(ClassifyBottleneck(*m, {}), fb::Bottleneck::Memory);
+  auto only = ParseNcuCsv(csv + probe);
+  ASSERT_FALSE(only.ok());
+  EXPECT_NE(only.status().message().find("none of the candidate's kernels"), std::string::npos);
+}
+
 TEST(NcuProfileTest, OlderLayoutAndLatencyBound) {
   auto m = ParseNcuCsv(Data("ncu_latency_bound.csv"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();

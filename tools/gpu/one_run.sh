@@ -18,6 +18,8 @@
 set -u
 PARTS=" ${*:-tests bench fidelity} "
 has() { case "$PARTS" in *" $1 "*) return 0 ;; esac; return 1; }
+# "tests" is cuda + hacks + kb + hip; each can also be asked alone.
+part() { has tests || has "$1"; }
 ROOT=$PWD
 OUT=${OUT:-/tmp/htam-gpu-out}
 mkdir -p "$OUT"
@@ -66,16 +68,22 @@ KB=$!
 fi
 export HTAM_KB_PYTHON=${HTAM_KB_PYTHON:-$(LD_LIBRARY_PATH=$ORIG_LD command -v python3)}
 
-if has tests; then
 # ---- CUDA plugin in process (describe, roofline, run, timing, side streams)
+if part cuda; then
 run "${T_CUDA:-60}" "$OUT/cuda_tests.log" "$S/cuda_plugin_gpu_test"
 grep -E "$GREP" "$OUT/cuda_tests.log" | head -40
+fi
 # ---- hack catalogue through the gate, the timing modes, fault cases (own processes inside)
+if part hacks; then
 run "${T_HACKS:-150}" "$OUT/cuda_hacks.log" "$S/cuda_hacks_gpu_test"
-grep -E "$GREP" "$OUT/cuda_hacks.log" | head -50
+grep -E "$GREP|^ncu profile" "$OUT/cuda_hacks.log" | head -50
+fi
 # ---- KernelBench problems on CUDA (golden data and eager baseline from PyTorch on the GPU)
+if part kb; then
 run "${T_KB:-150}" "$OUT/cuda_kernelbench.log" "$S/cuda_kernelbench_gpu_test"
 grep -E "$GREP|^kernelbench" "$OUT/cuda_kernelbench.log" | head -20
+fi
+if part hip; then
 
 # ---- HIP on NVIDIA: the in-process tests one per process (a sticky fault cannot spill over)
 for t in DescribesTheNvidiaPlatform WavefrontAwareReductionIsCorrectAndTimed KernelReturnCodeIsReported; do
