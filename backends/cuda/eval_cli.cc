@@ -399,15 +399,24 @@ int main(int argc, char** argv) {
         child.push_back("--source");
         child.push_back(fs::absolute(path).string());
       }
+      // The one call is all ncu should see: no roofline probes at device open, and no CUPTI
+      // activity tracing beside ncu's own profiler (a single call times nothing).
+      const std::vector<std::string> fixed = {"cuda_roofline=false", "cuda_timing_mode=sync"};
       for (const auto& o : args.options) {
+        std::string key = o.substr(0, o.find('='));
+        if (key.rfind("cuda_", 0) == 0) key = key.substr(5);
+        if (key == "roofline" || key == "timing_mode") continue;
         child.push_back("--option");
         child.push_back(o);
       }
-      // The one call is all ncu should see: no roofline probes at device open.
-      child.push_back("--option");
-      child.push_back("cuda_roofline=false");
+      for (const auto& o : fixed) {
+        child.push_back("--option");
+        child.push_back(o);
+      }
       htam::cuda::NcuProfile p =
-          htam::cuda::RunNcuProfile(ncu, child, work, profile_timeout_s, thresholds);
+          // From this process's directory: the child finds sdk/include the way this one did.
+          htam::cuda::RunNcuProfile(ncu, child, fs::current_path().string(), profile_timeout_s,
+                                    thresholds);
       j["profile_note"] = p.note;
       j["bottleneck"] = p.available ? htam::fb::EnumNameBottleneck(p.bottleneck) : "Unknown";
       j["dram_pct"] = p.metrics.dram_pct;
