@@ -208,6 +208,7 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
   s.max_processes = uint64_t(cfg_.GetInt("eval.max_processes"));
   s.isolate_network = cfg_.GetBool("eval.sandbox_network");
   s.readonly_fs = cfg_.GetBool("eval.sandbox_readonly_fs");
+  s.pid_namespace = cfg_.GetBool("eval.sandbox_pid_namespace");
   s.user = drop_user_ ? cfg_.GetString("eval.sandbox_user") : std::string();
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);

@@ -194,8 +194,10 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
     if (o.isolate_network) {
       if (unshare(CLONE_NEWNET) != 0 && !root) unshare(CLONE_NEWUSER | CLONE_NEWNET);
     }
+    bool own_mounts = false;
     if (try_mounts && unshare(CLONE_NEWNS) == 0 &&
         mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
+      own_mounts = true;
       for (const auto& b : binds) mount(b.c_str(), b.c_str(), nullptr, MS_BIND | MS_REC, nullptr);
       for (const auto& m : mounts)
         mount(nullptr, m.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | m.flags,
@@ -203,7 +205,10 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
     }
     // A PID namespace: when the worker (its init) dies, the kernel kills every process the
     // candidate started, however it detached (setsid, double fork); nothing outlives the job.
-    const bool pidns = root && unshare(CLONE_NEWPID) == 0;
+    // Only with a mount namespace of its own, where the worker gets a /proc of its PID
+    // namespace: the CUDA runtime reads /proc for its own PID and fails to start
+    // (cudaErrorOperatingSystem) when /proc belongs to the parent namespace.
+    const bool pidns = o.pid_namespace && root && own_mounts && unshare(CLONE_NEWPID) == 0;
     SetLimit(RLIMIT_AS, o.memory_bytes);
     SetLimit(RLIMIT_CPU, o.cpu_seconds);
     SetLimit(RLIMIT_FSIZE, o.file_bytes);
@@ -213,17 +218,6 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
       0, 0
     };
     setrlimit(RLIMIT_CORE, &zero);
-    if (drop) {
-      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
-        Say("htam-eval-worker sandbox: cannot drop privileges\n");
-        _exit(126);
-      }
-    }
-    if (chdir(temp.c_str()) != 0) {
-      Say("htam-eval-worker sandbox: cannot enter temp dir (every parent of eval.scratch_dir "
-          "must be searchable by eval.sandbox_user)\n");
-      _exit(126);
-    }
     if (pidns) {
       pid_t init = fork();
       if (init > 0) {
@@ -238,6 +232,21 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
         _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 125);
       }
       if (init < 0) _exit(125);
+      // The worker is this namespace's init; a /proc of its own (still as root, before the drop).
+      if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+        Say("htam-eval-worker sandbox: cannot mount a /proc of the PID namespace (GPU runtimes "
+            "may not start; eval.sandbox_pid_namespace = false runs workers without one)\n");
+    }
+    if (drop) {
+      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
+        Say("htam-eval-worker sandbox: cannot drop privileges\n");
+        _exit(126);
+      }
+    }
+    if (chdir(temp.c_str()) != 0) {
+      Say("htam-eval-worker sandbox: cannot enter temp dir (every parent of eval.scratch_dir "
+          "must be searchable by eval.sandbox_user)\n");
+      _exit(126);
     }
     execve(args[0], args.data(), envp.data());
     Say("htam-eval-worker sandbox: exec failed: ");

@@ -30,6 +30,9 @@ struct SandboxOptions {
   uint64_t max_processes = 0;   // RLIMIT_NPROC; 0 = unlimited (ignored by the kernel for root)
   bool isolate_network = true;  // unshare(CLONE_NEWNET), falling back to a user namespace
   bool readonly_fs = true;      // mount namespace: everything read-only but temp + writable_dirs
+  bool pid_namespace = true;    // the worker as init of a PID namespace with its own /proc
+                                // (root and readonly_fs only): nothing the candidate starts
+                                // outlives the worker
   std::string user;             // drop to this user when running as root ("" = stay)
   std::string scratch_dir = "/tmp";        // parent of the private temp dir
   std::vector<std::string> writable_dirs;  // e.g. the compile cache

@@ -17,9 +17,15 @@ export LD_LIBRARY_PATH=$LIBS:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/loca
 chmod +x "$S"/htam* 2>/dev/null
 # The workers' sandbox runs candidates as an unprivileged user: it reads the tree and the stage.
 chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+# The sandbox settings under which the CUDA runtime starts here (tools/gpu/workers_probe.sh).
+if [ -z "${WORKER_ARGS+x}" ]; then
+  bash "$ROOT/tools/gpu/workers_probe.sh" | tee "$OUT/probe.log"
+  WORKER_ARGS=$(sed 's/(defaults)//' "$OUT/sandbox_args" 2>/dev/null)
+  [ -s "$OUT/sandbox_args" ] || { echo "no sandbox setting lets the CUDA runtime start: see probe.log"; exit 1; }
+fi
 { date -u; nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem --format=csv; nproc; } > "$OUT/workers.log" 2>&1
 timeout -s KILL ${T_WORKERS:-500} "$S/htam-bench" workers --backend cuda --workers 1,2 --gpu-per-worker \
-  --jobs "$JOBS" --rounds "$ROUNDS" --htamd "$S/htamd" --worker "$S/htam-worker" --timeout-s 240 \
+  --jobs "$JOBS" --rounds "$ROUNDS" --htamd "$S/htamd" --worker "$S/htam-worker" --timeout-s ${PHASE_S:-150} \
   --worker-args "--eval.sdk_include_dir $ROOT/sdk/include --eval.worker_path $S/htam-eval-worker --eval.plugin_dir $S ${WORKER_ARGS:-}" \
   >> "$OUT/workers.log" 2>&1
 echo "exit $?" >> "$OUT/workers.log"
