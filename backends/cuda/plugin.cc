@@ -3,8 +3,10 @@
 // only at this boundary.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -24,6 +26,28 @@ using htam::plugin::MakeError;
 using namespace htam::cuda;
 
 namespace {
+
+// A bare "nvcc" is looked up on PATH, then where toolkits live ($CUDA_HOME, /usr/local/cuda):
+// a sandboxed worker's PATH is /usr/local/bin:/usr/bin:/bin, which rarely holds nvcc.
+std::string FindNvcc(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  std::vector<std::string> dirs;
+  if (const char* path = getenv("PATH")) {
+    std::string p(path);
+    for (size_t at = 0; at <= p.size();) {
+      size_t end = p.find(':', at);
+      if (end == std::string::npos) end = p.size();
+      if (end > at) dirs.push_back(p.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* v = getenv(env); v && *v) dirs.push_back(std::string(v) + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  for (const auto& d : dirs)
+    if (access((d + "/" + name).c_str(), X_OK) == 0) return d + "/" + name;
+  return name;
+}
 
 // Writes `value` into out->field only when the host's struct is large enough to hold it.
 #define HTAM_SET_FIELD(out, field, value)                                             \
@@ -140,7 +164,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
     if (eq != std::string::npos) b->options[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   CompilerOptions co;
-  co.nvcc = b->Opt("nvcc", "nvcc");
+  co.nvcc = FindNvcc(b->Opt("nvcc", "nvcc"));
   co.flags = b->Opt("nvcc_flags", "-O3");
   co.sdk_include_dir = host->sdk_include_dir ? host->sdk_include_dir : "sdk/include";
   co.cache_dir = host->cache_dir ? host->cache_dir : "";

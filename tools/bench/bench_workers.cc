@@ -211,10 +211,19 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
   }
   for (uint64_t id : ids) {
     auto r = (*c)->Poll(id, std::chrono::milliseconds(int64_t((limit - NowSeconds()) * 1000)));
-    if (r.ok() && r->done && r->status == htam::fb::OutcomeStatus::Ok)
+    if (r.ok() && r->done && r->status == htam::fb::OutcomeStatus::Ok) {
       p.ok++;
-    else
-      p.failed++;
+      continue;
+    }
+    // The first failures of a phase, so a broken setup says why (a result, or no result).
+    if (p.failed++ < 2) {
+      std::string why = !r.ok()     ? r.status().ToString()
+                        : !r->done ? std::string("no result before the phase's time limit")
+                                   : std::string(htam::fb::EnumNameOutcomeStatus(r->status)) +
+                                         ": " + r->diagnostics.substr(0, 600);
+      std::fprintf(stderr, "htam-bench workers: job %llu failed: %s\n",
+                   static_cast<unsigned long long>(id), why.c_str());
+    }
   }
   p.seconds = NowSeconds() - t0;
   p.per_min = 60.0 * jobs / p.seconds;

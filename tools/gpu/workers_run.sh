@@ -26,7 +26,7 @@ fi
 { date -u; nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem --format=csv; nproc; } > "$OUT/workers.log" 2>&1
 timeout -s KILL ${T_WORKERS:-500} "$S/htam-bench" workers --backend cuda --workers 1,2 --gpu-per-worker \
   --jobs "$JOBS" --rounds "$ROUNDS" --htamd "$S/htamd" --worker "$S/htam-worker" --timeout-s ${PHASE_S:-150} \
-  --worker-args "--eval.sdk_include_dir $ROOT/sdk/include --eval.worker_path $S/htam-eval-worker --eval.plugin_dir $S ${WORKER_ARGS:-}" \
+  --worker-args="--eval.sdk_include_dir $ROOT/sdk/include --eval.worker_path $S/htam-eval-worker --eval.plugin_dir $S ${WORKER_ARGS:-}" \
   >> "$OUT/workers.log" 2>&1
 echo "exit $?" >> "$OUT/workers.log"
 grep '^{' "$OUT/workers.log" | tail -1 > "$OUT/workers.json"
