@@ -270,13 +270,22 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
     }
   }
 
-  // Fresh temp dir under work_dir.
+  // Fresh temp dir: inside the cache when there is one, so that publishing is a rename within
+  // one mount (a sandboxed worker's cache is a bind mount of its own: a rename from its temp dir
+  // fails with EXDEV); else under work_dir.
   std::string base = options_.work_dir.empty() ? "/tmp" : options_.work_dir;
+  std::string prefix = "/nvcc-";
+  if (!entry.empty()) {
+    std::error_code mk;
+    fs::create_directories(options_.cache_dir + "/cuda", mk);
+    base = options_.cache_dir + "/cuda";
+    prefix = "/.nvcc-";  // never a cache key (hex)
+  }
   std::string safe_name;
   for (char ch : name.substr(0, 40))
     safe_name += (isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
   if (safe_name.empty()) safe_name = "candidate";
-  std::string dir = base + "/nvcc-" + std::to_string(getpid()) + "-" +
+  std::string dir = base + prefix + std::to_string(getpid()) + "-" +
                     std::to_string(g_compile_seq.fetch_add(1)) + "-" + safe_name;
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -320,9 +329,10 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
     if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
     fs::remove(dir + "/candidate.cu", ec);
     fs::create_directories(options_.cache_dir + "/cuda", ec);
-    if (rename(dir.c_str(), entry.c_str()) != 0 &&
-        access((entry + "/candidate.so").c_str(), R_OK) != 0) {
-      return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(errno));
+    if (rename(dir.c_str(), entry.c_str()) != 0) {
+      const int err = errno;
+      if (access((entry + "/candidate.so").c_str(), R_OK) != 0)
+        return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(err));
     }
     cleanup.d.clear();
     fs::remove_all(dir, ec);  // when another compile published first
