@@ -329,6 +329,13 @@ int main(int argc, char** argv) {
   auto inst = htam::BackendInstance::Create((*lib)->api(), host);
   if (!inst.ok()) return Fatal("InfraError", inst.status().message());
   htam::BackendInstance& b = **inst;
+  if (b.description().name && std::string(b.description().name) == "cuda") {
+    // ncu profiles every kernel of the process: the one-call child measures no roofline and runs
+    // no CUPTI self-test at device open (ncu injects its own profiler), so that only the
+    // candidate's kernels are in the metrics (cuda_-prefixed keys win over the plain ones).
+    self_args.insert(self_args.end(),
+                     {"--option", "cuda_roofline=false", "--option", "cuda_timing_mode=sync"});
+  }
   if (describe) {
     auto st = htam::eval::WriteFrame(kFd, DescribeJson(b));
     return st.ok() ? 0 : 2;
