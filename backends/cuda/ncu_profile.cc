@@ -192,7 +192,7 @@ NcuProfile RunNcuProfile(const std::string& ncu, const std::vector<std::string>&
     while (std::getline(in, line))
       if (line.find("ERR") != std::string::npos || line.find("rror") != std::string::npos)
         last = line;
-    std::string how = r->signaled ? "; ncu was killed by a signal"
+    std::string how = r->signaled         ? "; ncu was killed by a signal"
                       : r->exit_code != 0 ? "; ncu exited with code " + std::to_string(r->exit_code)
                                           : "";
     p.note = "profile unavailable: " + m.status().message() + how +

@@ -509,7 +509,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
   // on ncu (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's limit.
   auto stage_limit = [&](const std::string& stage) {
-    int64_t sec = stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s") + 10
+    int64_t sec = stage.rfind("compile", 0) == 0   ? cfg_.GetInt("eval.compile_timeout_s") + 10
                   : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
                                                    : cfg_.GetInt("eval.case_timeout_s");
     return Clock::now() + std::chrono::seconds(sec);

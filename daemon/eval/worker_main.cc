@@ -182,8 +182,8 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
 // `self_args` are the worker's own arguments (plugin, device, options) for the child.
 // Returns the bottleneck class (Unknown when the profile is unavailable).
 htam::fb::Bottleneck Profile(const json& job, const json& request,
-                             const std::vector<std::string>& self_args,
-                             const std::string& work_dir, htam::GateResult* r) {
+                             const std::vector<std::string>& self_args, const std::string& work_dir,
+                             htam::GateResult* r) {
   std::string job_file = work_dir + "/profile-job.json";
   {
     json one = {{"task_dir", job.value("task_dir", "")},
@@ -221,8 +221,9 @@ htam::fb::Bottleneck Profile(const json& job, const json& request,
     r->profile.sm_throughput = frac(m.sm_pct);
     r->profile.occupancy = frac(m.occupancy_pct);
     char buf[160];
-    std::snprintf(buf, sizeof buf, " (dram %.0f%%, sm %.0f%%, occupancy %.0f%% of peak; %d kernel%s)",
-                  m.dram_pct, m.sm_pct, m.occupancy_pct, m.kernels, m.kernels == 1 ? "" : "s");
+    std::snprintf(buf, sizeof buf,
+                  " (dram %.0f%%, sm %.0f%%, occupancy %.0f%% of peak; %d kernel%s)", m.dram_pct,
+                  m.sm_pct, m.occupancy_pct, m.kernels, m.kernels == 1 ? "" : "s");
     note += buf;
   }
   r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") + note;
@@ -248,8 +249,9 @@ int SingleCall(const std::string& job_file, htam::BackendInstance& b, htam_devic
     htam::GateOptions o = GateOptionsFromJob(j, b, device);
     o.single_call = true;
     htam::Gate gate(&b, dev, *task, o);
-    r = Get<bool>(j, "reference_only", false) ? gate.EvaluateReference({})
-                                              : gate.Evaluate(Get<std::string>(j, "source", ""), {});
+    r = Get<bool>(j, "reference_only", false)
+            ? gate.EvaluateReference({})
+            : gate.Evaluate(Get<std::string>(j, "source", ""), {});
   }
   std::cout << json{{"status", htam::fb::EnumNameOutcomeStatus(r.status)},
                     {"diagnostics", r.diagnostics}}

@@ -60,16 +60,11 @@ Result<json> JobToWire(const eval::EvalJob& job, uint32_t attempt) {
   closedir(dir);
   if (!files.contains("task.json")) return Status::NotFound("no task.json in " + job.task_dir);
   std::string name = job.task_dir.substr(job.task_dir.find_last_of('/') + 1);
-  return json{{"type", "job"},
-              {"job_id", job.job_id},
-              {"attempt", attempt},
-              {"backend", job.backend},
-              {"arch", job.arch},
-              {"language", job.language},
-              {"source", job.source},
-              {"session_id", job.session_id},
-              {"profile", job.profile},
-              {"task", {{"name", name}, {"files", files}}}};
+  return json{{"type", "job"},          {"job_id", job.job_id},
+              {"attempt", attempt},     {"backend", job.backend},
+              {"arch", job.arch},       {"language", job.language},
+              {"source", job.source},   {"session_id", job.session_id},
+              {"profile", job.profile}, {"task", {{"name", name}, {"files", files}}}};
 }
 
 Result<eval::EvalJob> JobFromWire(const json& msg, const std::string& task_root) {

@@ -951,7 +951,8 @@ void Server::DrainResults() {
       state.bottleneck = measured->second;
       in.state = state;
     }
-    if (r->bottleneck != fb::Bottleneck::Unknown) measured_bottleneck_[j.session_id] = r->bottleneck;
+    if (r->bottleneck != fb::Bottleneck::Unknown)
+      measured_bottleneck_[j.session_id] = r->bottleneck;
     w->eval = std::move(r);
     writes_.push_back(std::move(w));
   }
