@@ -224,12 +224,13 @@ TEST_F(DaemonTest, EvaluationNeverBlocksNextStepAndReportsProgress) {
 // memory-bound kernel (dram 85 %, sm 20 %, warps active 70 %). It leaves a marker in the eval
 // cache (writable by the sandboxed worker) and fails (exit 1, no CSV) while `fail` exists.
 std::string WriteFakeNcu(const std::string& dir, const std::string& marker,
-                         const std::string& fail_flag) {
+                         const std::string& fail_flag, const std::string& slow_flag) {
   std::string path = dir + "/ncu";
   std::ofstream f(path);
   f << "#!/bin/sh\n"
     << "touch '" << marker << "'\n"
     << "if [ -e '" << fail_flag << "' ]; then echo '==ERROR== ERR_NVGPUCTRPERM'; exit 1; fi\n"
+    << "if [ -e '" << slow_flag << "' ]; then sleep 120; fi\n"
     << "case \"$*\" in *--csv*) ;; *) echo 'no --csv'; exit 9;; esac\n"
     << "# ncu --metrics LIST --csv --target-processes all PROGRAM ARGS...\n"
     << "while [ $# -gt 0 ] && [ \"$1\" != all ]; do shift; done\n"
@@ -256,8 +257,9 @@ std::string WriteFakeNcu(const std::string& dir, const std::string& marker,
 TEST_F(DaemonTest, ProfileOnRequestFillsTheProfileAndTheStatesBottleneck) {
   const std::string marker = dir_ + "/eval-cache/fake-ncu-ran";
   const std::string fail_flag = dir_ + "/ncu-fails";
-  const std::string ncu = WriteFakeNcu(dir_, marker, fail_flag);
-  DaemonProcess d(dir_, {{"eval.ncu", ncu}});
+  const std::string slow_flag = dir_ + "/ncu-hangs";
+  const std::string ncu = WriteFakeNcu(dir_, marker, fail_flag, slow_flag);
+  DaemonProcess d(dir_, {{"eval.ncu", ncu}, {"eval.cuda_profile_timeout_s", "10"}});
   ASSERT_TRUE(d.Start());
   auto c = d.Connect(600s);
   ASSERT_NE(c, nullptr);
@@ -317,6 +319,21 @@ TEST_F(DaemonTest, ProfileOnRequestFillsTheProfileAndTheStatesBottleneck) {
       << failed->diagnostics;
   EXPECT_TRUE(std::filesystem::exists(marker));
 
+  // ncu hangs: killed at eval.cuda_profile_timeout_s, the result is still Ok.
+  std::filesystem::remove(fail_flag);
+  std::ofstream(slow_flag) << "1";
+  auto t0 = std::chrono::steady_clock::now();
+  auto slow = submit(true, "ncu hangs");
+  double slow_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(slow->status, fb::OutcomeStatus::Ok) << slow->diagnostics;
+  ASSERT_NE(slow->profile, nullptr);
+  EXPECT_EQ(slow->profile->dram_throughput, -1);
+  EXPECT_NE(slow->diagnostics.find("profile unavailable: ncu ran past 10 s"), std::string::npos)
+      << slow->diagnostics;
+  EXPECT_LT(slow_s, 100.0) << "the hanging ncu was not stopped at its wall limit";
+  std::filesystem::remove(slow_flag);
+
   // No ncu at the configured path: the same, and the note names the path.
   std::filesystem::remove(ncu);
   auto missing = submit(true, "ncu missing");
@@ -335,14 +352,14 @@ TEST_F(DaemonTest, ProfileOnRequestFillsTheProfileAndTheStatesBottleneck) {
   q.session_id = sid;
   auto tr = c->Query(q);
   ASSERT_TRUE(tr.ok()) << tr.status().ToString();
-  ASSERT_EQ(tr->transitions.size(), 4u);
+  ASSERT_EQ(tr->transitions.size(), 5u);
   std::sort(tr->transitions.begin(), tr->transitions.end(),
             [](const auto& a, const auto& b) { return a->step < b->step; });
   ASSERT_NE(tr->transitions[0]->state, nullptr);
   EXPECT_EQ(tr->transitions[0]->state->bottleneck, fb::Bottleneck::Unknown);
   ASSERT_NE(tr->transitions[0]->profile, nullptr);
   EXPECT_NEAR(tr->transitions[0]->profile->dram_throughput, 0.85, 1e-4);
-  for (size_t i = 1; i < 4; ++i) {
+  for (size_t i = 1; i < tr->transitions.size(); ++i) {
     ASSERT_NE(tr->transitions[i]->state, nullptr);
     EXPECT_EQ(tr->transitions[i]->state->bottleneck, fb::Bottleneck::Memory) << "step " << i;
   }
