@@ -170,6 +170,10 @@ NcuProfile RunNcuProfile(const std::string& ncu, const std::vector<std::string>&
         "profile unavailable: Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin";
     return p;
   }
+  if (access(ncu.c_str(), X_OK) != 0) {
+    p.note = "profile unavailable: Nsight Compute (ncu) at " + ncu + " is not an executable file";
+    return p;
+  }
   std::string metrics;
   for (const char* m : kNcuMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(m);
   std::vector<std::string> argv = {ncu, "--metrics", metrics, "--csv", "--target-processes", "all"};
@@ -192,7 +196,10 @@ NcuProfile RunNcuProfile(const std::string& ncu, const std::vector<std::string>&
     while (std::getline(in, line))
       if (line.find("ERR") != std::string::npos || line.find("rror") != std::string::npos)
         last = line;
-    p.note = "profile unavailable: " + m.status().message() +
+    std::string how = r->signaled         ? "; ncu was killed by a signal"
+                      : r->exit_code != 0 ? "; ncu exited with code " + std::to_string(r->exit_code)
+                                          : "";
+    p.note = "profile unavailable: " + m.status().message() + how +
              (last.empty() ? "" : " (ncu: " + last.substr(0, 300) + ")");
     return p;
   }

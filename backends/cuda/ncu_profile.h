@@ -1,4 +1,5 @@
-// Optional profile of a candidate with Nsight Compute (ncu), on request (htam-eval-cli --profile):
+// Optional profile of a candidate with Nsight Compute (ncu), on request (htam-eval-cli --profile,
+// Submit.profile through htamd: daemon/eval/worker_main.cc):
 // the candidate's one call runs under
 //   ncu --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,
 //                 sm__throughput.avg.pct_of_peak_sustained_elapsed,
@@ -61,6 +62,7 @@ struct NcuProfile {
 };
 
 // Runs `ncu ... program_argv` (the program makes the candidate's one call) and classifies.
+// `ncu` is a path ("" = none found: the note says so); the run is killed after timeout_s.
 NcuProfile RunNcuProfile(const std::string& ncu, const std::vector<std::string>& program_argv,
                          const std::string& cwd, double timeout_s, const BottleneckThresholds& t);
 

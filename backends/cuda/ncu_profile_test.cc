@@ -152,6 +152,18 @@ TEST_F(NcuRunTest, AbsentOrFailingNcuIsANoteNotAnError) {
   NcuProfile perm = RunNcuProfile(FakeNcu("ncu_permission_error.txt"), {"/bin/true"}, dir_, 30, {});
   EXPECT_FALSE(perm.available);
   EXPECT_NE(perm.note.find("ERR_NVGPUCTRPERM"), std::string::npos) << perm.note;
+  NcuProfile gone = RunNcuProfile(dir_ + "/no-such-ncu", {"/bin/true"}, dir_, 30, {});
+  EXPECT_FALSE(gone.available);
+  EXPECT_EQ(gone.note, "profile unavailable: Nsight Compute (ncu) at " + dir_ +
+                           "/no-such-ncu is not an executable file");
+  // A failing ncu: its exit code is in the note.
+  std::string failing = dir_ + "/ncu-fails";
+  std::ofstream(failing) << "#!/bin/sh\necho '==ERROR== the profiler failed'\nexit 1\n";
+  chmod(failing.c_str(), 0755);
+  NcuProfile failed = RunNcuProfile(failing, {"/bin/true"}, dir_, 30, {});
+  EXPECT_FALSE(failed.available);
+  EXPECT_NE(failed.note.find("ncu exited with code 1"), std::string::npos) << failed.note;
+  EXPECT_NE(failed.note.find("the profiler failed"), std::string::npos) << failed.note;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "backends/common/sha256.h"
+#include "backends/cuda/ncu_profile.h"
 #include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
 #include "daemon/util/log.h"
@@ -144,6 +145,7 @@ class EvaluatorImpl : public Evaluator {
   void SlotLoop(Slot* s);
   EvalResult RunJob(Slot* s, const EvalJob& job);
   json GateJson() const;
+  json ProfileJson() const;
   void Count(fb::OutcomeStatus st);
 
   EvalOptions opt_;
@@ -460,6 +462,22 @@ json EvaluatorImpl::GateJson() const {
           {"golden_timeout_s", cfg_.GetInt("eval.kernelbench_timeout_s")}};
 }
 
+// What the worker needs to profile an Ok candidate: the ncu binary (eval.ncu, else found on this
+// process's PATH or in /usr/local/cuda/bin; "" = none, the worker then notes it), its wall limit
+// and the thresholds of the bottleneck classes.
+json EvaluatorImpl::ProfileJson() const {
+  std::string ncu = cfg_.GetString("eval.ncu");
+  if (ncu.empty())
+    ncu = cuda::FindNcu();
+  else
+    ncu = MakeAbsolute(ncu);
+  return {{"ncu", ncu},
+          {"timeout_s", cfg_.GetInt("eval.cuda_profile_timeout_s")},
+          {"memory_pct", cfg_.GetDouble("eval.cuda_profile_memory_pct")},
+          {"compute_pct", cfg_.GetDouble("eval.cuda_profile_compute_pct")},
+          {"launch_us", cfg_.GetDouble("eval.cuda_profile_launch_us")}};
+}
+
 EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   EvalResult r;
   r.job_id = job.job_id;
@@ -484,12 +502,17 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
                 {"reference_only", job.source.empty()},
                 {"max_case_bytes", uint64_t(cfg_.GetInt("eval.max_case_mb")) << 20},
                 {"gate", GateJson()}};
+  if (job.profile) frame["profile"] = ProfileJson();
+  const int64_t profile_timeout_s = cfg_.GetInt("eval.cuda_profile_timeout_s");
   const size_t capture = size_t(cfg_.GetInt("eval.capture_kb")) << 10;
   const size_t flood = size_t(cfg_.GetInt("eval.max_output_kb")) << 10;
-  const auto job_deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.job_timeout_s"));
+  auto job_deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.job_timeout_s"));
+  // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
+  // on ncu (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's limit.
   auto stage_limit = [&](const std::string& stage) {
-    int64_t sec = stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s") + 10
-                                                 : cfg_.GetInt("eval.case_timeout_s");
+    int64_t sec = stage.rfind("compile", 0) == 0   ? cfg_.GetInt("eval.compile_timeout_s") + 10
+                  : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
+                                                   : cfg_.GetInt("eval.case_timeout_s");
     return Clock::now() + std::chrono::seconds(sec);
   };
   std::string stage = "start";
@@ -523,6 +546,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       if (type == "progress") {
         stage = f->value("stage", "");
         stage_deadline = stage_limit(stage);
+        if (job.profile && stage.rfind("profile", 0) == 0)
+          job_deadline = std::max(job_deadline, stage_deadline);
       } else if (type == "result") {
         r.status = fb::OutcomeStatus(f->value("status", int(fb::OutcomeStatus::InfraError)));
         r.diagnostics = f->value("diagnostics", "");
@@ -533,6 +558,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         r.speedup = f->value("speedup", 0.0);
         if (f->contains("candidate_hash")) r.candidate_hash = (*f)["candidate_hash"];
         if (f->contains("profile")) r.profile = ProfileFromJson((*f)["profile"]);
+        r.bottleneck = BottleneckFromJson(*f);
         finished = true;
         keep_worker = cfg_.GetInt("eval.worker_jobs") > 1;
       } else if (type == "fatal") {
@@ -549,8 +575,9 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       r.status = fb::OutcomeStatus::Timeout;
       r.diagnostics =
           "timed out during " + stage + " (limit " +
-          std::to_string(stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s")
-                                                        : cfg_.GetInt("eval.case_timeout_s")) +
+          std::to_string(stage.rfind("compile", 0) == 0   ? cfg_.GetInt("eval.compile_timeout_s")
+                         : stage.rfind("profile", 0) == 0 ? profile_timeout_s
+                                                          : cfg_.GetInt("eval.case_timeout_s")) +
           " s per stage, " + std::to_string(cfg_.GetInt("eval.job_timeout_s")) +
           " s per job); the worker was killed";
       finished = true;

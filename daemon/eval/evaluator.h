@@ -30,6 +30,9 @@ struct EvalJob {
   uint64_t session_id = 0;  // fair share between sessions (daemon/scheduler); 0 = none
   std::string context;      // opaque to evaluation: kept with a durably queued job, handed back
                             // by Recovered() after a daemon restart
+  bool profile = false;     // when the candidate is Ok: its one call again under Nsight Compute
+                            // (eval.ncu), filling profile dram/sm throughput, occupancy and
+                            // bottleneck; without ncu a "profile unavailable" note, still Ok
 };
 
 struct EvalResult {
@@ -46,6 +49,9 @@ struct EvalResult {
   std::string device;          // device name the job ran on
   std::string arch;            // its arch
   double wall_ms = 0;          // compile + verify + time, as seen by the evaluator
+  // From the profile (EvalJob::profile): the class Nsight Compute's metrics give with the
+  // eval.cuda_profile_* thresholds; Unknown when not profiled or unavailable.
+  fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;
 };
 
 // All fields default from the `eval` section of the configuration table (options.inc).

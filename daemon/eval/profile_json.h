@@ -1,5 +1,5 @@
-// The profile part of an evaluation result as JSON (worker frames and the remote-worker wire
-// share it): absent fields keep the "unknown" value of fb::ProfileT (-1).
+// The profile part of an evaluation result as JSON, and its bottleneck class (worker frames and
+// the remote-worker wire share it): absent fields keep the "unknown" value of fb::ProfileT (-1).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -22,6 +22,16 @@ inline fb::ProfileT ProfileFromJson(const nlohmann::json& p) {
   r.sm_clock_mhz = p.value("sm_clock_mhz", -1);
   r.mem_clock_mhz = p.value("mem_clock_mhz", -1);
   return r;
+}
+
+// The "bottleneck" field of a result frame (the schema's enum value); Unknown when absent or out
+// of range.
+inline fb::Bottleneck BottleneckFromJson(const nlohmann::json& frame) {
+  if (!frame.is_object() || !frame.contains("bottleneck") ||
+      !frame["bottleneck"].is_number_integer())
+    return fb::Bottleneck::Unknown;
+  int b = frame["bottleneck"].get<int>();
+  return b >= 0 && b <= int(fb::Bottleneck::MAX) ? fb::Bottleneck(b) : fb::Bottleneck::Unknown;
 }
 
 }  // namespace htam::eval

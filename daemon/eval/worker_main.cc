@@ -3,11 +3,22 @@
 // verification gate (backends/common/gate.h). Candidate code runs only here, never in htamd.
 //
 //   htam-eval-worker --plugin PATH --device N [--describe] [--sdk-include DIR] [--cache-dir DIR]
-//                    [--option key=value]... [--jobs K]
+//                    [--option key=value]... [--jobs K] [--single-call JOBFILE]
 //
 // Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result {...} |
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
 // candidate gets a fresh process, so nothing a candidate leaves behind reaches the next one).
+//
+// Profile on request (a job with "profile": {ncu, timeout_s, thresholds}): once the gate's result
+// is Ok, the worker runs ITSELF in its one-call mode under Nsight Compute,
+//   ncu --metrics ... --csv htam-eval-worker --single-call JOBFILE --plugin ... --device N ...
+// where JOBFILE (in the worker's temp dir) holds the task dir, the source and the gate options;
+// that process compiles (a cache hit) and loads the candidate, makes its one call on the first
+// seen shape (GateOptions::single_call) and prints one JSON line. The metrics become the
+// result's profile fractions and bottleneck class (backends/cuda/ncu_profile.h). This runs after
+// the gate, so the gate's check for child processes during a call is not involved; a missing or
+// failing ncu leaves the result Ok with a "profile unavailable: ..." line in its diagnostics.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -23,6 +34,7 @@
 #include "backends/common/gate.h"
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
+#include "backends/cuda/ncu_profile.h"
 #include "daemon/eval/frame.h"
 #include "daemon/util/log.h"
 
@@ -108,8 +120,9 @@ T Get(const json& j, const char* k, T def) {
   }
 }
 
-json ResultJson(uint64_t job_id, const htam::GateResult& r) {
+json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck bottleneck) {
   return {{"type", "result"},
+          {"bottleneck", int(bottleneck)},
           {"job_id", job_id},
           {"status", int(r.status)},
           {"diagnostics", r.diagnostics},
@@ -136,7 +149,124 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r) {
             {"mem_clock_mhz", r.profile.mem_clock_mhz}}}};
 }
 
+// The gate's options of a job ("gate" object, "arch"), the same in the one-call mode.
+htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance& b, int device) {
+  const json g = j.contains("gate") ? j["gate"] : json::object();
+  htam::GateOptions o;
+  o.seeds = Get<int>(g, "seeds", o.seeds);
+  o.seed_base = Get<uint64_t>(g, "seed_base", o.seed_base);
+  o.guard_bytes = Get<uint64_t>(g, "guard_bytes", o.guard_bytes);
+  o.check_threads = Get<bool>(g, "check_threads", o.check_threads);
+  o.thread_grace_ms = Get<double>(g, "thread_grace_ms", o.thread_grace_ms);
+  o.warmup_reps = Get<int>(g, "warmup_reps", o.warmup_reps);
+  o.warmup_ms = Get<double>(g, "warmup_ms", o.warmup_ms);
+  o.repetitions = Get<int>(g, "repetitions", o.repetitions);
+  o.input_sets = Get<int>(g, "input_sets", o.input_sets);
+  o.flush_bytes = Get<uint64_t>(g, "flush_bytes", o.flush_bytes);
+  if (o.flush_bytes == 0 && device < b.description().num_devices) {
+    // 2x the last-level cache, capped (some hosts report the sum of all slices)
+    uint64_t llc = b.description().devices[device].cache_bytes;
+    o.flush_bytes = std::min<uint64_t>(2 * llc, Get<uint64_t>(g, "flush_max_bytes", 64u << 20));
+  }
+  o.compile_timeout_s = Get<double>(g, "compile_timeout_s", o.compile_timeout_s);
+  o.compile_options = Get<std::string>(g, "compile_options", "");
+  o.arch = Get<std::string>(j, "arch", "");
+  o.time_baseline = Get<bool>(g, "time_baseline", true);
+  o.golden_python = Get<std::string>(g, "golden_python", o.golden_python);
+  o.golden_helper = Get<std::string>(g, "golden_helper", o.golden_helper);
+  o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
+  return o;
+}
+
+// Profiles an Ok result: this binary in its one-call mode under ncu (see the file comment).
+// `self_args` are the worker's own arguments (plugin, device, options) for the child.
+// Returns the bottleneck class (Unknown when the profile is unavailable).
+htam::fb::Bottleneck Profile(const json& job, const json& request,
+                             const std::vector<std::string>& self_args, const std::string& work_dir,
+                             htam::GateResult* r) {
+  std::string job_file = work_dir + "/profile-job.json";
+  {
+    json one = {{"task_dir", job.value("task_dir", "")},
+                {"max_case_bytes", job.value("max_case_bytes", uint64_t(0))},
+                {"source", job.value("source", "")},
+                {"reference_only", job.value("reference_only", false)},
+                {"arch", job.value("arch", "")},
+                {"gate", job.contains("gate") ? job["gate"] : json::object()}};
+    std::ofstream out(job_file, std::ios::trunc);
+    out << one.dump();
+    if (!out) {
+      r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") +
+                        "profile unavailable: cannot write " + job_file;
+      return htam::fb::Bottleneck::Unknown;
+    }
+  }
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::vector<std::string> argv = {n > 0 ? std::string(exe, size_t(n)) : "htam-eval-worker",
+                                   "--single-call", job_file};
+  argv.insert(argv.end(), self_args.begin(), self_args.end());
+  htam::cuda::BottleneckThresholds t;
+  t.memory_pct = Get<double>(request, "memory_pct", t.memory_pct);
+  t.compute_pct = Get<double>(request, "compute_pct", t.compute_pct);
+  t.launch_us = Get<double>(request, "launch_us", t.launch_us);
+  htam::cuda::NcuProfile p =
+      htam::cuda::RunNcuProfile(Get<std::string>(request, "ncu", ""), argv, work_dir,
+                                Get<double>(request, "timeout_s", 300), t);
+  std::remove(job_file.c_str());
+  std::string note = p.note;
+  if (p.available) {
+    const auto& m = p.metrics;
+    auto frac = [](double pct) { return pct < 0 ? -1.0f : float(pct / 100.0); };
+    r->profile.dram_throughput = frac(m.dram_pct);
+    r->profile.sm_throughput = frac(m.sm_pct);
+    r->profile.occupancy = frac(m.occupancy_pct);
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  " (dram %.0f%%, sm %.0f%%, occupancy %.0f%% of peak; %d kernel%s)", m.dram_pct,
+                  m.sm_pct, m.occupancy_pct, m.kernels, m.kernels == 1 ? "" : "s");
+    note += buf;
+  }
+  r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") + note;
+  return p.available ? p.bottleneck : htam::fb::Bottleneck::Unknown;
+}
+
+// --single-call JOBFILE: the run ncu watches. One JSON line on stdout; exit 0 when the call ran.
+int SingleCall(const std::string& job_file, htam::BackendInstance& b, htam_device* dev,
+               int device) {
+  std::ifstream in(job_file);
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    std::cout << json{{"status", "InfraError"}, {"diagnostics", "bad job file " + job_file}}.dump()
+              << std::endl;
+    return 2;
+  }
+  htam::GateResult r;
+  auto task = htam::ParseTaskFile(Get<std::string>(j, "task_dir", ""),
+                                  Get<uint64_t>(j, "max_case_bytes", 0));
+  if (!task.ok()) {
+    r.diagnostics = task.status().message();
+  } else {
+    htam::GateOptions o = GateOptionsFromJob(j, b, device);
+    o.single_call = true;
+    htam::Gate gate(&b, dev, *task, o);
+    r = Get<bool>(j, "reference_only", false)
+            ? gate.EvaluateReference({})
+            : gate.Evaluate(Get<std::string>(j, "source", ""), {});
+  }
+  std::cout << json{{"status", htam::fb::EnumNameOutcomeStatus(r.status)},
+                    {"diagnostics", r.diagnostics}}
+                   .dump()
+            << std::endl;
+  return r.status == htam::fb::OutcomeStatus::Ok ? 0 : 1;
+}
+
+bool g_single_call = false;  // the one-call mode has no protocol socket: errors go to stdout
+
 int Fatal(const std::string& status, const std::string& message) {
+  if (g_single_call) {
+    std::cout << json{{"status", status}, {"diagnostics", message}}.dump() << std::endl;
+    return 2;
+  }
   (void)htam::eval::WriteFrame(kFd, {{"type", "fatal"}, {"status", status}, {"message", message}});
   return 2;
 }
@@ -144,14 +274,22 @@ int Fatal(const std::string& status, const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string plugin, sdk_include, cache_dir;
+  std::string plugin, sdk_include, cache_dir, single_call;
   std::vector<std::string> options;
+  std::vector<std::string> self_args;  // for the one-call child of a profile
   int device = 0, jobs = 1;
   bool describe = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--plugin")
+    if (a == "--plugin" || a == "--device" || a == "--sdk-include" || a == "--cache-dir" ||
+        a == "--option" || a == "--log-level") {
+      self_args.push_back(a);
+      if (i + 1 < argc) self_args.push_back(argv[i + 1]);
+    }
+    if (a == "--single-call")
+      single_call = next();
+    else if (a == "--plugin")
       plugin = next();
     else if (a == "--device")
       device = std::atoi(next().c_str());
@@ -173,8 +311,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::set_new_handler(&OnOutOfMemory);
-  signal(SIGABRT, &OnAbort);
+  g_single_call = !single_call.empty();
+  if (single_call.empty()) {
+    // fd 3 is the protocol socket: not for the processes a profile starts.
+    fcntl(kFd, F_SETFD, FD_CLOEXEC);
+    std::set_new_handler(&OnOutOfMemory);
+    signal(SIGABRT, &OnAbort);
+  }
   char cwd[4096];
   std::string work_dir = getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
 
@@ -188,6 +331,13 @@ int main(int argc, char** argv) {
   auto inst = htam::BackendInstance::Create((*lib)->api(), host);
   if (!inst.ok()) return Fatal("InfraError", inst.status().message());
   htam::BackendInstance& b = **inst;
+  if (b.description().name && std::string(b.description().name) == "cuda") {
+    // ncu profiles every kernel of the process: the one-call child measures no roofline and runs
+    // no CUPTI self-test at device open (ncu injects its own profiler), so that only the
+    // candidate's kernels are in the metrics (cuda_-prefixed keys win over the plain ones).
+    self_args.insert(self_args.end(),
+                     {"--option", "cuda_roofline=false", "--option", "cuda_timing_mode=sync"});
+  }
   if (describe) {
     auto st = htam::eval::WriteFrame(kFd, DescribeJson(b));
     return st.ok() ? 0 : 2;
@@ -198,6 +348,12 @@ int main(int argc, char** argv) {
   htam_device* dev = nullptr;
   auto st = htam::ConsumeError(b.api().device_open(b.handle(), device, &dev), "opening device");
   if (!st.ok()) return Fatal("InfraError", st.message());
+  if (!single_call.empty()) {
+    int rc = SingleCall(single_call, b, dev, device);
+    b.api().device_close(dev);
+    std::cout.flush();
+    _exit(rc);
+  }
 
   struct rlimit as {
   }, nproc{};
@@ -227,43 +383,26 @@ int main(int argc, char** argv) {
     };
     progress("parse task");
     htam::GateResult r;
+    htam::fb::Bottleneck bottleneck = htam::fb::Bottleneck::Unknown;
     auto task = htam::ParseTaskFile(Get<std::string>(j, "task_dir", ""),
                                     Get<uint64_t>(j, "max_case_bytes", 0));
     if (!task.ok()) {
       r.status = htam::fb::OutcomeStatus::InfraError;
       r.diagnostics = task.status().message();
     } else {
-      const json g = j.contains("gate") ? j["gate"] : json::object();
-      htam::GateOptions o;
-      o.seeds = Get<int>(g, "seeds", o.seeds);
-      o.seed_base = Get<uint64_t>(g, "seed_base", o.seed_base);
-      o.guard_bytes = Get<uint64_t>(g, "guard_bytes", o.guard_bytes);
-      o.check_threads = Get<bool>(g, "check_threads", o.check_threads);
-      o.thread_grace_ms = Get<double>(g, "thread_grace_ms", o.thread_grace_ms);
-      o.warmup_reps = Get<int>(g, "warmup_reps", o.warmup_reps);
-      o.warmup_ms = Get<double>(g, "warmup_ms", o.warmup_ms);
-      o.repetitions = Get<int>(g, "repetitions", o.repetitions);
-      o.input_sets = Get<int>(g, "input_sets", o.input_sets);
-      o.flush_bytes = Get<uint64_t>(g, "flush_bytes", o.flush_bytes);
-      if (o.flush_bytes == 0 && device < b.description().num_devices) {
-        // 2x the last-level cache, capped (some hosts report the sum of all slices)
-        uint64_t llc = b.description().devices[device].cache_bytes;
-        o.flush_bytes = std::min<uint64_t>(2 * llc, Get<uint64_t>(g, "flush_max_bytes", 64u << 20));
-      }
-      o.compile_timeout_s = Get<double>(g, "compile_timeout_s", o.compile_timeout_s);
-      o.compile_options = Get<std::string>(g, "compile_options", "");
-      o.arch = Get<std::string>(j, "arch", "");
-      o.time_baseline = Get<bool>(g, "time_baseline", true);
-      o.golden_python = Get<std::string>(g, "golden_python", o.golden_python);
-      o.golden_helper = Get<std::string>(g, "golden_helper", o.golden_helper);
-      o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
+      htam::GateOptions o = GateOptionsFromJob(j, b, device);
       htam::Gate gate(&b, dev, *task, o);
       if (Get<bool>(j, "reference_only", false))
         r = gate.EvaluateReference(progress);
       else
         r = gate.Evaluate(Get<std::string>(j, "source", ""), progress);
     }
-    if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r)).ok()) break;
+    if (r.status == htam::fb::OutcomeStatus::Ok && j.contains("profile") &&
+        j["profile"].is_object()) {
+      progress("profile (Nsight Compute)");
+      bottleneck = Profile(j, j["profile"], self_args, work_dir, &r);
+    }
+    if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r, bottleneck)).ok()) break;
   }
   b.api().device_close(dev);
   // Leave without running destructors of whatever the candidates left in this process.

@@ -40,7 +40,11 @@ TEST(JournalTest, QueuedJobsSurviveReopenInJobOrderUntilErased) {
   {
     auto j = Journal::Open(dir.path + "/queue");
     ASSERT_TRUE(j.ok()) << j.status().ToString();
-    for (uint64_t id : {300u, 5u, 70000u}) ASSERT_TRUE((*j)->Put(Job(id, "/t")).ok());
+    for (uint64_t id : {300u, 5u, 70000u}) {
+      eval::EvalJob job = Job(id, "/t");
+      job.profile = id == 5;  // a profile request survives the restart
+      ASSERT_TRUE((*j)->Put(job).ok());
+    }
     ASSERT_TRUE((*j)->Erase(300).ok());
     EXPECT_TRUE((*j)->Erase(12345).ok());  // not found is fine
   }
@@ -56,6 +60,8 @@ TEST(JournalTest, QueuedJobsSurviveReopenInJobOrderUntilErased) {
   EXPECT_EQ((*jobs)[1].source, Job(70000, "/t").source);
   EXPECT_EQ((*jobs)[1].context, R"({"summary":"s"})");
   EXPECT_EQ((*jobs)[1].session_id, 7u);
+  EXPECT_TRUE((*jobs)[0].profile);
+  EXPECT_FALSE((*jobs)[1].profile);
 }
 
 TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
@@ -65,7 +71,9 @@ TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
   std::ofstream(task + "/task.json") << R"({"name":"cpu_relu"})";
   std::ofstream(task + "/reference.cpp") << "// reference";
   std::ofstream(task + "/variants/skip.cpp") << "// not shipped";
-  auto wire = JobToWire(Job(9, task), 2);
+  eval::EvalJob sent = Job(9, task);
+  sent.profile = true;
+  auto wire = JobToWire(sent, 2);
   ASSERT_TRUE(wire.ok()) << wire.status().ToString();
   EXPECT_EQ((*wire)["attempt"], 2);
   EXPECT_EQ((*wire)["task"]["files"].size(), 2u);
@@ -73,6 +81,7 @@ TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->job_id, 9u);
   EXPECT_EQ(job->backend, "cpu");
+  EXPECT_TRUE(job->profile);  // the remote worker profiles too
   std::ifstream ref(job->task_dir + "/reference.cpp");
   std::string text((std::istreambuf_iterator<char>(ref)), {});
   EXPECT_EQ(text, "// reference");
@@ -112,15 +121,21 @@ TEST(WireTest, ResultsRoundTrip) {
   r.speedup = 0;
   r.median_us = 12.5;
   r.profile.registers = 32;
+  r.profile.dram_throughput = 0.85f;
+  r.bottleneck = fb::Bottleneck::Memory;
   auto back = ResultFromWire(ResultToWire(r));
   EXPECT_EQ(back.job_id, 42u);
   EXPECT_EQ(back.status, fb::OutcomeStatus::Incorrect);
   EXPECT_EQ(back.diagnostics, "mismatch");
   EXPECT_DOUBLE_EQ(back.median_us, 12.5);
   EXPECT_EQ(back.profile.registers, 32);
+  EXPECT_FLOAT_EQ(back.profile.dram_throughput, 0.85f);
+  EXPECT_EQ(back.bottleneck, fb::Bottleneck::Memory);
   auto odd = ResultToWire(r);
   odd["status"] = 999;
+  odd["bottleneck"] = 99;
   EXPECT_EQ(ResultFromWire(odd).status, fb::OutcomeStatus::InfraError);
+  EXPECT_EQ(ResultFromWire(odd).bottleneck, fb::Bottleneck::Unknown);
 }
 
 }  // namespace

@@ -60,15 +60,11 @@ Result<json> JobToWire(const eval::EvalJob& job, uint32_t attempt) {
   closedir(dir);
   if (!files.contains("task.json")) return Status::NotFound("no task.json in " + job.task_dir);
   std::string name = job.task_dir.substr(job.task_dir.find_last_of('/') + 1);
-  return json{{"type", "job"},
-              {"job_id", job.job_id},
-              {"attempt", attempt},
-              {"backend", job.backend},
-              {"arch", job.arch},
-              {"language", job.language},
-              {"source", job.source},
-              {"session_id", job.session_id},
-              {"task", {{"name", name}, {"files", files}}}};
+  return json{{"type", "job"},          {"job_id", job.job_id},
+              {"attempt", attempt},     {"backend", job.backend},
+              {"arch", job.arch},       {"language", job.language},
+              {"source", job.source},   {"session_id", job.session_id},
+              {"profile", job.profile}, {"task", {{"name", name}, {"files", files}}}};
 }
 
 Result<eval::EvalJob> JobFromWire(const json& msg, const std::string& task_root) {
@@ -80,6 +76,7 @@ Result<eval::EvalJob> JobFromWire(const json& msg, const std::string& task_root)
     job.language = msg.value("language", "");
     job.source = msg.at("source").get<std::string>();
     job.session_id = msg.value("session_id", uint64_t(0));
+    job.profile = msg.value("profile", false);
     const json& task = msg.at("task");
     std::string name = task.at("name").get<std::string>();
     if (!SafeName(name)) return Status::InvalidArgument("bad task name '" + name + "'");
@@ -127,6 +124,7 @@ json ResultToWire(const eval::EvalResult& r) {
           {"device", r.device},
           {"arch", r.arch},
           {"wall_ms", r.wall_ms},
+          {"bottleneck", int(r.bottleneck)},
           {"profile",
            {{"registers", p.registers},
             {"shared_bytes", p.shared_bytes},
@@ -156,6 +154,7 @@ eval::EvalResult ResultFromWire(const json& m) {
   r.arch = m.value("arch", "");
   r.wall_ms = m.value("wall_ms", 0.0);
   if (m.contains("profile")) r.profile = eval::ProfileFromJson(m["profile"]);
+  r.bottleneck = eval::BottleneckFromJson(m);
   return r;
 }
 
@@ -163,7 +162,8 @@ json JobToJournal(const eval::EvalJob& job) {
   return {{"job_id", job.job_id},         {"task_dir", job.task_dir},
           {"backend", job.backend},       {"arch", job.arch},
           {"language", job.language},     {"source", job.source},
-          {"session_id", job.session_id}, {"context", job.context}};
+          {"session_id", job.session_id}, {"context", job.context},
+          {"profile", job.profile}};
 }
 
 Result<eval::EvalJob> JobFromJournal(const json& j) {
@@ -177,6 +177,7 @@ Result<eval::EvalJob> JobFromJournal(const json& j) {
     job.source = j.at("source").get<std::string>();
     job.session_id = j.value("session_id", uint64_t(0));
     job.context = j.value("context", "");
+    job.profile = j.value("profile", false);
     return job;
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("queued job: ") + e.what());

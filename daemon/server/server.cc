@@ -472,15 +472,21 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   std::vector<float> embedding;
   if (m.embedding()) embedding.assign(m.embedding()->begin(), m.embedding()->end());
   const uint64_t sid = m.session_id();
-  RunRead(peer, [this, rid, sid, emb = std::move(embedding)]() mutable {
-    return NextStepReply(rid, sid, std::move(emb));
+  auto measured = measured_bottleneck_.find(sid);
+  const fb::Bottleneck b =
+      measured == measured_bottleneck_.end() ? fb::Bottleneck::Unknown : measured->second;
+  RunRead(peer, [this, rid, sid, b, emb = std::move(embedding)]() mutable {
+    return NextStepReply(rid, sid, std::move(emb), b);
   });
 }
 
-std::string Server::NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding) {
+std::string Server::NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
+                                  fb::Bottleneck bottleneck) {
   std::optional<std::vector<float>> emb;
   if (!embedding.empty()) emb = std::move(embedding);
-  auto d = services_.memory->NextStep(session_id, memory::StateInput{}, std::move(emb));
+  memory::StateInput state;
+  state.bottleneck = bottleneck;
+  auto d = services_.memory->NextStep(session_id, state, std::move(emb));
   if (!d.ok()) return EncodeError(rid, ErrorCodeFor(d.status()), d.status().message());
   fb::StepT step;
   step.session_id = session_id;
@@ -573,6 +579,7 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
   ej.source = std::move(source);
   ej.session_id = job.session_id;
   ej.context = EncodeJobContext(job);
+  ej.profile = m.profile();
   Status st = services_.evaluator->Submit(std::move(ej), ResultSink());
   if (!st.ok()) return ReplyStatus(peer, rid, st);
   evaluations_total_++;
@@ -694,6 +701,12 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
     if (s.ok()) in.language = LanguageOf(s->backend);
     in.candidate_hash = memory::CandidateHash(in.language, in.source);
   }
+  auto measured = measured_bottleneck_.find(in.session_id);
+  if (measured != measured_bottleneck_.end()) {
+    memory::StateInput state;
+    state.bottleneck = measured->second;
+    in.state = state;
+  }
   peers_with_writes_.insert(peer.identity);
   writes_.push_back(std::move(w));
 }
@@ -702,6 +715,7 @@ void Server::OnCloseSession(const Peer& peer, uint64_t rid, const fb::CloseSessi
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
   auto s = services_.memory->CloseSession(m.session_id());
   if (!s.ok()) return ReplyStatus(peer, rid, s.status());
+  measured_bottleneck_.erase(m.session_id());
   HTAM_LOG(kInfo, kComponent) << "session " << m.session_id() << " closed after " << s->steps
                               << " step(s), best speedup " << s->best_speedup;
   fb::CloseAckT ack;
@@ -929,6 +943,16 @@ void Server::DrainResults() {
     in.language = j.language;
     in.source = j.source;
     in.diagnostics = r->diagnostics;
+    // A profiled candidate's measured class is the state of the session's next steps (this
+    // step's state is the one it started from).
+    auto measured = measured_bottleneck_.find(j.session_id);
+    if (measured != measured_bottleneck_.end()) {
+      memory::StateInput state;
+      state.bottleneck = measured->second;
+      in.state = state;
+    }
+    if (r->bottleneck != fb::Bottleneck::Unknown)
+      measured_bottleneck_[j.session_id] = r->bottleneck;
     w->eval = std::move(r);
     writes_.push_back(std::move(w));
   }

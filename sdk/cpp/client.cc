@@ -419,6 +419,7 @@ fb::SubmitT MakeSubmit(const SubmitArgs& a, bool wait) {
   s.summary = a.summary;
   s.wait = wait;
   s.progress = a.progress;
+  s.profile = a.profile;
   return s;
 }
 }  // namespace

@@ -52,6 +52,7 @@ std::vector<std::string> SeedRequests() {
   submit.summary = "vectorized";
   submit.wait = true;
   submit.progress = true;
+  submit.profile = true;
   add(submit);
   fb::PollT poll;
   poll.job_id = kSession;

@@ -145,6 +145,24 @@ class AgentLoopTest(DaemonTestBase):
             self.assertIn(shown.group(1), ep.prompt(0))
         self.assertNotIn("4099", ep.prompt(0))            # never its held-out shapes
 
+    def test_cli_profile_flag_shows_the_profile_line(self):
+        # htamd here has no usable Nsight Compute for the CPU backend (none on PATH, or a real
+        # one that sees no CUDA kernel): the Ok outcome carries the "profile unavailable" note.
+        task = load_task(os.path.join(FIXTURES, "fx_relu"))
+        good = task.lineages["cpu"].by_id("v3").source()
+        ep = FakeEndpoint([reply("SUMMARY: 16 loads in flight\nSTRATEGIES: none\n```cpp\n"
+                                 + good + "```\n")])
+        self.addCleanup(ep.close)
+        env = dict(os.environ, HTAM_LLM_BASE_URL=ep.url, HTAM_LLM_MODEL="fake-coder",
+                   HTAM_LLM_API_KEY="sk-env")
+        r = subprocess.run([sys.executable, "-m", "htam_agent", "run", "--endpoint",
+                            self.proc.endpoint, "--tasks-dir", FIXTURES, "--task", "fx_relu",
+                            "--backend", "cpu", "--budget", "1", "--profile"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("outcome: ok", r.stdout)
+        self.assertRegex(r.stdout, r"\n   profile: (ncu: |profile unavailable: )")
+
     def test_dead_model_endpoint_ends_the_session_early(self):
         ep = FakeEndpoint([])
         url = ep.url

@@ -3,6 +3,7 @@
 // errors, kill -9 and resume, the PID lock, and the refusal of insecure binds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <future>
@@ -216,6 +217,152 @@ TEST_F(DaemonTest, EvaluationNeverBlocksNextStepAndReportsProgress) {
   EXPECT_EQ(closed->state, fb::SessionState::Closed);
   submit.source = info->baseline_source;
   EXPECT_FALSE((*agent)->Submit(submit).ok()) << "a closed session accepted a submission";
+}
+
+// A stand-in for Nsight Compute: runs the program it is given (the worker's one-call mode, so the
+// candidate's call really happens), checks that the call ran, then prints ncu's CSV for one
+// memory-bound kernel (dram 85 %, sm 20 %, warps active 70 %). It leaves a marker in the eval
+// cache (writable by the sandboxed worker) and fails (exit 1, no CSV) while `fail` exists.
+std::string WriteFakeNcu(const std::string& dir, const std::string& marker,
+                         const std::string& fail_flag, const std::string& slow_flag) {
+  std::string path = dir + "/ncu";
+  std::ofstream f(path);
+  f << "#!/bin/sh\n"
+    << "touch '" << marker << "'\n"
+    << "if [ -e '" << fail_flag << "' ]; then echo '==ERROR== ERR_NVGPUCTRPERM'; exit 1; fi\n"
+    << "if [ -e '" << slow_flag << "' ]; then sleep 120; fi\n"
+    << "case \"$*\" in *--csv*) ;; *) echo 'no --csv'; exit 9;; esac\n"
+    << "# ncu --metrics LIST --csv --target-processes all PROGRAM ARGS...\n"
+    << "while [ $# -gt 0 ] && [ \"$1\" != all ]; do shift; done\n"
+    << "shift\n"
+    << "out=$(\"$@\" 2>&1); rc=$?\n"
+    << "echo \"$out\"\n"
+    << "if [ $rc -ne 0 ]; then echo \"program failed ($rc)\"; exit 4; fi\n"
+    << "case \"$out\" in *'\"status\":\"Ok\"'*) ;; *) echo 'the call did not run'; exit 5;; esac\n"
+    << "K='\"0\",\"4242\",\"htam-eval-worker\",\"127.0.0.1\",\"relu(const float *, float *, long)\""
+       ",\"1\",\"7\",\"(256, 1, 1)\",\"(4096, 1, 1)\",\"0\",\"9.0\",\"Command line profiler "
+       "metrics\"'\n"
+    << "echo '\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\","
+       "\"Stream\",\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\","
+       "\"Metric Unit\",\"Metric Value\"'\n"
+    << "echo \"$K\",'\"dram__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"85.00\"'\n"
+    << "echo \"$K\",'\"gpu__time_duration.sum\",\"usecond\",\"24.06\"'\n"
+    << "echo \"$K\",'\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"20.00\"'\n"
+    << "echo \"$K\",'\"sm__warps_active.avg.pct_of_peak_sustained_active\",\"%\",\"70.00\"'\n";
+  f.close();
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST_F(DaemonTest, ProfileOnRequestFillsTheProfileAndTheStatesBottleneck) {
+  const std::string marker = dir_ + "/eval-cache/fake-ncu-ran";
+  const std::string fail_flag = dir_ + "/ncu-fails";
+  const std::string slow_flag = dir_ + "/ncu-hangs";
+  const std::string ncu = WriteFakeNcu(dir_, marker, fail_flag, slow_flag);
+  DaemonProcess d(dir_, {{"eval.ncu", ncu}, {"eval.cuda_profile_timeout_s", "10"}});
+  ASSERT_TRUE(d.Start());
+  auto c = d.Connect(600s);
+  ASSERT_NE(c, nullptr);
+  OpenSessionArgs open;
+  open.task = kRelu;
+  open.backend = "cpu";
+  auto info = c->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint64_t sid = info->session->id;
+  auto submit = [&](bool profile, const std::string& summary) {
+    auto step = c->NextStep(sid);
+    EXPECT_TRUE(step.ok()) << step.status().ToString();
+    SubmitArgs a;
+    a.session_id = sid;
+    a.source = info->baseline_source;
+    a.direction_id = step.ok() ? step->direction->id : 0;
+    a.summary = summary;
+    a.profile = profile;
+    return c->SubmitAndWait(a, 600s);
+  };
+
+  // Profiled: the fractions of ncu's percentages, the class in the diagnostics.
+  auto r = submit(true, "profiled");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics;
+  ASSERT_NE(r->profile, nullptr);
+  EXPECT_NEAR(r->profile->dram_throughput, 0.85, 1e-4) << r->diagnostics;
+  EXPECT_NEAR(r->profile->sm_throughput, 0.20, 1e-4);
+  EXPECT_NEAR(r->profile->occupancy, 0.70, 1e-4);
+  EXPECT_NE(r->diagnostics.find("ncu: Memory-bound"), std::string::npos) << r->diagnostics;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+
+  // Not asked: no profile, ncu never runs.
+  std::filesystem::remove(marker);
+  auto plain = submit(false, "not profiled");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_EQ(plain->status, fb::OutcomeStatus::Ok) << plain->diagnostics;
+  ASSERT_NE(plain->profile, nullptr);
+  EXPECT_EQ(plain->profile->dram_throughput, -1);
+  EXPECT_EQ(plain->profile->sm_throughput, -1);
+  EXPECT_EQ(plain->profile->occupancy, -1);
+  EXPECT_EQ(plain->diagnostics.find("ncu"), std::string::npos) << plain->diagnostics;
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "ncu ran for a submission without profile";
+
+  // ncu fails (exit 1, no CSV): still Ok, the profile is unknown and the diagnostics say why.
+  std::ofstream(fail_flag) << "1";
+  auto failed = submit(true, "ncu fails");
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  EXPECT_EQ(failed->status, fb::OutcomeStatus::Ok) << failed->diagnostics;
+  EXPECT_GT(failed->speedup, 0.0);
+  ASSERT_NE(failed->profile, nullptr);
+  EXPECT_EQ(failed->profile->dram_throughput, -1);
+  EXPECT_EQ(failed->profile->occupancy, -1);
+  EXPECT_NE(failed->diagnostics.find("profile unavailable: "), std::string::npos)
+      << failed->diagnostics;
+  EXPECT_NE(failed->diagnostics.find("exited with code 1"), std::string::npos)
+      << failed->diagnostics;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+
+  // ncu hangs: killed at eval.cuda_profile_timeout_s, the result is still Ok.
+  std::filesystem::remove(fail_flag);
+  std::ofstream(slow_flag) << "1";
+  auto t0 = std::chrono::steady_clock::now();
+  auto slow = submit(true, "ncu hangs");
+  double slow_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(slow->status, fb::OutcomeStatus::Ok) << slow->diagnostics;
+  ASSERT_NE(slow->profile, nullptr);
+  EXPECT_EQ(slow->profile->dram_throughput, -1);
+  EXPECT_NE(slow->diagnostics.find("profile unavailable: ncu ran past 10 s"), std::string::npos)
+      << slow->diagnostics;
+  EXPECT_LT(slow_s, 100.0) << "the hanging ncu was not stopped at its wall limit";
+  std::filesystem::remove(slow_flag);
+
+  // No ncu at the configured path: the same, and the note names the path.
+  std::filesystem::remove(ncu);
+  auto missing = submit(true, "ncu missing");
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_EQ(missing->status, fb::OutcomeStatus::Ok) << missing->diagnostics;
+  ASSERT_NE(missing->profile, nullptr);
+  EXPECT_EQ(missing->profile->sm_throughput, -1);
+  EXPECT_NE(missing->diagnostics.find("profile unavailable: Nsight Compute (ncu) at " + ncu),
+            std::string::npos)
+      << missing->diagnostics;
+
+  // The memory: the profiled step started from an unknown state; every later step of the session
+  // is in the measured class (failed profiles do not erase it), and the profile is kept.
+  fb::QueryT q;
+  q.kind = fb::QueryKind::Transitions;
+  q.session_id = sid;
+  auto tr = c->Query(q);
+  ASSERT_TRUE(tr.ok()) << tr.status().ToString();
+  ASSERT_EQ(tr->transitions.size(), 5u);
+  std::sort(tr->transitions.begin(), tr->transitions.end(),
+            [](const auto& a, const auto& b) { return a->step < b->step; });
+  ASSERT_NE(tr->transitions[0]->state, nullptr);
+  EXPECT_EQ(tr->transitions[0]->state->bottleneck, fb::Bottleneck::Unknown);
+  ASSERT_NE(tr->transitions[0]->profile, nullptr);
+  EXPECT_NEAR(tr->transitions[0]->profile->dram_throughput, 0.85, 1e-4);
+  for (size_t i = 1; i < tr->transitions.size(); ++i) {
+    ASSERT_NE(tr->transitions[i]->state, nullptr);
+    EXPECT_EQ(tr->transitions[i]->state->bottleneck, fb::Bottleneck::Memory) << "step " << i;
+  }
 }
 
 TEST_F(DaemonTest, KillNineAndRestartResumesTheSessionWithEveryAcknowledgedStep) {

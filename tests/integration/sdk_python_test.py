@@ -13,6 +13,7 @@ import time
 import unittest
 
 import htam
+from htam.fb.Bottleneck import Bottleneck
 
 HTAMD = os.environ.get("HTAM_HTAMD", "build/daemon/htamd")
 KEYGEN = os.environ.get("HTAM_KEYGEN", "build/daemon/server/htam-keygen")
@@ -126,6 +127,55 @@ class SdkPythonTest(unittest.TestCase):
             self.assertEqual(status["server"]["curve"], "off")
             self.assertIn("evaluation", status)
         self.assertEqual(d.stop(), 0)
+
+    def test_profile_on_request_with_a_stand_in_ncu(self):
+        # A stand-in for Nsight Compute (configured as eval.ncu): runs the program it is given
+        # (the worker's one-call mode), then prints ncu's CSV of one memory-bound kernel.
+        marker = os.path.join(self.dir, "data", "eval-cache", "fake-ncu-ran")
+        ncu = os.path.join(self.dir, "ncu")
+        row = ('"0","7","htam-eval-worker","127.0.0.1","relu(const float *, float *, long)",'
+               '"1","7","(256, 1, 1)","(4096, 1, 1)","0","9.0","Command line profiler metrics",')
+        with open(ncu, "w") as f:
+            f.write("#!/bin/sh\n"
+                    f"touch '{marker}'\n"
+                    'while [ $# -gt 0 ] && [ "$1" != all ]; do shift; done\n'
+                    'shift\n'
+                    '"$@" || exit 4\n'
+                    "cat <<'CSV'\n"
+                    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+                    '"Block Size","Grid Size","Device","CC","Section Name","Metric Name",'
+                    '"Metric Unit","Metric Value"\n'
+                    + row + '"dram__throughput.avg.pct_of_peak_sustained_elapsed","%","85.00"\n'
+                    + row + '"gpu__time_duration.sum","usecond","24.06"\n'
+                    + row + '"sm__throughput.avg.pct_of_peak_sustained_elapsed","%","20.00"\n'
+                    + row + '"sm__warps_active.avg.pct_of_peak_sustained_active","%","70.00"\n'
+                    "CSV\n")
+        os.chmod(ncu, 0o755)
+        d = self.daemon(eval__ncu=ncu).start()
+        with htam.Client(d.endpoint, timeout_s=30) as c:
+            info = c.open_session("cpu_relu", backend="cpu", budget=5)
+            sid = info["session"]["id"]
+            step = c.next_step(sid)
+            r = c.submit(sid, info["baseline_source"], direction_id=step["direction"]["id"],
+                         summary="profiled", profile=True)
+            self.assertEqual(r["status_name"], "Ok", r["diagnostics"])
+            self.assertAlmostEqual(r["profile"]["dram_throughput"], 0.85, places=4)
+            self.assertAlmostEqual(r["profile"]["sm_throughput"], 0.20, places=4)
+            self.assertAlmostEqual(r["profile"]["occupancy"], 0.70, places=4)
+            self.assertIn("ncu: Memory-bound", r["diagnostics"])
+            self.assertTrue(os.path.exists(marker))
+            os.remove(marker)
+            step = c.next_step(sid)
+            plain = c.submit(sid, info["baseline_source"], direction_id=step["direction"]["id"],
+                             summary="not profiled")
+            self.assertEqual(plain["status_name"], "Ok", plain["diagnostics"])
+            self.assertEqual(plain["profile"]["dram_throughput"], -1)
+            self.assertFalse(os.path.exists(marker), "ncu ran without profile=True")
+            # The step after the profiled one is recorded in the measured state.
+            tr = sorted(c.query("transitions", session_id=sid)["transitions"],
+                        key=lambda t: t["step"])
+            self.assertEqual([t["state"]["bottleneck"] for t in tr],
+                             [Bottleneck.Unknown, Bottleneck.Memory])
 
     def test_errors_are_exceptions_with_codes(self):
         d = self.daemon().start()

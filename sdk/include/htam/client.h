@@ -61,6 +61,10 @@ struct SubmitArgs {
   std::vector<uint64_t> strategy_ids;
   std::string summary;    // one line: what the candidate does differently
   bool progress = false;  // receive Progress events (ClientOptions::on_progress)
+  // When the candidate is Ok, also profile its one call with Nsight Compute (htamd's eval.ncu):
+  // Result.profile gets dram_throughput, sm_throughput and occupancy (fractions of peak) and the
+  // diagnostics name the bottleneck class; without ncu they say "profile unavailable: ...".
+  bool profile = false;
 };
 
 struct RecordArgs {

@@ -277,12 +277,18 @@ class Client:
 
     def submit(self, session_id: int, source: str, language: str = "", direction_id: int = 0,
                strategy_ids: Iterable[int] = (), summary: str = "", wait: bool = True,
-               progress: bool = False, timeout_s: Optional[float] = None) -> Dict[str, Any]:
+               progress: bool = False, timeout_s: Optional[float] = None,
+               profile: bool = False) -> Dict[str, Any]:
         """Evaluates a candidate on the session's backend.
 
         With ``wait`` (default) returns the Result once evaluated and recorded (``done`` is False
         if htamd's wait limit passed first: continue with :meth:`poll`). Without, returns the
         SubmitAck at once ({"job_id", "candidate_hash", "queued"}).
+
+        With ``profile``, an Ok candidate's one call is also profiled with Nsight Compute:
+        ``profile`` of the Result gets ``dram_throughput``, ``sm_throughput`` and ``occupancy``
+        (fractions of peak, -1 when unknown) and the diagnostics name the bottleneck class, or
+        say "profile unavailable: ..." (still Ok) where htamd has no usable ncu.
         """
         m = SubmitT()
         m.sessionId = session_id
@@ -293,6 +299,7 @@ class Client:
         m.summary = summary
         m.wait = wait
         m.progress = progress
+        m.profile = profile
         reply = to_dict(self._call(m, _Body.Body.Submit, timeout_s if timeout_s is not None
                                    else (max(self.timeout_s, 600.0) if wait else None)))
         return _with_status_name(reply)

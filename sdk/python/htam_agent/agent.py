@@ -162,6 +162,10 @@ def run_session(daemon: Daemon, task: str, backend: str, proposer: Proposer, bud
             if not outcome.ok and outcome.diagnostics:
                 first = outcome.diagnostics.strip().splitlines()
                 out(f"   diagnostics: {first[0][:200] if first else ''}")
+            elif outcome.ok and getattr(daemon, "profile", False):
+                for pl in outcome.diagnostics.splitlines():
+                    if pl.startswith(("ncu: ", "profile unavailable")):
+                        out(f"   profile: {pl[:200]}")
             report.rows.append(StepRow(
                 i, step.direction, proposal.direction or step.direction, step.why,
                 [s.name for s in step.strategies[:3]], proposal.summary, proposal.note,

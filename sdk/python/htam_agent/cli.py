@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replay only: do not fall back to the next-ranked direction when the "
                           "lineage has no variant for the memory's choice")
     run.add_argument("--session", type=int, default=0, help="resume this session id")
+    run.add_argument("--profile", action="store_true",
+                     help="profile every Ok candidate with Nsight Compute (htamd's eval.ncu): "
+                          "DRAM/SM throughput, occupancy and the bottleneck class")
     run.add_argument("--json", dest="json_out", default="",
                      help="also write the session report as JSON to this file")
     llm = run.add_argument_group("model (OpenAI-compatible chat completions)")
@@ -145,6 +148,7 @@ def cmd_run(args) -> int:
         return 2
     daemon = connect(args.endpoint, timeout_s=args.timeout, server_public_key=args.server_key,
                      client_key_file=args.client_key_file)
+    daemon.profile = bool(getattr(args, "profile", False))
     try:
         hello = daemon.hello()
         backend = choose_backend(args.backend, list(hello.get("backends") or []),

@@ -31,6 +31,10 @@ class Daemon:
     def next_step(self, session_id: int) -> StepView:
         raise NotImplementedError
 
+    # Submit with profile: an Ok candidate is also profiled with Nsight Compute (its diagnostics
+    # carry the "ncu: <class>-bound" or "profile unavailable" line).
+    profile: bool = False
+
     def submit(self, session_id: int, source: str, language: str, direction_id: int,
                strategy_ids: List[int], summary: str) -> OutcomeView:
         """Evaluates the candidate and waits for the outcome."""

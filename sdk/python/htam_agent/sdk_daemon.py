@@ -113,7 +113,8 @@ class SdkDaemon(Daemon):
                summary) -> OutcomeView:
         d = self._req("submit", self.c.submit, session_id, source, language=language,
                       direction_id=direction_id, strategy_ids=list(strategy_ids),
-                      summary=summary, wait=True, timeout_s=self.eval_timeout_s)
+                      summary=summary, wait=True, timeout_s=self.eval_timeout_s,
+                      profile=self.profile)
         while not d.get("done", True) and d.get("job_id"):
             d = self._req("poll", self.c.poll, d["job_id"], wait_ms=60000)
         return OutcomeView(status=status_slug(int(d.get("status", 7) or 0)),
