@@ -413,10 +413,6 @@ int main(int argc, char** argv) {
         child.push_back("--option");
         child.push_back(o);
       }
-      // ncu profiles every kernel of the process: no roofline kernels and no CUPTI self-test at
-      // device open in the profiled run (cuda_-prefixed keys win over plain ones).
-      child.insert(child.end(),
-                   {"--option", "cuda_roofline=false", "--option", "cuda_timing_mode=sync"});
       htam::cuda::NcuProfile p =
           // From this process's directory: the child finds sdk/include the way this one did.
           htam::cuda::RunNcuProfile(ncu, child, fs::current_path().string(), profile_timeout_s,
