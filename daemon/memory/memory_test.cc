@@ -5,6 +5,7 @@
 #include <lmdb.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -752,6 +753,55 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
     ASSERT_TRUE(m->RebuildDerived().ok());
     EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
     EXPECT_EQ(Decisions(m.get(), sessions), want);
+  }
+}
+
+// VectorIndex::Search walks the HNSW graph itself (reused visited marks, prefetch): its answers
+// must be FAISS's own, id for id and similarity for similarity, on both index shapes the memory
+// uses (transition keys: 48 dims, M 8; strategy embeddings: 256 dims, M 16), from several threads.
+TEST(MemoryTest, IndexSearchEqualsFaissSearch) {
+  struct Shape {
+    int dim, m, ef, n, k;
+  };
+  for (const Shape& sh : {Shape{48, 8, 64, 30000, 64}, Shape{256, 16, 64, 6000, 32},
+                          Shape{256, 16, 64, 20, 32}}) {
+    VectorIndex idx(IndexOptions{sh.dim, sh.m, sh.ef, 20});
+    std::mt19937_64 rng(sh.dim * 7 + sh.n);
+    std::normal_distribution<float> g;
+    auto random_unit = [&](std::vector<float>* v) {
+      v->resize(sh.dim);
+      double norm = 0;
+      for (float& x : *v) {
+        x = g(rng);
+        norm += double(x) * x;
+      }
+      for (float& x : *v) x = static_cast<float>(x / std::sqrt(norm));
+    };
+    std::vector<float> all, v;
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < sh.n; ++i) {
+      random_unit(&v);
+      all.insert(all.end(), v.begin(), v.end());
+      ids.push_back(1000 + 3 * i);  // external ids differ from the storage positions
+    }
+    ASSERT_TRUE(idx.Add(ids.size(), ids.data(), all.data()).ok());
+    std::vector<std::vector<float>> queries(200);
+    for (auto& q : queries) random_unit(&q);
+    auto check = [&](size_t from, size_t step) {
+      for (size_t i = from; i < queries.size(); i += step) {
+        auto mine = idx.Search(queries[i].data(), sh.k);
+        auto ref = idx.SearchFaiss(queries[i].data(), sh.k);
+        ASSERT_EQ(mine.size(), ref.size());
+        for (size_t j = 0; j < ref.size(); ++j) {
+          EXPECT_EQ(mine[j].id, ref[j].id) << "dim " << sh.dim << " query " << i << " rank " << j;
+          EXPECT_EQ(mine[j].similarity, ref[j].similarity);
+        }
+      }
+    };
+    check(0, 1);
+    std::thread a(check, 0, 2), b(check, 1, 2);
+    a.join();
+    b.join();
   }
 }
 

@@ -46,7 +46,11 @@ class VectorIndex {
   // Adds n vectors (n * dim floats) with their ids.
   Status Add(size_t n, const uint64_t* ids, const float* vectors);
   // The k most similar, best first (fewer when the index is smaller).
+  // Same walk and answer as FAISS's IndexHNSW search (SearchFaiss), without its per-query
+  // allocations; safe from several threads at once (each keeps its own visited marks).
   std::vector<Hit> Search(const float* query, int k) const;
+  // FAISS's own search of the same index (the reference Search is checked against).
+  std::vector<Hit> SearchFaiss(const float* query, int k) const;
   bool Reconstruct(uint64_t id, std::vector<float>* out) const;
   size_t size() const;
   int dim() const { return options_.dim; }
@@ -59,6 +63,7 @@ class VectorIndex {
                              std::map<uint64_t, std::unique_ptr<VectorIndex>>*,
                              std::optional<std::string>*);
   VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopted);
+  bool FastSearchable() const;
   IndexOptions options_;
   faiss::IndexIDMap2* index_ = nullptr;  // owns its HNSW
   faiss::IndexHNSWFlat* hnsw_ = nullptr;
