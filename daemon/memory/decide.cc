@@ -221,6 +221,37 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   return d;
 }
 
+// Caller holds index_mu_ (shared at least).
+std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIndex& index,
+                                              const std::vector<float>& query) {
+  if (o_.retrieval_cache <= 0) return index.Search(query.data(), o_.retrieval_candidates);
+  uint64_t key = Hash64(query.data(), query.size() * sizeof(float), direction);
+  {
+    std::lock_guard<std::mutex> g(retrieval_cache_mu_);
+    auto it = retrieval_cache_.find(key);
+    if (it != retrieval_cache_.end() && it->second.epoch == strategy_epoch_ &&
+        it->second.direction == direction && it->second.query == query) {
+      retrieval_cache_hits_++;
+      return it->second.hits;
+    }
+  }
+  retrieval_cache_misses_++;
+  std::vector<Hit> hits = index.Search(query.data(), o_.retrieval_candidates);
+  std::lock_guard<std::mutex> g(retrieval_cache_mu_);
+  if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache)) {
+    // Full: forget the entries of older epochs, or else everything (a new working set).
+    for (auto it = retrieval_cache_.begin(); it != retrieval_cache_.end();)
+      it = it->second.epoch != strategy_epoch_ ? retrieval_cache_.erase(it) : std::next(it);
+    if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache)) retrieval_cache_.clear();
+  }
+  RetrievalCacheEntry& e = retrieval_cache_[key];
+  e.epoch = strategy_epoch_;
+  e.direction = direction;
+  e.query = query;
+  e.hits = hits;
+  return hits;
+}
+
 Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task,
                             const fb::DirectionT& dir, const std::vector<Neighbor>& neighbors,
                             const StateInput& in,
@@ -238,9 +269,10 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   {
     std::shared_lock<std::shared_mutex> l(index_mu_);
     auto it = strategy_index_.find(dir.id);
-    if (it != strategy_index_.end() && !query.empty())
-      for (const Hit& h : it->second->Search(query.data(), o_.retrieval_candidates))
+    if (it != strategy_index_.end() && !query.empty()) {
+      for (const Hit& h : SearchStrategies(dir.id, *it->second, query))
         cands.emplace_back(h.id, h.similarity);
+    }
     auto un = unembedded_.find(dir.id);
     if (un != unembedded_.end())
       for (uint64_t id : un->second) cands.emplace_back(id, 0.0);

@@ -826,6 +826,40 @@ TEST(MemoryTest, DeterministicAcrossStoresWithTheSameSeed) {
   EXPECT_EQ(run(3), run(3));
 }
 
+// The retrieval cache answers a repeated strategy search; the decisions must be those of a memory
+// without it, also after steps that teach new strategies (which make earlier answers stale).
+TEST(MemoryTest, RetrievalCacheGivesTheUncachedAnswers) {
+  auto run = [](int cache) {
+    TempDir dir;
+    MemoryOptions o = Opts(dir.path());
+    o.retrieval_cache = cache;
+    auto m = OpenOk(o);
+    RandomWorkload(m.get(), 4, 17);
+    std::vector<std::string> seen;
+    auto s = m->OpenSession(1, "cuda", "sm_90", "t", "m", 0);
+    for (int i = 0; i < 8; ++i) {
+      for (int again = 0; again < 2; ++again) {
+        auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+        EXPECT_TRUE(d.ok());
+        if (!d.ok()) return seen;
+        std::string line = d->direction.name + ":";
+        for (const auto& h : d->strategies)
+          line += " " + std::to_string(h.strategy->id) + "/" + std::to_string(h.similarity);
+        seen.push_back(line + "\n" + d->prompt_context);
+      }
+      // A success with a new summary teaches a strategy under the chosen direction.
+      auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+      EXPECT_TRUE(m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 1.2 + i,
+                                     "fresh idea number " + std::to_string(i) +
+                                         " stage rows through shared memory " + d->direction.name))
+                      .ok());
+    }
+    return seen;
+  };
+  auto cached = run(4096), uncached = run(0);
+  EXPECT_EQ(cached, uncached);
+}
+
 TEST(MemoryTest, ConcurrentStepsAreGroupCommittedAndAllDurable) {
   TempDir dir;
   auto m = OpenOk(Opts(dir.path()));
