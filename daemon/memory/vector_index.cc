@@ -326,10 +326,16 @@ bool VectorIndex::FastSearchable() const {
          hnsw_->ntotal == index_->ntotal && index_->id_map.size() == size_t(index_->ntotal);
 }
 
-std::vector<Hit> VectorIndex::Search(const float* query, int k) const {
+std::vector<Hit> VectorIndex::Search(const float* query, int k,
+                                     std::vector<const float*>* vectors) const {
   std::vector<Hit> out;
+  if (vectors) vectors->clear();
   if (k <= 0 || index_->ntotal == 0) return out;
-  if (!FastSearchable()) return SearchFaiss(query, k);
+  if (!FastSearchable()) {
+    out = SearchFaiss(query, k);
+    if (vectors) vectors->assign(out.size(), nullptr);
+    return out;
+  }
   k = static_cast<int>(std::min<int64_t>(k, index_->ntotal));
   const faiss::HNSW& g = hnsw_->hnsw;
   if (g.entry_point < 0) return out;
@@ -351,8 +357,11 @@ std::vector<Hit> VectorIndex::Search(const float* query, int k) const {
   vt.advance();
   faiss::maxheap_reorder(k, D.data(), I.data());
   out.reserve(k);
-  for (int i = 0; i < k; ++i)
-    if (I[i] >= 0) out.push_back(Hit{static_cast<uint64_t>(index_->id_map[I[i]]), -D[i]});
+  for (int i = 0; i < k; ++i) {
+    if (I[i] < 0) continue;
+    out.push_back(Hit{static_cast<uint64_t>(index_->id_map[I[i]]), -D[i]});
+    if (vectors) vectors->push_back(w.base + static_cast<size_t>(I[i]) * w.d);
+  }
   return out;
 }
 

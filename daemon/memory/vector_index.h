@@ -48,7 +48,10 @@ class VectorIndex {
   // The k most similar, best first (fewer when the index is smaller).
   // Same walk and answer as FAISS's IndexHNSW search (SearchFaiss), without its per-query
   // allocations; safe from several threads at once (each keeps its own visited marks).
-  std::vector<Hit> Search(const float* query, int k) const;
+  // vectors (optional): per hit, the stored vector (dim floats), valid until the next Add; null
+  // where the index cannot lend it (Reconstruct then copies it).
+  std::vector<Hit> Search(const float* query, int k,
+                          std::vector<const float*>* vectors = nullptr) const;
   // FAISS's own search of the same index (the reference Search is checked against).
   std::vector<Hit> SearchFaiss(const float* query, int k) const;
   bool Reconstruct(uint64_t id, std::vector<float>* out) const;
