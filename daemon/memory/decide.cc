@@ -392,34 +392,37 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   }
 
   // The prompt context: what the agent reads.
-  std::ostringstream p;
-  p << "Direction: " << dir.title << " (" << dir.name << ")\n" << dir.description << "\n";
-  p << "Why: " << d->why << "\n";
-  if (!hits.empty()) p << "Strategies that apply here, best first:\n";
+  std::string& p = d->prompt_context;
+  p.clear();
+  p.reserve(1024);
+  p += "Direction: " + dir.title + " (" + dir.name + ")\n" + dir.description + "\n";
+  p += "Why: " + d->why + "\n";
+  if (!hits.empty()) p += "Strategies that apply here, best first:\n";
   int i = 0;
   for (const auto& h : hits) {
     const fb::StrategyT& s = *h.strategy;
-    p << ++i << ". " << s.title << " [" << s.name << "]\n   " << s.description << "\n";
-    if (!s.code_pattern.empty()) p << "   Pattern: " << s.code_pattern << "\n";
+    p += std::to_string(++i) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";
+    if (!s.code_pattern.empty()) p += "   Pattern: " + s.code_pattern + "\n";
     if (!s.preconditions.empty()) {
-      p << "   Preconditions:";
-      for (const auto& x : s.preconditions) p << " " << x << ";";
-      p << "\n";
+      p += "   Preconditions:";
+      for (const auto& x : s.preconditions) p += " " + x + ";";
+      p += "\n";
     }
     if (!s.failure_modes.empty()) {
-      p << "   Known failures:";
-      for (const auto& x : s.failure_modes) p << " " << x << ";";
-      p << "\n";
+      p += "   Known failures:";
+      for (const auto& x : s.failure_modes) p += " " + x + ";";
+      p += "\n";
     }
     const fb::GainStats* gs = s.stats.get();
-    if (gs && gs->uses())
-      p << "   Evidence: " << gs->uses() << " uses, success rate " << Short(h.success_rate)
-        << ", mean log gain " << Short(h.mean_gain) << ", " << gs->compile_failures()
-        << " compile failures, " << gs->incorrect() << " incorrect"
-        << (h.cross_backend ? " (learned on another backend)" : "") << "\n";
-    if (!h.precondition_match) p << "   Note: its preconditions do not all hold in this state.\n";
+    if (gs && gs->uses()) {
+      p += "   Evidence: " + std::to_string(gs->uses()) + " uses, success rate " +
+           Short(h.success_rate) + ", mean log gain " + Short(h.mean_gain) + ", " +
+           std::to_string(gs->compile_failures()) + " compile failures, " +
+           std::to_string(gs->incorrect()) + " incorrect" +
+           (h.cross_backend ? " (learned on another backend)" : "") + "\n";
+    }
+    if (!h.precondition_match) p += "   Note: its preconditions do not all hold in this state.\n";
   }
-  d->prompt_context = p.str();
   d->strategies = std::move(hits);
   return Status::OK();
 }
