@@ -26,7 +26,8 @@ bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps) {
   }
   if (s.targets() && s.targets()->size() > 0 && ps.bottleneck != fb::Bottleneck::Unknown) {
     bool listed = false;
-    for (auto tg : *s.targets()) listed = listed || static_cast<fb::Bottleneck>(tg) == ps.bottleneck;
+    for (auto tg : *s.targets())
+      listed = listed || static_cast<fb::Bottleneck>(tg) == ps.bottleneck;
     if (!listed) return false;
   }
   return true;
@@ -267,7 +268,8 @@ std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIn
     // Full: forget the entries of older epochs, or else everything (a new working set).
     for (auto it = retrieval_cache_.begin(); it != retrieval_cache_.end();)
       it = it->second.epoch != strategy_epoch_ ? retrieval_cache_.erase(it) : std::next(it);
-    if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache)) retrieval_cache_.clear();
+    if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache))
+      retrieval_cache_.clear();
   }
   RetrievalCacheEntry& e = retrieval_cache_[key];
   e.epoch = strategy_epoch_;
@@ -318,14 +320,16 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     std::sort(credited.begin(), credited.end());
     credited.erase(std::unique(credited.begin(), credited.end()), credited.end());
     for (uint64_t s : credited)
-      credits.push_back(Credit{s, n.weight * (IsSuccess(n.status, n.gain) ? n.gain : 0.0), n.weight});
+      credits.push_back(
+          Credit{s, n.weight * (IsSuccess(n.status, n.gain) ? n.gain : 0.0), n.weight});
   }
   std::stable_sort(credits.begin(), credits.end(),
                    [](const Credit& a, const Credit& b) { return a.strategy < b.strategy; });
   thread_local std::vector<Credit> effect;  // strategy -> (sum w*gain, sum w), by strategy
   effect.clear();
   for (const Credit& c : credits) {
-    if (effect.empty() || effect.back().strategy != c.strategy) effect.push_back(Credit{c.strategy, 0, 0});
+    if (effect.empty() || effect.back().strategy != c.strategy)
+      effect.push_back(Credit{c.strategy, 0, 0});
     effect.back().wgain += c.wgain;
     effect.back().w += c.w;
   }

@@ -763,8 +763,8 @@ TEST(MemoryTest, IndexSearchEqualsFaissSearch) {
   struct Shape {
     int dim, m, ef, n, k;
   };
-  for (const Shape& sh : {Shape{48, 8, 64, 30000, 64}, Shape{256, 16, 64, 6000, 32},
-                          Shape{256, 16, 64, 20, 32}}) {
+  for (const Shape& sh :
+       {Shape{48, 8, 64, 30000, 64}, Shape{256, 16, 64, 6000, 32}, Shape{256, 16, 64, 20, 32}}) {
     VectorIndex idx(IndexOptions{sh.dim, sh.m, sh.ef, 20});
     std::mt19937_64 rng(sh.dim * 7 + sh.n);
     std::normal_distribution<float> g;

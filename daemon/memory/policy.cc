@@ -294,7 +294,8 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     why += "No similar past transition: the seed priors decide.";
   } else {
     const Acc a = acc.count(c.direction_id) ? acc[c.direction_id] : Acc{};
-    why += "Attended " + std::to_string(neighbors.size()) + " similar transitions (effective count ";
+    why +=
+        "Attended " + std::to_string(neighbors.size()) + " similar transitions (effective count ";
     AppendF(&why, "%.2f", total);
     why += "); " + std::to_string(a.raw) + " took this direction (weight ";
     AppendF(&why, "%.2f", a.n);

@@ -4,8 +4,8 @@
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
-#include <faiss/impl/DistanceComputer.h>
 #include <faiss/impl/AuxIndexStructures.h>
+#include <faiss/impl/DistanceComputer.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/HNSW.h>
 #include <faiss/impl/io.h>
@@ -350,7 +350,8 @@ std::vector<Hit> VectorIndex::Search(const float* query, int k,
   faiss::maxheap_heapify(k, D.data(), I.data());
   int nearest = g.entry_point;
   float d_nearest = w.Dis(nearest);
-  for (int level = g.max_level; level >= 1; --level) w.GreedyUpdateNearest(level, &nearest, &d_nearest);
+  for (int level = g.max_level; level >= 1; --level)
+    w.GreedyUpdateNearest(level, &nearest, &d_nearest);
   faiss::HNSW::MinimaxHeap candidates(std::max(g.efSearch, k));
   candidates.push(nearest, d_nearest);
   w.SearchLevel0(k, g.efSearch, candidates, D.data(), I.data());

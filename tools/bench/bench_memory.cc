@@ -322,9 +322,9 @@ int RunMemoryBench(int argc, char** argv) {
     std::printf("%s", kHelp);
     return 0;
   }
-  std::string unknown = f.Unknown({"sizes", "strategies", "decisions", "durable", "batch",
-                                   "threads", "dir", "keep", "seed-file", "phase",
-                                   "retrieval-cache"});
+  std::string unknown =
+      f.Unknown({"sizes", "strategies", "decisions", "durable", "batch", "threads", "dir", "keep",
+                 "seed-file", "phase", "retrieval-cache"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench memory: unknown flag --%s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -378,14 +378,14 @@ int RunMemoryBench(int argc, char** argv) {
     }  // closing writes the index snapshots
     double build_s = NowSeconds() - t0;
     int status = 0;
-    std::string out =
-        bench::RunCapture({bench::SelfExe(), "memory", "--phase", "measure", "--dir", store,
-                           "--decisions", std::to_string(f.GetInt("decisions", 2000)), "--durable",
-                           std::to_string(f.GetInt("durable", 2000)), "--batch",
-                           std::to_string(f.GetInt("batch", 256)), "--threads",
-                           std::to_string(f.GetInt("threads", 32)), "--retrieval-cache",
-                           std::to_string(f.GetInt("retrieval-cache", MemoryOptions().retrieval_cache))},
-                          &status);
+    std::string out = bench::RunCapture(
+        {bench::SelfExe(), "memory", "--phase", "measure", "--dir", store, "--decisions",
+         std::to_string(f.GetInt("decisions", 2000)), "--durable",
+         std::to_string(f.GetInt("durable", 2000)), "--batch",
+         std::to_string(f.GetInt("batch", 256)), "--threads",
+         std::to_string(f.GetInt("threads", 32)), "--retrieval-cache",
+         std::to_string(f.GetInt("retrieval-cache", MemoryOptions().retrieval_cache))},
+        &status);
     size_t at = out.find("PHASE_RESULT ");
     if (status != 0 || at == std::string::npos) {
       std::fprintf(stderr, "htam-bench memory: measurement of %lld records failed (status %d)\n%s",
@@ -405,9 +405,9 @@ int RunMemoryBench(int argc, char** argv) {
         static_cast<long long>(size), build_s, r["startup_s"].get<double>(),
         r["rss_mib"].get<double>(), r["rss_anon_mib"].get<double>(),
         r["decision_p50_us"].get<double>(), r["decision_p99_us"].get<double>(),
-        100 * r["retrieval_cache_hit_rate"].get<double>(),
-        r["durable_single_rps"].get<double>(), r["durable_batch_rps"].get<double>(),
-        r["durable_group_commit_rps"].get<double>(), r["store_mib"].get<double>());
+        100 * r["retrieval_cache_hit_rate"].get<double>(), r["durable_single_rps"].get<double>(),
+        r["durable_batch_rps"].get<double>(), r["durable_group_commit_rps"].get<double>(),
+        r["store_mib"].get<double>());
     std::fflush(stdout);
     results.push_back(r);
   }
