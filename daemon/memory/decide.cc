@@ -13,6 +13,26 @@ namespace htam::memory {
 namespace {
 constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decision (message size)
 
+// MaskReason(...).empty() of a stored strategy, read from its bytes without copies.
+bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps) {
+  if (s.backends() && s.backends()->size() > 0 && !ps.backend.empty()) {
+    bool listed = false;
+    for (auto b : *s.backends()) listed = listed || b->string_view() == ps.backend;
+    if (!listed) return false;
+  }
+  if (s.min_arch() && s.min_arch()->size() > 0 && !ps.arch.empty()) {
+    bool comparable = false;
+    if (!ArchAtLeast(ps.arch, s.min_arch()->string_view(), &comparable)) return false;
+  }
+  if (s.targets() && s.targets()->size() > 0 && ps.bottleneck != fb::Bottleneck::Unknown) {
+    bool listed = false;
+    for (auto tg : *s.targets())
+      listed = listed || static_cast<fb::Bottleneck>(tg) == ps.bottleneck;
+    if (!listed) return false;
+  }
+  return true;
+}
+
 std::string Short(double x) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f", x);
@@ -117,22 +137,28 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     key = TransitionKey(ps, o_);
 
     // 1. Attend: nearest past transitions by (state, history).
-    std::vector<Hit> hits = transition_index_->Search(key.data(), o_.neighbors);
+    thread_local std::vector<const float*> stored;
+    std::vector<Hit> hits = transition_index_->Search(key.data(), o_.neighbors, &stored);
     neighbors.reserve(hits.size());
     const bool use_table = o_.transition_table && o_.history_length <= TransitionTable::kHistory;
     std::vector<float> their;
     std::vector<uint64_t> hist;
-    for (const Hit& h : hits) {
+    for (size_t hi = 0; hi < hits.size(); ++hi) {
+      const Hit& h = hits[hi];
       const TransitionTable::Row* row = use_table ? table_.Find(h.id) : nullptr;
       if (row && !(row->flags & TransitionTable::kFallback)) {
         if (!(row->flags & TransitionTable::kKeyOk)) continue;
         auto status = static_cast<fb::OutcomeStatus>(row->status);
         if (!Counts(status)) continue;  // infrastructure errors say nothing about directions
-        if (!transition_index_->Reconstruct(h.id, &their)) continue;
+        const float* theirs = stored[hi];
+        if (!theirs) {
+          if (!transition_index_->Reconstruct(h.id, &their)) continue;
+          theirs = their.data();
+        }
         Neighbor n;
         n.transition_id = h.id;
         n.session_id = row->session_id;
-        n.state_similarity = StateSimilarity(key.data(), their.data());
+        n.state_similarity = StateSimilarity(key.data(), theirs);
         hist.assign(row->history, row->history + row->history_size);
         n.history_agreement =
             HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
@@ -221,6 +247,38 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   return d;
 }
 
+// Caller holds index_mu_ (shared at least).
+std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIndex& index,
+                                              const std::vector<float>& query) {
+  if (o_.retrieval_cache <= 0) return index.Search(query.data(), o_.retrieval_candidates);
+  uint64_t key = Hash64(query.data(), query.size() * sizeof(float), direction);
+  {
+    std::lock_guard<std::mutex> g(retrieval_cache_mu_);
+    auto it = retrieval_cache_.find(key);
+    if (it != retrieval_cache_.end() && it->second.epoch == strategy_epoch_ &&
+        it->second.direction == direction && it->second.query == query) {
+      retrieval_cache_hits_++;
+      return it->second.hits;
+    }
+  }
+  retrieval_cache_misses_++;
+  std::vector<Hit> hits = index.Search(query.data(), o_.retrieval_candidates);
+  std::lock_guard<std::mutex> g(retrieval_cache_mu_);
+  if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache)) {
+    // Full: forget the entries of older epochs, or else everything (a new working set).
+    for (auto it = retrieval_cache_.begin(); it != retrieval_cache_.end();)
+      it = it->second.epoch != strategy_epoch_ ? retrieval_cache_.erase(it) : std::next(it);
+    if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache))
+      retrieval_cache_.clear();
+  }
+  RetrievalCacheEntry& e = retrieval_cache_[key];
+  e.epoch = strategy_epoch_;
+  e.direction = direction;
+  e.query = query;
+  e.hits = hits;
+  return hits;
+}
+
 Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task,
                             const fb::DirectionT& dir, const std::vector<Neighbor>& neighbors,
                             const StateInput& in,
@@ -238,22 +296,42 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   {
     std::shared_lock<std::shared_mutex> l(index_mu_);
     auto it = strategy_index_.find(dir.id);
-    if (it != strategy_index_.end() && !query.empty())
-      for (const Hit& h : it->second->Search(query.data(), o_.retrieval_candidates))
+    if (it != strategy_index_.end() && !query.empty()) {
+      for (const Hit& h : SearchStrategies(dir.id, *it->second, query))
         cands.emplace_back(h.id, h.similarity);
+    }
     auto un = unembedded_.find(dir.id);
     if (un != unembedded_.end())
       for (uint64_t id : un->second) cands.emplace_back(id, 0.0);
   }
   // Measured effect in similar states: attention-weighted gain of neighbours that credited it.
-  std::map<uint64_t, std::pair<double, double>> effect;  // strategy -> (sum w*gain, sum w)
+  // (strategy, w*gain, w) per crediting neighbour, each strategy once per neighbour, in neighbour
+  // order; a stable sort by strategy keeps that order, so the sums add in it.
+  struct Credit {
+    uint64_t strategy;
+    double wgain, w;
+  };
+  thread_local std::vector<Credit> credits;
+  thread_local std::vector<uint64_t> credited;
+  credits.clear();
   for (const Neighbor& n : neighbors) {
-    std::set<uint64_t> credited(n.strategy_ids.begin(), n.strategy_ids.end());
-    if (n.learned_strategy_id) credited.insert(n.learned_strategy_id);
-    for (uint64_t s : credited) {
-      effect[s].first += n.weight * (IsSuccess(n.status, n.gain) ? n.gain : 0.0);
-      effect[s].second += n.weight;
-    }
+    credited.assign(n.strategy_ids.begin(), n.strategy_ids.end());
+    if (n.learned_strategy_id) credited.push_back(n.learned_strategy_id);
+    std::sort(credited.begin(), credited.end());
+    credited.erase(std::unique(credited.begin(), credited.end()), credited.end());
+    for (uint64_t s : credited)
+      credits.push_back(
+          Credit{s, n.weight * (IsSuccess(n.status, n.gain) ? n.gain : 0.0), n.weight});
+  }
+  std::stable_sort(credits.begin(), credits.end(),
+                   [](const Credit& a, const Credit& b) { return a.strategy < b.strategy; });
+  thread_local std::vector<Credit> effect;  // strategy -> (sum w*gain, sum w), by strategy
+  effect.clear();
+  for (const Credit& c : credits) {
+    if (effect.empty() || effect.back().strategy != c.strategy)
+      effect.push_back(Credit{c.strategy, 0, 0});
+    effect.back().wgain += c.wgain;
+    effect.back().w += c.w;
   }
   // Score from the stored bytes; unpack only the winners (strategies carry their embeddings).
   struct Scored {
@@ -274,22 +352,16 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
     Scored x{std::move(s), 0, sim, (gs.successes() + 1.0) / (gs.uses() + 2.0), 0, false, false};
     double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * dir.prior;
-    auto e = effect.find(id);
-    double local_w = e == effect.end() ? 0.0 : e->second.second;
-    double local_sum = e == effect.end() ? 0.0 : e->second.first;
+    auto e = std::lower_bound(effect.begin(), effect.end(), id,
+                              [](const Credit& c, uint64_t s) { return c.strategy < s; });
+    bool credited_here = e != effect.end() && e->strategy == id;
+    double local_w = credited_here ? e->w : 0.0;
+    double local_sum = credited_here ? e->wgain : 0.0;
     x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
-    std::vector<std::string> backends;
-    if (x.s->backends())
-      for (auto b : *x.s->backends()) backends.push_back(b->str());
-    std::vector<fb::Bottleneck> targets;
-    if (x.s->targets())
-      for (auto tg : *x.s->targets()) targets.push_back(static_cast<fb::Bottleneck>(tg));
-    x.match =
-        MaskReason(backends, x.s->min_arch() ? x.s->min_arch()->string_view() : "", targets, ps)
-            .empty();
-    std::string origin = x.s->provenance() && x.s->provenance()->backend()
-                             ? x.s->provenance()->backend()->str()
-                             : "";
+    x.match = PreconditionsHold(*x.s, ps);
+    std::string_view origin = x.s->provenance() && x.s->provenance()->backend()
+                                  ? x.s->provenance()->backend()->string_view()
+                                  : std::string_view();
     double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &x.cross);
     x.score = sim + o_.rerank_effect_weight * x.mean_gain * bf +
               o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);
@@ -324,34 +396,37 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   }
 
   // The prompt context: what the agent reads.
-  std::ostringstream p;
-  p << "Direction: " << dir.title << " (" << dir.name << ")\n" << dir.description << "\n";
-  p << "Why: " << d->why << "\n";
-  if (!hits.empty()) p << "Strategies that apply here, best first:\n";
+  std::string& p = d->prompt_context;
+  p.clear();
+  p.reserve(1024);
+  p += "Direction: " + dir.title + " (" + dir.name + ")\n" + dir.description + "\n";
+  p += "Why: " + d->why + "\n";
+  if (!hits.empty()) p += "Strategies that apply here, best first:\n";
   int i = 0;
   for (const auto& h : hits) {
     const fb::StrategyT& s = *h.strategy;
-    p << ++i << ". " << s.title << " [" << s.name << "]\n   " << s.description << "\n";
-    if (!s.code_pattern.empty()) p << "   Pattern: " << s.code_pattern << "\n";
+    p += std::to_string(++i) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";
+    if (!s.code_pattern.empty()) p += "   Pattern: " + s.code_pattern + "\n";
     if (!s.preconditions.empty()) {
-      p << "   Preconditions:";
-      for (const auto& x : s.preconditions) p << " " << x << ";";
-      p << "\n";
+      p += "   Preconditions:";
+      for (const auto& x : s.preconditions) p += " " + x + ";";
+      p += "\n";
     }
     if (!s.failure_modes.empty()) {
-      p << "   Known failures:";
-      for (const auto& x : s.failure_modes) p << " " << x << ";";
-      p << "\n";
+      p += "   Known failures:";
+      for (const auto& x : s.failure_modes) p += " " + x + ";";
+      p += "\n";
     }
     const fb::GainStats* gs = s.stats.get();
-    if (gs && gs->uses())
-      p << "   Evidence: " << gs->uses() << " uses, success rate " << Short(h.success_rate)
-        << ", mean log gain " << Short(h.mean_gain) << ", " << gs->compile_failures()
-        << " compile failures, " << gs->incorrect() << " incorrect"
-        << (h.cross_backend ? " (learned on another backend)" : "") << "\n";
-    if (!h.precondition_match) p << "   Note: its preconditions do not all hold in this state.\n";
+    if (gs && gs->uses()) {
+      p += "   Evidence: " + std::to_string(gs->uses()) + " uses, success rate " +
+           Short(h.success_rate) + ", mean log gain " + Short(h.mean_gain) + ", " +
+           std::to_string(gs->compile_failures()) + " compile failures, " +
+           std::to_string(gs->incorrect()) + " incorrect" +
+           (h.cross_backend ? " (learned on another backend)" : "") + "\n";
+    }
+    if (!h.precondition_match) p += "   Note: its preconditions do not all hold in this state.\n";
   }
-  d->prompt_context = p.str();
   d->strategies = std::move(hits);
   return Status::OK();
 }

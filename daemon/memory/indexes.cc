@@ -90,6 +90,7 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
   table_source_ = table_cov ? "snapshot" : "records";
 
   st = strategy_st;
+  ++strategy_epoch_;
   strategy_index_ = std::move(strategy_sections);
   if (!st.ok()) {
     if (!st.IsNotFound()) {
@@ -111,6 +112,7 @@ Status MemoryImpl::LoadOrRebuildIndexes() {
                               << v.message();
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
     strategy_index_.clear();
+    ++strategy_epoch_;
     table_.Clear();
     transitions_covered_ = strategies_covered_ = table_cov = 0;
     source = "transitions:records strategies:records (snapshot rejected)";
@@ -238,6 +240,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
   // Strategies: those newer than the snapshot; in a client-model store also every strategy
   // without an embedding (the seed), which retrieval lists without similarity.
   bool client_model = meta_.embedder_model != kBuiltinEmbedder;
+  ++strategy_epoch_;
   unembedded_.clear();
   std::map<uint64_t, std::pair<std::vector<uint64_t>, std::vector<float>>> by_dir;
   size_t added_s = 0;
@@ -291,6 +294,7 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
     }
   }
   size_t dim = meta_.embedder_dim;
+  if (!d.strategies.empty()) ++strategy_epoch_;
   for (size_t i = 0; i < d.strategies.size(); ++i) {
     auto [dir, id] = d.strategies[i];
     const float* vec = d.strategy_vectors.data() + i * dim;

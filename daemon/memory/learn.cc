@@ -548,6 +548,7 @@ Status MemoryImpl::RebuildDerived() {
     std::unique_lock<std::shared_mutex> l(index_mu_);
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
     strategy_index_.clear();
+    ++strategy_epoch_;
     table_.Clear();
     transitions_covered_ = strategies_covered_ = 0;
     snap_transitions_ = snap_strategies_ = 0;

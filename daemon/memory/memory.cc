@@ -52,6 +52,7 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.policy_seed = static_cast<uint64_t>(c.GetInt("memory.policy_seed"));
   o.top_k_strategies = static_cast<int>(c.GetInt("memory.top_k_strategies"));
   o.retrieval_candidates = static_cast<int>(c.GetInt("memory.retrieval_candidates"));
+  o.retrieval_cache = static_cast<int>(c.GetInt("memory.retrieval_cache"));
   o.rerank_effect_weight = c.GetDouble("memory.rerank_effect_weight");
   o.rerank_precondition_weight = c.GetDouble("memory.rerank_precondition_weight");
   o.merge_threshold = c.GetDouble("memory.merge_threshold");
@@ -620,6 +621,8 @@ std::string MemoryImpl::StatusText() {
     for (const auto& [d, idx] : strategy_index_) strat += idx->size();
     o << "transition_index_size:" << (transition_index_ ? transition_index_->size() : 0) << "\n";
     o << "strategy_index_size:" << strat << "\n";
+    o << "retrieval_cache_hits:" << retrieval_cache_hits_.load() << "\n";
+    o << "retrieval_cache_misses:" << retrieval_cache_misses_.load() << "\n";
     o << "index_source:" << index_source_ << "\n";
     o << "transition_table_rows:" << table_.rows() << "\n";
     o << "transition_table_bytes:" << table_.bytes() << "\n";

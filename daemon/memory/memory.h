@@ -63,6 +63,7 @@ struct MemoryOptions {
   // Retrieval.
   int top_k_strategies = 5;
   int retrieval_candidates = 32;
+  int retrieval_cache = 4096;  // strategy searches remembered (exact; cleared on strategy adds)
   double rerank_effect_weight = 1.0;
   double rerank_precondition_weight = 0.2;
   // Learning.

@@ -120,6 +120,10 @@ class MemoryImpl final : public Memory {
                   const std::vector<Neighbor>& neighbors, const StateInput& in,
                   const std::optional<std::vector<float>>& embedding, Decision* d);
   Status CheckClientVector(const std::optional<std::vector<float>>& v) const;
+  // The retrieval_candidates most similar strategies of a direction (index_mu_ held, shared at
+  // least), through the retrieval cache.
+  std::vector<Hit> SearchStrategies(uint64_t direction, const VectorIndex& index,
+                                    const std::vector<float>& query);
 
   // learning (learn.cc)
   Result<Prepared> Prepare(const StepInput& in);
@@ -149,6 +153,18 @@ class MemoryImpl final : public Memory {
   std::atomic<bool> table_unsaved_{false};  // rows built from records that no snapshot holds yet
   std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_index_;
   std::map<uint64_t, std::vector<uint64_t>> unembedded_;  // direction -> strategies without vectors
+  // Bumped (under index_mu_ exclusive) whenever a strategy index or unembedded_ changes.
+  uint64_t strategy_epoch_ = 0;
+  // Strategy searches by (direction, query vector): the same search of the same index gives the
+  // same hits, so an entry of the current strategy_epoch_ is the search's answer. Leaf lock.
+  struct RetrievalCacheEntry {
+    uint64_t epoch = 0, direction = 0;
+    std::vector<float> query;
+    std::vector<Hit> hits;
+  };
+  std::mutex retrieval_cache_mu_;
+  std::unordered_map<uint64_t, RetrievalCacheEntry> retrieval_cache_;
+  std::atomic<uint64_t> retrieval_cache_hits_{0}, retrieval_cache_misses_{0};
   uint64_t transitions_covered_ = 0, strategies_covered_ = 0;       // largest id in the indexes
   std::atomic<uint64_t> snap_transitions_{0}, snap_strategies_{0};  // covered by the last snapshot
   std::atomic<uint64_t> last_snapshot_ns_{0};

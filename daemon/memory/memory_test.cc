@@ -5,6 +5,7 @@
 #include <lmdb.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -755,6 +756,55 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
   }
 }
 
+// VectorIndex::Search walks the HNSW graph itself (reused visited marks, prefetch): its answers
+// must be FAISS's own, id for id and similarity for similarity, on both index shapes the memory
+// uses (transition keys: 48 dims, M 8; strategy embeddings: 256 dims, M 16), from several threads.
+TEST(MemoryTest, IndexSearchEqualsFaissSearch) {
+  struct Shape {
+    int dim, m, ef, n, k;
+  };
+  for (const Shape& sh :
+       {Shape{48, 8, 64, 30000, 64}, Shape{256, 16, 64, 6000, 32}, Shape{256, 16, 64, 20, 32}}) {
+    VectorIndex idx(IndexOptions{sh.dim, sh.m, sh.ef, 20});
+    std::mt19937_64 rng(sh.dim * 7 + sh.n);
+    std::normal_distribution<float> g;
+    auto random_unit = [&](std::vector<float>* v) {
+      v->resize(sh.dim);
+      double norm = 0;
+      for (float& x : *v) {
+        x = g(rng);
+        norm += double(x) * x;
+      }
+      for (float& x : *v) x = static_cast<float>(x / std::sqrt(norm));
+    };
+    std::vector<float> all, v;
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < sh.n; ++i) {
+      random_unit(&v);
+      all.insert(all.end(), v.begin(), v.end());
+      ids.push_back(1000 + 3 * i);  // external ids differ from the storage positions
+    }
+    ASSERT_TRUE(idx.Add(ids.size(), ids.data(), all.data()).ok());
+    std::vector<std::vector<float>> queries(200);
+    for (auto& q : queries) random_unit(&q);
+    auto check = [&](size_t from, size_t step) {
+      for (size_t i = from; i < queries.size(); i += step) {
+        auto mine = idx.Search(queries[i].data(), sh.k);
+        auto ref = idx.SearchFaiss(queries[i].data(), sh.k);
+        ASSERT_EQ(mine.size(), ref.size());
+        for (size_t j = 0; j < ref.size(); ++j) {
+          EXPECT_EQ(mine[j].id, ref[j].id) << "dim " << sh.dim << " query " << i << " rank " << j;
+          EXPECT_EQ(mine[j].similarity, ref[j].similarity);
+        }
+      }
+    };
+    check(0, 1);
+    std::thread a(check, 0, 2), b(check, 1, 2);
+    a.join();
+    b.join();
+  }
+}
+
 TEST(MemoryTest, DeterministicAcrossStoresWithTheSameSeed) {
   auto run = [](uint64_t seed) {
     TempDir dir;
@@ -774,6 +824,40 @@ TEST(MemoryTest, DeterministicAcrossStoresWithTheSameSeed) {
     return picks;
   };
   EXPECT_EQ(run(3), run(3));
+}
+
+// The retrieval cache answers a repeated strategy search; the decisions must be those of a memory
+// without it, also after steps that teach new strategies (which make earlier answers stale).
+TEST(MemoryTest, RetrievalCacheGivesTheUncachedAnswers) {
+  auto run = [](int cache) {
+    TempDir dir;
+    MemoryOptions o = Opts(dir.path());
+    o.retrieval_cache = cache;
+    auto m = OpenOk(o);
+    RandomWorkload(m.get(), 4, 17);
+    std::vector<std::string> seen;
+    auto s = m->OpenSession(1, "cuda", "sm_90", "t", "m", 0);
+    for (int i = 0; i < 8; ++i) {
+      for (int again = 0; again < 2; ++again) {
+        auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+        EXPECT_TRUE(d.ok());
+        if (!d.ok()) return seen;
+        std::string line = d->direction.name + ":";
+        for (const auto& h : d->strategies)
+          line += " " + std::to_string(h.strategy->id) + "/" + std::to_string(h.similarity);
+        seen.push_back(line + "\n" + d->prompt_context);
+      }
+      // A success with a new summary teaches a strategy under the chosen direction.
+      auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+      EXPECT_TRUE(m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 1.2 + i,
+                                     "fresh idea number " + std::to_string(i) +
+                                         " stage rows through shared memory " + d->direction.name))
+                      .ok());
+    }
+    return seen;
+  };
+  auto cached = run(4096), uncached = run(0);
+  EXPECT_EQ(cached, uncached);
 }
 
 TEST(MemoryTest, ConcurrentStepsAreGroupCommittedAndAllDurable) {

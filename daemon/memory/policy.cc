@@ -47,10 +47,11 @@ const char* BottleneckName(fb::Bottleneck b) {
   return fb::EnumNameBottleneck(b);
 }
 
-std::string Fmt(const char* fmt, double a) {
+// Appends printf-formatted a to out (no temporary string).
+void AppendF(std::string* out, const char* fmt, double a) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, a);
-  return buf;
+  int n = std::snprintf(buf, sizeof buf, fmt, a);
+  if (n > 0) out->append(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
 }
 
 }  // namespace
@@ -270,34 +271,52 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
   }
   // Why: the chosen direction's numbers, what they rest on, the runner-up and the masks.
   const auto& c = r.scores[0];
-  std::ostringstream why;
-  why << "chose " << c.name << " (score " << Fmt("%.3f", c.score) << ": E[log gain] "
-      << Fmt("%.3f", c.expected_gain) << ", p(success) " << Fmt("%.2f", c.p_success);
-  if (c.exploration > 0) why << ", exploration +" << Fmt("%.3f", c.exploration);
-  if (c.penalty > 0) why << ", recent-failure penalty -" << Fmt("%.3f", c.penalty);
-  why << "). ";
+  std::string& why = r.why;
+  why.reserve(384);
+  why += "chose ";
+  why += c.name;
+  why += " (score ";
+  AppendF(&why, "%.3f", c.score);
+  why += ": E[log gain] ";
+  AppendF(&why, "%.3f", c.expected_gain);
+  why += ", p(success) ";
+  AppendF(&why, "%.2f", c.p_success);
+  if (c.exploration > 0) {
+    why += ", exploration +";
+    AppendF(&why, "%.3f", c.exploration);
+  }
+  if (c.penalty > 0) {
+    why += ", recent-failure penalty -";
+    AppendF(&why, "%.3f", c.penalty);
+  }
+  why += "). ";
   if (r.from_priors) {
-    why << "No similar past transition: the seed priors decide.";
+    why += "No similar past transition: the seed priors decide.";
   } else {
     const Acc a = acc.count(c.direction_id) ? acc[c.direction_id] : Acc{};
-    why << "Attended " << neighbors.size() << " similar transitions (effective count "
-        << Fmt("%.2f", total) << "); " << a.raw << " took this direction (weight "
-        << Fmt("%.2f", a.n) << ")";
-    if (a.cross) why << ", " << a.cross << " from another backend (discounted)";
-    why << ".";
+    why +=
+        "Attended " + std::to_string(neighbors.size()) + " similar transitions (effective count ";
+    AppendF(&why, "%.2f", total);
+    why += "); " + std::to_string(a.raw) + " took this direction (weight ";
+    AppendF(&why, "%.2f", a.n);
+    why += ")";
+    if (a.cross) why += ", " + std::to_string(a.cross) + " from another backend (discounted)";
+    why += ".";
   }
-  if (r.scores.size() > 1 && !r.scores[1].masked)
-    why << " Runner-up " << r.scores[1].name << " " << Fmt("%.3f", r.scores[1].score) << ".";
+  if (r.scores.size() > 1 && !r.scores[1].masked) {
+    why += " Runner-up " + r.scores[1].name + " ";
+    AppendF(&why, "%.3f", r.scores[1].score);
+    why += ".";
+  }
   int masked = 0;
   for (const auto& x : r.scores) masked += x.masked ? 1 : 0;
   if (masked) {
-    why << " Masked " << masked << ":";
+    why += " Masked " + std::to_string(masked) + ":";
     int shown = 0;
     for (const auto& x : r.scores)
-      if (x.masked && shown++ < 3) why << " " << x.name << " (" << x.mask_reason << ");";
+      if (x.masked && shown++ < 3) why += " " + x.name + " (" + x.mask_reason + ");";
   }
-  if (!any_open) why << " Every direction's preconditions failed; ranked without masks.";
-  r.why = why.str();
+  if (!any_open) why += " Every direction's preconditions failed; ranked without masks.";
   return r;
 }
 

@@ -46,7 +46,14 @@ class VectorIndex {
   // Adds n vectors (n * dim floats) with their ids.
   Status Add(size_t n, const uint64_t* ids, const float* vectors);
   // The k most similar, best first (fewer when the index is smaller).
-  std::vector<Hit> Search(const float* query, int k) const;
+  // Same walk and answer as FAISS's IndexHNSW search (SearchFaiss), without its per-query
+  // allocations; safe from several threads at once (each keeps its own visited marks).
+  // vectors (optional): per hit, the stored vector (dim floats), valid until the next Add; null
+  // where the index cannot lend it (Reconstruct then copies it).
+  std::vector<Hit> Search(const float* query, int k,
+                          std::vector<const float*>* vectors = nullptr) const;
+  // FAISS's own search of the same index (the reference Search is checked against).
+  std::vector<Hit> SearchFaiss(const float* query, int k) const;
   bool Reconstruct(uint64_t id, std::vector<float>* out) const;
   size_t size() const;
   int dim() const { return options_.dim; }
@@ -59,6 +66,7 @@ class VectorIndex {
                              std::map<uint64_t, std::unique_ptr<VectorIndex>>*,
                              std::optional<std::string>*);
   VectorIndex(const IndexOptions& options, faiss::IndexIDMap2* adopted);
+  bool FastSearchable() const;
   IndexOptions options_;
   faiss::IndexIDMap2* index_ = nullptr;  // owns its HNSW
   faiss::IndexHNSWFlat* hnsw_ = nullptr;

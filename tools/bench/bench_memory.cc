@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -30,6 +31,8 @@ const char* kHelp = R"(htam-bench memory [flags]
   --durable N         synced records per throughput measurement (default 2000)
   --batch N           steps per synced transaction in the batch measurement (default 256)
   --threads N         concurrent writers in the group-commit measurement (default 32)
+  --retrieval-cache N memory.retrieval_cache of the measuring process (default: the option's
+                      default; 0 measures every decision's strategy search)
   --dir DIR           where the stores are built (default: a new directory under /tmp)
   --keep              keep the store afterwards
   --seed-file FILE    seed taxonomy (default configs/seed_taxonomy.json)
@@ -177,6 +180,7 @@ int MeasurePhase(const Flags& f) {
   int batch = static_cast<int>(f.GetInt("batch", 256));
   int threads = static_cast<int>(f.GetInt("threads", 32));
   MemoryOptions o;
+  o.retrieval_cache = static_cast<int>(f.GetInt("retrieval-cache", o.retrieval_cache));
   o.dir = dir;
   o.map_size_mb = 4096;
   o.seed_file = "";
@@ -208,6 +212,16 @@ int MeasurePhase(const Flags& f) {
   }
   uint64_t rss = bench::RssBytes();
   uint64_t rss_anon = bench::RssAnonBytes();  // without the LMDB pages mapped in by reads
+  // Share of the decisions (warm-up included) whose strategy search the retrieval cache answered.
+  auto status_number = [](const std::string& text, const std::string& key) {
+    size_t at = text.find(key + ":");
+    return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + key.size() + 1);
+  };
+  std::string after = m.StatusText();
+  double cache_hits = status_number(after, "retrieval_cache_hits");
+  double cache_misses = status_number(after, "retrieval_cache_misses");
+  double cache_hit_rate =
+      cache_hits + cache_misses > 0 ? cache_hits / (cache_hits + cache_misses) : 0.0;
 
   // Durable throughput: each acknowledged write synced to disk.
   auto task = m.ListTasks();
@@ -285,6 +299,7 @@ int MeasurePhase(const Flags& f) {
             {"decision_max_us", bench::Percentile(lat, 100)},
             {"decisions", decisions},
             {"strategies_per_decision", double(strategies_returned) / (decisions + warm)},
+            {"retrieval_cache_hit_rate", cache_hit_rate},
             {"durable_single_rps", single_rps},
             {"durable_batch_rps", batch_rps},
             {"durable_batch_acked_rps", batch_acked_rps},
@@ -307,8 +322,9 @@ int RunMemoryBench(int argc, char** argv) {
     std::printf("%s", kHelp);
     return 0;
   }
-  std::string unknown = f.Unknown({"sizes", "strategies", "decisions", "durable", "batch",
-                                   "threads", "dir", "keep", "seed-file", "phase"});
+  std::string unknown =
+      f.Unknown({"sizes", "strategies", "decisions", "durable", "batch", "threads", "dir", "keep",
+                 "seed-file", "phase", "retrieval-cache"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench memory: unknown flag --%s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -362,13 +378,14 @@ int RunMemoryBench(int argc, char** argv) {
     }  // closing writes the index snapshots
     double build_s = NowSeconds() - t0;
     int status = 0;
-    std::string out =
-        bench::RunCapture({bench::SelfExe(), "memory", "--phase", "measure", "--dir", store,
-                           "--decisions", std::to_string(f.GetInt("decisions", 2000)), "--durable",
-                           std::to_string(f.GetInt("durable", 2000)), "--batch",
-                           std::to_string(f.GetInt("batch", 256)), "--threads",
-                           std::to_string(f.GetInt("threads", 32))},
-                          &status);
+    std::string out = bench::RunCapture(
+        {bench::SelfExe(), "memory", "--phase", "measure", "--dir", store, "--decisions",
+         std::to_string(f.GetInt("decisions", 2000)), "--durable",
+         std::to_string(f.GetInt("durable", 2000)), "--batch",
+         std::to_string(f.GetInt("batch", 256)), "--threads",
+         std::to_string(f.GetInt("threads", 32)), "--retrieval-cache",
+         std::to_string(f.GetInt("retrieval-cache", MemoryOptions().retrieval_cache))},
+        &status);
     size_t at = out.find("PHASE_RESULT ");
     if (status != 0 || at == std::string::npos) {
       std::fprintf(stderr, "htam-bench memory: measurement of %lld records failed (status %d)\n%s",
@@ -383,12 +400,14 @@ int RunMemoryBench(int argc, char** argv) {
     std::printf(
         "records %8lld | build %7.1f s | start-up %6.3f s | RSS %7.1f MiB (anon %7.1f) | decision "
         "p50 %6.0f us"
-        " p99 %6.0f us | durable/s single %6.0f batch %7.0f group %6.0f | store %7.1f MiB\n",
+        " p99 %6.0f us (retrieval cache hits %3.0f%%) | durable/s single %6.0f batch %7.0f group "
+        "%6.0f | store %7.1f MiB\n",
         static_cast<long long>(size), build_s, r["startup_s"].get<double>(),
         r["rss_mib"].get<double>(), r["rss_anon_mib"].get<double>(),
         r["decision_p50_us"].get<double>(), r["decision_p99_us"].get<double>(),
-        r["durable_single_rps"].get<double>(), r["durable_batch_rps"].get<double>(),
-        r["durable_group_commit_rps"].get<double>(), r["store_mib"].get<double>());
+        100 * r["retrieval_cache_hit_rate"].get<double>(), r["durable_single_rps"].get<double>(),
+        r["durable_batch_rps"].get<double>(), r["durable_group_commit_rps"].get<double>(),
+        r["store_mib"].get<double>());
     std::fflush(stdout);
     results.push_back(r);
   }
