@@ -119,7 +119,8 @@ class AgentLoopTest(DaemonTestBase):
         self.assertGreater(report.rows[0].tokens_in, 0)
 
 
-    def test_cli_runs_the_model_agent_from_the_environment(self):
+    def _run_cli_with_fake_model(self, *extra):
+        """`htam_agent run` on fx_relu (budget 1) against a fake model that answers v3."""
         task = load_task(os.path.join(FIXTURES, "fx_relu"))
         good = task.lineages["cpu"].by_id("v3").source()
         ep = FakeEndpoint([reply("SUMMARY: 16 loads in flight\nSTRATEGIES: none\n```cpp\n"
@@ -129,9 +130,13 @@ class AgentLoopTest(DaemonTestBase):
                    HTAM_LLM_API_KEY="sk-env")
         r = subprocess.run([sys.executable, "-m", "htam_agent", "run", "--endpoint",
                             self.proc.endpoint, "--tasks-dir", FIXTURES, "--task", "fx_relu",
-                            "--backend", "cpu", "--budget", "1"],
+                            "--backend", "cpu", "--budget", "1", *extra],
                            env=env, capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r, ep
+
+    def test_cli_runs_the_model_agent_from_the_environment(self):
+        r, ep = self._run_cli_with_fake_model()
         self.assertIn("outcome: ok", r.stdout)
         self.assertIn("task fx_relu on cpu: best speedup", r.stdout)
         self.assertEqual(ep.requests[0]["headers"].get("Authorization"), "Bearer sk-env")
@@ -148,18 +153,7 @@ class AgentLoopTest(DaemonTestBase):
     def test_cli_profile_flag_shows_the_profile_line(self):
         # htamd here has no usable Nsight Compute for the CPU backend (none on PATH, or a real
         # one that sees no CUDA kernel): the Ok outcome carries the "profile unavailable" note.
-        task = load_task(os.path.join(FIXTURES, "fx_relu"))
-        good = task.lineages["cpu"].by_id("v3").source()
-        ep = FakeEndpoint([reply("SUMMARY: 16 loads in flight\nSTRATEGIES: none\n```cpp\n"
-                                 + good + "```\n")])
-        self.addCleanup(ep.close)
-        env = dict(os.environ, HTAM_LLM_BASE_URL=ep.url, HTAM_LLM_MODEL="fake-coder",
-                   HTAM_LLM_API_KEY="sk-env")
-        r = subprocess.run([sys.executable, "-m", "htam_agent", "run", "--endpoint",
-                            self.proc.endpoint, "--tasks-dir", FIXTURES, "--task", "fx_relu",
-                            "--backend", "cpu", "--budget", "1", "--profile"],
-                           env=env, capture_output=True, text=True, timeout=300)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r, _ = self._run_cli_with_fake_model("--profile")
         self.assertIn("outcome: ok", r.stdout)
         self.assertRegex(r.stdout, r"\n   profile: (ncu: |profile unavailable: )")
 
