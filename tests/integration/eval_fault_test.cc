@@ -179,6 +179,15 @@ TEST_F(EvalFault, SandboxKeepsWritesAndNetworkInside) {
   EXPECT_NE(status.find("nproc_limit="), std::string::npos) << status;
 }
 
+// The worker's /proc is its own: in a PID namespace (root) the worker gets a /proc of that
+// namespace, so /proc/self names getpid(), as GPU runtimes require (an H200 host's CUDA runtime
+// failed to start in every worker before; docs/backends.md).
+TEST_F(EvalFault, SandboxedWorkerSeesItselfInProc) {
+  EvalResult r = Run(Fault("proc_self.cpp"));
+  EXPECT_EQ(Name(r.status), std::string("Ok"))
+      << "/proc/self does not name the worker (code 7 = mismatch): " << r.diagnostics;
+}
+
 TEST(EvalQueue, BackpressureShutdownAndBadSubmissions) {
   TempDir dir;
   auto ev = StartEvaluator(
