@@ -15,11 +15,14 @@
 #include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
+#include "tests/integration/eval_test_util.h"
 
 namespace htam {
 namespace {
 
 namespace fs = std::filesystem;
+using eval::testing::ReadSource;
+using eval::testing::TempDir;
 
 const char* kTask = "configs/tasks/kb_linear_relu";
 const char* kProblems = "tests/kernelbench/problems";
@@ -32,29 +35,6 @@ bool HaveTorch() {
   if (!HaveTorch())                                                                       \
   GTEST_SKIP() << "PyTorch is not importable by /usr/bin/python3: install python3-torch " \
                   "(tools/setup.sh does)"
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/htam-kbtest-XXXXXX";
-    path_ = mkdtemp(t);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 class KernelBenchGateTest : public ::testing::Test {
  protected:
@@ -97,10 +77,14 @@ class KernelBenchGateTest : public ::testing::Test {
     return gate.Evaluate(source, {});
   }
   // A task directory holding `problem` and a task.json for x f32[4096] -> out f32[4096].
+  // `problem`: a file of tests/kernelbench/problems, or a path with a directory.
   std::string MakeTask(const std::string& problem) {
-    std::string dir = tmp_.path() + "/task_" + problem;
+    const std::string from =
+        problem.find('/') == std::string::npos ? std::string(kProblems) + "/" + problem : problem;
+    std::string dir = tmp_.path() + "/task_" + fs::path(problem).filename().string() + "_" +
+                      std::to_string(++tasks_made_);
     fs::create_directories(dir);
-    fs::copy_file(std::string(kProblems) + "/" + problem, dir + "/problem.py");
+    fs::copy_file(from, dir + "/problem.py");
     std::ofstream(dir + "/task.json") << R"({"name": "kb_t", "dims": [],
   "inputs": [{"name": "x", "dtype": "f32", "shape": [4096]}],
   "outputs": [{"name": "out", "dtype": "f32", "shape": [4096]}],
@@ -110,6 +94,7 @@ class KernelBenchGateTest : public ::testing::Test {
   }
 
   TempDir tmp_;
+  int tasks_made_ = 0;
   std::unique_ptr<PluginLibrary> lib_;
   std::unique_ptr<BackendInstance> backend_;
   htam_device* device_ = nullptr;
@@ -119,7 +104,7 @@ TEST_F(KernelBenchGateTest, CorrectCandidateIsOkWithPyTorchBaselineAndGoldenData
   REQUIRE_TORCH();
   auto task = ParseTaskFile(kTask);
   ASSERT_TRUE(task.ok()) << task.status().ToString();
-  const std::string src = Read(std::string(kTask) + "/candidates/linear_relu.cpp");
+  const std::string src = ReadSource(std::string(kTask) + "/candidates/linear_relu.cpp");
   GateResult r = Eval(*task, src, Options());
   ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
   EXPECT_TRUE(r.golden_computed);
@@ -185,14 +170,14 @@ TEST_F(KernelBenchGateTest, WrongCandidateIsIncorrect) {
   REQUIRE_TORCH();
   auto task = ParseTaskFile(kTask);
   ASSERT_TRUE(task.ok()) << task.status().ToString();
-  GateResult r = Eval(*task, Read("tests/kernelbench/linear_relu_no_bias.cpp"), Options());
+  GateResult r = Eval(*task, ReadSource("tests/kernelbench/linear_relu_no_bias.cpp"), Options());
   EXPECT_EQ(r.status, fb::OutcomeStatus::Incorrect) << r.diagnostics;
   EXPECT_NE(r.diagnostics.find("of 'out' outside tolerance"), std::string::npos) << r.diagnostics;
 }
 
 TEST_F(KernelBenchGateTest, MalformedProblemFilesGiveClearErrorsAndTheProcessGoesOn) {
   REQUIRE_TORCH();
-  const std::string relu = Read("configs/tasks/cpu_relu/reference.cpp");
+  const std::string relu = ReadSource("configs/tasks/cpu_relu/reference.cpp");
   struct Case {
     const char* file;
     const char* says;
@@ -226,16 +211,17 @@ TEST_F(KernelBenchGateTest, ImporterWritesATaskTheGateAccepts) {
   ASSERT_EQ(task->inputs.size(), 1u);
   EXPECT_EQ(task->inputs[0].name, "x");  // forward's parameter name
   EXPECT_EQ(task->outputs[0].name, "out");
-  GateResult r = Eval(*task, Read("configs/tasks/cpu_relu/reference.cpp"), Options());
+  GateResult r = Eval(*task, ReadSource("configs/tasks/cpu_relu/reference.cpp"), Options());
   EXPECT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
 }
 
 TEST_F(KernelBenchGateTest, ATaskThatDisagreesWithItsProblemFileIsAnInfraError) {
   REQUIRE_TORCH();
-  std::string dir = MakeTask("linear_relu.py");  // task.json says x f32[4096] only
+  // The shipped task's problem (nn.Linear) under a task.json that says x f32[4096] only.
+  std::string dir = MakeTask(std::string(kTask) + "/problem.py");
   auto task = ParseTaskFile(dir);
   ASSERT_TRUE(task.ok()) << task.status().ToString();
-  GateResult r = Eval(*task, Read("configs/tasks/cpu_relu/reference.cpp"), Options());
+  GateResult r = Eval(*task, ReadSource("configs/tasks/cpu_relu/reference.cpp"), Options());
   EXPECT_EQ(r.status, fb::OutcomeStatus::InfraError);
   EXPECT_NE(r.diagnostics.find("re-run kb_helper.py import"), std::string::npos) << r.diagnostics;
 }
@@ -247,10 +233,10 @@ TEST_F(KernelBenchGateTest, SingleCallRunsTheCandidateOnceAndChecksNothing) {
   GateOptions o = Options();
   o.single_call = true;
   // A failing call is still reported (this candidate wants 3 inputs and returns 1).
-  GateResult r = Eval(*task, Read("tests/kernelbench/linear_relu_no_bias.cpp"), o);
+  GateResult r = Eval(*task, ReadSource("tests/kernelbench/linear_relu_no_bias.cpp"), o);
   EXPECT_EQ(r.status, fb::OutcomeStatus::Crash) << r.diagnostics;
   EXPECT_NE(r.diagnostics.find("htam_kernel returned 1"), std::string::npos) << r.diagnostics;
-  r = Eval(*task, Read("configs/tasks/cpu_relu/reference.cpp"), o);
+  r = Eval(*task, ReadSource("configs/tasks/cpu_relu/reference.cpp"), o);
   EXPECT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
   EXPECT_EQ(r.cases, 0);
   EXPECT_EQ(r.repetitions, 0u);
