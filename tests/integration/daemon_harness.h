@@ -32,6 +32,25 @@ inline std::string MakeTempDir(const char* prefix) {
   return dir;
 }
 
+// Forks and execs `args` (args[0] a path) with stdout and stderr appended to `log_path`; the
+// child's pid.
+inline pid_t SpawnLogged(std::vector<std::string> args, const std::string& log_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* log = fopen(log_path.c_str(), "a");
+    if (log) {
+      dup2(fileno(log), 1);
+      dup2(fileno(log), 2);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 class DaemonProcess {
  public:
   explicit DaemonProcess(std::string data_dir, std::map<std::string, std::string> options = {})
@@ -58,19 +77,7 @@ class DaemonProcess {
       args.push_back("--" + k);
       args.push_back(v);
     }
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* log = fopen(log_path().c_str(), "a");
-      if (log) {
-        dup2(fileno(log), 1);
-        dup2(fileno(log), 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    pid_ = SpawnLogged(std::move(args), log_path());
     if (!wait_ready) return true;
     for (int i = 0; i < 300; ++i) {
       if (Exited()) return false;

@@ -68,19 +68,7 @@ class WorkerChild {
         "--eval.warmup_ms", "1", "--eval.input_sets", "1", "--eval.flush_max_mb", "1",
         "--general.log_level", "debug"};
     args.insert(args.end(), extra_.begin(), extra_.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* log = fopen((dir_ + "/worker.log").c_str(), "a");
-      if (log) {
-        dup2(fileno(log), 1);
-        dup2(fileno(log), 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    pid_ = htam::testing::SpawnLogged(std::move(args), dir_ + "/worker.log");
   }
   void Signal(int sig) {
     if (pid_ > 0) ::kill(pid_, sig);
