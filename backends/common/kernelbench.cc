@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "backends/common/sha256.h"
+#include "daemon/util/file.h"
 
 #ifndef HTAM_KB_HELPER_DEFAULT
 #define HTAM_KB_HELPER_DEFAULT "tools/kernelbench/kb_helper.py"
@@ -28,15 +29,6 @@ namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'H', 'T', 'A', 'M', 'G', 'L', 'D', '1'};
 constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
-
-bool ReadAll(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
-}
 
 // A little-endian reader over a byte string; every read checks the bounds.
 class Reader {
@@ -104,7 +96,7 @@ std::string DefaultKernelBenchHelper() {
 
 Status ReadGoldenFile(const std::string& path, GoldenCase* out) {
   std::string data;
-  if (!ReadAll(path, &data)) return Status::NotFound(path + ": cannot open");
+  if (!ReadWholeFile(path, &data)) return Status::NotFound(path + ": cannot open");
   Reader r(data);
   std::string magic;
   uint32_t count = 0;
@@ -144,7 +136,7 @@ KernelBenchGolden::KernelBenchGolden(const TaskSpec& task, GoldenOptions options
   std::string problem;
   if (task_.kernelbench.empty()) {
     init_ = Status::InvalidArgument("task '" + task_.name + "' is not a KernelBench task");
-  } else if (!ReadAll(task_.dir + "/" + task_.kernelbench, &problem)) {
+  } else if (!ReadWholeFile(task_.dir + "/" + task_.kernelbench, &problem)) {
     init_ = Status::NotFound("cannot read the problem file " + task_.dir + "/" + task_.kernelbench);
   } else if (opt_.cache_dir.empty()) {
     init_ = Status::InvalidArgument("no cache directory for golden data");
@@ -223,7 +215,7 @@ Status KernelBenchGolden::RunHelper(const std::vector<uint64_t>& seeds,
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::string out;
-  ReadAll(log, &out);
+  ReadWholeFile(log, &out);
   unlink(log.c_str());
   if (timed_out)
     return Status::Timeout("the KernelBench helper ran past " + std::to_string(opt_.timeout_s) +
@@ -273,7 +265,7 @@ Result<GoldenCase> KernelBenchGolden::Load(uint64_t seed) const {
 Result<TorchBaseline> KernelBenchGolden::Baseline() const {
   HTAM_RETURN_IF_ERROR(init_);
   std::string text;
-  if (!ReadAll(dir_ + "/baseline.json", &text))
+  if (!ReadWholeFile(dir_ + "/baseline.json", &text))
     return Status::NotFound("no PyTorch baseline in " + dir_);
   TorchBaseline b;
   try {

@@ -37,6 +37,7 @@
 #include "backends/cuda/ncu_profile.h"
 #include "backends/cuda/roofline_ext.h"
 #include "daemon/config/config.h"
+#include "daemon/util/file.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -140,15 +141,6 @@ std::string FindPlugin(const std::string& backend) {
     if (fs::exists(c)) return fs::canonical(c).string();
   }
   return name;  // let dlopen search
-}
-
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
 }
 
 std::string OptionValue(const std::vector<std::string>& opts, const std::string& key,
@@ -282,7 +274,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> sources;
     for (const auto& s : args.sources) {
       std::string src;
-      if (ReadFile(s, &src)) sources.push_back(std::move(src));
+      if (htam::ReadWholeFile(s, &src)) sources.push_back(std::move(src));
     }
     std::string arch = desc.devices[0].arch;
     std::cout.flush();
@@ -321,7 +313,7 @@ int main(int argc, char** argv) {
       r = gate.EvaluateReference({});
     } else {
       std::string src;
-      if (!ReadFile(path, &src)) {
+      if (!htam::ReadWholeFile(path, &src)) {
         std::cerr << "htam-eval-cli: cannot read " << path << "\n";
         worst = std::max(worst, 2);
         continue;

@@ -16,6 +16,7 @@
 
 #include "backends/cuda/sha256.h"
 #include "backends/cuda/subprocess.h"
+#include "daemon/util/file.h"
 
 namespace htam::cuda {
 namespace fs = std::filesystem;
@@ -28,15 +29,6 @@ std::vector<std::string> SplitWords(std::string_view s) {
   std::string w;
   while (in >> w) out.push_back(w);
   return out;
-}
-
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
 }
 
 bool WriteFile(const std::string& path, std::string_view data) {
@@ -232,7 +224,7 @@ Result<NvccCompiler> NvccCompiler::Create(const CompilerOptions& options) {
   c.version_ = r->output;
   while (!c.version_.empty() && c.version_.back() == '\n') c.version_.pop_back();
   std::string header;
-  if (!ReadFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
+  if (!ReadWholeFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
     return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir +
                                       "'");
   }
@@ -261,7 +253,7 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   if (!options_.cache_dir.empty()) {
     entry = options_.cache_dir + "/cuda/" + out.hash;
     std::string meta;
-    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 && ReadFile(entry + "/meta", &meta)) {
+    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 && ReadWholeFile(entry + "/meta", &meta)) {
       DecodeMeta(meta, &out);
       out.ok = true;
       out.from_cache = true;

@@ -17,6 +17,7 @@
 #include "backends/common/sha256.h"
 #include "backends/hip/code_object.h"
 #include "backends/hip/subprocess.h"
+#include "daemon/util/file.h"
 
 namespace htam::hip {
 namespace fs = std::filesystem;
@@ -29,15 +30,6 @@ std::vector<std::string> SplitWords(std::string_view s) {
   std::string w;
   while (in >> w) out.push_back(w);
   return out;
-}
-
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
 }
 
 bool WriteFile(const std::string& path, std::string_view data) {
@@ -157,7 +149,7 @@ Result<HipccCompiler> HipccCompiler::Create(const HipccOptions& options) {
     c.hipcc_identity_ = real + ' ' + std::to_string(st.st_size) + ' ' + std::to_string(st.st_mtime);
   }
   std::string header;
-  if (!ReadFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
+  if (!ReadWholeFile(c.options_.sdk_include_dir + "/htam/kernel_abi.h", &header)) {
     return Status::FailedPrecondition("no htam/kernel_abi.h under '" + options.sdk_include_dir +
                                       "'");
   }
@@ -165,7 +157,7 @@ Result<HipccCompiler> HipccCompiler::Create(const HipccOptions& options) {
   c.tc_ = std::make_shared<Toolchain>();
   // A probe remembered by an earlier process with the same hipcc and targets.
   std::string memo = c.MemoPath(), text;
-  if (!memo.empty() && ReadFile(memo, &text)) {
+  if (!memo.empty() && ReadWholeFile(memo, &text)) {
     size_t v = text.find("\nversion\n");
     std::istringstream in(text.substr(0, v));
     std::string line;
@@ -298,7 +290,7 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
   if (!options_.cache_dir.empty()) {
     entry = options_.cache_dir + "/hip/" + out.hash;
     std::string meta;
-    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 && ReadFile(entry + "/meta", &meta)) {
+    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 && ReadWholeFile(entry + "/meta", &meta)) {
       DecodeMeta(meta, &out);
       out.ok = true;
       out.from_cache = true;

@@ -28,6 +28,7 @@
 #include "backends/cuda/roofline_ext.h"
 #include "backends/hip/amd_runtime.h"
 #include "backends/hip/hipcc_compiler.h"
+#include "daemon/util/file.h"
 #include "htam/backend.h"
 
 using htam::plugin::MakeError;
@@ -90,15 +91,6 @@ std::string SelfDir() {
     return fs::path(info.dli_fname).parent_path().string();
   }
   return ".";
-}
-
-bool ReadText(const std::string& p, std::string* out) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream s;
-  s << f.rdbuf();
-  *out = s.str();
-  return true;
 }
 
 }  // namespace
@@ -252,7 +244,7 @@ void DescribeAmd(htam_backend* b, const std::string& why) {
 htam::Status WriteShims(htam_backend* b) {
   std::string layer;
   std::string header = b->sdk_include_dir + "/htam/hip_on_cuda.h";
-  if (!ReadText(header, &layer)) {
+  if (!htam::ReadWholeFile(header, &layer)) {
     return htam::Status::FailedPrecondition("no htam/hip_on_cuda.h under " + b->sdk_include_dir);
   }
   std::string hash = htam::Sha256Hex(layer).substr(0, 16);
