@@ -8,6 +8,9 @@
 #         duration of the reference kernel's launches at the timed shape (the most frequent grid).
 # Prints one JSON line per task: task, kernel, htam_median_us, cv_pct, ncu_median_us, ncu_launches,
 # diff_pct (htam over ncu, percent).
+# NCU_CACHE=none runs ncu with --cache-control none (the kernel then starts from the cache state
+# our flush left, not from ncu's flush-and-invalidate): a difference between the two runs is the
+# cache state, not the clock.
 #   usage: fidelity_suite.sh OUT_FILE LIMIT_S [TASK ...]
 set -u
 OUTF=$1 LIMIT=$2; shift 2
@@ -24,13 +27,13 @@ for t in $TASKS; do
   timeout -s KILL $(( left / 2 )) "$S/htam-eval-cli" --task "$dir" --reference $src --seeds 1 --reps 30 \
     > "$TMP/$t.htam" 2> "$TMP/$t.err"
   left=$(( LIMIT - ($(date +%s) - T0) ))
-  timeout -s KILL $(( left > 60 ? 60 : left )) ncu --clock-control none \
+  timeout -s KILL $(( left > 60 ? 60 : left )) ncu --clock-control none --cache-control "${NCU_CACHE:-all}" \
     --metrics gpu__time_duration.sum,launch__grid_size --kernel-name "$kern" --csv \
     "$S/htam-eval-cli" --task "$dir" --reference --seeds 1 --reps 20 > "$TMP/$t.ncu" 2>&1
   python3 - "$t" "$kern" "$TMP/$t.htam" "$TMP/$t.ncu" >> "$OUTF" <<'PY'
-import csv, json, statistics, sys
+import csv, json, os, statistics, sys
 task, kern, hf, nf = sys.argv[1:5]
-out = {"task": task, "kernel": kern}
+out = {"task": task, "kernel": kern, "ncu_cache_control": os.environ.get("NCU_CACHE", "all")}
 meds = []
 for l in open(hf, errors="replace"):
     if l.startswith("{"):

@@ -18,7 +18,7 @@
 set -u
 PARTS=" ${*:-tests bench fidelity} "
 has() { case "$PARTS" in *" $1 "*) return 0 ;; esac; return 1; }
-# "tests" is cuda + hacks + kb + hip; each can also be asked alone.
+# "tests" is cuda + hacks + daemon + kb + hip; each can also be asked alone.
 part() { has tests || has "$1"; }
 ROOT=$PWD
 OUT=${OUT:-/tmp/htam-gpu-out}
@@ -36,6 +36,7 @@ LIBS=/tmp/htam-gpu-lib
 mkdir -p $LIBS && tar -C $LIBS -xzf "$S/lib.tar.gz"
 export LD_LIBRARY_PATH=$LIBS:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
 export HTAM_EVAL_CLI=$S/htam-eval-cli HTAM_CUDA_PLUGIN_PATH=$S/libhtam_backend_cuda.so \
+       HTAM_HTAMD=$S/htamd HTAM_EVAL_WORKER=$S/htam-eval-worker HTAM_SOURCE_ROOT=$ROOT \
        HTAM_HIP_PLUGIN_PATH=$S/libhtam_backend_hip.so PYTHONUNBUFFERED=1
 chmod +x "$S"/htam-eval-cli "$S"/htam-bench "$S"/*_test 2>/dev/null
 GREP='^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|^\[  FAILED|Failure|Expected|Which is|actual|^device|^roofline|^relu|^10 rep| mode( asked)?:|^hip on|^rowsum|reference.hip|lost in'
@@ -77,6 +78,12 @@ fi
 if part hacks; then
 run "${T_HACKS:-150}" "$OUT/cuda_hacks.log" "$S/cuda_hacks_gpu_test"
 grep -E "$GREP|^ncu profile" "$OUT/cuda_hacks.log" | head -50
+fi
+# ---- htamd with its sandboxed CUDA workers through the C++ SDK (crash recovery, ncu profile)
+if part daemon; then
+chmod -R a+rX "$ROOT" $LIBS 2>/dev/null  # the sandbox runs candidates as an unprivileged user
+run "${T_DAEMON:-150}" "$OUT/cuda_daemon.log" "$S/cuda_daemon_gpu_test"
+grep -E "$GREP|^daemon|^Nsight" "$OUT/cuda_daemon.log" | head -30
 fi
 # ---- KernelBench problems on CUDA (golden data and eager baseline from PyTorch on the GPU)
 if part kb; then
@@ -141,10 +148,11 @@ def gtest(text):
     killed = re.findall(r"^--- exit (137|124)", text, re.M)
     return {"passed": ok, "failed": failed, "skipped": skipped, "parts_killed": len(killed)}
 s = {"wall_s": wall, "cuda_tests": gtest(read("cuda_tests.log")),
-     "cuda_hacks": gtest(read("cuda_hacks.log")), "cuda_kernelbench": gtest(read("cuda_kernelbench.log")),
+     "cuda_hacks": gtest(read("cuda_hacks.log")), "cuda_daemon": gtest(read("cuda_daemon.log")),
+     "cuda_kernelbench": gtest(read("cuda_kernelbench.log")),
      "hip": gtest(read("hip.log"))}
-s["printed"] = [l for f in ("cuda_tests.log", "cuda_hacks.log", "cuda_kernelbench.log", "hip.log") for l in read(f).splitlines()
-                if re.match(r"^(device|roofline|relu|10 rep|\w+ mode( asked)?:|hip on|rowsum|ncu profile|kernelbench|\S+\s+reference.hip)", l)]
+s["printed"] = [l for f in ("cuda_tests.log", "cuda_hacks.log", "cuda_daemon.log", "cuda_kernelbench.log", "hip.log") for l in read(f).splitlines()
+                if re.match(r"^(daemon|device|roofline|relu|10 rep|\w+ mode( asked)?:|hip on|rowsum|ncu profile|kernelbench|\S+\s+reference.hip)", l)]
 s["fidelity_suite"] = [json.loads(l) for l in read("fidelity_suite.jsonl").splitlines() if l.startswith("{")]
 try:
     s["bench_eval"] = json.load(open("/tmp/htam-bench-eval.json"))
@@ -167,7 +175,7 @@ print(json.dumps(s, indent=1))
 PY
 python3 -c "
 import json; s = json.load(open('$OUT/summary.json'))
-for k in ('cuda_tests', 'cuda_hacks', 'cuda_kernelbench', 'hip'):
+for k in ('cuda_tests', 'cuda_hacks', 'cuda_daemon', 'cuda_kernelbench', 'hip'):
     print('%-10s passed %3d failed %d skipped %d killed %d %s' % (k, len(s[k]['passed']), len(s[k]['failed']), len(s[k]['skipped']), s[k]['parts_killed'], ' '.join(s[k]['failed'])))
 b = s['bench_eval']; print('bench eval:', b.get('candidates'), 'candidates', b.get('ok'), 'Ok,', '%.1f/min' % b.get('candidates_per_min', 0), 'skipped', b.get('skipped'))
 for k in s['kernelbench']: print('kernelbench %s: compile %.1f s total %.1f s = %.2f/min' % (k['kernel'], k['compile_s'], k['total_s'], k['candidates_per_min']))

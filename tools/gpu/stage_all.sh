@@ -14,8 +14,8 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHTAM_WITH_CUDA=ON -DHTAM_WITH_HIP=ON > /dev/null
 fi
 TARGETS="htam_backend_cuda htam_backend_hip htam-eval-cli htam-bench cuda_plugin_gpu_test
-         cuda_hacks_gpu_test cuda_kernelbench_gpu_test hip_on_nvidia_gpu_test htamd htam-worker
-         htam-eval-worker"
+         cuda_hacks_gpu_test cuda_kernelbench_gpu_test cuda_daemon_gpu_test hip_on_nvidia_gpu_test
+         htamd htam-worker htam-eval-worker"
 nice -n 5 cmake --build "$B" --target $TARGETS -j2
 S=.gpu-stage
 rm -rf "$S" && mkdir -p "$S/lib"
@@ -24,11 +24,13 @@ mkdir -p "$(dirname "$EXCL")"
 grep -qx '/.gpu-stage/' "$EXCL" 2>/dev/null || echo '/.gpu-stage/' >> "$EXCL"
 for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.so \
          backends/cuda/htam-eval-cli tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
-         tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test \
+         tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test tests/gpu/cuda_daemon_gpu_test \
          tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \
          daemon/eval/htam-eval-worker; do
   strip -o "$S/$(basename "$f")" "$B/$f"
 done
+# The flush-gap probe (tools/gpu/flush_gap.sh): a plain CUDA program, static runtime.
+nvcc -O3 -arch=sm_90a -cudart static -o "$S/flush_gap_probe" backends/cuda/bench/flush_gap_probe.cu
 # CUPTI of the toolkit this was built with (the plugin finds it through LD_LIBRARY_PATH there).
 CUPTI=$(ldd "$S/libhtam_backend_cuda.so" | awk '/libcudart.so/ {print $3}' | xargs -r dirname)/libcupti.so.13
 [ -f "$CUPTI" ] || CUPTI=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/lib/libcupti.so.13 \
