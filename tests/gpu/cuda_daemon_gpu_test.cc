@@ -11,10 +11,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "daemon/util/file.h"
 #include "tests/gpu/gpu_test_util.h"
 
 // The daemon harness names htamd and the source tree by macros: the staged copies on a GPU machine
@@ -31,14 +31,8 @@ using htam::testing::DaemonProcess;
 using htam::testing::MakeTempDir;
 
 std::string ReadFile(const std::string& path) {
-  FILE* f = fopen(path.c_str(), "rb");
-  if (!f) return "";
   std::string s;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-  fclose(f);
-  return s;
+  return htam::ReadWholeFile(path, &s) ? s : "";
 }
 
 std::string Ncu() {
