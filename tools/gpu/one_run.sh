@@ -10,10 +10,13 @@
 # Writes 8 files to $OUT: info.txt, cuda_tests.log, cuda_hacks.log, hip.log, bench_eval.log,
 # kernelbench.jsonl, fidelity.log, summary.json (the last one gathers the numbers).
 # Parts (arguments; default all, in this order): tests (CUDA plugin, hack catalogue + timing
-# modes + ncu profile, KernelBench on CUDA, HIP on NVIDIA), bench (htam-bench eval against the
-# KernelBench load_inline path), fidelity (relu 16M modes against ncu, then the suite's kernels,
-# tools/gpu/fidelity_suite.sh). One call of at most 10 minutes fits "tests", another "bench fidelity".
-# Limits (seconds) can be changed by environment: T_CUDA, T_HACKS, T_KB, T_HIP, T_BENCH, T_TOTAL.
+# modes + ncu profile, htamd with sandboxed CUDA workers, KernelBench on CUDA, HIP on NVIDIA), bench
+# (htam-bench eval against the KernelBench load_inline path), fidelity (relu 16M modes against ncu,
+# the suite's kernels under triton.testing.do_bench, then against ncu with
+# tools/gpu/fidelity_suite.sh; FID_TASKS narrows the list). One call of at most 10 minutes fits
+# "tests", another "bench fidelity".
+# Limits (seconds) can be changed by environment: T_CUDA, T_HACKS, T_DAEMON, T_KB, T_HIP, T_BENCH,
+# T_TOTAL.
 # KernelBench needs a python3 with PyTorch+CUDA: HTAM_KB_PYTHON (default: python3 on PATH).
 set -u
 PARTS=" ${*:-tests bench fidelity} "
@@ -123,8 +126,12 @@ if has fidelity && [ "$(left)" -gt 62 ] && command -v ncu > /dev/null; then
       "$S/htam-eval-cli" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 20 \
       --option cuda_timing_mode=sync 2>&1 | grep '^"' | grep gpu__time_duration
   } > "$OUT/fidelity.log" 2>&1
+  # The same references under triton.testing.do_bench (events, memset flush), in PyTorch's python.
+  LD_LIBRARY_PATH=$ORIG_LD timeout -s KILL 120 python3 backends/cuda/bench/suite_do_bench.py sdk/include \
+    $(for t in ${FID_TASKS:-gelu rowsum softmax transpose sgemm bf16_gemm rmsnorm stencil2d}; do echo configs/tasks/$t; done) \
+    > "$OUT/do_bench.jsonl" 2> "$OUT/do_bench.err"
   export S
-  bash tools/gpu/fidelity_suite.sh "$OUT/fidelity_suite.jsonl" $(( $(left) - 20 ))
+  bash tools/gpu/fidelity_suite.sh "$OUT/fidelity_suite.jsonl" $(( $(left) - 20 )) ${FID_TASKS:-}
 fi
 
 # The KernelBench part may still compile: give it what is left, then stop it.
@@ -154,6 +161,8 @@ s = {"wall_s": wall, "cuda_tests": gtest(read("cuda_tests.log")),
 s["printed"] = [l for f in ("cuda_tests.log", "cuda_hacks.log", "cuda_daemon.log", "cuda_kernelbench.log", "hip.log") for l in read(f).splitlines()
                 if re.match(r"^(daemon|device|roofline|relu|10 rep|\w+ mode( asked)?:|hip on|rowsum|ncu profile|kernelbench|\S+\s+reference.hip)", l)]
 s["fidelity_suite"] = [json.loads(l) for l in read("fidelity_suite.jsonl").splitlines() if l.startswith("{")]
+s["do_bench"] = [{k: v for k, v in json.loads(l).items() if k != "medians_us"}
+                 for l in read("do_bench.jsonl").splitlines() if l.startswith("{")]
 try:
     s["bench_eval"] = json.load(open("/tmp/htam-bench-eval.json"))
 except Exception as e:
@@ -181,5 +190,6 @@ b = s['bench_eval']; print('bench eval:', b.get('candidates'), 'candidates', b.g
 for k in s['kernelbench']: print('kernelbench %s: compile %.1f s total %.1f s = %.2f/min' % (k['kernel'], k['compile_s'], k['total_s'], k['candidates_per_min']))
 print('ratio vs kernelbench:', s.get('throughput_ratio_vs_kernelbench'))
 for f in s['fidelity_suite']: print('fidelity', f)
+for f in s['do_bench']: print('do_bench', f)
 print('wall', s['wall_s'], 's')
 "
