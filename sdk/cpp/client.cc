@@ -112,8 +112,7 @@ Status StatusFromError(const fb::ErrorT& e) {
 
 class Client::Impl {
  public:
-  explicit Impl(ClientOptions options)
-      : opt_(std::move(options)), context_(SharedContext()) {}
+  explicit Impl(ClientOptions options) : opt_(std::move(options)), context_(SharedContext()) {}
 
   ~Impl() { Shutdown(); }
 
@@ -240,10 +239,13 @@ class Client::Impl {
       // Not sent (cannot happen on a fresh socket's empty queue): like the I/O thread, let
       // the deadline retry or fail it.
       std::optional<Result<T>> reply;
-      if (sent) reply = Receive<T>(s, request_id, deadline);
-      else std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      bool broken = false;
+      if (sent)
+        reply = Receive<T>(s, request_id, deadline, &broken);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
       if (reply) {
-        Checkin(std::move(*socket));
+        if (!broken) Checkin(std::move(*socket));
         return std::move(*reply);
       }
       // No answer by the deadline: this socket is closed with whatever may still arrive on it,
@@ -260,9 +262,10 @@ class Client::Impl {
  private:
   // The next reply to `request_id` on `s`, decoded; nullopt when the deadline passes first.
   // Anything else arriving there (the reply to the Hello that announced a fresh socket, a
-  // message not from htamd) is skipped.
+  // message not from htamd) is skipped. A failing socket sets *broken (and gives Unavailable).
   template <typename T>
-  std::optional<Result<T>> Receive(zmq::socket_t& s, uint64_t request_id, int64_t deadline) {
+  std::optional<Result<T>> Receive(zmq::socket_t& s, uint64_t request_id, int64_t deadline,
+                                   bool* broken) {
     using Table = typename T::TableType;
     while (true) {
       const int64_t left = deadline - NowMs();
@@ -278,6 +281,7 @@ class Client::Impl {
         }
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
+        *broken = true;
         return Result<T>(Status::Unavailable(std::string("client socket: ") + e.what()));
       }
       const fb::Envelope* env = VerifiedEnvelope(m);
@@ -291,8 +295,8 @@ class Client::Impl {
       }
       const Table* body = env->body_as<Table>();
       if (body == nullptr)
-        return Result<T>(
-            Status::Internal(std::string("unexpected reply ") + fb::EnumNameBody(env->body_type())));
+        return Result<T>(Status::Internal(std::string("unexpected reply ") +
+                                          fb::EnumNameBody(env->body_type())));
       T out;
       body->UnPackTo(&out);
       return Result<T>(std::move(out));
@@ -550,7 +554,7 @@ class Client::Impl {
 
   ClientOptions opt_;
   bool curve_ = false;
-  std::shared_ptr<zmq::context_t> context_;  // SharedContext(); outlives every socket below
+  std::shared_ptr<zmq::context_t> context_;   // SharedContext(); outlives every socket below
   std::unique_ptr<zmq::socket_t> socket_;     // I/O thread
   bool announced_ = false;                    // I/O thread: socket_ sent its Hello
   std::unique_ptr<zmq::socket_t> wake_recv_;  // I/O thread

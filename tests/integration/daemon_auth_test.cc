@@ -4,9 +4,9 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
-#include <fstream>
 
 #include "daemon/server/auth.h"
 #include "tests/integration/daemon_harness.h"
