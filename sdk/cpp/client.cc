@@ -87,6 +87,12 @@ std::shared_ptr<zmq::context_t> SharedContext() {
   }
   if (!ctx) {
     ctx = std::make_shared<zmq::context_t>(1);
+    // The Clients share the context's socket limit (default 1023); raise it to what ZeroMQ
+    // allows, as each Client had its own limit before they shared.
+    try {
+      ctx->set(zmq::ctxopt::max_sockets, ctx->get(zmq::ctxopt::socket_limit));
+    } catch (const zmq::error_t&) {
+    }
     *shared = ctx;
     owner = getpid();
   }
@@ -195,12 +201,16 @@ class Client::Impl {
   fb::HelloReplyT hello_;
 
   // Whether a synchronous call with this body goes the direct way. Progress events need the I/O
-  // thread (ClientOptions::on_progress runs there); and while a write sent through the I/O
-  // thread is unanswered, later requests follow it on the same connection, so that the daemon
-  // commits the write before it serves them (it keeps each connection's requests in order).
+  // thread (ClientOptions::on_progress runs there), and so does Poll with them; and while a
+  // write sent through the I/O thread is unanswered, later requests follow it on the same
+  // connection, so that the daemon commits the write before it serves them (it keeps each
+  // connection's requests in order).
   bool Direct(const fb::BodyUnion& body) const {
     if (stop_ || loop_writes_.load() != 0) return false;
     if (body.type == fb::Body::Submit && body.AsSubmit()->progress) return false;
+    // A job's Progress events arrive on the I/O thread's connection; its Poll follows them there,
+    // so that on_progress has seen the job's "done" event when Poll returns the result.
+    if (body.type == fb::Body::Poll && opt_.on_progress) return false;
     return true;
   }
 

@@ -17,9 +17,11 @@
 //    the Client is involved, so concurrent callers each use a connection of their own, and the
 //    pool holds as many sockets as calls were ever in flight at once. Exceptions, which go through
 //    the I/O thread below: Submit/SubmitAndWait with progress = true (Progress events go to
-//    on_progress), and any synchronous call made while a write (Record, Submit, CloseSession, a
-//    new OpenSession) sent through the I/O thread is unanswered (so that the daemon still handles
-//    that write first, as it does for the requests of one connection).
+//    on_progress); Poll when on_progress is set (the job's Progress events come on the I/O
+//    thread's connection, so they have been handled when Poll returns the result); and any
+//    synchronous call made while a write (Record, Submit, CloseSession, a new OpenSession) sent
+//    through the I/O thread is unanswered (so that the daemon still handles that write first, as
+//    it does for the requests of one connection).
 //  - Asynchronous calls (CallAsync, *Async) go through one I/O thread per Client, which owns one
 //    more socket; callbacks (and on_progress) run on that thread: they must not block and must
 //    not call the synchronous methods of the same Client.
