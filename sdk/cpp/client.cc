@@ -1,15 +1,28 @@
-// htam_client: the C++ SDK. One I/O thread owns the DEALER socket; callers hand requests over a
-// mutex-guarded outbox and an inproc wake-up socket, and get replies through callbacks/futures.
+// htam_client: the C++ SDK. Two paths to the daemon:
+//  - direct (synchronous calls): the calling thread checks a DEALER socket out of the Client's
+//    pool, sends, and waits for the reply with the request's id on that socket itself; no other
+//    thread of the Client is involved. A socket whose request timed out is closed, not returned
+//    to the pool (lazy pirate: its late reply must never answer a later request).
+//  - the I/O thread (asynchronous calls, Submit with progress events, and synchronous calls while
+//    a write sent through the I/O thread is unanswered): it owns one DEALER socket; callers hand
+//    requests over a mutex-guarded outbox and an inproc wake-up socket, and get replies through
+//    callbacks/futures.
 #include "htam/client.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 #include <zmq.hpp>
 
 #include "flatbuffers/flatbuffers.h"
@@ -58,6 +71,34 @@ Status ReadKeys(const std::string& path, std::string* pub, std::string* sec) {
   return Status::OK();
 }
 
+// The ZeroMQ context of this process's Clients: one I/O thread serves all their connections (it
+// handles whatever is ready at each wake-up, instead of one sleeping thread per Client). It ends
+// with the last Client. A child process after fork() gets its own (the parent's I/O thread does
+// not exist there; the inherited context is left alone, never terminated by the child).
+std::shared_ptr<zmq::context_t> SharedContext() {
+  static auto* mu = new std::mutex;
+  static auto* shared = new std::weak_ptr<zmq::context_t>;
+  static pid_t owner = 0;
+  std::lock_guard<std::mutex> lock(*mu);
+  std::shared_ptr<zmq::context_t> ctx = shared->lock();
+  if (ctx && owner != getpid()) {
+    new std::shared_ptr<zmq::context_t>(std::move(ctx));  // the parent's: never released here
+    ctx.reset();
+  }
+  if (!ctx) {
+    ctx = std::make_shared<zmq::context_t>(1);
+    // The Clients share the context's socket limit (default 1023); raise it to what ZeroMQ
+    // allows, as each Client had its own limit before they shared.
+    try {
+      ctx->set(zmq::ctxopt::max_sockets, ctx->get(zmq::ctxopt::socket_limit));
+    } catch (const zmq::error_t&) {
+    }
+    *shared = ctx;
+    owner = getpid();
+  }
+  return ctx;
+}
+
 }  // namespace
 
 Status StatusFromError(const fb::ErrorT& e) {
@@ -77,7 +118,7 @@ Status StatusFromError(const fb::ErrorT& e) {
 
 class Client::Impl {
  public:
-  explicit Impl(ClientOptions options) : opt_(std::move(options)), context_(1) {}
+  explicit Impl(ClientOptions options) : opt_(std::move(options)), context_(SharedContext()) {}
 
   ~Impl() { Shutdown(); }
 
@@ -98,11 +139,12 @@ class Client::Impl {
           "CURVE needs the server public key and the client public and secret keys");
     curve_ = all;
     try {
+      static std::atomic<uint64_t> clients{0};
       std::ostringstream name;
-      name << "inproc://htam-client-wake-" << static_cast<const void*>(this);
-      wake_recv_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+      name << "inproc://htam-client-wake-" << ++clients;
+      wake_recv_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pair);
       wake_recv_->bind(name.str());
-      wake_send_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+      wake_send_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pair);
       wake_send_->connect(name.str());
       HTAM_RETURN_IF_ERROR(OpenSocket());
     } catch (const zmq::error_t& e) {
@@ -117,6 +159,7 @@ class Client::Impl {
     if (stop_.exchange(true)) return;
     Wake();
     if (io_.joinable()) io_.join();
+    DropIdle();
     socket_.reset();
     wake_recv_.reset();
     {
@@ -132,6 +175,7 @@ class Client::Impl {
     env.version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
     env.request_id = out.request_id;
     out.idempotent = Idempotent(body.type, body);
+    out.hello = body.type == fb::Body::Hello;
     env.body = std::move(body);
     flatbuffers::FlatBufferBuilder fbb(256);
     fbb.Finish(fb::Envelope::Pack(fbb, &env), fb::EnvelopeIdentifier());
@@ -139,10 +183,11 @@ class Client::Impl {
     out.timeout_ms = (timeout.count() > 0 ? timeout : opt_.timeout).count();
     out.done = std::move(done);
     in_flight_++;
+    if (!out.idempotent) loop_writes_++;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) {
-        in_flight_--;
+        Finished(out);
         out.done(Status::Unavailable("client is shut down"));
         return;
       }
@@ -155,11 +200,188 @@ class Client::Impl {
   const ClientOptions& options() const { return opt_; }
   fb::HelloReplyT hello_;
 
+  // Whether a synchronous call with this body goes the direct way. Progress events need the I/O
+  // thread (ClientOptions::on_progress runs there), and so does Poll with them; and while a
+  // write sent through the I/O thread is unanswered, later requests follow it on the same
+  // connection, so that the daemon commits the write before it serves them (it keeps each
+  // connection's requests in order).
+  bool Direct(const fb::BodyUnion& body) const {
+    if (stop_ || loop_writes_.load() != 0) return false;
+    if (body.type == fb::Body::Submit && body.AsSubmit()->progress) return false;
+    // A job's Progress events arrive on the I/O thread's connection; its Poll follows them there,
+    // so that on_progress has seen the job's "done" event when Poll returns the result.
+    if (body.type == fb::Body::Poll && opt_.on_progress) return false;
+    return true;
+  }
+
+  // A synchronous call on the calling thread (see the top of this file).
+  template <typename T>
+  Result<T> CallDirect(fb::BodyUnion body, std::chrono::milliseconds timeout) {
+    const bool idempotent = Idempotent(body.type, body);
+    const bool is_hello = body.type == fb::Body::Hello;
+    const uint64_t request_id = next_id_.fetch_add(1) + 1;
+    flatbuffers::FlatBufferBuilder fbb(256);
+    {
+      fb::EnvelopeT env;
+      env.version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
+      env.request_id = request_id;
+      env.body = std::move(body);
+      fbb.Finish(fb::Envelope::Pack(fbb, &env), fb::EnvelopeIdentifier());
+    }
+    const int64_t timeout_ms = (timeout.count() > 0 ? timeout : opt_.timeout).count();
+    in_flight_++;
+    struct Done {
+      std::atomic<size_t>& n;
+      ~Done() { n--; }
+    } done{in_flight_};
+    for (int tries = idempotent ? 1 + std::max(opt_.retries, 0) : 1; tries > 0; --tries) {
+      auto socket = Checkout(!is_hello);
+      if (!socket.ok()) return socket.status();
+      zmq::socket_t& s = **socket;
+      const int64_t deadline = NowMs() + timeout_ms;
+      bool sent = false;
+      try {
+        sent = s.send(zmq::const_buffer(fbb.GetBufferPointer(), fbb.GetSize()),
+                      zmq::send_flags::dontwait)
+                   .has_value();
+      } catch (const zmq::error_t&) {
+      }
+      // Not sent (cannot happen on a fresh socket's empty queue): like the I/O thread, let
+      // the deadline retry or fail it.
+      std::optional<Result<T>> reply;
+      bool broken = false;
+      if (sent)
+        reply = Receive<T>(s, request_id, deadline, &broken);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      if (reply) {
+        if (!broken) Checkin(std::move(*socket));
+        return std::move(*reply);
+      }
+      // No answer by the deadline: this socket is closed with whatever may still arrive on it,
+      // and so are the idle ones (they lead to the same daemon); the next try, or the next
+      // call, connects afresh.
+      socket->reset();
+      DropIdle();
+      if (stop_) break;
+    }
+    return Status::Timeout("no answer from " + opt_.endpoint + " within " +
+                           std::to_string(timeout_ms) + " ms");
+  }
+
  private:
+  // The next reply to `request_id` on `s`, decoded; nullopt when the deadline passes first.
+  // Anything else arriving there (the reply to the Hello that announced a fresh socket, a
+  // message not from htamd) is skipped. A failing socket sets *broken (and gives Unavailable).
+  template <typename T>
+  std::optional<Result<T>> Receive(zmq::socket_t& s, uint64_t request_id, int64_t deadline,
+                                   bool* broken) {
+    using Table = typename T::TableType;
+    while (true) {
+      const int64_t left = deadline - NowMs();
+      if (left <= 0) return std::nullopt;
+      zmq::message_t m;
+      try {
+        s.set(zmq::sockopt::rcvtimeo, static_cast<int>(std::min<int64_t>(left, INT32_MAX)));
+        if (!s.recv(m, zmq::recv_flags::none)) continue;  // EAGAIN: the deadline is checked
+        while (m.more()) {  // one frame per envelope; skip anything else
+          zmq::message_t extra;
+          (void)s.recv(extra, zmq::recv_flags::none);
+          m = std::move(extra);
+        }
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        *broken = true;
+        return Result<T>(Status::Unavailable(std::string("client socket: ") + e.what()));
+      }
+      const fb::Envelope* env = VerifiedEnvelope(m);
+      if (env == nullptr || env->request_id() != request_id ||
+          env->body_type() == fb::Body::Progress)
+        continue;
+      if (const fb::Error* error = env->body_as_Error()) {
+        fb::ErrorT e;
+        error->UnPackTo(&e);
+        return Result<T>(StatusFromError(e));
+      }
+      const Table* body = env->body_as<Table>();
+      if (body == nullptr)
+        return Result<T>(Status::Internal(std::string("unexpected reply ") +
+                                          fb::EnumNameBody(env->body_type())));
+      T out;
+      body->UnPackTo(&out);
+      return Result<T>(std::move(out));
+    }
+  }
+
+  // The envelope in `m` when it is a valid htamd message, else nullptr. Reads `m` in place when
+  // its bytes are 8-byte aligned (as FlatBuffers wants), else from an aligned thread-local copy.
+  static const fb::Envelope* VerifiedEnvelope(const zmq::message_t& m) {
+    thread_local std::vector<uint64_t> aligned;
+    const uint8_t* buf = static_cast<const uint8_t*>(m.data());
+    if (reinterpret_cast<uintptr_t>(buf) % alignof(uint64_t) != 0) {
+      aligned.resize(m.size() / 8 + 2);
+      std::memcpy(aligned.data(), m.data(), m.size());
+      buf = reinterpret_cast<const uint8_t*>(aligned.data());
+    }
+    flatbuffers::Verifier verifier(buf, m.size(), 64, 10000000);
+    if (!fb::VerifyEnvelopeBuffer(verifier)) return nullptr;
+    return fb::GetEnvelope(buf);
+  }
+
+  // A socket of the pool, or a new one. A new one is announced with a Hello (unless the
+  // request is one) so that the daemon's client list names every connection.
+  Result<std::unique_ptr<zmq::socket_t>> Checkout(bool announce) {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      if (stop_) return Status::Unavailable("client is shut down");
+      if (!idle_.empty()) {
+        auto s = std::move(idle_.back());
+        idle_.pop_back();
+        return s;
+      }
+    }
+    try {
+      auto s = NewSocket();
+      if (announce) Announce(*s);
+      return s;
+    } catch (const zmq::error_t& e) {
+      return Status::Unavailable(std::string("cannot connect to ") + opt_.endpoint + ": " +
+                                 e.what());
+    }
+  }
+
+  // Sends a Hello on a fresh socket without waiting for its reply (whoever reads the socket
+  // skips it: its request id is no request's in flight). Throws zmq::error_t.
+  void Announce(zmq::socket_t& s) {
+    fb::EnvelopeT env;
+    env.version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
+    env.request_id = next_id_.fetch_add(1) + 1;
+    fb::HelloT hello;
+    hello.client = opt_.client_name;
+    hello.client_version = HTAM_VERSION;
+    env.body.Set(std::move(hello));
+    flatbuffers::FlatBufferBuilder fbb(256);
+    fbb.Finish(fb::Envelope::Pack(fbb, &env), fb::EnvelopeIdentifier());
+    (void)s.send(zmq::const_buffer(fbb.GetBufferPointer(), fbb.GetSize()),
+                 zmq::send_flags::dontwait);
+  }
+
+  void Checkin(std::unique_ptr<zmq::socket_t> s) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!stop_) idle_.push_back(std::move(s));
+  }
+
+  void DropIdle() {
+    std::vector<std::unique_ptr<zmq::socket_t>> drop;
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    drop.swap(idle_);
+  }
+
   struct Outgoing {
     uint64_t request_id = 0;
     std::string payload;
     bool idempotent = false;
+    bool hello = false;
     int64_t timeout_ms = 0;
     EnvelopeCallback done;
   };
@@ -178,25 +400,42 @@ class Client::Impl {
     }
   }
 
-  Status OpenSocket() {
-    socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-    socket_->set(zmq::sockopt::linger, 0);
+  // A DEALER socket connected to the daemon (CURVE when configured). Throws zmq::error_t.
+  std::unique_ptr<zmq::socket_t> NewSocket() {
+    auto s = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
     if (curve_) {
-      socket_->set(zmq::sockopt::curve_serverkey, opt_.server_public_key);
-      socket_->set(zmq::sockopt::curve_publickey, opt_.client_public_key);
-      socket_->set(zmq::sockopt::curve_secretkey, opt_.client_secret_key);
+      s->set(zmq::sockopt::curve_serverkey, opt_.server_public_key);
+      s->set(zmq::sockopt::curve_publickey, opt_.client_public_key);
+      s->set(zmq::sockopt::curve_secretkey, opt_.client_secret_key);
     }
-    socket_->connect(opt_.endpoint);
+    s->connect(opt_.endpoint);
+    return s;
+  }
+
+  Status OpenSocket() {
+    socket_ = NewSocket();
+    announced_ = false;
     return Status::OK();
   }
 
-  void Complete(Pending& p, Result<std::unique_ptr<fb::EnvelopeT>> r) {
+  // Bookkeeping of a request of the I/O thread's that is answered or failed.
+  void Finished(const Outgoing& o) {
     in_flight_--;
+    if (!o.idempotent) loop_writes_--;
+  }
+
+  void Complete(Pending& p, Result<std::unique_ptr<fb::EnvelopeT>> r) {
+    Finished(p.req);
     if (p.req.done) p.req.done(std::move(r));
   }
 
   void SendPending(Pending& p) {
     try {
+      if (!announced_) {  // the I/O thread's socket introduces itself too (Announce)
+        announced_ = true;
+        if (!p.req.hello) Announce(*socket_);
+      }
       socket_->send(zmq::buffer(p.req.payload), zmq::send_flags::dontwait);
     } catch (const zmq::error_t&) {
       // Not sent (queue full): the deadline will retry or fail it.
@@ -263,7 +502,7 @@ class Client::Impl {
 
   void Loop() {
     while (!stop_) {
-      int64_t timeout = 50;
+      int64_t timeout = -1;  // nothing pending: sleep until woken (a request, or Shutdown)
       if (!pending_.empty()) {
         int64_t nearest = INT64_MAX;
         for (auto& [id, p] : pending_) nearest = std::min(nearest, p.deadline_ms);
@@ -316,7 +555,7 @@ class Client::Impl {
       out.swap(outbox_);
     }
     for (auto& o : out) {
-      in_flight_--;
+      Finished(o);
       if (o.done) o.done(Status::Unavailable("client shut down"));
     }
     for (auto& [id, p] : pending_) Complete(p, Status::Unavailable("client shut down"));
@@ -325,8 +564,9 @@ class Client::Impl {
 
   ClientOptions opt_;
   bool curve_ = false;
-  zmq::context_t context_;
+  std::shared_ptr<zmq::context_t> context_;   // SharedContext(); outlives every socket below
   std::unique_ptr<zmq::socket_t> socket_;     // I/O thread
+  bool announced_ = false;                    // I/O thread: socket_ sent its Hello
   std::unique_ptr<zmq::socket_t> wake_recv_;  // I/O thread
   std::mutex mu_;
   std::unique_ptr<zmq::socket_t> wake_send_;       // guarded by mu_
@@ -335,7 +575,10 @@ class Client::Impl {
   std::vector<uint64_t> aligned_;                  // I/O thread
   std::atomic<uint64_t> next_id_{0};
   std::atomic<size_t> in_flight_{0};
+  std::atomic<int> loop_writes_{0};  // non-idempotent requests of the I/O thread unanswered
   std::atomic<bool> stop_{false};
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<zmq::socket_t>> idle_;  // guarded by pool_mu_; sockets for CallDirect
   std::thread io_;
 };
 
@@ -426,6 +669,7 @@ fb::SubmitT MakeSubmit(const SubmitArgs& a, bool wait) {
 
 template <typename T>
 Result<T> Client::Call(fb::BodyUnion body, std::chrono::milliseconds timeout) {
+  if (impl_->Direct(body)) return impl_->CallDirect<T>(std::move(body), timeout);
   // The I/O thread always answers by the deadline (with Timeout), so get() cannot hang.
   return AsyncTyped<T>(this, std::move(body), timeout).get();
 }

@@ -2,8 +2,11 @@
 // is in the authorized keys file and refuses (and logs) an unknown key and a plain client.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "daemon/server/auth.h"
 #include "tests/integration/daemon_harness.h"
@@ -60,6 +63,23 @@ TEST(DaemonAuthTest, KnownKeyAcceptedUnknownKeyAndPlainClientRefused) {
   ASSERT_TRUE(hello.ok());
   EXPECT_NE(std::find(hello->capabilities.begin(), hello->capabilities.end(), "curve"),
             hello->capabilities.end());
+
+  // Many threads calling at once each get a CURVE connection of their own while they wait;
+  // every one is authenticated and answered.
+  {
+    std::atomic<int> ok{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t)
+      threads.emplace_back([&] {
+        for (int i = 0; i < 10; ++i) {
+          auto h = (*c)->Hello();
+          auto s = (*c)->ServerStatus("clients");
+          if (h.ok() && s.ok() && s->find("key=" + alice->public_key) != std::string::npos) ok++;
+        }
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(ok.load(), 60);
+  }
 
   ClientOptions bad = good;
   bad.client_key_file = keys + "/mallory.key";

@@ -104,6 +104,195 @@ TEST_F(DaemonTest, AsyncCallsArePipelinedAndCorrelatedByRequestId) {
   EXPECT_TRUE(missing.status().IsNotFound());
 }
 
+TEST_F(DaemonTest, ManyThreadsShareOneClientAndEachGetsItsOwnReplies) {
+  DaemonProcess d(dir_);
+  ASSERT_TRUE(d.Start());
+  auto c = d.Connect();
+  ASSERT_NE(c, nullptr);
+  constexpr int kThreads = 12, kCalls = 40;
+  std::vector<uint64_t> sids;
+  for (int i = 0; i < kThreads; ++i) {
+    OpenSessionArgs open;
+    open.task = kRelu;
+    auto info = c->OpenSession(open);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    sids.push_back(info->session->id);
+  }
+  // Synchronous calls of many threads at once (each on a connection of its own while it waits),
+  // with asynchronous ones through the client's I/O thread in between: every reply is the
+  // answer to the caller's own request (its session, its step count), and a write sent
+  // asynchronously and not waited for still comes before the same thread's next call.
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const uint64_t sid = sids[t];
+      uint32_t recorded = 0;
+      std::vector<std::future<bool>> async_records;
+      for (int i = 0; i < kCalls; ++i) {
+        auto s = i % 5 == 4 ? c->NextStepAsync(sid).get() : c->NextStep(sid);
+        if (!s.ok() || s->direction == nullptr) {
+          failed++;
+          continue;
+        }
+        if (s->session_id != sid || s->step != recorded) wrong++;
+        if (t % 3 == 0 && i % 2) {
+          fb::RecordT m;
+          m.session_id = sid;
+          m.direction_id = s->direction->id;
+          m.summary = "async step " + std::to_string(i);
+          m.speedup_after = 1.5f;
+          fb::BodyUnion body;
+          body.Set(std::move(m));
+          auto done = std::make_shared<std::promise<bool>>();
+          async_records.push_back(done->get_future());
+          c->CallAsync(std::move(body), [done](Result<std::unique_ptr<fb::EnvelopeT>> r) {
+            done->set_value(r.ok() && (*r)->body.type == fb::Body::RecordAck);
+          });
+        } else {
+          RecordArgs r;
+          r.session_id = sid;
+          r.direction_id = s->direction->id;
+          r.summary = "step " + std::to_string(i);
+          r.speedup_after = 1.0f + 0.01f * static_cast<float>(i);
+          if (!c->Record(r).ok()) {
+            failed++;
+            continue;
+          }
+        }
+        recorded++;
+        if (i % 7 == 6 && !c->NextStep(sid + 1000000).status().IsNotFound()) wrong++;
+      }
+      for (auto& f : async_records)
+        if (!f.get()) failed++;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(c->in_flight(), 0u);
+  for (uint64_t sid : sids) {
+    fb::QueryT q;
+    q.kind = fb::QueryKind::Transitions;
+    q.session_id = sid;
+    auto tr = c->Query(q);
+    ASSERT_TRUE(tr.ok()) << tr.status().ToString();
+    EXPECT_EQ(tr->transitions.size(), static_cast<size_t>(kCalls)) << "session " << sid;
+  }
+  // Every connection the client opened introduced itself: the daemon names them all.
+  auto clients = c->ServerStatus("clients");
+  ASSERT_TRUE(clients.ok());
+  EXPECT_GE(std::stoi(StatusValue(*clients, "known")), 2);
+  EXPECT_EQ(clients->find("name=-"), std::string::npos) << *clients;
+}
+
+TEST_F(DaemonTest, SynchronousCallAfterATimeoutGetsItsOwnReply) {
+  DaemonProcess d(dir_);
+  ASSERT_TRUE(d.Start());
+  ClientOptions o;
+  o.endpoint = d.endpoint();
+  o.timeout = 400ms;
+  o.retries = 0;
+  auto connected = Client::Connect(o);
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  Client& c = **connected;
+  OpenSessionArgs open;
+  open.task = kRelu;
+  auto info = c.OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint64_t sid = info->session->id;
+
+  // A stopped daemon answers nothing: the call times out by its deadline.
+  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto stalled = c.ServerStatus();
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(stalled.status().code(), Status::Code::kTimeout) << stalled.status().ToString();
+  EXPECT_GE(waited, 350ms);
+  EXPECT_LT(waited, 5s);
+  // Resumed, it answers the stalled request too, late; that reply must not be taken for the
+  // answer to the next call (a status text where a step is expected).
+  ASSERT_EQ(::kill(d.pid(), SIGCONT), 0);
+  std::this_thread::sleep_for(100ms);
+  for (int i = 0; i < 5; ++i) {
+    auto step = c.NextStep(sid);
+    ASSERT_TRUE(step.ok()) << step.status().ToString();
+    EXPECT_EQ(step->session_id, sid);
+    ASSERT_NE(step->direction, nullptr);
+  }
+  EXPECT_TRUE(c.ServerStatus("server").ok());
+
+  // With retries, an idempotent call rides out a stall shorter than its tries.
+  ClientOptions patient = o;
+  patient.retries = 4;
+  auto p = Client::Connect(patient);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  std::thread resume([&] {
+    std::this_thread::sleep_for(600ms);
+    ::kill(d.pid(), SIGCONT);
+  });
+  auto step = (*p)->NextStep(sid);
+  resume.join();
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->session_id, sid);
+  // A write is never repeated: stalled past its deadline, Record fails with Timeout.
+  ASSERT_EQ(::kill(d.pid(), SIGSTOP), 0);
+  RecordArgs rec;
+  rec.session_id = sid;
+  rec.direction_id = step->direction->id;
+  rec.summary = "stalled write";
+  auto t = (*p)->Record(rec);
+  ASSERT_EQ(::kill(d.pid(), SIGCONT), 0);
+  EXPECT_EQ(t.status().code(), Status::Code::kTimeout) << t.status().ToString();
+  EXPECT_EQ((*p)->in_flight(), 0u);
+  EXPECT_EQ(d.Terminate(), 0);
+}
+
+TEST_F(DaemonTest, ClientsComeAndGoAndAForkedChildConnectsOnItsOwn) {
+  DaemonProcess d(dir_);
+  ASSERT_TRUE(d.Start());
+  // The Clients of a process share ZeroMQ's I/O thread: destroying one, with calls of another
+  // running, leaves the others working, and a Client made after them works too.
+  auto a = d.Connect(), b = d.Connect();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::atomic<bool> stop{false};
+  std::atomic<int> b_failed{0}, b_calls{0};
+  std::thread busy([&] {
+    while (!stop) {
+      if (!b->Hello().ok()) b_failed++;
+      b_calls++;
+    }
+  });
+  EXPECT_TRUE(a->ServerStatus("server").ok());
+  a.reset();
+  auto c = d.Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->Hello().ok());
+  std::this_thread::sleep_for(100ms);
+  stop = true;
+  busy.join();
+  EXPECT_EQ(b_failed.load(), 0);
+  EXPECT_GT(b_calls.load(), 0);
+  // A child process (fork without exec) cannot use its parent's Clients, but one of its own
+  // works (it does not inherit the parent's I/O thread).
+  pid_t child = fork();
+  if (child == 0) {
+    ClientOptions o;
+    o.endpoint = d.endpoint();
+    o.timeout = 5s;
+    auto own = Client::Connect(o);
+    _exit(own.ok() && (*own)->Hello().ok() ? 0 : 3);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(b->Hello().ok());
+  EXPECT_TRUE(c->Hello().ok());
+}
+
 TEST(ClientTest, NoDaemonFailsFastWithUnavailable) {
   std::string dir = MakeTempDir("htam-client");
   ClientOptions o;

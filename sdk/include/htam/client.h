@@ -3,15 +3,32 @@
 // synchronous form (returns Result<T>) and an asynchronous form (callback or std::future).
 //
 // Timeouts and reconnection: each request has a deadline (ClientOptions::timeout or the call's
-// own). When it passes, the call fails with Status::Timeout and the client drops its socket and
-// connects afresh (lazy pirate), so a restarted daemon is picked up by the next call. Requests
-// that are safe to repeat (Hello, NextStep, Poll, Query, Status, reopening a session) are retried
-// up to ClientOptions::retries times first; Submit, Record, CloseSession and OpenSession of a new
-// session are never repeated behind the caller's back.
+// own). When it passes, the call fails with Status::Timeout and the client drops the socket it
+// used (and its idle ones) and connects afresh (lazy pirate), so a restarted daemon is picked up
+// by the next call and a late reply never answers a later request. Requests that are safe to
+// repeat (Hello, NextStep, Poll, Query, Status, reopening a session) are retried up to
+// ClientOptions::retries times first, each try on a fresh socket; Submit, Record, CloseSession
+// and OpenSession of a new session are never repeated behind the caller's back.
 //
-// Thread-safety: a Client is safe for concurrent use by many threads; one I/O thread per Client
-// owns the socket. Callbacks run on that I/O thread: they must not block and must not call the
-// synchronous methods of the same Client.
+// Threading: a Client is safe for concurrent use by many threads.
+//  - Synchronous calls run on the calling thread: it takes a DEALER socket from the Client's pool
+//    (a new one, connected with the same options and CURVE keys, when none is idle), sends, waits
+//    for the reply with its request id, and returns the socket to the pool. No other thread of
+//    the Client is involved, so concurrent callers each use a connection of their own, and the
+//    pool holds as many sockets as calls were ever in flight at once. Exceptions, which go through
+//    the I/O thread below: Submit/SubmitAndWait with progress = true (Progress events go to
+//    on_progress); Poll when on_progress is set (the job's Progress events come on the I/O
+//    thread's connection, so they have been handled when Poll returns the result); and any
+//    synchronous call made while a write (Record, Submit, CloseSession, a new OpenSession) sent
+//    through the I/O thread is unanswered (so that the daemon still handles that write first, as
+//    it does for the requests of one connection).
+//  - Asynchronous calls (CallAsync, *Async) go through one I/O thread per Client, which owns one
+//    more socket; callbacks (and on_progress) run on that thread: they must not block and must
+//    not call the synchronous methods of the same Client.
+//  - All Clients of a process share one ZeroMQ context, i.e. one ZeroMQ I/O thread (a child made
+//    by fork() gets its own for the Clients it creates; it cannot use its parent's Clients).
+//  - Each new connection first sends a Hello (not waited for), so htamd's status names it.
+// A Client must not be destroyed while calls on it are running.
 #pragma once
 
 #include <chrono>
