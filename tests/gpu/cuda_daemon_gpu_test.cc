@@ -137,9 +137,13 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   ASSERT_NE(named, fb::Bottleneck::Unknown) << prof->diagnostics;
   // ... by the documented rule (eval.cuda_profile_memory_pct / _compute_pct, 60 % each) ...
   const double dram = 100 * prof->profile->dram_throughput, sm = 100 * prof->profile->sm_throughput;
-  if (dram >= 60 && dram >= sm) EXPECT_EQ(named, fb::Bottleneck::Memory);
-  if (dram < 60 && sm < 60) EXPECT_NE(named, fb::Bottleneck::Memory);
-  if (dram < 60 && sm < 60) EXPECT_NE(named, fb::Bottleneck::Compute);
+  if (dram >= 60 && dram >= sm) {
+    EXPECT_EQ(named, fb::Bottleneck::Memory);
+  }
+  if (dram < 60 && sm < 60) {
+    EXPECT_NE(named, fb::Bottleneck::Memory);
+    EXPECT_NE(named, fb::Bottleneck::Compute);
+  }
 
   // ... and the session's next steps start from it.
   auto after = submit(reference, "after-profile", false);
