@@ -7,7 +7,6 @@
 // and the session's next states carry it.
 // Skipped where no CUDA device is present (the daemon reports no cuda device).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <filesystem>
 #include <string>
 
+#include "backends/cuda/ncu_profile.h"
 #include "daemon/util/file.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -36,17 +36,11 @@ std::string ReadFile(const std::string& path) {
   return htam::ReadWholeFile(path, &s) ? s : "";
 }
 
-std::string Ncu() {
-  for (std::string p : {std::string("/usr/local/cuda/bin/ncu")})
-    if (access(p.c_str(), X_OK) == 0) return p;
-  return std::system("command -v ncu >/dev/null 2>&1") == 0 ? "ncu" : "";
-}
-
 TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   const std::string root = HTAM_SOURCE_DIR;
   const std::string plugin = PathFromEnv("HTAM_CUDA_PLUGIN_PATH", HTAM_CUDA_PLUGIN_PATH);
   const std::string dir = MakeTempDir("htam-cuda-daemon");
-  const std::string ncu = Ncu();
+  const std::string ncu = htam::cuda::FindNcu();  // the lookup htamd makes for an empty eval.ncu
   DaemonProcess d(dir, {{"eval.backends", "cuda"},
                         {"eval.plugin_dir", std::filesystem::path(plugin).parent_path().string()},
                         {"eval.worker_path", PathFromEnv("HTAM_EVAL_WORKER", HTAM_EVAL_WORKER_BUILT)},

@@ -72,27 +72,22 @@ KB=$!
 fi
 export HTAM_KB_PYTHON=${HTAM_KB_PYTHON:-$(LD_LIBRARY_PATH=$ORIG_LD command -v python3)}
 
+# gtest_part PART LIMIT LOG BINARY [PATTERN]: one GPU test binary, its lines of interest printed.
+gtest_part() {
+  part "$1" || return 0
+  run "$2" "$OUT/$3" "$S/$4"
+  grep -E "$GREP${5:+|$5}" "$OUT/$3" | head -50
+}
 # ---- CUDA plugin in process (describe, roofline, run, timing, side streams)
-if part cuda; then
-run "${T_CUDA:-60}" "$OUT/cuda_tests.log" "$S/cuda_plugin_gpu_test"
-grep -E "$GREP" "$OUT/cuda_tests.log" | head -40
-fi
+gtest_part cuda "${T_CUDA:-60}" cuda_tests.log cuda_plugin_gpu_test
 # ---- hack catalogue through the gate, the timing modes, fault cases (own processes inside)
-if part hacks; then
-run "${T_HACKS:-150}" "$OUT/cuda_hacks.log" "$S/cuda_hacks_gpu_test"
-grep -E "$GREP|^ncu profile" "$OUT/cuda_hacks.log" | head -50
-fi
-# ---- htamd with its sandboxed CUDA workers through the C++ SDK (crash recovery, ncu profile)
-if part daemon; then
-chmod -R a+rX "$ROOT" $LIBS 2>/dev/null  # the sandbox runs candidates as an unprivileged user
-run "${T_DAEMON:-150}" "$OUT/cuda_daemon.log" "$S/cuda_daemon_gpu_test"
-grep -E "$GREP|^daemon|^Nsight" "$OUT/cuda_daemon.log" | head -30
-fi
+gtest_part hacks "${T_HACKS:-150}" cuda_hacks.log cuda_hacks_gpu_test '^ncu profile'
+# ---- htamd with its sandboxed CUDA workers through the C++ SDK (crash recovery, ncu profile);
+# the sandbox runs candidates as an unprivileged user, who must read the tree and the libraries
+part daemon && chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+gtest_part daemon "${T_DAEMON:-150}" cuda_daemon.log cuda_daemon_gpu_test '^daemon|^Nsight'
 # ---- KernelBench problems on CUDA (golden data and eager baseline from PyTorch on the GPU)
-if part kb; then
-run "${T_KB:-150}" "$OUT/cuda_kernelbench.log" "$S/cuda_kernelbench_gpu_test"
-grep -E "$GREP|^kernelbench" "$OUT/cuda_kernelbench.log" | head -20
-fi
+gtest_part kb "${T_KB:-150}" cuda_kernelbench.log cuda_kernelbench_gpu_test '^kernelbench'
 if part hip; then
 
 # ---- HIP on NVIDIA: the in-process tests one per process (a sticky fault cannot spill over)
