@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config ccache git
-  libzmq3-dev cppzmq-dev libsodium-dev
+  libzmq3-dev cppzmq-dev libsodium-dev libseccomp-dev
   libflatbuffers-dev flatbuffers-compiler
   liblmdb-dev lmdb-utils
   libfaiss-dev libopenblas-dev liblapack-dev libomp-dev

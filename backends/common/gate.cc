@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/common/exec.h"
 #include "backends/common/kernelbench.h"
 #include "backends/common/sha256.h"
 #include "backends/common/stats.h"
@@ -50,22 +51,6 @@ uint64_t Mix(uint64_t a, uint64_t b) {
   return x;
 }
 
-std::set<std::string> ThreadIds() {
-  std::set<std::string> ids;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ids.insert(e->d_name);
-    closedir(d);
-  }
-  return ids;
-}
-
-bool HasChildren() {
-  int st;
-  pid_t p = waitpid(-1, &st, WNOHANG);
-  return p != -1;  // -1/ECHILD: no children at all
-}
-
 std::string ReadFile(const std::string& path, bool* ok) {
   std::ifstream in(path, std::ios::binary);
   *ok = bool(in);
@@ -81,27 +66,12 @@ std::string Num(double v) {
   return o.str();
 }
 
-// RAII owners for plugin handles.
-struct ArtifactDeleter {
-  const PluginApi* api;
-  void operator()(htam_artifact* a) const {
-    if (a && !g_keep_everything) api->artifact_release(a);
-  }
-};
-struct ModuleDeleter {
-  const PluginApi* api;
-  void operator()(htam_module* m) const {
-    if (m && !g_keep_everything) api->module_release(m);
-  }
-};
-using ArtifactPtr = std::unique_ptr<htam_artifact, ArtifactDeleter>;
-using ModulePtr = std::unique_ptr<htam_module, ModuleDeleter>;
-
 // A tensor in device memory, between two guard regions filled with a per-job canary pattern.
 class DeviceTensor {
  public:
-  explicit DeviceTensor(const PluginApi* api) : api_(api) {}
+  DeviceTensor(const PluginApi* api, CandidateExec* sharer) : api_(api), sharer_(sharer) {}
   ~DeviceTensor() {
+    if (buf_ && sharer_) sharer_->Forget(buf_);
     if (buf_ && !g_keep_everything) api_->buffer_free(buf_);
   }
   DeviceTensor(const DeviceTensor&) = delete;
@@ -156,10 +126,12 @@ class DeviceTensor {
   }
   const htam_tensor& desc() const { return desc_; }
   htam_tensor& desc() { return desc_; }
+  BoundTensor Bound() const { return BoundTensor{buf_, guard_, desc_}; }
   const std::string& name() const { return host_.name; }
 
  private:
   const PluginApi* api_;
+  CandidateExec* sharer_;  // the runner that may have mapped this buffer (told before the free)
   htam_buffer* buf_ = nullptr;
   uint64_t guard_ = 0, bytes_ = 0;
   HostTensor host_;
@@ -286,46 +258,54 @@ class Gate::Impl {
     const std::string& source = candidate_source ? *candidate_source : ref_source;
     res.candidate_hash = Sha256Hex(language + "\n" + source);
 
-    ArtifactPtr ref_art(nullptr, ArtifactDeleter{api_});
+    // The reference runs here; the candidate runs in the runner when there is one (never the
+    // reference's self-evaluation: it holds no secret).
+    LocalExecOptions lo{opt_.check_threads, opt_.thread_grace_ms};
+    std::unique_ptr<CandidateExec> ref_exec = MakeLocalExec(backend_, device_, lo);
+    std::unique_ptr<CandidateExec> own_exec;
+    cand_ = candidate_source && opt_.runner && !opt_.single_call ? opt_.runner : nullptr;
+    if (!cand_) {
+      own_exec = MakeLocalExec(backend_, device_, lo);
+      cand_ = own_exec.get();
+    }
+    ref_ = ref_exec.get();
+    sharer_ = cand_ == opt_.runner ? opt_.runner : nullptr;
     std::string diag;
     Status st;
+    bool have_ref = false;
     if (golden) {
       Verdict v = PrepareGolden(&res);
       if (!v.ok()) return Infra(res, v.reason);
     } else if (!opt_.single_call) {
       Progress("compile reference");
-      st = Compile(ref_source, "reference", &ref_art, &diag, nullptr, nullptr);
+      st = Compile(ref_, ref_source, "reference", &diag, nullptr, nullptr);
       if (!st.ok()) return Infra(res, "the task's reference does not compile: " + diag);
+      have_ref = true;
     }
     Progress("compile candidate");
-    ArtifactPtr cand_art(nullptr, ArtifactDeleter{api_});
-    st = Compile(source, "candidate", &cand_art, &diag, &res.compile_ms, &res.compile_cached);
+    st = Compile(cand_, source, "candidate", &diag, &res.compile_ms, &res.compile_cached);
     if (!st.ok()) {
-      res.status = st.IsNotFound() ? OutcomeStatus::InfraError : OutcomeStatus::CompileError;
+      res.status = st.IsNotFound()  ? OutcomeStatus::InfraError
+                   : st.code() == Status::Code::kUnavailable ? OutcomeStatus::Crash
+                                    : OutcomeStatus::CompileError;
       res.diagnostics = diag;
       return res;
     }
-    ModulePtr ref_mod(nullptr, ModuleDeleter{api_});
-    ModulePtr cand_mod(nullptr, ModuleDeleter{api_});
+    if (have_ref) {
+      ExecOutcome o = ref_->Load();
+      if (!o.ok()) return Infra(res, "loading reference: " + o.message);
+    }
     {
-      htam_module* m = nullptr;
-      if (ref_art) {
-        st = ConsumeError(api_->load(device_, ref_art.get(), &m), "loading reference");
-        if (!st.ok()) return Infra(res, st.message());
-        ref_mod.reset(m);
-      }
       Progress("load candidate");
-      int32_t code = 0;
-      st = ConsumeError(api_->load(device_, cand_art.get(), &m), "loading candidate", &code);
-      if (!st.ok()) {
-        res.status =
-            code == HTAM_ERR_DEVICE_FAULT ? OutcomeStatus::Crash : OutcomeStatus::CompileError;
-        res.diagnostics = st.message();
+      ExecOutcome o = cand_->Load();
+      if (!o.ok()) {
+        res.status = o.code == HTAM_ERR_DEVICE_FAULT || o.runner_died ? OutcomeStatus::Crash
+                                                                     : OutcomeStatus::CompileError;
+        res.diagnostics = "loading candidate: " + o.message;
         return res;
       }
-      cand_mod.reset(m);
     }
-    if (opt_.single_call) return SingleCall(cand_mod.get(), res);
+    if (opt_.single_call) return SingleCall(res);
     // --- verification: seen shapes, then held-out ones, several seeds each ---
     struct Case {
       const DimBinding* dims;
@@ -346,7 +326,7 @@ class Gate::Impl {
                        : " (seen shape " + DimsText(*c.dims) + ", seed " + std::to_string(s) + ")";
         Progress("verify" + where);
         uint64_t seed = Mix(Mix(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
-        Verdict v = VerifyCase(cand_mod.get(), ref_mod.get(), *c.dims, seed, where, c.held_out, g);
+        Verdict v = VerifyCase(cand_, ref_, *c.dims, seed, where, c.held_out, g);
         if (!v.ok()) {
           res.status = v.status;
           res.diagnostics = v.reason;
@@ -362,14 +342,14 @@ class Gate::Impl {
     res.flops = f.ok() ? *f : 0;
     res.bytes = b.ok() ? *b : 0;
     TimingStats cand_stats, base_stats;
-    Verdict v = TimeAndVerify(cand_mod.get(), ref_mod.get(), dims, &cand_stats, true, &res);
+    Verdict v = TimeAndVerify(cand_, ref_, dims, &cand_stats, true, &res);
     if (!v.ok()) {
       res.status = v.status;
       res.diagnostics = v.reason;
       return res;
     }
     if (opt_.time_baseline && !golden) {
-      v = TimeAndVerify(ref_mod.get(), nullptr, dims, &base_stats, false, &res);
+      v = TimeAndVerify(ref_, nullptr, dims, &base_stats, false, &res);
       if (!v.ok()) return Infra(res, "timing the reference failed: " + v.reason);
     }
     if (golden) {
@@ -380,9 +360,9 @@ class Gate::Impl {
           "PyTorch eager on " + golden_device_ +
           (baseline_.compile_us > 0 ? "; torch.compile measured" : "; " + baseline_.note);
     }
-    if (api_->profile) {
+    if (cand_->CanProfile()) {
       Progress("profile");
-      ProfileCandidate(cand_mod.get(), dims, &res);
+      ProfileCandidate(dims, &res);
     }
     res.median_us = cand_stats.median;
     res.spread_us = cand_stats.iqr;
@@ -411,34 +391,28 @@ class Gate::Impl {
     return s + "}";
   }
 
-  Status Compile(const std::string& source, const char* name, ArtifactPtr* out, std::string* diag,
+  // NotFound: infrastructure (compiler missing...); Unavailable: the runner died; InvalidArgument:
+  // the source's fault (diagnostics in *diag).
+  Status Compile(CandidateExec* ex, const std::string& source, const char* name, std::string* diag,
                  double* ms, bool* cached) {
-    htam_compile_request req{};
-    req.struct_size = sizeof(req);
-    req.source = source.data();
-    req.source_len = source.size();
-    req.language = backend_->description().language;
-    req.arch = opt_.arch.c_str();
-    req.options = opt_.compile_options.c_str();
-    req.name = name;
-    req.timeout_s = opt_.compile_timeout_s;
-    htam_artifact* a = nullptr;
-    int32_t code = 0;
-    Status st = ConsumeError(api_->compile(backend_->handle(), &req, &a), "", &code);
-    if (!st.ok()) {
-      *diag = st.message().size() > 2 ? st.message().substr(2) : st.message();
-      if (code != HTAM_ERR_COMPILE && code != HTAM_ERR_TIMEOUT)
-        return Status::NotFound(*diag);  // infrastructure (compiler missing...)
+    CompileSettings cs;
+    cs.language = backend_->description().language ? backend_->description().language : "";
+    cs.arch = opt_.arch;
+    cs.options = opt_.compile_options;
+    cs.name = name;
+    cs.timeout_s = opt_.compile_timeout_s;
+    CompileOutcome c = ex->Compile(source, cs);
+    *diag = c.diagnostics;
+    if (c.runner_died) {
+      *diag = "the runner process died while compiling: " + c.diagnostics;
+      return Status::Unavailable(*diag);
+    }
+    if (c.code >= 0) {
+      if (c.code != HTAM_ERR_COMPILE && c.code != HTAM_ERR_TIMEOUT) return Status::NotFound(*diag);
       return Status::InvalidArgument(*diag);
     }
-    out->reset(a);
-    htam_artifact_info info{};
-    info.struct_size = sizeof(info);
-    if (ConsumeError(api_->artifact_info(a, &info), "artifact info").ok()) {
-      *diag = info.diagnostics ? info.diagnostics : "";
-      if (ms) *ms = info.compile_ms;
-      if (cached) *cached = info.from_cache != 0;
-    }
+    if (ms) *ms = c.ms;
+    if (cached) *cached = c.cached;
     return Status::OK();
   }
 
@@ -448,7 +422,7 @@ class Gate::Impl {
     for (size_t i = 0; i < task_.inputs.size(); ++i) {
       const TensorSpec& ts = task_.inputs[i];
       host->push_back(given ? (*given)[i] : GenerateInput(ts, task_.Shape(ts, dims), Mix(seed, i)));
-      auto t = std::make_unique<DeviceTensor>(api_);
+      auto t = std::make_unique<DeviceTensor>(api_, sharer_);
       HTAM_RETURN_IF_ERROR(t->Create(device_, host->back(), opt_.guard_bytes, &canary_));
       HTAM_RETURN_IF_ERROR(t->Upload(host->back()));
       dev->push_back(std::move(t));
@@ -457,7 +431,7 @@ class Gate::Impl {
   }
   Status MakeOutputs(const DimBinding& dims, TensorSet* dev) {
     for (const TensorSpec& ts : task_.outputs) {
-      auto t = std::make_unique<DeviceTensor>(api_);
+      auto t = std::make_unique<DeviceTensor>(api_, sharer_);
       HTAM_RETURN_IF_ERROR(t->Create(device_, MakeTensor(ts.name, ts.dtype, task_.Shape(ts, dims)),
                                      opt_.guard_bytes, &canary_));
       HTAM_RETURN_IF_ERROR(t->Poison());
@@ -471,46 +445,49 @@ class Gate::Impl {
     return d;
   }
 
-  // One call; classifies failures. `who` = "candidate" / "reference".
-  Verdict Call(htam_module* mod, const TensorSet& in, TensorSet& out, const std::string& where) {
-    std::vector<htam_tensor> din = Descs(in), dout = Descs(out);
-    std::set<std::string> before = opt_.check_threads ? ThreadIds() : std::set<std::string>();
-    int32_t rc = 0, code = 0;
-    Status st = ConsumeError(
-        api_->run(mod, din.data(), int32_t(din.size()), dout.data(), int32_t(dout.size()), &rc),
-        "htam_kernel", &code);
-    if (!st.ok()) {
-      OutcomeStatus cls = code == HTAM_ERR_OUT_OF_MEMORY ? OutcomeStatus::ResourceLimit
-                          : code == HTAM_ERR_TIMEOUT     ? OutcomeStatus::Timeout
-                                                         : OutcomeStatus::Crash;
-      std::string why = st.message();
-      if (code == HTAM_ERR_KERNEL_FAILED && rc != 0)
-        why = "htam_kernel returned " + std::to_string(rc) + where;
+  static std::vector<BoundTensor> Bound(const TensorSet& s) {
+    std::vector<BoundTensor> d;
+    for (const auto& t : s) d.push_back(t->Bound());
+    return d;
+  }
+
+  // Classifies a failed stage of candidate (or reference) code. "" `extra` = during a call.
+  Verdict Classify(const ExecOutcome& o, const std::string& where, const std::string& extra) {
+    if (o.runner_died)
+      return Verdict::Fail(OutcomeStatus::Crash, o.message + extra + where);
+    if (o.code >= 0) {
+      OutcomeStatus cls = o.code == HTAM_ERR_OUT_OF_MEMORY ? OutcomeStatus::ResourceLimit
+                          : o.code == HTAM_ERR_TIMEOUT     ? OutcomeStatus::Timeout
+                                                           : OutcomeStatus::Crash;
+      std::string why = o.message + extra;
+      if (o.code == HTAM_ERR_KERNEL_FAILED && o.kernel_rc != 0 && extra.empty())
+        why = "htam_kernel returned " + std::to_string(o.kernel_rc) + where;
+      else if (extra.empty())
+        why = "htam_kernel: " + o.message;
       return Verdict::Fail(cls, why);
     }
-    if (opt_.check_threads) {
-      // Work must be complete when htam_kernel returns: threads it started must have ended.
-      auto deadline = std::chrono::steady_clock::now() +
-                      std::chrono::microseconds(int64_t(opt_.thread_grace_ms * 1000));
-      size_t extra = 0;
-      for (;;) {
-        extra = 0;
-        for (const auto& id : ThreadIds()) extra += before.count(id) ? 0 : 1;
-        if (!extra || std::chrono::steady_clock::now() > deadline) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      if (extra) g_keep_everything = true;
-      if (extra)
+    if (o.extra_threads) {
+      g_keep_everything = g_keep_everything || sharer_ == nullptr;
+      if (!extra.empty())
         return Verdict::Fail(OutcomeStatus::Nondeterministic,
-                             "race: htam_kernel returned while " + std::to_string(extra) +
-                                 " thread(s) it started were still running; results depend on "
-                                 "timing" +
-                                 where);
+                             "race: threads still running after timed calls");
+      return Verdict::Fail(OutcomeStatus::Nondeterministic,
+                           "race: htam_kernel returned while " + std::to_string(o.extra_threads) +
+                               " thread(s) it started were still running; results depend on "
+                               "timing" +
+                               where);
     }
-    if (HasChildren())
+    if (o.children)
       return Verdict::Fail(OutcomeStatus::ResourceLimit,
                            "htam_kernel created child processes (fork)" + where);
     return Verdict{};
+  }
+
+  // One call; classifies failures.
+  Verdict Call(CandidateExec* ex, const TensorSet& in, TensorSet& out, const std::string& where) {
+    ExecOutcome o = ex->Run(Bound(in), Bound(out));
+    if (o.ok()) return Verdict{};
+    return Classify(o, where, "");
   }
 
   Verdict CheckGuardsAndInputs(const TensorSet& in, const TensorSet& out,
@@ -538,7 +515,7 @@ class Gate::Impl {
     return Verdict{};
   }
 
-  Verdict VerifyCase(htam_module* cand, htam_module* ref, const DimBinding& dims, uint64_t seed,
+  Verdict VerifyCase(CandidateExec* cand, CandidateExec* ref, const DimBinding& dims, uint64_t seed,
                      const std::string& where, bool hide, const GoldenCase* golden) {
     std::vector<HostTensor> host_in;
     TensorSet in, out, ref_out;
@@ -588,7 +565,7 @@ class Gate::Impl {
 
   // Times `mod` over rotating input sets; when `check` is set, verifies every set's outputs (each
   // written by a timed call: the plugin poisons before every repetition) against `ref`.
-  Verdict TimeAndVerify(htam_module* mod, htam_module* ref, const DimBinding& dims,
+  Verdict TimeAndVerify(CandidateExec* mod, CandidateExec* ref, const DimBinding& dims,
                         TimingStats* stats, bool check, GateResult* res) {
     const int sets = std::max(1, opt_.input_sets);
     const std::string who = check ? "candidate" : "baseline";
@@ -603,17 +580,15 @@ class Gate::Impl {
       if (st.ok()) st = MakeOutputs(dims, &out[k]);
       if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     }
-    std::vector<htam_tensor> din, dout;
+    std::vector<BoundTensor> bin, bout;
     for (int k = 0; k < sets; ++k) {
-      for (auto& t : in[k]) din.push_back(t->desc());
-      for (auto& t : out[k]) dout.push_back(t->desc());
+      for (auto& t : in[k]) bin.push_back(t->Bound());
+      for (auto& t : out[k]) bout.push_back(t->Bound());
     }
     htam_timing_request req{};
     req.struct_size = sizeof(req);
     req.num_sets = sets;
-    req.inputs = din.data();
     req.num_inputs = int32_t(task_.inputs.size());
-    req.outputs = dout.data();
     req.num_outputs = int32_t(task_.outputs.size());
     req.warmup_reps = opt_.warmup_reps;
     req.warmup_ms = opt_.warmup_ms;
@@ -627,26 +602,10 @@ class Gate::Impl {
     tr.struct_size = sizeof(tr);
     tr.rep_us = reps.data();
     tr.sm_clock_mhz = tr.mem_clock_mhz = -1;
-    std::set<std::string> before = opt_.check_threads ? ThreadIds() : std::set<std::string>();
-    int32_t code = 0;
-    Status st = ConsumeError(api_->time(mod, &req, &tr), "timing", &code);
-    if (!st.ok()) {
-      OutcomeStatus cls = code == HTAM_ERR_OUT_OF_MEMORY ? OutcomeStatus::ResourceLimit
-                          : code == HTAM_ERR_TIMEOUT     ? OutcomeStatus::Timeout
-                                                         : OutcomeStatus::Crash;
-      return Verdict::Fail(cls, st.message() + " (during timing)");
-    }
+    ExecOutcome o = mod->Time(req, bin, bout, &tr);
+    if (!o.ok()) return Classify(o, "", " (during timing)");
     if (tr.sm_clock_mhz > 0) res->profile.sm_clock_mhz = tr.sm_clock_mhz;
     if (tr.mem_clock_mhz > 0) res->profile.mem_clock_mhz = tr.mem_clock_mhz;
-    if (opt_.check_threads) {
-      size_t extra = 0;
-      for (const auto& id : ThreadIds()) extra += before.count(id) ? 0 : 1;
-      if (extra) {
-        g_keep_everything = true;
-        return Verdict::Fail(OutcomeStatus::Nondeterministic,
-                             "race: threads still running after timed calls");
-      }
-    }
     for (int k = 0; k < sets; ++k) {
       Verdict v = CheckGuardsAndInputs(in[k], out[k], &host_in[k], " (during timing)");
       if (!v.ok()) return v;
@@ -698,10 +657,14 @@ class Gate::Impl {
     go.warmup = opt_.warmup_reps;
     if (opt_.flush_bytes) go.flush_bytes = opt_.flush_bytes;
     std::vector<uint64_t> verify, timing;
+    // With a seed pool, this job's seeds start at a place seed_base (drawn per job) picks.
+    const uint64_t pool = opt_.golden_seed_pool > 0 ? uint64_t(opt_.golden_seed_pool) : 0;
+    const uint64_t start = pool ? Mix(opt_.seed_base, 0x5EED) % pool : 0;
+    auto pick = [&](uint64_t i) { return pool ? (start + i) % pool : i; };
     if (!opt_.single_call)
-      for (int s = 0; s < opt_.seeds; ++s) verify.push_back(uint64_t(s));
+      for (int s = 0; s < opt_.seeds; ++s) verify.push_back(pick(uint64_t(s)));
     const int sets = opt_.single_call ? 1 : std::max(1, opt_.input_sets);
-    for (int k = 0; k < sets; ++k) timing.push_back(1000 + uint64_t(k));
+    for (int k = 0; k < sets; ++k) timing.push_back(1000 + pick(uint64_t(k)));
     KernelBenchGolden g(task_, go);
     Progress("golden data (PyTorch)");
     Status st = g.Prepare(verify, timing, !opt_.single_call);
@@ -726,7 +689,7 @@ class Gate::Impl {
   }
 
   // One call of the candidate on the first seen shape (the run a profiler watches).
-  GateResult SingleCall(htam_module* mod, GateResult res) {
+  GateResult SingleCall(GateResult res) {
     const DimBinding& dims = task_.seen_shapes.front();
     std::vector<HostTensor> host_in;
     TensorSet in, out;
@@ -735,28 +698,23 @@ class Gate::Impl {
     if (st.ok()) st = MakeOutputs(dims, &out);
     if (!st.ok()) return Infra(res, st.message());
     Progress("single call");
-    Verdict v = Call(mod, in, out, "");
+    Verdict v = Call(cand_, in, out, "");
     res.status = v.status;
     res.diagnostics = v.ok() ? "single call (profiling run)" : v.reason;
     return res;
   }
 
-  void ProfileCandidate(htam_module* mod, const DimBinding& dims, GateResult* res) {
+  void ProfileCandidate(const DimBinding& dims, GateResult* res) {
     std::vector<HostTensor> host_in;
     TensorSet in, out;
     if (!MakeInputs(dims, Mix(opt_.seed_base, 9000), &host_in, &in).ok()) return;
     if (!MakeOutputs(dims, &out).ok()) return;
-    std::vector<htam_tensor> din = Descs(in), dout = Descs(out);
     htam_profile_report rep{};
     rep.struct_size = sizeof(rep);
     rep.registers = rep.shared_bytes = rep.spill_bytes = -1;
     rep.dram_throughput = rep.sm_throughput = rep.occupancy = -1;
     rep.sm_clock_mhz = rep.mem_clock_mhz = -1;
-    if (!ConsumeError(api_->profile(mod, din.data(), int32_t(din.size()), dout.data(),
-                                    int32_t(dout.size()), &rep),
-                      "profile")
-             .ok())
-      return;
+    if (!cand_->Profile(Bound(in), Bound(out), &rep).ok()) return;
     res->profile.registers = rep.registers;
     res->profile.shared_bytes = rep.shared_bytes;
     res->profile.spill_bytes = rep.spill_bytes;
@@ -774,6 +732,9 @@ class Gate::Impl {
   GateOptions opt_;
   ProgressFn progress_;
   std::vector<uint8_t> canary_;
+  CandidateExec* cand_ = nullptr;    // where the candidate runs (this process or the runner)
+  CandidateExec* ref_ = nullptr;     // the reference, always in this process
+  CandidateExec* sharer_ = nullptr;  // the runner, when buffers are shared with one
   // KernelBench tasks: golden data per verification seed and per timing input set.
   std::vector<GoldenCase> golden_verify_, golden_time_;
   TorchBaseline baseline_;
@@ -784,8 +745,14 @@ Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task, 
     : backend_(backend), device_(device), task_(task), options_(std::move(options)) {}
 
 GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress) {
-  Impl impl(backend_, device_, task_, options_, progress);
-  return impl.Run(&source);
+  GateResult r;
+  {
+    Impl impl(backend_, device_, task_, options_, progress);
+    r = impl.Run(&source);
+  }
+  // The runner keeps nothing of this job (module, artifact, mapped buffers) for the next one.
+  if (options_.runner) options_.runner->Reset();
+  return r;
 }
 
 GateResult Gate::EvaluateReference(const ProgressFn& progress) {

@@ -22,6 +22,8 @@
 
 namespace htam {
 
+class CandidateExec;  // exec.h
+
 struct GateOptions {
   int seeds = 3;                // random seeds per shape set
   uint64_t seed_base = 1;       // mixed into every seed; the worker draws it per job
@@ -46,6 +48,12 @@ struct GateOptions {
   // A profiling run (under Nsight Compute): compile and load the candidate, one call on the first
   // seen shape, nothing else (no reference, no checks, no timing). Status Ok when the call ran.
   bool single_call = false;
+  // Where the candidate's code runs: a runner process (exec.h's RemoteExec), not owned; null =
+  // in this process. The reference and the expected outputs never leave this process.
+  CandidateExec* runner = nullptr;
+  // KernelBench tasks: the verification seeds of a job are drawn from a pool of this many (by
+  // seed_base), so that no fixed seed predicts a job's inputs; 0 = seeds 0..seeds-1.
+  int golden_seed_pool = 0;
 };
 
 struct GateResult {

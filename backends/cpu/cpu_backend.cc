@@ -6,11 +6,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -60,9 +62,13 @@ struct htam_module {
   htam_kernel_fn fn;
 };
 
+// Host memory in a memfd (MAP_SHARED), so that a runner process can map the same pages
+// (buffer_export / buffer_import); `imported` buffers unmap only.
 struct htam_buffer {
   void* data;
   uint64_t bytes;
+  int fd = -1;
+  uint64_t mapped = 0;  // mapping length (>= 1 page)
 };
 
 namespace {
@@ -402,17 +408,60 @@ HTAM_BACKEND_EXPORT void htam_backend_module_release(htam_module* m) {
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d, uint64_t bytes,
                                                                   htam_buffer** out) {
   if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad alloc arguments");
-  void* p = nullptr;
-  if (posix_memalign(&p, 256, bytes ? bytes : 1) != 0 || !p)
-    return MakeError(HTAM_ERR_OUT_OF_MEMORY, "cannot allocate " + std::to_string(bytes) + " bytes");
-  *out = new htam_buffer{p, bytes};
+  const uint64_t len = bytes ? bytes : 1;
+  int fd = memfd_create("htam-buffer", MFD_CLOEXEC);
+  if (fd < 0)
+    return MakeError(HTAM_ERR_OUT_OF_MEMORY, "memfd_create: " + std::string(strerror(errno)));
+  if (ftruncate(fd, off_t(len)) != 0) {
+    int e = errno;
+    close(fd);
+    return MakeError(HTAM_ERR_OUT_OF_MEMORY,
+                     "cannot allocate " + std::to_string(bytes) + " bytes: " + strerror(e));
+  }
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return MakeError(HTAM_ERR_OUT_OF_MEMORY, "cannot map " + std::to_string(bytes) + " bytes");
+  }
+  *out = new htam_buffer{p, bytes, fd, len};
   return nullptr;
 }
 
 HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
   if (!b) return;
-  std::free(b->data);
+  munmap(b->data, b->mapped);
+  if (b->fd >= 0) close(b->fd);
   delete b;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_export(htam_buffer* b,
+                                                                   htam_buffer_handle* out) {
+  if (!b || !out || b->fd < 0) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad export arguments");
+  out->bytes = b->bytes;
+  out->fd = b->fd;
+  out->data_len = 0;
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_import(htam_device* d,
+                                                                   const htam_buffer_handle* h,
+                                                                   htam_buffer** out) {
+  if (!d || !h || !out || h->fd < 0) {
+    if (h && h->fd >= 0) close(h->fd);
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad import arguments");
+  }
+  const uint64_t len = h->bytes ? h->bytes : 1;
+  struct stat st {};
+  if (fstat(h->fd, &st) != 0 || uint64_t(st.st_size) < len) {
+    close(h->fd);
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "imported buffer is smaller than announced");
+  }
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
+  close(h->fd);
+  if (p == MAP_FAILED)
+    return MakeError(HTAM_ERR_OUT_OF_MEMORY, "cannot map an imported buffer");
+  *out = new htam_buffer{p, h->bytes, -1, len};
+  return nullptr;
 }
 
 HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {

@@ -212,6 +212,7 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
   s.readonly_fs = cfg_.GetBool("eval.sandbox_readonly_fs");
   s.pid_namespace = cfg_.GetBool("eval.sandbox_pid_namespace");
   s.user = drop_user_ ? cfg_.GetString("eval.sandbox_user") : std::string();
+  s.defer_drop = cfg_.GetBool("eval.runner");
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
   s.env_keep = SplitList(cfg_.GetString("eval.env_keep"));
@@ -240,7 +241,21 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
       a.insert(a.end(),
                {"--option", spec.name.substr(prefix.size()) + "=" + cfg_.GetString(spec.name)});
   }
-  if (describe) a.push_back("--describe");
+  if (describe) {
+    a.push_back("--describe");
+  } else if (cfg_.GetBool("eval.runner")) {
+    // Candidates run in a runner process that cannot see these (runner_spawn.h).
+    a.insert(a.end(), {"--split", "--check-threads", cfg_.GetBool("eval.check_threads") ? "1" : "0",
+                       "--thread-grace-ms", std::to_string(cfg_.GetInt("eval.thread_grace_ms"))});
+    std::vector<std::string> hide = {cfg_.GetString("server.tasks_dir"),
+                                     cfg_.GetString("general.data_dir"),
+                                     opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir,
+                                     opt_.cache_dir};
+    for (const auto& d : SplitList(cfg_.GetString("eval.runner_hidden_dirs"))) hide.push_back(d);
+    for (const auto& d : hide)
+      if (!d.empty()) a.insert(a.end(), {"--hide", MakeAbsolute(d)});
+    if (!opt_.cache_dir.empty()) a.insert(a.end(), {"--runner-cache-dir", opt_.cache_dir + "/runner"});
+  }
   return a;
 }
 
@@ -459,7 +474,8 @@ json EvaluatorImpl::GateJson() const {
           {"time_baseline", cfg_.GetBool("eval.time_baseline")},
           {"golden_python", cfg_.GetString("eval.kernelbench_python")},
           {"golden_helper", cfg_.GetString("eval.kernelbench_helper")},
-          {"golden_timeout_s", cfg_.GetInt("eval.kernelbench_timeout_s")}};
+          {"golden_timeout_s", cfg_.GetInt("eval.kernelbench_timeout_s")},
+          {"golden_seed_pool", cfg_.GetInt("eval.kernelbench_seed_pool")}};
 }
 
 // What the worker needs to profile an Ok candidate: the ncu binary (eval.ncu, else found on this
@@ -624,12 +640,13 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   } else {
     w->ClearOutput();
   }
-  // Seal compile-cache entries written by the unprivileged worker.
-  if (geteuid() == 0 && !opt_.cache_dir.empty()) {
-    if (DIR* d = opendir(opt_.cache_dir.c_str())) {
+  // Seal compile-cache entries written by the unprivileged worker and its runner.
+  for (const std::string& dir : {opt_.cache_dir, opt_.cache_dir + "/runner"}) {
+    if (geteuid() != 0 || opt_.cache_dir.empty()) break;
+    if (DIR* d = opendir(dir.c_str())) {
       while (dirent* e = readdir(d)) {
         if (e->d_name[0] == '.') continue;
-        std::string p = opt_.cache_dir + "/" + e->d_name;
+        std::string p = dir + "/" + e->d_name;
         struct stat st;
         if (lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != 0) {
           if (chown(p.c_str(), 0, 0) == 0) chmod(p.c_str(), 0444);

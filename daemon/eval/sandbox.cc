@@ -150,6 +150,11 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> argv_store = argv;
+  if (drop && o.defer_drop) {
+    argv_store.insert(argv_store.end(), {"--drop-uid", std::to_string(uid), "--drop-gid",
+                                         std::to_string(gid)});
+    drop = false;
+  }
   for (auto& a : argv_store) args.push_back(a.data());
   args.push_back(nullptr);
   std::vector<MountEntry> mounts;

@@ -34,6 +34,8 @@ struct SandboxOptions {
                                 // (root and readonly_fs only): nothing the candidate starts
                                 // outlives the worker
   std::string user;             // drop to this user when running as root ("" = stay)
+  bool defer_drop = false;      // the worker drops to `user` itself (--drop-uid/--drop-gid), after
+                                // it started its runner with a mount view of its own
   std::string scratch_dir = "/tmp";        // parent of the private temp dir
   std::vector<std::string> writable_dirs;  // e.g. the compile cache
   std::vector<std::string> env_keep;       // names copied from the daemon's environment

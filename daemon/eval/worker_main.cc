@@ -19,7 +19,11 @@
 // the gate, so the gate's check for child processes during a call is not involved; a missing or
 // failing ncu leaves the result Ok with a "profile unavailable: ..." line in its diagnostics.
 #include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -31,11 +35,14 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/exec.h"
 #include "backends/common/gate.h"
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
 #include "backends/cuda/ncu_profile.h"
 #include "daemon/eval/frame.h"
+#include "daemon/eval/runner_spawn.h"
+#include "daemon/eval/sandbox.h"
 #include "daemon/util/log.h"
 
 namespace {
@@ -70,6 +77,10 @@ void OnAbort(int) {
   (void)b;
   _exit(128 + SIGABRT);
 }
+
+// The runner has no protocol socket: a failed allocation ends it with this code, which the
+// verifier reports as the memory limit.
+void RunnerOutOfMemory() { _exit(kExitResourceLimit); }
 
 bool NetworkIsolated() {
   // In a fresh network namespace only "lo" exists (and it is down).
@@ -175,6 +186,7 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   o.golden_python = Get<std::string>(g, "golden_python", o.golden_python);
   o.golden_helper = Get<std::string>(g, "golden_helper", o.golden_helper);
   o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
+  o.golden_seed_pool = Get<int>(g, "golden_seed_pool", o.golden_seed_pool);
   return o;
 }
 
@@ -271,6 +283,40 @@ int Fatal(const std::string& status, const std::string& message) {
   return 2;
 }
 
+// How the runner ended, as the daemon classifies a worker's end (evaluator.cc): a fatal frame.
+json RunnerDeath(pid_t pid) {
+  int st = 0;
+  pid_t r;
+  for (int i = 0; i < 200; ++i) {  // the socket closed: the process ends at once
+    r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    usleep(10000);
+  }
+  if (r != pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+  }
+  std::string how = htam::eval::DescribeWaitStatus(st);
+  std::string status = "Crash", msg;
+  if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU) {
+    status = "Timeout";
+    msg = "CPU time limit exceeded";
+  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ) {
+    status = "ResourceLimit";
+    msg = "file size limit exceeded";
+  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+    status = "ResourceLimit";
+    msg = "killed (out of memory?)";
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) == kExitResourceLimit) {
+    status = "ResourceLimit";
+    msg = "memory limit reached (allocation failed under the runner's address-space limit)";
+  } else {
+    msg = "the candidate's runner died (" + how + ")" +
+          (WIFEXITED(st) ? ": the candidate ended the process" : "");
+  }
+  return {{"type", "fatal"}, {"status", status}, {"message", msg}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -278,7 +324,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> options;
   std::vector<std::string> self_args;  // for the one-call child of a profile
   int device = 0, jobs = 1;
-  bool describe = false;
+  bool describe = false, runner_mode = false, split = false, check_threads = true;
+  double thread_grace_ms = 50;
+  std::vector<std::string> hide;
+  std::string runner_cache;
+  long drop_uid = -1, drop_gid = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -303,6 +353,22 @@ int main(int argc, char** argv) {
       jobs = std::max(1, std::atoi(next().c_str()));
     else if (a == "--describe")
       describe = true;
+    else if (a == "--runner")
+      runner_mode = true;
+    else if (a == "--split")
+      split = true;
+    else if (a == "--hide")
+      hide.push_back(next());
+    else if (a == "--runner-cache-dir")
+      runner_cache = next();
+    else if (a == "--drop-uid")
+      drop_uid = std::atol(next().c_str());
+    else if (a == "--drop-gid")
+      drop_gid = std::atol(next().c_str());
+    else if (a == "--check-threads")
+      check_threads = next() != "0";
+    else if (a == "--thread-grace-ms")
+      thread_grace_ms = std::atof(next().c_str());
     else if (a == "--log-level") {
       htam::LogLevel l;
       if (htam::ParseLogLevel(next(), &l)) htam::SetLogLevel(l);
@@ -312,15 +378,87 @@ int main(int argc, char** argv) {
     }
   }
   g_single_call = !single_call.empty();
+  char cwd[4096];
+  std::string work_dir = getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
+  // ---- the runner: candidate code only, no daemon socket ----
+  if (runner_mode) {
+    std::set_new_handler(&RunnerOutOfMemory);
+    auto lib = htam::PluginLibrary::Open(plugin);
+    if (!lib.ok()) return 2;
+    htam::HostOptions host{sdk_include, cache_dir, work_dir, options};
+    auto inst = htam::BackendInstance::Create((*lib)->api(), host);
+    if (!inst.ok()) return 2;
+    htam_device* dev = nullptr;
+    if (!htam::ConsumeError((*inst)->api().device_open((*inst)->handle(), device, &dev), "open")
+             .ok())
+      return 2;
+    if (!htam::SendFrameFds(4, {{"type", "ready"}, {"pid", getpid()}}, {}).ok()) _exit(2);
+    int rc = htam::ServeRunner(inst->get(), dev, 4, {check_threads, thread_grace_ms});
+    std::cout.flush();
+    _exit(rc);  // what candidates left in this process is not torn down
+  }
+  // ---- the verifier: start the runner while privileged, then drop privileges ----
+  htam::eval::RunnerReport runner;
+  if (split && single_call.empty() && !describe) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    htam::eval::RunnerSpawn rs;
+    rs.argv = {n > 0 ? std::string(exe, size_t(n)) : "htam-eval-worker", "--runner",
+               "--plugin", plugin, "--device", std::to_string(device), "--sdk-include",
+               sdk_include, "--check-threads", check_threads ? "1" : "0",
+               "--thread-grace-ms", std::to_string(thread_grace_ms)};
+    if (!runner_cache.empty()) rs.argv.insert(rs.argv.end(), {"--cache-dir", runner_cache});
+    for (const auto& o : options) rs.argv.insert(rs.argv.end(), {"--option", o});
+    rs.hidden_dirs = hide;
+    rs.hidden_dirs.push_back(work_dir);  // the verifier's own files
+    rs.work_dir = work_dir + "/runner";
+    rs.visible_dirs = {rs.work_dir};
+    if (!runner_cache.empty()) rs.visible_dirs.push_back(runner_cache);
+    // What the runner itself needs stays in view, wherever the hidden directories are.
+    auto dir_of = [](const std::string& p) { return p.substr(0, p.find_last_of('/')); };
+    rs.visible_dirs.push_back(dir_of(rs.argv[0]));
+    rs.visible_dirs.push_back(dir_of(plugin));
+    if (!sdk_include.empty()) rs.visible_dirs.push_back(sdk_include);
+    if (const char* ld = getenv("LD_LIBRARY_PATH")) {
+      std::string l = ld;
+      for (size_t a = 0, e; a < l.size(); a = e + 1) {
+        e = l.find(':', a);
+        if (e == std::string::npos) e = l.size();
+        if (e > a) rs.visible_dirs.push_back(l.substr(a, e - a));
+      }
+    }
+    rs.drop = drop_uid >= 0 && geteuid() == 0;
+    rs.uid = uid_t(drop_uid);
+    rs.gid = gid_t(drop_gid);
+    auto r = htam::eval::SpawnRunner(rs);
+    if (!r.ok()) return Fatal("InfraError", "cannot start the runner: " + r.status().message());
+    runner = *r;
+  }
+  if (drop_uid >= 0 && geteuid() == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(gid_t(drop_gid)) != 0 ||
+        setuid(uid_t(drop_uid)) != 0)
+      return Fatal("InfraError", "the worker cannot drop privileges");
+  }
+  // Nobody may trace this process or read its memory (/proc/PID/mem needs a dumpable target).
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  {
+    // Shared buffers are files (memfd): the verifier's own soft file-size limit is lifted; the
+    // runner's is hard (runner_spawn.cc), and it writes every file a candidate can.
+    struct rlimit fs;
+    if (runner.pid > 0 && getrlimit(RLIMIT_FSIZE, &fs) == 0) {
+      fs.rlim_cur = fs.rlim_max;
+      setrlimit(RLIMIT_FSIZE, &fs);
+    } else if (getrlimit(RLIMIT_FSIZE, &fs) == 0) {
+      fs.rlim_max = fs.rlim_cur;
+      setrlimit(RLIMIT_FSIZE, &fs);
+    }
+  }
   if (single_call.empty()) {
     // fd 3 is the protocol socket: not for the processes a profile starts.
     fcntl(kFd, F_SETFD, FD_CLOEXEC);
     std::set_new_handler(&OnOutOfMemory);
     signal(SIGABRT, &OnAbort);
   }
-  char cwd[4096];
-  std::string work_dir = getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
-
   auto lib = htam::PluginLibrary::Open(plugin);
   if (!lib.ok()) return Fatal("InfraError", lib.status().message());
   htam::HostOptions host;
@@ -355,6 +493,34 @@ int main(int argc, char** argv) {
     _exit(rc);
   }
 
+  // The runner says it is ready (plugin loaded, device open) or ends; candidates go to it when
+  // the plugin can share buffers, else they run here.
+  std::unique_ptr<htam::CandidateExec> remote;
+  std::string runner_note = "off";
+  if (runner.pid > 0) {
+    pollfd p{runner.fd, POLLIN, 0};
+    int ready = poll(&p, 1, 120000);
+    std::vector<int> fds;
+    auto hello_r = ready > 0 ? htam::RecvFrameFds(runner.fd, &fds)
+                             : htam::Result<json>(htam::Status::Timeout("no answer in 120 s"));
+    for (int f : fds) close(f);
+    if (!hello_r.ok() || (*hello_r).value("type", "") != "ready") {
+      kill(runner.pid, SIGKILL);
+      return Fatal("InfraError", "the runner did not start: " +
+                                     (hello_r.ok() ? std::string("unexpected frame")
+                                                   : hello_r.status().message()));
+    }
+    if (b.api().buffer_export && b.api().buffer_import) {
+      remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
+      runner_note = "on";
+    } else {
+      kill(runner.pid, SIGKILL);
+      waitpid(runner.pid, nullptr, 0);
+      close(runner.fd);
+      runner.pid = -1;
+      runner_note = "unavailable (the plugin cannot share buffers)";
+    }
+  }
   struct rlimit as {
   }, nproc{};
   getrlimit(RLIMIT_AS, &as);
@@ -367,6 +533,9 @@ int main(int argc, char** argv) {
        {{"network_isolated", NetworkIsolated()},
         {"readonly_root", RootReadOnly()},
         {"uid", getuid()},
+        {"runner", runner_note},
+        {"runner_files_hidden", remote && runner.files_hidden},
+        {"runner_seccomp", remote && runner.seccomp},
         {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)},
         {"nproc_limit", nproc.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(nproc.rlim_cur)}}}};
   if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
@@ -391,6 +560,7 @@ int main(int argc, char** argv) {
       r.diagnostics = task.status().message();
     } else {
       htam::GateOptions o = GateOptionsFromJob(j, b, device);
+      o.runner = remote.get();
       htam::Gate gate(&b, dev, *task, o);
       if (Get<bool>(j, "reference_only", false))
         r = gate.EvaluateReference(progress);
@@ -402,7 +572,15 @@ int main(int argc, char** argv) {
       progress("profile (Nsight Compute)");
       bottleneck = Profile(j, j["profile"], self_args, work_dir, &r);
     }
+    if (remote && r.status != htam::fb::OutcomeStatus::Ok &&
+        r.diagnostics.find("the runner process died") != std::string::npos) {
+      // The runner died under this candidate: say how, as the daemon would for a worker.
+      (void)htam::eval::WriteFrame(kFd, RunnerDeath(runner.pid));
+      _exit(0);
+    }
     if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r, bottleneck)).ok()) break;
+    // A runner that ran a failing candidate is not reused: the next job gets a fresh pair.
+    if (remote && r.status != htam::fb::OutcomeStatus::Ok) break;
   }
   b.api().device_close(dev);
   // Leave without running destructors of whatever the candidates left in this process.

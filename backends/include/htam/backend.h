@@ -54,7 +54,9 @@
  *   - Device buffers: the plugin owns the memory; the host owns the handle until buffer_free.
  *
  * CONTAINMENT: the plugin runs inside the sandboxed worker process, never in the daemon. Candidate
- *   code is hostile: a plugin must not trust anything the candidate leaves behind (stream state,
+ *   code runs in a separate *runner* process (its own plugin instance) whose buffers the verifier
+ *   shares through buffer_export / buffer_import (API 1.1), so the process that holds the expected
+ *   outputs never runs candidate code. Candidate code is hostile: a plugin must not trust anything the candidate leaves behind (stream state,
  *   pending errors) and must report launch/device failures as errors, not abort.
  * --------------------------------------------------------------------------------------------- */
 #ifndef HTAM_BACKEND_H_
@@ -70,7 +72,7 @@ extern "C" {
 #endif
 
 #define HTAM_BACKEND_API_VERSION_MAJOR 1
-#define HTAM_BACKEND_API_VERSION_MINOR 0
+#define HTAM_BACKEND_API_VERSION_MINOR 1
 
 #if defined(__GNUC__)
 #define HTAM_BACKEND_EXPORT __attribute__((visibility("default")))
@@ -368,6 +370,33 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
 typedef htam_backend_error* (*htam_backend_profile_fn)(htam_module*, const htam_tensor*, int32_t,
                                                        htam_tensor*, int32_t, htam_profile_report*);
 
+/* ---- sharing buffers with a runner process (API 1.1) ----------------------------------------
+ * The verifier process allocates buffers and shares them with the runner process that executes
+ * candidate code: export in one process, import in the other (the host carries the handle and, for
+ * backends that use one, the file descriptor over a Unix socket). CPU: a memfd; CUDA: an IPC
+ * memory handle. An imported buffer is released with buffer_free (it unmaps; the memory stays the
+ * exporter's). A backend without these entry points evaluates candidates in the verifier's process. */
+typedef struct htam_buffer_handle {
+  uint32_t struct_size;
+  uint64_t bytes;      /* size of the buffer */
+  int32_t fd;          /* a file descriptor the host must pass along (-1 = none); owned by the
+                          exporter's buffer in the exporting process, by the host after transfer */
+  uint32_t data_len;   /* bytes of `data` in use */
+  uint8_t data[128];   /* opaque handle bytes (e.g. cudaIpcMemHandle_t) */
+} htam_buffer_handle;
+
+/* OPTIONAL (both or neither). */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_export(htam_buffer* buffer,
+                                                                   htam_buffer_handle* out);
+typedef htam_backend_error* (*htam_backend_buffer_export_fn)(htam_buffer*, htam_buffer_handle*);
+/* The import takes ownership of handle->fd (closes it) whether it succeeds or not. */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_import(htam_device* device,
+                                                                   const htam_buffer_handle* handle,
+                                                                   htam_buffer** out);
+typedef htam_backend_error* (*htam_backend_buffer_import_fn)(htam_device*,
+                                                             const htam_buffer_handle*,
+                                                             htam_buffer**);
+
 /* Names, for loaders: every REQUIRED symbol, then every OPTIONAL one. */
 #define HTAM_BACKEND_REQUIRED_SYMBOLS                                                           \
   "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",               \
@@ -377,7 +406,8 @@ typedef htam_backend_error* (*htam_backend_profile_fn)(htam_module*, const htam_
       "htam_backend_buffer_alloc", "htam_backend_buffer_free", "htam_backend_buffer_address",   \
       "htam_backend_copy_to_device", "htam_backend_copy_to_host", "htam_backend_memset",        \
       "htam_backend_run", "htam_backend_time"
-#define HTAM_BACKEND_OPTIONAL_SYMBOLS "htam_backend_profile"
+#define HTAM_BACKEND_OPTIONAL_SYMBOLS \
+  "htam_backend_profile", "htam_backend_buffer_export", "htam_backend_buffer_import"
 
 #ifdef __cplusplus
 } /* extern "C" */
