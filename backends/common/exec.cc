@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -31,9 +32,24 @@ std::set<std::string> ThreadIds() {
   return ids;
 }
 
-bool HasChildren() {
+// This process's children (every thread's), so that a call's new ones can be told from those it
+// had before (the verifier's runner).
+std::set<std::string> ChildPids() {
+  std::set<std::string> pids;
+  for (const auto& tid : ThreadIds()) {
+    std::ifstream in("/proc/self/task/" + tid + "/children");
+    std::string pid;
+    while (in >> pid) pids.insert(pid);
+  }
+  return pids;
+}
+
+bool HasNewChildren(const std::set<std::string>& before) {
   int st;
-  return waitpid(-1, &st, WNOHANG) != -1;  // -1/ECHILD: no children at all
+  if (waitpid(-1, &st, WNOHANG) > 0) return true;  // one already ended: reaped, and counted
+  for (const auto& p : ChildPids())
+    if (!before.count(p)) return true;
+  return false;
 }
 
 ExecOutcome FromError(htam_backend_error* e, int32_t rc = 0) {
@@ -97,12 +113,13 @@ class LocalExec : public CandidateExec {
     if (!mod_) return ExecOutcome{HTAM_ERR_INVALID_ARGUMENT, 0, "no module loaded"};
     std::vector<htam_tensor> din = Descs(in), dout = Descs(out);
     std::set<std::string> before = opt_.check_threads ? ThreadIds() : std::set<std::string>();
+    std::set<std::string> kids = ChildPids();
     int32_t rc = 0;
     ExecOutcome o = FromError(
         b_->api().run(mod_, din.data(), int32_t(din.size()), dout.data(), int32_t(dout.size()), &rc),
         rc);
     if (o.code >= 0) return o;
-    CheckLeftovers(before, true, &o);
+    CheckLeftovers(before, kids, true, &o);
     return o;
   }
 
@@ -114,9 +131,10 @@ class LocalExec : public CandidateExec {
     r.inputs = din.data();
     r.outputs = dout.data();
     std::set<std::string> before = opt_.check_threads ? ThreadIds() : std::set<std::string>();
+    std::set<std::string> kids = ChildPids();
     ExecOutcome o = FromError(b_->api().time(mod_, &r, res));
     if (o.code >= 0) return o;
-    CheckLeftovers(before, false, &o);
+    CheckLeftovers(before, kids, false, &o);
     return o;
   }
 
@@ -152,7 +170,8 @@ class LocalExec : public CandidateExec {
   }
   // Work must be complete when htam_kernel returns: threads it started must have ended, and it
   // must not leave processes behind.
-  void CheckLeftovers(const std::set<std::string>& before, bool grace, ExecOutcome* o) {
+  void CheckLeftovers(const std::set<std::string>& before, const std::set<std::string>& kids,
+                      bool grace, ExecOutcome* o) {
     if (opt_.check_threads) {
       auto deadline = std::chrono::steady_clock::now() +
                       std::chrono::microseconds(int64_t(grace ? opt_.thread_grace_ms * 1000 : 0));
@@ -166,7 +185,7 @@ class LocalExec : public CandidateExec {
       if (extra) leak_ = true;  // a stray thread may still use the module: never unload it
       o->extra_threads = extra;
     }
-    o->children = HasChildren();
+    o->children = HasNewChildren(kids);
   }
 
   BackendInstance* b_;

@@ -121,6 +121,7 @@ struct htam_buffer {
   htam_device* device = nullptr;
   void* ptr = nullptr;
   uint64_t bytes = 0;
+  bool imported = false;  // opened from another process's IPC handle: closed, not freed
 };
 
 namespace {
@@ -414,7 +415,10 @@ HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
   if (!b) return;
   if (b->ptr && !b->device->dev->poisoned()) {
     cudaSetDevice(b->device->dev->props().index);
-    cudaFree(b->ptr);
+    if (b->imported)
+      cudaIpcCloseMemHandle(b->ptr);
+    else
+      cudaFree(b->ptr);
     cudaGetLastError();
   }
   --b->device->live_objects;
@@ -423,6 +427,56 @@ HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
 
 HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {
   return b ? b->ptr : nullptr;
+}
+
+// Sharing with the runner process: CUDA IPC memory handles (the runner opens the verifier's
+// allocation; both processes see the same device memory).
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_export(htam_buffer* b,
+                                                                   htam_buffer_handle* out) {
+  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_export: null argument");
+  out->bytes = b->bytes;
+  out->fd = -1;
+  out->data_len = 0;
+  if (!b->ptr) return nullptr;  // an empty buffer: nothing to share
+  if (htam_backend_error* e = Select(b->device)) return e;
+  cudaIpcMemHandle_t h;
+  static_assert(sizeof(h) <= sizeof(out->data), "IPC handle larger than the ABI's handle");
+  cudaError_t e = cudaIpcGetMemHandle(&h, b->ptr);
+  if (e != cudaSuccess) {
+    Fault f = b->device->dev->FromCuda(e, "cudaIpcGetMemHandle");
+    cudaGetLastError();
+    return ToError(f);
+  }
+  std::memcpy(out->data, &h, sizeof(h));
+  out->data_len = sizeof(h);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_import(htam_device* d,
+                                                                   const htam_buffer_handle* h,
+                                                                   htam_buffer** out) {
+  if (h && h->fd >= 0) close(h->fd);
+  if (!d || !h || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_import: null argument");
+  if (htam_backend_error* e = Select(d)) return e;
+  auto b = std::make_unique<htam_buffer>();
+  b->device = d;
+  b->bytes = h->bytes;
+  b->imported = true;
+  if (h->data_len) {
+    cudaIpcMemHandle_t ih;
+    if (h->data_len != sizeof(ih))
+      return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_import: not a CUDA IPC handle");
+    std::memcpy(&ih, h->data, sizeof(ih));
+    cudaError_t e = cudaIpcOpenMemHandle(&b->ptr, ih, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      Fault f = d->dev->FromCuda(e, "cudaIpcOpenMemHandle");
+      cudaGetLastError();
+      return ToError(f);
+    }
+  }
+  ++d->live_objects;
+  *out = b.release();
+  return nullptr;
 }
 
 namespace {

@@ -254,7 +254,9 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
     for (const auto& d : SplitList(cfg_.GetString("eval.runner_hidden_dirs"))) hide.push_back(d);
     for (const auto& d : hide)
       if (!d.empty()) a.insert(a.end(), {"--hide", MakeAbsolute(d)});
-    if (!opt_.cache_dir.empty()) a.insert(a.end(), {"--runner-cache-dir", opt_.cache_dir + "/runner"});
+    // The runner compiles into its own temp dir: a compile cache it could write would be a place to
+    // leave outputs for a later candidate, and one it could list would hand it other candidates'
+    // compiled kernels.
   }
   return a;
 }
@@ -750,7 +752,11 @@ std::string EvaluatorImpl::StatusText() {
         << " readonly_root=" << (s.sandbox.value("readonly_root", false) ? "yes" : "no")
         << " uid=" << s.sandbox.value("uid", -1)
         << " nproc_limit=" << s.sandbox.value("nproc_limit", uint64_t(0))
-        << " memory_limit=" << s.sandbox.value("memory_limit", uint64_t(0));
+        << " memory_limit=" << s.sandbox.value("memory_limit", uint64_t(0))
+        << " runner=" << (s.sandbox.value("runner", std::string("off")) == "on" ? "on" : "off")
+        << " runner_files_hidden="
+        << (s.sandbox.value("runner_files_hidden", false) ? "yes" : "no")
+        << " runner_seccomp=" << (s.sandbox.value("runner_seccomp", false) ? "yes" : "no");
     o << "\n";
   }
   for (const auto& n : notes_) o << "note: " << n << "\n";

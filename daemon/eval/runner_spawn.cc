@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <grp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -20,10 +22,25 @@
 namespace htam::eval {
 namespace {
 
+// async-signal-safe message to fd 2, then exit
+[[noreturn]] void Die(const char* m) {
+  ssize_t w = write(2, m, strlen(m));
+  (void)w;
+  _exit(126);
+}
+
 // mkdir -p (before the fork: plain library calls are fine there).
 void MakeDirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
     if (i == path.size() || path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+// Moves a descriptor above the ones the child sets up (3, 4), keeping O_CLOEXEC.
+int HighFd(int fd) {
+  if (fd < 0 || fd >= 100) return fd;
+  int h = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+  close(fd);
+  return h;
 }
 
 bool Under(const std::string& path, const std::string& dir) {
@@ -66,7 +83,6 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
   // directories above them are covered.
   const bool root = geteuid() == 0;
   std::vector<std::string> hidden, visible;
-  std::vector<int> visible_fds;
   for (const auto& d : spec.hidden_dirs) {
     struct stat st;
     if (d.empty() || stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
@@ -80,40 +96,45 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
     for (const auto& h : hidden) inside = inside || Under(d, h);
     if (!inside) continue;
     MakeDirs(d);
-    if (spec.drop && chown(d.c_str(), spec.uid, spec.gid) != 0) { /* cache may be root's */
-    }
-    int fd = open(d.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) continue;
     visible.push_back(d);
-    visible_fds.push_back(fd);
   }
+  // The child opens each (O_PATH) inside its new mount namespace as fd 200+i, before covering.
   std::vector<std::string> fd_paths;
-  for (int fd : visible_fds) fd_paths.push_back("/proc/self/fd/" + std::to_string(fd));
+  for (size_t i = 0; i < visible.size(); ++i)
+    fd_paths.push_back("/proc/self/fd/" + std::to_string(200 + i));
 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return Status::IOError(std::string("socketpair: ") + strerror(errno));
+  sv[0] = HighFd(sv[0]);
+  sv[1] = HighFd(sv[1]);
   int rep[2];  // the child's report: [files hidden, seccomp] before exec
   if (pipe2(rep, O_CLOEXEC) != 0) {
     close(sv[0]);
     close(sv[1]);
     return Status::IOError(std::string("pipe: ") + strerror(errno));
   }
+  rep[0] = HighFd(rep[0]);
+  rep[1] = HighFd(rep[1]);
   pid_t pid = fork();
   if (pid < 0) {
     for (int f : {sv[0], sv[1], rep[0], rep[1]}) close(f);
-    for (int f : visible_fds) close(f);
     return Status::ResourceExhausted(std::string("fork: ") + strerror(errno));
   }
   if (pid == 0) {
     // ---- child: async-signal-safe calls only (the parent may have threads) ----
     char report[2] = {0, 0};
     close(3);  // the daemon's protocol socket is the verifier's alone
-    if (dup2(sv[1], 4) != 4) _exit(126);
+    if (dup2(sv[1], 4) != 4) Die("htam runner: cannot set up its socket\n");
     signal(SIGPIPE, SIG_DFL);
     if (root && !hidden.empty() && unshare(CLONE_NEWNS) == 0 &&
         mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
       bool all = true;
+      for (size_t i = 0; i < visible.size(); ++i) {
+        int fd = open(visible[i].c_str(), O_PATH | O_DIRECTORY);
+        all = all && fd >= 0 && dup2(fd, int(200 + i)) == int(200 + i);
+        if (fd >= 0) close(fd);
+      }
       for (const auto& h : hidden)
         all = all && mount("tmpfs", h.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                            "size=64k,mode=0755") == 0;
@@ -135,25 +156,35 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
               nullptr);
       report[0] = all ? 1 : 0;
     }
-    for (int f : visible_fds) close(f);
+    for (size_t i = 0; i < visible.size(); ++i) close(int(200 + i));
     if (spec.drop) {
-      if (setgroups(0, nullptr) != 0 || setgid(spec.gid) != 0 || setuid(spec.uid) != 0) _exit(126);
+      if (setgroups(0, nullptr) != 0 || setgid(spec.gid) != 0 || setuid(spec.uid) != 0)
+        Die("htam runner: cannot drop privileges\n");
+    } else if (root) {
+      // Still uid 0 (the sandbox user cannot reach the tree): no capability at all, none
+      // regained at exec, so it can neither unmount its view nor read the verifier's memory.
+      for (int c = 0; c <= 63; ++c) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+      prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                   SECBIT_NO_SETUID_FIXUP_LOCKED,
+            0, 0, 0);
+      __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct data[2] = {};
+      if (syscall(SYS_capset, &hdr, data) != 0) Die("htam runner: cannot drop capabilities\n");
     }
     struct rlimit fs;
     if (getrlimit(RLIMIT_FSIZE, &fs) == 0) {
       fs.rlim_max = fs.rlim_cur;
       setrlimit(RLIMIT_FSIZE, &fs);
     }
-    if (chdir(spec.work_dir.c_str()) != 0) _exit(126);
+    if (chdir(spec.work_dir.c_str()) != 0) Die("htam runner: cannot enter its temp dir\n");
     if (spec.seccomp) report[1] = InstallRunnerSeccomp() ? 1 : 0;
     ssize_t w = write(rep[1], report, 2);
     (void)w;
     execve(args[0], args.data(), envp.data());
-    _exit(127);
+    Die("htam runner: cannot execute the worker binary (hidden from its view?)\n");
   }
   close(sv[1]);
   close(rep[1]);
-  for (int f : visible_fds) close(f);
   RunnerReport r;
   r.pid = pid;
   r.fd = sv[0];

@@ -384,14 +384,23 @@ int main(int argc, char** argv) {
   if (runner_mode) {
     std::set_new_handler(&RunnerOutOfMemory);
     auto lib = htam::PluginLibrary::Open(plugin);
-    if (!lib.ok()) return 2;
+    if (!lib.ok()) {
+      std::cerr << "htam runner: " << lib.status().ToString() << "\n";
+      return 2;
+    }
     htam::HostOptions host{sdk_include, cache_dir, work_dir, options};
     auto inst = htam::BackendInstance::Create((*lib)->api(), host);
-    if (!inst.ok()) return 2;
-    htam_device* dev = nullptr;
-    if (!htam::ConsumeError((*inst)->api().device_open((*inst)->handle(), device, &dev), "open")
-             .ok())
+    if (!inst.ok()) {
+      std::cerr << "htam runner: " << inst.status().ToString() << "\n";
       return 2;
+    }
+    htam_device* dev = nullptr;
+    auto opened = htam::ConsumeError((*inst)->api().device_open((*inst)->handle(), device, &dev),
+                                     "opening device");
+    if (!opened.ok()) {
+      std::cerr << "htam runner: " << opened.ToString() << "\n";
+      return 2;
+    }
     if (!htam::SendFrameFds(4, {{"type", "ready"}, {"pid", getpid()}}, {}).ok()) _exit(2);
     int rc = htam::ServeRunner(inst->get(), dev, 4, {check_threads, thread_grace_ms});
     std::cout.flush();
