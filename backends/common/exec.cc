@@ -397,6 +397,8 @@ class RemoteExec : public CandidateExec {
       std::vector<int> none;
       auto r = RecvFrameFds(fd_, &none);
       for (int f : none) close(f);
+      // A runner that ends after this answer may leave processes holding its socket open.
+      if (r.ok() && r->value("ending", false)) dead_ = true;
       if (r.ok()) return r;
       st = r.status();
     }
@@ -472,6 +474,7 @@ class RunnerServer {
       bool failed = false;
       json reply = Handle(*req, &fds, &failed);
       for (int f : fds) close(f);  // any descriptor no request took
+      if (failed) reply["ending"] = true;  // the verifier asks nothing more of this runner
       if (!SendFrameFds(fd, reply, {}).ok()) return 2;
       if (failed) return 1;
     }
