@@ -19,7 +19,7 @@
 
 #include "backends/common/exec.h"
 #include "backends/common/kernelbench.h"
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 #include "backends/common/stats.h"
 #include "backends/common/tensor_data.h"
 
@@ -256,7 +256,7 @@ class Gate::Impl {
       if (!ok) return Infra(res, "cannot read reference " + *ref_path);
     }
     const std::string& source = candidate_source ? *candidate_source : ref_source;
-    res.candidate_hash = Sha256Hex(language + "\n" + source);
+    res.candidate_hash = CandidateKey(language, source);
 
     // The reference runs here; the candidate runs in the runner when there is one (never the
     // reference's self-evaluation: it holds no secret).

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 #include "daemon/util/file.h"
 
 #ifndef HTAM_KB_HELPER_DEFAULT

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 
 namespace htam {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "backends/common/plugin_error.h"
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 #include "htam/backend.h"
 
 extern char** environ;

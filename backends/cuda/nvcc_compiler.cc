@@ -14,7 +14,7 @@
 #include <regex>
 #include <sstream>
 
-#include "backends/cuda/sha256.h"
+#include "base/hash.h"
 #include "backends/cuda/subprocess.h"
 #include "daemon/util/file.h"
 

@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "backends/cuda/sha256.h"
+#include "base/hash.h"
 
 namespace htam::cuda {
 namespace {

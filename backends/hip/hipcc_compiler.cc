@@ -14,7 +14,7 @@
 #include <regex>
 #include <sstream>
 
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 #include "backends/hip/code_object.h"
 #include "backends/hip/subprocess.h"
 #include "daemon/util/file.h"

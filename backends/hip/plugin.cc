@@ -24,7 +24,7 @@
 
 #include "backends/common/plugin_error.h"
 #include "backends/common/plugin_host.h"
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 #include "backends/cuda/roofline_ext.h"
 #include "backends/hip/amd_runtime.h"
 #include "backends/hip/hipcc_compiler.h"

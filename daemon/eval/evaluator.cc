@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 #include "backends/cuda/ncu_profile.h"
 #include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
@@ -501,7 +501,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   r.job_id = job.job_id;
   r.device = s->info.name;
   r.arch = s->info.arch;
-  r.candidate_hash = Sha256Hex(s->language + "\n" + job.source);
+  r.candidate_hash = CandidateKey(s->language, job.source);
   if (!s->worker) {
     auto w = StartWorker(s);
     if (!w.ok()) {

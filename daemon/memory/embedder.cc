@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/hash.h"
 #include "daemon/memory/memory.h"
 
 namespace htam::memory {
@@ -66,13 +67,8 @@ std::vector<float> EmbedText(std::string_view text, uint32_t dim) {
 }
 
 std::string CandidateHash(std::string_view language, std::string_view source) {
-  // Two independent FNV-1a lanes = 128 bits: enough to name a candidate, not a security hash.
-  uint64_t a = Fnv1a(source, Fnv1a("\n", Fnv1a(language)));
-  uint64_t b = Fnv1a(source, Fnv1a("\n", Fnv1a(language, 0x9e3779b97f4a7c15ull)));
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b));
-  return buf;
+  // The evaluator's key too (base/hash.h): the key a client is given names the stored candidate.
+  return CandidateKey(language, source);
 }
 
 }  // namespace htam::memory

@@ -202,7 +202,8 @@ class Memory {
 // L2-normalized. Deterministic across runs and machines; needs no model.
 std::vector<float> EmbedText(std::string_view text, uint32_t dim);
 
-// Content hash of a candidate (hex): what GetCandidate and StepInput::candidate_hash use.
+// Content hash of a candidate (hex SHA-256, base/hash.h's CandidateKey): what GetCandidate and
+// StepInput::candidate_hash use, and the evaluator's candidate_hash.
 std::string CandidateHash(std::string_view language, std::string_view source);
 
 }  // namespace htam::memory

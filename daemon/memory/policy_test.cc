@@ -298,7 +298,7 @@ TEST(EmbedderTest, DeterministicNormalizedAndMeaningful) {
   EXPECT_EQ(e, EmbedText("Shared  memory, tiling!", 16));
   EXPECT_EQ(CandidateHash("cuda", "x"), CandidateHash("cuda", "x"));
   EXPECT_NE(CandidateHash("cuda", "x"), CandidateHash("hip", "x"));
-  EXPECT_EQ(CandidateHash("cuda", "x").size(), 32u);
+  EXPECT_EQ(CandidateHash("cuda", "x").size(), 64u);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/common/sha256.h"
+#include "base/hash.h"
 #include "daemon/eval/profile_json.h"
 
 namespace htam::scheduler {

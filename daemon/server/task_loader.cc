@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/hash.h"
 #include "daemon/memory/memory.h"
 
 namespace htam::server {
@@ -160,7 +161,7 @@ Result<fb::TaskT> LoadTaskDir(const std::string& dir) {
     t.name = j.at("name").get<std::string>();
     t.category = j.value("category", "");
     t.description = j.value("description", "");
-    t.spec_hash = memory::CandidateHash("task.json", text);
+    t.spec_hash = SpecKey(text);  // the same key as the task parser's (base/hash.h)
     if (j.contains("tolerance")) {
       const auto& tol = j["tolerance"];
       t.rtol = tol.value("rtol", 0.0);

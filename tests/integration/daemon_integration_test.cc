@@ -380,6 +380,17 @@ TEST_F(DaemonTest, EvaluationNeverBlocksNextStepAndReportsProgress) {
   EXPECT_GT(result->speedup, 0.0);
   EXPECT_NE(result->transition_id, 0u);
   {
+    // The key the client was given names the stored candidate (one hash for the whole system).
+    fb::QueryT best;
+    best.kind = fb::QueryKind::BestCandidates;
+    best.session_id = sid;
+    auto b = (*agent)->Query(best);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_EQ(b->candidates.size(), 1u);
+    EXPECT_EQ(b->candidates[0]->hash, ack->candidate_hash);
+    EXPECT_EQ(b->candidates[0]->source, info->baseline_source);
+  }
+  {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_NE(std::find(stages.begin(), stages.end(), "queued"), stages.end());
     EXPECT_NE(std::find(stages.begin(), stages.end(), "done"), stages.end());

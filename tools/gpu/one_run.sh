@@ -86,6 +86,25 @@ gtest_part hacks "${T_HACKS:-150}" cuda_hacks.log cuda_hacks_gpu_test '^ncu prof
 # the sandbox runs candidates as an unprivileged user, who must read the tree and the libraries
 part daemon && chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
 gtest_part daemon "${T_DAEMON:-150}" cuda_daemon.log cuda_daemon_gpu_test '^daemon|^Nsight'
+# ---- runner and verifier (eval.runner): the CUDA hack catalogue and every suite lineage through
+# the Evaluator htamd uses (htam-evaluate), with candidates in the runner and, in the same run,
+# in the verifier's process (eval.runner false): outcomes and candidates/min side by side.
+if has runner; then
+  chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+  EV="$S/htam-evaluate --eval.sdk_include_dir $ROOT/sdk/include"
+  for mode in true false; do
+    run 120 "$OUT/runner.log" $EV --task tests/gpu/tasks/relu_small --backend cuda \
+      --eval.runner $mode --eval.seeds 2 $(ls tests/hacks/cuda/*.cu | grep -v -e hang -e early_return)
+  done
+  for mode in true false; do
+    for t in gelu rowsum softmax transpose rmsnorm scan stencil2d sgemm bf16_gemm gemm_bias_gelu; do
+      t0=$(date +%s.%N)
+      run 60 "$OUT/runner.log" $EV --task configs/tasks/$t --backend cuda --lineage --eval.runner $mode
+      echo "lineage $t runner=$mode wall $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$OUT/runner.log"
+    done
+  done
+  grep -E '"status"|^lineage' "$OUT/runner.log" | cut -c1-300 | head -80
+fi
 # ---- KernelBench problems on CUDA (golden data and eager baseline from PyTorch on the GPU)
 gtest_part kb "${T_KB:-150}" cuda_kernelbench.log cuda_kernelbench_gpu_test '^kernelbench'
 if part hip; then

@@ -15,7 +15,7 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
 fi
 TARGETS="htam_backend_cuda htam_backend_hip htam-eval-cli htam-bench cuda_plugin_gpu_test
          cuda_hacks_gpu_test cuda_kernelbench_gpu_test cuda_daemon_gpu_test hip_on_nvidia_gpu_test
-         htamd htam-worker htam-eval-worker"
+         htamd htam-worker htam-eval-worker htam-evaluate"
 nice -n 5 cmake --build "$B" --target $TARGETS -j2
 S=.gpu-stage
 rm -rf "$S" && mkdir -p "$S/lib"
@@ -26,7 +26,7 @@ for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.
          backends/cuda/htam-eval-cli tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
          tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test tests/gpu/cuda_daemon_gpu_test \
          tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \
-         daemon/eval/htam-eval-worker; do
+         daemon/eval/htam-eval-worker tools/worker/htam-evaluate; do
   strip -o "$S/$(basename "$f")" "$B/$f"
 done
 # The flush-gap probe (tools/gpu/flush_gap.sh): a plain CUDA program, static runtime.
