@@ -370,6 +370,7 @@ class Gate::Impl {
     res.baseline_us = base_stats.median;
     res.baseline_spread_us = base_stats.iqr;
     res.speedup = res.median_us > 0 && res.baseline_us > 0 ? res.baseline_us / res.median_us : 0;
+    SpeedOfLight(&res);
     res.status = OutcomeStatus::Ok;
     res.diagnostics = "passed " + std::to_string(res.cases) + " verification cases";
     if (!diag.empty()) res.diagnostics += "; compiler: " + diag.substr(0, 2000);
@@ -702,6 +703,22 @@ class Gate::Impl {
     res.status = v.status;
     res.diagnostics = v.ok() ? "single call (profiling run)" : v.reason;
     return res;
+  }
+
+  // sol_fraction: the time the task's bytes and FLOPs need at the device's measured ceilings
+  // (16-bit tensor cores when an input is f16/bf16), over the candidate's median.
+  void SpeedOfLight(GateResult* res) {
+    if (!api_->device_roofline || res->median_us <= 0) return;
+    htam_roofline_report r{};
+    r.struct_size = sizeof r;
+    if (!ConsumeError(api_->device_roofline(device_, &r), "roofline").ok()) return;
+    bool is16 = false;
+    for (const auto& t : task_.inputs) is16 |= t.dtype == HTAM_F16 || t.dtype == HTAM_BF16;
+    const double peak = is16 ? r.tensor16_flops : r.fp32_flops;
+    double sol_us = 0;
+    if (r.copy_bytes_per_s > 0) sol_us = std::max(sol_us, res->bytes / r.copy_bytes_per_s * 1e6);
+    if (peak > 0) sol_us = std::max(sol_us, res->flops / peak * 1e6);
+    if (sol_us > 0) res->profile.sol_fraction = float(sol_us / res->median_us);
   }
 
   void ProfileCandidate(const DimBinding& dims, GateResult* res) {

@@ -56,6 +56,7 @@ Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& l
       {"htam_backend_profile", reinterpret_cast<void**>(&api.profile), false},
       {"htam_backend_buffer_export", reinterpret_cast<void**>(&api.buffer_export), false},
       {"htam_backend_buffer_import", reinterpret_cast<void**>(&api.buffer_import), false},
+      {"htam_backend_device_roofline", reinterpret_cast<void**>(&api.device_roofline), false},
   };
   // Version first: a plugin of another major may not even have the same symbol set.
   void* version_sym = lookup("htam_backend_api_version");

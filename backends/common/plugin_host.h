@@ -42,6 +42,7 @@ struct PluginApi {
   htam_backend_profile_fn profile = nullptr;  // optional
   htam_backend_buffer_export_fn buffer_export = nullptr;  // optional (1.1), with buffer_import
   htam_backend_buffer_import_fn buffer_import = nullptr;
+  htam_backend_device_roofline_fn device_roofline = nullptr;  // optional (1.1)
   uint32_t major = 0, minor = 0;              // the plugin's API version
 };
 

@@ -35,7 +35,6 @@
 #include "backends/common/task_spec.h"
 #include "backends/cuda/compile_pool.h"
 #include "backends/cuda/ncu_profile.h"
-#include "backends/cuda/roofline_ext.h"
 #include "daemon/config/config.h"
 #include "daemon/util/file.h"
 

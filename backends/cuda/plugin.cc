@@ -19,7 +19,6 @@
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/nvcc_compiler.h"
-#include "backends/cuda/roofline_ext.h"
 #include "htam/backend.h"
 
 using htam::plugin::MakeError;

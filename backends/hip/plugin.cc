@@ -25,7 +25,6 @@
 #include "backends/common/plugin_error.h"
 #include "backends/common/plugin_host.h"
 #include "base/hash.h"
-#include "backends/cuda/roofline_ext.h"
 #include "backends/hip/amd_runtime.h"
 #include "backends/hip/hipcc_compiler.h"
 #include "daemon/util/file.h"
@@ -536,7 +535,7 @@ HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device* d) {
   return d->amd ? d->amd->stream() : nullptr;
 }
 
-// Extension of the CUDA backend (backends/cuda/roofline_ext.h), forwarded on NVIDIA.
+// The CUDA backend's ceilings (htam_backend_device_roofline), forwarded on NVIDIA.
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_roofline(htam_device* d,
                                                                      htam_roofline_report* out) {
   if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_roofline: null argument");

@@ -156,6 +156,7 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck
             {"dram_throughput", r.profile.dram_throughput},
             {"sm_throughput", r.profile.sm_throughput},
             {"occupancy", r.profile.occupancy},
+            {"sol_fraction", r.profile.sol_fraction},
             {"sm_clock_mhz", r.profile.sm_clock_mhz},
             {"mem_clock_mhz", r.profile.mem_clock_mhz}}}};
 }
@@ -418,6 +419,8 @@ int main(int argc, char** argv) {
                "--thread-grace-ms", std::to_string(thread_grace_ms)};
     if (!runner_cache.empty()) rs.argv.insert(rs.argv.end(), {"--cache-dir", runner_cache});
     for (const auto& o : options) rs.argv.insert(rs.argv.end(), {"--option", o});
+    // The ceilings (sol_fraction) are the verifier's to measure; a runner needs none.
+    rs.argv.insert(rs.argv.end(), {"--option", "cuda_roofline=false"});
     rs.hidden_dirs = hide;
     rs.hidden_dirs.push_back(work_dir);  // the verifier's own files
     rs.work_dir = work_dir + "/runner";

@@ -93,6 +93,11 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   ASSERT_EQ(ok->status, fb::OutcomeStatus::Ok) << ok->diagnostics << "\n" << d.Log();
   EXPECT_GT(ok->median_us, 1.0);
   EXPECT_NEAR(ok->speedup, 1.0, 0.15) << "the baseline is the same kernel";
+  // htamd fills the speed-of-light fraction from the plugin's ceilings (not only htam-eval-cli).
+  ASSERT_NE(ok->profile, nullptr);
+  EXPECT_GT(ok->profile->sol_fraction, 0.0f) << ok->diagnostics;
+  EXPECT_LT(ok->profile->sol_fraction, 1.3f) << ok->diagnostics;
+  printf("daemon sol_fraction %.3f at %.2f us\n", ok->profile->sol_fraction, ok->median_us);
 
   // A sticky CUDA fault: classified, and the daemon goes on.
   auto crash = submit(ReadFile(root + "/tests/hacks/cuda/illegal_address.cu"), "wild-pointer", false);

@@ -15,7 +15,6 @@
 
 #include "backends/common/plugin_host.h"
 #include "backends/common/stats.h"
-#include "backends/cuda/roofline_ext.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace htam {

@@ -397,6 +397,23 @@ typedef htam_backend_error* (*htam_backend_buffer_import_fn)(htam_device*,
                                                              const htam_buffer_handle*,
                                                              htam_buffer**);
 
+/* ---- speed of light (API 1.1) ----------------------------------------------------------------
+ * The ceilings a plugin measured when the device was opened, so that the host computes
+ * Profile.sol_fraction from a task's FLOPs and bytes (and flags results faster than possible). */
+typedef struct htam_roofline_report {
+  uint32_t struct_size;    /* set by the host */
+  double copy_bytes_per_s; /* large device-to-device copy, bytes read + written; 0 unknown */
+  double fp32_flops;       /* FMA-bound probe kernel; 0 unknown */
+  double tensor16_flops;   /* 16-bit tensor-core probe; 0 unknown */
+  int32_t sm_clock_mhz;    /* clocks read after the probes; -1 unknown */
+  int32_t mem_clock_mhz;
+} htam_roofline_report;
+
+/* OPTIONAL. Ceilings of an opened device (measured once at device_open). */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_roofline(htam_device* device,
+                                                                     htam_roofline_report* out);
+typedef htam_backend_error* (*htam_backend_device_roofline_fn)(htam_device*, htam_roofline_report*);
+
 /* Names, for loaders: every REQUIRED symbol, then every OPTIONAL one. */
 #define HTAM_BACKEND_REQUIRED_SYMBOLS                                                           \
   "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",               \
@@ -407,7 +424,8 @@ typedef htam_backend_error* (*htam_backend_buffer_import_fn)(htam_device*,
       "htam_backend_copy_to_device", "htam_backend_copy_to_host", "htam_backend_memset",        \
       "htam_backend_run", "htam_backend_time"
 #define HTAM_BACKEND_OPTIONAL_SYMBOLS \
-  "htam_backend_profile", "htam_backend_buffer_export", "htam_backend_buffer_import"
+  "htam_backend_profile", "htam_backend_buffer_export", "htam_backend_buffer_import", \
+      "htam_backend_device_roofline"
 
 #ifdef __cplusplus
 } /* extern "C" */
