@@ -216,7 +216,16 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
     const bool pidns = o.pid_namespace && root && own_mounts && unshare(CLONE_NEWPID) == 0;
     SetLimit(RLIMIT_AS, o.memory_bytes);
     SetLimit(RLIMIT_CPU, o.cpu_seconds);
-    SetLimit(RLIMIT_FSIZE, o.file_bytes);
+    if (o.defer_drop && o.file_bytes) {
+      // The worker's runner keeps this as its hard limit; the verifier lifts its own soft one
+      // (its shared buffers are memfd files), so the hard limit stays open here.
+      struct rlimit fs {
+        o.file_bytes, RLIM_INFINITY
+      };
+      setrlimit(RLIMIT_FSIZE, &fs);
+    } else {
+      SetLimit(RLIMIT_FSIZE, o.file_bytes);
+    }
     SetLimit(RLIMIT_NPROC, nproc_limit);
     SetLimit(RLIMIT_CORE, 0);
     struct rlimit zero {

@@ -453,18 +453,6 @@ int main(int argc, char** argv) {
   }
   // Nobody may trace this process or read its memory (/proc/PID/mem needs a dumpable target).
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  {
-    // Shared buffers are files (memfd): the verifier's own soft file-size limit is lifted; the
-    // runner's is hard (runner_spawn.cc), and it writes every file a candidate can.
-    struct rlimit fs;
-    if (runner.pid > 0 && getrlimit(RLIMIT_FSIZE, &fs) == 0) {
-      fs.rlim_cur = fs.rlim_max;
-      setrlimit(RLIMIT_FSIZE, &fs);
-    } else if (getrlimit(RLIMIT_FSIZE, &fs) == 0) {
-      fs.rlim_max = fs.rlim_cur;
-      setrlimit(RLIMIT_FSIZE, &fs);
-    }
-  }
   if (single_call.empty()) {
     // fd 3 is the protocol socket: not for the processes a profile starts.
     fcntl(kFd, F_SETFD, FD_CLOEXEC);
@@ -531,6 +519,19 @@ int main(int argc, char** argv) {
       close(runner.fd);
       runner.pid = -1;
       runner_note = "unavailable (the plugin cannot share buffers)";
+    }
+  }
+  {
+    // Shared buffers are files (memfd): with a runner, the verifier lifts its own soft file-size
+    // limit (the runner made the limit hard for itself, and runs every candidate); without one,
+    // candidates run here and the limit is made hard.
+    struct rlimit fs;
+    if (getrlimit(RLIMIT_FSIZE, &fs) == 0) {
+      if (remote)
+        fs.rlim_cur = fs.rlim_max;
+      else
+        fs.rlim_max = fs.rlim_cur;
+      setrlimit(RLIMIT_FSIZE, &fs);
     }
   }
   struct rlimit as {
