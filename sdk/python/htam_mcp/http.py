@@ -25,12 +25,16 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
-from .protocol import (HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, SUPPORTED_VERSIONS,
-                       McpServer, Session, error_response, is_request)
+from .protocol import (HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, STATELESS_VERSIONS,
+                       SUPPORTED_VERSIONS, UNSUPPORTED_VERSION, McpServer, Session, error_response,
+                       is_request)
 
 log = logging.getLogger("htam-mcp")
 
 _LOCAL_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$")
+_LOCAL_HOST = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$")
+# Requests whose target the 2026-07-28 Mcp-Name header repeats, and the param holding it.
+_NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 def is_loopback(host: str) -> bool:
@@ -110,20 +114,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         if body is not None:
             self.send_header("Content-Type", "application/json")
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if data:
             self.wfile.write(data)
 
     def _refuse(self, status: int, code: int, message: str,
-                headers: Optional[Dict[str, str]] = None) -> None:
-        self._send(status, error_response(None, code, message), headers)
+                headers: Optional[Dict[str, str]] = None, rid: Any = None) -> None:
+        self.close_connection = True  # the body may be unread: never parse it as a request
+        self._send(status, error_response(rid, code, message), headers)
 
     def _guard(self) -> bool:
         """Path, Origin and bearer token; False when a refusal was sent."""
         cfg = self.server.cfg
         if self.path.split("?", 1)[0] != cfg.http_path:
             self._refuse(404, INVALID_REQUEST, f"not found: the MCP endpoint is {cfg.http_path}")
+            return False
+        host = self.headers.get("Host", "")
+        if is_loopback(cfg.http_host) and not _LOCAL_HOST.match(host):
+            self._refuse(403, INVALID_REQUEST, f"host {host!r} is not a loopback name (DNS "
+                         f"rebinding?)")
             return False
         origin = self.headers.get("Origin")
         if origin is not None and not (_LOCAL_ORIGIN.match(origin) or origin in cfg.origins):
@@ -184,13 +196,22 @@ class _Handler(BaseHTTPRequestHandler):
         if not msgs:
             self._refuse(400, INVALID_REQUEST, "empty batch")
             return
+        first = msgs[0] if isinstance(msgs[0], dict) else {}
+        rid = first.get("id") if is_request(first) else None
+        version = (self.headers.get("MCP-Protocol-Version") or "").strip()
+        if version and version not in SUPPORTED_VERSIONS:
+            self._send(400, error_response(
+                rid, UNSUPPORTED_VERSION, f"unsupported MCP-Protocol-Version {version!r}; "
+                f"supported: {', '.join(SUPPORTED_VERSIONS)}",
+                {"supported": list(SUPPORTED_VERSIONS), "requested": version}))
+            return
+        mismatch = self._header_mismatch(msgs, version)
+        if mismatch:
+            self._refuse(400, HEADER_MISMATCH, mismatch, rid=rid)
+            return
         session, headers, problem = self._session(msgs)
         if problem is not None:
             self._send(problem[0], problem[1])
-            return
-        mismatch = self._header_mismatch(msgs)
-        if mismatch:
-            self._refuse(400, HEADER_MISMATCH, mismatch)
             return
         if not any(is_request(m) for m in msgs):  # notifications or responses only
             for m in msgs:
@@ -198,10 +219,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(202, None, headers)
             return
         if not isinstance(msg, list) and self._wants_stream(msg):
-            self._stream(msg, session, headers)
+            self._stream(msg, session, headers, version)
             return
         with self.server.slots:
-            replies = [self.server.mcp.handle(m, session) for m in msgs]
+            replies = [self.server.mcp.handle(m, session, None, version) for m in msgs]
         out = [r for r, _ in replies if r is not None]
         status = replies[0][1] if not isinstance(msg, list) else 200
         self._send(status if status != 202 else 200, out if isinstance(msg, list) else out[0],
@@ -212,11 +233,6 @@ class _Handler(BaseHTTPRequestHandler):
         """The session these messages belong to, headers to answer with, or a refusal."""
         sessions = self.server.sessions
         first = msgs[0] if isinstance(msgs[0], dict) else {}
-        version = self.headers.get("MCP-Protocol-Version")
-        if version is not None and version not in SUPPORTED_VERSIONS:
-            return Session(), {}, (400, error_response(
-                None, INVALID_REQUEST, f"unsupported MCP-Protocol-Version {version!r}; "
-                f"supported: {', '.join(SUPPORTED_VERSIONS)}"))
         if first.get("method") == "initialize":
             s = sessions.create()
             return s, {"Mcp-Session-Id": s.id}, None
@@ -232,23 +248,30 @@ class _Handler(BaseHTTPRequestHandler):
         # refuses for want of a version.
         return Session(), {}, None
 
-    def _header_mismatch(self, msgs: List[Any]) -> str:
-        """2026-07-28 routing headers, when sent, must agree with the body."""
+    def _header_mismatch(self, msgs: List[Any], version: str) -> str:
+        """2026-07-28 routing headers must be present and agree with the body (whitespace
+        around a value is not part of it); earlier revisions' requests are only checked for
+        the headers they send."""
         if len(msgs) != 1 or not is_request(msgs[0]):
             return ""
         m = msgs[0]
         params = m.get("params") if isinstance(m.get("params"), dict) else {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        hv = self.headers.get("MCP-Protocol-Version")
         mv = meta.get("io.modelcontextprotocol/protocolVersion")
-        if hv is not None and mv is not None and hv != mv:
-            return f"MCP-Protocol-Version header {hv!r} differs from _meta version {mv!r}"
+        if version and mv is not None and version != mv:
+            return f"MCP-Protocol-Version header {version!r} differs from _meta version {mv!r}"
+        stateless = version in STATELESS_VERSIONS or mv in STATELESS_VERSIONS
         hm = self.headers.get("Mcp-Method")
-        if hm is not None and hm != m.get("method"):
+        if hm is None and stateless:
+            return "the Mcp-Method header is required (2026-07-28)"
+        if hm is not None and hm.strip() != m.get("method"):
             return f"Mcp-Method header {hm!r} differs from the body's method {m.get('method')!r}"
         hn = self.headers.get("Mcp-Name")
-        name = params.get("name", params.get("uri"))
-        if hn is not None and name is not None and hn != name:
+        key = _NAMED.get(m.get("method"))
+        name = params.get(key) if key else None
+        if hn is None and stateless and isinstance(name, str):
+            return f"the Mcp-Name header is required for {m.get('method')} (2026-07-28)"
+        if hn is not None and name is not None and hn.strip() != name:
             return f"Mcp-Name header {hn!r} differs from the body's {name!r}"
         return ""
 
@@ -259,7 +282,8 @@ class _Handler(BaseHTTPRequestHandler):
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         return "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
 
-    def _stream(self, msg: Dict[str, Any], session: Session, headers: Dict[str, str]) -> None:
+    def _stream(self, msg: Dict[str, Any], session: Session, headers: Dict[str, str],
+                version: str) -> None:
         """Answers as an SSE stream: notifications as they happen, then the response."""
         self.close_connection = True
         self.send_response(200)
@@ -283,6 +307,6 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.slots:
             reply, _ = self.server.mcp.handle(
                 msg, session, lambda method, params: event(
-                    {"jsonrpc": "2.0", "method": method, "params": params}))
+                    {"jsonrpc": "2.0", "method": method, "params": params}), version)
         if reply is not None:
             event(reply)

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -34,10 +35,16 @@ META_LOG = "io.modelcontextprotocol/logLevel"
 # JSON-RPC and MCP error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL = \
     -32700, -32600, -32601, -32602, -32603
-HEADER_MISMATCH = -32001
+HEADER_MISMATCH = -32020
 RESOURCE_NOT_FOUND_LEGACY = -32002
 UNSUPPORTED_VERSION = -32022
 
+# Methods of the handshake revisions that 2026-07-28 removed: method not found there.
+REMOVED_IN_STATELESS = ("initialize", "ping", "logging/setLevel")
+# 2026-07-28 caching hints (ttlMs, cacheScope) of list and read results: the catalogue is fixed
+# while htam-mcp runs; task lists and sources change with htamd's memory.
+STATIC_TTL_MS = 60000
+PROGRESS_SETTLE_S = 0.05
 LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 SERVER_INFO = {"name": "htam-mcp", "title": "htam: shared memory of GPU-kernel optimization",
@@ -108,10 +115,11 @@ class McpServer:
         self.tools = Tools(htamd)
 
     # ---- entry point ----
-    def handle(self, msg: Any, session: Session, notify: Optional[Notify] = None
-               ) -> Tuple[Optional[Dict[str, Any]], int]:
+    def handle(self, msg: Any, session: Session, notify: Optional[Notify] = None,
+               http_version: str = "") -> Tuple[Optional[Dict[str, Any]], int]:
         """Serves one JSON-RPC message. Returns (response or None for a notification or a
-        response from the client, the HTTP status the transport should use)."""
+        response from the client, the HTTP status the transport should use). http_version is
+        the MCP-Protocol-Version header of an HTTP request."""
         if not isinstance(msg, dict):
             return error_response(None, INVALID_REQUEST, "a JSON-RPC message must be an object"), 400
         if "method" not in msg:
@@ -136,24 +144,27 @@ class McpServer:
             if not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, "'params' must be an object", http_status=400)
             req = Request(rid, msg["method"], params, notify=notify)
-            result = self._dispatch(req, session)
+            result = self._dispatch(req, session, http_version)
             if req.stateless:
                 result = {**result, "resultType": "complete"}
+                if req.method in CACHE_TTL_MS:
+                    result.update(ttlMs=CACHE_TTL_MS[req.method], cacheScope="private")
             return {"jsonrpc": "2.0", "id": rid, "result": result}, 200
         except RpcError as e:
-            return error_response(rid, e.code, e.message, e.data), self._status(e.http_status, msg,
-                                                                                session)
+            return error_response(rid, e.code, e.message, e.data), self._status(
+                e.http_status, msg, session, http_version)
         except Exception as e:  # a bug: answer it, log it, keep serving
             log.exception("internal error serving %s", msg.get("method"))
             return (error_response(rid, INTERNAL, f"internal error: {type(e).__name__}: {e}"),
-                    self._status(500, msg, session))
+                    self._status(500, msg, session, http_version))
 
     @staticmethod
-    def _status(status: int, msg: Dict[str, Any], session: Session) -> int:
+    def _status(status: int, msg: Dict[str, Any], session: Session, http_version: str) -> int:
         """HTTP status of an error: 2026-07-28 gives errors their own (400, 404, ...); within a
         session of the initialize handshake, JSON-RPC errors travel with 200."""
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        stateless = isinstance(params.get("_meta"), dict) and META_VERSION in params["_meta"]
+        stateless = ((isinstance(params.get("_meta"), dict) and META_VERSION in params["_meta"])
+                     or http_version in STATELESS_VERSIONS)
         with session.lock:
             legacy = bool(session.version)
         return 200 if legacy and not stateless else status
@@ -167,12 +178,17 @@ class McpServer:
         # runs to its end (and is recorded); the transport drops the response. Others: ignored.
 
     # ---- version negotiation ----
-    def _version(self, req: Request, session: Session) -> None:
+    def _version(self, req: Request, session: Session, http_version: str) -> None:
         meta = req.params.get("_meta")
+        has_meta_version = isinstance(meta, dict) and META_VERSION in meta
+        stateless = (has_meta_version or req.method == "server/discover"
+                     or http_version in STATELESS_VERSIONS)
+        if stateless and req.method in REMOVED_IN_STATELESS:
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {req.method} (not part of "
+                           f"{', '.join(STATELESS_VERSIONS)})", http_status=404)
         if req.method == "initialize":
             return
-        has_meta_version = isinstance(meta, dict) and META_VERSION in meta
-        if has_meta_version or req.method == "server/discover":
+        if stateless:
             if not isinstance(meta, dict):
                 raise RpcError(INVALID_PARAMS, f"params._meta with '{META_VERSION}' and "
                                f"'{META_CAPS}' is required", http_status=400)
@@ -205,8 +221,8 @@ class McpServer:
                            http_status=400)
 
     # ---- methods ----
-    def _dispatch(self, req: Request, session: Session) -> Dict[str, Any]:
-        self._version(req, session)
+    def _dispatch(self, req: Request, session: Session, http_version: str) -> Dict[str, Any]:
+        self._version(req, session, http_version)
         m = req.method
         if m == "initialize":
             return self._initialize(req, session)
@@ -280,8 +296,14 @@ class McpServer:
                 if total is not None:
                     params["total"] = total
                 req.notify("notifications/progress", params)
+        progress = Progress(send)
         try:
-            out = self.tools.call(name, args, Progress(send))
+            out = self.tools.call(name, args, progress)
+            if progress.count:
+                # Some clients (the TypeScript SDK) handle a notification a tick later than a
+                # response read in the same chunk, and drop progress for a finished request; a
+                # short pause keeps the last notification ahead of the answer.
+                time.sleep(PROGRESS_SETTLE_S)
         except ToolError as e:
             self._log(req, "warning", f"{name}: {e}")
             return _tool_error(str(e))
@@ -412,6 +434,9 @@ RESOURCE_TEMPLATES = [
     {"uriTemplate": "htam://sessions/{session_id}/best", "name": "session-best",
      "title": "A session's best candidate source", "mimeType": "text/plain"},
 ]
+CACHE_TTL_MS = {"tools/list": STATIC_TTL_MS, "prompts/list": STATIC_TTL_MS,
+                "resources/templates/list": STATIC_TTL_MS, "resources/list": 0,
+                "resources/read": 0}
 PROMPT = {"name": "optimize_task", "title": "Optimize this task with htam",
           "description": "Optimize this task with htam: the describe, open, next_step, submit "
                          "loop with htam's memory, within a budget.",

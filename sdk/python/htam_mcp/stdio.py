@@ -80,8 +80,9 @@ class StdioServer:
             return
         if isinstance(msg, dict) and msg.get("method") == "notifications/cancelled":
             params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-            with self._cancel_lock:
-                self._cancelled.add(params.get("requestId"))
+            if isinstance(params.get("requestId"), (str, int)):
+                with self._cancel_lock:
+                    self._cancelled.add(params["requestId"])
         if is_request(msg):
             self._pool.submit(self._one, msg)
         else:  # notifications and stray responses: quick, in order
@@ -93,9 +94,10 @@ class StdioServer:
         reply, _ = self.server.handle(msg, self.session, self.notify)
         if reply is None:
             return
+        rid = msg.get("id")
         with self._cancel_lock:
-            if msg.get("id") in self._cancelled:
-                self._cancelled.discard(msg.get("id"))
+            if isinstance(rid, (str, int)) and rid in self._cancelled:
+                self._cancelled.discard(rid)
                 return
         self.write(reply)
 

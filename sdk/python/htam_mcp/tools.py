@@ -324,10 +324,8 @@ class Tools:
             raise ToolError("source is empty")
 
         def on_progress(p: Dict[str, Any]) -> None:
-            msg = p.get("stage") or ""
-            if p.get("message"):
-                msg += f": {p['message']}" if msg != "queued" else f" ({p['message']} ahead)"
-            progress(msg)
+            msg = p.get("stage") or "progress"
+            progress(f"{msg}: {p['message']}" if p.get("message") else msg)
 
         deadline = time.monotonic() + self.cfg.submit_timeout_s
         with self.h.client(on_progress if progress.wanted else None) as c:
