@@ -246,15 +246,22 @@ class HttpBadInputTest(unittest.TestCase):
         # htamd is dead here: a tool error, still a complete result.
         self.assertTrue(body["result"]["isError"])
         self.assertEqual(body["result"]["resultType"], "complete")
+        # Whitespace around a header value is not part of it (RFC 9110).
+        self.assertEqual(self.post(req, {**good, "Mcp-Name": "  list_tasks "})[0], 200)
         for k, v in [("Mcp-Method", "tools/list"), ("Mcp-Name", "memory_status"),
-                     ("MCP-Protocol-Version", "2025-11-25")]:
-            status, _, body = self.post(req, {**good, k: v})
-            self.assertEqual((status, body["error"]["code"]), (400, -32001), (k, body))
+                     ("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Method", None),
+                     ("Mcp-Name", None)]:
+            headers = {**good, k: v}
+            if v is None:
+                del headers[k]  # required in 2026-07-28
+            status, _, body = self.post(req, headers)
+            self.assertEqual((status, body["error"]["code"], body["id"]), (400, -32020, 7),
+                             (k, body))
         status, _, body = self.post({**req, "params": {**req["params"],
                                                        "_meta": meta("2031-01-01")}})
         self.assertEqual((status, body["error"]["code"]), (400, -32022))
         status, _, body = self.post({"jsonrpc": "2.0", "id": 8, "method": "what/ever",
-                                     "params": {"_meta": meta()}})
+                                     "params": {"_meta": meta()}}, {"Mcp-Method": "what/ever"})
         self.assertEqual((status, body["error"]["code"]), (404, -32601))
 
     def test_non_loopback_needs_a_token(self):
