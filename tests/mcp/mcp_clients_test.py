@@ -113,6 +113,10 @@ class McpClientsTest(unittest.TestCase):
         self.assertIn("htam://tasks/cpu_relu/spec", t["resources"])
         explain = calls["explain_step"]["result"]["structuredContent"]
         self.assertEqual(explain["status"], "Ok")
+        status = calls["memory_status"]["result"]["structuredContent"]
+        self.assertIn("cpu", status["backends"])
+        self.assertGreater(int(status["sections"]["memory"]["directions"]), 0)
+        self.assertGreaterEqual(int(status["sections"]["memory"]["transitions"]), 3)
         self.assertEqual(t["prompts"], ["optimize_task"])
         self.assertTrue(t["promptMentionsTask"])
         self.assertEqual(t["unknownTool"]["code"], -32602)

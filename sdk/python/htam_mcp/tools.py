@@ -469,7 +469,7 @@ class Tools:
                 "devices": [{"backend": d["backend"], "arch": d["arch"], "name": d["name"]}
                             for d in hello.get("devices") or []],
                 "embedder_model": hello.get("embedder_model") or "",
-                "sections": htam.parse_status(text)}
+                "sections": _parse_status(text)}
 
 
 def _stored_task(c: htam.Client, task: str) -> List[Dict[str, Any]]:
@@ -480,6 +480,21 @@ def _stored_task(c: htam.Client, task: str) -> List[Dict[str, Any]]:
         if e.code == "NotFound":
             return []
         raise
+
+
+def _parse_status(text: str) -> Dict[str, Dict[str, str]]:
+    """htamd's INFO text as {section: {key: value}}; sections write "key: value" or
+    "key:value" (the memory library's)."""
+    out: Dict[str, Dict[str, str]] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            section = line.lstrip("# ").strip()
+            out.setdefault(section, {})
+        elif ":" in line:
+            k, v = line.split(":", 1)
+            out.setdefault(section, {})[k.strip()] = v.strip()
+    return out
 
 
 def _num(x: Any) -> float:
