@@ -14,7 +14,9 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import HttpMcp, StdioMcp, meta, mcp_command, start_htamd, tmpdir
+import htam
+from harness import (ROOT, TASKS, HttpMcp, StdioMcp, find_htamd, mcp_command, meta, start_htamd,
+                     tmpdir)
 
 DEAD = "ipc:///nonexistent/htam-mcp-test/htamd.sock"
 FAST_FAIL = ["--endpoint", DEAD, "--timeout-s", "0.5", "--retries", "0"]
@@ -302,6 +304,74 @@ class HtamdRestartTest(unittest.TestCase):
         r = self.mcp.call("submit_candidate", {"session_id": 999999, "source": "int x;"})
         self.assertTrue(r["result"]["isError"])
         self.assertIn("NotFound", r["result"]["content"][0]["text"])
+
+
+class HtamdCurveTest(unittest.TestCase):
+    """htamd with CURVE: htam-mcp reaches it with an authorized key pair, and a refused key is a
+    tool error, not a hang."""
+
+    def setUp(self):
+        keygen = os.environ.get("HTAM_KEYGEN", "")
+        if not keygen or not os.access(keygen, os.X_OK):
+            self.fail("htam-keygen not built (ctest sets HTAM_KEYGEN)")
+        self.dir = tmpdir("htam-mcp-curve-")
+        os.chmod(self.dir, 0o755)
+        self.keys = os.path.join(self.dir, "keys")
+        subprocess.run([keygen, self.keys, "server", "alice", "mallory"], check=True,
+                       stdout=subprocess.DEVNULL)
+        alice = htam.read_key_file(os.path.join(self.keys, "alice.pub"))["public"]
+        with open(os.path.join(self.keys, "authorized_keys"), "w") as f:
+            f.write(f"{alice} alice\n")
+        data = os.path.join(self.dir, "data")
+        os.makedirs(data)
+        self.endpoint = f"ipc://{data}/htamd.sock"
+        self.log = open(os.path.join(self.dir, "htamd.log"), "wb")
+        self.htamd = subprocess.Popen(
+            [find_htamd(), "--general.data_dir", data, "--server.bind", self.endpoint,
+             "--server.tasks_dir", TASKS, "--server.curve", "true",
+             "--server.curve_secret_key_file", os.path.join(self.keys, "server.key"),
+             "--server.curve_authorized_keys", os.path.join(self.keys, "authorized_keys")],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            try:
+                htam.Client(self.endpoint, timeout_s=0.5, retries=0,
+                            server_public_key_file=os.path.join(self.keys, "server.pub"),
+                            client_key_file=os.path.join(self.keys, "alice.key")).close()
+                break
+            except htam.HtamTimeout:
+                self.assertIsNone(self.htamd.poll(), "htamd exited")
+        else:
+            self.fail("htamd with CURVE did not answer")
+
+    def tearDown(self):
+        self.htamd.terminate()
+        self.htamd.wait(timeout=60)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def mcp(self, key):
+        return StdioMcp("--endpoint", self.endpoint, "--timeout-s", "1", "--retries", "0",
+                        "--server-key", os.path.join(self.keys, "server.pub"),
+                        "--client-key", os.path.join(self.keys, key))
+
+    def test_authorized_key_is_served_and_a_refused_one_is_a_tool_error(self):
+        good = self.mcp("alice.key")
+        try:
+            good.initialize()
+            r = good.call("memory_status", {})
+            self.assertFalse(r["result"]["isError"], r)
+            self.assertEqual(r["result"]["structuredContent"]["sections"]["server"]["curve"], "on")
+        finally:
+            self.assertEqual(good.close(), 0)
+        bad = self.mcp("mallory.key")
+        try:
+            bad.initialize()
+            r = bad.call("memory_status", {})
+            self.assertTrue(r["result"]["isError"])
+            self.assertIn("CURVE key", r["result"]["content"][0]["text"])
+            self.assertEqual(bad.request("ping")["result"], {})
+        finally:
+            self.assertEqual(bad.close(), 0)
 
 
 if __name__ == "__main__":
