@@ -20,6 +20,8 @@ OPTIONS: Tuple[Tuple[str, type, Any, str], ...] = (
     ("timeout_s", float, 15.0, "deadline of one request to htamd, except an evaluation"),
     ("retries", int, 1, "extra attempts of requests that are safe to repeat (lazy pirate)"),
     ("submit_timeout_s", float, 900.0, "deadline of one evaluation (submit_candidate)"),
+    ("progress_interval_s", float, 5.0,
+     "while an evaluation runs, a progress notification this often (when the client asked)"),
     ("max_source_bytes", int, 1 << 20,
      "largest candidate source accepted; larger is a tool error before htamd is asked"),
     ("max_message_bytes", int, 4 << 20, "largest JSON-RPC message (stdio line or HTTP body)"),
@@ -92,7 +94,8 @@ def load(argv: Optional[Sequence[str]] = None,
             values[name] = getattr(args, name)
     if values["transport"] not in ("stdio", "http"):
         raise ValueError(f"transport must be stdio or http, not {values['transport']!r}")
-    for name in ("max_source_bytes", "max_message_bytes", "workers", "max_sessions"):
+    for name in ("max_source_bytes", "max_message_bytes", "workers", "max_sessions",
+                 "progress_interval_s", "submit_timeout_s", "timeout_s"):
         if values[name] <= 0:
             raise ValueError(f"{name} must be positive")
     if not values["http_path"].startswith("/"):

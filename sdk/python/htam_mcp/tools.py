@@ -327,17 +327,26 @@ class Tools:
             msg = p.get("stage") or "progress"
             progress(f"{msg}: {p['message']}" if p.get("message") else msg)
 
-        deadline = time.monotonic() + self.cfg.submit_timeout_s
+        # Submit without waiting, then Poll in slices: between htamd's own stages (queued,
+        # done) the client hears "evaluating: N s" every progress_interval_s, which keeps the
+        # timers of clients that reset them on progress from expiring on a long evaluation.
+        start = time.monotonic()
+        deadline = start + self.cfg.submit_timeout_s
         with self.h.client(on_progress if progress.wanted else None) as c:
-            r = c.submit(a["session_id"], source, language=a.get("language", ""),
-                         direction_id=int(a.get("direction_id", 0)),
-                         strategy_ids=a.get("strategy_ids", []), summary=a.get("summary", ""),
-                         wait=True, progress=progress.wanted, profile=bool(a.get("profile")),
-                         timeout_s=self.cfg.submit_timeout_s)
-            while not r.get("done") and time.monotonic() < deadline:
-                progress("evaluating")
-                wait = int(min(60.0, max(1.0, deadline - time.monotonic())) * 1000)
-                r = c.poll(r["job_id"], wait_ms=wait)
+            ack = c.submit(a["session_id"], source, language=a.get("language", ""),
+                           direction_id=int(a.get("direction_id", 0)),
+                           strategy_ids=a.get("strategy_ids", []), summary=a.get("summary", ""),
+                           wait=False, progress=progress.wanted, profile=bool(a.get("profile")))
+            r: Dict[str, Any] = {"job_id": ack["job_id"], "done": False}
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                wait_ms = int(min(self.cfg.progress_interval_s, left) * 1000)
+                r = c.poll(ack["job_id"], wait_ms=max(wait_ms, 1))
+                if r.get("done"):
+                    break
+                progress(f"evaluating: {time.monotonic() - start:.0f} s")
         if not r.get("done"):
             raise ToolError(f"evaluation of job {r.get('job_id')} not finished within "
                             f"{self.cfg.submit_timeout_s:g} s (submit_timeout_s)")
