@@ -100,6 +100,16 @@ class StdioBadInputTest(unittest.TestCase):
             self.assertTrue(r["result"]["isError"])
             self.assertIn("htamd is not reachable at " + DEAD, r["result"]["content"][0]["text"])
         # What needs no htamd still works: the suite's tasks and the ABI.
+        r = self.mcp.call("list_tasks", {"backend": "cpu"})
+        self.assertFalse(r["result"]["isError"], r)
+        out = r["result"]["structuredContent"]
+        self.assertIn("cpu_relu", [t["name"] for t in out["tasks"]])
+        self.assertIn("not reachable", out["note"])
+        r = self.mcp.call("describe_task", {"task": "cpu_relu"})
+        self.assertFalse(r["result"]["isError"], r)
+        self.assertIn("htam_kernel", r["result"]["structuredContent"]["reference_source"])
+        r = self.mcp.call("describe_task", {"task": "no_such_task"})
+        self.assertTrue(r["result"]["isError"])
         r = self.mcp.request("resources/read", {"uri": "htam://abi/kernel_abi.h"})
         self.assertIn("htam_kernel", r["result"]["contents"][0]["text"])
         r = self.mcp.request("resources/read", {"uri": "htam://tasks/cpu_relu/spec"})
@@ -239,9 +249,9 @@ class HttpBadInputTest(unittest.TestCase):
 
     def test_stateless_requests_and_routing_headers(self):
         req = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-               "params": {"name": "list_tasks", "arguments": {}, "_meta": meta()}}
+               "params": {"name": "memory_status", "arguments": {}, "_meta": meta()}}
         good = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
-                "Mcp-Name": "list_tasks"}
+                "Mcp-Name": "memory_status"}
         status, hdrs, body = self.post(req, good)
         self.assertEqual(status, 200)
         self.assertNotIn("mcp-session-id", hdrs)
@@ -249,8 +259,8 @@ class HttpBadInputTest(unittest.TestCase):
         self.assertTrue(body["result"]["isError"])
         self.assertEqual(body["result"]["resultType"], "complete")
         # Whitespace around a header value is not part of it (RFC 9110).
-        self.assertEqual(self.post(req, {**good, "Mcp-Name": "  list_tasks "})[0], 200)
-        for k, v in [("Mcp-Method", "tools/list"), ("Mcp-Name", "memory_status"),
+        self.assertEqual(self.post(req, {**good, "Mcp-Name": "  memory_status "})[0], 200)
+        for k, v in [("Mcp-Method", "tools/list"), ("Mcp-Name", "list_tasks"),
                      ("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Method", None),
                      ("Mcp-Name", None)]:
             headers = {**good, k: v}

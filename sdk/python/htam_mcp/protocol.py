@@ -181,6 +181,10 @@ class McpServer:
     def _version(self, req: Request, session: Session, http_version: str) -> None:
         meta = req.params.get("_meta")
         has_meta_version = isinstance(meta, dict) and META_VERSION in meta
+        if has_meta_version:
+            with session.lock:
+                if session.version and meta.get(META_VERSION) == session.version:
+                    has_meta_version = False  # a handshake client that also names its revision
         stateless = (has_meta_version or req.method == "server/discover"
                      or http_version in STATELESS_VERSIONS)
         if stateless and req.method in REMOVED_IN_STATELESS:

@@ -80,6 +80,10 @@ class ProtocolTest(unittest.TestCase):
             self.assertEqual((reply["result"]["protocolVersion"], status), (got, 200))
         reply, _ = self.rpc("tools/list")
         self.assertEqual(len(reply["result"]["tools"]), 10)
+        # A handshake client that also names its revision in _meta is served in it.
+        reply, _ = self.rpc("tools/list", {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2025-11-25"}})
+        self.assertNotIn("resultType", reply["result"])
 
     def test_stateless_revision(self):
         meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
