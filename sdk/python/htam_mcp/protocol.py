@@ -163,10 +163,11 @@ class McpServer:
         """HTTP status of an error: 2026-07-28 gives errors their own (400, 404, ...); within a
         session of the initialize handshake, JSON-RPC errors travel with 200."""
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        stateless = ((isinstance(params.get("_meta"), dict) and META_VERSION in params["_meta"])
-                     or http_version in STATELESS_VERSIONS)
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         with session.lock:
-            legacy = bool(session.version)
+            legacy = session.version
+        stateless = ((META_VERSION in meta and meta[META_VERSION] != legacy)
+                     or http_version in STATELESS_VERSIONS)
         return 200 if legacy and not stateless else status
 
     def _notification(self, msg: Dict[str, Any], session: Session) -> None:
