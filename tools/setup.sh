@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every third-party dependency of htam from Debian's packages. Safe to run twice:
-# packages already present are not fetched again. Needs root (or sudo).
+# Installs every third-party dependency of htam from Debian's packages, and the npm clients the
+# htam-mcp tests use (tests/mcp). Safe to run twice: packages already present are not fetched
+# again. Needs root (or sudo) and, for the npm part, the npm registry.
 set -euo pipefail
 
 PACKAGES=(
@@ -26,15 +27,34 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+# Node.js and npm run the MCP clients of the htam-mcp tests (below). A Node already installed
+# (e.g. a newer one from elsewhere, which brings its own npm) is kept; otherwise Debian's.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
 fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq "${missing[@]}"
-echo "setup: done"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}"
+  echo "setup: done"
+fi
+
+# MCP clients we did not write, for tests/mcp (docs/mcp.md): the versions pinned in
+# tests/mcp/package-lock.json, installed into tests/mcp/node_modules (git-ignored) from the npm
+# registry. Skipped when that folder was installed from the same lock file.
+NPM_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
+NPM_STAMP="$NPM_DIR/node_modules/.htam-lock.sha256"
+lock_sum="$(sha256sum "$NPM_DIR/package-lock.json" | cut -d' ' -f1)"
+if [ -f "$NPM_STAMP" ] && [ "$(cat "$NPM_STAMP")" = "$lock_sum" ]; then
+  echo "setup: npm clients for tests/mcp present"
+else
+  echo "setup: installing npm clients for tests/mcp"
+  (cd "$NPM_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$lock_sum" > "$NPM_STAMP"
+fi

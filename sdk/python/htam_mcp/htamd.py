@@ -1,0 +1,128 @@
+"""htam-mcp's side of htamd: a pool of SDK clients (htam.Client is not thread-safe, so each
+request borrows one) and the task suite on disk. Every failure to reach or use htamd becomes a
+ToolError whose message a person or a model can act on.
+
+Safe for concurrent access (the pool is locked; a borrowed client is used by one thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import htam
+
+from .config import Config
+
+_TASK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+
+
+class ToolError(Exception):
+    """A tool failed; the message goes back to the client as a tool result with isError."""
+
+
+def check_task_name(name: str) -> str:
+    if not _TASK_NAME.match(name) or name in (".", ".."):
+        raise ToolError(f"bad task name {name!r}: letters, digits and -_. only")
+    return name
+
+
+class Htamd:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self._lock = threading.Lock()
+        self._free: List[htam.Client] = []
+
+    # ---- the client pool ----
+    def _new_client(self) -> htam.Client:
+        try:
+            return htam.Client(self.cfg.endpoint, timeout_s=self.cfg.timeout_s,
+                               retries=self.cfg.retries, client_name=self.cfg.client_name,
+                               server_public_key_file=self.cfg.server_key,
+                               client_key_file=self.cfg.client_key)
+        except htam.HtamTimeout as e:
+            raise ToolError(f"htamd is not reachable at {self.cfg.endpoint}: no answer within "
+                            f"{self.cfg.timeout_s:g} s (is htamd running there? wrong endpoint "
+                            f"or CURVE key?)") from e
+        except (OSError, ValueError) as e:  # key files, a malformed endpoint
+            raise ToolError(f"cannot connect to htamd at {self.cfg.endpoint}: {e}") from e
+
+    @contextlib.contextmanager
+    def client(self, on_progress: Optional[Callable[[Dict[str, Any]], None]] = None
+               ) -> Iterator[htam.Client]:
+        with self._lock:
+            c = self._free.pop() if self._free else None
+        if c is None:
+            c = self._new_client()
+        c.on_progress = on_progress
+        healthy = True
+        try:
+            yield c
+        except htam.HtamTimeout as e:
+            healthy = False
+            raise ToolError(f"htamd at {self.cfg.endpoint} did not answer in time ({e}); it may "
+                            f"be down or restarting: try again") from e
+        except htam.HtamError as e:
+            raise ToolError(f"htamd refused the request: {e}") from e
+        finally:
+            c.on_progress = None
+            if healthy:
+                with self._lock:
+                    self._free.append(c)
+            else:
+                c.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._free:
+                c.close()
+            self._free.clear()
+
+    # ---- the task suite on this host (optional) ----
+    def suite_names(self) -> List[str]:
+        d = self.cfg.tasks_dir
+        if not d or not os.path.isdir(d):
+            return []
+        return sorted(n for n in os.listdir(d)
+                      if _TASK_NAME.match(n) and os.path.isfile(os.path.join(d, n, "task.json")))
+
+    def suite_spec(self, name: str) -> Optional[Dict[str, Any]]:
+        """task.json of a task of the suite, or None when there is no suite or no such task."""
+        if not self.cfg.tasks_dir:
+            return None
+        path = os.path.join(self.cfg.tasks_dir, check_task_name(name), "task.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                spec = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise ToolError(f"{path}: unreadable task specification: {e}") from e
+        return spec if isinstance(spec, dict) else None
+
+    def suite_reference(self, name: str, backend: str) -> str:
+        """The task's reference source for a backend (the baseline to improve), or ''."""
+        spec = self.suite_spec(name) or {}
+        refs = spec.get("references") or {}
+        rel = refs.get(backend) if isinstance(refs, dict) else None
+        if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.split("/"):
+            return ""
+        try:
+            with open(os.path.join(self.cfg.tasks_dir, name, rel), encoding="utf-8") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def abi_header(self) -> str:
+        path = self.cfg.abi_header
+        if not path:
+            return ""
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except OSError:
+            return ""

@@ -1,0 +1,388 @@
+"""htam-mcp under bad input, over real pipes and sockets: malformed JSON-RPC, unknown methods and
+tools, wrong argument types, huge sources and messages, unsupported protocol versions, HTTP
+guards (Origin, bearer token, sessions), and a dead or restarted htamd. After each mistake the
+server must still serve the next request.
+
+Run by ctest (mcp_bad_input_test) with /usr/bin/python3; needs the build's SDK (PYTHONPATH) and,
+for the restart case, htamd (HTAM_HTAMD).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import htam
+from harness import (ROOT, TASKS, HttpMcp, StdioMcp, find_htamd, mcp_command, meta, start_htamd,
+                     tmpdir)
+
+DEAD = "ipc:///nonexistent/htam-mcp-test/htamd.sock"
+FAST_FAIL = ["--endpoint", DEAD, "--timeout-s", "0.5", "--retries", "0"]
+
+
+class StdioBadInputTest(unittest.TestCase):
+    def setUp(self):
+        self.mcp = StdioMcp(*FAST_FAIL, "--max-source-bytes", "1000",
+                            "--max-message-bytes", "20000")
+
+    def tearDown(self):
+        self.assertEqual(self.mcp.close(), 0)
+
+    def assert_serving(self):
+        self.assertEqual(self.mcp.request("ping"), {"jsonrpc": "2.0", "id": self.mcp.next_id - 1,
+                                                     "result": {}})
+
+    def test_malformed_messages_get_jsonrpc_errors(self):
+        self.mcp.initialize()
+        cases = [(b"{not json\n", -32700), (b"42\n", -32600), (b"[]\n", -32600),
+                 (b'{"jsonrpc":"2.0","id":1}\n', -32600),
+                 (b'{"jsonrpc":"1.0","id":2,"method":"ping"}\n', -32600),
+                 (b'{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}\n', -32600),
+                 (b'{"jsonrpc":"2.0","id":3,"method":"tools/list","params":[1]}\n', -32602)]
+        for raw, code in cases:
+            with self.subTest(raw=raw):
+                self.mcp.send_raw(raw)
+                reply = self.mcp.read()
+                self.assertEqual(reply["error"]["code"], code, reply)
+                self.assertTrue(reply["error"]["message"])
+                self.assert_serving()
+
+    def test_unknown_method_and_unknown_tool(self):
+        self.mcp.initialize()
+        r = self.mcp.request("tools/frobnicate")
+        self.assertEqual(r["error"]["code"], -32601)
+        r = self.mcp.call("no_such_tool", {})
+        self.assertEqual(r["error"]["code"], -32602)
+        self.assertIn("no_such_tool", r["error"]["message"])
+        self.assertIn("submit_candidate", r["error"]["message"])  # says which tools exist
+        self.assert_serving()
+
+    def test_wrong_argument_types_are_tool_errors_naming_the_field(self):
+        self.mcp.initialize()
+        cases = [("next_step", {"session_id": "one"}, "session_id"),
+                 ("next_step", {}, "missing required 'session_id'"),
+                 ("next_step", {"session_id": -4}, "session_id"),
+                 ("open_session", {"task": "cpu_relu", "budget": 2.5}, "budget"),
+                 ("submit_candidate", {"session_id": 1, "source": 7}, "source"),
+                 ("submit_candidate", {"session_id": 1, "source": "x", "strategy_ids": ["a"]},
+                  "strategy_ids[0]"),
+                 ("record_outcome", {"session_id": 1, "status": "Great"}, "status"),
+                 ("list_tasks", {"colour": "blue"}, "unknown argument 'colour'"),
+                 ("describe_task", [1, 2], "arguments must be an object"),
+                 ("describe_task", {"task": "../../etc"}, "bad task name")]
+        for tool, args, needle in cases:
+            with self.subTest(tool=tool, args=args):
+                r = self.mcp.call(tool, args)
+                self.assertTrue(r["result"]["isError"], r)
+                self.assertIn(needle, r["result"]["content"][0]["text"])
+        self.assert_serving()
+
+    def test_huge_source_and_huge_message(self):
+        self.mcp.initialize()
+        r = self.mcp.call("submit_candidate", {"session_id": 1, "source": "x" * 1001})
+        self.assertTrue(r["result"]["isError"])
+        self.assertIn("1000", r["result"]["content"][0]["text"])
+        # A line over max_message_bytes is refused without being parsed, and skipped whole.
+        self.mcp.send_raw(b'{"jsonrpc":"2.0","id":9,"method":"ping","x":"' + b"y" * 50000
+                          + b'"}\n')
+        reply = self.mcp.read()
+        self.assertEqual(reply["error"]["code"], -32600)
+        self.assertIn("max_message_bytes", reply["error"]["message"])
+        self.assert_serving()
+
+    def test_dead_htamd_is_a_tool_error_and_the_server_goes_on(self):
+        self.mcp.initialize()
+        for tool, args in [("memory_status", {}), ("open_session", {"task": "cpu_relu"}),
+                           ("next_step", {"session_id": 3})]:
+            r = self.mcp.call(tool, args)
+            self.assertTrue(r["result"]["isError"])
+            self.assertIn("htamd is not reachable at " + DEAD, r["result"]["content"][0]["text"])
+        # What needs no htamd still works: the suite's tasks and the ABI.
+        r = self.mcp.call("list_tasks", {"backend": "cpu"})
+        self.assertFalse(r["result"]["isError"], r)
+        out = r["result"]["structuredContent"]
+        self.assertIn("cpu_relu", [t["name"] for t in out["tasks"]])
+        self.assertIn("not reachable", out["note"])
+        r = self.mcp.call("describe_task", {"task": "cpu_relu"})
+        self.assertFalse(r["result"]["isError"], r)
+        self.assertIn("htam_kernel", r["result"]["structuredContent"]["reference_source"])
+        r = self.mcp.call("describe_task", {"task": "no_such_task"})
+        self.assertTrue(r["result"]["isError"])
+        r = self.mcp.request("resources/read", {"uri": "htam://abi/kernel_abi.h"})
+        self.assertIn("htam_kernel", r["result"]["contents"][0]["text"])
+        r = self.mcp.request("resources/read", {"uri": "htam://tasks/cpu_relu/spec"})
+        spec = json.loads(r["result"]["contents"][0]["text"])
+        self.assertEqual(spec["name"], "cpu_relu")
+        self.assertNotIn("held_out", spec["shapes"])  # the gate's hidden shapes stay hidden
+        r = self.mcp.request("resources/read", {"uri": "htam://nothing/here"})
+        self.assertEqual(r["error"]["code"], -32002)
+        # A task not in the suite may be in htamd's memory: unknown while htamd is down.
+        r = self.mcp.request("resources/read", {"uri": "htam://tasks/no_such_task/spec"})
+        self.assertEqual(r["error"]["code"], -32603)
+        self.assertIn("not reachable", r["error"]["message"])
+        self.assert_serving()
+
+    def test_version_negotiation(self):
+        for asked, got in [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"),
+                           ("2025-03-26", "2025-03-26"), ("1999-01-01", "2025-11-25")]:
+            with self.subTest(asked=asked):
+                mcp = StdioMcp(*FAST_FAIL)
+                try:
+                    r = mcp.initialize(asked)
+                    self.assertEqual(r["result"]["protocolVersion"], got)
+                    self.assertIn("tools", r["result"]["capabilities"])
+                    self.assertEqual(r["result"]["serverInfo"]["name"], "htam-mcp")
+                finally:
+                    self.assertEqual(mcp.close(), 0)
+
+    def test_stateless_revision_without_handshake(self):
+        r = self.mcp.request("server/discover", {"_meta": meta()})
+        self.assertIn("2026-07-28", r["result"]["supportedVersions"])
+        self.assertIn("2025-11-25", r["result"]["supportedVersions"])
+        self.assertEqual(r["result"]["resultType"], "complete")
+        r = self.mcp.request("tools/list", {"_meta": meta()})
+        self.assertEqual(len(r["result"]["tools"]), 10)
+        r = self.mcp.request("tools/list", {"_meta": meta("2030-01-01")})
+        self.assertEqual(r["error"]["code"], -32022)
+        self.assertEqual(r["error"]["data"], {"supported": ["2026-07-28"],
+                                              "requested": "2030-01-01"})
+        # Neither a handshake nor _meta: the server says what it needs.
+        r = self.mcp.request("tools/list")
+        self.assertEqual(r["error"]["code"], -32602)
+        self.assertIn("initialize", r["error"]["message"])
+        m = meta()
+        del m["io.modelcontextprotocol/clientCapabilities"]
+        r = self.mcp.request("tools/list", {"_meta": m})
+        self.assertEqual(r["error"]["code"], -32602)
+        # logging/setLevel is not part of 2026-07-28.
+        r = self.mcp.request("logging/setLevel", {"level": "info", "_meta": meta()})
+        self.assertEqual(r["error"]["code"], -32601)
+        self.assert_serving()
+
+    def test_batch_and_prompt_mistakes(self):
+        self.mcp.initialize("2025-03-26")
+        self.mcp.send_raw(json.dumps([{"jsonrpc": "2.0", "id": "a", "method": "ping"},
+                                      {"jsonrpc": "2.0", "id": "b", "method": "nope"}]).encode()
+                          + b"\n")
+        replies = self.mcp.read()
+        self.assertEqual([r["id"] for r in replies], ["a", "b"])
+        self.assertEqual(replies[1]["error"]["code"], -32601)
+        r = self.mcp.request("prompts/get", {"name": "optimize_task", "arguments": {}})
+        self.assertEqual(r["error"]["code"], -32602)
+        r = self.mcp.request("prompts/get", {"name": "nope"})
+        self.assertEqual(r["error"]["code"], -32602)
+        r = self.mcp.request("logging/setLevel", {"level": "loud"})
+        self.assertEqual(r["error"]["code"], -32602)
+        self.assert_serving()
+
+
+class HttpBadInputTest(unittest.TestCase):
+    TOKEN = "s3cret-token-for-tests"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mcp = HttpMcp(*FAST_FAIL, "--token", cls.TOKEN, "--max-message-bytes", "20000",
+                          "--allowed-origins", "https://agents.example.org")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.mcp.stop()
+
+    def post(self, body, headers=None, **kw):
+        h = {"Authorization": f"Bearer {self.TOKEN}"}
+        h.update(headers or {})
+        return self.mcp.post(body, h, **kw)
+
+    def session(self, version="2025-11-25"):
+        status, hdrs, body = self.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                        "params": {"protocolVersion": version, "capabilities": {},
+                                                   "clientInfo": {"name": "t", "version": "1"}}})
+        self.assertEqual(status, 200, body)
+        sid = hdrs["mcp-session-id"]
+        status, _, _ = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                 {"Mcp-Session-Id": sid})
+        self.assertEqual(status, 202)
+        return sid
+
+    def test_bearer_token_and_origin(self):
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        self.assertEqual(self.mcp.post(ping)[0], 401)
+        status, hdrs, _ = self.mcp.post(ping, {"Authorization": "Bearer wrong"})
+        self.assertEqual(status, 401)
+        self.assertIn("Bearer", hdrs["www-authenticate"])
+        self.assertEqual(self.post(ping, {"Origin": "https://evil.example.com"})[0], 403)
+        self.assertEqual(self.post(ping, {"Origin": "http://localhost:6274"})[0], 200)
+        self.assertEqual(self.post(ping, {"Origin": "https://agents.example.org"})[0], 200)
+        self.assertEqual(self.post(ping)[0], 200)
+
+    def test_sessions(self):
+        sid = self.session()
+        status, _, body = self.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                                    {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+        self.assertEqual(status, 200)
+        self.assertEqual(len(body["result"]["tools"]), 10)
+        # A JSON-RPC mistake inside a session comes back as a JSON-RPC error.
+        status, _, body = self.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                     "params": {"name": "nope"}}, {"Mcp-Session-Id": sid})
+        self.assertEqual((status, body["error"]["code"]), (200, -32602))
+        status, _, body = self.post({"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+                                    {"Mcp-Session-Id": "forged"})
+        self.assertEqual(status, 404)
+        self.assertEqual(self.post(b"", {"Mcp-Session-Id": sid}, raw=True, method="DELETE")[0], 200)
+        self.assertEqual(self.post({"jsonrpc": "2.0", "id": 5, "method": "ping"},
+                                   {"Mcp-Session-Id": sid})[0], 404)
+        self.assertEqual(self.post(b"", raw=True, method="GET")[0], 405)
+
+    def test_malformed_and_oversized_bodies(self):
+        status, _, body = self.post(b"{nope", raw=True)
+        self.assertEqual((status, body["error"]["code"]), (400, -32700))
+        status, _, body = self.post(b"x" * 30000, raw=True)
+        self.assertEqual(status, 413)
+        status, _, body = self.post({"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                    {"MCP-Protocol-Version": "1999-01-01"})
+        self.assertEqual(status, 400)
+        status, _, body = self.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        self.assertEqual((status, body["error"]["code"]), (400, -32602))
+        self.assertEqual(self.post({"jsonrpc": "2.0", "id": 1, "method": "ping"})[0], 200)
+
+    def test_stateless_requests_and_routing_headers(self):
+        req = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "memory_status", "arguments": {}, "_meta": meta()}}
+        good = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                "Mcp-Name": "memory_status"}
+        status, hdrs, body = self.post(req, good)
+        self.assertEqual(status, 200)
+        self.assertNotIn("mcp-session-id", hdrs)
+        # htamd is dead here: a tool error, still a complete result.
+        self.assertTrue(body["result"]["isError"])
+        self.assertEqual(body["result"]["resultType"], "complete")
+        # Whitespace around a header value is not part of it (RFC 9110).
+        self.assertEqual(self.post(req, {**good, "Mcp-Name": "  memory_status "})[0], 200)
+        for k, v in [("Mcp-Method", "tools/list"), ("Mcp-Name", "list_tasks"),
+                     ("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Method", None),
+                     ("Mcp-Name", None)]:
+            headers = {**good, k: v}
+            if v is None:
+                del headers[k]  # required in 2026-07-28
+            status, _, body = self.post(req, headers)
+            self.assertEqual((status, body["error"]["code"], body["id"]), (400, -32020, 7),
+                             (k, body))
+        status, _, body = self.post({**req, "params": {**req["params"],
+                                                       "_meta": meta("2031-01-01")}})
+        self.assertEqual((status, body["error"]["code"]), (400, -32022))
+        status, _, body = self.post({"jsonrpc": "2.0", "id": 8, "method": "what/ever",
+                                     "params": {"_meta": meta()}}, {"Mcp-Method": "what/ever"})
+        self.assertEqual((status, body["error"]["code"]), (404, -32601))
+
+    def test_non_loopback_needs_a_token(self):
+        p = subprocess.run(mcp_command() + ["--transport", "http", "--http-host", "0.0.0.0",
+                                            "--http-port", "0"] + FAST_FAIL,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("token", p.stderr)
+
+
+class HtamdRestartTest(unittest.TestCase):
+    """htamd goes away and comes back while htam-mcp keeps running."""
+
+    def setUp(self):
+        self.dir = tmpdir("htam-mcp-restart-")
+        self.htamd = start_htamd(self.dir)
+        self.mcp = StdioMcp("--endpoint", self.htamd.endpoint, "--timeout-s", "2", "--retries",
+                            "0")
+
+    def tearDown(self):
+        self.mcp.close()
+        self.htamd.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_tool_error_while_down_then_served_again(self):
+        self.mcp.initialize()
+        r = self.mcp.call("open_session", {"task": "cpu_relu", "backend": "cpu"})
+        self.assertFalse(r["result"]["isError"], r)
+        sid = r["result"]["structuredContent"]["session_id"]
+        self.htamd.stop()
+        r = self.mcp.call("next_step", {"session_id": sid})
+        self.assertTrue(r["result"]["isError"])
+        self.assertIn("did not answer", r["result"]["content"][0]["text"])
+        self.htamd.start()
+        r = self.mcp.call("next_step", {"session_id": sid})
+        self.assertFalse(r["result"]["isError"], r)
+        self.assertTrue(r["result"]["structuredContent"]["direction"]["name"])
+        r = self.mcp.call("submit_candidate", {"session_id": 999999, "source": "int x;"})
+        self.assertTrue(r["result"]["isError"])
+        self.assertIn("NotFound", r["result"]["content"][0]["text"])
+
+
+class HtamdCurveTest(unittest.TestCase):
+    """htamd with CURVE: htam-mcp reaches it with an authorized key pair, and a refused key is a
+    tool error, not a hang."""
+
+    def setUp(self):
+        keygen = os.environ.get("HTAM_KEYGEN", "")
+        if not keygen or not os.access(keygen, os.X_OK):
+            self.fail("htam-keygen not built (ctest sets HTAM_KEYGEN)")
+        self.dir = tmpdir("htam-mcp-curve-")
+        os.chmod(self.dir, 0o755)
+        self.keys = os.path.join(self.dir, "keys")
+        subprocess.run([keygen, self.keys, "server", "alice", "mallory"], check=True,
+                       stdout=subprocess.DEVNULL)
+        alice = htam.read_key_file(os.path.join(self.keys, "alice.pub"))["public"]
+        with open(os.path.join(self.keys, "authorized_keys"), "w") as f:
+            f.write(f"{alice} alice\n")
+        data = os.path.join(self.dir, "data")
+        os.makedirs(data)
+        self.endpoint = f"ipc://{data}/htamd.sock"
+        self.log = open(os.path.join(self.dir, "htamd.log"), "wb")
+        self.htamd = subprocess.Popen(
+            [find_htamd(), "--general.data_dir", data, "--server.bind", self.endpoint,
+             "--server.tasks_dir", TASKS, "--server.curve", "true",
+             "--server.curve_secret_key_file", os.path.join(self.keys, "server.key"),
+             "--server.curve_authorized_keys", os.path.join(self.keys, "authorized_keys")],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            try:
+                htam.Client(self.endpoint, timeout_s=0.5, retries=0,
+                            server_public_key_file=os.path.join(self.keys, "server.pub"),
+                            client_key_file=os.path.join(self.keys, "alice.key")).close()
+                break
+            except htam.HtamTimeout:
+                self.assertIsNone(self.htamd.poll(), "htamd exited")
+        else:
+            self.fail("htamd with CURVE did not answer")
+
+    def tearDown(self):
+        self.htamd.terminate()
+        self.htamd.wait(timeout=60)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def mcp(self, key):
+        return StdioMcp("--endpoint", self.endpoint, "--timeout-s", "1", "--retries", "0",
+                        "--server-key", os.path.join(self.keys, "server.pub"),
+                        "--client-key", os.path.join(self.keys, key))
+
+    def test_authorized_key_is_served_and_a_refused_one_is_a_tool_error(self):
+        good = self.mcp("alice.key")
+        try:
+            good.initialize()
+            r = good.call("memory_status", {})
+            self.assertFalse(r["result"]["isError"], r)
+            self.assertEqual(r["result"]["structuredContent"]["sections"]["server"]["curve"], "on")
+        finally:
+            self.assertEqual(good.close(), 0)
+        bad = self.mcp("mallory.key")
+        try:
+            bad.initialize()
+            r = bad.call("memory_status", {})
+            self.assertTrue(r["result"]["isError"])
+            self.assertIn("CURVE key", r["result"]["content"][0]["text"])
+            self.assertEqual(bad.request("ping")["result"], {})
+        finally:
+            self.assertEqual(bad.close(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
