@@ -134,6 +134,16 @@ class ImportTest(unittest.TestCase):
         self.assertEqual(by["relu.py"]["task_dir"], os.path.join(self.out, "kb_relu"))
         self.assertEqual(json.loads(r.stdout.splitlines()[-1])["imported"], 2)
 
+    def test_check_runs_the_static_checks(self):
+        hacks = os.path.join(ROOT, "tests", "hacks", "kernelbench")
+        r = helper("check", os.path.join(hacks, "inherit_pass.py"), "--problem",
+                   os.path.join(PROBLEMS, "relu.py"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("inheritance", [e["check"] for e in json.loads(r.stdout)["errors"]])
+        r = helper("check", os.path.join(hacks, "honest_relu_cuda.py"), "--problem",
+                   os.path.join(PROBLEMS, "relu.py"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_unsupported_input_is_a_clear_error(self):
         bad = os.path.join(self.out, "bad.py")
         with open(bad, "w") as f:

@@ -38,6 +38,11 @@ imports torch itself.
       Only DIR/baseline.json (no golden file), so that a caller can compute the baseline apart
       from the golden data a verdict needs (torch.compile alone can take a minute).
 
+  kb_helper.py check CANDIDATE.py --problem PROBLEM.py [--task task.json]
+      The static checks of a ModelNew file (kb_static.py beside this file: fallbacks to the
+      reference, inheritance, caching, streams, the task's "kernelbench_policy"). Prints
+      kb_static's JSON report; exit status 0 accepted, 1 rejected.
+
 Golden file format (little-endian):
   magic "HTAMGLD1" (8 bytes), u32 tensor count, then per tensor:
   u32 role (0 input, 1 output), u32 name length, name (utf-8), u32 dtype name length, dtype name
@@ -671,6 +676,27 @@ def cmd_baseline(a):
     write_baseline(a, mod, model, a.device)
 
 
+def cmd_check(a):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import kb_static
+    try:
+        with open(a.candidate, encoding="utf-8") as f:
+            src = f.read()
+        with open(a.problem, encoding="utf-8") as f:
+            problem = f.read()
+        task = {}
+        if a.task:
+            with open(a.task, encoding="utf-8") as f:
+                task = json.load(f)
+        policy = kb_static.policy_from_task(task)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        fail("check: %s" % e, 2)
+    r = kb_static.check(src, problem, policy)
+    print(json.dumps(r.as_dict()))
+    if not r.ok:
+        sys.exit(1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd")
@@ -699,12 +725,16 @@ def main():
         x.add_argument("--reps", type=int, default=30)
         x.add_argument("--warmup", type=int, default=3)
         x.add_argument("--flush-bytes", type=int, default=8 << 20)
+    c = sub.add_parser("check")
+    c.add_argument("candidate")
+    c.add_argument("--problem", required=True)
+    c.add_argument("--task", default="")
     a = p.parse_args()
     # import-many forks children after importing torch: no operator (and no thread pool) before.
-    if a.cmd not in ("import", "import-many"):
+    if a.cmd in ("golden", "baseline"):
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     cmds = {"import": cmd_import, "import-many": cmd_import_many, "golden": cmd_golden,
-            "baseline": cmd_baseline}
+            "baseline": cmd_baseline, "check": cmd_check}
     if a.cmd not in cmds:
         p.print_help(sys.stderr)
         sys.exit(2)
