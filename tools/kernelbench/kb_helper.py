@@ -19,7 +19,8 @@ imports torch itself.
 
   kb_helper.py import-many OUT_ROOT PATH... [--jobs N] [--timeout S] [--rtol R] [--atol A]
       Imports every problem file named or found under the directories named (recursively,
-      *.py) into OUT_ROOT/<task name>, PyTorch imported once, each problem in a forked child
+      *.py; only KernelBench's numbered N_Name.py files where a directory has any) into
+      OUT_ROOT/<task name>, PyTorch imported once, each problem in a forked child
       (N at a time, default the core count; each bounded by --timeout). Task names are
       kb_<stem>, or kb_<dir>_<stem> when the file sits in a directory named level<N>. One JSON
       line per problem (task_dir, probe = meta|scaled|full, seconds, or error), then a summary
@@ -57,6 +58,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import shutil
 import statistics
 import struct
@@ -496,15 +498,21 @@ def cmd_import(a):
 
 
 def problem_files(paths):
+    """Files named, and the *.py files under directories named. Where a directory holds
+    KernelBench's numbered problem files (19_ReLU.py), only those: KernelBench's repository
+    also holds its own scripts."""
     found = []
     for p in paths:
-        if os.path.isdir(p):
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
-                found += [os.path.join(root, f) for f in sorted(files)
-                          if f.endswith(".py") and not f.startswith("__")]
-        else:
+        if not os.path.isdir(p):
             found.append(p)
+            continue
+        under = []
+        for root, dirs, files in os.walk(p):
+            dirs.sort()
+            under += [os.path.join(root, f) for f in sorted(files)
+                      if f.endswith(".py") and not f.startswith("__")]
+        numbered = [f for f in under if re.match(r"\d+_", os.path.basename(f))]
+        found += numbered or under
     return found
 
 

@@ -331,6 +331,9 @@ class Checker:
                         ", ".join(n.names)))
             if fn.name == "__init__" and fn in self.methods.values():
                 continue
+            # Locals the function returns: storing one of them on self keeps an output.
+            local = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and
+                     isinstance(n.ctx, ast.Store)} - {"self"}
             returned = set()
             for r in ast.walk(fn):
                 if isinstance(r, ast.Return) and r.value is not None:
@@ -350,7 +353,7 @@ class Checker:
                     elif _is_self_attr(t) and value is not None and fn.name != "__init__":
                         if self._moves_itself(t, value):
                             continue
-                        if _names_in(value) & returned or isinstance(t, ast.Subscript):
+                        if _names_in(value) & returned & local or isinstance(t, ast.Subscript):
                             self.error("caching", n, "stores a result on self (kept across "
                                        "calls)")
                 for c in ([n] if isinstance(n, ast.Call) else []):
