@@ -355,9 +355,18 @@ def _out_specs(ys):
     return [(_spec(1, "out", y)[2], shape_of(y)) for y in ys]
 
 
+def _all_meta(what, tensors):
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            fail("%s made a tensor on %s, not through a factory the probe sees" %
+                 (what, t.device))
+
+
 def probe_meta(mod):
     xs = _inputs(mod, Probe(meta=True))
+    _all_meta("get_inputs()", xs)  # e.g. torch.from_numpy: a real run would be full size
     model, ys = _run(mod, xs, Probe(meta=True))
+    _all_meta("the model", list(model.state_dict().values()) + ys)
     return _rows(mod, xs, model, _out_specs(ys))
 
 
