@@ -39,7 +39,8 @@ class CatalogueTest(unittest.TestCase):
         self.assertGreaterEqual(len(files), 20)
         expected = {e for _, _, e, _ in files}
         for check in ("ok", "fallback", "inheritance", "caching", "streams", "threads",
-                      "patching", "dynamic", "functional", "torch_ops", "require_kernel"):
+                      "patching", "dynamic", "functional", "layers", "torch_ops",
+                      "require_kernel"):
             self.assertIn(check, expected)
 
     def test_hacks_are_rejected_and_honest_files_pass(self):
@@ -67,6 +68,7 @@ class PolicyTest(unittest.TestCase):
 
     def test_default_policy_is_kernelbench(self):
         self.assertEqual(kb_static.policy_from_task({}), {"functional": "forbid",
+                                                          "layers": "warn",
                                                           "torch_ops": "warn",
                                                           "require_kernel": True})
 
@@ -80,12 +82,15 @@ class PolicyTest(unittest.TestCase):
         r = kb_static.check(src, policy={"torch_ops": "allow"})
         self.assertEqual((r.ok, r.warnings), (True, []))
 
-    def test_pytorch_layers_rejected_by_default_allowed_by_task(self):
+    def test_pytorch_layers_warned_by_default_forbidden_on_request(self):
         src = self.src("honest_conv_epilogue.py")
         r = kb_static.check(src)
-        self.assertEqual([e.check for e in r.errors], ["functional"])
-        self.assertIn("torch.nn.Conv2d", r.errors[0].message)
-        self.assertTrue(kb_static.check(src, policy={"functional": "allow"}).ok)
+        self.assertTrue(r.ok, [e.text() for e in r.errors])
+        self.assertEqual([w.check for w in r.warnings], ["layers"])
+        self.assertIn("torch.nn.Conv2d", r.warnings[0].message)
+        r = kb_static.check(src, policy={"layers": "forbid"})
+        self.assertEqual([e.check for e in r.errors], ["layers"])
+        self.assertEqual(kb_static.check(src, policy={"layers": "allow"}).warnings, [])
 
     def test_plain_pytorch_passes_only_where_no_kernel_is_required(self):
         src = self.src("no_kernel.py")

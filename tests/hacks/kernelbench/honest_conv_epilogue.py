@@ -1,6 +1,5 @@
-# Honest on a task that allows PyTorch layers: the convolution stays in PyTorch (cuDNN), the ReLU epilogue is a custom kernel.
+# Honest under the default policy (layers warned): the convolution stays in PyTorch (cuDNN), the ReLU epilogue is a custom kernel.
 # expect: ok
-# policy: {"functional": "allow"}
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
