@@ -52,6 +52,19 @@ class MetricsTest(unittest.TestCase):
             with self.assertRaises(KernelBenchError):
                 level_problems(d, 2, None)
 
+    def test_the_prompt_sees_the_pytorch_problem(self):
+        from htam_agent.kernelbench import spec_text
+        from htam_agent.lineage import Task
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copyfile(os.path.join(PROBLEMS, "scalar_mul.py"), os.path.join(d, "problem.py"))
+            t = Task(name="kb_x", dir=d, spec={"name": "kb_x", "kernelbench": "problem.py"},
+                     lineages={})
+            text = spec_text(t)
+            self.assertIn("return A * s", text)
+            self.assertIn("one-element f64", text)
+            plain = Task(name="x", dir=d, spec={"name": "x"}, lineages={})
+            self.assertEqual(spec_text(plain), plain.spec_text())
+
     def test_kernelbench_metrics(self):
         def row(status, speedup):
             return SimpleNamespace(status=status, speedup=speedup)

@@ -152,7 +152,7 @@ def cmd_run_kernelbench(args) -> int:
 
     from .agent import run_session
     from .kernelbench import (KernelBenchError, attach_lineages, import_problems, level_problems,
-                              metrics, parse_ranges, score_session, table)
+                              metrics, parse_ranges, score_session, spec_text, table)
     from .proposers import ReplayProposer
     try:
         files = level_problems(args.kernelbench, args.level, parse_ranges(args.problems))
@@ -190,7 +190,7 @@ def cmd_run_kernelbench(args) -> int:
             try:
                 report = run_session(daemon, r.task, backend, proposer, args.budget,
                                      arch=args.arch, model=model, recorded=args.recorded,
-                                     spec_text=task.spec_text(), out=_flush_print)
+                                     spec_text=spec_text(task), out=_flush_print)
             except DaemonError as e:
                 r.status, r.note = "error", str(e)
                 _flush_print(f"{r.problem}: {e}")
@@ -247,7 +247,8 @@ def cmd_run(args) -> int:
             model = "replay"
         else:
             proposer, model = _llm_proposer(args)
-        spec = task.spec_text() if task else ""
+        from .kernelbench import spec_text
+        spec = spec_text(task) if task else ""
         report = run_session(daemon, args.task, backend, proposer, args.budget, arch=args.arch,
                              model=model, recorded=args.recorded, spec_text=spec,
                              out=_flush_print, session_id=args.session)

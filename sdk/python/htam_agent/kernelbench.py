@@ -178,6 +178,25 @@ def table(level: int, results: Sequence[ProblemResult], m: dict) -> str:
     return "\n".join(lines)
 
 
+def spec_text(task) -> str:
+    """task.json for the prompt, and for a KernelBench task the PyTorch problem it must match:
+    the task has no reference kernel, so the problem file is the only statement of what to
+    compute (the prompt wraps the whole text in a json fence; the problem gets its own)."""
+    text = task.spec_text()
+    name = task.spec.get("kernelbench") if isinstance(task.spec, dict) else None
+    if not name:
+        return text
+    try:
+        with open(os.path.join(task.dir, name), encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return text
+    return (text + "\n```\nThe PyTorch problem the candidate must match (" + name + "): the "
+            "candidate's inputs are get_inputs() in order (a Python float/int/bool arrives as a "
+            "one-element f64/i64/bool tensor), then the model's state_dict entries named as in "
+            "task.json; its outputs are forward's.\n```python\n" + source.rstrip())
+
+
 @dataclass
 class LevelReport:
     level: int
