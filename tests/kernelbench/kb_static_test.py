@@ -105,6 +105,14 @@ class PolicyTest(unittest.TestCase):
                 kb_static.policy_from_task({"kernelbench_policy": pol})
             self.assertIn(says, str(c.exception))
 
+    def test_a_main_guard_harness_is_not_the_candidate(self):
+        src = self.src("honest_relu_cuda.py") + (
+            "\n\nif __name__ == '__main__':\n    ref = Model()\n"
+            "    print((ref(*get_inputs()) - ModelNew()(*get_inputs())).abs().max())\n")
+        self.assertTrue(kb_static.check(src).ok)
+        src = self.src("honest_relu_cuda.py") + "\n\nREF = Model()\n"
+        self.assertIn("inheritance", [e.check for e in kb_static.check(src).errors])
+
     def test_syntax_and_missing_modelnew(self):
         r = kb_static.check("class ModelNew(:\n")
         self.assertEqual([e.check for e in r.errors], ["syntax"])

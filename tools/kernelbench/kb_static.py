@@ -229,6 +229,8 @@ class Checker:
             self.report.errors.append(Finding("syntax", e.lineno or 0, "does not parse: %s" %
                                               e.msg))
             return self.report
+        # A test harness under `if __name__ == "__main__":` never runs when the file is imported.
+        tree.body = [n for n in tree.body if not _is_main_guard(n)]
         self.tree = tree
         self.names = Names(tree)
         classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
@@ -500,6 +502,15 @@ class Checker:
     def strings(self):
         return [n for n in ast.walk(self.tree) if isinstance(n, ast.Constant) and
                 isinstance(n.value, str)]
+
+
+def _is_main_guard(node):
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    parts = [node.test.left] + list(node.test.comparators)
+    return (len(parts) == 2 and isinstance(node.test.ops[0], ast.Eq) and
+            {ast.unparse(p) for p in parts} in ({"__name__", "'__main__'"},
+                                                {"__name__", '"__main__"'}))
 
 
 def _split_top(text):
