@@ -74,7 +74,7 @@ class ImportTest(unittest.TestCase):
         for r in results:
             self.assertEqual(r["probe"], "meta", r)
             self.assertLess(r["seconds"], 10, r)
-        self.assertLess(wall, 120)
+        self.assertLess(wall, 300)  # PyTorch import included; a loaded 2-core machine
         relu = self.task("kb_level1_19_ReLU")
         self.assertEqual(relu["inputs"], [{"name": "x", "dtype": "f32", "shape": [4096, 393216]}])
         self.assertEqual(relu["outputs"][0]["shape"], [4096, 393216])
@@ -85,18 +85,14 @@ class ImportTest(unittest.TestCase):
         self.assertEqual(conv["outputs"][0]["shape"], [128, 128, 126, 126])
         ce = self.task("kb_level1_95_CrossEntropyLoss")
         self.assertEqual([i["dtype"] for i in ce["inputs"]], ["f32", "i64"])
+        mul = self.task("kb_level1_5_Matrix_scalar_multiplication")
+        self.assertEqual(mul["inputs"][1], {"name": "s", "dtype": "f64", "shape": [1],
+                                            "python": "float"})
         lenet = self.task("kb_level3_4_LeNet5")
         self.assertEqual(lenet["outputs"][0]["shape"], [4096, 20])
         self.assertTrue(os.path.isfile(os.path.join(self.out, "kb_level3_1_MLP", "problem.py")))
 
-    def test_python_scalar_is_a_marked_input_and_in_the_golden_data(self):
-        r = helper("import", os.path.join(PROBLEMS, "level1", "5_Matrix_scalar_multiplication.py"),
-                   os.path.join(self.out, "mul"))
-        self.assertEqual(r.returncode, 0, r.stderr)
-        with open(os.path.join(self.out, "mul", "task.json")) as f:
-            t = json.load(f)
-        self.assertEqual(t["inputs"][1], {"name": "s", "dtype": "f64", "shape": [1],
-                                          "python": "float"})
+    def test_python_scalar_is_in_the_golden_data(self):
         small = os.path.join(self.out, "small")
         r = helper("import", os.path.join(PROBLEMS, "scalar_mul.py"), small)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -140,9 +136,6 @@ class ImportTest(unittest.TestCase):
                    os.path.join(PROBLEMS, "relu.py"))
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("inheritance", [e["check"] for e in json.loads(r.stdout)["errors"]])
-        r = helper("check", os.path.join(hacks, "honest_relu_cuda.py"), "--problem",
-                   os.path.join(PROBLEMS, "relu.py"))
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_unsupported_input_is_a_clear_error(self):
         bad = os.path.join(self.out, "bad.py")
