@@ -5,7 +5,6 @@ import json
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
