@@ -91,7 +91,7 @@ class ImportTest(unittest.TestCase):
         self.assertEqual(lenet["outputs"][0]["shape"], [4096, 20])
         self.assertTrue(os.path.isfile(os.path.join(self.out, "kb_level3_1_MLP", "problem.py")))
 
-    def test_python_scalar_is_in_the_golden_data(self):
+    def test_python_scalar_is_in_the_golden_data_and_baseline_is_separate(self):
         small = os.path.join(self.out, "small")
         r = helper("import", os.path.join(PROBLEMS, "scalar_mul.py"), small)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -105,6 +105,17 @@ class ImportTest(unittest.TestCase):
         a = struct.unpack("<2048f", g["A"][3])
         out = struct.unpack("<2048f", g["out"][3])
         self.assertAlmostEqual(out[5], a[5] * 3.14, places=5)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "g", "baseline.json")))
+        # The baseline alone, apart from the golden data (no golden file written).
+        r = helper("baseline", "--problem", os.path.join(small, "problem.py"), "--out",
+                   os.path.join(self.out, "b"), "--time-seeds", "1000,1001", "--reps", "3",
+                   "--no-compile")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.out, "b")), ["baseline.json"])
+        with open(os.path.join(self.out, "b", "baseline.json")) as f:
+            base = json.load(f)
+        self.assertGreater(base["eager_us"], 0)
+        self.assertIn("--no-compile", base["compile_note"])
 
     def test_data_dependent_forward_falls_back_to_a_scaled_run(self):
         r = helper("import", os.path.join(PROBLEMS, "data_dependent.py"),
