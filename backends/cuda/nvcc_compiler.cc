@@ -72,7 +72,56 @@ void DecodeMeta(const std::string& text, CompileOutput* o) {
 
 std::atomic<uint64_t> g_compile_seq{0};
 
+constexpr std::string_view kLibrariesFlag = "--htam-libraries=";
+
+bool KnownLibrary(const std::string& name) {
+  for (const char* l : kVendorLibraries)
+    if (name == l) return true;
+  return false;
+}
+
+std::string JoinNames(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "none" : s;
+}
+
 }  // namespace
+
+LinkDirectives ParseLinkDirectives(std::string_view source) {
+  static const std::regex kDirective(R"(^\s*//\s*htam:\s*(\w+)(.*)$)");
+  LinkDirectives out;
+  std::istringstream in{std::string(source)};
+  std::string line;
+  std::smatch m;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (!std::regex_match(line, m, kDirective)) continue;
+    std::string rest = m[2];
+    if (m[1] != "link") {
+      out.error = "line " + std::to_string(n) + ": unknown directive 'htam: " + std::string(m[1]) +
+                  "' (known: 'htam: link LIB...')";
+      return out;
+    }
+    std::replace(rest.begin(), rest.end(), ',', ' ');
+    std::vector<std::string> names = SplitWords(rest);
+    if (names.empty()) {
+      out.error = "line " + std::to_string(n) + ": 'htam: link' names no library";
+      return out;
+    }
+    for (const auto& name : names) {
+      if (!KnownLibrary(name)) {
+        std::string known;
+        for (const char* l : kVendorLibraries) known += std::string(known.empty() ? "" : " ") + l;
+        out.error =
+            "line " + std::to_string(n) + ": unknown library '" + name + "' (known: " + known + ")";
+        return out;
+      }
+      if (std::find(out.libraries.begin(), out.libraries.end(), name) == out.libraries.end())
+        out.libraries.push_back(name);
+    }
+  }
+  return out;
+}
 
 int CompileOutput::MaxRegisters() const {
   int r = -1;
@@ -229,15 +278,84 @@ Result<NvccCompiler> NvccCompiler::Create(const CompilerOptions& options) {
                                       "'");
   }
   c.abi_header_hash_ = Sha256Hex(header);
+  std::error_code root_ec;
+  fs::path root = fs::canonical(c.options_.nvcc, root_ec);
+  if (!root_ec) c.toolkit_root_ = root.parent_path().parent_path().string();
   return c;
+}
+
+Status NvccCompiler::LibraryFlags(std::string_view source, const std::vector<std::string>& allowed,
+                                  bool restricted, std::vector<std::string>* flags) const {
+  LinkDirectives d = ParseLinkDirectives(source);
+  if (!d.error.empty()) return Status::InvalidArgument("candidate.cu: " + d.error);
+  for (const auto& lib : d.libraries) {
+    if (restricted && std::find(allowed.begin(), allowed.end(), lib) == allowed.end())
+      return Status::InvalidArgument(
+          "candidate.cu: links " + lib + " ('// htam: link " + lib +
+          "'), which this task does not allow (libraries allowed: " + JoinNames(allowed) + ")");
+    std::vector<std::string> dirs;
+    if (!toolkit_root_.empty()) {
+      dirs.push_back(toolkit_root_ + (lib == "cutlass" ? "/include" : "/lib64"));
+      if (lib != "cutlass") dirs.push_back(toolkit_root_ + "/targets/x86_64-linux/lib");
+    }
+    if (lib == "cutlass") {
+      dirs.insert(dirs.end(), {"/usr/local/include", "/usr/include"});
+    } else {
+      dirs.insert(dirs.end(), {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib"});
+    }
+    std::string found;
+    for (const auto& dir : dirs) {
+      std::string probe =
+          lib == "cutlass" ? dir + "/cutlass/cutlass.h" : dir + "/lib" + lib + ".so";
+      if (access(probe.c_str(), R_OK) == 0) {
+        found = dir;
+        break;
+      }
+    }
+    if (found.empty()) {
+      std::string where;
+      for (const auto& dir : dirs) where += (where.empty() ? "" : ", ") + dir;
+      return Status::NotFound("candidate.cu: links " + lib + ", which is not installed on this " +
+                              "host (looked in " + where + ")");
+    }
+    if (lib == "cutlass") {
+      flags->push_back("-I" + found);
+    } else {
+      // The runpath lets the worker's dlopen find the library without LD_LIBRARY_PATH.
+      for (std::string f : {"-L" + found, "-l" + lib, std::string("-Xlinker"), "-rpath=" + found})
+        flags->push_back(f);
+    }
+  }
+  return Status::OK();
 }
 
 Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string_view arch,
                                             std::string_view extra_flags, std::string_view name,
                                             double timeout_s) const {
   HTAM_ASSIGN_OR_RETURN(std::string gencode, GencodeFlag(arch));
-  std::vector<std::string> flags = SplitWords(options_.flags);
-  for (auto& f : SplitWords(extra_flags)) flags.push_back(f);
+  // The library policy words are the host's, not nvcc's: taken out of the flags.
+  std::vector<std::string> flags, allowed;
+  bool restricted = false;
+  for (const std::string_view text : {std::string_view(options_.flags), extra_flags}) {
+    for (auto& f : SplitWords(text)) {
+      if (f.rfind(kLibrariesFlag, 0) != 0) {
+        flags.push_back(f);
+        continue;
+      }
+      std::string list = f.substr(kLibrariesFlag.size());
+      std::replace(list.begin(), list.end(), ',', ' ');
+      std::vector<std::string> these = SplitWords(list);
+      if (restricted) {
+        std::erase_if(allowed, [&](const std::string& l) {
+          return std::find(these.begin(), these.end(), l) == these.end();
+        });
+      } else {
+        allowed = these;
+      }
+      restricted = true;
+    }
+  }
+  Status libs = LibraryFlags(source, allowed, restricted, &flags);
   std::string flag_text;
   for (const auto& f : flags) flag_text += f + ' ';
 
@@ -247,13 +365,19 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   key_material += '\0' + std::string(arch) + '\0' + flag_text + '\0' + version_ + '\0' +
                   abi_header_hash_ + "\0nvcc-shared-v1";
   out.hash = Sha256Hex(key_material);
+  if (!libs.ok()) {  // checked before the cache: a cached build never bypasses the task's policy
+    out.ok = false;
+    out.diagnostics = libs.message();
+    return out;
+  }
 
   // Cache hit?
   std::string entry;
   if (!options_.cache_dir.empty()) {
     entry = options_.cache_dir + "/cuda/" + out.hash;
     std::string meta;
-    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 && ReadWholeFile(entry + "/meta", &meta)) {
+    if (access((entry + "/candidate.so").c_str(), R_OK) == 0 &&
+        ReadWholeFile(entry + "/meta", &meta)) {
       DecodeMeta(meta, &out);
       out.ok = true;
       out.from_cache = true;

@@ -59,6 +59,21 @@ std::string TrimDiagnostics(std::string_view log, std::string_view tmp_dir, size
 // "sm_90a" -> "-gencode=arch=compute_90a,code=sm_90a"; InvalidArgument for anything not sm_NN[a|f].
 Result<std::string> GencodeFlag(std::string_view arch);
 
+// Vendor libraries (docs/backends-cuda.md, "Vendor libraries"). A candidate names the libraries it
+// links in comment lines of its source, `// htam: link cublas cublasLt`; the known names are
+// kVendorLibraries (cutlass is header-only: an include path). A host limits them per task with the
+// word `--htam-libraries=NAME,NAME` in the compile options (`--htam-libraries=` allows none;
+// several such words allow what all of them allow); the word is never passed to nvcc. Without it
+// every known library is allowed. A library asked for but not allowed, unknown or not installed
+// makes the compile fail (CompileOutput::ok false) with a message that says which and why.
+inline constexpr const char* kVendorLibraries[] = {"cublas", "cublasLt", "cudnn",    "cufft",
+                                                   "curand", "cusparse", "cusolver", "cutlass"};
+struct LinkDirectives {
+  std::vector<std::string> libraries;  // in order of appearance, no duplicates
+  std::string error;                   // "" or why a directive is malformed / names no library
+};
+LinkDirectives ParseLinkDirectives(std::string_view source);
+
 class NvccCompiler {
  public:
   // Checks that nvcc runs (its --version text becomes part of every cache key).
@@ -74,9 +89,14 @@ class NvccCompiler {
   const CompilerOptions& options() const { return options_; }
 
  private:
+  // Linker (or include) flags for the libraries `source` asks for, or the refusal text.
+  Status LibraryFlags(std::string_view source, const std::vector<std::string>& allowed,
+                      bool restricted, std::vector<std::string>* flags) const;
+
   CompilerOptions options_;
   std::string version_;
   std::string abi_header_hash_;
+  std::string toolkit_root_;  // nvcc's ../ (canonical): where lib64/ and include/ are
 };
 
 }  // namespace htam::cuda

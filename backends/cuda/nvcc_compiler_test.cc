@@ -30,6 +30,38 @@ HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* o
 }
 )";
 
+// A lean-ABI sgemm through cuBLAS (row-major C = A B as column-major C^T = B^T A^T).
+const char* kSgemmBody = R"(#include <htam/kernel_abi.h>
+#include <cublas_v2.h>
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  static cublasHandle_t h = nullptr;
+  if (!h && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 1;
+  cublasSetStream(h, (cudaStream_t)stream);
+  cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH);
+  int m = (int)in[0].shape[0], k = (int)in[0].shape[1], n = (int)in[1].shape[1];
+  const float one = 1.f, zero = 0.f;
+  return cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, (const float*)in[1].data, n,
+                     (const float*)in[0].data, k, &zero, (float*)out[0].data, n) != 0;
+}
+)";
+
+TEST(LinkDirectives, ParsesLibraryNames) {
+  auto d = ParseLinkDirectives(
+      "#include <x.h>\n// htam: link cublas cublasLt\n  //htam: link cudnn, cublas\nint x;\n");
+  EXPECT_EQ(d.error, "");
+  EXPECT_EQ(d.libraries, (std::vector<std::string>{"cublas", "cublasLt", "cudnn"}));
+  EXPECT_TRUE(ParseLinkDirectives("// link cublas (not a directive)\n").libraries.empty());
+  d = ParseLinkDirectives("\n// htam: link cublas mkl\n");
+  EXPECT_NE(d.error.find("line 2: unknown library 'mkl' (known: cublas cublasLt cudnn"),
+            std::string::npos)
+      << d.error;
+  EXPECT_NE(ParseLinkDirectives("// htam: link\n").error.find("names no library"),
+            std::string::npos);
+  EXPECT_NE(ParseLinkDirectives("// htam: linkk cublas\n").error.find("unknown directive"),
+            std::string::npos);
+}
+
 TEST(Sha256, KnownVectors) {
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -118,6 +150,89 @@ TEST_F(NvccTest, CompilesLoadableObjectWithResourcesAndCaches) {
   ASSERT_TRUE(other.ok() && other->ok);
   EXPECT_NE(other->hash, r->hash);
   EXPECT_FALSE(other->from_cache);
+}
+
+TEST_F(NvccTest, CublasCandidateLinksWhatItDeclares) {
+  std::string src = std::string("// htam: link cublas\n") + kSgemmBody;
+  auto r = compiler_->Compile(src, "sm_90a", "", "sgemm", 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  if (!r->ok && r->diagnostics.find("not installed on this host") != std::string::npos) {
+    GTEST_SKIP() << r->diagnostics;  // a toolkit without cuBLAS
+  }
+  ASSERT_TRUE(r->ok) << r->diagnostics;
+  // Without the directive the object builds but does not load: the reported failure.
+  auto bare = compiler_->Compile(kSgemmBody, "sm_90a", "", "sgemm", 0);
+  ASSERT_TRUE(bare.ok() && bare->ok) << (bare.ok() ? bare->diagnostics : "");
+  void* h = dlopen(bare->so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_EQ(h, nullptr);
+  EXPECT_NE(std::string(dlerror()).find("undefined symbol: cublas"), std::string::npos);
+  // Declared: linked against the toolkit's cuBLAS, with a runpath, so it loads as is.
+  h = dlopen(r->so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  EXPECT_NE(dlsym(h, "htam_kernel"), nullptr);
+  EXPECT_NE(dlsym(h, "cublasSgemm_v2"), nullptr) << "cublasSgemm resolves through the candidate";
+  dlclose(h);
+  // A task that allows cuBLAS compiles it too (the same artifact: the policy word is not a flag).
+  auto allowed = compiler_->Compile(src, "sm_90a", "--htam-libraries=cublas,cublasLt", "s", 0);
+  ASSERT_TRUE(allowed.ok() && allowed->ok);
+  EXPECT_TRUE(allowed->from_cache);
+}
+
+TEST_F(NvccTest, TaskThatForbidsLibrariesRefusesTheCandidate) {
+  std::string src = std::string("// htam: link cublas\n") + kSgemmBody;
+  auto built = compiler_->Compile(src, "sm_90a", "", "sgemm", 0);  // now in the cache, if any
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto r = compiler_->Compile(src, "sm_90a", "--htam-libraries=", "sgemm", 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->ok) << "a cached build must not bypass the task's policy";
+  EXPECT_EQ(r->diagnostics,
+            "candidate.cu: links cublas ('// htam: link cublas'), which this task does not allow "
+            "(libraries allowed: none)");
+  r = compiler_->Compile(src, "sm_90a", "--htam-libraries=cudnn -DX=1", "sgemm", 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_NE(r->diagnostics.find("(libraries allowed: cudnn)"), std::string::npos);
+  // Two policy words (host-wide and per task): only what both allow.
+  r = compiler_->Compile(src, "sm_90a", "--htam-libraries=cublas,cudnn --htam-libraries=cudnn",
+                         "sgemm", 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  r = compiler_->Compile("// htam: link mkl\n" + std::string(kRelu), "sm_90a", "", "r", 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_NE(r->diagnostics.find("unknown library 'mkl'"), std::string::npos) << r->diagnostics;
+}
+
+TEST_F(NvccTest, CudnnAndCutlassWhereInstalled) {
+  const char* cudnn = R"(// htam: link cudnn
+#include <htam/kernel_abi.h>
+#include <cudnn.h>
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  return cudnnGetVersion() > 0 ? 0 : 1;
+}
+)";
+  auto r = compiler_->Compile(cudnn, "sm_90a", "", "cudnn", 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  if (!r->ok && r->diagnostics.find("not installed on this host") != std::string::npos) {
+    GTEST_SKIP() << r->diagnostics;
+  }
+  ASSERT_TRUE(r->ok) << r->diagnostics;
+  void* h = dlopen(r->so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  EXPECT_NE(dlsym(h, "cudnnGetVersion"), nullptr);
+  dlclose(h);
+  // CUTLASS is header-only: an include path where the toolkit or a package has it, else a clear
+  // refusal.
+  r = compiler_->Compile(
+      "// htam: link cutlass\n#include <cutlass/cutlass.h>\n" + std::string(kRelu), "sm_90a", "",
+      "cutlass", 0);
+  ASSERT_TRUE(r.ok());
+  if (!r->ok) {
+    EXPECT_NE(r->diagnostics.find("links cutlass, which is not installed on this host"),
+              std::string::npos)
+        << r->diagnostics;
+  }
 }
 
 TEST_F(NvccTest, CompileErrorIsAnOutcomeWithDiagnostics) {

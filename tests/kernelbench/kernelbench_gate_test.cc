@@ -284,5 +284,38 @@ TEST(KernelBenchGoldenFileTest, AMissingHelperIsAClearError) {
   EXPECT_NE(st.message().find("HTAM_KERNELBENCH_HELPER"), std::string::npos);
 }
 
+// A Python float in get_inputs() (KernelBench's 5_Matrix_scalar_multiplication): the importer
+// makes it a one-element f64 input, the golden data carries its value, the candidate reads it.
+TEST_F(KernelBenchGateTest, APythonFloatInputReachesTheCandidateAsADouble) {
+  REQUIRE_TORCH();
+  const std::string dir = tmp_.path() + "/scalar";
+  std::string cmd = "/usr/bin/python3 tools/kernelbench/kb_helper.py import " +
+                    std::string(kProblems) + "/scalar_mul.py " + dir + " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto task = ParseTaskFile(dir);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  ASSERT_EQ(task->inputs.size(), 2u);
+  EXPECT_EQ(task->inputs[1].name, "s");
+  EXPECT_EQ(task->inputs[1].dtype, HTAM_F64);
+  auto candidate = [](const char* factor) {
+    return std::string(R"(#include <htam/kernel_abi.h>
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  if (nin != 2 || nout != 1) return 1;
+  const float* a = static_cast<const float*>(in[0].data);
+  const double s = *static_cast<const double*>(in[1].data);
+  float* y = static_cast<float*>(out[0].data);
+  for (long i = 0; i < htam_numel(&in[0]); ++i) y[i] = a[i] * static_cast<float>()") +
+           factor + R"();
+  return 0;
+}
+)";
+  };
+  GateResult r = Eval(*task, candidate("s"), Options());
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  r = Eval(*task, candidate("s + 1.0"), Options());
+  EXPECT_EQ(r.status, fb::OutcomeStatus::Incorrect) << r.diagnostics;
+}
+
 }  // namespace
 }  // namespace htam

@@ -1,6 +1,7 @@
 """Command line of htam-agent.
 
     htam-agent run --task NAME [--proposer llm|replay] [--budget N] [--backend B] ...
+    htam-agent run --kernelbench DIR --level N [--problems 1-20] --tasks-dir TASKS ...
     htam-agent import-lineage TASK_DIR... [--backend B] [--recorded]
     htam-agent quality [--tasks-dir DIR] [--seeds N] ...      (the memory-quality benchmark)
 
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an optimization session on a task")
     _common(run)
-    run.add_argument("--task", required=True, help="task name (a folder of --tasks-dir)")
+    run.add_argument("--task", default="", help="task name (a folder of --tasks-dir)")
     run.add_argument("--tasks-dir", default=os.environ.get("HTAM_TASKS_DIR", "configs/tasks"),
                      help="task suite folder (specification and lineage; default %(default)s)")
     run.add_argument("--backend", default="auto",
@@ -92,6 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "DRAM/SM throughput, occupancy and the bottleneck class")
     run.add_argument("--json", dest="json_out", default="",
                      help="also write the session report as JSON to this file")
+    kb = run.add_argument_group("a KernelBench level (one session per problem, KernelBench's "
+                                "metrics; instead of --task)")
+    kb.add_argument("--kernelbench", default="", metavar="DIR",
+                    help="KernelBench problems: DIR/level<N>/<n>_<name>.py (imported into "
+                         "--tasks-dir, which must be the daemon's server.tasks_dir)")
+    kb.add_argument("--level", type=int, default=1, help="level (default 1)")
+    kb.add_argument("--problems", default="", help="problem numbers, e.g. 1-20,25 (default all)")
+    kb.add_argument("--lineages", default="",
+                    help="folder of <task name>/lineage.json (+ variants) for --proposer replay")
+    kb.add_argument("--kernelbench-python", default="/usr/bin/python3",
+                    help="interpreter with PyTorch for the import (default %(default)s)")
     llm = run.add_argument_group("model (OpenAI-compatible chat completions)")
     llm.add_argument("--llm-base-url", default=None,
                      help="e.g. http://127.0.0.1:8000/v1 (env HTAM_LLM_BASE_URL)")
@@ -135,8 +147,78 @@ def _llm_proposer(args):
     return LLMProposer(ChatClient(cfg, log=_flush_print), max_repairs=args.max_repairs), cfg.model
 
 
+def cmd_run_kernelbench(args) -> int:
+    from dataclasses import asdict
+
+    from .agent import run_session
+    from .kernelbench import (KernelBenchError, attach_lineages, import_problems, level_problems,
+                              metrics, parse_ranges, score_session, spec_text, table)
+    from .proposers import ReplayProposer
+    try:
+        files = level_problems(args.kernelbench, args.level, parse_ranges(args.problems))
+        _flush_print(f"level {args.level}: {len(files)} problems from {args.kernelbench}, "
+                     f"imported into {args.tasks_dir}")
+        results = import_problems(files, args.tasks_dir, python=args.kernelbench_python)
+    except KernelBenchError as e:
+        print(f"htam-agent: {e}", file=sys.stderr)
+        return 2
+    if args.lineages:
+        attach_lineages(results, args.lineages, args.tasks_dir)
+    daemon = connect(args.endpoint, timeout_s=args.timeout, server_public_key=args.server_key,
+                     client_key_file=args.client_key_file)
+    backends = set()
+    try:
+        offered = list(daemon.hello().get("backends") or [])
+        for r in results:
+            if not r.task:
+                _flush_print(f"{r.problem}: {r.note}")
+                continue
+            task = load_task(os.path.join(args.tasks_dir, r.task))
+            if args.proposer == "replay":
+                backend = choose_backend(args.backend, offered, sorted(task.lineages))
+                if backend not in task.lineages:
+                    r.status, r.note = "no_candidate", f"no {backend} lineage to replay"
+                    _flush_print(f"{r.problem}: {r.note}")
+                    continue
+                proposer = ReplayProposer(task, task.lineages[backend],
+                                          fallback=not args.no_fallback)
+                model = "replay"
+            else:
+                backend = choose_backend(args.backend, offered, [])
+                proposer, model = _llm_proposer(args)
+            backends.add(backend)
+            try:
+                report = run_session(daemon, r.task, backend, proposer, args.budget,
+                                     arch=args.arch, model=model, recorded=args.recorded,
+                                     spec_text=spec_text(task), out=_flush_print)
+            except DaemonError as e:
+                r.status, r.note = "error", str(e)
+                _flush_print(f"{r.problem}: {e}")
+                continue
+            r.session_id = report.session_id
+            score_session(r, report.rows, verified_only=not args.recorded)
+    except (DaemonError, LineageError) as e:
+        print(f"htam-agent: {e}", file=sys.stderr)
+        return 1
+    finally:
+        daemon.close_connection()
+    m = metrics(results)
+    print("\n" + table(args.level, results, m), flush=True)
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump({"level": args.level, "proposer": args.proposer,
+                       "backends": sorted(backends), "recorded": bool(args.recorded),
+                       "problems": [asdict(r) for r in results], "metrics": m}, f, indent=1)
+    return 0
+
+
 def cmd_run(args) -> int:
     from .agent import final_table, run_session
+    if args.kernelbench:
+        return cmd_run_kernelbench(args)
+    if not args.task:
+        print("htam-agent: run needs --task NAME or --kernelbench DIR", file=sys.stderr)
+        return 2
     from .proposers import ReplayProposer
     task_dir = os.path.join(args.tasks_dir, args.task)
     task = None
@@ -165,7 +247,8 @@ def cmd_run(args) -> int:
             model = "replay"
         else:
             proposer, model = _llm_proposer(args)
-        spec = task.spec_text() if task else ""
+        from .kernelbench import spec_text
+        spec = spec_text(task) if task else ""
         report = run_session(daemon, args.task, backend, proposer, args.budget, arch=args.arch,
                              model=model, recorded=args.recorded, spec_text=spec,
                              out=_flush_print, session_id=args.session)

@@ -1,0 +1,52 @@
+# Hack: the launch uses the per-thread default stream, not the current stream.
+# expect: streams
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+relu_source = """
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    auto stream = cudaStreamPerThread;
+    relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+relu_ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);",
+                       cuda_sources=relu_source, functions=["relu_cuda"])
+
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ext = relu_ext
+
+    def forward(self, x):
+        return self.ext.relu_cuda(x.contiguous())
+
+
+def get_inputs():
+    return [torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []

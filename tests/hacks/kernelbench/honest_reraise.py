@@ -1,0 +1,35 @@
+# Honest: an except branch that only raises a clearer error.
+# expect: ok
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+relu_source = """
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    auto stream = at::cuda::getCurrentCUDAStream();
+    relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+relu_ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);",
+                       cuda_sources=relu_source, functions=["relu_cuda"])
+
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        try:
+            return relu_ext.relu_cuda(x)
+        except RuntimeError as e:
+            raise RuntimeError("relu kernel failed") from e

@@ -1,0 +1,163 @@
+"""kb_helper.py import and import-many: problems at KernelBench's full sizes import in well under a
+second each without running them, Python scalars become marked one-element inputs, broken or
+hanging problems are reported without stopping the others."""
+import json
+import os
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HELPER = os.path.join(ROOT, "tools", "kernelbench", "kb_helper.py")
+PROBLEMS = os.path.join(ROOT, "tests", "kernelbench", "problems")
+PY = "/usr/bin/python3"
+HAVE_TORCH = subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def helper(*args, timeout=300):
+    return subprocess.run([PY, HELPER] + list(args), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def read_golden(path):
+    """{name: (role, dtype, dims, raw bytes)} of a golden file (format: kb_helper.py)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"HTAMGLD1"
+    pos, out = 12, {}
+    (count,) = struct.unpack_from("<I", data, 8)
+    for _ in range(count):
+        role, n = struct.unpack_from("<II", data, pos)
+        pos += 8
+        name = data[pos:pos + n].decode()
+        pos += n
+        (n,) = struct.unpack_from("<I", data, pos)
+        dtype = data[pos + 4:pos + 4 + n].decode()
+        pos += 4 + n
+        (nd,) = struct.unpack_from("<I", data, pos)
+        dims = list(struct.unpack_from("<%dq" % nd, data, pos + 4))
+        pos += 4 + 8 * nd
+        (nb,) = struct.unpack_from("<Q", data, pos)
+        out[name] = (role, dtype, dims, data[pos + 8:pos + 8 + nb])
+        pos += 8 + nb
+    return out
+
+
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not importable by /usr/bin/python3")
+class ImportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def task(self, name):
+        with open(os.path.join(self.out, name, "task.json")) as f:
+            return json.load(f)
+
+    def test_full_size_levels_import_without_running(self):
+        dirs = [os.path.join(PROBLEMS, "level%d" % i) for i in (1, 2, 3)]
+        t0 = time.monotonic()
+        r = helper("import-many", self.out, *dirs, "--jobs", "2")
+        wall = time.monotonic() - t0
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = [json.loads(x) for x in r.stdout.splitlines()]
+        summary, results = lines[-1], lines[:-1]
+        self.assertEqual(summary["failed"], 0)
+        self.assertEqual(summary["imported"], len(results))
+        self.assertGreaterEqual(len(results), 15)
+        # Each of these takes minutes and 12+ GiB when run at full size on a CPU.
+        for r in results:
+            self.assertEqual(r["probe"], "meta", r)
+            self.assertLess(r["seconds"], 10, r)
+        self.assertLess(wall, 300)  # PyTorch import included; a loaded 2-core machine
+        relu = self.task("kb_level1_19_ReLU")
+        self.assertEqual(relu["inputs"], [{"name": "x", "dtype": "f32", "shape": [4096, 393216]}])
+        self.assertEqual(relu["outputs"][0]["shape"], [4096, 393216])
+        self.assertEqual(self.task("kb_level1_39_L2Norm_")["outputs"][0]["shape"], [32768, 65535])
+        conv = self.task("kb_level2_1_Conv2D_ReLU_BiasAdd")
+        self.assertEqual([i["name"] for i in conv["inputs"]],
+                         ["x", "bias", "conv.weight", "conv.bias"])
+        self.assertEqual(conv["outputs"][0]["shape"], [128, 128, 126, 126])
+        ce = self.task("kb_level1_95_CrossEntropyLoss")
+        self.assertEqual([i["dtype"] for i in ce["inputs"]], ["f32", "i64"])
+        mul = self.task("kb_level1_5_Matrix_scalar_multiplication")
+        self.assertEqual(mul["inputs"][1], {"name": "s", "dtype": "f64", "shape": [1],
+                                            "python": "float"})
+        lenet = self.task("kb_level3_4_LeNet5")
+        self.assertEqual(lenet["outputs"][0]["shape"], [4096, 20])
+        self.assertTrue(os.path.isfile(os.path.join(self.out, "kb_level3_1_MLP", "problem.py")))
+
+    def test_python_scalar_is_in_the_golden_data_and_baseline_is_separate(self):
+        small = os.path.join(self.out, "small")
+        r = helper("import", os.path.join(PROBLEMS, "scalar_mul.py"), small)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = helper("golden", "--problem", os.path.join(small, "problem.py"), "--out",
+                   os.path.join(self.out, "g"), "--seeds", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        g = read_golden(os.path.join(self.out, "g", "seed_0.bin"))
+        role, dtype, dims, raw = g["s"]
+        self.assertEqual((role, dtype, dims), (0, "f64", [1]))
+        self.assertEqual(struct.unpack("<d", raw)[0], 3.14)
+        a = struct.unpack("<2048f", g["A"][3])
+        out = struct.unpack("<2048f", g["out"][3])
+        self.assertAlmostEqual(out[5], a[5] * 3.14, places=5)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "g", "baseline.json")))
+        # The baseline alone, apart from the golden data (no golden file written).
+        r = helper("baseline", "--problem", os.path.join(small, "problem.py"), "--out",
+                   os.path.join(self.out, "b"), "--time-seeds", "1000,1001", "--reps", "3",
+                   "--no-compile")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.out, "b")), ["baseline.json"])
+        with open(os.path.join(self.out, "b", "baseline.json")) as f:
+            base = json.load(f)
+        self.assertGreater(base["eager_us"], 0)
+        self.assertIn("--no-compile", base["compile_note"])
+
+    def test_data_dependent_forward_falls_back_to_a_scaled_run(self):
+        r = helper("import", os.path.join(PROBLEMS, "data_dependent.py"),
+                   os.path.join(self.out, "dd"), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["probe"], "scaled")
+        with open(os.path.join(self.out, "dd", "task.json")) as f:
+            t = json.load(f)
+        self.assertEqual(t["outputs"][0]["shape"], [4096, 196608])
+
+    def test_broken_and_hanging_problems_fail_alone(self):
+        files = [os.path.join(PROBLEMS, f) for f in
+                 ("relu.py", "syntax_error.py", "inputs_raise.py", "hangs.py", "scalar_mul.py")]
+        r = helper("import-many", self.out, *files, "--timeout", "3", timeout=120)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        by = {os.path.basename(x["problem"]): x
+              for x in map(json.loads, r.stdout.splitlines()[:-1])}
+        self.assertIn("syntax error at line 2", by["syntax_error.py"]["error"])
+        self.assertIn("get_inputs() raised RuntimeError: no inputs today",
+                      by["inputs_raise.py"]["error"])
+        self.assertIn("ran past 3 s", by["hangs.py"]["error"])
+        self.assertEqual(by["relu.py"]["task_dir"], os.path.join(self.out, "kb_relu"))
+        self.assertEqual(json.loads(r.stdout.splitlines()[-1])["imported"], 2)
+
+    def test_check_runs_the_static_checks(self):
+        hacks = os.path.join(ROOT, "tests", "hacks", "kernelbench")
+        r = helper("check", os.path.join(hacks, "inherit_pass.py"), "--problem",
+                   os.path.join(PROBLEMS, "relu.py"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("inheritance", [e["check"] for e in json.loads(r.stdout)["errors"]])
+
+    def test_unsupported_input_is_a_clear_error(self):
+        bad = os.path.join(self.out, "bad.py")
+        with open(bad, "w") as f:
+            f.write("import torch\nclass Model(torch.nn.Module):\n"
+                    "    def forward(self, x, s):\n        return x\n"
+                    "def get_inputs():\n    return [torch.ones(2), 'text']\n"
+                    "def get_init_inputs():\n    return []\n")
+        r = helper("import", bad, os.path.join(self.out, "bad"))
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("get_inputs() returned a str", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

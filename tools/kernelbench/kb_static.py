@@ -1,0 +1,574 @@
+#!/usr/bin/python3
+"""Static checks of a KernelBench candidate (a Python file defining `class ModelNew`) before it
+runs: the shortcuts that pass a correctness check without a custom kernel, read from the source
+with Python's `ast` (docs/backends.md, "KernelBench tasks", "Static checks of ModelNew files").
+
+  kb_static.py CANDIDATE.py [--problem PROBLEM.py] [--task task.json] [--json]
+      Exit status 0: accepted (warnings may be printed); 1: rejected, one reason a line
+      ("kb_static: line N: [check] why"); 2: usage or unreadable files.
+
+As a module: check(candidate_source, problem_source="", policy=None) -> Report.
+
+Always errors (no task can allow them):
+  syntax        the file does not parse, or defines no ModelNew with its own forward
+  fallback      an except branch that does anything but raise (the reference's ops in a
+                handler are the usual way to pass when the custom kernel fails)
+  inheritance   ModelNew derives from Model, calls Model / super().forward / Model.forward,
+                imports Model, or its forward is empty (`pass`, `...`)
+  caching       state kept across calls: `global`, module-level containers written by the
+                forward pass, outputs stored on self or returned from self, functools caches
+  streams       custom CUDA source or Python code that creates or selects another CUDA stream
+                (the harness times the current stream), or waits across streams
+  threads       threading, multiprocessing, concurrent.futures, os.fork
+  patching      assigning to attributes of torch, time or triton (timers, the reference's ops),
+                torch.Tensor subclasses, _make_subclass
+  dynamic       exec, eval, compile, __import__, importlib, getattr on a module: code the
+                checks cannot read
+Per-task policy (task.json "kernelbench_policy"; each "forbid", "warn" or "allow"):
+  functional    torch.nn.functional calls (however imported: F.relu), anywhere in the file.
+                Default "forbid".
+  layers        torch.nn layers other than containers (Module, ModuleList, ModuleDict,
+                Sequential), Parameter and init: nn.Conv2d(...) kept from the reference.
+                Default "warn".
+  torch_ops     PyTorch compute operators (matmul, conv, activations, norms, reductions,
+                losses; as torch.X(...), as tensor methods, or `@`) outside ModelNew.__init__.
+                Default "warn".
+  require_kernel  true: the file must define a custom kernel (CUDA source with __global__
+                compiled through load_inline, cpp_extension or htam.load_cuda, or a
+                @triton.jit / @triton.autotune function). Default true.
+The defaults are KernelBench's as it behaves: its checker rejects try/except, `pass` and
+torch.nn.functional, requires a kernel for the backend, only warns about torch operators, and
+its pattern for layers matches `torch.nn.Conv2d` but not `nn.Conv2d`, the spelling agents use,
+so layers kept from the reference pass there; here they are a warning.
+"""
+import argparse
+import ast
+import json
+import re
+import sys
+
+DEFAULT_POLICY = {"functional": "forbid", "layers": "warn", "torch_ops": "warn",
+                  "require_kernel": True}
+LEVELS = ("forbid", "warn", "allow")
+
+NN_ALLOWED = {"Module", "ModuleList", "ModuleDict", "Sequential", "Parameter", "ParameterList",
+              "ParameterDict", "init", "parameter"}
+TORCH_COMPUTE = {
+    "mm", "bmm", "matmul", "einsum", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot",
+    "tensordot", "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+    "conv_transpose2d", "conv_transpose3d", "convolution", "avg_pool1d", "avg_pool2d",
+    "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "relu", "relu_", "relu6", "hardtanh", "elu", "selu", "celu",
+    "leaky_relu", "gelu", "softsign", "softplus", "softmax", "log_softmax", "tanh", "sigmoid",
+    "hardsigmoid", "hardswish", "silu", "mish", "prelu", "rrelu", "threshold", "batch_norm",
+    "group_norm", "layer_norm", "instance_norm", "rms_norm", "normalize", "norm", "cross_entropy",
+    "nll_loss", "kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "triplet_margin_loss", "cosine_similarity", "hinge_embedding_loss", "margin_ranking_loss",
+    "logsumexp", "clamp", "clip", "dropout", "cumsum", "cumprod", "sum", "mean", "prod", "amax",
+    "amin", "max", "min", "argmax", "argmin", "var", "std", "exp", "log", "scaled_dot_product_attention",
+    "lstm", "gru", "rnn_tanh", "rnn_relu", "cdist", "pdist",
+}
+METHOD_COMPUTE = {"mm", "bmm", "matmul", "relu", "relu_", "softmax", "log_softmax", "sigmoid",
+                  "tanh", "logsumexp", "cumsum", "cumprod", "conv2d", "norm", "clamp", "clamp_",
+                  "addmm", "baddbmm", "einsum"}
+STREAM_PY = {"torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream",
+             "torch.cuda.ExternalStream", "torch.cuda.StreamContext", "torch.Stream"}
+STREAM_PY_METHODS = {"wait_stream", "record_stream"}
+THREAD_MODULES = ("threading", "_thread", "multiprocessing", "concurrent")
+DYNAMIC_CALLS = {"exec", "eval", "compile", "__import__", "importlib.import_module",
+                 "importlib.__import__", "builtins.exec", "builtins.eval"}
+PATCHED_ROOTS = ("torch", "time", "triton", "builtins")
+LOGGING_CALLS = {"print", "warnings.warn", "logging.warning", "logging.error", "logging.info",
+                 "logging.debug", "logging.exception"}
+KERNEL_COMPILERS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load",
+                    "htam.load_cuda", "cupy.RawKernel", "cupy.RawModule"}
+
+
+class Finding:
+    def __init__(self, check, line, message):
+        self.check, self.line, self.message = check, line, message
+
+    def text(self):
+        where = "line %d: " % self.line if self.line else ""
+        return "%s[%s] %s" % (where, self.check, self.message)
+
+    def as_dict(self):
+        return {"check": self.check, "line": self.line, "message": self.message}
+
+
+class Report:
+    def __init__(self):
+        self.errors, self.warnings = [], []
+
+    @property
+    def ok(self):
+        return not self.errors
+
+    def as_dict(self):
+        return {"ok": self.ok, "errors": [e.as_dict() for e in self.errors],
+                "warnings": [w.as_dict() for w in self.warnings]}
+
+
+def policy_from_task(task):
+    """The task's "kernelbench_policy" over the defaults; ValueError names a bad field."""
+    p = dict(DEFAULT_POLICY)
+    given = task.get("kernelbench_policy", {}) if isinstance(task, dict) else {}
+    if not isinstance(given, dict):
+        raise ValueError("kernelbench_policy: must be an object")
+    for k, v in given.items():
+        if k not in DEFAULT_POLICY:
+            raise ValueError("kernelbench_policy.%s: unknown (functional, layers, torch_ops, "
+                             "require_kernel)" % k)
+        if k == "require_kernel":
+            if not isinstance(v, bool):
+                raise ValueError("kernelbench_policy.require_kernel: must be true or false")
+        elif v not in LEVELS:
+            raise ValueError("kernelbench_policy.%s: '%s' is not forbid, warn or allow" % (k, v))
+        p[k] = v
+    return p
+
+
+class Names:
+    """Import aliases: resolves `F.relu` to torch.nn.functional.relu, `from torch import mm` to
+    torch.mm; names bound at module level (for state kept across calls)."""
+
+    def __init__(self, tree):
+        self.alias = {}
+        self.module_level = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    self.alias[(a.asname or a.name).split(".")[0]] = (
+                        a.name if a.asname else a.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    self.alias[a.asname or a.name] = node.module + "." + a.name
+        for node in tree.body:
+            for t in _assigned(node):
+                if isinstance(t, ast.Name):
+                    self.module_level.add(t.id)
+
+    def dotted(self, node):
+        """'torch.nn.functional.relu' for F.relu, None where it is not a plain dotted name."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        head = self.alias.get(node.id, node.id)
+        return ".".join([head] + parts[::-1])
+
+
+def _assigned(node):
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    return []
+
+
+def _calls(node):
+    return [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+
+
+def _is_self_attr(node):
+    """self.x, self.x[...], self.x.y: state on the module instance."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id == "self":
+            return True
+        node = node.value
+    return False
+
+
+def _root_name(node):
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _names_in(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+class Checker:
+    def __init__(self, source, problem_source, policy):
+        self.src = source
+        self.policy = policy
+        self.report = Report()
+        # Only the reference class itself: helper classes of a level-3 problem may be copied and
+        # changed by an honest candidate.
+        self.problem_classes = {"Model"}
+        self.reference_forward = None
+        if problem_source:
+            try:
+                for n in ast.parse(problem_source).body:
+                    if isinstance(n, ast.ClassDef) and n.name == "Model":
+                        for m in n.body:
+                            if isinstance(m, ast.FunctionDef) and m.name == "forward":
+                                self.reference_forward = m
+            except SyntaxError:
+                pass
+
+    def error(self, check, node, msg):
+        self.report.errors.append(Finding(check, getattr(node, "lineno", 0), msg))
+
+    def by_policy(self, key, check, node, msg):
+        level = self.policy[key]
+        if level == "forbid":
+            self.error(check, node, msg)
+        elif level == "warn":
+            self.report.warnings.append(Finding(check, getattr(node, "lineno", 0), msg))
+
+    def run(self):
+        try:
+            tree = ast.parse(self.src)
+        except SyntaxError as e:
+            self.report.errors.append(Finding("syntax", e.lineno or 0, "does not parse: %s" %
+                                              e.msg))
+            return self.report
+        # A test harness under `if __name__ == "__main__":` never runs when the file is imported.
+        tree.body = [n for n in tree.body if not _is_main_guard(n)]
+        self.tree = tree
+        self.names = Names(tree)
+        classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        cls = classes.get("ModelNew")
+        if cls is None:
+            self.error("syntax", None, "defines no class ModelNew")
+            return self.report
+        self.cls = cls
+        self.methods = {n.name: n for n in cls.body
+                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.check_inheritance(classes)
+        self.check_fallback()
+        self.check_caching()
+        self.check_streams()
+        self.check_threads_patching_dynamic()
+        self.check_torch_use()
+        if self.policy["require_kernel"]:
+            self.check_kernel()
+        return self.report
+
+    # -- bypasses --------------------------------------------------------------------------
+    def _derives_from_reference(self, cls, classes, seen=()):
+        for b in cls.bases:
+            name = self.names.dotted(b) or ""
+            short = name.split(".")[-1]
+            if short in self.problem_classes and short != "ModelNew":
+                return short
+            if short in classes and short not in seen:
+                got = self._derives_from_reference(classes[short], classes, seen + (short,))
+                if got:
+                    return got
+        return None
+
+    def check_inheritance(self, classes):
+        base = self._derives_from_reference(self.cls, classes)
+        if base:
+            self.error("inheritance", self.cls, "ModelNew derives from the reference class %s "
+                       "(its forward runs the reference)" % base)
+        fwd = self.methods.get("forward")
+        if fwd is None:
+            self.error("syntax" if not base else "inheritance", self.cls,
+                       "ModelNew defines no forward of its own")
+        else:
+            body = [s for s in fwd.body if not (isinstance(s, ast.Expr) and
+                                                isinstance(s.value, ast.Constant))]
+            if not body or all(isinstance(s, ast.Pass) for s in body):
+                self.error("inheritance", fwd, "ModelNew.forward does nothing (pass)")
+            elif self.reference_forward is not None and \
+                    ast.dump(ast.Module(body=fwd.body, type_ignores=[])) == \
+                    ast.dump(ast.Module(body=self.reference_forward.body, type_ignores=[])):
+                self.report.warnings.append(Finding(
+                    "inheritance", fwd.lineno, "ModelNew.forward is the reference's forward, "
+                    "unchanged"))
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    if a.name in self.problem_classes and a.name != "ModelNew":
+                        self.error("inheritance", node, "imports the reference class %s" %
+                                   a.name)
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = self.names.dotted(f) or ""
+            if isinstance(f, ast.Attribute) and f.attr == "forward" and \
+                    isinstance(f.value, ast.Call) and self.names.dotted(f.value.func) == "super":
+                self.error("inheritance", node, "calls super().forward (the reference's code)")
+            elif name.split(".")[-1] in self.problem_classes and \
+                    not name.startswith("torch."):
+                self.error("inheritance", node, "builds or calls the reference %s" % name)
+            elif name.endswith(".forward") and name.split(".")[-2] in self.problem_classes:
+                self.error("inheritance", node, "calls %s (the reference's code)" % name)
+
+    def check_fallback(self):
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Try):
+                continue
+            for h in node.handlers:
+                for s in h.body:
+                    if isinstance(s, ast.Raise):
+                        continue
+                    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                            (self.names.dotted(s.value.func) or "") in LOGGING_CALLS:
+                        continue
+                    self.error("fallback", s, "an except branch that does more than raise "
+                               "(a fallback when the custom kernel fails); let the error "
+                               "propagate")
+                    break
+
+    def check_caching(self):
+        funcs = [n for n in ast.walk(self.tree)
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+        for fn in funcs:
+            for d in getattr(fn, "decorator_list", []):
+                name = self.names.dotted(d.func if isinstance(d, ast.Call) else d) or ""
+                if name.split(".")[-1] in ("lru_cache", "cache", "cached_property") and \
+                        (name.startswith("functools") or name in ("lru_cache", "cache")):
+                    self.error("caching", d, "%s caches results across calls" % name)
+        for fn in funcs:
+            if isinstance(fn, ast.Lambda):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, (ast.Global, ast.Nonlocal)):
+                    self.error("caching", n, "'%s %s': state written across calls" % (
+                        "global" if isinstance(n, ast.Global) else "nonlocal",
+                        ", ".join(n.names)))
+            if fn.name == "__init__" and fn in self.methods.values():
+                continue
+            # Locals the function returns: storing one of them on self keeps an output.
+            local = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and
+                     isinstance(n.ctx, ast.Store)} - {"self"}
+            returned = set()
+            for r in ast.walk(fn):
+                if isinstance(r, ast.Return) and r.value is not None:
+                    returned |= _names_in(r.value)
+                    if _is_self_attr(r.value) or (_root_name(r.value) in
+                                                  self.names.module_level and
+                                                  isinstance(r.value, ast.Subscript)):
+                        self.error("caching", r, "returns stored state (a result kept from an "
+                                   "earlier call)")
+            for n in ast.walk(fn):
+                for t in _assigned(n):
+                    value = getattr(n, "value", None)
+                    root = _root_name(t)
+                    if isinstance(t, ast.Subscript) and root in self.names.module_level:
+                        self.error("caching", n, "writes the module-level %s from a call "
+                                   "(state kept across calls)" % root)
+                    elif _is_self_attr(t) and value is not None and fn.name != "__init__":
+                        if self._moves_itself(t, value):
+                            continue
+                        if _names_in(value) & returned & local or isinstance(t, ast.Subscript):
+                            self.error("caching", n, "stores a result on self (kept across "
+                                       "calls)")
+                for c in ([n] if isinstance(n, ast.Call) else []):
+                    f = c.func
+                    if isinstance(f, ast.Attribute) and f.attr in ("append", "update",
+                                                                   "setdefault", "extend") and \
+                            (_root_name(f.value) in self.names.module_level or
+                             _is_self_attr(f.value)) and fn.name != "__init__":
+                        self.error("caching", c, "fills a container kept across calls (%s)" %
+                                   ast.unparse(f))
+
+    @staticmethod
+    def _moves_itself(target, value):
+        """self.h0 = self.h0.to(x.device): a device move, not a cache."""
+        return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and
+                value.func.attr in ("to", "cuda", "contiguous", "type") and
+                ast.unparse(value.func.value) == ast.unparse(target))
+
+    def check_streams(self):
+        for s in self.strings():
+            for m in re.finditer(r"\b(cudaStreamCreate\w*|cudaStreamPerThread|"
+                                 r"cudaStreamNonBlocking|getStreamFromPool|cudaStreamWaitEvent|"
+                                 r"cudaStreamBeginCapture|cudaGraphLaunch)\b", s.value):
+                self.error("streams", s, "the CUDA source uses %s: work must run on the "
+                           "current stream" % m.group(1))
+            current = set(re.findall(r"(\w+)\s*=\s*(?:at|c10)::cuda::getCurrentCUDAStream",
+                                     s.value))
+            for m in re.finditer(r"<<<(.*?)>>>", s.value, re.S):
+                args = _split_top(m.group(1))
+                if len(args) >= 4:
+                    st = args[3].strip()
+                    if st in ("0", "nullptr", "NULL", "cudaStreamLegacy") or st in current or \
+                            "getCurrentCUDAStream" in st:
+                        continue
+                    self.error("streams", s, "a kernel launch on stream '%s', which is not "
+                               "the current stream (at::cuda::getCurrentCUDAStream())" % st)
+        for c in _calls(self.tree):
+            name = self.names.dotted(c.func) or ""
+            if name in STREAM_PY or (isinstance(c.func, ast.Attribute) and
+                                     c.func.attr in STREAM_PY_METHODS):
+                self.error("streams", c, "%s: work must run on the current stream" %
+                           (name or c.func.attr))
+
+    def check_threads_patching_dynamic(self):
+        for node in ast.walk(self.tree):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module]
+            for m in mods:
+                if m.split(".")[0] in THREAD_MODULES:
+                    self.error("threads", node, "imports %s (work outside the timed call)" % m)
+                if m.split(".")[0] == "importlib":
+                    self.error("dynamic", node, "imports importlib")
+            for t in _assigned(node):
+                name = self.names.dotted(t) if isinstance(t, ast.Attribute) else None
+                if name and name.split(".")[0] in PATCHED_ROOTS:
+                    self.error("patching", node, "assigns %s (patches the harness or the "
+                               "reference)" % name)
+            if isinstance(node, ast.ClassDef):
+                for b in node.bases:
+                    if (self.names.dotted(b) or "") in ("torch.Tensor", "Tensor"):
+                        self.error("patching", node, "defines a torch.Tensor subclass")
+            if isinstance(node, ast.Call):
+                name = self.names.dotted(node.func) or ""
+                if name in DYNAMIC_CALLS:
+                    self.error("dynamic", node, "%s(...) runs code the checks cannot read" %
+                               name)
+                elif name in ("getattr", "setattr", "delattr") and node.args and \
+                        (self.names.dotted(node.args[0]) or "").split(".")[0] in PATCHED_ROOTS:
+                    self.error("dynamic" if name == "getattr" else "patching", node,
+                               "%s on %s" % (name, ast.unparse(node.args[0])))
+                elif name in ("os.fork", "os.system", "subprocess.Popen", "subprocess.run"):
+                    self.error("threads", node, "%s (work outside the timed call)" % name)
+                elif name.endswith("_make_subclass"):
+                    self.error("patching", node, "_make_subclass (a lazy or fake tensor)")
+
+    # -- policy ----------------------------------------------------------------------------
+    def check_torch_use(self):
+        outside_init = set()
+        for fn in ast.walk(self.tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not (
+                    fn.name == "__init__" and fn in self.methods.values()) and \
+                    fn.name not in ("get_inputs", "get_init_inputs"):
+                outside_init |= {id(n) for n in ast.walk(fn)}
+        in_other_classes = set()
+        for c in ast.walk(self.tree):
+            if isinstance(c, ast.ClassDef) and c.name in self.problem_classes and \
+                    c.name != "ModelNew":
+                in_other_classes |= {id(n) for n in ast.walk(c)}
+        for node in ast.walk(self.tree):
+            if id(node) in in_other_classes:
+                continue  # a copy of the reference class kept in the file (and never called)
+            if isinstance(node, ast.Call):
+                name = self.names.dotted(node.func) or ""
+                parts = name.split(".")
+                if name.startswith("torch.nn.functional."):
+                    self.by_policy("functional", "functional", node,
+                                   "calls %s (PyTorch, not a custom kernel)" % name)
+                    continue
+                if name.startswith("torch.nn.") and len(parts) == 3 and \
+                        parts[2] not in NN_ALLOWED and parts[2][:1].isupper():
+                    self.by_policy("layers", "layers", node,
+                                   "uses the PyTorch layer %s (not a custom kernel)" % name)
+                    continue
+                if id(node) not in outside_init:
+                    continue
+                if parts[0] == "torch" and len(parts) == 2 and parts[1] in TORCH_COMPUTE:
+                    self.by_policy("torch_ops", "torch_ops", node,
+                                   "calls %s (a PyTorch compute operator)" % name)
+                elif isinstance(node.func, ast.Attribute) and node.func.attr in METHOD_COMPUTE \
+                        and parts[0] != "torch" and not name.startswith("triton.") and \
+                        _root_name(node.func.value) not in self.names.module_level | {"self"}:
+                    self.by_policy("torch_ops", "torch_ops", node,
+                                   "calls .%s() (a PyTorch compute operator)" % node.func.attr)
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and \
+                    id(node) in outside_init:
+                self.by_policy("torch_ops", "torch_ops", node,
+                               "multiplies with @ (a PyTorch matmul)")
+
+    def check_kernel(self):
+        compiled = any((self.names.dotted(c.func) or "") in KERNEL_COMPILERS or
+                       (self.names.dotted(c.func) or "").endswith(("load_inline", "load_cuda"))
+                       for c in _calls(self.tree))
+        cuda = compiled and any("__global__" in s.value for s in self.strings())
+        triton = False
+        for fn in ast.walk(self.tree):
+            if isinstance(fn, ast.FunctionDef):
+                for d in fn.decorator_list:
+                    name = self.names.dotted(d.func if isinstance(d, ast.Call) else d) or ""
+                    if name in ("triton.jit", "triton.autotune", "triton.heuristics"):
+                        triton = True
+        if not (cuda or triton):
+            self.error("require_kernel", self.cls, "the file defines no custom kernel (CUDA "
+                       "source with __global__ compiled by load_inline or htam.load_cuda, or a "
+                       "@triton.jit function), and the task requires one")
+
+    def strings(self):
+        return [n for n in ast.walk(self.tree) if isinstance(n, ast.Constant) and
+                isinstance(n.value, str)]
+
+
+def _is_main_guard(node):
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    parts = [node.test.left] + list(node.test.comparators)
+    return (len(parts) == 2 and isinstance(node.test.ops[0], ast.Eq) and
+            {ast.unparse(p) for p in parts} in ({"__name__", "'__main__'"},
+                                                {"__name__", '"__main__"'}))
+
+
+def _split_top(text):
+    """Splits a launch configuration at commas outside parentheses."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def check(source, problem_source="", policy=None):
+    """The Report of one candidate; policy = a task's kernelbench_policy merged over defaults."""
+    p = dict(DEFAULT_POLICY)
+    p.update(policy or {})
+    return Checker(source, problem_source, p).run()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("candidate")
+    ap.add_argument("--problem", default="")
+    ap.add_argument("--task", default="")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    try:
+        with open(a.candidate, encoding="utf-8") as f:
+            src = f.read()
+        problem = ""
+        if a.problem:
+            with open(a.problem, encoding="utf-8") as f:
+                problem = f.read()
+        task = {}
+        if a.task:
+            with open(a.task, encoding="utf-8") as f:
+                task = json.load(f)
+        policy = policy_from_task(task)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        sys.stderr.write("kb_static: %s\n" % e)
+        sys.exit(2)
+    r = check(src, problem, policy)
+    if a.json:
+        print(json.dumps(r.as_dict()))
+    else:
+        for e in r.errors:
+            print("kb_static: %s" % e.text())
+        for w in r.warnings:
+            print("kb_static: warning: %s" % w.text())
+    sys.exit(0 if r.ok else 1)
+
+
+if __name__ == "__main__":
+    main()
