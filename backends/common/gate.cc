@@ -348,27 +348,8 @@ class Gate::Impl {
       res.diagnostics = v.reason;
       return res;
     }
-    if (cand_->CanProfile()) {
-      Progress("profile");
-      ProfileCandidate(dims, &res);
-    }
     if (opt_.time_baseline && !golden) {
-      CandidateExec* base = ref_;
-      if (sharer_) {
-        // The baseline is timed where the candidate was: in the runner, on buffers shared the
-        // same way, once the candidate's module is gone (a GPU runner's shared buffers time
-        // write-heavy kernels differently from the verifier's own; the ratio compares like
-        // with like). The runner gets the reference's code only now, after every check.
-        sharer_->Reset();
-        Progress("compile reference (runner)");
-        std::string rdiag;
-        st = Compile(sharer_, ref_source, "reference", &rdiag, nullptr, nullptr);
-        if (!st.ok()) return Infra(res, "the reference does not compile in the runner: " + rdiag);
-        ExecOutcome o = sharer_->Load();
-        if (!o.ok()) return Infra(res, "loading the reference in the runner: " + o.message);
-        base = sharer_;
-      }
-      v = TimeAndVerify(base, nullptr, dims, &base_stats, false, &res);
+      v = TimeAndVerify(ref_, nullptr, dims, &base_stats, false, &res);
       if (!v.ok()) return Infra(res, "timing the reference failed: " + v.reason);
     }
     if (golden) {
@@ -378,6 +359,10 @@ class Gate::Impl {
       res.baseline_note =
           "PyTorch eager on " + golden_device_ +
           (baseline_.compile_us > 0 ? "; torch.compile measured" : "; " + baseline_.note);
+    }
+    if (cand_->CanProfile()) {
+      Progress("profile");
+      ProfileCandidate(dims, &res);
     }
     res.median_us = cand_stats.median;
     res.spread_us = cand_stats.iqr;
