@@ -139,6 +139,8 @@ class EvaluatorImpl : public Evaluator {
   };
 
   SandboxOptions SandboxFor(const std::string& backend) const;
+  // Whether candidates of `backend` run in a runner (eval.runner, eval.runner_backends).
+  bool RunnerBackend(const std::string& backend) const;
   std::vector<std::string> WorkerArgs(const Slot& s, bool describe, const std::string& plugin,
                                       const std::string& backend) const;
   Result<std::unique_ptr<WorkerProcess>> StartWorker(Slot* s);
@@ -200,6 +202,12 @@ bool UserCanReach(const std::string& user, const std::vector<std::string>& paths
 }
 }  // namespace
 
+bool EvaluatorImpl::RunnerBackend(const std::string& backend) const {
+  for (const auto& b : SplitList(cfg_.GetString("eval.runner_backends")))
+    if (b == backend || b == "all") return true;
+  return false;
+}
+
 SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
   SandboxOptions s;
   auto mem_backends = SplitList(cfg_.GetString("eval.memory_limit_backends"));
@@ -212,7 +220,7 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
   s.readonly_fs = cfg_.GetBool("eval.sandbox_readonly_fs");
   s.pid_namespace = cfg_.GetBool("eval.sandbox_pid_namespace");
   s.user = drop_user_ ? cfg_.GetString("eval.sandbox_user") : std::string();
-  s.defer_drop = cfg_.GetBool("eval.runner");
+  s.defer_drop = cfg_.GetBool("eval.runner") && RunnerBackend(backend);
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
   s.env_keep = SplitList(cfg_.GetString("eval.env_keep"));
@@ -243,7 +251,7 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
   }
   if (describe) {
     a.push_back("--describe");
-  } else if (cfg_.GetBool("eval.runner")) {
+  } else if (cfg_.GetBool("eval.runner") && RunnerBackend(backend)) {
     // Candidates run in a runner process that cannot see these (runner_spawn.h).
     a.insert(a.end(), {"--split", "--check-threads", cfg_.GetBool("eval.check_threads") ? "1" : "0",
                        "--thread-grace-ms", std::to_string(cfg_.GetInt("eval.thread_grace_ms"))});

@@ -91,7 +91,7 @@ gtest_part daemon "${T_DAEMON:-150}" cuda_daemon.log cuda_daemon_gpu_test '^daem
 # in the verifier's process (eval.runner false): outcomes and candidates/min side by side.
 if has runner; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
-  EV="$S/htam-evaluate --eval.sdk_include_dir $ROOT/sdk/include"
+  EV="$S/htam-evaluate --eval.sdk_include_dir $ROOT/sdk/include --eval.runner_backends cpu,cuda"
   for mode in true false; do
     run 120 "$OUT/runner.log" $EV --task tests/gpu/tasks/relu_small --backend cuda \
       --eval.runner $mode --eval.seeds 2 $(ls tests/hacks/cuda/*.cu | grep -v -e hang -e early_return)
