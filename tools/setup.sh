@@ -17,6 +17,7 @@ PACKAGES=(
   hipcc libamdhip64-dev
   clang libclang-rt-dev
   graphviz
+  systemd
 )
 
 missing=()
