@@ -57,10 +57,10 @@ class UpgradeTest(unittest.TestCase):
                     return f.read()
 
             def start():
-                with open(log_path, "ab") as log:
+                with open(log_path, "ab") as out:
                     p = subprocess.Popen([os.path.abspath(HTAMD), "--general.data_dir", data,
                                           "--server.bind", endpoint, "--worker.local", "false"],
-                                         cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
+                                         cwd=tmp, stdout=out, stderr=subprocess.STDOUT)
                 deadline = time.monotonic() + 60
                 while True:
                     try:
