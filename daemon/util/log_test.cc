@@ -13,7 +13,7 @@
 namespace htam {
 namespace {
 
-class LogTest : public ::testing::Test {
+class LogFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = ::testing::TempDir() + "/log_test_" + std::to_string(::getpid()) + ".log";
@@ -34,14 +34,14 @@ class LogTest : public ::testing::Test {
   std::string path_;
 };
 
-TEST_F(LogTest, TextIsTheDefault) {
+TEST_F(LogFileTest, TextIsTheDefault) {
   HTAM_LOG(kInfo, "server") << "listening on " << 7878;
   const std::string t = Read();
   EXPECT_NE(t.find("INFO  [server] listening on 7878\n"), std::string::npos) << t;
   EXPECT_EQ(t.find('{'), std::string::npos) << t;
 }
 
-TEST_F(LogTest, JsonLinesCarryScopeIds) {
+TEST_F(LogFileTest, JsonLinesCarryScopeIds) {
   LogFormat f;
   ASSERT_TRUE(ParseLogFormat("json", &f));
   EXPECT_FALSE(ParseLogFormat("xml", &f));
