@@ -303,7 +303,13 @@ Status Server::Run() {
 
 void Server::Reply(const Peer& peer, const std::string& payload, ReplyKind kind) {
   if (services_.metrics && peer.received_us != 0 && kind != ReplyKind::kProgress) {
-    const char* type = peer.kind == 0 ? "Invalid" : fb::EnumNameBody(static_cast<fb::Body>(peer.kind));
+    // Replies built on reader threads (NextStep, Query) may be errors too: our own encoding,
+    // so reading its body type is safe.
+    if (kind == ReplyKind::kFinal && !payload.empty() &&
+        fb::GetEnvelope(payload.data())->body_type() == fb::Body::Error)
+      kind = ReplyKind::kError;
+    const char* type =
+        peer.kind == 0 ? "Invalid" : fb::EnumNameBody(static_cast<fb::Body>(peer.kind));
     services_.metrics->ObserveRequest(type, (NowUs() - peer.received_us) / 1e6,
                                       kind == ReplyKind::kError);
   }
