@@ -53,21 +53,24 @@ deb() { ls "$TMP/debs/${1}_${VERSION}_"*.deb; }
 say "package metadata"
 depends() { dpkg-deb -f "$(deb "$1")" Depends; }
 for lib in libzmq5 liblmdb0 libboost-program-options; do
-  depends htamd | grep -q "$lib" || fail "htamd does not depend on $lib: $(depends htamd)"
+  case "$(depends htamd)" in *"$lib"*) ;; *) fail "htamd does not depend on $lib: $(depends htamd)" ;; esac
 done
 for p in python3-zmq python3-flatbuffers; do
-  depends python3-htam | grep -q "$p" || fail "python3-htam does not depend on $p"
+  case "$(depends python3-htam)" in *"$p"*) ;; *) fail "python3-htam does not depend on $p" ;; esac
 done
 [ "$(dpkg-deb -f "$(deb python3-htam)" Architecture)" = all ] || fail "python3-htam is not Architecture: all"
-dpkg-deb -I "$(deb htamd)" conffiles | grep -qx /etc/htam/htamd.conf || fail "htamd.conf is not a conffile"
-dpkg-deb -I "$(deb htamd)" postinst | grep -q useradd || fail "htamd postinst creates no user"
-dpkg-deb -c "$(deb htamd)" | grep -q ' ./usr/lib/systemd/system/htamd.service$' || fail "no htamd.service"
-dpkg-deb -c "$(deb htam-worker)" | grep -q ' ./usr/lib/htam/backends/libhtam_backend_cpu.so$' ||
+[ "$(dpkg-deb -I "$(deb htamd)" conffiles)" = /etc/htam/htamd.conf ] || fail "htamd.conf is not a conffile"
+case "$(dpkg-deb -I "$(deb htamd)" postinst)" in *useradd*) ;; *) fail "htamd postinst creates no user" ;; esac
+# (Listings go to files first: `grep -q` on a pipe would stop dpkg-deb with SIGPIPE.)
+for p in "${PKGS[@]}"; do dpkg-deb -c "$(deb "$p")" >"$TMP/$p.list"; done
+grep -q ' ./usr/lib/systemd/system/htamd.service$' "$TMP/htamd.list" || fail "no htamd.service"
+grep -q ' ./usr/lib/htam/backends/libhtam_backend_cpu.so$' "$TMP/htam-worker.list" ||
   fail "no CPU plugin in htam-worker"
+grep -q ' ./etc/htam/worker.conf$' "$TMP/htam-worker.list" || fail "no worker.conf in htam-worker"
 
 installed_before=""
 for p in "${PKGS[@]}"; do
-  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ]; then
     installed_before+=" $p"
   fi
 done
@@ -130,12 +133,15 @@ SESSION=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]
 "$PREFIX/bin/htam" --connect "$ENDPOINT" status >"$TMP/status.txt" || fail "htam status failed"
 grep -q '^jobs_total: [1-9]' "$TMP/status.txt" || { cat "$TMP/status.txt" >&2; fail "no evaluation ran"; }
 stop_htamd
-steps_of() { "$PREFIX/bin/htam" --data-dir "$DATA" --json trajectory "$SESSION" | grep -c '"step"' || true; }
+steps_of() {
+  "$PREFIX/bin/htam" --data-dir "$DATA" --json trajectory "$SESSION" >"$TMP/trajectory.json" &&
+    /usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["steps"]))' "$TMP/trajectory.json"
+}
 STEPS=$(steps_of)
 [ "$STEPS" -ge 1 ] || fail "session $SESSION has no recorded step"
 
 if [ "$MODE" = system ]; then
-  say "upgrade to $VERSION+1 (same build): edited conffile kept, store reopened"
+  say "upgrade (the same build as the next version): edited conffile kept, store reopened"
   echo "# edited by the operator" >>/etc/htam/htamd.conf
   NEXT=$(echo "$VERSION" | awk -F. '{print $1"."$2"."$3+1}')
   (cd "$BUILD" && cpack -G DEB -B "$TMP/debs-next" -D CPACK_PACKAGE_VERSION="$NEXT" \
