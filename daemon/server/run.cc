@@ -120,6 +120,12 @@ int RunDaemon(const Config& config) {
   }
   memory::Memory* mem = memory->get();
   metrics.SetMemoryStatusSource([mem] { return mem->StatusText(); });
+  // On every way out below, the HTTP thread stops before the memory goes away (this guard is
+  // destroyed before `memory`).
+  struct StopMetrics {
+    std::unique_ptr<server::MetricsHttp>* http;
+    ~StopMetrics() { http->reset(); }
+  } stop_metrics{&metrics_http};
   server::Services services;
   services.memory = memory->get();
   if (metrics_http) services.metrics = &metrics;
