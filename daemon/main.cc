@@ -24,6 +24,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   htam::SetLogLevel(level);
+  htam::LogFormat format;
+  if (!htam::ParseLogFormat(config->GetString("general.log_format"), &format)) {
+    std::cerr << "htamd: bad general.log_format '" << config->GetString("general.log_format")
+              << "' (text or json)\n";
+    return 2;
+  }
+  htam::SetLogFormat(format);
 #ifdef HTAM_HAVE_SERVER
   return htam::RunDaemon(*config);
 #else

@@ -18,6 +18,7 @@ PACKAGES=(
   hipcc libamdhip64-dev
   clang libclang-rt-dev
   graphviz
+  systemd
 )
 
 missing=()

@@ -17,10 +17,8 @@
 
 #include "base/hash.h"
 #include "daemon/util/file.h"
+#include "daemon/util/paths.h"
 
-#ifndef HTAM_KB_HELPER_DEFAULT
-#define HTAM_KB_HELPER_DEFAULT "tools/kernelbench/kb_helper.py"
-#endif
 
 namespace htam {
 namespace {
@@ -91,7 +89,8 @@ std::string HelperError(const std::string& log) {
 
 std::string DefaultKernelBenchHelper() {
   if (const char* e = getenv("HTAM_KERNELBENCH_HELPER"); e && *e) return e;
-  return HTAM_KB_HELPER_DEFAULT;
+  // Installed: <prefix>/share/htam/kernelbench/kb_helper.py (a build tree links it there).
+  return ShippedPath("", "kernelbench/kb_helper.py");
 }
 
 Status ReadGoldenFile(const std::string& path, GoldenCase* out) {

@@ -22,7 +22,7 @@ namespace htam {
 
 struct GoldenOptions {
   std::string python = "/usr/bin/python3";
-  std::string helper;          // "" = $HTAM_KERNELBENCH_HELPER, else the source tree's kb_helper.py
+  std::string helper;          // "" = $HTAM_KERNELBENCH_HELPER, else share/htam/kernelbench/kb_helper.py
   std::string cache_dir;       // required
   std::string device = "cpu";  // PyTorch device: "cpu" or "cuda"
   double timeout_s = 600;      // one helper run (import of torch + every missing seed)

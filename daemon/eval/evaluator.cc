@@ -24,6 +24,7 @@
 #include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
 #include "daemon/util/log.h"
+#include "daemon/util/paths.h"
 
 namespace htam::eval {
 namespace {
@@ -276,7 +277,8 @@ Status EvaluatorImpl::Init() {
   if (!opt_.worker_path.empty())
     worker_candidates.push_back(opt_.worker_path);
   else
-    worker_candidates = {exe + "/htam-eval-worker", exe + "/eval/htam-eval-worker",
+    worker_candidates = {exe + "/htam-eval-worker", exe + "/../lib/htam/htam-eval-worker",
+                         exe + "/eval/htam-eval-worker",
                          exe + "/../daemon/eval/htam-eval-worker",
                          std::string(HTAM_BUILD_DIR) + "/daemon/eval/htam-eval-worker"};
   for (const auto& c : worker_candidates)
@@ -287,8 +289,7 @@ Status EvaluatorImpl::Init() {
   if (worker_path_.empty())
     return Status::NotFound("htam-eval-worker not found (set eval.worker_path); looked at " +
                             worker_candidates.front());
-  sdk_include_ = opt_.sdk_include_dir.empty() ? std::string(HTAM_SOURCE_DIR) + "/sdk/include"
-                                              : MakeAbsolute(opt_.sdk_include_dir);
+  sdk_include_ = MakeAbsolute(ShippedPath(opt_.sdk_include_dir, "include"));
   if (!opt_.cache_dir.empty()) {
     opt_.cache_dir = MakeAbsolute(opt_.cache_dir);
     HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir).WithContext("eval cache"));
@@ -303,7 +304,8 @@ Status EvaluatorImpl::Init() {
   if (!opt_.plugin_dir.empty())
     dirs.push_back(opt_.plugin_dir);
   else
-    dirs = {exe, exe + "/plugins", std::string(HTAM_BUILD_DIR) + "/backends/cpu",
+    dirs = {exe, exe + "/plugins", exe + "/../lib/htam/backends",
+            std::string(HTAM_BUILD_DIR) + "/backends/cpu",
             std::string(HTAM_BUILD_DIR) + "/backends/cuda",
             std::string(HTAM_BUILD_DIR) + "/backends/hip"};
   std::map<std::string, std::string> found;
@@ -324,7 +326,7 @@ Status EvaluatorImpl::Init() {
   const std::string sandbox_user = cfg_.GetString("eval.sandbox_user");
   if (geteuid() == 0 && !sandbox_user.empty()) {
     std::vector<std::string> needed{worker_path_, sdk_include_, opt_.cache_dir, opt_.scratch_dir,
-                                    std::string(HTAM_SOURCE_DIR) + "/configs/tasks"};
+                                    ShippedPath("", "tasks")};
     for (const auto& [name, path] : found) needed.push_back(path);
     std::string blocked;
     if (!UserCanReach(sandbox_user, needed, &blocked)) {

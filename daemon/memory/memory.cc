@@ -30,7 +30,9 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.max_map_size_mb = static_cast<size_t>(c.GetInt("memory.max_map_size_mb"));
   o.embedder = c.GetString("memory.embedder");
   o.embedder_dim = static_cast<uint32_t>(c.GetInt("memory.embedder_dim"));
-  o.seed_file = c.GetString("memory.seed_file");
+  // "" = the shipped taxonomy (install prefix), "none" = no seed; anything else is a path.
+  const std::string seed = c.GetString("memory.seed_file");
+  o.seed_file = seed == "none" ? "" : ShippedPath(seed, "seed_taxonomy.json");
   o.neighbors = static_cast<int>(c.GetInt("memory.neighbors"));
   o.hnsw_m = static_cast<int>(c.GetInt("memory.hnsw_m"));
   o.hnsw_ef_search = static_cast<int>(c.GetInt("memory.hnsw_ef_search"));

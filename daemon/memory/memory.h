@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/util/paths.h"
 #include "daemon/util/status.h"
 #include "htam/schema/htg_generated.h"
 #include "htam/schema/protocol_generated.h"  // StrategyHit, DirectionScore, Evidence
@@ -39,8 +40,9 @@ struct MemoryOptions {
   size_t max_map_size_mb = 262144;          // growth stops here (ResourceExhausted)
   std::string embedder = kBuiltinEmbedder;  // declared at creation: builtin or a client model name
   uint32_t embedder_dim = 256;
-  std::string seed_file =
-      "configs/seed_taxonomy.json";  // loaded once into an empty store; "" = none
+  // Loaded once into an empty store; "" = none. Default: the taxonomy shipped with htam
+  // (<prefix>/share/htam/seed_taxonomy.json, found from the running binary; daemon/util/paths.h).
+  std::string seed_file = ShippedPath("", "seed_taxonomy.json");
   // Policy.
   int neighbors = 64;  // k nearest past transitions
   int hnsw_m = 16;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "daemon/memory/memory.h"
+#include "daemon/server/metrics.h"
 #include "daemon/server/server.h"
 #include "daemon/util/log.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
@@ -99,13 +100,35 @@ int RunDaemon(const Config& config) {
     HTAM_LOG(kInfo, "htamd") << "option " << name << " = " << config.GetString(name) << " ("
                              << source << ")";
 
+  // Metrics and health first (server.metrics_endpoint): /ready answers 503 while the memory and
+  // its indexes load, which may take a while on a big store.
+  server::Metrics metrics;
+  std::unique_ptr<server::MetricsHttp> metrics_http;
+  if (const std::string ep = config.GetString("server.metrics_endpoint"); !ep.empty()) {
+    auto http = server::MetricsHttp::Start(ep, &metrics);
+    if (!http.ok()) {
+      HTAM_LOG(kError, "htamd") << http.status().ToString();
+      return 1;
+    }
+    metrics_http = std::move(*http);
+  }
+
   auto memory = memory::Memory::Open(memory::MemoryOptions::FromConfig(config));
   if (!memory.ok()) {
     HTAM_LOG(kError, "htamd") << "cannot open the memory: " << memory.status().ToString();
     return 1;
   }
+  memory::Memory* mem = memory->get();
+  metrics.SetMemoryStatusSource([mem] { return mem->StatusText(); });
+  // On every way out below, the HTTP thread stops before the memory goes away (this guard is
+  // destroyed before `memory`).
+  struct StopMetrics {
+    std::unique_ptr<server::MetricsHttp>* http;
+    ~StopMetrics() { http->reset(); }
+  } stop_metrics{&metrics_http};
   server::Services services;
   services.memory = memory->get();
+  if (metrics_http) services.metrics = &metrics;
 #ifdef HTAM_SERVER_HAVE_EVAL
   std::unique_ptr<eval::Evaluator> evaluator;
   {
@@ -147,7 +170,9 @@ int RunDaemon(const Config& config) {
       HTAM_LOG(kError, "htamd") << st.ToString();
       code = 1;
     } else {
+      metrics.SetReady(true);
       st = srv.Run();
+      metrics.SetReady(false);
       if (!st.ok()) {
         HTAM_LOG(kError, "htamd") << st.ToString();
         code = 1;
@@ -162,6 +187,7 @@ int RunDaemon(const Config& config) {
 #ifdef HTAM_SERVER_HAVE_EVAL
   evaluator.reset();
 #endif
+  metrics_http.reset();  // no scrape may reach into the memory while it closes
   Status snap = (*memory)->SnapshotIndexes();
   if (!snap.ok()) {
     HTAM_LOG(kWarn, "htamd") << "index snapshot at exit: " << snap.ToString();

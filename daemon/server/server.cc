@@ -11,6 +11,7 @@
 
 #include "daemon/memory/memory.h"
 #include "daemon/server/auth.h"
+#include "daemon/server/metrics.h"
 #include "daemon/server/task_loader.h"
 #include "daemon/util/log.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
@@ -39,6 +40,11 @@ constexpr const char* kComponent = "server";
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
@@ -118,7 +124,7 @@ ServerOptions ServerOptions::FromConfig(const Config& c) {
   o.curve = c.GetBool("server.curve");
   o.curve_secret_key_file = c.GetString("server.curve_secret_key_file");
   o.curve_authorized_keys = c.GetString("server.curve_authorized_keys");
-  o.tasks_dir = c.GetString("server.tasks_dir");
+  o.tasks_dir = ShippedPath(c.GetString("server.tasks_dir"), "tasks");
   o.limits.max_message_bytes = static_cast<size_t>(c.GetInt("server.max_message_bytes"));
   o.limits.max_source_bytes = static_cast<size_t>(c.GetInt("server.max_source_bytes"));
   o.max_frames = static_cast<int>(c.GetInt("server.max_frames"));
@@ -295,7 +301,18 @@ Status Server::Run() {
   return Status::OK();
 }
 
-void Server::Reply(const Peer& peer, const std::string& payload) {
+void Server::Reply(const Peer& peer, const std::string& payload, ReplyKind kind) {
+  if (services_.metrics && peer.received_us != 0 && kind != ReplyKind::kProgress) {
+    // Replies built on reader threads (NextStep, Query) may be errors too: our own encoding,
+    // so reading its body type is safe.
+    if (kind == ReplyKind::kFinal && !payload.empty() &&
+        fb::GetEnvelope(payload.data())->body_type() == fb::Body::Error)
+      kind = ReplyKind::kError;
+    const char* type =
+        peer.kind == 0 ? "Invalid" : fb::EnumNameBody(static_cast<fb::Body>(peer.kind));
+    services_.metrics->ObserveRequest(type, (NowUs() - peer.received_us) / 1e6,
+                                      kind == ReplyKind::kError);
+  }
   try {
     front_->send(zmq::buffer(peer.identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     if (peer.delimiter)
@@ -313,7 +330,7 @@ void Server::ReplyError(const Peer& peer, uint64_t request_id, fb::ErrorCode cod
   errors_total_++;
   auto it = clients_.find(peer.identity);
   if (it != clients_.end()) it->second.errors++;
-  Reply(peer, EncodeError(request_id, code, msg));
+  Reply(peer, EncodeError(request_id, code, msg), ReplyKind::kError);
 }
 
 void Server::ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st) {
@@ -324,6 +341,7 @@ void Server::HandleFront(std::vector<zmq::message_t>& parts) {
   if (parts.empty()) return;
   Peer peer;
   peer.identity = parts[0].to_string();
+  peer.received_us = NowUs();
   if (parts.size() < 2) {  // no payload frame: nothing to answer
     dropped_total_++;
     return;
@@ -370,11 +388,25 @@ void Server::HandleFront(std::vector<zmq::message_t>& parts) {
     ReplyError(peer, d.request_id, d.error, d.message);
     return;
   }
+  peer.kind = static_cast<int>(d.envelope->body_type());
   Dispatch(peer, *d.envelope, client);
 }
 
 void Server::Dispatch(const Peer& peer, const fb::Envelope& env, ClientInfo* client) {
   const uint64_t rid = env.request_id();
+  // Log lines of this request carry its ids (general.log_format = json).
+  uint64_t session_id = 0, job_id = 0;
+  switch (env.body_type()) {
+    case fb::Body::OpenSession: session_id = env.body_as_OpenSession()->session_id(); break;
+    case fb::Body::NextStep: session_id = env.body_as_NextStep()->session_id(); break;
+    case fb::Body::Submit: session_id = env.body_as_Submit()->session_id(); break;
+    case fb::Body::Record: session_id = env.body_as_Record()->session_id(); break;
+    case fb::Body::CloseSession: session_id = env.body_as_CloseSession()->session_id(); break;
+    case fb::Body::Poll: job_id = env.body_as_Poll()->job_id(); break;
+    default: break;
+  }
+  LogScope log_request("request_id", rid), log_session("session_id", session_id),
+      log_job("job_id", job_id);
   // Keep each client's requests in order: its earlier writes commit before it reads.
   if (env.body_type() != fb::Body::Record && peers_with_writes_.count(peer.identity)) FlushWrites();
   switch (env.body_type()) {
@@ -452,6 +484,7 @@ void Server::OnOpenSession(const Peer& peer, uint64_t rid, const fb::OpenSession
                              m.budget());
     if (!s.ok()) return ReplyStatus(peer, rid, s.status());
     info.session = std::make_unique<fb::SessionT>(std::move(*s));
+    LogScope log_new_session("session_id", info.session->id);
     HTAM_LOG(kInfo, kComponent) << "session " << info.session->id << " opened on task '"
                                 << Str(m.task()) << "' backend " << backend << " by "
                                 << PeerName(peer.identity);
@@ -502,6 +535,11 @@ std::string Server::NextStepReply(uint64_t rid, uint64_t session_id, std::vector
 
 void Server::RunRead(const Peer& peer, std::function<std::string()> work) {
   if (readers_.empty()) return Reply(peer, work());
+  // The reader thread logs with this request's ids.
+  work = [fields = LogScope::Current(), work = std::move(work)] {
+    LogScope scope(fields);
+    return work();
+  };
   {
     std::lock_guard<std::mutex> lock(read_mu_);
     read_queue_.emplace_back(peer, std::move(work));
@@ -606,7 +644,7 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
     p.job_id = job_id;
     p.stage = "queued";
     p.message = std::to_string(queued) + " evaluation(s) ahead";
-    Reply(peer, EncodeReply(rid, std::move(p)));
+    Reply(peer, EncodeReply(rid, std::move(p)), ReplyKind::kProgress);
   }
 #endif
 }
@@ -986,6 +1024,10 @@ void Server::FlushWrites() {
   for (size_t i = 0; i < batch.size(); ++i) {
     PendingWrite& w = *batch[i];
     auto& rec = outcomes[i];
+    LogScope log_request("request_id", w.request_id), log_session("session_id", w.input.session_id),
+        log_job("job_id", w.job_id);
+    if (services_.metrics && rec.ok())
+      services_.metrics->CountOutcome(fb::EnumNameOutcomeStatus(w.input.status), w.input.verified);
     if (w.job_id == 0) {
       if (!rec.ok()) {
         ReplyStatus(w.peer, w.request_id, rec.status());
@@ -1040,7 +1082,7 @@ void Server::AnswerJob(Job& job, const fb::ResultT& result) {
     p.job_id = job.job_id;
     p.stage = "done";
     p.message = fb::EnumNameOutcomeStatus(result.status);
-    Reply(w.peer, EncodeReply(w.request_id, std::move(p)));
+    Reply(w.peer, EncodeReply(w.request_id, std::move(p)), ReplyKind::kProgress);
   }
   for (auto& w : job.waiters) {
     fb::ResultT copy = result;
@@ -1061,6 +1103,12 @@ void Server::RememberResult(const fb::ResultT& result) {
 
 void Server::Tick() {
   DrainResults();  // in case a wake-up message was lost
+  if (services_.metrics) {
+    services_.metrics->SetGauge("htam_evaluation_queue_depth", static_cast<double>(jobs_.size()),
+                                "Evaluations accepted and not finished (queued or running).");
+    services_.metrics->SetGauge("htam_clients", static_cast<double>(clients_.size()),
+                                "Clients known to htamd (silent ones expire).");
+  }
   const int64_t now = NowMs();
   for (auto& [id, job] : jobs_) {
     auto expired = std::partition(job.waiters.begin(), job.waiters.end(), [now](const Waiter& w) {

@@ -22,8 +22,12 @@
 
 #include "daemon/config/config.h"
 #include "daemon/server/codec.h"
+#include "daemon/util/paths.h"
 #include "daemon/util/status.h"
 
+namespace htam::server {
+class Metrics;
+}
 namespace htam::memory {
 class Memory;
 struct StepInput;
@@ -42,6 +46,7 @@ class ZapHandler;
 struct Services {
   memory::Memory* memory = nullptr;
   eval::Evaluator* evaluator = nullptr;
+  Metrics* metrics = nullptr;  // counts requests and outcomes when set (server.metrics_endpoint)
 };
 
 // The server section of the configuration table, read once.
@@ -51,7 +56,7 @@ struct ServerOptions {
   bool curve = false;
   std::string curve_secret_key_file;
   std::string curve_authorized_keys;
-  std::string tasks_dir = "configs/tasks";
+  std::string tasks_dir = ShippedPath("", "tasks");  // default: <prefix>/share/htam/tasks
   CodecLimits limits;
   int max_frames = 3;
   int poll_interval_ms = 100;
@@ -95,7 +100,12 @@ class Server {
   struct Peer {
     std::string identity;
     bool delimiter = false;  // REQ-style client: an empty frame before the payload
+    // The request this reply answers, for metrics: its body type (0: undecodable) and when it
+    // was received (steady clock, microseconds).
+    int kind = 0;
+    int64_t received_us = 0;
   };
+  enum class ReplyKind { kFinal, kError, kProgress };  // progress replies are not observed
   struct ClientInfo {
     std::string name, user, version;
     int64_t first_seen_ms = 0, last_seen_ms = 0;
@@ -122,7 +132,7 @@ class Server {
   void DrainResults();
   void FlushWrites();
   void Tick();
-  void Reply(const Peer& peer, const std::string& payload);
+  void Reply(const Peer& peer, const std::string& payload, ReplyKind kind = ReplyKind::kFinal);
   void ReplyError(const Peer& peer, uint64_t request_id, fb::ErrorCode code, std::string_view msg);
   void ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st);
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/util/paths.h"
 #include "tools/bench/bench.h"
 
 namespace htam::bench {
@@ -69,7 +70,7 @@ int RunEvalBench(int argc, char** argv) {
   if (!fs::exists(def_cli)) def_cli = self_dir + "/../../backends/cuda/htam-eval-cli";
   std::string cli = f.Get("cli", def_cli);
   std::string backend = f.Get("backend", "cuda");
-  std::string tasks_dir = f.Get("tasks-dir", "configs/tasks");
+  std::string tasks_dir = f.Get("tasks-dir", htam::ShippedPath("", "tasks"));
   int repeat = static_cast<int>(f.GetInt("repeat", 10));
   std::string seeds = std::to_string(f.GetInt("seeds", 1));
   std::string reps = std::to_string(f.GetInt("reps", 20));

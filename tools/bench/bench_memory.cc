@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "daemon/memory/memory.h"
+#include "daemon/util/paths.h"
 #include "tools/bench/bench.h"
 
 using nlohmann::json;
@@ -35,7 +36,7 @@ const char* kHelp = R"(htam-bench memory [flags]
                       default; 0 measures every decision's strategy search)
   --dir DIR           where the stores are built (default: a new directory under /tmp)
   --keep              keep the store afterwards
-  --seed-file FILE    seed taxonomy (default configs/seed_taxonomy.json)
+  --seed-file FILE    seed taxonomy (default: the shipped one, share/htam/seed_taxonomy.json)
 Prints a table and, last, one JSON line with every figure.
 )";
 
@@ -353,7 +354,7 @@ int RunMemoryBench(int argc, char** argv) {
     {
       Builder b;
       auto opened =
-          Memory::Open(BuildOptions(store, f.Get("seed-file", "configs/seed_taxonomy.json")));
+          Memory::Open(BuildOptions(store, f.Get("seed-file", htam::ShippedPath("", "seed_taxonomy.json"))));
       CHECK_OK(opened);
       b.m = std::move(opened).value();
       auto dirs = b.m->ListDirections();

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/util/paths.h"
 #include "htam/client.h"
 #include "tools/bench/bench.h"
 
@@ -34,7 +35,7 @@ const char* kHelp = R"(htam-bench workers [flags]
   --jobs N           candidates per phase (default 24)
   --rounds R         phases per worker count; the median throughput is reported (default 1)
   --tasks LIST       comma-separated task names (default: every suite task with a reference for B)
-  --tasks-dir DIR    the task suite (default configs/tasks)
+  --tasks-dir DIR    the task suite (default: the shipped one, share/htam/tasks)
   --gpu-per-worker   worker i sees only GPU i (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)
   --htamd PATH       default: ../../daemon/htamd from this binary
   --worker PATH      default: ../worker/htam-worker from this binary
@@ -135,7 +136,7 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
   const std::string front = "ipc://" + dir + "/htamd.sock", back = "ipc://" + dir + "/w.sock";
   pid_t d = Spawn(
       {htamd, "--general.data_dir", dir, "--server.bind", front, "--server.tasks_dir",
-       f.Get("tasks-dir", "configs/tasks"), "--worker.endpoint", back, "--worker.local", "false",
+       f.Get("tasks-dir", htam::ShippedPath("", "tasks")), "--worker.endpoint", back, "--worker.local", "false",
        "--worker.queue_per_device", std::to_string(jobs + 1), "--server.max_wait_ms", "3600000"},
       dir + "/htamd.log");
   std::vector<pid_t> ws;
@@ -251,7 +252,7 @@ int RunWorkersBench(int argc, char** argv) {
     return 2;
   }
   const std::string backend = f.Get("backend", "cpu");
-  const std::string tasks_dir = f.Get("tasks-dir", "configs/tasks");
+  const std::string tasks_dir = f.Get("tasks-dir", htam::ShippedPath("", "tasks"));
   std::vector<std::string> tasks = Split(f.Get("tasks", ""), ',');
   std::map<std::string, std::string> sources;
   if (tasks.empty())

@@ -35,6 +35,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   htam::SetLogLevel(level);
+  htam::LogFormat format;
+  if (!htam::ParseLogFormat(config->GetString("general.log_format"), &format)) {
+    std::cerr << "htam-worker: bad general.log_format (text or json)\n";
+    return 2;
+  }
+  htam::SetLogFormat(format);
   const std::string log_file = config->GetString("general.log_file");
   if (!log_file.empty() && !htam::SetLogFile(log_file)) {
     std::cerr << "htam-worker: cannot open log file " << log_file << "\n";

@@ -1,0 +1,94 @@
+// htamd's health and Prometheus metrics: a registry the server loop writes (requests by type
+// with latency histograms, evaluation outcomes by class, queue depth, readiness) and a tiny
+// HTTP responder (ZeroMQ STREAM socket, its own thread) serving /metrics in the text exposition
+// format, /ready (200 once the memory and its indexes are loaded and the front socket is bound,
+// else 503) and /healthz (200 while the process runs). Off unless server.metrics_endpoint is set.
+//
+// Thread-safety: Metrics is safe for concurrent use (one mutex; scrapes copy under it).
+// MetricsHttp owns one thread; Start/destructor from one thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "daemon/util/status.h"
+
+namespace htam::server {
+
+class Metrics {
+ public:
+  Metrics();
+
+  // One answered request of `type` (Hello, NextStep, ...), `seconds` from receipt to reply.
+  void ObserveRequest(std::string_view type, double seconds, bool error);
+  // One finished evaluation (verified) or reported outcome (Record, unverified) of class `status`.
+  void CountOutcome(std::string_view status, bool verified);
+  // A gauge set by its owner (e.g. htam_evaluation_queue_depth); `help` is kept from the first set.
+  void SetGauge(const std::string& name, double value, const std::string& help);
+  void SetReady(bool ready) { ready_.store(ready); }
+  bool ready() const { return ready_.load(); }
+  // Called on every scrape (from the HTTP thread): the memory's INFO text, whose numeric
+  // `key:value` lines become htam_memory_<key> gauges (store size, record counts, index
+  // freshness). Set before the HTTP thread starts or while it runs; may return "".
+  void SetMemoryStatusSource(std::function<std::string()> source);
+
+  // The text exposition format (version 0.0.4).
+  std::string Render();
+
+  // Upper bounds (seconds) of the latency histogram buckets (+Inf is implicit).
+  static const std::vector<double>& LatencyBuckets();
+
+ private:
+  struct Histogram {
+    std::vector<uint64_t> buckets;  // cumulative at render time; per-bucket here
+    uint64_t count = 0, errors = 0;
+    double sum = 0;
+  };
+  struct Gauge {
+    double value = 0;
+    std::string help;
+  };
+  std::mutex mu_;
+  std::map<std::string, Histogram, std::less<>> requests_;     // guarded by mu_
+  std::map<std::pair<std::string, bool>, uint64_t> outcomes_;  // guarded by mu_
+  std::map<std::string, Gauge> gauges_;                        // guarded by mu_
+  std::function<std::string()> memory_status_;                 // guarded by mu_
+  std::atomic<bool> ready_{false};
+  const int64_t started_ms_;
+};
+
+// The HTTP side. `endpoint` is host:port (a ZeroMQ tcp:// endpoint is built from it).
+class MetricsHttp {
+ public:
+  static Result<std::unique_ptr<MetricsHttp>> Start(const std::string& endpoint, Metrics* metrics);
+  ~MetricsHttp();
+  MetricsHttp(const MetricsHttp&) = delete;
+  MetricsHttp& operator=(const MetricsHttp&) = delete;
+  // The address actually bound (resolves port 0).
+  const std::string& endpoint() const { return endpoint_; }
+
+  // One HTTP response for a request head (tested without sockets): status line, headers, body.
+  static std::string Respond(std::string_view request_head, Metrics* metrics);
+
+ private:
+  MetricsHttp() = default;
+  void Loop();
+
+  Metrics* metrics_ = nullptr;
+  std::string endpoint_;
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;  // ZMQ_STREAM; used by the thread only once it runs
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace htam::server
