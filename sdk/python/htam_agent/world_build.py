@@ -218,7 +218,7 @@ class Builder:
         have = {(r["task"], r["variant"]) for r in read_table(self.a.out)}
         todo = []
         for fam, sh, paths, knobs in plan:
-            pend = [v for v in paths if (fam.task_name(sh), v) not in have]
+            pend = [v for v in paths if self.a.redo or (fam.task_name(sh), v) not in have]
             if pend:
                 todo.append((fam, sh, pend, paths, knobs))
         total = sum(len(t[2]) for t in todo)
@@ -343,6 +343,8 @@ def add_args(ap: argparse.ArgumentParser) -> None:
                     help="seconds a task already started may run past --time-limit")
     ap.add_argument("--commit", default="")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--redo", action="store_true",
+                    help="measure the selected families again (their new rows replace the old)")
 
 
 def main(argv: List[str]) -> int:
