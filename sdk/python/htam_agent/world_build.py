@@ -166,7 +166,8 @@ class Builder:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     text=True)
             restart = False
-            watchdog = threading.Timer(max(1.0, deadline + self.a.grace - time.time()), proc.kill)
+            wait = min(deadline + self.a.grace - time.time(), 7 * 24 * 3600.0)  # inf: no limit
+            watchdog = threading.Timer(max(1.0, wait), proc.kill)
             watchdog.daemon = True
             watchdog.start()
             for line in proc.stdout:
@@ -295,7 +296,8 @@ def check(a) -> int:
         fam = fams[rs[0]["family"]]
         sh = next(s for s in fam.shapes if s.id == rs[0]["shape"])
         d = os.path.join(b.work, "tasks", task)
-        knobs = {r["variant"]: r["knobs"] for r in rs}
+        # Knobs in the family's order: the variant id follows it (the table's rows sort keys).
+        knobs = {r["variant"]: {k.name: r["knobs"][k.name] for k in fam.knobs} for r in rs}
         paths = wf.materialize(fam, sh, d, list(knobs.values()))
         jobs.append((fam, sh, paths, knobs))
     os.makedirs(b.cache, exist_ok=True)
