@@ -30,7 +30,13 @@ std::string Parent(const std::string& path, int levels) {
 int RunWorldBench(int argc, char** argv) {
   // The source tree from this file's path (CMake compiles with absolute paths); the build tree
   // from the running binary: <build>/tools/bench/htam-bench.
+  // The source tree: from the build's definition (ccache may compile with relative paths, so
+  // __FILE__ is not always absolute), else from this file's path.
+#ifdef HTAM_SOURCE_DIR
+  const std::string source_root = HTAM_SOURCE_DIR;
+#else
   const std::string source_root = Parent(__FILE__, 3);
+#endif
   const std::string build_root = Parent(htam::bench::SelfExe(), 3);
   std::string pythonpath = build_root + "/python:" + source_root + "/sdk/python";
   if (const char* old = std::getenv("PYTHONPATH"); old && *old)

@@ -342,17 +342,17 @@ def run_benchmark(a, log) -> List[RunResult]:
         evaluated = [f for f in evaluated if f in a.only_families]
     work = a.work or tempfile.mkdtemp(prefix="htam-world-bench-")
     os.makedirs(work, exist_ok=True)
-    mem = None
-    if any(p in a.policies for p in DAEMON_POLICIES + ("flat",)):
-        from .htamd import find_htamd
-        htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
-        mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log)
     options = dict(kv.split("=", 1) for kv in (a.option or []))
     # --variant NAME:key=value,key=value: the full policy on the same memory with other options.
     variants = {}
     for v in a.variant or []:
         name, _, kvs = v.partition(":")
         variants[name] = dict(kv.split("=", 1) for kv in kvs.split(",") if kv)
+    mem = None
+    if any(p in a.policies for p in DAEMON_POLICIES + ("flat",) + tuple(variants)):
+        from .htamd import find_htamd
+        htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
+        mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log)
     results: List[RunResult] = []
     for fam in evaluated:
         tasks = sorted(table.family_tasks(fam), key=lambda t: t.name)
