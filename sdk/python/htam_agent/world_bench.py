@@ -477,6 +477,9 @@ COLORS = {"full": "#d62728", "cold": "#1f77b4", "no-history": "#ff7f0e", "flat":
           "ucb": "#9467bd", "random": "#7f7f7f", "oracle": "#000000"}
 
 
+EXTRA_COLORS = ["#e377c2", "#17becf", "#bcbd22", "#8c564b"]
+
+
 def svg_plot(results: List[RunResult], title: str) -> str:
     """Geometric-mean best speedup after each step, one line per policy (no plotting library)."""
     pols = [p for p in _policies(results) if any(r.policy == p and r.best_at for r in results)]
@@ -508,7 +511,7 @@ def svg_plot(results: List[RunResult], title: str) -> str:
         s.append(f'<text x="{L - 5}" y="{y(v) + 4}" text-anchor="end">{v:.2f}</text>')
         s.append(f'<line x1="{L}" y1="{y(v)}" x2="{W - R}" y2="{y(v)}" stroke="#eee"/>')
     for i, p in enumerate(pols):
-        c = COLORS.get(p, "#000")
+        c = COLORS.get(p, EXTRA_COLORS[i % len(EXTRA_COLORS)])
         pts = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in enumerate(curves[p]))
         dash = ' stroke-dasharray="5,3"' if p == "oracle" else ""
         s.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
