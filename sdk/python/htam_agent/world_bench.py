@@ -41,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -383,8 +384,10 @@ def run_benchmark(a, log) -> List[RunResult]:
             if learns and a.leave == "shape":  # the family's other shapes are in the memory
                 stats = train_without(lambda t, name=task.name: t.name == name)
             for seed in a.seeds:
-                rng = random.Random(seed * 104729 + hash(task.name) % 1000)
                 for p in a.policies:
+                    # Its own generator per (seed, task, policy): the same runs whatever else runs
+                    # (crc32, not hash(): str hashes change between Python processes).
+                    rng = random.Random(seed * 1000003 + zlib.crc32(f"{task.name}/{p}".encode()))
                     run_dir = os.path.join(work, f"run-{p}")
                     try:
                         if p == "full":
