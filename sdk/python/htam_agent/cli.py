@@ -4,6 +4,7 @@
     htam-agent run --kernelbench DIR --level N [--problems 1-20] --tasks-dir TASKS ...
     htam-agent import-lineage TASK_DIR... [--backend B] [--recorded]
     htam-agent quality [--tasks-dir DIR] [--seeds N] ...      (the memory-quality benchmark)
+    htam-agent world build|check|bench ...                    (the measured optimization world)
 
 `run` is the default: `htam-agent --task relu` works too. Exit status: 0 on success, 1 when the
 session or import failed, 2 on bad usage.
@@ -23,7 +24,7 @@ from . import __version__
 from .daemon import DEFAULT_ENDPOINT, DaemonError, connect
 from .lineage import LineageError, load_task
 
-SUBCOMMANDS = ("run", "import-lineage", "quality", "wait-ready")
+SUBCOMMANDS = ("run", "import-lineage", "quality", "world", "wait-ready")
 
 
 def _flush_print(msg: str) -> None:
@@ -330,6 +331,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv and argv[0] == "quality":
         from .quality import main as quality_main
         return quality_main(argv[1:])
+    if argv and argv[0] == "world":
+        from .world_cli import main as world_main
+        return world_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return cmd_run(args)

@@ -1,0 +1,587 @@
+"""htam-bench world bench: does the memory reach a fast kernel in fewer steps on families it never
+saw? Leave-one-family-out over the measured world (world_env), no GPU needed:
+
+  for each evaluated family F (the split's held-out families, or --families-set dev):
+    memory M_F = a fresh htamd store that learned from sessions of the full policy on every task of
+                 every OTHER family (NextStep, the world's answer, Record; budget --budget)
+    for each task of F, seed, policy: a session of --budget steps on the task; each step
+      (direction D, strategies S1..Sk) is answered by the world with the measured variant that
+      applies the first applicable strategy, or "not applicable here"; daemon-backed policies
+      record every outcome through Record, as in real use.
+
+With --leave shape, the memory for each task T is trained on every other task instead, the other
+shapes of T's family included (leave-one-shape-out).
+
+Policies:
+  full        htamd's policy on M_F (NextStep's direction and its ranked strategies)
+  cold        htamd's policy on an empty store (seed priors only)
+  no-history  htamd's policy on M_F with memory.history_weight = 0
+  flat        every strategy of M_F in one list ranked by measured effect and text similarity to
+              the task, no directions, transitions or state (client-side over the store's stats)
+  ucb         per-task UCB1 over directions, the direction's strategies in taxonomy order
+  random      a random direction each step, its strategies in random order
+  oracle      the bound: the table's fastest improving path (world_env.oracle)
+
+Metrics (over tasks x seeds): steps to within 5 % of the task's best variant (not reached =
+budget + 1), geometric-mean best speedup after 6 and after 12 steps (sessions are opened with the
+full budget; the 6-step figure is the same session after 6 steps), regret area = mean over steps
+of log(task best / session best), share of failed and of not-applicable steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import world_families as wf
+from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, StepResult, TaskView, WorldSession,
+                        WorldTable, load_split, oracle)
+
+DAEMON_POLICIES = ("full", "cold", "no-history")
+ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle")
+FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
+
+
+def advice_strategy(name: str, title: str, known: Dict[str, str]) -> str:
+    """The taxonomy strategy an agent applies for one piece of advice: the strategy itself, or for
+    a strategy the memory learned from a summary ("vectorized-16-byte-access: VEC=4 (...)"), the
+    taxonomy strategy its text names first. "" when the advice names none."""
+    if name in known:
+        return name
+    head = (title or "").split(":", 1)[0].strip()
+    return head if head in known else ""
+
+
+def taxonomy_order() -> List[Tuple[str, List[str]]]:
+    with open(os.path.join(wf.REPO, "configs", "seed_taxonomy.json")) as f:
+        t = json.load(f)
+    return [(d["name"], [s["name"] for s in d["strategies"]]) for d in t["directions"]]
+
+
+# ---------------------------------------------------------------- policies
+
+class Policy:
+    name = "policy"
+
+    def begin(self, task: TaskView, budget: int) -> None:
+        pass
+
+    def choose(self, session: WorldSession) -> Tuple[str, List[str]]:
+        raise NotImplementedError
+
+    def feedback(self, res: StepResult, before: float, session: WorldSession) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+class RandomPolicy(Policy):
+    name = "random"
+
+    def __init__(self, rng: random.Random):
+        self.rng, self.tax = rng, taxonomy_order()
+
+    def choose(self, session):
+        d, strategies = self.rng.choice(self.tax)
+        s = list(strategies)
+        self.rng.shuffle(s)
+        return d, s
+
+
+class UCBPolicy(Policy):
+    """UCB1 over directions within one session; reward = log gain over the session best."""
+    name = "ucb"
+
+    def __init__(self, rng: random.Random, c: float = math.sqrt(2)):
+        self.rng, self.c, self.tax = rng, c, dict(taxonomy_order())
+
+    def begin(self, task, budget):
+        self.order = list(self.tax)
+        self.rng.shuffle(self.order)
+        self.n = {d: 0 for d in self.order}
+        self.total = {d: 0.0 for d in self.order}
+        self.t = 0
+
+    def choose(self, session):
+        for d in self.order:
+            if self.n[d] == 0:
+                return d, self.tax[d]
+        d = max(self.order, key=lambda d: self.total[d] / self.n[d]
+                + self.c * math.sqrt(math.log(self.t) / self.n[d]))
+        return d, self.tax[d]
+
+    def feedback(self, res, before, session):
+        d = res.direction or ""
+        if d not in self.n:
+            return
+        self.t += 1
+        self.n[d] += 1
+        if res.improved:
+            self.total[d] += math.log(res.best / before)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _bag(text: str) -> Dict[str, float]:
+    bag: Dict[str, float] = {}
+    for w in _WORD.findall(text.lower()):
+        bag[w] = bag.get(w, 0.0) + 1.0
+    return bag
+
+
+def _cosine(a: Dict[str, float], b: Dict[str, float]) -> float:
+    dot = sum(v * b.get(k, 0.0) for k, v in a.items())
+    na = math.sqrt(sum(v * v for v in a.values()))
+    nb = math.sqrt(sum(v * v for v in b.values()))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+class FlatPolicy(Policy):
+    """One list of strategies (no directions, transitions or state), ranked by the store's
+    measured effect plus text similarity to the task; each step offers the whole list."""
+    name = "flat"
+
+    def __init__(self, stats: Sequence[dict], rng: random.Random):
+        self.stats, self.rng = list(stats), rng
+        self.dir_of = {s: d for d, ss in taxonomy_order() for s in ss}
+
+    def begin(self, task, budget):
+        q = _bag(f"{task.name} {task.family.spec.get('category', '')} "
+                 f"{task.family.spec.get('description', '')}")
+        ranked = []
+        for s in self.stats:
+            name = advice_strategy(s["name"], s.get("title", ""), self.dir_of)
+            if not name:
+                continue
+            sim = _cosine(q, _bag(f"{s['name']} {s.get('title', '')} {s.get('description', '')}"))
+            rate = (s.get("successes", 0) + 1.0) / (s.get("uses", 0) + 2.0)
+            ranked.append((sim + rate * max(s.get("mean_gain", 0.0), 0.0)
+                           + 1e-6 * self.rng.random(), name))
+        ranked.sort(reverse=True)
+        self.ranked = []
+        for _, n in ranked:
+            if n not in self.ranked:
+                self.ranked.append(n)
+
+    def choose(self, session):
+        first = next((s for s in self.ranked if session.applicable(s)), "")
+        return self.dir_of.get(first, ""), self.ranked
+
+
+class DaemonPolicy(Policy):
+    """htamd's policy: NextStep gives the direction and its ranked strategies; the outcome of the
+    world's answer goes back through Record (with the applied strategy and the variant's source)."""
+
+    def __init__(self, name: str, daemon, strategy_ids: Dict[str, int]):
+        self.name, self.d, self.sid = name, daemon, strategy_ids
+        self.dir_of = {s: d for d, ss in taxonomy_order() for s in ss}
+        self.session = 0
+        self.last = None
+
+    def begin(self, task, budget):
+        self.task = task
+        self.session = self.d.open_session(task.name, "cuda", budget=budget,
+                                           client="htam-bench world", model="world").session_id
+
+    def choose(self, session):
+        self.last = self.d.next_step(self.session)
+        out: List[str] = []
+        for s in self.last.strategies:
+            a = advice_strategy(s.name, s.title, self.dir_of)
+            if a and a not in out:
+                out.append(a)
+        return self.last.direction, out
+
+    def feedback(self, res, before, session):
+        from .model import OutcomeView
+        if res.applicable:
+            out = OutcomeView(status=res.status, speedup=res.speedup if res.status == "ok" else 0.0,
+                              best_speedup=res.best, verified=False,
+                              median_us=float(self.task.rows[res.variant].get("median_us") or 0.0))
+            summary = f"{res.applied}: {res.knob}={res.value} ({res.variant})"
+            # The improved kernel's source (the session's new best), as an agent would send it.
+            source = (wf.source(self.task.family, session.knobs, self.task.shape.dtype)
+                      if res.improved else "")
+            ids = [self.sid[res.applied]] if res.applied in self.sid else []
+        else:
+            out = OutcomeView(status="ok", speedup=before, best_speedup=before, verified=False,
+                              diagnostics=res.note)
+            summary, source, ids = res.note, "", []
+        self.d.record(self.session, self.last.direction_id, ids, summary, out, source)
+
+    def end(self):
+        try:
+            self.d.close(self.session)
+        except Exception:  # noqa: BLE001 - a session that cannot close loses nothing measured
+            pass
+
+
+# ---------------------------------------------------------------- one run
+
+@dataclass
+class RunResult:
+    family: str
+    task: str
+    policy: str
+    seed: int
+    budget: int
+    target: float
+    best_at: List[float] = field(default_factory=list)   # session best after each step
+    steps_to_5: Optional[int] = None
+    failures: int = 0
+    noops: int = 0
+    trace: List[str] = field(default_factory=list)
+    error: str = ""
+
+
+def run_session(policy: Policy, task: TaskView, budget: int, seed: int) -> RunResult:
+    s = WorldSession(task)
+    r = RunResult(task.family.name, task.name, policy.name, seed, budget, task.best)
+    policy.begin(task, budget)
+    try:
+        for i in range(budget):
+            d, strategies = policy.choose(s)
+            before = s.best
+            res = s.step(d, strategies)
+            policy.feedback(res, before, s)
+            r.best_at.append(s.best)
+            r.trace.append(f"{d}:{res.applied or '-'}:{res.status or 'n/a'}:{s.best:.2f}")
+            if not res.applicable:
+                r.noops += 1
+            elif res.status in FAILURES:
+                r.failures += 1
+            if r.steps_to_5 is None and s.best >= 0.95 * task.best:
+                r.steps_to_5 = i + 1
+    finally:
+        policy.end()
+    return r
+
+
+# ---------------------------------------------------------------- htamd plumbing
+
+class Memory:
+    """Builds and serves stores through real htamd processes."""
+
+    def __init__(self, htamd: str, tasks_dir: str, work: str, table: WorldTable, log):
+        self.htamd, self.tasks_dir, self.work, self.table, self.log = htamd, tasks_dir, work, table, log
+
+    def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
+        from .htamd import HtamdProcess
+        return HtamdProcess(self.htamd, data_dir, self.tasks_dir, options=options or {},
+                            cwd=wf.REPO)
+
+    def train(self, data_dir: str, tasks: Sequence[TaskView], budget: int, seed: int,
+              options: Dict[str, str]) -> Tuple[Dict[str, int], List[dict]]:
+        """Sessions of the full policy on `tasks` into a fresh store at data_dir."""
+        shutil.rmtree(data_dir, ignore_errors=True)
+        opts = {"memory.policy_seed": str(seed)}
+        opts.update(options)
+        with self._proc(data_dir, opts) as proc:
+            d = proc.client()
+            try:
+                ids = strategy_ids(d)
+                for t in tasks:
+                    run_session(DaemonPolicy("full", d, ids), t, budget, seed)
+                stats = [asdict(s) for s in d.strategies(0)]
+                return ids, stats
+            finally:
+                d.close_connection()
+
+    def run(self, name: str, base: str, run_dir: str, options: Dict[str, str], task: TaskView,
+            budget: int, seed: int) -> RunResult:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if base:
+            shutil.copytree(base, run_dir, ignore=shutil.ignore_patterns("*.sock", "*.pid",
+                                                                         "htamd.log"))
+        opts = {"memory.policy_seed": str(seed)}
+        opts.update(options)
+        try:
+            with self._proc(run_dir, opts) as proc:
+                d = proc.client()
+                try:
+                    return run_session(DaemonPolicy(name, d, strategy_ids(d)), task, budget, seed)
+                finally:
+                    d.close_connection()
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def strategy_ids(d) -> Dict[str, int]:
+    return {s.name: s.id for s in d.strategies(0)}
+
+
+def materialize_tasks(table: WorldTable, out_dir: str) -> str:
+    """task.json + reference.cu of every world task: htamd opens sessions on them by name."""
+    for t in table.tasks.values():
+        d = os.path.join(out_dir, t.name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "task.json"), "w") as f:
+            json.dump(wf.task_json(t.family, t.shape), f, indent=1)
+        with open(os.path.join(d, "reference.cu"), "w") as f:
+            f.write(wf.source(t.family, t.family.baseline(), t.shape.dtype))
+    return out_dir
+
+
+# ---------------------------------------------------------------- orchestration
+
+def run_benchmark(a, log) -> List[RunResult]:
+    table = WorldTable.load(a.table, a.families)
+    dev, held = load_split(a.split)
+    evaluated = held if a.on == "held-out" else dev if a.on == "dev" else a.on.split(",")
+    if a.only_families:
+        evaluated = [f for f in evaluated if f in a.only_families]
+    work = a.work or tempfile.mkdtemp(prefix="htam-world-bench-")
+    os.makedirs(work, exist_ok=True)
+    options = dict(kv.split("=", 1) for kv in (a.option or []))
+    # --variant NAME:key=value,key=value: the full policy on the same memory with other options.
+    variants = {}
+    for v in a.variant or []:
+        name, _, kvs = v.partition(":")
+        variants[name] = dict(kv.split("=", 1) for kv in kvs.split(",") if kv)
+    mem = None
+    if any(p in a.policies for p in DAEMON_POLICIES + ("flat",) + tuple(variants)):
+        from .htamd import find_htamd
+        htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
+        mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log)
+    results: List[RunResult] = []
+    for fam in evaluated:
+        tasks = sorted(table.family_tasks(fam), key=lambda t: t.name)
+        if a.max_tasks:
+            tasks = tasks[: a.max_tasks]
+        if not tasks:
+            log(f"world: family {fam} has no measured tasks; skipped")
+            continue
+        t0 = time.monotonic()
+        base = os.path.join(work, f"memory-{fam}")
+        stats: List[dict] = []
+        learns = mem and any(p in a.policies for p in ("full", "no-history", "flat", *variants))
+
+        def train_without(left_out) -> List[dict]:
+            train = [t for n, t in sorted(table.tasks.items()) if not left_out(t)
+                     and (not a.train_families or t.family.name in a.train_families)]
+            _, st = mem.train(base, train, a.budget, 0, options)
+            log(f"world: memory without {fam if a.leave == 'family' else task.name}: "
+                f"{len(train)} training sessions, {time.monotonic() - t0:.0f} s")
+            return st
+
+        if learns and a.leave == "family":
+            stats = train_without(lambda t: t.family.name == fam)
+        for task in tasks:
+            if learns and a.leave == "shape":  # the family's other shapes are in the memory
+                stats = train_without(lambda t, name=task.name: t.name == name)
+            for seed in a.seeds:
+                for p in a.policies:
+                    # Its own generator per (seed, task, policy): the same runs whatever else runs
+                    # (crc32, not hash(): str hashes change between Python processes).
+                    rng = random.Random(seed * 1000003 + zlib.crc32(f"{task.name}/{p}".encode()))
+                    run_dir = os.path.join(work, f"run-{p}")
+                    try:
+                        if p == "full":
+                            r = mem.run(p, base, run_dir, options, task, a.budget, seed)
+                        elif p == "no-history":
+                            o = dict(options)
+                            o["memory.history_weight"] = "0"
+                            r = mem.run(p, base, run_dir, o, task, a.budget, seed)
+                        elif p in variants:  # full with extra htamd options
+                            o = dict(options)
+                            o.update(variants[p])
+                            r = mem.run(p, base, run_dir, o, task, a.budget, seed)
+                        elif p == "cold":
+                            r = mem.run(p, "", run_dir, options, task, a.budget, seed)
+                        elif p == "flat":
+                            r = run_session(FlatPolicy(stats, rng), task, a.budget, seed)
+                        elif p == "ucb":
+                            r = run_session(UCBPolicy(rng), task, a.budget, seed)
+                        elif p == "random":
+                            r = run_session(RandomPolicy(rng), task, a.budget, seed)
+                        elif p == "oracle":
+                            best_at, steps = oracle(task, a.budget)
+                            r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
+                                          steps)
+                        else:
+                            raise SystemExit(f"world: unknown policy {p}")
+                    except Exception as e:  # noqa: BLE001 - one broken run is reported, not fatal
+                        r = RunResult(fam, task.name, p, seed, a.budget, task.best, error=str(e))
+                        log(f"world: {task.name} {p} seed {seed}: {e}")
+                    r.policy = p
+                    results.append(r)
+                    if a.verbose:
+                        log(f"  {task.name} {p:10s} seed {seed}: steps {r.steps_to_5 or '-'} best "
+                            f"{(r.best_at or [1.0])[-1]:.2f}/{r.target:.2f} | {' '.join(r.trace)}")
+        log(f"world: family {fam} done in {time.monotonic() - t0:.0f} s")
+    if not a.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+# ---------------------------------------------------------------- summary
+
+def _geo(xs: Sequence[float]) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def best_after(r: RunResult, k: int) -> float:
+    if not r.best_at:
+        return 1.0
+    return r.best_at[min(k, len(r.best_at)) - 1]
+
+
+def _policies(results: List[RunResult]) -> List[str]:
+    seen = {r.policy for r in results}
+    return [p for p in ALL_POLICIES if p in seen] + sorted(seen - set(ALL_POLICIES))
+
+
+def summarize(results: List[RunResult]) -> List[dict]:
+    rows = []
+    for p in _policies(results):
+        rs = [r for r in results if r.policy == p and not r.error]
+        if not rs:
+            continue
+        b = rs[0].budget
+        steps6 = [r.steps_to_5 if r.steps_to_5 and r.steps_to_5 <= 6 else 7 for r in rs]
+        steps12 = [r.steps_to_5 if r.steps_to_5 else b + 1 for r in rs]
+        regret = [statistics.mean(math.log(r.target / x) for x in r.best_at) for r in rs
+                  if r.best_at]
+        rows.append({
+            "policy": p, "runs": len(rs),
+            "errors": sum(1 for r in results if r.policy == p and r.error),
+            "steps_to_5pct_at_6": statistics.mean(steps6),
+            "steps_to_5pct_at_12": statistics.mean(steps12),
+            "reached_at_6": sum(s <= 6 for s in steps6) / len(rs),
+            "reached_at_12": sum(r.steps_to_5 is not None for r in rs) / len(rs),
+            "geo_speedup_at_6": _geo([best_after(r, 6) for r in rs]),
+            "geo_speedup_at_12": _geo([best_after(r, 12) for r in rs]),
+            "geo_target": _geo([r.target for r in rs]),
+            "regret_area": statistics.mean(regret) if regret else 0.0,
+            "failed_steps": sum(r.failures for r in rs) / max(1, sum(len(r.best_at) for r in rs)),
+            "noop_steps": sum(r.noops for r in rs) / max(1, sum(len(r.best_at) for r in rs)),
+        })
+    return rows
+
+
+def markdown(rows: List[dict]) -> str:
+    out = ["| policy | runs | steps to 5 % (B=6) | steps to 5 % (B=12) | reached 6 / 12 | "
+           "geomean best @6 | geomean best @12 | regret area | failed | n/a |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['policy']} | {r['runs']} | {r['steps_to_5pct_at_6']:.2f} | "
+                   f"{r['steps_to_5pct_at_12']:.2f} | {r['reached_at_6']:.0%} / "
+                   f"{r['reached_at_12']:.0%} | {r['geo_speedup_at_6']:.2f}x | "
+                   f"{r['geo_speedup_at_12']:.2f}x | {r['regret_area']:.3f} | "
+                   f"{r['failed_steps']:.0%} | {r['noop_steps']:.0%} |")
+    return "\n".join(out)
+
+
+COLORS = {"full": "#d62728", "cold": "#1f77b4", "no-history": "#ff7f0e", "flat": "#2ca02c",
+          "ucb": "#9467bd", "random": "#7f7f7f", "oracle": "#000000"}
+
+
+EXTRA_COLORS = ["#e377c2", "#17becf", "#bcbd22", "#8c564b"]
+
+
+def svg_plot(results: List[RunResult], title: str) -> str:
+    """Geometric-mean best speedup after each step, one line per policy (no plotting library)."""
+    pols = [p for p in _policies(results) if any(r.policy == p and r.best_at for r in results)]
+    if not pols:
+        return ""
+    b = max(len(r.best_at) for r in results if r.best_at)
+    curves = {}
+    for p in pols:
+        rs = [r for r in results if r.policy == p and r.best_at]
+        curves[p] = [1.0] + [_geo([best_after(r, k) for r in rs]) for k in range(1, b + 1)]
+    top = max(max(c) for c in curves.values()) * 1.05
+    W, H, L, R, T, B = 640, 400, 60, 130, 40, 50
+    x = lambda k: L + (W - L - R) * k / b  # noqa: E731
+    y = lambda v: T + (H - T - B) * (1 - (v - 1.0) / max(top - 1.0, 1e-9))  # noqa: E731
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+         f'font-family="sans-serif" font-size="12">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+         f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>',
+         f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>',
+         f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">steps</text>',
+         f'<text x="15" y="{(T + H - B) / 2}" transform="rotate(-90 15 {(T + H - B) / 2})" '
+         f'text-anchor="middle">geomean best speedup</text>']
+    for k in range(0, b + 1, 2):
+        s.append(f'<text x="{x(k)}" y="{H - B + 15}" text-anchor="middle">{k}</text>')
+    n = 5
+    for i in range(n + 1):
+        v = 1.0 + (top - 1.0) * i / n
+        s.append(f'<text x="{L - 5}" y="{y(v) + 4}" text-anchor="end">{v:.2f}</text>')
+        s.append(f'<line x1="{L}" y1="{y(v)}" x2="{W - R}" y2="{y(v)}" stroke="#eee"/>')
+    for i, p in enumerate(pols):
+        c = COLORS.get(p, EXTRA_COLORS[i % len(EXTRA_COLORS)])
+        pts = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in enumerate(curves[p]))
+        dash = ' stroke-dasharray="5,3"' if p == "oracle" else ""
+        s.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
+        s.append(f'<line x1="{W - R + 10}" y1="{T + 10 + 18 * i}" x2="{W - R + 30}" '
+                 f'y2="{T + 10 + 18 * i}" stroke="{c}" stroke-width="2"{dash}/>')
+        s.append(f'<text x="{W - R + 35}" y="{T + 14 + 18 * i}">{p}</text>')
+    s.append("</svg>")
+    return "\n".join(s) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="htam-bench world bench")
+    ap.add_argument("--table", default=DEFAULT_TABLE)
+    ap.add_argument("--families", default=None, help="folder of family folders")
+    ap.add_argument("--split", default=DEFAULT_SPLIT)
+    ap.add_argument("--on", default="held-out",
+                    help="held-out | dev | comma-separated family names")
+    ap.add_argument("--only-families", nargs="*")
+    ap.add_argument("--train-families", nargs="*",
+                    help="families whose sessions the memory learns from (default: all others)")
+    ap.add_argument("--leave", choices=("family", "shape"), default="family",
+                    help="leave one family out (default) or one task (shape) out of the memory")
+    ap.add_argument("--policies", default=",".join(ALL_POLICIES))
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--budget", type=int, default=12)
+    ap.add_argument("--max-tasks", type=int, default=0, help="per family (0 = all)")
+    ap.add_argument("--option", action="append", help="htamd option key=value for every run")
+    ap.add_argument("--variant", action="append",
+                    help="NAME:key=value,... the full policy with other htamd options")
+    ap.add_argument("--htamd", default="")
+    ap.add_argument("--work", default="")
+    ap.add_argument("--out", default="", help="write results (.json), table (.md), plot (.svg)")
+    ap.add_argument("--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    a.policies = [p for p in a.policies.split(",") if p]
+    a.seeds = list(range(a.seeds))
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    t0 = time.monotonic()
+    results = run_benchmark(a, log)
+    rows = summarize(results)
+    md = markdown(rows)
+    print(f"world bench, leave one {a.leave} out, on {a.on} "
+          f"({len({r.task for r in results})} tasks, {len(a.seeds)} seeds, "
+          f"budget {a.budget}), {time.monotonic() - t0:.0f} s\n")
+    print(md)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out + ".json", "w") as f:
+            json.dump({"args": {k: v for k, v in vars(a).items()}, "summary": rows,
+                       "runs": [asdict(r) for r in results]}, f, indent=0)
+        with open(a.out + ".md", "w") as f:
+            f.write(md + "\n")
+        with open(a.out + ".svg", "w") as f:
+            f.write(svg_plot(results, f"world, leave one {a.leave} out, on {a.on}"))
+    return 0 if rows and all(r["errors"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""htam-bench world bench, smoke configuration over the committed H100 table: a held-out family,
+one task, one seed, a short budget, the memory trained on one other family through a real htamd.
+Checks what a user reads: every policy ran, the oracle bounds them, the table and plot are
+written."""
+
+import io
+import json
+import os
+import tempfile
+import unittest
+from contextlib import redirect_stdout
+
+from htam_agent import world_bench
+from htam_agent.htamd import find_htamd
+
+
+class WorldBenchSmokeTest(unittest.TestCase):
+    def test_smoke(self):
+        policies = ["ucb", "random", "oracle"]
+        if find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
+            policies = ["full", "cold", "no-history", "flat"] + policies
+        with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
+            out = os.path.join(tmp, "res")
+            buf = io.StringIO()
+            with redirect_stdout(buf):
+                rc = world_bench.main(["--on", "scan", "--max-tasks", "1", "--seeds", "1",
+                                       "--budget", "6", "--train-families", "rowreduce",
+                                       "--policies", ",".join(policies), "--out", out,
+                                       "--work", os.path.join(tmp, "work")])
+            self.assertEqual(rc, 0, buf.getvalue())
+            text = buf.getvalue()
+            for p in policies:
+                self.assertIn(f"| {p} |", text)
+            with open(out + ".json") as fh:
+                res = json.load(fh)
+            rows = {r["policy"]: r for r in res["summary"]}
+            self.assertEqual(set(rows), set(policies))
+            oracle = rows["oracle"]["geo_speedup_at_6"]
+            for p, r in rows.items():
+                self.assertEqual(r["runs"], 1, p)
+                self.assertLessEqual(r["geo_speedup_at_6"], oracle + 1e-9, p)
+                self.assertGreaterEqual(r["geo_speedup_at_6"], 1.0, p)
+            with open(out + ".svg") as fh:
+                svg = fh.read()
+            self.assertTrue(svg.startswith("<svg") and "polyline" in svg)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,203 @@
+"""The measured optimization world (configs/world): families, materializer, the committed H100
+table, and the environment's answers. CPU only; the nvcc part is skipped where nvcc is missing."""
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from htam_agent import world_build as wb
+from htam_agent import world_env as we
+from htam_agent import world_families as wf
+
+REPO = wf.REPO
+
+
+class FamiliesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fams = wf.load_families()
+        cls.tax = wf.load_taxonomy()
+
+    def test_world_has_the_size_the_issue_asks(self):
+        self.assertGreaterEqual(len(self.fams), 12)
+        self.assertGreaterEqual(sum(len(f.shapes) for f in self.fams), 80)
+        for f in self.fams:
+            self.assertGreaterEqual(len(f.shapes), 5, f.name)
+            self.assertGreaterEqual(len(f.space()), 24, f.name)
+
+    def test_every_knob_value_is_named_by_a_taxonomy_strategy_of_its_direction(self):
+        for f in self.fams:
+            for k in f.knobs:
+                self.assertIn(k.baseline, k.values)
+                for v in k.values:
+                    s, d = k.names(v)
+                    self.assertIn(s, self.tax.get(d, set()), f"{f.name}.{k.name}={v}")
+
+    def test_a_family_that_names_an_unknown_strategy_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(REPO, "configs", "world", "families", "elemwise")
+            dst = os.path.join(tmp, "elemwise")
+            shutil.copytree(src, dst)
+            with open(os.path.join(dst, "knobs.json")) as fh:
+                kj = json.load(fh)
+            kj["knobs"][0]["strategy"] = "make-it-fast"
+            with open(os.path.join(dst, "knobs.json"), "w") as fh:
+                json.dump(kj, fh)
+            with self.assertRaisesRegex(wf.FamilyError, "make-it-fast"):
+                wf.load_family(dst)
+
+    def test_materialized_task_is_a_task_directory_the_gate_reads(self):
+        f = next(x for x in self.fams if x.name == "softmax")
+        sh = next(s for s in f.shapes if s.dtype == "f16")
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = wf.materialize(f, sh, tmp)
+            with open(os.path.join(tmp, "task.json")) as fh:
+                t = json.load(fh)
+            self.assertEqual(t["name"], "world_softmax_" + sh.id)
+            self.assertEqual(t["inputs"][0]["dtype"], "f16")
+            self.assertEqual(t["shapes"]["seen"], [sh.dims])
+            self.assertEqual(t["references"], {"cuda": "reference.cu"})
+            with open(os.path.join(tmp, "reference.cu")) as fh:
+                ref = fh.read()
+            self.assertIn("#define DT_F16 1", ref)
+            self.assertIn("HTAM_KERNEL_ENTRY", ref)
+            self.assertEqual(len(paths), len(f.space()))
+            vid = wf.variant_id(f.baseline())
+            with open(paths[vid]) as fh:
+                self.assertEqual(fh.read(), ref)  # the baseline variant is the reference
+
+    def test_shapes_of_a_family_share_variant_sources(self):
+        f = next(x for x in self.fams if x.name == "sgemm")
+        a = f.space()[3]
+        self.assertEqual(wf.source_hash(f, a, "f32"), wf.source_hash(f, a, "f32"))
+        self.assertNotEqual(wf.source(f, a, "f32"), wf.source(f, f.baseline(), "f32"))
+
+    def test_task_json_parses_with_the_cuda_evaluator_where_it_is_built(self):
+        cli = os.path.join(os.environ.get("HTAM_BUILD_DIR", "build"), "backends", "cuda",
+                           "htam-eval-cli")
+        if not os.path.exists(cli):
+            self.skipTest("htam-eval-cli is not built here (CUDA backend off)")
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in self.fams:
+                sh = f.shapes[0]
+                d = os.path.join(tmp, f.task_name(sh))
+                wf.materialize(f, sh, d, [f.baseline()])
+                r = subprocess.run([cli, "--task", d, "--reference", "--option",
+                                    "cuda_roofline=false"], capture_output=True, text=True,
+                                   timeout=120, cwd=REPO)
+                # 2 = the task did not parse; 4 = parsed, but no GPU here; 0 = evaluated.
+                self.assertNotEqual(r.returncode, 2, f"{f.name}: {r.stderr}")
+
+    def test_variants_compile_with_nvcc_where_present(self):
+        nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                         if os.path.exists("/usr/local/cuda/bin/nvcc") else "")
+        if not nvcc:
+            self.skipTest("nvcc not found: the families' CUDA sources are not compiled here")
+        inc = os.path.join(REPO, "sdk", "include")
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in self.fams:
+                # The variant with every knob at its last value: the most code paths at once.
+                a = {k.name: k.values[-1] for k in f.knobs}
+                dt = f.shapes[0].dtype
+                src = os.path.join(tmp, f.name + ".cu")
+                with open(src, "w") as fh:
+                    fh.write(wf.source(f, a, dt))
+                r = subprocess.run([nvcc, "-c", "-O1", "-gencode=arch=compute_90a,code=sm_90a",
+                                    "-I", inc, "-o", src + ".o", src], capture_output=True,
+                                   text=True, timeout=300)
+                self.assertEqual(r.returncode, 0, f"{f.name} {a}: {r.stderr[-2000:]}")
+
+
+class TableTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.world = we.WorldTable.load()
+
+    def test_committed_table_covers_every_task_and_variant(self):
+        rows = wb.read_table(we.DEFAULT_TABLE)
+        self.assertGreaterEqual(len(self.world.tasks), 80)
+        for t in self.world.tasks.values():
+            self.assertEqual(len(t.rows), len(t.family.space()), t.name)
+        statuses = {r["status"] for r in rows}
+        self.assertLessEqual(statuses, set(wb.STATUSES))
+        ok = [r for r in rows if r["status"] == "Ok"]
+        self.assertTrue(all(r["median_us"] > 0 and r["device"].startswith("NVIDIA H100")
+                            for r in ok))
+        self.assertTrue(all(r["date"] and r["commit"] for r in rows))
+
+    def test_failures_are_the_real_ones_the_knobs_document(self):
+        t = self.world.tasks["world_elemwise_n1m_odd"]
+        vec4 = next(v for v, r in t.rows.items() if r["knobs"]["VEC"] == 4)
+        self.assertEqual(t.rows[vec4]["status"], "Incorrect")   # no tail for N % 4 != 0
+        t = self.world.tasks["world_elemwise_n1m"]
+        self.assertEqual(t.rows[vec4]["status"], "Ok")          # N % 4 == 0: fine
+        t = self.world.tasks["world_sgemm_m1024_n1024_k1024"]
+        big = wf.variant_id({"TILE": 128, "REG": 1, "DBUF": 0})
+        self.assertEqual(t.rows[big]["status"], "Crash")         # 16384 threads per block
+
+    def test_table_round_trip_and_partial_rows_win(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = os.path.join(tmp, "t.jsonl.gz")
+            rows = [{"family": "f", "task": "t", "variant": "a", "status": "Ok"},
+                    {"family": "f", "task": "t", "variant": "b", "status": "Crash"}]
+            wb.write_table(p, rows)
+            with open(p + ".partial", "w") as fh:
+                fh.write(json.dumps({"family": "f", "task": "t", "variant": "b",
+                                     "status": "Ok"}) + "\n{\"cut")
+            got = {r["variant"]: r["status"] for r in wb.read_table(p)}
+            self.assertEqual(got, {"a": "Ok", "b": "Ok"})
+            with gzip.open(p, "rt") as fh:
+                self.assertEqual(len(fh.read().splitlines()), 2)
+
+
+class EnvTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.world = we.WorldTable.load()
+
+    def test_step_applies_the_first_applicable_strategy(self):
+        t = self.world.tasks["world_elemwise_n1m"]
+        s = we.WorldSession(t)
+        r = s.step("global-memory-access", ["padding-rows", "vectorized-16-byte-access"])
+        self.assertEqual(r.applied, "vectorized-16-byte-access")
+        self.assertEqual((r.knob, r.value), ("VEC", 2))     # the first untried value
+        self.assertEqual(r.status, "ok")
+        r2 = s.step("global-memory-access", ["vectorized-16-byte-access"])
+        self.assertEqual(r2.value, 4)                        # then the next one
+
+    def test_step_with_nothing_to_apply_says_so(self):
+        t = self.world.tasks["world_elemwise_n1m"]
+        s = we.WorldSession(t)
+        r = s.step("fusion", ["fuse-elementwise-epilogue"])
+        self.assertFalse(r.applicable)
+        self.assertIn("not applicable here", r.note)
+        self.assertEqual(s.best, 1.0)
+
+    def test_failure_leaves_the_kernel_and_improvement_moves_it(self):
+        t = self.world.tasks["world_elemwise_n1m_odd"]
+        s = we.WorldSession(t)
+        r = s.step("global-memory-access", ["vectorized-16-byte-access"])
+        self.assertEqual(r.status, "incorrect")
+        self.assertEqual(s.current, wf.variant_id(t.family.baseline()))
+        t = self.world.tasks["world_sgemm_m1024_n1024_k1024"]
+        s = we.WorldSession(t)
+        r = s.step("on-chip-reuse-tiling", ["register-blocking"])
+        self.assertEqual((r.knob, r.value), ("REG", 2))
+        if r.improved:
+            self.assertEqual(s.knobs["REG"], 2)
+            self.assertAlmostEqual(s.best, t.speedup(r.variant))
+
+    def test_oracle_bounds_every_session(self):
+        t = self.world.tasks["world_scan_m16_n65536"]
+        best_at, steps = we.oracle(t, 12)
+        self.assertIsNotNone(steps)
+        self.assertGreaterEqual(best_at[-1], 0.95 * t.best)
+        self.assertEqual(best_at, sorted(best_at))
+
+
+if __name__ == "__main__":
+    unittest.main()
