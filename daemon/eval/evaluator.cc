@@ -256,7 +256,7 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
     // Candidates run in a runner process that cannot see these (runner_spawn.h).
     a.insert(a.end(), {"--split", "--check-threads", cfg_.GetBool("eval.check_threads") ? "1" : "0",
                        "--thread-grace-ms", std::to_string(cfg_.GetInt("eval.thread_grace_ms"))});
-    std::vector<std::string> hide = {cfg_.GetString("server.tasks_dir"),
+    std::vector<std::string> hide = {ShippedPath(cfg_.GetString("server.tasks_dir"), "tasks"),
                                      cfg_.GetString("general.data_dir"),
                                      opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir,
                                      opt_.cache_dir};
