@@ -45,6 +45,7 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
                         {"eval.plugin_dir", std::filesystem::path(plugin).parent_path().string()},
                         {"eval.worker_path", PathFromEnv("HTAM_EVAL_WORKER", HTAM_EVAL_WORKER_BUILT)},
                         {"eval.sdk_include_dir", root + "/sdk/include"},
+                        {"memory.seed_file", root + "/configs/seed_taxonomy.json"},
                         {"eval.seeds", "1"},
                         {"eval.repetitions", "20"},
                         {"eval.ncu", ncu.empty() ? "/nonexistent/ncu" : ncu}});

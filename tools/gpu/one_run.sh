@@ -40,7 +40,8 @@ mkdir -p $LIBS && tar -C $LIBS -xzf "$S/lib.tar.gz"
 export LD_LIBRARY_PATH=$LIBS:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
 export HTAM_EVAL_CLI=$S/htam-eval-cli HTAM_CUDA_PLUGIN_PATH=$S/libhtam_backend_cuda.so \
        HTAM_HTAMD=$S/htamd HTAM_EVAL_WORKER=$S/htam-eval-worker HTAM_SOURCE_ROOT=$ROOT \
-       HTAM_HIP_PLUGIN_PATH=$S/libhtam_backend_hip.so PYTHONUNBUFFERED=1
+       HTAM_HIP_PLUGIN_PATH=$S/libhtam_backend_hip.so PYTHONUNBUFFERED=1 \
+       HTAM_KERNELBENCH_HELPER=$ROOT/tools/kernelbench/kb_helper.py
 chmod +x "$S"/htam-eval-cli "$S"/htam-bench "$S"/*_test 2>/dev/null
 GREP='^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|^\[  FAILED|Failure|Expected|Which is|actual|^device|^roofline|^relu|^10 rep| mode( asked)?:|^hip on|^rowsum|reference.hip|lost in'
 # run LIMIT LOG CMD...: a part with a wall limit (KILL), output appended to LOG.
