@@ -1,8 +1,6 @@
 // The verification gate and timing; see gate.h. Each check says which hack it stops.
 #include "backends/common/gate.h"
 
-#include <dirent.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
