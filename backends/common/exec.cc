@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -44,6 +45,19 @@ std::set<std::string> ChildPids() {
   return pids;
 }
 
+// Removes everything inside `dir` (not `dir` itself); "" = nothing to do. False on a failure.
+bool EmptyDir(const std::string& dir) {
+  if (dir.empty()) return true;
+  std::error_code ec;
+  bool ok = true;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code rm;
+    std::filesystem::remove_all(e.path(), rm);
+    ok = ok && !rm;
+  }
+  return ok && !ec;
+}
+
 bool HasNewChildren(const std::set<std::string>& before) {
   int st;
   if (waitpid(-1, &st, WNOHANG) > 0) return true;  // one already ended: reaped, and counted
@@ -68,6 +82,13 @@ class LocalExec : public CandidateExec {
  public:
   LocalExec(BackendInstance* b, htam_device* d, LocalExecOptions o) : b_(b), dev_(d), opt_(o) {}
   ~LocalExec() override { Reset(); }
+
+  Result<htam_buffer*> Allocate(htam_device* device, uint64_t bytes) override {
+    htam_buffer* buf = nullptr;
+    HTAM_RETURN_IF_ERROR(
+        ConsumeError(b_->api().buffer_alloc(device, bytes, &buf), "allocating device buffer"));
+    return buf;
+  }
 
   CompileOutcome Compile(const std::string& source, const CompileSettings& s) override {
     ReleaseArtifact();
@@ -230,7 +251,8 @@ json TensorJson(uint64_t id, const BoundTensor& t) {
 
 class RemoteExec : public CandidateExec {
  public:
-  RemoteExec(BackendInstance* b, int fd, int pid) : b_(b), fd_(fd), pid_(pid) {}
+  RemoteExec(BackendInstance* b, int fd, int pid, bool runner_allocates)
+      : b_(b), fd_(fd), pid_(pid), runner_allocates_(runner_allocates) {}
   ~RemoteExec() override {
     if (fd_ >= 0) close(fd_);
   }
@@ -322,16 +344,66 @@ class RemoteExec : public CandidateExec {
     return o;
   }
 
+  Result<htam_buffer*> Allocate(htam_device* device, uint64_t bytes) override {
+    if (!runner_allocates_ || !b_->api().buffer_import) {
+      htam_buffer* buf = nullptr;
+      HTAM_RETURN_IF_ERROR(
+          ConsumeError(b_->api().buffer_alloc(device, bytes, &buf), "allocating device buffer"));
+      return buf;
+    }
+    uint64_t id = next_id_++;
+    std::vector<int> fds;
+    auto r = Call({{"op", "alloc"}, {"id", id}, {"bytes", bytes}}, {}, &fds);
+    if (!r.ok()) {
+      for (int f : fds) close(f);
+      return Status::Unavailable("the runner process died: " + r.status().message());
+    }
+    ExecOutcome o = OutcomeFrom(*r);
+    if (o.code >= 0) {
+      for (int f : fds) close(f);
+      return o.code == HTAM_ERR_OUT_OF_MEMORY ? Status::ResourceExhausted(o.message)
+                                              : Status::Internal("runner allocation: " + o.message);
+    }
+    htam_buffer_handle h{};
+    h.struct_size = sizeof(h);
+    h.bytes = bytes;
+    h.fd = -1;
+    if (r->value("has_fd", false)) {
+      if (fds.empty()) return Status::Internal("runner allocation without its descriptor");
+      h.fd = fds.front();
+      fds.erase(fds.begin());
+    }
+    for (int f : fds) close(f);
+    const json& data = r->contains("data") ? (*r)["data"] : json::array();
+    for (const auto& v : data) {
+      if (h.data_len >= sizeof h.data) break;
+      h.data[h.data_len++] = uint8_t(v.get<int>());
+    }
+    htam_buffer* buf = nullptr;
+    Status st = ConsumeError(b_->api().buffer_import(device, &h, &buf), "importing a runner buffer");
+    if (!st.ok()) {
+      (void)Call({{"op", "release"}, {"id", id}}, {});
+      return st;
+    }
+    ids_[buf] = id;
+    owned_.insert(buf);
+    return buf;
+  }
+
+  bool Allocated(htam_buffer* b) const override { return owned_.count(b) != 0; }
+
   void Forget(htam_buffer* b) override {
     auto it = ids_.find(b);
     if (it == ids_.end()) return;
     if (!dead_) (void)Call({{"op", "release"}, {"id", it->second}}, {});
     ids_.erase(it);
+    owned_.erase(b);
   }
 
   void Reset() override {
     if (!dead_) (void)Call({{"op", "reset"}}, {});
     ids_.clear();
+    owned_.clear();
   }
 
   std::string Where() const override { return "runner (pid " + std::to_string(pid_) + ")"; }
@@ -390,12 +462,13 @@ class RemoteExec : public CandidateExec {
     ids_[b] = id;
     return id;
   }
-  Result<json> Call(const json& req, const std::vector<int>& fds) {
+  Result<json> Call(const json& req, const std::vector<int>& fds,
+                    std::vector<int>* got = nullptr) {
     if (dead_) return Status::IOError("the runner is gone");
     Status st = SendFrameFds(fd_, req, fds);
     if (st.ok()) {
       std::vector<int> none;
-      auto r = RecvFrameFds(fd_, &none);
+      auto r = RecvFrameFds(fd_, got ? got : &none);
       for (int f : none) close(f);
       // A runner that ends after this answer may leave processes holding its socket open.
       if (r.ok() && r->value("ending", false)) dead_ = true;
@@ -409,9 +482,11 @@ class RemoteExec : public CandidateExec {
   BackendInstance* b_;
   int fd_;
   int pid_;
+  bool runner_allocates_;
   bool dead_ = false;
   uint64_t next_id_ = 1;
   std::map<htam_buffer*, uint64_t> ids_;
+  std::set<htam_buffer*> owned_;  // imported views of buffers the runner allocated
 };
 
 bool WriteAll(int fd, const char* p, size_t n) {
@@ -458,7 +533,7 @@ bool ReadAll(int fd, char* p, size_t n, std::vector<int>* fds, bool* eof_at_star
 class RunnerServer {
  public:
   RunnerServer(BackendInstance* b, htam_device* d, LocalExecOptions o)
-      : b_(b), dev_(d), exec_(b, d, o) {}
+      : b_(b), dev_(d), exec_(b, d, o), options_(o) {}
   ~RunnerServer() {
     for (auto& [id, buf] : bufs_) b_->api().buffer_free(buf);
   }
@@ -472,10 +547,14 @@ class RunnerServer {
         return req.status().IsNotFound() ? 0 : 2;
       }
       bool failed = false;
+      reply_fds_.clear();
       json reply = Handle(*req, &fds, &failed);
       for (int f : fds) close(f);  // any descriptor no request took
       if (failed) reply["ending"] = true;  // the verifier asks nothing more of this runner
-      if (!SendFrameFds(fd, reply, {}).ok()) return 2;
+      Status sent = SendFrameFds(fd, reply, reply_fds_);
+      for (int f : reply_fds_) close(f);  // the verifier has its own copies now
+      reply_fds_.clear();
+      if (!sent.ok()) return 2;
       if (failed) return 1;
     }
   }
@@ -495,6 +574,7 @@ class RunnerServer {
     }
     if (op == "load") return Judge(exec_.Load(), failed);
     if (op == "import") return Import(r, fds);
+    if (op == "alloc") return Alloc(r);
     if (op == "release") {
       auto it = bufs_.find(r.value("id", uint64_t(0)));
       if (it != bufs_.end()) {
@@ -507,6 +587,9 @@ class RunnerServer {
       exec_.Reset();
       for (auto& [id, buf] : bufs_) b_->api().buffer_free(buf);
       bufs_.clear();
+      sizes_.clear();
+      // Nothing a candidate wrote here (files, compile outputs) is left for the next job.
+      if (!EmptyDir(options_.reset_dir)) return OutcomeJson(ExecOutcome{HTAM_ERR_INTERNAL, 0, "cannot empty the runner's directory"});
       return OutcomeJson(ExecOutcome{});
     }
     std::vector<BoundTensor> in, out;
@@ -563,6 +646,40 @@ class RunnerServer {
   static json Judge(const ExecOutcome& o, bool* failed) {
     if (!o.ok()) *failed = o.code == HTAM_ERR_DEVICE_FAULT || o.extra_threads || o.children;
     return OutcomeJson(o);
+  }
+
+  // A buffer of the runner's own, exported to the verifier (MakeRemoteExec's runner_allocates).
+  json Alloc(const json& r) {
+    const uint64_t id = r.value("id", uint64_t(0)), bytes = r.value("bytes", uint64_t(0));
+    if (!b_->api().buffer_export)
+      return OutcomeJson(ExecOutcome{HTAM_ERR_UNSUPPORTED, 0, "the plugin cannot export"});
+    if (bufs_.count(id))
+      return OutcomeJson(ExecOutcome{HTAM_ERR_INVALID_ARGUMENT, 0, "buffer id in use"});
+    htam_buffer* buf = nullptr;
+    ExecOutcome o = FromError(b_->api().buffer_alloc(dev_, bytes, &buf));
+    if (o.code >= 0) return OutcomeJson(o);
+    htam_buffer_handle h{};
+    h.struct_size = sizeof(h);
+    h.fd = -1;
+    o = FromError(b_->api().buffer_export(buf, &h));
+    if (o.code >= 0) {
+      b_->api().buffer_free(buf);
+      return OutcomeJson(o);
+    }
+    bufs_[id] = buf;
+    sizes_[id] = bytes;
+    json j = OutcomeJson(o);
+    json data = json::array();
+    for (uint32_t i = 0; i < std::min<uint32_t>(h.data_len, sizeof h.data); ++i)
+      data.push_back(int(h.data[i]));
+    j["data"] = data;
+    j["has_fd"] = h.fd >= 0;
+    if (h.fd >= 0) {
+      int dup_fd = dup(h.fd);  // the buffer keeps its own descriptor
+      if (dup_fd >= 0) reply_fds_.push_back(dup_fd);
+      else j["has_fd"] = false;
+    }
+    return j;
   }
 
   json Import(const json& r, std::vector<int>* fds) {
@@ -639,6 +756,8 @@ class RunnerServer {
   LocalExec exec_;
   std::map<uint64_t, htam_buffer*> bufs_;
   std::map<uint64_t, uint64_t> sizes_;
+  LocalExecOptions options_;
+  std::vector<int> reply_fds_;  // descriptors sent with the reply being built
 };
 
 }  // namespace
@@ -698,8 +817,14 @@ std::unique_ptr<CandidateExec> MakeLocalExec(BackendInstance* backend, htam_devi
   return std::make_unique<LocalExec>(backend, device, options);
 }
 
-std::unique_ptr<CandidateExec> MakeRemoteExec(BackendInstance* backend, int fd, int runner_pid) {
-  return std::make_unique<RemoteExec>(backend, fd, runner_pid);
+std::unique_ptr<CandidateExec> MakeRemoteExec(BackendInstance* backend, int fd, int runner_pid,
+                                              bool runner_allocates) {
+  return std::make_unique<RemoteExec>(backend, fd, runner_pid, runner_allocates);
+}
+
+Result<htam_buffer*> CandidateExec::Allocate(htam_device* device, uint64_t bytes) {
+  (void)bytes;
+  return Status::Internal("no backend to allocate with");
 }
 
 int ServeRunner(BackendInstance* backend, htam_device* device, int fd, LocalExecOptions options) {

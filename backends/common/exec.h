@@ -67,7 +67,19 @@ class CandidateExec {
   virtual bool CanProfile() const = 0;
   virtual ExecOutcome Profile(const std::vector<BoundTensor>& in,
                               const std::vector<BoundTensor>& out, htam_profile_report* rep) = 0;
-  // The verifier is about to free `b`: a runner unmaps its view of it.
+  // A device buffer of `bytes` for a tensor the candidate will read or write. In this process:
+  // buffer_alloc. With a runner that allocates (MakeRemoteExec's `runner_allocates`): the runner
+  // allocates it in its own context and exports it, and this process gets the imported view, so
+  // the candidate is timed on memory of its own process (CUDA: kernels writing through buffers
+  // opened from IPC handles were measured up to 40 % slower).
+  virtual Result<htam_buffer*> Allocate(htam_device* device, uint64_t bytes);
+  // Whether `b` came from the runner's Allocate (free the view first, then Forget).
+  virtual bool Allocated(htam_buffer* b) const {
+    (void)b;
+    return false;
+  }
+  // The verifier is about to free `b` (or has freed its view of a runner's buffer): the runner
+  // unmaps, or frees, its side of it.
   virtual void Forget(htam_buffer* b) { (void)b; }
   // Releases module and artifact (and imported buffers): the next job starts clean.
   virtual void Reset() = 0;
@@ -78,6 +90,8 @@ class CandidateExec {
 struct LocalExecOptions {
   bool check_threads = true;
   double thread_grace_ms = 50;
+  // ServeRunner only: the runner's private working directory, emptied at every reset ("" = none).
+  std::string reset_dir;
 };
 
 // Candidate code in this process.
@@ -85,12 +99,17 @@ std::unique_ptr<CandidateExec> MakeLocalExec(BackendInstance* backend, htam_devi
                                              LocalExecOptions options);
 
 // Candidate code in the runner at the other end of `fd` (a connected Unix stream socket; the
-// exec owns it). `runner_pid` only names it in messages.
-std::unique_ptr<CandidateExec> MakeRemoteExec(BackendInstance* backend, int fd, int runner_pid);
+// exec owns it). `runner_pid` only names it in messages. `runner_allocates`: buffers come from
+// the runner (Allocate above); else the verifier allocates and the runner imports them.
+std::unique_ptr<CandidateExec> MakeRemoteExec(BackendInstance* backend, int fd, int runner_pid,
+                                              bool runner_allocates = false);
 
 // The runner's loop: serves requests on `fd` until EOF (returns 0) or a protocol error (returns
 // 2). After a request whose candidate code failed a check or faulted, it answers and returns 1:
-// a runner that ran a failing candidate is not reused.
+// a runner that ran a failing candidate is not reused. A reset (between jobs) releases the
+// module, the artifact and every buffer, and empties the runner's working directory (its
+// compile outputs and whatever files a candidate wrote), so the next job finds nothing of this
+// one's.
 int ServeRunner(BackendInstance* backend, htam_device* device, int fd, LocalExecOptions options);
 
 // Sends / receives one frame with optional file descriptors (SCM_RIGHTS). Blocking.

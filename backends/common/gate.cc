@@ -69,8 +69,15 @@ class DeviceTensor {
  public:
   DeviceTensor(const PluginApi* api, CandidateExec* sharer) : api_(api), sharer_(sharer) {}
   ~DeviceTensor() {
-    if (buf_ && sharer_) sharer_->Forget(buf_);
-    if (buf_ && !g_keep_everything) api_->buffer_free(buf_);
+    if (!buf_) return;
+    if (sharer_ && sharer_->Allocated(buf_)) {
+      // The runner's buffer: this process's view goes first, then the runner frees it.
+      if (!g_keep_everything) api_->buffer_free(buf_);
+      sharer_->Forget(buf_);
+      return;
+    }
+    if (sharer_) sharer_->Forget(buf_);
+    if (!g_keep_everything) api_->buffer_free(buf_);
   }
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
@@ -81,8 +88,14 @@ class DeviceTensor {
     bytes_ = shape_of.nbytes();
     host_ = shape_of;
     canary_ = canary;
-    HTAM_RETURN_IF_ERROR(ConsumeError(api_->buffer_alloc(dev, bytes_ + 2 * guard_, &buf_),
-                                      "allocating device buffer"));
+    if (sharer_) {
+      auto b = sharer_->Allocate(dev, bytes_ + 2 * guard_);
+      if (!b.ok()) return b.status();
+      buf_ = *b;
+    } else {
+      HTAM_RETURN_IF_ERROR(ConsumeError(api_->buffer_alloc(dev, bytes_ + 2 * guard_, &buf_),
+                                        "allocating device buffer"));
+    }
     if (guard_) {
       HTAM_RETURN_IF_ERROR(
           ConsumeError(api_->copy_to_device(buf_, 0, canary_->data(), guard_), "writing guard"));
@@ -377,8 +390,38 @@ class Gate::Impl {
 
  private:
   void Progress(const std::string& stage) {
+    StageBoundary(stage);
     if (progress_) progress_(stage);
   }
+  // Closes the running stage and opens `stage` ("" = none); details after " (" or ", " and the
+  // words "candidate"/"reference"/"baseline" inside parentheses are dropped from the name.
+  void StageBoundary(const std::string& stage) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!stage_name_.empty()) {
+      double ms = std::chrono::duration<double, std::milli>(now - stage_start_).count();
+      auto it = std::find_if(stage_ms_.begin(), stage_ms_.end(),
+                             [&](const auto& e) { return e.first == stage_name_; });
+      if (it == stage_ms_.end())
+        stage_ms_.emplace_back(stage_name_, ms);
+      else
+        it->second += ms;
+    }
+    std::string name = stage;
+    for (const char* cut : {" (", ", "}) {
+      auto p = name.find(cut);
+      if (p != std::string::npos) name.resize(p);
+    }
+    stage_name_ = name;
+    stage_start_ = now;
+  }
+
+ public:
+  std::vector<std::pair<std::string, double>> TakeStages() {
+    StageBoundary("");
+    return std::move(stage_ms_);
+  }
+
+ private:
   static GateResult Infra(GateResult res, const std::string& why) {
     res.status = OutcomeStatus::InfraError;
     res.diagnostics = why;
@@ -754,6 +797,9 @@ class Gate::Impl {
   std::vector<GoldenCase> golden_verify_, golden_time_;
   TorchBaseline baseline_;
   std::string golden_device_;
+  std::vector<std::pair<std::string, double>> stage_ms_;
+  std::string stage_name_;
+  std::chrono::steady_clock::time_point stage_start_;
 };
 
 Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task, GateOptions options)
@@ -764,6 +810,7 @@ GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress)
   {
     Impl impl(backend_, device_, task_, options_, progress);
     r = impl.Run(&source);
+    r.stage_ms = impl.TakeStages();
   }
   // The runner keeps nothing of this job (module, artifact, mapped buffers) for the next one.
   if (options_.runner) options_.runner->Reset();
@@ -772,7 +819,9 @@ GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress)
 
 GateResult Gate::EvaluateReference(const ProgressFn& progress) {
   Impl impl(backend_, device_, task_, options_, progress);
-  return impl.Run(nullptr);
+  GateResult r = impl.Run(nullptr);
+  r.stage_ms = impl.TakeStages();
+  return r;
 }
 
 }  // namespace htam

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
@@ -73,6 +75,9 @@ struct GateResult {
   bool golden_computed = false;    // PyTorch ran during this evaluation (golden cache miss)
   double baseline_compile_us = 0;  // 0 = no torch.compile figure (baseline_note says why)
   std::string baseline_note;
+  // Wall time per stage of this evaluation, in the order first entered (compile candidate,
+  // verify, time candidate, ...): where an evaluation's time goes.
+  std::vector<std::pair<std::string, double>> stage_ms;
 };
 
 using ProgressFn = std::function<void(const std::string& stage)>;

@@ -41,6 +41,12 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+json StagesJson(const htam::GateResult& r) {
+  json s = json::object();
+  for (const auto& [name, ms] : r.stage_ms) s[name] = std::round(ms * 10) / 10;
+  return s;
+}
+
 namespace {
 
 struct Args {
@@ -356,6 +362,7 @@ int main(int argc, char** argv) {
               {"cases", r.cases},
               {"compile_ms", r.compile_ms},
               {"compile_cached", r.compile_cached},
+              {"stage_ms", StagesJson(r)},
               {"flops", r.flops},
               {"bytes", r.bytes},
               {"sol_us", sol_us},

@@ -142,6 +142,8 @@ class EvaluatorImpl : public Evaluator {
   SandboxOptions SandboxFor(const std::string& backend) const;
   // Whether candidates of `backend` run in a runner (eval.runner, eval.runner_backends).
   bool RunnerBackend(const std::string& backend) const;
+  // Jobs one worker process serves (eval.runner_jobs with a runner, else eval.worker_jobs).
+  int64_t JobsPerWorker(const std::string& backend) const;
   std::vector<std::string> WorkerArgs(const Slot& s, bool describe, const std::string& plugin,
                                       const std::string& backend) const;
   Result<std::unique_ptr<WorkerProcess>> StartWorker(Slot* s);
@@ -203,6 +205,11 @@ bool UserCanReach(const std::string& user, const std::vector<std::string>& paths
 }
 }  // namespace
 
+int64_t EvaluatorImpl::JobsPerWorker(const std::string& backend) const {
+  const bool runner = cfg_.GetBool("eval.runner") && RunnerBackend(backend);
+  return std::max<int64_t>(1, cfg_.GetInt(runner ? "eval.runner_jobs" : "eval.worker_jobs"));
+}
+
 bool EvaluatorImpl::RunnerBackend(const std::string& backend) const {
   for (const auto& b : SplitList(cfg_.GetString("eval.runner_backends")))
     if (b == backend || b == "all") return true;
@@ -239,7 +246,7 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
                              "--sdk-include",
                              sdk_include_,
                              "--jobs",
-                             std::to_string(std::max<int64_t>(1, cfg_.GetInt("eval.worker_jobs"))),
+                             std::to_string(JobsPerWorker(backend)),
                              "--log-level",
                              cfg_.GetString("general.log_level")};
   if (!opt_.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", opt_.cache_dir});
@@ -256,6 +263,8 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
     // Candidates run in a runner process that cannot see these (runner_spawn.h).
     a.insert(a.end(), {"--split", "--check-threads", cfg_.GetBool("eval.check_threads") ? "1" : "0",
                        "--thread-grace-ms", std::to_string(cfg_.GetInt("eval.thread_grace_ms"))});
+    for (const auto& b : SplitList(cfg_.GetString("eval.runner_allocates")))
+      if (b == backend || b == "all") a.push_back("--runner-allocates");
     std::vector<std::string> hide = {ShippedPath(cfg_.GetString("server.tasks_dir"), "tasks"),
                                      cfg_.GetString("general.data_dir"),
                                      opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir,
@@ -588,7 +597,13 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         if (f->contains("profile")) r.profile = ProfileFromJson((*f)["profile"]);
         r.bottleneck = BottleneckFromJson(*f);
         finished = true;
-        keep_worker = cfg_.GetInt("eval.worker_jobs") > 1;
+        // A worker whose runner ran a failing candidate ends after answering (worker_main.cc).
+        keep_worker = JobsPerWorker(job.backend) > 1 &&
+                      (r.status == fb::OutcomeStatus::Ok || !(cfg_.GetBool("eval.runner") &&
+                                                             RunnerBackend(job.backend)));
+        if (f->contains("stage_ms") && (*f)["stage_ms"].is_object())
+          for (const auto& [k, v] : (*f)["stage_ms"].items())
+            if (v.is_number()) r.stage_ms.emplace_back(k, v.get<double>());
       } else if (type == "fatal") {
         r.status = StatusFromName(f->value("status", "InfraError"));
         r.diagnostics = f->value("message", "") + " (during " + stage + ")";

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/config/config.h"
@@ -52,6 +53,8 @@ struct EvalResult {
   // From the profile (EvalJob::profile): the class Nsight Compute's metrics give with the
   // eval.cuda_profile_* thresholds; Unknown when not profiled or unavailable.
   fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;
+  // Wall time per stage inside the worker (compile candidate, verify, time candidate, ...).
+  std::vector<std::pair<std::string, double>> stage_ms;
 };
 
 // All fields default from the `eval` section of the configuration table (options.inc).

@@ -146,6 +146,11 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck
           {"speedup", r.speedup},
           {"compile_ms", r.compile_ms},
           {"compile_cached", r.compile_cached},
+          {"stage_ms", [&] {
+             json st = json::object();
+             for (const auto& [name, ms] : r.stage_ms) st[name] = ms;
+             return st;
+           }()},
           {"cases", r.cases},
           {"flops", r.flops},
           {"bytes", r.bytes},
@@ -284,6 +289,18 @@ int Fatal(const std::string& status, const std::string& message) {
   return 2;
 }
 
+// Reaps every ended child but `keep` (the runner, whose end RunnerDeath reads). In its own PID
+// namespace the worker is the init of its sandbox: processes a profile left behind (a killed ncu's
+// children) become its children when they end; a later call must not count them as its own.
+void ReapOrphans(pid_t keep) {
+  for (;;) {
+    siginfo_t si{};
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return;
+    if (si.si_pid == keep) return;
+    waitpid(si.si_pid, nullptr, 0);
+  }
+}
+
 // How the runner ended, as the daemon classifies a worker's end (evaluator.cc): a fatal frame.
 json RunnerDeath(pid_t pid) {
   int st = 0;
@@ -329,6 +346,8 @@ int main(int argc, char** argv) {
   double thread_grace_ms = 50;
   std::vector<std::string> hide;
   std::string runner_cache;
+  std::string reset_dir;        // --runner: emptied at every reset (its own working directory)
+  bool runner_allocates = false;  // --split: device buffers come from the runner
   long drop_uid = -1, drop_gid = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -362,6 +381,10 @@ int main(int argc, char** argv) {
       hide.push_back(next());
     else if (a == "--runner-cache-dir")
       runner_cache = next();
+    else if (a == "--runner-allocates")
+      runner_allocates = true;
+    else if (a == "--reset-dir")
+      reset_dir = next();
     else if (a == "--drop-uid")
       drop_uid = std::atol(next().c_str());
     else if (a == "--drop-gid")
@@ -403,7 +426,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!htam::SendFrameFds(4, {{"type", "ready"}, {"pid", getpid()}}, {}).ok()) _exit(2);
-    int rc = htam::ServeRunner(inst->get(), dev, 4, {check_threads, thread_grace_ms});
+    // The directory emptied between jobs: only the runner's own working directory.
+    if (!reset_dir.empty() && reset_dir != work_dir) {
+      std::cerr << "htam runner: --reset-dir must be its working directory\n";
+      return 2;
+    }
+    int rc = htam::ServeRunner(inst->get(), dev, 4, {check_threads, thread_grace_ms, reset_dir});
     std::cout.flush();
     _exit(rc);  // what candidates left in this process is not torn down
   }
@@ -424,6 +452,7 @@ int main(int argc, char** argv) {
     rs.hidden_dirs = hide;
     rs.hidden_dirs.push_back(work_dir);  // the verifier's own files
     rs.work_dir = work_dir + "/runner";
+    rs.argv.insert(rs.argv.end(), {"--reset-dir", rs.work_dir});
     rs.visible_dirs = {rs.work_dir};
     if (!runner_cache.empty()) rs.visible_dirs.push_back(runner_cache);
     // What the runner itself needs stays in view, wherever the hidden directories are.
@@ -511,7 +540,7 @@ int main(int argc, char** argv) {
                                                    : hello_r.status().message()));
     }
     if (b.api().buffer_export && b.api().buffer_import) {
-      remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
+      remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid, runner_allocates);
       runner_note = "on";
     } else {
       kill(runner.pid, SIGKILL);
@@ -563,6 +592,7 @@ int main(int argc, char** argv) {
       (void)htam::eval::WriteFrame(kFd,
                                    {{"type", "progress"}, {"job_id", job_id}, {"stage", stage}});
     };
+    ReapOrphans(runner.pid);
     progress("parse task");
     htam::GateResult r;
     htam::fb::Bottleneck bottleneck = htam::fb::Bottleneck::Unknown;

@@ -152,6 +152,36 @@ TEST_F(AnswerKey, PreviousCandidatesLeaveNothingBehind) {
                  Wrap(reader, std::string(kRelu) + "/reference.cpp"));
 }
 
+// The verifier and its runner serve many jobs (eval.runner_jobs); a reset between jobs empties the
+// runner's working directory, so a file an honest candidate leaves there (where its own compile
+// outputs are) is gone for the next candidate, which then has nothing to copy.
+TEST_F(AnswerKey, APersistentRunnerKeepsNoFileOfAnEarlierJob) {
+  auto restarts = [&] {
+    std::string t = ev_->StatusText();
+    auto p = t.find("worker_restarts: ");
+    return p == std::string::npos ? -1 : std::atoi(t.c_str() + p + 17);
+  };
+  const std::string writer =
+      "static int stolen(void) { FILE* f = fopen(\"left-behind.txt\", \"w\"); if (f) {"
+      " fputs(\"outputs\", f); fclose(f); } return 1; }\n";
+  EvalResult first = Run(kRelu, Wrap(writer, std::string(kRelu) + "/reference.cpp"));
+  ASSERT_EQ(Name(first.status), std::string("Ok")) << first.diagnostics;
+  const int after_first = restarts();
+  const std::string reader =
+      "static int stolen(void) { FILE* f = fopen(\"left-behind.txt\", \"r\"); if (!f) return 0;"
+      " fclose(f); return 1; }\n";
+  // The control: in the same job, the file it just wrote is there (the probe itself works).
+  EvalResult same_job = Run(kRelu, Wrap("static int stolen(void) { FILE* f = fopen(\"mine.txt\", "
+                                        "\"w\"); if (!f) return 0; fclose(f); f = fopen(\"mine.txt\", "
+                                        "\"r\"); if (!f) return 0; fclose(f); return 1; }\n",
+                                        std::string(kRelu) + "/reference.cpp"));
+  EXPECT_EQ(Name(same_job.status), std::string("Ok")) << same_job.diagnostics;
+  // The same worker and runner served both Ok jobs: no process was replaced between them.
+  EXPECT_EQ(after_first, restarts()) << ev_->StatusText();
+  ExpectRejected("reads a file an earlier job left in the runner's directory", kRelu,
+                 Wrap(reader, std::string(kRelu) + "/reference.cpp"));
+}
+
 TEST_F(AnswerKey, GoldenDataIsOutOfReach) {
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "PyTorch is not importable by /usr/bin/python3: install python3-torch "

@@ -7,6 +7,7 @@
 //                                                           "expected"; --write fills "measured"
 // Any option of the configuration table may follow (--eval.repetitions 20, --config FILE).
 // Exit status: 0 all as expected, 1 an expectation failed, 2 usage or infrastructure error.
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -40,6 +41,11 @@ json ToJson(const std::string& label, const EvalResult& r) {
           {"speedup", r.speedup},
           {"device", r.device},
           {"wall_ms", r.wall_ms},
+          {"stage_ms", [&] {
+             json st = json::object();
+             for (const auto& [k, v] : r.stage_ms) st[k] = std::round(v * 10) / 10;
+             return st;
+           }()},
           {"candidate_hash", r.candidate_hash},
           {"diagnostics", r.diagnostics.substr(0, 600)}};
 }
