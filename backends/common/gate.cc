@@ -135,6 +135,23 @@ class DeviceTensor {
     if (after) s += std::string(s.empty() ? "" : " and ") + std::to_string(after) + " bytes after";
     return s;
   }
+  // Element i alone, as a one-element host tensor (messages about a device-side comparison).
+  Result<HostTensor> Element(int64_t i) const {
+    HostTensor t = MakeTensor(host_.name, host_.dtype, {1});
+    HTAM_RETURN_IF_ERROR(ConsumeError(
+        api_->copy_to_host(t.bytes.data(), buf_, guard_ + uint64_t(i) * t.bytes.size(),
+                           t.bytes.size()),
+        "download"));
+    return t;
+  }
+  Status Fill(const htam_fill_request& req) {
+    return ConsumeError(api_->buffer_fill(buf_, guard_, &req), "generating inputs on the device");
+  }
+  htam_buffer* buffer() const { return buf_; }
+  uint64_t guard() const { return guard_; }
+  int64_t numel() const { return host_.numel(); }
+  htam_dtype dtype() const { return host_.dtype; }
+  bool is_float() const { return host_.IsFloat(); }
   const htam_tensor& desc() const { return desc_; }
   htam_tensor& desc() { return desc_; }
   BoundTensor Bound() const { return BoundTensor{buf_, guard_, desc_}; }
@@ -151,6 +168,13 @@ class DeviceTensor {
 };
 
 using TensorSet = std::vector<std::unique_ptr<DeviceTensor>>;
+
+// What a call's inputs must still be afterwards: host copies, or (inputs generated on the device)
+// pristine device copies in the verifier's own memory, never shared with the runner.
+struct Inputs {
+  std::vector<HostTensor> host;
+  TensorSet pristine;
+};
 
 bool IsPoison(const HostTensor& t, int64_t i) {
   int sz = htam_dtype_size(t.dtype);
@@ -384,6 +408,7 @@ class Gate::Impl {
     SpeedOfLight(&res);
     res.status = OutcomeStatus::Ok;
     res.diagnostics = "passed " + std::to_string(res.cases) + " verification cases";
+    if (!data_note_.empty()) res.diagnostics += "; " + data_note_;
     if (!diag.empty()) res.diagnostics += "; compiler: " + diag.substr(0, 2000);
     return res;
   }
@@ -458,18 +483,144 @@ class Gate::Impl {
     return Status::OK();
   }
 
-  // Inputs generated from the task's distributions, or `given` ones (golden data).
-  Status MakeInputs(const DimBinding& dims, uint64_t seed, std::vector<HostTensor>* host,
-                    TensorSet* dev, const std::vector<HostTensor>* given = nullptr) {
+  // Inputs generated from the task's distributions (on the device where the plugin can, else on
+  // the host), or `given` ones (golden data).
+  Status MakeInputs(const DimBinding& dims, uint64_t seed, Inputs* inputs, TensorSet* dev,
+                    const std::vector<HostTensor>* given = nullptr) {
+    const bool on_device = !given && DeviceData();
     for (size_t i = 0; i < task_.inputs.size(); ++i) {
       const TensorSpec& ts = task_.inputs[i];
-      host->push_back(given ? (*given)[i] : GenerateInput(ts, task_.Shape(ts, dims), Mix(seed, i)));
+      const uint64_t s = Mix(seed, i);
       auto t = std::make_unique<DeviceTensor>(api_, sharer_);
-      HTAM_RETURN_IF_ERROR(t->Create(device_, host->back(), opt_.guard_bytes, &canary_));
-      HTAM_RETURN_IF_ERROR(t->Upload(host->back()));
+      if (on_device) {
+        HTAM_RETURN_IF_ERROR(t->Create(device_, Shaped(ts, dims), opt_.guard_bytes, &canary_));
+        auto keep = std::make_unique<DeviceTensor>(api_, nullptr);
+        HTAM_RETURN_IF_ERROR(keep->Create(device_, Shaped(ts, dims), 0, &canary_));
+        Result<bool> filled = FillOnDevice(ts, s, t.get());
+        if (!filled.ok() && i == 0) {
+          // The plugin cannot (its kernels do not build here): the host generates, from now on.
+          device_data_failed_ = true;
+          data_note_ = "test data generated on the host: " + filled.status().message();
+          return MakeInputs(dims, seed, inputs, dev, given);
+        }
+        if (!filled.ok()) return filled.status();
+        if (*filled) {
+          HTAM_RETURN_IF_ERROR(FillOnDevice(ts, s, keep.get()).status());
+        } else {  // all zeros from these parameters: the host's generator (never all zeros)
+          HostTensor h = GenerateInput(ts, task_.Shape(ts, dims), s);
+          HTAM_RETURN_IF_ERROR(t->Upload(h));
+          HTAM_RETURN_IF_ERROR(keep->Upload(h));
+        }
+        inputs->pristine.push_back(std::move(keep));
+      } else {
+        inputs->host.push_back(given ? (*given)[i] : GenerateInput(ts, task_.Shape(ts, dims), s));
+        HTAM_RETURN_IF_ERROR(t->Create(device_, inputs->host.back(), opt_.guard_bytes, &canary_));
+        HTAM_RETURN_IF_ERROR(t->Upload(inputs->host.back()));
+      }
       dev->push_back(std::move(t));
     }
     return Status::OK();
+  }
+  // A host tensor of the right shape with no data (what DeviceTensor::Create needs).
+  HostTensor Shaped(const TensorSpec& ts, const DimBinding& dims) const {
+    HostTensor h;
+    h.name = ts.name;
+    h.dtype = ts.dtype;
+    h.shape = task_.Shape(ts, dims);
+    return h;
+  }
+  // Whether test data is generated and compared on the device (the plugin's buffer_fill and
+  // buffer_compare, GateOptions::device_data).
+  bool DeviceData() const {
+    return opt_.device_data && api_->buffer_fill && api_->buffer_compare && !device_data_failed_;
+  }
+  // Fills `t` on the device; false when the values came out all zero (the caller generates them
+  // on the host instead, whose generator never hands out only zeros).
+  Result<bool> FillOnDevice(const TensorSpec& ts, uint64_t seed, DeviceTensor* t) {
+    htam_fill_request q{};
+    q.struct_size = sizeof q;
+    q.dtype = ts.dtype;
+    q.count = uint64_t(t->numel());
+    q.dist = ts.init.dist == InitSpec::Dist::kNormal    ? 0
+             : ts.init.dist == InitSpec::Dist::kUniform ? 1
+                                                        : 2;
+    const bool is_float = ts.dtype == HTAM_F32 || ts.dtype == HTAM_F16 ||
+                          ts.dtype == HTAM_BF16 || ts.dtype == HTAM_F64;
+    q.round = !is_float || ts.init.dist == InitSpec::Dist::kRandint;
+    q.a = ts.init.a;
+    q.b = ts.init.b;
+    q.seed = seed * 0x9E3779B97F4A7C15ull + 0x5bd1e995;
+    q.num_special = int32_t(std::min<size_t>(ts.init.special.size(), 8));
+    q.fraction = ts.init.special_fraction;
+    for (int k = 0; k < q.num_special; ++k) q.special[k] = ts.init.special[size_t(k)];
+    HTAM_RETURN_IF_ERROR(t->Fill(q));
+    auto c = CompareOnDevice(*t, *t, 2);
+    if (!c.ok()) return c.status();
+    return !c->a_all_zero || q.count == 0;
+  }
+  Result<htam_compare_result> CompareOnDevice(const DeviceTensor& a, const DeviceTensor& b,
+                                              int mode) {
+    htam_compare_request q{};
+    q.struct_size = sizeof q;
+    q.dtype = a.dtype();
+    q.count = uint64_t(a.numel());
+    q.a = a.buffer();
+    q.a_offset = a.guard();
+    q.b = b.buffer();
+    q.b_offset = b.guard();
+    q.mode = mode;
+    q.atol = task_.tolerance.atol;
+    q.rtol = task_.tolerance.rtol;
+    htam_compare_result r{};
+    r.struct_size = sizeof r;
+    r.first_mismatch = r.first_nonfinite = -1;
+    HTAM_RETURN_IF_ERROR(
+        ConsumeError(api_->buffer_compare(device_, &q, &r), "comparing on the device"));
+    return r;
+  }
+  // CheckOutput (above) for tensors on the device: the same verdicts and the same words, from a
+  // comparison that leaves the device only as counters and the elements a message names.
+  Result<std::string> CheckOutputOnDevice(const DeviceTensor& c, const DeviceTensor& r,
+                                          const std::string& where, bool hide = false) {
+    HTAM_ASSIGN_OR_RETURN(htam_compare_result res, CompareOnDevice(c, r, 0));
+    const Tolerance& tol = task_.tolerance;
+    const int64_t n = c.numel();
+    if (res.first_nonfinite >= 0) {
+      const int64_t i = res.first_nonfinite;
+      HTAM_ASSIGN_OR_RETURN(HostTensor ce, c.Element(i));
+      HTAM_ASSIGN_OR_RETURN(HostTensor re, r.Element(i));
+      const double cv = ce.At(0), rv = re.At(0);
+      if (c.is_float() && IsPoison(ce, 0))
+        return "output '" + c.name() + "' not written" + At(i, hide) + " (poison left)" + where;
+      return "output '" + c.name() + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + At(i, hide) +
+             " where the reference has " + Num(rv) + where;
+    }
+    if (res.a_all_zero && res.b_any_nonzero)
+      return "output '" + c.name() + "' is all zeros where the reference is not" + where;
+    if (double(res.mismatches) > tol.bad_budget * double(n)) {
+      const int64_t i = res.first_mismatch;
+      HTAM_ASSIGN_OR_RETURN(HostTensor ce, c.Element(i));
+      HTAM_ASSIGN_OR_RETURN(HostTensor re, r.Element(i));
+      std::string count = hide ? Num(100.0 * double(res.mismatches) / double(n)) +
+                                     "% of the elements"
+                               : std::to_string(res.mismatches) + " of " + std::to_string(n) +
+                                     " elements";
+      return count + " of '" + c.name() + "' outside tolerance (rtol " + Num(tol.rtol) +
+             ", atol " + Num(tol.atol) + "); first" +
+             (hide ? std::string() : " at element " + std::to_string(i)) + ": got " +
+             Num(ce.At(0)) + ", expected " + Num(re.At(0)) + where;
+    }
+    return std::string();
+  }
+  // CheckSame (above) on the device.
+  Result<std::string> CheckSameOnDevice(const DeviceTensor& a, const DeviceTensor& b, bool hide) {
+    HTAM_ASSIGN_OR_RETURN(htam_compare_result res, CompareOnDevice(a, b, 1));
+    if (res.mismatches == 0) return std::string();
+    const int64_t i = res.first_mismatch;
+    HTAM_ASSIGN_OR_RETURN(HostTensor x, a.Element(i));
+    HTAM_ASSIGN_OR_RETURN(HostTensor y, b.Element(i));
+    return "two calls with the same inputs disagree on '" + a.name() + "'" + At(i, hide) + ": " +
+           Num(x.At(0)) + " vs " + Num(y.At(0));
   }
   Status MakeOutputs(const DimBinding& dims, TensorSet* dev) {
     for (const TensorSpec& ts : task_.outputs) {
@@ -532,8 +683,8 @@ class Gate::Impl {
     return Classify(o, where, "");
   }
 
-  Verdict CheckGuardsAndInputs(const TensorSet& in, const TensorSet& out,
-                               const std::vector<HostTensor>* host_in, const std::string& where) {
+  Verdict CheckGuardsAndInputs(const TensorSet& in, const TensorSet& out, const Inputs* inputs,
+                               const std::string& where) {
     for (const auto* set : {&in, &out}) {
       for (const auto& t : *set) {
         auto g = t->CheckGuards();
@@ -545,25 +696,33 @@ class Gate::Impl {
                                    "': " + *g + " the buffer" + where);
       }
     }
-    if (host_in) {
-      for (size_t i = 0; i < in.size(); ++i) {
+    for (size_t i = 0; inputs && i < in.size(); ++i) {
+      bool same = true;
+      if (i < inputs->pristine.size()) {
+        auto c = CompareOnDevice(*in[i], *inputs->pristine[i], 2);
+        if (!c.ok()) return Verdict::Fail(OutcomeStatus::InfraError, c.status().message());
+        same = c->mismatches == 0;
+      } else if (i < inputs->host.size()) {
         auto now = in[i]->Download();
         if (!now.ok()) return Verdict::Fail(OutcomeStatus::InfraError, now.status().message());
-        if (now->bytes != (*host_in)[i].bytes)
-          return Verdict::Fail(OutcomeStatus::Incorrect, "modified input '" + in[i]->name() +
-                                                             "' (inputs are read-only)" + where);
+        same = now->bytes == inputs->host[i].bytes;
       }
+      if (!same)
+        return Verdict::Fail(OutcomeStatus::Incorrect, "modified input '" + in[i]->name() +
+                                                           "' (inputs are read-only)" + where);
     }
     return Verdict{};
   }
 
   Verdict VerifyCase(CandidateExec* cand, CandidateExec* ref, const DimBinding& dims, uint64_t seed,
                      const std::string& where, bool hide, const GoldenCase* golden) {
-    std::vector<HostTensor> host_in;
-    TensorSet in, out, ref_out;
+    Inputs host_in;
+    TensorSet in, out, ref_out, out2;
     Status st = MakeInputs(dims, seed, &host_in, &in, golden ? &golden->inputs : nullptr);
+    const bool on_device = !host_in.pristine.empty() || (in.empty() && !golden && DeviceData());
     if (st.ok()) st = MakeOutputs(dims, &out);
     if (st.ok() && !golden) st = MakeOutputs(dims, &ref_out);
+    if (st.ok() && on_device) st = MakeOutputs(dims, &out2);
     if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     // Candidate first (stale results of the reference cannot help it), outputs poisoned.
     Verdict v = Call(cand, in, out, where);
@@ -571,16 +730,20 @@ class Gate::Impl {
     v = CheckGuardsAndInputs(in, out, &host_in, where);
     if (!v.ok()) return v;
     std::vector<HostTensor> run1;
-    for (auto& t : out) {
-      auto h = t->Download();
-      if (!h.ok()) return Verdict::Fail(OutcomeStatus::InfraError, h.status().message());
-      run1.push_back(std::move(*h));
-      if (!(st = t->Poison()).ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
+    if (!on_device) {
+      for (auto& t : out) {
+        auto h = t->Download();
+        if (!h.ok()) return Verdict::Fail(OutcomeStatus::InfraError, h.status().message());
+        run1.push_back(std::move(*h));
+        if (!(st = t->Poison()).ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
+      }
     }
-    // Second call, same inputs: catches skipped work on repeated calls and races.
-    v = Call(cand, in, out, where);
+    // Second call, same inputs (into fresh poisoned outputs when the data stays on the device):
+    // catches skipped work on repeated calls and races.
+    TensorSet& second = on_device ? out2 : out;
+    v = Call(cand, in, second, where);
     if (!v.ok()) return v;
-    v = CheckGuardsAndInputs(in, out, &host_in, where);
+    v = CheckGuardsAndInputs(in, second, &host_in, where);
     if (!v.ok()) return v;
     // The reference last (golden outputs: computed by PyTorch beforehand).
     if (!golden) {
@@ -588,13 +751,27 @@ class Gate::Impl {
       if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
     }
     for (size_t i = 0; i < out.size(); ++i) {
-      auto r = golden ? Result<HostTensor>(golden->outputs[i]) : ref_out[i]->Download();
-      auto c2 = out[i]->Download();
-      if (!r.ok() || !c2.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
-      std::string why = CheckOutput(run1[i], *r, task_.tolerance, where, hide);
-      if (!why.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why);
-      std::string why2 = CheckOutput(*c2, *r, task_.tolerance, where, hide);
-      std::string same = CheckSame(run1[i], *c2, task_.tolerance, hide);
+      std::string why, why2, same;
+      if (on_device) {
+        auto w1 = CheckOutputOnDevice(*out[i], *ref_out[i], where, hide);
+        if (!w1.ok()) return Verdict::Fail(OutcomeStatus::InfraError, w1.status().message());
+        if (!w1->empty()) return Verdict::Fail(OutcomeStatus::Incorrect, *w1);
+        auto w2 = CheckOutputOnDevice(*out2[i], *ref_out[i], where, hide);
+        auto sm = CheckSameOnDevice(*out[i], *out2[i], hide);
+        if (!w2.ok() || !sm.ok())
+          return Verdict::Fail(OutcomeStatus::InfraError,
+                               (!w2.ok() ? w2.status() : sm.status()).message());
+        why2 = *w2;
+        same = *sm;
+      } else {
+        auto r = golden ? Result<HostTensor>(golden->outputs[i]) : ref_out[i]->Download();
+        auto c2 = out[i]->Download();
+        if (!r.ok() || !c2.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
+        why = CheckOutput(run1[i], *r, task_.tolerance, where, hide);
+        if (!why.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why);
+        why2 = CheckOutput(*c2, *r, task_.tolerance, where, hide);
+        same = CheckSame(run1[i], *c2, task_.tolerance, hide);
+      }
       if (!same.empty() && !why2.empty() && why2.find("not written") != std::string::npos)
         return Verdict::Fail(
             OutcomeStatus::Incorrect,
@@ -612,7 +789,7 @@ class Gate::Impl {
     const int sets = std::max(1, opt_.input_sets);
     const std::string who = check ? "candidate" : "baseline";
     Progress("prepare timing inputs (" + who + ")");
-    std::vector<std::vector<HostTensor>> host_in(sets);
+    std::vector<Inputs> host_in(sets);
     std::vector<TensorSet> in(sets), out(sets);
     const bool golden = !golden_time_.empty();
     for (int k = 0; k < sets; ++k) {
@@ -663,7 +840,14 @@ class Gate::Impl {
           if (!v.ok())
             return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
         }
-        for (size_t i = 0; i < out[k].size(); ++i) {
+        for (size_t i = 0; i < out[k].size() && !golden && !host_in[k].pristine.empty(); ++i) {
+          auto why = CheckOutputOnDevice(
+              *out[k][i], *ref_out[i],
+              " (output of a timed call, input set " + std::to_string(k) + ")");
+          if (!why.ok()) return Verdict::Fail(OutcomeStatus::InfraError, why.status().message());
+          if (!why->empty()) return Verdict::Fail(OutcomeStatus::Incorrect, *why);
+        }
+        for (size_t i = 0; i < out[k].size() && (golden || host_in[k].pristine.empty()); ++i) {
           auto c = out[k][i]->Download();
           auto r =
               golden ? Result<HostTensor>(golden_time_[size_t(k) % golden_time_.size()].outputs[i])
@@ -733,7 +917,7 @@ class Gate::Impl {
   // One call of the candidate on the first seen shape (the run a profiler watches).
   GateResult SingleCall(GateResult res) {
     const DimBinding& dims = task_.seen_shapes.front();
-    std::vector<HostTensor> host_in;
+    Inputs host_in;
     TensorSet in, out;
     Status st = MakeInputs(dims, Mix(opt_.seed_base, 9000), &host_in, &in,
                            golden_time_.empty() ? nullptr : &golden_time_.front().inputs);
@@ -763,7 +947,7 @@ class Gate::Impl {
   }
 
   void ProfileCandidate(const DimBinding& dims, GateResult* res) {
-    std::vector<HostTensor> host_in;
+    Inputs host_in;
     TensorSet in, out;
     if (!MakeInputs(dims, Mix(opt_.seed_base, 9000), &host_in, &in).ok()) return;
     if (!MakeOutputs(dims, &out).ok()) return;
@@ -797,6 +981,8 @@ class Gate::Impl {
   std::vector<GoldenCase> golden_verify_, golden_time_;
   TorchBaseline baseline_;
   std::string golden_device_;
+  bool device_data_failed_ = false;
+  std::string data_note_;
   std::vector<std::pair<std::string, double>> stage_ms_;
   std::string stage_name_;
   std::chrono::steady_clock::time_point stage_start_;

@@ -56,6 +56,9 @@ struct GateOptions {
   // KernelBench tasks: the verification seeds of a job are drawn from a pool of this many (by
   // seed_base), so that no fixed seed predicts a job's inputs; 0 = seeds 0..seeds-1.
   int golden_seed_pool = 0;
+  // Inputs generated and outputs compared on the device where the plugin offers it (API 1.2
+  // buffer_fill / buffer_compare); false = on the host, as every backend without them.
+  bool device_data = true;
 };
 
 struct GateResult {

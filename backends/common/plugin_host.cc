@@ -57,6 +57,8 @@ Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& l
       {"htam_backend_buffer_export", reinterpret_cast<void**>(&api.buffer_export), false},
       {"htam_backend_buffer_import", reinterpret_cast<void**>(&api.buffer_import), false},
       {"htam_backend_device_roofline", reinterpret_cast<void**>(&api.device_roofline), false},
+      {"htam_backend_buffer_fill", reinterpret_cast<void**>(&api.buffer_fill), false},
+      {"htam_backend_buffer_compare", reinterpret_cast<void**>(&api.buffer_compare), false},
   };
   // Version first: a plugin of another major may not even have the same symbol set.
   void* version_sym = lookup("htam_backend_api_version");

@@ -12,6 +12,8 @@
 #include <thread>
 #include <utility>
 
+#include "backends/common/data_ops_host.h"
+
 namespace htam {
 
 int64_t HostTensor::numel() const {
@@ -24,71 +26,10 @@ bool HostTensor::IsFloat() const {
   return dtype == HTAM_F32 || dtype == HTAM_F64 || dtype == HTAM_F16 || dtype == HTAM_BF16;
 }
 
-float HalfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while ((man & 0x400) == 0);
-      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | man << 13;
-  } else {
-    bits = sign | (exp - 15 + 127) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint16_t sign = uint16_t((x >> 16) & 0x8000);
-  uint32_t exp = (x >> 23) & 0xff;
-  uint32_t man = x & 0x7fffff;
-  if (exp == 0xff) return sign | 0x7c00 | (man ? 0x200 : 0);
-  int e = int(exp) - 127 + 15;
-  if (e >= 31) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    man |= 0x800000;
-    uint32_t shift = uint32_t(14 - e);
-    uint32_t half = man >> shift;
-    uint32_t rem = man & ((1u << shift) - 1);
-    uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) ++half;
-    return sign | uint16_t(half);
-  }
-  uint32_t half = uint32_t(e) << 10 | man >> 13;
-  uint32_t rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;  // may carry into exp: correct
-  return sign | uint16_t(half);
-}
-
-float Bf16ToFloat(uint16_t b) {
-  uint32_t bits = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t FloatToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffff) > 0x7f800000) return uint16_t((x >> 16) | 0x40);  // quiet NaN
-  x += 0x7fff + ((x >> 16) & 1);
-  return uint16_t(x >> 16);
-}
+float HalfToFloat(uint16_t h) { return data::HalfToFloat(h); }
+uint16_t FloatToHalf(float f) { return data::FloatToHalf(f); }
+float Bf16ToFloat(uint16_t b) { return data::Bf16ToFloat(b); }
+uint16_t FloatToBf16(float f) { return data::FloatToBf16(f); }
 
 double HostTensor::At(int64_t i) const {
   const uint8_t* p = bytes.data();

@@ -1,10 +1,13 @@
 // Input generation and dtype conversions.
 #include "backends/common/tensor_data.h"
 
+#include "backends/common/data_ops_host.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace htam {
@@ -128,6 +131,88 @@ TEST(Describe, RowMajorStrides) {
   EXPECT_EQ(d.strides[0], 12);
   EXPECT_EQ(d.strides[2], 1);
   EXPECT_EQ(htam_numel(&d), 24);
+}
+
+
+// Test data "on the device" (backend.h 1.2), as the CPU backend computes it.
+TEST(DeviceData, FillIsAFunctionOfSeedAndIndexAndRespectsItsDistribution) {
+  htam_fill_request f{};
+  f.struct_size = sizeof f;
+  f.dtype = HTAM_F32;
+  f.count = 4096;
+  f.dist = 1;  // uniform [-2, 3)
+  f.a = -2;
+  f.b = 3;
+  f.seed = 42;
+  std::vector<uint8_t> a(4 * f.count), b(4 * f.count), c(4 * f.count);
+  data::Fill(a.data(), f);
+  data::Fill(b.data(), f);
+  f.seed = 43;
+  data::Fill(c.data(), f);
+  EXPECT_EQ(a, b) << "same seed, same values";
+  EXPECT_NE(a, c) << "another seed, other values";
+  double lo = 1e9, hi = -1e9;
+  for (uint64_t i = 0; i < f.count; ++i) {
+    double v = data::Get(a.data(), i, HTAM_F32);
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_GE(lo, -2.0);
+  EXPECT_LT(hi, 3.0);
+  EXPECT_LT(lo, -1.9);  // the whole range is drawn
+  EXPECT_GT(hi, 2.9);
+  // Integers in [1, 6] with 25 % special values (here -7).
+  f.dtype = HTAM_I32;
+  f.dist = 2;
+  f.a = 1;
+  f.b = 6;
+  f.num_special = 1;
+  f.special[0] = -7;
+  f.fraction = 0.25;
+  data::Fill(a.data(), f);
+  int specials = 0, others = 0;
+  for (uint64_t i = 0; i < f.count; ++i) {
+    double v = data::Get(a.data(), i, HTAM_I32);
+    if (v == -7) ++specials;
+    else if (v >= 1 && v <= 6 && v == std::floor(v)) ++others;
+  }
+  EXPECT_EQ(specials + others, int(f.count));
+  EXPECT_NEAR(double(specials) / double(f.count), 0.25, 0.04);
+}
+
+TEST(DeviceData, CompareFindsPoisonMismatchesAndZeros) {
+  const uint64_t n = 1000;
+  std::vector<float> ref(n), cand(n);
+  for (uint64_t i = 0; i < n; ++i) ref[i] = cand[i] = float(i % 7) + 0.5f;
+  cand[10] = 1e6f;                          // outside tolerance
+  cand[20] = 2e6f;
+  std::memset(&cand[500], 0xFF, 4);         // poison: NaN where the reference is finite
+  htam_compare_request q{};
+  q.struct_size = sizeof q;
+  q.dtype = HTAM_F32;
+  q.count = n;
+  q.mode = 0;
+  q.atol = 1e-6;
+  q.rtol = 1e-5;
+  htam_compare_result r{};
+  auto* c = reinterpret_cast<const uint8_t*>(cand.data());
+  auto* e = reinterpret_cast<const uint8_t*>(ref.data());
+  data::Compare(c, e, q, &r);
+  EXPECT_EQ(r.mismatches, 2u);
+  EXPECT_EQ(r.first_mismatch, 10);
+  EXPECT_EQ(r.first_nonfinite, 500);
+  EXPECT_EQ(r.a_all_zero, 0);
+  EXPECT_EQ(r.b_any_nonzero, 1);
+  q.mode = 2;  // bitwise
+  data::Compare(c, c, q, &r);
+  EXPECT_EQ(r.mismatches, 0u);
+  data::Compare(c, e, q, &r);
+  EXPECT_EQ(r.mismatches, 3u);
+  EXPECT_EQ(r.first_mismatch, 10);
+  std::vector<float> zeros(n, 0.f);
+  q.mode = 0;
+  data::Compare(reinterpret_cast<const uint8_t*>(zeros.data()), e, q, &r);
+  EXPECT_EQ(r.a_all_zero, 1);
 }
 
 }  // namespace

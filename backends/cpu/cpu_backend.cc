@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/data_ops_host.h"
 #include "backends/common/plugin_error.h"
 #include "base/hash.h"
 #include "htam/backend.h"
@@ -491,6 +492,33 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, ui
   if (!dst || offset > dst->bytes || bytes > dst->bytes - offset)
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "memset out of range");
   if (bytes) std::memset(static_cast<uint8_t*>(dst->data) + offset, value, bytes);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_fill(htam_buffer* b, uint64_t offset,
+                                                                 const htam_fill_request* req) {
+  if (!b || !req || req->struct_size < sizeof(htam_fill_request) || req->dtype < 0 ||
+      req->dtype > HTAM_BOOL || req->count > UINT64_MAX / 8)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill: bad request");
+  const uint64_t bytes = req->count * uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
+  if (offset > b->bytes || bytes > b->bytes - offset)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill out of range");
+  htam::data::Fill(static_cast<uint8_t*>(b->data) + offset, *req);
+  return nullptr;
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
+    htam_device* d, const htam_compare_request* req, htam_compare_result* out) {
+  if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || !req->a ||
+      !req->b || req->dtype < 0 || req->dtype > HTAM_BOOL || req->mode < 0 || req->mode > 2 ||
+      req->count > UINT64_MAX / 8 || out->struct_size < sizeof(htam_compare_result))
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: bad request");
+  const uint64_t bytes = req->count * uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
+  if (req->a_offset > req->a->bytes || bytes > req->a->bytes - req->a_offset ||
+      req->b_offset > req->b->bytes || bytes > req->b->bytes - req->b_offset)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare out of range");
+  htam::data::Compare(static_cast<const uint8_t*>(req->a->data) + req->a_offset,
+                      static_cast<const uint8_t*>(req->b->data) + req->b_offset, *req, out);
   return nullptr;
 }
 

@@ -253,6 +253,8 @@ int main(int argc, char** argv) {
         OptionValue(args.options, "kernelbench_python", d.GetString("eval.kernelbench_python"));
     go.golden_helper =
         OptionValue(args.options, "kernelbench_helper", d.GetString("eval.kernelbench_helper"));
+    go.device_data = OptionValue(args.options, "device_data",
+                                 d.GetBool("eval.device_data") ? "true" : "false") != "false";
     go.golden_timeout_s = std::atof(
         OptionValue(args.options, "kernelbench_timeout_s",
                     std::to_string(d.GetInt("eval.kernelbench_timeout_s")))

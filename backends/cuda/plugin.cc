@@ -18,6 +18,7 @@
 #include "backends/common/plugin_error.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_errors.h"
+#include "backends/cuda/data_ops.h"
 #include "backends/cuda/nvcc_compiler.h"
 #include "htam/backend.h"
 
@@ -104,6 +105,7 @@ struct htam_artifact {
 struct htam_device {
   htam_backend* backend = nullptr;
   std::unique_ptr<CudaDevice> dev;
+  std::unique_ptr<htam::cuda::DataOps> data;  // after dev: released before the context goes
   double call_timeout_ms = 0;
   int live_objects = 0;
 };
@@ -531,6 +533,54 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, ui
               cudaMemsetAsync(static_cast<char*>(dst->ptr) + offset, value, bytes,
                               dst->device->dev->stream()),
               "memset");
+}
+
+namespace {
+htam::cuda::DataOps* Data(htam_device* d) {
+  if (!d->data) d->data = std::make_unique<htam::cuda::DataOps>(d->dev->props().arch);
+  return d->data.get();
+}
+htam_backend_error* DataError(const htam::Status& s) {
+  return MakeError(s.code() == htam::Status::Code::kUnavailable ? HTAM_ERR_UNSUPPORTED
+                                                                : HTAM_ERR_INTERNAL,
+                   s.message());
+}
+}  // namespace
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_fill(htam_buffer* b, uint64_t offset,
+                                                                 const htam_fill_request* req) {
+  if (!b || !req || req->struct_size < sizeof(htam_fill_request) || req->dtype < 0 ||
+      req->dtype > HTAM_BOOL)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill: bad request");
+  const uint64_t size = uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
+  if (req->count > (UINT64_MAX / 8)) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill: count");
+  if (htam_backend_error* e = CheckRange(b, offset, req->count * size)) return e;
+  htam::Status s = Data(b->device)->Fill(static_cast<char*>(b->ptr) + offset, *req,
+                                         b->device->dev->stream());
+  return s.ok() ? nullptr : DataError(s);
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
+    htam_device* d, const htam_compare_request* req, htam_compare_result* out) {
+  if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || req->dtype < 0 ||
+      req->dtype > HTAM_BOOL || !req->a || !req->b || req->a->device != d || req->b->device != d ||
+      req->mode < 0 || req->mode > 2)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: bad request");
+  const uint64_t size = uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
+  if (req->count > (UINT64_MAX / 8)) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: count");
+  if (htam_backend_error* e = CheckRange(req->a, req->a_offset, req->count * size)) return e;
+  if (htam_backend_error* e = CheckRange(req->b, req->b_offset, req->count * size)) return e;
+  htam_compare_result r{};
+  htam::Status s = Data(d)->Compare(static_cast<const char*>(req->a->ptr) + req->a_offset,
+                                    static_cast<const char*>(req->b->ptr) + req->b_offset, *req,
+                                    d->dev->stream(), &r);
+  if (!s.ok()) return DataError(s);
+  HTAM_SET_FIELD(out, mismatches, r.mismatches);
+  HTAM_SET_FIELD(out, first_mismatch, r.first_mismatch);
+  HTAM_SET_FIELD(out, first_nonfinite, r.first_nonfinite);
+  HTAM_SET_FIELD(out, a_all_zero, r.a_all_zero);
+  HTAM_SET_FIELD(out, b_any_nonzero, r.b_any_nonzero);
+  return nullptr;
 }
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* inputs,

@@ -496,7 +496,8 @@ json EvaluatorImpl::GateJson() const {
           {"golden_python", cfg_.GetString("eval.kernelbench_python")},
           {"golden_helper", cfg_.GetString("eval.kernelbench_helper")},
           {"golden_timeout_s", cfg_.GetInt("eval.kernelbench_timeout_s")},
-          {"golden_seed_pool", cfg_.GetInt("eval.kernelbench_seed_pool")}};
+          {"golden_seed_pool", cfg_.GetInt("eval.kernelbench_seed_pool")},
+          {"device_data", cfg_.GetBool("eval.device_data")}};
 }
 
 // What the worker needs to profile an Ok candidate: the ncu binary (eval.ncu, else found on this

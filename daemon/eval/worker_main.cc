@@ -193,6 +193,7 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   o.golden_helper = Get<std::string>(g, "golden_helper", o.golden_helper);
   o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
   o.golden_seed_pool = Get<int>(g, "golden_seed_pool", o.golden_seed_pool);
+  o.device_data = Get<bool>(g, "device_data", o.device_data);
   return o;
 }
 

@@ -72,7 +72,7 @@ extern "C" {
 #endif
 
 #define HTAM_BACKEND_API_VERSION_MAJOR 1
-#define HTAM_BACKEND_API_VERSION_MINOR 1
+#define HTAM_BACKEND_API_VERSION_MINOR 2
 
 #if defined(__GNUC__)
 #define HTAM_BACKEND_EXPORT __attribute__((visibility("default")))
@@ -414,6 +414,61 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_roofline(htam_device
                                                                      htam_roofline_report* out);
 typedef htam_backend_error* (*htam_backend_device_roofline_fn)(htam_device*, htam_roofline_report*);
 
+/* ---- test data on the device (API 1.2) --------------------------------------------------------
+ * The gate's input generation and output comparison, run where the data is: without them the host
+ * generates every input, copies it over, and copies every output back to compare it (seconds per
+ * candidate for tensors of 10^7 elements). Both or neither. Values are a pure function of (seed,
+ * element index, distribution): any thread count, any device, the same bits. */
+typedef struct htam_fill_request {
+  uint32_t struct_size;
+  int32_t dtype;        /* htam_dtype */
+  uint64_t count;       /* elements from `offset` */
+  int32_t dist;         /* 0 normal(a, b), 1 uniform[a, b), 2 integers in [ceil a, floor b] */
+  int32_t round;        /* 1: round each value to an integer (integer dtypes) */
+  double a, b;
+  uint64_t seed;
+  int32_t num_special;  /* 0..8 values of `special`, each element one of them with `fraction` */
+  double fraction;
+  double special[8];
+} htam_fill_request;
+
+/* OPTIONAL (1.2). Fills `count` elements of `dtype` at `offset` of `buffer`. */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_fill(htam_buffer* buffer,
+                                                                 uint64_t offset,
+                                                                 const htam_fill_request* request);
+typedef htam_backend_error* (*htam_backend_buffer_fill_fn)(htam_buffer*, uint64_t,
+                                                           const htam_fill_request*);
+
+typedef struct htam_compare_request {
+  uint32_t struct_size;
+  int32_t dtype;
+  uint64_t count;
+  htam_buffer* a; /* the candidate's output (or an input after a call) */
+  uint64_t a_offset;
+  htam_buffer* b; /* the expected values (or the input as generated) */
+  uint64_t b_offset;
+  int32_t mode;   /* 0: a against expected b: |a-b| <= atol + rtol*|b|; NaN/Inf must match.
+                     1: two runs: |a-b| <= atol + rtol*|a|, NaN matches NaN.
+                     2: bitwise equality */
+  double atol, rtol;
+} htam_compare_request;
+
+typedef struct htam_compare_result {
+  uint32_t struct_size;
+  uint64_t mismatches;      /* mode 0: finite a outside tolerance or b not finite; 1, 2: unequal */
+  int64_t first_mismatch;   /* -1 none */
+  int64_t first_nonfinite;  /* mode 0: first a that is NaN/Inf where b is not the same; -1 none */
+  int32_t a_all_zero;       /* every a == 0 */
+  int32_t b_any_nonzero;    /* some b != 0 */
+} htam_compare_result;
+
+/* OPTIONAL (1.2). Compares two ranges of `count` elements of the same device. */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
+    htam_device* device, const htam_compare_request* request, htam_compare_result* out);
+typedef htam_backend_error* (*htam_backend_buffer_compare_fn)(htam_device*,
+                                                              const htam_compare_request*,
+                                                              htam_compare_result*);
+
 /* Names, for loaders: every REQUIRED symbol, then every OPTIONAL one. */
 #define HTAM_BACKEND_REQUIRED_SYMBOLS                                                           \
   "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",               \
@@ -425,7 +480,7 @@ typedef htam_backend_error* (*htam_backend_device_roofline_fn)(htam_device*, hta
       "htam_backend_run", "htam_backend_time"
 #define HTAM_BACKEND_OPTIONAL_SYMBOLS \
   "htam_backend_profile", "htam_backend_buffer_export", "htam_backend_buffer_import", \
-      "htam_backend_device_roofline"
+      "htam_backend_device_roofline", "htam_backend_buffer_fill", "htam_backend_buffer_compare"
 
 #ifdef __cplusplus
 } /* extern "C" */
