@@ -93,7 +93,7 @@ gtest_part daemon "${T_DAEMON:-150}" cuda_daemon.log cuda_daemon_gpu_test '^daem
 if has runner; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
   EV="$S/htam-evaluate --eval.sdk_include_dir $ROOT/sdk/include --eval.runner_backends cpu,cuda"
-  for mode in true false; do
+  for mode in ${RUNNER_MODES:-true false}; do
     run 120 "$OUT/runner.log" $EV --task tests/gpu/tasks/relu_small --backend cuda \
       --eval.runner $mode --eval.seeds 2 $(ls tests/hacks/cuda/*.cu | grep -v -e hang -e early_return)
   done
@@ -106,61 +106,71 @@ if has runner; then
   done
   grep -E '"status"|^lineage' "$OUT/runner.log" | cut -c1-300 | head -80
 fi
-# ---- evaluation modes side by side, same binaries, same warm GPU (MODES_TASKS narrows the list):
-#   inproc   candidates in the verifier's process, a fresh worker per candidate (the old default)
+# ---- evaluation modes side by side, same binaries, same warm GPU (MODES_TASKS narrows the tasks,
+# MODES the modes):
+#   old      candidates in the verifier's process, a fresh worker per candidate, test data
+#            generated and compared on the host (the defaults before device data and runners)
+#   inproc   the same with test data on the device
 #   ipc      candidates in a runner over buffers the verifier allocated, a fresh pair per candidate
-#   runner   candidates in a runner that allocates the buffers itself; the pair serves many jobs
+#   new      candidates in a runner that allocates its buffers, the pair serving many jobs, test
+#            data on the device
 # For each: candidates/min, GPU utilisation (nvidia-smi, 200 ms samples), stage times, and the
-# 16M relu timed as a candidate (timing parity between modes).
+# 16M relu timed as a candidate three times (timing parity). Details: modes_detail.log.
 if has modes; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
   EV="$S/htam-evaluate --eval.sdk_include_dir $ROOT/sdk/include --eval.runner_backends cpu,cuda"
   declare -A MODE_OPTS=(
-    [inproc]="--eval.runner false --eval.worker_jobs 1"
-    [ipc]="--eval.runner true --eval.runner_allocates none --eval.runner_jobs 1"
-    [runner]="--eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64")
-  for rep in 1 2; do
-    for mode in ${MODES:-inproc ipc runner}; do
-      nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 > "$OUT/util_$mode.$rep.txt" 2>/dev/null &
+    [old]="--eval.runner false --eval.worker_jobs 1 --eval.device_data false"
+    [inproc]="--eval.runner false --eval.worker_jobs 1 --eval.device_data true"
+    [ipc]="--eval.runner true --eval.runner_allocates none --eval.runner_jobs 1 --eval.device_data false"
+    [new]="--eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true")
+  M=/tmp/htam-modes; rm -rf $M; mkdir -p $M
+  for rep in ${MODES_REPS:-1}; do
+    for mode in ${MODES:-old new}; do
+      nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 > "$M/util_$mode.$rep.txt" 2>/dev/null &
       SMI=$!
       t0=$(date +%s.%N)
-      for t in ${MODES_TASKS:-gelu rowsum softmax transpose sgemm}; do
-        run 90 "$OUT/modes_$mode.$rep.jsonl" $EV --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]}
+      for t in ${MODES_TASKS:-gelu rowsum softmax}; do
+        run 150 "$M/$mode.$rep.jsonl" $EV --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]}
       done
       t1=$(date +%s.%N)
       kill $SMI 2>/dev/null; wait $SMI 2>/dev/null
-      run 60 "$OUT/modes_relu_$mode.$rep.jsonl" $EV --task tests/gpu/tasks/relu_large --backend cuda ${MODE_OPTS[$mode]} \
+      run 60 "$M/relu_$mode.$rep.jsonl" $EV --task tests/gpu/tasks/relu_large --backend cuda ${MODE_OPTS[$mode]} \
         tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu
-      python3 - "$mode" "$rep" "$t0" "$t1" "$OUT" <<'PY'
+      cat "$M/$mode.$rep.jsonl" "$M/relu_$mode.$rep.jsonl" >> "$OUT/modes_detail.log"
+      python3 - "$mode" "$rep" "$t0" "$t1" "$M" <<'PY'
 import json, sys, statistics as st, collections
-mode, rep, t0, t1, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-rows = []
-for line in open(f"{out}/modes_{mode}.{rep}.jsonl", errors="replace"):
-    line = line.strip()
-    if line.startswith("{") and '"status"' in line:
-        try: rows.append(json.loads(line))
-        except Exception: pass
-util = [float(x) for x in open(f"{out}/util_{mode}.{rep}.txt").read().split() if x.replace('.', '').isdigit()]
+mode, rep, t0, t1, m = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+def rows(path):
+    out = []
+    for line in open(path, errors="replace"):
+        line = line.strip()
+        if line.startswith("{") and '"status"' in line:
+            try: out.append(json.loads(line))
+            except Exception: pass
+    return out
+r = rows(f"{m}/{mode}.{rep}.jsonl")
+util = []
+for x in open(f"{m}/util_{mode}.{rep}.txt").read().split():
+    try: util.append(float(x))
+    except ValueError: pass
 stages = collections.defaultdict(float)
-for r in rows:
-    for k, v in (r.get("stage_ms") or {}).items(): stages[k] += v
-relu = []
-for line in open(f"{out}/modes_relu_{mode}.{rep}.jsonl", errors="replace"):
-    if line.startswith("{") and '"median_us"' in line:
-        try: relu.append(json.loads(line).get("median_us"))
-        except Exception: pass
+for x in r:
+    for k, v in (x.get("stage_ms") or {}).items(): stages[k] += v
+relu = [x.get("median_us") for x in rows(f"{m}/relu_{mode}.{rep}.jsonl")]
 wall = t1 - t0
-print(json.dumps({"mode": mode, "rep": rep, "candidates": len(rows),
-                  "ok": sum(r.get("status") == "Ok" for r in rows), "wall_s": round(wall, 1),
-                  "per_min": round(60 * len(rows) / wall, 1) if wall > 0 else 0,
-                  "wall_ms_median": st.median([r.get("wall_ms", 0) for r in rows]) if rows else 0,
+walls = sorted(x.get("wall_ms", 0) for x in r)
+print(json.dumps({"mode": mode, "rep": rep, "candidates": len(r),
+                  "ok": sum(x.get("status") == "Ok" for x in r), "wall_s": round(wall, 1),
+                  "per_min": round(60 * len(r) / wall, 1) if wall > 0 else 0,
+                  "wall_ms_p50": round(st.median(walls)) if walls else 0,
                   "gpu_util_mean": round(st.mean(util), 1) if util else None,
                   "stage_s": {k: round(v / 1000, 2) for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
                   "relu16M_us": relu,
-                  "statuses": dict(collections.Counter(r.get("status") for r in rows))}))
+                  "outcomes": [(x.get("file", "")[-28:], x.get("status"), round(x.get("speedup", 0), 3)) for x in r]}))
 PY
     done
-  done 2>&1 | tee "$OUT/modes_summary.jsonl"
+  done 2>&1 | tee -a "$OUT/modes_summary.jsonl"
 fi
 # ---- KernelBench problems on CUDA (golden data and eager baseline from PyTorch on the GPU)
 gtest_part kb "${T_KB:-150}" cuda_kernelbench.log cuda_kernelbench_gpu_test '^kernelbench'
