@@ -85,8 +85,10 @@ class DeviceTensor {
   Status Create(htam_device* dev, const HostTensor& shape_of, uint64_t guard,
                 const std::vector<uint8_t>* canary) {
     guard_ = guard;
-    bytes_ = shape_of.nbytes();
-    host_ = shape_of;
+    bytes_ = uint64_t(shape_of.numel()) * uint64_t(htam_dtype_size(shape_of.dtype));
+    host_ = shape_of;  // name, dtype and shape; no data kept here
+    host_.bytes.clear();
+    host_.bytes.shrink_to_fit();
     canary_ = canary;
     if (sharer_) {
       auto b = sharer_->Allocate(dev, bytes_ + 2 * guard_);
@@ -114,6 +116,7 @@ class DeviceTensor {
   }
   Result<HostTensor> Download() const {
     HostTensor t = host_;
+    t.bytes.resize(bytes_);
     HTAM_RETURN_IF_ERROR(
         ConsumeError(api_->copy_to_host(t.bytes.data(), buf_, guard_, bytes_), "download"));
     return t;
@@ -146,6 +149,11 @@ class DeviceTensor {
   }
   Status Fill(const htam_fill_request& req) {
     return ConsumeError(api_->buffer_fill(buf_, guard_, &req), "generating inputs on the device");
+  }
+  // This tensor's elements from `src` (same shape), on the device.
+  Status CopyFrom(const DeviceTensor& src) {
+    return ConsumeError(api_->buffer_copy(buf_, guard_, src.buf_, src.guard_, bytes_),
+                        "copying on the device");
   }
   htam_buffer* buffer() const { return buf_; }
   uint64_t guard() const { return guard_; }
@@ -505,7 +513,7 @@ class Gate::Impl {
         }
         if (!filled.ok()) return filled.status();
         if (*filled) {
-          HTAM_RETURN_IF_ERROR(FillOnDevice(ts, s, keep.get()).status());
+          HTAM_RETURN_IF_ERROR(keep->CopyFrom(*t));
         } else {  // all zeros from these parameters: the host's generator (never all zeros)
           HostTensor h = GenerateInput(ts, task_.Shape(ts, dims), s);
           HTAM_RETURN_IF_ERROR(t->Upload(h));
@@ -532,7 +540,8 @@ class Gate::Impl {
   // Whether test data is generated and compared on the device (the plugin's buffer_fill and
   // buffer_compare, GateOptions::device_data).
   bool DeviceData() const {
-    return opt_.device_data && api_->buffer_fill && api_->buffer_compare && !device_data_failed_;
+    return opt_.device_data && api_->buffer_fill && api_->buffer_compare && api_->buffer_copy &&
+           !device_data_failed_;
   }
   // Fills `t` on the device; false when the values came out all zero (the caller generates them
   // on the host instead, whose generator never hands out only zeros).
@@ -622,11 +631,11 @@ class Gate::Impl {
     return "two calls with the same inputs disagree on '" + a.name() + "'" + At(i, hide) + ": " +
            Num(x.At(0)) + " vs " + Num(y.At(0));
   }
-  Status MakeOutputs(const DimBinding& dims, TensorSet* dev) {
+  // `local`: in the verifier's own memory, never shared with a runner (copies it keeps).
+  Status MakeOutputs(const DimBinding& dims, TensorSet* dev, bool local = false) {
     for (const TensorSpec& ts : task_.outputs) {
-      auto t = std::make_unique<DeviceTensor>(api_, sharer_);
-      HTAM_RETURN_IF_ERROR(t->Create(device_, MakeTensor(ts.name, ts.dtype, task_.Shape(ts, dims)),
-                                     opt_.guard_bytes, &canary_));
+      auto t = std::make_unique<DeviceTensor>(api_, local ? nullptr : sharer_);
+      HTAM_RETURN_IF_ERROR(t->Create(device_, Shaped(ts, dims), opt_.guard_bytes, &canary_));
       HTAM_RETURN_IF_ERROR(t->Poison());
       dev->push_back(std::move(t));
     }
@@ -717,12 +726,13 @@ class Gate::Impl {
   Verdict VerifyCase(CandidateExec* cand, CandidateExec* ref, const DimBinding& dims, uint64_t seed,
                      const std::string& where, bool hide, const GoldenCase* golden) {
     Inputs host_in;
-    TensorSet in, out, ref_out, out2;
+    TensorSet in, out, ref_out, run1_dev;
     Status st = MakeInputs(dims, seed, &host_in, &in, golden ? &golden->inputs : nullptr);
     const bool on_device = !host_in.pristine.empty() || (in.empty() && !golden && DeviceData());
     if (st.ok()) st = MakeOutputs(dims, &out);
     if (st.ok() && !golden) st = MakeOutputs(dims, &ref_out);
-    if (st.ok() && on_device) st = MakeOutputs(dims, &out2);
+    // The first call's outputs, kept on the device in the verifier's own memory.
+    if (st.ok() && on_device) st = MakeOutputs(dims, &run1_dev, /*local=*/true);
     if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     // Candidate first (stale results of the reference cannot help it), outputs poisoned.
     Verdict v = Call(cand, in, out, where);
@@ -730,20 +740,21 @@ class Gate::Impl {
     v = CheckGuardsAndInputs(in, out, &host_in, where);
     if (!v.ok()) return v;
     std::vector<HostTensor> run1;
-    if (!on_device) {
-      for (auto& t : out) {
-        auto h = t->Download();
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (on_device) {
+        st = run1_dev[i]->CopyFrom(*out[i]);
+      } else {
+        auto h = out[i]->Download();
         if (!h.ok()) return Verdict::Fail(OutcomeStatus::InfraError, h.status().message());
         run1.push_back(std::move(*h));
-        if (!(st = t->Poison()).ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
       }
+      if (st.ok()) st = out[i]->Poison();
+      if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     }
-    // Second call, same inputs (into fresh poisoned outputs when the data stays on the device):
-    // catches skipped work on repeated calls and races.
-    TensorSet& second = on_device ? out2 : out;
-    v = Call(cand, in, second, where);
+    // Second call, same inputs: catches skipped work on repeated calls and races.
+    v = Call(cand, in, out, where);
     if (!v.ok()) return v;
-    v = CheckGuardsAndInputs(in, second, &host_in, where);
+    v = CheckGuardsAndInputs(in, out, &host_in, where);
     if (!v.ok()) return v;
     // The reference last (golden outputs: computed by PyTorch beforehand).
     if (!golden) {
@@ -753,11 +764,11 @@ class Gate::Impl {
     for (size_t i = 0; i < out.size(); ++i) {
       std::string why, why2, same;
       if (on_device) {
-        auto w1 = CheckOutputOnDevice(*out[i], *ref_out[i], where, hide);
+        auto w1 = CheckOutputOnDevice(*run1_dev[i], *ref_out[i], where, hide);
         if (!w1.ok()) return Verdict::Fail(OutcomeStatus::InfraError, w1.status().message());
         if (!w1->empty()) return Verdict::Fail(OutcomeStatus::Incorrect, *w1);
-        auto w2 = CheckOutputOnDevice(*out2[i], *ref_out[i], where, hide);
-        auto sm = CheckSameOnDevice(*out[i], *out2[i], hide);
+        auto w2 = CheckOutputOnDevice(*out[i], *ref_out[i], where, hide);
+        auto sm = CheckSameOnDevice(*run1_dev[i], *out[i], hide);
         if (!w2.ok() || !sm.ok())
           return Verdict::Fail(OutcomeStatus::InfraError,
                                (!w2.ok() ? w2.status() : sm.status()).message());

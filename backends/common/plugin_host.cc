@@ -59,6 +59,7 @@ Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& l
       {"htam_backend_device_roofline", reinterpret_cast<void**>(&api.device_roofline), false},
       {"htam_backend_buffer_fill", reinterpret_cast<void**>(&api.buffer_fill), false},
       {"htam_backend_buffer_compare", reinterpret_cast<void**>(&api.buffer_compare), false},
+      {"htam_backend_buffer_copy", reinterpret_cast<void**>(&api.buffer_copy), false},
   };
   // Version first: a plugin of another major may not even have the same symbol set.
   void* version_sym = lookup("htam_backend_api_version");

@@ -45,6 +45,7 @@ struct PluginApi {
   htam_backend_device_roofline_fn device_roofline = nullptr;  // optional (1.1)
   htam_backend_buffer_fill_fn buffer_fill = nullptr;          // optional (1.2), with compare
   htam_backend_buffer_compare_fn buffer_compare = nullptr;    // optional (1.2)
+  htam_backend_buffer_copy_fn buffer_copy = nullptr;          // optional (1.2)
   uint32_t major = 0, minor = 0;              // the plugin's API version
 };
 

@@ -507,6 +507,18 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_fill(htam_buffer* b,
   return nullptr;
 }
 
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* dst, uint64_t dst_off,
+                                                                 htam_buffer* src, uint64_t src_off,
+                                                                 uint64_t bytes) {
+  if (!dst || !src || dst_off > dst->bytes || bytes > dst->bytes - dst_off ||
+      src_off > src->bytes || bytes > src->bytes - src_off)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_copy out of range");
+  if (bytes)
+    std::memmove(static_cast<uint8_t*>(dst->data) + dst_off,
+                 static_cast<const uint8_t*>(src->data) + src_off, bytes);
+  return nullptr;
+}
+
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
     htam_device* d, const htam_compare_request* req, htam_compare_result* out) {
   if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || !req->a ||

@@ -560,6 +560,21 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_fill(htam_buffer* b,
   return s.ok() ? nullptr : DataError(s);
 }
 
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* dst, uint64_t dst_off,
+                                                                 htam_buffer* src, uint64_t src_off,
+                                                                 uint64_t bytes) {
+  if (htam_backend_error* e = CheckRange(dst, dst_off, bytes)) return e;
+  if (htam_backend_error* e = CheckRange(src, src_off, bytes)) return e;
+  if (dst->device != src->device)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_copy: buffers of two devices");
+  if (bytes == 0) return nullptr;
+  return Sync(dst,
+              cudaMemcpyAsync(static_cast<char*>(dst->ptr) + dst_off,
+                              static_cast<const char*>(src->ptr) + src_off, bytes,
+                              cudaMemcpyDeviceToDevice, dst->device->dev->stream()),
+              "copy");
+}
+
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
     htam_device* d, const htam_compare_request* req, htam_compare_result* out) {
   if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || req->dtype < 0 ||

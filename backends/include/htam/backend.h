@@ -417,7 +417,7 @@ typedef htam_backend_error* (*htam_backend_device_roofline_fn)(htam_device*, hta
 /* ---- test data on the device (API 1.2) --------------------------------------------------------
  * The gate's input generation and output comparison, run where the data is: without them the host
  * generates every input, copies it over, and copies every output back to compare it (seconds per
- * candidate for tensors of 10^7 elements). Both or neither. Values are a pure function of (seed,
+ * candidate for tensors of 10^7 elements). All three (fill, compare, copy) or none. Values are a pure function of (seed,
  * element index, distribution): any thread count, any device, the same bits. */
 typedef struct htam_fill_request {
   uint32_t struct_size;
@@ -469,6 +469,13 @@ typedef htam_backend_error* (*htam_backend_buffer_compare_fn)(htam_device*,
                                                               const htam_compare_request*,
                                                               htam_compare_result*);
 
+/* OPTIONAL (1.2, with fill and compare). Copies `bytes` between two buffers of one device. */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* dst, uint64_t dst_offset,
+                                                                 htam_buffer* src, uint64_t src_offset,
+                                                                 uint64_t bytes);
+typedef htam_backend_error* (*htam_backend_buffer_copy_fn)(htam_buffer*, uint64_t, htam_buffer*,
+                                                           uint64_t, uint64_t);
+
 /* Names, for loaders: every REQUIRED symbol, then every OPTIONAL one. */
 #define HTAM_BACKEND_REQUIRED_SYMBOLS                                                           \
   "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",               \
@@ -480,7 +487,8 @@ typedef htam_backend_error* (*htam_backend_buffer_compare_fn)(htam_device*,
       "htam_backend_run", "htam_backend_time"
 #define HTAM_BACKEND_OPTIONAL_SYMBOLS \
   "htam_backend_profile", "htam_backend_buffer_export", "htam_backend_buffer_import", \
-      "htam_backend_device_roofline", "htam_backend_buffer_fill", "htam_backend_buffer_compare"
+      "htam_backend_device_roofline", "htam_backend_buffer_fill", "htam_backend_buffer_compare", \
+      "htam_backend_buffer_copy"
 
 #ifdef __cplusplus
 } /* extern "C" */
