@@ -19,12 +19,12 @@
 #include <sstream>
 #include <thread>
 
-#include "base/hash.h"
 #include "backends/cuda/ncu_profile.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/paths.h"
 #include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
-#include "daemon/util/log.h"
-#include "daemon/util/paths.h"
 
 namespace htam::eval {
 namespace {
