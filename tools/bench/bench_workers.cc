@@ -26,6 +26,7 @@
 
 namespace {
 
+using htam::ReadFileOrEmpty;
 using htam::bench::Flags;
 using htam::bench::NowSeconds;
 namespace fs = std::filesystem;
