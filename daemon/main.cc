@@ -1,8 +1,8 @@
 // htamd: the htam daemon. Parses the configuration table and runs the server.
 #include <iostream>
 
+#include "base/log.h"
 #include "daemon/config/config.h"
-#include "daemon/util/log.h"
 #ifdef HTAM_HAVE_SERVER
 #include "daemon/server/run.h"
 #endif

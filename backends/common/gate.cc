@@ -17,9 +17,10 @@
 
 #include "backends/common/exec.h"
 #include "backends/common/kernelbench.h"
-#include "base/hash.h"
 #include "backends/common/stats.h"
 #include "backends/common/tensor_data.h"
+#include "base/file.h"
+#include "base/hash.h"
 
 namespace htam {
 namespace {
@@ -47,14 +48,6 @@ uint64_t Mix(uint64_t a, uint64_t b) {
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 27;
   return x;
-}
-
-std::string ReadFile(const std::string& path, bool* ok) {
-  std::ifstream in(path, std::ios::binary);
-  *ok = bool(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string Num(double v) {
@@ -294,9 +287,8 @@ class Gate::Impl {
     } else {
       auto ref_path = task_.ReferencePath(backend_->description().name);
       if (!ref_path.ok()) return Infra(res, ref_path.status().message());
-      bool ok = false;
-      ref_source = ReadFile(*ref_path, &ok);
-      if (!ok) return Infra(res, "cannot read reference " + *ref_path);
+      if (!ReadWholeFile(*ref_path, &ref_source))
+        return Infra(res, "cannot read reference " + *ref_path);
     }
     const std::string& source = candidate_source ? *candidate_source : ref_source;
     res.candidate_hash = CandidateKey(language, source);

@@ -15,10 +15,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/file.h"
 #include "base/hash.h"
-#include "daemon/util/file.h"
-#include "daemon/util/paths.h"
-
+#include "base/paths.h"
 
 namespace htam {
 namespace {

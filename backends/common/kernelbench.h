@@ -16,7 +16,7 @@
 
 #include "backends/common/task_spec.h"
 #include "backends/common/tensor_data.h"
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam {
 

@@ -3,7 +3,7 @@
 
 #include <dlfcn.h>
 
-#include "daemon/util/log.h"
+#include "base/log.h"
 
 namespace htam {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/backend.h"
 
 namespace htam {

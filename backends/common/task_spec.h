@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/kernel_abi.h"
 
 namespace htam {

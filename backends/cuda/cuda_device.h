@@ -33,7 +33,7 @@
 #include "backends/cuda/cupti_spans.h"
 #include "backends/cuda/nvml_clocks.h"
 #include "backends/cuda/nvrtc_module.h"
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/backend.h"
 
 namespace htam::cuda {

@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "backends/cuda/subprocess.h"
+#include "base/process.h"
 
 namespace htam::cuda {
 namespace {

@@ -14,9 +14,9 @@
 #include <regex>
 #include <sstream>
 
+#include "base/file.h"
 #include "base/hash.h"
-#include "backends/cuda/subprocess.h"
-#include "daemon/util/file.h"
+#include "base/process.h"
 
 namespace htam::cuda {
 namespace fs = std::filesystem;

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::cuda {
 

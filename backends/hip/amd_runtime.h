@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/backend.h"
 
 namespace htam::hip {

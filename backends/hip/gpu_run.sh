@@ -26,7 +26,7 @@ echo "=== references: hip vs cuda"
 for t in configs/tasks/*/; do
   [ -f "$t/reference.hip" ] || continue
   for be in hip cuda; do
-    timeout -s KILL 120 "$B/backends/cuda/htam-eval-cli" --backend $be --option hip_platform=nvidia \
+    timeout -s KILL 120 "$B/tools/eval_cli/htam-eval-cli" --backend $be --option hip_platform=nvidia \
       --task "$t" --reference --seeds 1 --reps 50 2>/dev/null | sed "s|^{|{\"backend_run\":\"$be\",\"task_dir\":\"$t\",|"
   done
 done | tee "$OUT/references.jsonl" | python3 -c "

@@ -10,7 +10,7 @@ cmake --build "$B" --target htam_backend_hip htam_backend_cuda htam-eval-cli hip
 S=$B/gpu-stage
 rm -rf "$S" && mkdir -p "$S"
 cp "$B/backends/hip/libhtam_backend_hip.so" "$B/backends/cuda/libhtam_backend_cuda.so" \
-   "$B/backends/cuda/htam-eval-cli" "$B/tests/gpu/hip_on_nvidia_gpu_test" "$S/"
+   "$B/tools/eval_cli/htam-eval-cli" "$B/tests/gpu/hip_on_nvidia_gpu_test" "$S/"
 strip --strip-debug "$S"/*
 echo "$(readlink -f "$B")" > "$S/build_dir"
 du -sh "$S"

@@ -14,10 +14,10 @@
 #include <regex>
 #include <sstream>
 
-#include "base/hash.h"
 #include "backends/hip/code_object.h"
-#include "backends/hip/subprocess.h"
-#include "daemon/util/file.h"
+#include "base/file.h"
+#include "base/hash.h"
+#include "base/process.h"
 
 namespace htam::hip {
 namespace fs = std::filesystem;
@@ -222,8 +222,8 @@ Status HipccCompiler::Probe(Toolchain* t) const {
   // Temporary files of the tool chain stay in the worker's own directory (the sandbox may leave
   // /tmp read-only).
   const std::vector<std::string> env{"TMPDIR=" + options_.work_dir};
-  auto r = RunTool({hipcc_path_, "--offload-arch=" + options_.targets[0], "--version"},
-                   options_.work_dir, 60, 64 << 10, env);
+  auto r = RunProcess({hipcc_path_, "--offload-arch=" + options_.targets[0], "--version"},
+                      options_.work_dir, 60, 64 << 10, env);
   if (!r.ok()) return r.status().WithContext("hipcc");
   if (r->timed_out || r->exit_code != 0) {
     return Status::Unavailable("'" + options_.hipcc + " --version' failed: " + r->output);
@@ -237,7 +237,7 @@ Status HipccCompiler::Probe(Toolchain* t) const {
     std::vector<std::string> argv{hipcc_path_};
     for (const auto& x : left) argv.push_back("--offload-arch=" + x);
     argv.insert(argv.end(), {"--cuda-device-only", "-fsyntax-only", "-x", "hip", "/dev/null"});
-    HTAM_ASSIGN_OR_RETURN(ToolResult p, RunTool(argv, options_.work_dir, 120, 64 << 10, env));
+    HTAM_ASSIGN_OR_RETURN(ProcessResult p, RunProcess(argv, options_.work_dir, 120, 64 << 10, env));
     if (p.timed_out) return Status::Timeout("hipcc target probe timed out");
     std::smatch m;
     if (p.exit_code != 0 && std::regex_search(p.output, m, kInvalid)) {
@@ -324,7 +324,7 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"-o", "candidate.so", "candidate.hip"});
   double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
-  HTAM_ASSIGN_OR_RETURN(ToolResult r, RunTool(argv, dir, limit, 1 << 20, {"TMPDIR=" + dir}));
+  HTAM_ASSIGN_OR_RETURN(ProcessResult r, RunProcess(argv, dir, limit, 1 << 20, {"TMPDIR=" + dir}));
   out.compile_ms = r.wall_ms;
   if (r.timed_out) return Status::Timeout("hipcc exceeded " + std::to_string(limit) + " s");
   out.diagnostics = note + TrimHipDiagnostics(r.output, dir, options_.max_diagnostic_bytes);

@@ -24,10 +24,10 @@
 
 #include "backends/common/plugin_error.h"
 #include "backends/common/plugin_host.h"
-#include "base/hash.h"
 #include "backends/hip/amd_runtime.h"
 #include "backends/hip/hipcc_compiler.h"
-#include "daemon/util/file.h"
+#include "base/file.h"
+#include "base/hash.h"
 #include "htam/backend.h"
 
 using htam::plugin::MakeError;

@@ -19,12 +19,12 @@
 #include <sstream>
 #include <thread>
 
-#include "base/hash.h"
 #include "backends/cuda/ncu_profile.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/paths.h"
 #include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
-#include "daemon/util/log.h"
-#include "daemon/util/paths.h"
 
 namespace htam::eval {
 namespace {
@@ -634,23 +634,9 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
     } else {
       // The worker died (or broke the protocol): classify by how it ended.
       int st = e.IsNotFound() ? w->Reap(std::chrono::milliseconds(500)) : w->Kill();
-      std::string how = DescribeWaitStatus(st);
-      if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU) {
-        r.status = fb::OutcomeStatus::Timeout;
-        r.diagnostics = "CPU time limit exceeded during " + stage;
-      } else if (WIFSIGNALED(st) && (WTERMSIG(st) == SIGXFSZ || WTERMSIG(st) == SIGKILL)) {
-        r.status = fb::OutcomeStatus::ResourceLimit;
-        r.diagnostics = std::string(WTERMSIG(st) == SIGXFSZ ? "file size limit exceeded"
-                                                            : "killed (out of memory?)") +
-                        " during " + stage;
-      } else if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
-        r.status = fb::OutcomeStatus::ResourceLimit;
-        r.diagnostics = "memory limit reached during " + stage;
-      } else {
-        r.status = fb::OutcomeStatus::Crash;
-        r.diagnostics = "the worker died (" + how + ") during " + stage +
-                        (WIFEXITED(st) ? ": the candidate ended the process" : "");
-      }
+      ProcessEnd end = ClassifyProcessEnd(st, "the worker", " during " + stage);
+      r.status = end.status;
+      r.diagnostics = std::move(end.message);
       finished = true;
     }
   }

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "daemon/config/config.h"
-#include "daemon/util/status.h"
 #include "htam/schema/htg_generated.h"
 #include "htam/schema/protocol_generated.h"
 

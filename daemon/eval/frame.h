@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::eval {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::eval {
 

@@ -93,6 +93,20 @@ std::string DescribeWaitStatus(int st) {
   return "status " + std::to_string(st);
 }
 
+ProcessEnd ClassifyProcessEnd(int st, const std::string& who, const std::string& context,
+                              const std::string& memory_detail) {
+  const int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+  if (sig == SIGXCPU) return {fb::OutcomeStatus::Timeout, "CPU time limit exceeded" + context};
+  if (sig == SIGXFSZ)
+    return {fb::OutcomeStatus::ResourceLimit, "file size limit exceeded" + context};
+  if (sig == SIGKILL)
+    return {fb::OutcomeStatus::ResourceLimit, "killed (out of memory?)" + context};
+  if (WIFEXITED(st) && WEXITSTATUS(st) == kExitResourceLimit)
+    return {fb::OutcomeStatus::ResourceLimit, "memory limit reached" + memory_detail + context};
+  return {fb::OutcomeStatus::Crash, who + " died (" + DescribeWaitStatus(st) + ")" + context +
+                                        (WIFEXITED(st) ? ": the candidate ended the process" : "")};
+}
+
 void RemoveTree(const std::string& path) {
   if (path.empty()) return;
   nftw(

@@ -18,8 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "daemon/eval/frame.h"
-#include "daemon/util/status.h"
+#include "htam/schema/htg_generated.h"
 
 namespace htam::eval {
 
@@ -93,6 +94,22 @@ class WorkerProcess {
 
 // "SIGSEGV (segmentation fault)" / "exit code 3".
 std::string DescribeWaitStatus(int status);
+
+// Exit code of a worker or runner whose allocation failed under its address-space limit.
+constexpr int kExitResourceLimit = 3;
+
+// How a worker or runner process ended, as an evaluation outcome: SIGXCPU is a Timeout; SIGXFSZ,
+// SIGKILL (the OOM killer) and exit kExitResourceLimit are a ResourceLimit; anything else is a
+// Crash. Both ends of the evaluation classify through this one rule: the Evaluator for a worker,
+// the worker for its runner.
+struct ProcessEnd {
+  fb::OutcomeStatus status = fb::OutcomeStatus::Crash;
+  std::string message;
+};
+// `who` names the process in a crash message ("the worker"); `context` ends every message
+// (" during compile", or ""); `memory_detail` follows "memory limit reached" (" (...)", or "").
+ProcessEnd ClassifyProcessEnd(int wait_status, const std::string& who, const std::string& context,
+                              const std::string& memory_detail = "");
 // Removes a directory tree (best effort).
 void RemoveTree(const std::string& path);
 

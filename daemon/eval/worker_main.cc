@@ -23,9 +23,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -40,16 +40,16 @@
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
 #include "backends/cuda/ncu_profile.h"
+#include "base/log.h"
 #include "daemon/eval/frame.h"
 #include "daemon/eval/runner_spawn.h"
 #include "daemon/eval/sandbox.h"
-#include "daemon/util/log.h"
 
 namespace {
 
 using nlohmann::json;
 constexpr int kFd = 3;
-constexpr int kExitResourceLimit = 3;
+using htam::eval::kExitResourceLimit;
 
 void OnOutOfMemory() {
   // Candidate or harness allocation failed under RLIMIT_AS: report the class, exit at once.
@@ -315,25 +315,12 @@ json RunnerDeath(pid_t pid) {
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
   }
-  std::string how = htam::eval::DescribeWaitStatus(st);
-  std::string status = "Crash", msg;
-  if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU) {
-    status = "Timeout";
-    msg = "CPU time limit exceeded";
-  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ) {
-    status = "ResourceLimit";
-    msg = "file size limit exceeded";
-  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
-    status = "ResourceLimit";
-    msg = "killed (out of memory?)";
-  } else if (WIFEXITED(st) && WEXITSTATUS(st) == kExitResourceLimit) {
-    status = "ResourceLimit";
-    msg = "memory limit reached (allocation failed under the runner's address-space limit)";
-  } else {
-    msg = "the candidate's runner died (" + how + ")" +
-          (WIFEXITED(st) ? ": the candidate ended the process" : "");
-  }
-  return {{"type", "fatal"}, {"status", status}, {"message", msg}};
+  htam::eval::ProcessEnd end =
+      htam::eval::ClassifyProcessEnd(st, "the candidate's runner", "",
+                                     " (allocation failed under the runner's address-space limit)");
+  return {{"type", "fatal"},
+          {"status", htam::fb::EnumNameOutcomeStatus(end.status)},
+          {"message", end.message}};
 }
 
 }  // namespace

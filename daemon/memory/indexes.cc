@@ -4,9 +4,9 @@
 #include <cmath>
 #include <thread>
 
+#include "base/log.h"
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
-#include "daemon/util/log.h"
 
 namespace htam::memory {
 namespace {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <set>
 
+#include "base/log.h"
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
 #include "daemon/memory/stats.h"
-#include "daemon/util/log.h"
 
 namespace htam::memory {
 namespace {

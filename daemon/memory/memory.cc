@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <sstream>
 
+#include "base/log.h"
 #include "daemon/config/config.h"
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
 #include "daemon/memory/seed.h"
 #include "daemon/memory/stats.h"
-#include "daemon/util/log.h"
 
 namespace htam::memory {
 

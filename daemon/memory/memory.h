@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/util/paths.h"
-#include "daemon/util/status.h"
+#include "base/paths.h"
+#include "base/status.h"
 #include "htam/schema/htg_generated.h"
 #include "htam/schema/protocol_generated.h"  // StrategyHit, DirectionScore, Evidence
 
@@ -41,7 +41,7 @@ struct MemoryOptions {
   std::string embedder = kBuiltinEmbedder;  // declared at creation: builtin or a client model name
   uint32_t embedder_dim = 256;
   // Loaded once into an empty store; "" = none. Default: the taxonomy shipped with htam
-  // (<prefix>/share/htam/seed_taxonomy.json, found from the running binary; daemon/util/paths.h).
+  // (<prefix>/share/htam/seed_taxonomy.json, found from the running binary; base/paths.h).
   std::string seed_file = ShippedPath("", "seed_taxonomy.json");
   // Policy.
   int neighbors = 64;  // k nearest past transitions

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "daemon/util/log.h"
+#include "base/log.h"
 
 namespace htam::memory {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::memory {
 

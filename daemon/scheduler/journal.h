@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "daemon/eval/evaluator.h"
-#include "daemon/util/status.h"
 
 namespace htam::scheduler {
 

@@ -17,10 +17,13 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/clock.h"
+#include "base/endpoint.h"
+#include "base/log.h"
+#include "daemon/common/auth.h"
+#include "daemon/common/language.h"
 #include "daemon/scheduler/journal.h"
 #include "daemon/scheduler/wire.h"
-#include "daemon/server/auth.h"
-#include "daemon/util/log.h"
 
 namespace htam::scheduler {
 namespace {
@@ -30,28 +33,6 @@ constexpr const char* kComponent = "scheduler";
 constexpr const char* kWakeEndpoint = "inproc://htam-scheduler-wake";
 constexpr const char* kLocal = "local";
 constexpr size_t kMaxDevicesPerWorker = 256;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// Same rule as the front socket: reachable only from this host.
-bool IsLocalEndpoint(const std::string& e) {
-  if (e.rfind("ipc://", 0) == 0 || e.rfind("inproc://", 0) == 0) return true;
-  if (e.rfind("tcp://", 0) != 0) return false;
-  std::string host = e.substr(6);
-  if (host.rfind("[::1]:", 0) == 0) return true;
-  host = host.substr(0, host.rfind(':'));
-  return host == "localhost" ||
-         (host.rfind("127.", 0) == 0 && host.find_first_not_of("0123456789.") == std::string::npos);
-}
-
-// The language a backend's candidates are written in (as the server defaults it).
-std::string LanguageOf(const std::string& backend) {
-  return backend == "cuda" || backend == "hip" ? backend : "cpp";
-}
 
 bool ArchMatches(const std::string& want, const std::string& have) {
   return want.empty() || want == have;
@@ -150,7 +131,7 @@ class SchedulerImpl : public eval::Evaluator {
   SchedulerOptions opt_;
   std::unique_ptr<eval::Evaluator> local_;
   zmq::context_t context_;
-  std::unique_ptr<server::ZapHandler> zap_;
+  std::unique_ptr<auth::ZapHandler> zap_;
   std::unique_ptr<zmq::socket_t> router_, wake_pull_;
   std::unique_ptr<Journal> journal_;
   std::thread thread_;
@@ -224,11 +205,11 @@ Status SchedulerImpl::Init() {
         if (opt_.secret_key_file.empty() || opt_.authorized_keys.empty())
           return Status::InvalidArgument(
               "worker.curve needs server.curve_secret_key_file and worker.curve_authorized_keys");
-        HTAM_ASSIGN_OR_RETURN(server::KeyPair keys, server::ReadKeyFile(opt_.secret_key_file));
+        HTAM_ASSIGN_OR_RETURN(auth::KeyPair keys, auth::ReadKeyFile(opt_.secret_key_file));
         if (keys.secret_key.empty())
           return Status::InvalidArgument(opt_.secret_key_file + " holds no secret key");
-        HTAM_ASSIGN_OR_RETURN(auto allowed, server::LoadAuthorizedKeys(opt_.authorized_keys));
-        zap_ = std::make_unique<server::ZapHandler>(&context_, std::move(allowed));
+        HTAM_ASSIGN_OR_RETURN(auto allowed, auth::LoadAuthorizedKeys(opt_.authorized_keys));
+        zap_ = std::make_unique<auth::ZapHandler>(&context_, std::move(allowed));
         HTAM_RETURN_IF_ERROR(zap_->Start());
         router_->set(zmq::sockopt::curve_server, true);
         router_->set(zmq::sockopt::curve_secretkey, keys.secret_key);

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/status.h"
 #include "daemon/eval/evaluator.h"
-#include "daemon/util/status.h"
 
 namespace htam::scheduler {
 

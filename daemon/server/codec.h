@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/schema/protocol_generated.h"
 
 namespace htam::server {

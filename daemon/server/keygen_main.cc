@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/server/auth.h"
+#include "daemon/common/auth.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -20,12 +20,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> names(argv + 2, argv + argc);
   if (names.empty()) names = {"server", "client"};
   for (const auto& name : names) {
-    auto keys = htam::server::GenerateKeyPair();
+    auto keys = htam::auth::GenerateKeyPair();
     if (!keys.ok()) {
       std::cerr << "htam-keygen: " << keys.status().message() << "\n";
       return 1;
     }
-    auto st = htam::server::WriteKeyPair(dir, name, *keys);
+    auto st = htam::auth::WriteKeyPair(dir, name, *keys);
     if (!st.ok()) {
       std::cerr << "htam-keygen: " << st.message() << "\n";
       return 1;

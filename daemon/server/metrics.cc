@@ -8,19 +8,14 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "daemon/util/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 namespace htam::server {
 namespace {
 
 constexpr const char* kComponent = "metrics";
 constexpr size_t kMaxRequestHead = 8192;  // a scrape's request head is a few hundred bytes
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Num(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";

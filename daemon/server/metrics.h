@@ -20,7 +20,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::server {
 

@@ -14,10 +14,10 @@
 #include <memory>
 #include <string>
 
+#include "base/log.h"
 #include "daemon/memory/memory.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/server.h"
-#include "daemon/util/log.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
 #include "daemon/eval/evaluator.h"
 #include "daemon/scheduler/scheduler.h"

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "base/status.h"
 #include "daemon/config/config.h"
-#include "daemon/util/status.h"
 
 namespace htam {
 

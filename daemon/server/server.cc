@@ -9,12 +9,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/log.h"
+#include "daemon/common/auth.h"
 #include "daemon/memory/memory.h"
-#include "daemon/server/auth.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/task_loader.h"
-#include "daemon/util/log.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
+#include "base/clock.h"
+#include "base/endpoint.h"
+#include "daemon/common/language.h"
 #include "daemon/eval/evaluator.h"
 #else
 namespace htam::eval {
@@ -38,30 +41,8 @@ namespace {
 constexpr const char* kResultsEndpoint = "inproc://htamd-results";
 constexpr const char* kComponent = "server";
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string Str(const flatbuffers::String* s) {
   return s ? s->str() : std::string();
-}
-
-std::string LanguageOf(const std::string& backend) {
-  if (backend == "cuda") return "cuda";
-  if (backend == "hip") return "hip";
-  return "cpp";
 }
 
 template <typename T>
@@ -142,17 +123,6 @@ ServerOptions ServerOptions::FromConfig(const Config& c) {
   return o;
 }
 
-bool IsLocalEndpoint(const std::string& endpoint) {
-  if (endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0) return true;
-  if (endpoint.rfind("tcp://", 0) != 0) return false;
-  std::string host = endpoint.substr(6);
-  // tcp://[::1]:7878, tcp://127.0.0.1:7878, tcp://localhost:7878; an interface name is not local.
-  if (host.rfind("[::1]:", 0) == 0) return true;
-  host = host.substr(0, host.rfind(':'));
-  if (host == "localhost") return true;
-  return host.rfind("127.", 0) == 0 && host.find_first_not_of("0123456789.") == std::string::npos;
-}
-
 Server::Server(ServerOptions options, Services services)
     : options_(std::move(options)), services_(services), context_(1) {}
 
@@ -199,13 +169,13 @@ Status Server::Start() {
       if (options_.curve_secret_key_file.empty() || options_.curve_authorized_keys.empty())
         return Status::InvalidArgument(
             "server.curve needs server.curve_secret_key_file and server.curve_authorized_keys");
-      HTAM_ASSIGN_OR_RETURN(KeyPair keys, ReadKeyFile(options_.curve_secret_key_file));
+      HTAM_ASSIGN_OR_RETURN(auth::KeyPair keys, auth::ReadKeyFile(options_.curve_secret_key_file));
       if (keys.secret_key.empty())
         return Status::InvalidArgument(options_.curve_secret_key_file + " holds no secret key");
-      HTAM_ASSIGN_OR_RETURN(auto allowed, LoadAuthorizedKeys(options_.curve_authorized_keys));
+      HTAM_ASSIGN_OR_RETURN(auto allowed, auth::LoadAuthorizedKeys(options_.curve_authorized_keys));
       HTAM_LOG(kInfo, "auth") << "CURVE on: " << allowed.size() << " authorized client key(s) from "
                               << options_.curve_authorized_keys;
-      zap_ = std::make_unique<ZapHandler>(&context_, std::move(allowed));
+      zap_ = std::make_unique<auth::ZapHandler>(&context_, std::move(allowed));
       HTAM_RETURN_IF_ERROR(zap_->Start());
       front_->set(zmq::sockopt::curve_server, true);
       front_->set(zmq::sockopt::curve_secretkey, keys.secret_key);

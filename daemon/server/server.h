@@ -20,10 +20,10 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/paths.h"
+#include "base/status.h"
 #include "daemon/config/config.h"
 #include "daemon/server/codec.h"
-#include "daemon/util/paths.h"
-#include "daemon/util/status.h"
 
 namespace htam::server {
 class Metrics;
@@ -37,9 +37,11 @@ class Evaluator;
 struct EvalResult;
 }  // namespace htam::eval
 
-namespace htam::server {
-
+namespace htam::auth {
 class ZapHandler;
+}  // namespace htam::auth
+
+namespace htam::server {
 
 // What the server calls into. Not owned; either may be null (requests needing it then get an
 // Unavailable error).
@@ -73,9 +75,6 @@ struct ServerOptions {
 
   static ServerOptions FromConfig(const Config& config);
 };
-
-// True when the endpoint can only be reached from this host (ipc://, inproc://, loopback tcp).
-bool IsLocalEndpoint(const std::string& endpoint);
 
 class Server {
  public:
@@ -174,7 +173,7 @@ class Server {
   zmq::context_t context_;
   std::unique_ptr<zmq::socket_t> front_;
   std::unique_ptr<zmq::socket_t> results_pull_;
-  std::unique_ptr<ZapHandler> zap_;
+  std::unique_ptr<auth::ZapHandler> zap_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   const std::atomic<bool>* external_stop_ = nullptr;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/file.h"
 #include "base/hash.h"
 #include "daemon/memory/memory.h"
 
@@ -135,14 +136,6 @@ class ExprParser {
   std::string error_;
 };
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 Result<double> EvalDimExpression(const std::string& expr,
@@ -154,7 +147,8 @@ Result<fb::TaskT> LoadTaskDir(const std::string& dir) {
   struct stat st;
   const std::string path = dir + "/task.json";
   if (::stat(path.c_str(), &st) != 0) return Status::NotFound("no " + path);
-  HTAM_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::string text;
+  if (!ReadWholeFile(path, &text)) return Status::NotFound("cannot read " + path);
   try {
     auto j = nlohmann::json::parse(text);
     fb::TaskT t;
@@ -185,15 +179,14 @@ Result<fb::TaskT> LoadTaskDir(const std::string& dir) {
 }
 
 std::string ReadReferenceSource(const std::string& dir, const std::string& backend) {
-  auto text = ReadFile(dir + "/task.json");
-  if (!text.ok()) return "";
+  std::string text;
+  if (!ReadWholeFile(dir + "/task.json", &text)) return "";
   try {
-    auto j = nlohmann::json::parse(*text);
+    auto j = nlohmann::json::parse(text);
     if (!j.contains("references") || !j["references"].contains(backend)) return "";
     std::string file = j["references"][backend].get<std::string>();
     if (file.find("..") != std::string::npos || (!file.empty() && file[0] == '/')) return "";
-    auto src = ReadFile(dir + "/" + file);
-    return src.ok() ? *src : "";
+    return ReadFileOrEmpty(dir + "/" + file);
   } catch (const std::exception&) {
     return "";
   }

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/schema/htg_generated.h"
 
 namespace htam::server {

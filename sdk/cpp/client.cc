@@ -25,17 +25,12 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/clock.h"
 #include "flatbuffers/flatbuffers.h"
 
 namespace htam {
 
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 bool Idempotent(fb::Body type, const fb::BodyUnion& body) {
   switch (type) {

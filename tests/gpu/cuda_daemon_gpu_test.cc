@@ -15,7 +15,7 @@
 #include <string>
 
 #include "backends/cuda/ncu_profile.h"
-#include "daemon/util/file.h"
+#include "base/file.h"
 #include "tests/gpu/gpu_test_util.h"
 
 // The daemon harness names htamd and the source tree by macros: the staged copies on a GPU machine

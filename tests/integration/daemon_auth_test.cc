@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/server/auth.h"
+#include "daemon/common/auth.h"
 #include "tests/integration/daemon_harness.h"
 
 namespace htam {
@@ -22,12 +22,12 @@ using namespace std::chrono_literals;
 TEST(DaemonAuthTest, KnownKeyAcceptedUnknownKeyAndPlainClientRefused) {
   std::string dir = MakeTempDir("htamd-auth");
   std::string keys = dir + "/keys";
-  auto server = server::GenerateKeyPair(), alice = server::GenerateKeyPair(),
-       mallory = server::GenerateKeyPair();
+  auto server = auth::GenerateKeyPair(), alice = auth::GenerateKeyPair(),
+       mallory = auth::GenerateKeyPair();
   ASSERT_TRUE(server.ok() && alice.ok() && mallory.ok());
-  ASSERT_TRUE(server::WriteKeyPair(keys, "server", *server).ok());
-  ASSERT_TRUE(server::WriteKeyPair(keys, "alice", *alice).ok());
-  ASSERT_TRUE(server::WriteKeyPair(keys, "mallory", *mallory).ok());
+  ASSERT_TRUE(auth::WriteKeyPair(keys, "server", *server).ok());
+  ASSERT_TRUE(auth::WriteKeyPair(keys, "alice", *alice).ok());
+  ASSERT_TRUE(auth::WriteKeyPair(keys, "mallory", *mallory).ok());
   {
     std::ofstream f(keys + "/authorized_keys");
     f << "# who may talk to htamd\n" << alice->public_key << " alice\n";

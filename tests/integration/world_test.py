@@ -77,7 +77,7 @@ class FamiliesTest(unittest.TestCase):
         self.assertNotEqual(wf.source(f, a, "f32"), wf.source(f, f.baseline(), "f32"))
 
     def test_task_json_parses_with_the_cuda_evaluator_where_it_is_built(self):
-        cli = os.path.join(os.environ.get("HTAM_BUILD_DIR", "build"), "backends", "cuda",
+        cli = os.path.join(os.environ.get("HTAM_BUILD_DIR", "build"), "tools", "eval_cli",
                            "htam-eval-cli")
         if not os.path.exists(cli):
             self.skipTest("htam-eval-cli is not built here (CUDA backend off)")

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/util/paths.h"
+#include "base/paths.h"
 #include "tools/bench/bench.h"
 
 namespace htam::bench {
@@ -67,7 +67,7 @@ int RunEvalBench(int argc, char** argv) {
   namespace fs = std::filesystem;
   std::string self_dir = fs::path(SelfExe()).parent_path().string();
   std::string def_cli = self_dir + "/htam-eval-cli";
-  if (!fs::exists(def_cli)) def_cli = self_dir + "/../../backends/cuda/htam-eval-cli";
+  if (!fs::exists(def_cli)) def_cli = self_dir + "/../eval_cli/htam-eval-cli";
   std::string cli = f.Get("cli", def_cli);
   std::string backend = f.Get("backend", "cuda");
   std::string tasks_dir = f.Get("tasks-dir", htam::ShippedPath("", "tasks"));

@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
+#include "base/paths.h"
 #include "daemon/memory/memory.h"
-#include "daemon/util/paths.h"
 #include "tools/bench/bench.h"
 
 using nlohmann::json;

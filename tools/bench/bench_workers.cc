@@ -19,12 +19,14 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/util/paths.h"
+#include "base/file.h"
+#include "base/paths.h"
 #include "htam/client.h"
 #include "tools/bench/bench.h"
 
 namespace {
 
+using htam::ReadFileOrEmpty;
 using htam::bench::Flags;
 using htam::bench::NowSeconds;
 namespace fs = std::filesystem;
@@ -57,13 +59,6 @@ std::string WithDeviceTime(const std::string& reference, int64_t ms) {
          std::to_string(ms) +
          "));\n"
          "  return htam_bench_reference(in, nin, out, nout, stream);\n}\n";
-}
-
-std::string ReadFile(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -167,7 +162,7 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
   auto c = htam::Client::Connect(o);
   if (!c.ok()) {
     std::fprintf(stderr, "htam-bench workers: htamd did not start: %s\n%s\n",
-                 c.status().ToString().c_str(), ReadFile(dir + "/htamd.log").c_str());
+                 c.status().ToString().c_str(), ReadFileOrEmpty(dir + "/htamd.log").c_str());
     std::exit(1);
   }
   const double limit = NowSeconds() + double(f.GetInt("timeout-s", 1800));
@@ -261,9 +256,11 @@ int RunWorkersBench(int argc, char** argv) {
   std::sort(tasks.begin(), tasks.end());
   std::vector<std::string> usable;
   for (const auto& t : tasks) {
-    auto j = nlohmann::json::parse(ReadFile(tasks_dir + "/" + t + "/task.json"), nullptr, false);
+    auto j =
+        nlohmann::json::parse(ReadFileOrEmpty(tasks_dir + "/" + t + "/task.json"), nullptr, false);
     if (!j.is_object() || !j.contains("references") || !j["references"].contains(backend)) continue;
-    sources[t] = ReadFile(tasks_dir + "/" + t + "/" + j["references"][backend].get<std::string>());
+    sources[t] =
+        ReadFileOrEmpty(tasks_dir + "/" + t + "/" + j["references"][backend].get<std::string>());
     if (f.GetInt("device-ms", 0) > 0)
       sources[t] = WithDeviceTime(sources[t], f.GetInt("device-ms", 0));
     usable.push_back(t);

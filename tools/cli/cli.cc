@@ -5,7 +5,7 @@
 #include <iostream>
 #include <map>
 
-#include "daemon/util/log.h"
+#include "base/log.h"
 
 namespace htam::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "tools/cli/records_json.h"
 #include "tools/cli/source.h"
 

@@ -22,7 +22,7 @@
 #include <ostream>
 #include <string>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "tools/cli/records_json.h"
 
 namespace htam::cli {

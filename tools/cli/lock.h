@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::cli {
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/schema/htg_generated.h"
 
 namespace htam::cli {

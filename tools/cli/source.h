@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "daemon/memory/memory.h"
-#include "daemon/util/status.h"
 
 namespace htam::cli {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::cli::testing {
 

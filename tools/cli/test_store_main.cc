@@ -7,7 +7,7 @@
 #include <iostream>
 #include <string>
 
-#include "daemon/util/log.h"
+#include "base/log.h"
 #include "tools/cli/test_store.h"
 
 int main(int argc, char** argv) {

@@ -23,7 +23,7 @@ EXCL="$(git rev-parse --git-common-dir)/info/exclude"
 mkdir -p "$(dirname "$EXCL")"
 grep -qx '/.gpu-stage/' "$EXCL" 2>/dev/null || echo '/.gpu-stage/' >> "$EXCL"
 for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.so \
-         backends/cuda/htam-eval-cli tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
+         tools/eval_cli/htam-eval-cli tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
          tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test tests/gpu/cuda_daemon_gpu_test \
          tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \
          daemon/eval/htam-eval-worker tools/worker/htam-evaluate; do

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/log.h"
 #include "daemon/config/config.h"
 #include "daemon/eval/evaluator.h"
-#include "daemon/util/log.h"
 
 namespace {
 

@@ -9,9 +9,11 @@
 #include <random>
 #include <zmq.hpp>
 
+#include "base/clock.h"
+#include "base/log.h"
+#include "daemon/common/auth.h"
+#include "daemon/common/language.h"
 #include "daemon/scheduler/wire.h"
-#include "daemon/server/auth.h"
-#include "daemon/util/log.h"
 
 namespace htam::worker {
 namespace {
@@ -20,21 +22,10 @@ using nlohmann::json;
 constexpr const char* kComponent = "worker";
 constexpr const char* kWakeEndpoint = "inproc://htam-worker-wake";
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string HostName() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
-}
-
-std::string LanguageOf(const std::string& backend) {
-  if (backend == "cuda" || backend == "hip") return backend;
-  return "cpp";
 }
 
 // Results produced on the evaluator's threads, sent by the loop.
@@ -81,14 +72,14 @@ WorkerOptions WorkerOptions::FromConfig(const Config& c) {
 }
 
 Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomic<bool>* stop) {
-  server::KeyPair mine;
+  auth::KeyPair mine;
   std::string server_key;
   if (!opt.server_public_key_file.empty()) {
-    HTAM_ASSIGN_OR_RETURN(auto sk, server::ReadKeyFile(opt.server_public_key_file));
+    HTAM_ASSIGN_OR_RETURN(auto sk, auth::ReadKeyFile(opt.server_public_key_file));
     server_key = sk.public_key;
     if (opt.key_file.empty())
       return Status::InvalidArgument("worker.server_public_key_file needs worker.key_file");
-    HTAM_ASSIGN_OR_RETURN(mine, server::ReadKeyFile(opt.key_file));
+    HTAM_ASSIGN_OR_RETURN(mine, auth::ReadKeyFile(opt.key_file));
     if (mine.secret_key.empty())
       return Status::InvalidArgument(opt.key_file + " holds no secret key");
   }

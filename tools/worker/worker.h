@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "base/status.h"
 #include "daemon/config/config.h"
 #include "daemon/eval/evaluator.h"
-#include "daemon/util/status.h"
 
 namespace htam::worker {
 

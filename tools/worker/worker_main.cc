@@ -7,8 +7,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "base/log.h"
 #include "daemon/config/config.h"
-#include "daemon/util/log.h"
 #include "tools/worker/worker.h"
 
 namespace {

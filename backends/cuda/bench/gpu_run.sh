@@ -20,7 +20,7 @@ mkdir -p $B/backends/cuda $B/tests/gpu
 cp .gpu-cuda/libhtam_backend_cuda.so .gpu-cuda/htam-eval-cli .gpu-cuda/cuda_compile_test \
    .gpu-cuda/cuda_plugin_test .gpu-cuda/cuda_nvrtc_test $B/backends/cuda/
 cp .gpu-cuda/cuda_plugin_gpu_test .gpu-cuda/cuda_hacks_gpu_test $B/tests/gpu/
-CLI=$B/backends/cuda/htam-eval-cli
+CLI=$B/tools/eval_cli/htam-eval-cli
 NVCC_FLAGS="-shared -Xcompiler -fPIC,-fvisibility=hidden -cudart shared -gencode=arch=compute_90a,code=sm_90a -Isdk/include -Xptxas -v -lineinfo -O3"
 now() { date +%s.%N; }
 phase() { echo; echo "=== $1 ($(date -u +%H:%M:%S))"; }

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 #include "htam/schema/protocol_generated.h"
 
 namespace htam {

@@ -37,7 +37,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import statistics
 import sys
@@ -46,6 +45,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
 from .daemon import Daemon, DaemonError
 from .htamd import HtamdProcess, find_htamd
 from .importer import import_task
@@ -120,23 +120,6 @@ def usable(lineage: Lineage) -> bool:
 
 # ---------------------------------------------------------------- policies
 
-class Policy:
-    name = "policy"
-
-    def begin(self, task: Task, lineage: Lineage, budget: int) -> None:
-        pass
-
-    def choose(self, step: int) -> str:
-        raise NotImplementedError
-
-    def feedback(self, direction: str, variant: Optional[Variant], outcome: OutcomeView,
-                 before: float) -> None:
-        pass
-
-    def end(self) -> None:
-        pass
-
-
 class RandomPolicy(Policy):
     name = "random"
 
@@ -176,23 +159,6 @@ class UCBPolicy(Policy):
             self.total[direction] += math.log(outcome.speedup / before)
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _bag(text: str) -> Dict[str, float]:
-    bag: Dict[str, float] = {}
-    for w in _WORD.findall(text.lower()):
-        bag[w] = bag.get(w, 0.0) + 1.0
-    return bag
-
-
-def _cosine(a: Dict[str, float], b: Dict[str, float]) -> float:
-    dot = sum(v * b.get(k, 0.0) for k, v in a.items())
-    na = math.sqrt(sum(v * v for v in a.values()))
-    nb = math.sqrt(sum(v * v for v in b.values()))
-    return dot / (na * nb) if na and nb else 0.0
-
-
 class FlatPolicy(Policy):
     """Flat memory: one list of strategies, no directions, no transitions, no state. Each step
     takes the best-ranked strategy not yet used (similarity to the task + measured effect) and
@@ -206,14 +172,14 @@ class FlatPolicy(Policy):
         self.rng = rng
 
     def begin(self, task, lineage, budget):
-        query = _bag(f"{task.name} {task.category} {task.description}")
+        query = text_bag(f"{task.name} {task.category} {task.description}")
         ranked = []
         for s in self.strategies:
             direction = self.names.get(s.direction_id, "")
             if not direction:
                 continue
-            sim = _cosine(query, _bag(f"{s.name} {s.title} {s.description} "
-                                      + " ".join(s.preconditions)))
+            sim = cosine(query, text_bag(f"{s.name} {s.title} {s.description} "
+                                         + " ".join(s.preconditions)))
             rate = (s.successes + 1.0) / (s.uses + 2.0)
             effect = rate * max(s.mean_gain, 0.0)
             ranked.append((sim + effect + 1e-6 * self.rng.random(), direction))
@@ -295,8 +261,7 @@ def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int
     world = World(lineage, random.Random(seed * 7919 + 17))
     res = RunResult(task.name, lineage.backend, policy.name, budget, seed, None, 1.0,
                     world.target, 0, 0)
-    policy.begin(task, lineage, budget)
-    try:
+    with policy_session(policy, task, lineage, budget):
         for i in range(budget):
             d = policy.choose(i)
             if trace:
@@ -311,8 +276,6 @@ def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int
                 res.failures += 1
             if res.steps_to_best is None and world.reached:
                 res.steps_to_best = i + 1
-    finally:
-        policy.end()
     res.best = world.best
     return res
 
@@ -358,23 +321,9 @@ def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, se
     trace = _log if cfg.trace else None
     if trace:
         trace(f"  {task.name}/{lineage.backend} {name} budget {budget} seed {seed}:")
-    if os.path.exists(run_dir):
-        shutil.rmtree(run_dir)
-    if base_dir:
-        shutil.copytree(base_dir, run_dir, ignore=shutil.ignore_patterns("*.sock", "*.pid",
-                                                                         "htamd.log"))
-    opts = {"memory.policy_seed": str(seed)}
-    opts.update(options)
-    try:
-        with HtamdProcess(cfg.htamd, run_dir, cfg.tasks_dir, options=opts, cwd=cfg.cwd) as proc:
-            d = proc.client()
-            try:
-                return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed,
-                               trace)
-            finally:
-                d.close_connection()
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+    with daemon_on_copy(cfg.htamd, base_dir, run_dir, cfg.tasks_dir, seed, options,
+                        cfg.cwd) as d:
+        return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed, trace)
 
 
 def measure_live(cfg: BenchConfig, tasks: List[Task]) -> None:

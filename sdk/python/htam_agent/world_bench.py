@@ -35,7 +35,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import statistics
 import sys
@@ -46,8 +45,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import world_families as wf
-from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, StepResult, TaskView, WorldSession,
-                        WorldTable, load_split, oracle)
+from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
+from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, TaskView, WorldSession, WorldTable,
+                        load_split, oracle)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle")
@@ -71,22 +71,6 @@ def taxonomy_order() -> List[Tuple[str, List[str]]]:
 
 
 # ---------------------------------------------------------------- policies
-
-class Policy:
-    name = "policy"
-
-    def begin(self, task: TaskView, budget: int) -> None:
-        pass
-
-    def choose(self, session: WorldSession) -> Tuple[str, List[str]]:
-        raise NotImplementedError
-
-    def feedback(self, res: StepResult, before: float, session: WorldSession) -> None:
-        pass
-
-    def end(self) -> None:
-        pass
-
 
 class RandomPolicy(Policy):
     name = "random"
@@ -133,23 +117,6 @@ class UCBPolicy(Policy):
             self.total[d] += math.log(res.best / before)
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _bag(text: str) -> Dict[str, float]:
-    bag: Dict[str, float] = {}
-    for w in _WORD.findall(text.lower()):
-        bag[w] = bag.get(w, 0.0) + 1.0
-    return bag
-
-
-def _cosine(a: Dict[str, float], b: Dict[str, float]) -> float:
-    dot = sum(v * b.get(k, 0.0) for k, v in a.items())
-    na = math.sqrt(sum(v * v for v in a.values()))
-    nb = math.sqrt(sum(v * v for v in b.values()))
-    return dot / (na * nb) if na and nb else 0.0
-
-
 class FlatPolicy(Policy):
     """One list of strategies (no directions, transitions or state), ranked by the store's
     measured effect plus text similarity to the task; each step offers the whole list."""
@@ -160,14 +127,15 @@ class FlatPolicy(Policy):
         self.dir_of = {s: d for d, ss in taxonomy_order() for s in ss}
 
     def begin(self, task, budget):
-        q = _bag(f"{task.name} {task.family.spec.get('category', '')} "
-                 f"{task.family.spec.get('description', '')}")
+        q = text_bag(f"{task.name} {task.family.spec.get('category', '')} "
+                     f"{task.family.spec.get('description', '')}")
         ranked = []
         for s in self.stats:
             name = advice_strategy(s["name"], s.get("title", ""), self.dir_of)
             if not name:
                 continue
-            sim = _cosine(q, _bag(f"{s['name']} {s.get('title', '')} {s.get('description', '')}"))
+            sim = cosine(q, text_bag(f"{s['name']} {s.get('title', '')} "
+                                     f"{s.get('description', '')}"))
             rate = (s.get("successes", 0) + 1.0) / (s.get("uses", 0) + 2.0)
             ranked.append((sim + rate * max(s.get("mean_gain", 0.0), 0.0)
                            + 1e-6 * self.rng.random(), name))
@@ -251,8 +219,7 @@ class RunResult:
 def run_session(policy: Policy, task: TaskView, budget: int, seed: int) -> RunResult:
     s = WorldSession(task)
     r = RunResult(task.family.name, task.name, policy.name, seed, budget, task.best)
-    policy.begin(task, budget)
-    try:
+    with policy_session(policy, task, budget):
         for i in range(budget):
             d, strategies = policy.choose(s)
             before = s.best
@@ -266,8 +233,6 @@ def run_session(policy: Policy, task: TaskView, budget: int, seed: int) -> RunRe
                 r.failures += 1
             if r.steps_to_5 is None and s.best >= 0.95 * task.best:
                 r.steps_to_5 = i + 1
-    finally:
-        policy.end()
     return r
 
 
@@ -303,21 +268,9 @@ class Memory:
 
     def run(self, name: str, base: str, run_dir: str, options: Dict[str, str], task: TaskView,
             budget: int, seed: int) -> RunResult:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if base:
-            shutil.copytree(base, run_dir, ignore=shutil.ignore_patterns("*.sock", "*.pid",
-                                                                         "htamd.log"))
-        opts = {"memory.policy_seed": str(seed)}
-        opts.update(options)
-        try:
-            with self._proc(run_dir, opts) as proc:
-                d = proc.client()
-                try:
-                    return run_session(DaemonPolicy(name, d, strategy_ids(d)), task, budget, seed)
-                finally:
-                    d.close_connection()
-        finally:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options,
+                            wf.REPO) as d:
+            return run_session(DaemonPolicy(name, d, strategy_ids(d)), task, budget, seed)
 
 
 def strategy_ids(d) -> Dict[str, int]:

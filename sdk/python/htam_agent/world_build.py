@@ -122,9 +122,7 @@ class Builder:
         lst = os.path.join(self.work, "compile_list.txt")
         with open(lst, "w") as f:
             f.write("\n".join(first.values()) + "\n")
-        tool = os.path.join(self.bin, "htam-world-compile")
-        if not os.path.exists(tool):  # a build tree: tools/bench beside backends/cuda
-            tool = os.path.join(self.bin, "..", "..", "tools", "bench", "htam-world-compile")
+        tool = self.tool("htam-world-compile", "tools/bench")
         t = time.time()
         r = subprocess.run([tool, "--cache", self.cache, "--list", lst, "--threads",
                             str(self.a.compile_threads), "--arch", self.a.arch],
@@ -148,12 +146,20 @@ class Builder:
             self.partial.flush()
             self.done += 1
 
+    def tool(self, name: str, build_folder: str) -> str:
+        """A binary of the bin folder (staged), else of the build tree that holds it: the bin
+        folder is then <build>/backends/cuda and the tool is in <build>/<build_folder>."""
+        path = os.path.join(self.bin, name)
+        if not os.path.exists(path):
+            path = os.path.join(self.bin, "..", "..", build_folder, name)
+        return path
+
     def eval_task(self, fam: wf.Family, sh: wf.Shape, pending: List[str], paths: Dict[str, str],
                   knobs: Dict[str, dict], deadline: float) -> None:
         d = os.path.dirname(os.path.dirname(next(iter(paths.values()))))
         tries: Dict[str, int] = {}
         while pending and time.time() < deadline:
-            cmd = [os.path.join(self.bin, "htam-eval-cli"), "--task", d,
+            cmd = [self.tool("htam-eval-cli", "tools/eval_cli"), "--task", d,
                    "--plugin", os.path.join(self.bin, "libhtam_backend_cuda.so"),
                    "--cache", self.cache, "--seeds", str(self.a.seeds), "--reps", str(self.a.reps),
                    "--sets", str(self.a.sets), "--compile-threads", "1",

@@ -14,7 +14,7 @@ EXCL="$(git rev-parse --git-common-dir)/info/exclude"
 mkdir -p "$(dirname "$EXCL")"
 grep -qx '/.world-stage/' "$EXCL" 2>/dev/null || echo '/.world-stage/' >> "$EXCL"
 rm -rf "$D" && mkdir -p "$D/bin" "$D/lib" "$D/sdk/python/htam_agent" "$D/configs/world"
-strip -o "$D/bin/htam-eval-cli" "$B/backends/cuda/htam-eval-cli"
+strip -o "$D/bin/htam-eval-cli" "$B/tools/eval_cli/htam-eval-cli"
 strip -o "$D/bin/libhtam_backend_cuda.so" "$B/backends/cuda/libhtam_backend_cuda.so"
 strip -o "$D/bin/htam-world-compile" "$B/tools/bench/htam-world-compile"
 for f in "$D"/bin/*; do

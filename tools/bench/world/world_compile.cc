@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "backends/cuda/compile_pool.h"
-#include "daemon/util/file.h"
+#include "base/file.h"
 
 namespace fs = std::filesystem;
 

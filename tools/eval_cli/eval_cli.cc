@@ -35,8 +35,8 @@
 #include "backends/common/task_spec.h"
 #include "backends/cuda/compile_pool.h"
 #include "backends/cuda/ncu_profile.h"
+#include "base/file.h"
 #include "daemon/config/config.h"
-#include "daemon/util/file.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

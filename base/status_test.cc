@@ -1,8 +1,8 @@
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 #include <gtest/gtest.h>
 
-#include "daemon/util/log.h"
+#include "base/log.h"
 
 namespace htam {
 namespace {

@@ -1,5 +1,5 @@
 // Child processes for the toolchain: fork + execvp, output to a file, timeout by process group.
-#include "backends/cuda/subprocess.h"
+#include "base/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace htam::cuda {
+namespace htam {
 
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
                                  double timeout_s, size_t max_output,
@@ -117,4 +117,4 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
   return r;
 }
 
-}  // namespace htam::cuda
+}  // namespace htam

@@ -1,5 +1,5 @@
 // CURVE key files and the ZAP handler thread of htamd (docs/operations.md, "Security").
-#include "daemon/server/auth.h"
+#include "daemon/common/auth.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,9 +11,9 @@
 #include <sstream>
 #include <vector>
 
-#include "daemon/util/log.h"
+#include "base/log.h"
 
-namespace htam::server {
+namespace htam::auth {
 
 namespace {
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
@@ -205,4 +205,4 @@ void ZapHandler::Loop() {
   }
 }
 
-}  // namespace htam::server
+}  // namespace htam::auth

@@ -1,14 +1,15 @@
-// Runs a tool (nvcc, ncu) as a child process with a wall-clock limit, capturing its output.
-// The child gets its own process group so that a timeout kills the whole tool chain (nvcc spawns
-// cicc, ptxas, gcc). Thread-safety: RunProcess is safe to call from several threads at once.
+// Runs a tool (nvcc, ncu, hipcc, the offload bundler) as a child process with a wall-clock limit,
+// capturing its output. The child gets its own process group so that a timeout kills the whole
+// tool chain (nvcc spawns cicc, ptxas, gcc; hipcc spawns clang, lld, the bundler).
+// Thread-safety: RunProcess is safe to call from several threads at once.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
-namespace htam::cuda {
+namespace htam {
 
 struct ProcessResult {
   int exit_code = -1;      // valid when !signaled && !timed_out
@@ -22,8 +23,9 @@ struct ProcessResult {
 // through a temporary file in `cwd`. timeout_s <= 0 means no limit. IOError when it cannot start.
 // `extra_env` ("NAME=value") is added to (and overrides) the parent's environment; nvcc gets
 // TMPDIR=<its compile dir> so that it never needs a writable /tmp (sandboxed workers).
+// `cwd` must be a writable folder (the output file is made there).
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
                                  double timeout_s, size_t max_output = 1 << 20,
                                  const std::vector<std::string>& extra_env = {});
 
-}  // namespace htam::cuda
+}  // namespace htam

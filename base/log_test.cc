@@ -1,6 +1,6 @@
 // Log lines as a person and a log shipper read them: text by default, one JSON object a line
 // with the ids of the LogScope in force when general.log_format = json.
-#include "daemon/util/log.h"
+#include "base/log.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

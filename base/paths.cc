@@ -1,6 +1,6 @@
 // Install-relative lookup of shipped files (see paths.h): /proc/self/exe, then share/htam or
 // lib/htam one to three folders up.
-#include "daemon/util/paths.h"
+#include "base/paths.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // Status formatting.
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam {
 

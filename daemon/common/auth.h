@@ -9,9 +9,9 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "daemon/util/status.h"
+#include "base/status.h"
 
-namespace htam::server {
+namespace htam::auth {
 
 // A CurveZMQ key pair, both keys in Z85 (40 characters).
 struct KeyPair {
@@ -65,4 +65,4 @@ class ZapHandler {
   std::atomic<uint64_t> refused_{0};
 };
 
-}  // namespace htam::server
+}  // namespace htam::auth

@@ -1,4 +1,5 @@
-#include "daemon/util/file.h"
+// Whole-file reads (see file.h).
+#include "base/file.h"
 
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,11 @@ bool ReadWholeFile(const std::string& path, std::string* out) {
   ss << in.rdbuf();
   *out = ss.str();
   return true;
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::string text;
+  return ReadWholeFile(path, &text) ? text : std::string();
 }
 
 }  // namespace htam

@@ -1,5 +1,5 @@
 // Leveled logging; one mutex keeps lines whole.
-#include "daemon/util/log.h"
+#include "base/log.h"
 
 #include <atomic>
 #include <chrono>

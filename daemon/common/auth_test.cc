@@ -1,5 +1,5 @@
 // Key files and the allowed-keys file: what htam-keygen writes, htamd reads back.
-#include "daemon/server/auth.h"
+#include "daemon/common/auth.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace htam::server {
+namespace htam::auth {
 namespace {
 
 std::string TempDir() {
@@ -58,4 +58,4 @@ TEST(AuthTest, AuthorizedKeysFileSkipsCommentsAndRefusesBadKeys) {
 }
 
 }  // namespace
-}  // namespace htam::server
+}  // namespace htam::auth

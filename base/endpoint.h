@@ -1,0 +1,14 @@
+// What a ZeroMQ endpoint string says about who can reach it. Used by the client front and the
+// worker endpoint to refuse an unauthenticated bind that other hosts could reach.
+// Thread-safety: pure function, safe for concurrent use.
+#pragma once
+
+#include <string>
+
+namespace htam {
+
+// True when the endpoint can only be reached from this host: ipc://, inproc://, or tcp:// on
+// localhost, [::1] or 127.x.y.z. An interface name is not local.
+bool IsLocalEndpoint(const std::string& endpoint);
+
+}  // namespace htam

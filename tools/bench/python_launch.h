@@ -1,0 +1,19 @@
+// The htam-bench subcommands written in Python over the SDK (quality, world) start the same way:
+// `/usr/bin/python3 -m htam_agent <subcommand> ...` with the build's and the source tree's Python
+// packages on PYTHONPATH and HTAM_BUILD_DIR set. Thread-safety: replaces the process (execv).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace htam::bench {
+
+// Sets PYTHONPATH (<build>/python, <source>/sdk/python, then the caller's), HTAM_BUILD_DIR and,
+// for each (NAME, relative) of `build_paths`, NAME=<build>/<relative> unless NAME is already set;
+// then execs Debian's python3 on `htam_agent <subcommand> argv...`. Returns 1 with a message only
+// if python3 cannot be started.
+int ExecPythonSubcommand(const std::string& subcommand, int argc, char** argv,
+                         const std::vector<std::pair<std::string, std::string>>& build_paths = {});
+
+}  // namespace htam::bench
