@@ -12,7 +12,7 @@
 
 #include "backends/cuda/nvrtc_module.h"
 #include "htam/backend.h"
-#include "daemon/util/status.h"
+#include "base/status.h"
 
 namespace htam::cuda {
 
