@@ -200,10 +200,12 @@ class DaemonPolicy(Policy):
     def choose(self, session):
         self.last = self.d.next_step(self.session)
         out: List[str] = []
+        self.advised_dir: Dict[str, int] = {}  # applied strategy -> direction of its advice
         for s in self.last.strategies:
             a = advice_strategy(s.name, s.title, self.dir_of)
             if a and a not in out:
                 out.append(a)
+                self.advised_dir[a] = s.direction_id
         return self.last.direction, out
 
     def feedback(self, res, before, session):
@@ -221,7 +223,10 @@ class DaemonPolicy(Policy):
             out = OutcomeView(status="ok", speedup=before, best_speedup=before, verified=False,
                               diagnostics=res.note)
             summary, source, ids = res.note, "", []
-        self.d.record(self.session, self.last.direction_id, ids, summary, out, source)
+        # The direction of the advice the step applied (the answer's own direction when its
+        # strategies all come from it), as an agent reports what it did.
+        direction = self.advised_dir.get(res.applied) or self.last.direction_id
+        self.d.record(self.session, direction, ids, summary, out, source)
 
     def end(self):
         try:
