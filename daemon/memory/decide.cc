@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <sstream>
 
 #include "daemon/memory/codec.h"
@@ -278,6 +279,13 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
 }
 
 void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
+  // A learned strategy and the one it was learned as are one strategy here.
+  std::shared_lock<std::shared_mutex> il(index_mu_);
+  auto canon = [&](uint64_t id) {
+    uint64_t p = table_.Parent(id);
+    return p ? p : id;
+  };
+  for (auto& x : ps->tried) x.strategy_id = canon(x.strategy_id);
   std::lock_guard<std::mutex> l(pending_mu_);
   auto it = advice_.find(session_id);
   if (it == advice_.end()) return;
@@ -287,8 +295,8 @@ void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
     for (const auto& x : ps->tried)
       if (x.step == a.step) applied.insert(x.strategy_id);
     for (uint64_t id : a.advised) {
-      if (applied.count(id)) break;
-      a.passed.push_back(PolicyState::Tried{id, a.step, fb::OutcomeStatus::Ok, 0.0});
+      if (applied.count(canon(id))) break;
+      a.passed.push_back(PolicyState::Tried{canon(id), a.step, fb::OutcomeStatus::Ok, 0.0});
     }
     a.advised.clear();
   }
@@ -383,8 +391,15 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       for (uint64_t id : un->second) cands.push_back(Cand{id, 0.0, si});
   }
   // This session's unsuccessful tries (strategy_scope "all": they weigh against a strategy).
+  // ps.tried holds canonical ids (PassedOver): a learned strategy counts as its parent.
   std::vector<std::pair<uint64_t, double>> retries;
-  if (all) retries = RetryCounts(ps);
+  std::unordered_map<uint64_t, uint64_t> canon;  // candidate -> parent, where the table knows one
+  if (all) {
+    retries = RetryCounts(ps);
+    std::shared_lock<std::shared_mutex> l(index_mu_);
+    for (const Cand& c : cands)
+      if (uint64_t p = table_.Parent(c.id)) canon[c.id] = p;
+  }
   // Measured effect in similar states: attention-weighted gain of neighbours that credited it.
   // (strategy, w*gain, w) per crediting neighbour, each strategy once per neighbour, in neighbour
   // order; a stable sort by strategy keeps that order, so the sums add in it.
@@ -421,6 +436,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     bool match, cross;
     size_t source;
     double local_w, retries;
+    uint64_t key;  // the strategy it counts as (its parent for a learned one)
   };
   std::vector<Scored> scored;
   std::set<uint64_t> seen;
@@ -436,7 +452,8 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     const fb::GainStats zero;
     const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
     Scored x{std::move(s), 0, c.sim, (gs.successes() + 1.0) / (gs.uses() + 2.0), 0, false, false,
-             c.source, 0, 0};
+             c.source, 0, 0, id};
+    if (auto k = canon.find(id); k != canon.end()) x.key = k->second;
     double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * src.dir->prior;
     auto e = std::lower_bound(effect.begin(), effect.end(), id,
                               [](const Credit& c, uint64_t s) { return c.strategy < s; });
@@ -453,9 +470,9 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     x.score = c.sim + o_.rerank_effect_weight * x.mean_gain * bf +
               o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);
     if (all) {
-      auto r = std::lower_bound(retries.begin(), retries.end(), id,
+      auto r = std::lower_bound(retries.begin(), retries.end(), x.key,
                                 [](const auto& p, uint64_t s) { return p.first < s; });
-      x.retries = r != retries.end() && r->first == id ? r->second : 0.0;
+      x.retries = r != retries.end() && r->first == x.key ? r->second : 0.0;
       x.score += o_.direction_weight * src.dir_score - o_.retry_penalty * x.retries;
     }
     scored.push_back(std::move(x));
@@ -464,6 +481,12 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     if (a.score != b.score) return a.score > b.score;
     return a.s->id() < b.s->id();
   });
+  if (all) {  // one entry per strategy: a learned one and its parent are the same advice
+    std::set<uint64_t> keys;
+    scored.erase(std::remove_if(scored.begin(), scored.end(),
+                                [&](const Scored& x) { return !keys.insert(x.key).second; }),
+                 scored.end());
+  }
   if (scored.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
     scored.erase(scored.begin() + std::max(0, o_.top_k_strategies), scored.end());
   std::vector<fb::StrategyHitT> hits;

@@ -80,6 +80,7 @@ std::vector<std::pair<uint64_t, double>> RetryCounts(const PolicyState& s) {
     double count = 0;
     for (; j < tries.size() && tries[j].strategy_id == tries[i].strategy_id; ++j) {
       const auto& t = tries[j];
+      if (j > i && tries[j - 1].step == t.step) continue;  // one step counts once
       if (IsSuccess(t.status, t.gain))
         count = 0;  // it helped: what came before no longer counts against it
       else if (t.status == fb::OutcomeStatus::Ok || IsFailure(t.status))
