@@ -4,8 +4,8 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <unordered_map>
 #include <sstream>
+#include <unordered_map>
 
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
@@ -13,8 +13,8 @@
 
 namespace htam::memory {
 namespace {
-constexpr size_t kMaxEvidence = 16;
-constexpr size_t kMaxAdvisedSessions = 65536;  // sessions whose last advice is remembered  // attended transitions listed in a decision (message size)
+constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decision (message size)
+constexpr size_t kMaxAdvisedSessions = 65536;  // open sessions whose last advice is remembered
 
 // MaskReason(...).empty() of a stored strategy, read from its bytes without copies.
 bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps) {
@@ -375,9 +375,8 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     if (embedding) {
       query = *embedding;
     } else if (meta_.embedder_model == kBuiltinEmbedder) {
-      std::string text = sd.title + " " + task.category + " " + task.name + " " +
-                         task.description + " " + fb::EnumNameBottleneck(ps.bottleneck) +
-                         " bound " + in.query_text;
+      std::string text = sd.title + " " + task.category + " " + task.name + " " + task.description +
+                         " " + fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text;
       query = EmbedText(text, meta_.embedder_dim);
     }
     std::shared_lock<std::shared_mutex> l(index_mu_);
@@ -451,8 +450,17 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     const Source& src = sources[c.source];
     const fb::GainStats zero;
     const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
-    Scored x{std::move(s), 0, c.sim, (gs.successes() + 1.0) / (gs.uses() + 2.0), 0, false, false,
-             c.source, 0, 0, id};
+    Scored x{std::move(s),
+             0,
+             c.sim,
+             (gs.successes() + 1.0) / (gs.uses() + 2.0),
+             0,
+             false,
+             false,
+             c.source,
+             0,
+             0,
+             id};
     if (auto k = canon.find(id); k != canon.end()) x.key = k->second;
     double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * src.dir->prior;
     auto e = std::lower_bound(effect.begin(), effect.end(), id,
@@ -495,8 +503,9 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     std::string note;
     if (all) {
       const fb::DirectionT& sd = *sources[x.source].dir;
-      if (sd.id != dir.id) note += "   Direction: " + sd.title + " (score " +
-                                   Short(sources[x.source].dir_score) + ")\n";
+      if (sd.id != dir.id)
+        note +=
+            "   Direction: " + sd.title + " (score " + Short(sources[x.source].dir_score) + ")\n";
       if (x.local_w > 0)
         note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
                 ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";

@@ -48,9 +48,9 @@ std::vector<uint32_t> ImprovingSteps(const PolicyState& s);
 
 // Strategies this session tried without success, with how much that counts against advising
 // them again: a try on the current kernel (after its last improvement) that failed or was no
-// faster counts 1 (several entries of one step count once), a try on an earlier kernel 0.5 (the kernel it did not help is gone). A
-// strategy whose last try improved the kernel counts 0 (it may have further settings to try).
-// Sorted by strategy id.
+// faster counts 1 (several entries of one step count once), a try on an earlier kernel 0.5 (the
+// kernel it did not help is gone). A strategy whose last try improved the kernel counts 0 (it may
+// have further settings to try). Sorted by strategy id.
 std::vector<std::pair<uint64_t, double>> RetryCounts(const PolicyState& s);
 
 // The L2-normalized key of a state and its history (what the transition index stores).

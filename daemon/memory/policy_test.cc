@@ -174,13 +174,14 @@ TEST(PolicyTest, RetryCountsWeighTriesOnTheCurrentKernelAndForgetAfterASuccess) 
   // Steps: 0 improves (strategy 10), 1 fails (11), 2 improves (12), 3 fails (11), 4 no faster
   // (13), 5 fails (12) after 12 had improved the kernel at step 2.
   s.history = {1, 2, 3, 2, 4, 3};
-  s.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Ok,
-                fb::OutcomeStatus::Crash, fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect};
+  s.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect,
+                fb::OutcomeStatus::Ok, fb::OutcomeStatus::Crash,
+                fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect};
   s.gains = {0.3, 0, 0.2, 0, 0, 0};
   s.path_steps = {0, 2};
-  s.tried = {{10, 0, fb::OutcomeStatus::Ok, 0.3},        {11, 1, fb::OutcomeStatus::Incorrect, 0},
-             {12, 2, fb::OutcomeStatus::Ok, 0.2},        {11, 3, fb::OutcomeStatus::Crash, 0},
-             {13, 4, fb::OutcomeStatus::Ok, 0},          {12, 5, fb::OutcomeStatus::Incorrect, 0},
+  s.tried = {{10, 0, fb::OutcomeStatus::Ok, 0.3},      {11, 1, fb::OutcomeStatus::Incorrect, 0},
+             {12, 2, fb::OutcomeStatus::Ok, 0.2},      {11, 3, fb::OutcomeStatus::Crash, 0},
+             {13, 4, fb::OutcomeStatus::Ok, 0},        {12, 5, fb::OutcomeStatus::Incorrect, 0},
              {14, 5, fb::OutcomeStatus::InfraError, 0}};
   auto counts = RetryCounts(s);
   std::map<uint64_t, double> c(counts.begin(), counts.end());
