@@ -2,8 +2,10 @@
 // under the chosen one, and explain the choice.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
@@ -12,6 +14,7 @@
 namespace htam::memory {
 namespace {
 constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decision (message size)
+constexpr size_t kMaxAdvisedSessions = 65536;  // open sessions whose last advice is remembered
 
 // MaskReason(...).empty() of a stored strategy, read from its bytes without copies.
 bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps) {
@@ -56,7 +59,7 @@ Status MemoryImpl::CheckClientVector(const std::optional<std::vector<float>>& v)
 }
 
 Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in,
-                                    PolicyState* ps, bool from_table) {
+                                    PolicyState* ps, bool from_table, bool tries) {
   ps->session_id = s.id();
   std::string_view v;
   Status st = t.Get(Db::kTasks, KeyU64(s.task_id()), &v);
@@ -78,7 +81,8 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   if (s.last_status())
     for (auto x : *s.last_status()) ps->outcomes.push_back(static_cast<fb::OutcomeStatus>(x));
   if (s.path_steps()) ps->path_steps.assign(s.path_steps()->begin(), s.path_steps()->end());
-  // Gains of the last few steps (for the "succeeded but no faster" half penalty).
+  // Gains of the last few steps (for the "succeeded but no faster" half penalty), and with
+  // `tries` the strategies of every step.
   ps->gains.assign(ps->history.size(), 0.0);
   size_t want = static_cast<size_t>(std::max(0, o_.failure_memory));
   std::vector<uint64_t> recent;
@@ -87,21 +91,36 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
         recent.push_back(DecodeU64(k, 8));
         return true;
       }));
-  for (size_t i = recent.size() > want ? recent.size() - want : 0; i < recent.size(); ++i) {
+  auto tried = [&](uint64_t strategy, uint32_t step, fb::OutcomeStatus status, double gain) {
+    if (strategy) ps->tried.push_back(PolicyState::Tried{strategy, step, status, gain});
+  };
+  size_t first = recent.size() > want ? recent.size() - want : 0;
+  for (size_t i = tries ? 0 : first; i < recent.size(); ++i) {
     if (from_table) {
       const TransitionTable::Row* row = table_.Find(recent[i]);
       if (row && !(row->flags & TransitionTable::kFallback)) {
         auto status = static_cast<fb::OutcomeStatus>(row->status);
-        if (row->step < ps->gains.size())
-          ps->gains[row->step] = StepGain(status, row->speedup_before, row->speedup_after);
+        double gain = StepGain(status, row->speedup_before, row->speedup_after);
+        if (i >= first && row->step < ps->gains.size()) ps->gains[row->step] = gain;
+        if (tries) {
+          for (uint32_t j = 0; j < row->strategies; ++j)
+            tried(table_.Strategies(*row)[j], row->step, status, gain);
+          tried(row->learned_strategy_id, row->step, status, gain);
+        }
         continue;
       }
     }
     std::string_view rv;
     if (!t.Get(Db::kTransitions, KeyU64(recent[i]), &rv).ok()) continue;
     FbView<fb::TransitionRecord> r(rv);
-    if (r && r->step() < ps->gains.size())
-      ps->gains[r->step()] = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+    if (!r) continue;
+    double gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+    if (i >= first && r->step() < ps->gains.size()) ps->gains[r->step()] = gain;
+    if (tries) {
+      if (r->strategy_ids())
+        for (uint64_t id : *r->strategy_ids()) tried(id, r->step(), r->status(), gain);
+      tried(r->learned_strategy_id(), r->step(), r->status(), gain);
+    }
   }
   return Status::OK();
 }
@@ -133,7 +152,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     // no transition record for a neighbour the table holds (rows missing there, e.g. of a
     // commit not yet applied, or that do not fit a row, are read from the store).
     std::shared_lock<std::shared_mutex> l(index_mu_);
-    HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *session, state, &ps, o_.transition_table));
+    HTAM_RETURN_IF_ERROR(
+        BuildPolicyState(t, *session, state, &ps, o_.transition_table, /*tries=*/true));
     key = TransitionKey(ps, o_);
 
     // 1. Attend: nearest past transitions by (state, history).
@@ -198,6 +218,10 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   }
   WeighNeighbors(&neighbors, o_);
 
+  // Advice of the last step that the session passed over counts as tried without success.
+  const bool scope_all = o_.strategy_scope == "all";
+  if (scope_all) PassedOver(session_id, &ps);
+
   // 2. Score every direction.
   PolicyResult pr = ScoreDirections(dirs, neighbors, ps, o_);
   Decision d;
@@ -243,8 +267,40 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   {
     std::lock_guard<std::mutex> l(pending_mu_);
     pending_[session_id] = state;
+    if (scope_all) {
+      if (advice_.size() >= kMaxAdvisedSessions && !advice_.count(session_id)) advice_.clear();
+      Advice& a = advice_[session_id];
+      a.step = ps.step;
+      a.advised.clear();
+      for (const auto& h : d.strategies) a.advised.push_back(h.strategy->id);
+    }
   }
   return d;
+}
+
+void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
+  // A learned strategy and the one it was learned as are one strategy here.
+  std::shared_lock<std::shared_mutex> il(index_mu_);
+  auto canon = [&](uint64_t id) {
+    uint64_t p = table_.Parent(id);
+    return p ? p : id;
+  };
+  for (auto& x : ps->tried) x.strategy_id = canon(x.strategy_id);
+  std::lock_guard<std::mutex> l(pending_mu_);
+  auto it = advice_.find(session_id);
+  if (it == advice_.end()) return;
+  Advice& a = it->second;
+  if (!a.advised.empty() && a.step < ps->step) {  // the advised step has been recorded
+    std::set<uint64_t> applied;
+    for (const auto& x : ps->tried)
+      if (x.step == a.step) applied.insert(x.strategy_id);
+    for (uint64_t id : a.advised) {
+      if (applied.count(canon(id))) break;
+      a.passed.push_back(PolicyState::Tried{canon(id), a.step, fb::OutcomeStatus::Ok, 0.0});
+    }
+    a.advised.clear();
+  }
+  ps->tried.insert(ps->tried.end(), a.passed.begin(), a.passed.end());
 }
 
 // Caller holds index_mu_ (shared at least).
@@ -283,26 +339,65 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
                             const fb::DirectionT& dir, const std::vector<Neighbor>& neighbors,
                             const StateInput& in,
                             const std::optional<std::vector<float>>& embedding, Decision* d) {
-  std::vector<float> query;
-  if (embedding) {
-    query = *embedding;
-  } else if (meta_.embedder_model == kBuiltinEmbedder) {
-    std::string text = dir.title + " " + task.category + " " + task.name + " " + task.description +
-                       " " + fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text;
-    query = EmbedText(text, meta_.embedder_dim);
-  }
-  // Candidates: the most similar strategies of this direction, plus those without embeddings.
-  std::vector<std::pair<uint64_t, double>> cands;
-  {
-    std::shared_lock<std::shared_mutex> l(index_mu_);
-    auto it = strategy_index_.find(dir.id);
-    if (it != strategy_index_.end() && !query.empty()) {
-      for (const Hit& h : SearchStrategies(dir.id, *it->second, query))
-        cands.emplace_back(h.id, h.similarity);
+  // Which directions' strategies compete: the chosen one's only, or (strategy_scope "all")
+  // those of every direction the policy did not mask, each weighed by its direction's score,
+  // so that the list holds the strategies most likely to apply and help here whatever their
+  // direction. The chosen direction stays the answer's frame.
+  struct Source {
+    const fb::DirectionT* dir;
+    double dir_score;
+  };
+  std::shared_ptr<const std::vector<fb::DirectionT>> dirs_ptr = Directions();
+  std::vector<Source> sources{{&dir, 0.0}};
+  const bool all = o_.strategy_scope == "all";
+  std::map<uint64_t, double> dir_score;
+  if (all) {
+    for (const auto& sc : d->scores) {
+      if (sc.masked) continue;
+      dir_score[sc.direction_id] = sc.score;
+      if (sc.direction_id == dir.id) continue;
+      for (const auto& x : *dirs_ptr)
+        if (x.id == sc.direction_id) sources.push_back(Source{&x, sc.score});
     }
-    auto un = unembedded_.find(dir.id);
+    sources[0].dir_score = dir_score.count(dir.id) ? dir_score[dir.id] : 0.0;
+  }
+  // Candidates: the most similar strategies of each source direction, plus those without
+  // embeddings; (id, similarity, index into sources).
+  struct Cand {
+    uint64_t id;
+    double sim;
+    size_t source;
+  };
+  std::vector<Cand> cands;
+  for (size_t si = 0; si < sources.size(); ++si) {
+    const fb::DirectionT& sd = *sources[si].dir;
+    std::vector<float> query;
+    if (embedding) {
+      query = *embedding;
+    } else if (meta_.embedder_model == kBuiltinEmbedder) {
+      std::string text = sd.title + " " + task.category + " " + task.name + " " + task.description +
+                         " " + fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text;
+      query = EmbedText(text, meta_.embedder_dim);
+    }
+    std::shared_lock<std::shared_mutex> l(index_mu_);
+    auto it = strategy_index_.find(sd.id);
+    if (it != strategy_index_.end() && !query.empty()) {
+      for (const Hit& h : SearchStrategies(sd.id, *it->second, query))
+        cands.push_back(Cand{h.id, h.similarity, si});
+    }
+    auto un = unembedded_.find(sd.id);
     if (un != unembedded_.end())
-      for (uint64_t id : un->second) cands.emplace_back(id, 0.0);
+      for (uint64_t id : un->second) cands.push_back(Cand{id, 0.0, si});
+  }
+  // This session's unsuccessful tries (strategy_scope "all": they weigh against a strategy).
+  // ps.tried holds canonical ids (PassedOver): a learned strategy counts as its parent.
+  std::vector<std::pair<uint64_t, double>> retries;
+  std::unordered_map<uint64_t, uint64_t> canon;  // candidate -> parent, where the table knows one
+  if (all) {
+    retries = RetryCounts(ps);
+    std::shared_lock<std::shared_mutex> l(index_mu_);
+    for (const Cand& c : cands)
+      if (uint64_t p = table_.Parent(c.id)) canon[c.id] = p;
   }
   // Measured effect in similar states: attention-weighted gain of neighbours that credited it.
   // (strategy, w*gain, w) per crediting neighbour, each strategy once per neighbour, in neighbour
@@ -338,43 +433,87 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     FbView<fb::Strategy> s;
     double score, sim, success_rate, mean_gain;
     bool match, cross;
+    size_t source;
+    double local_w, retries;
+    uint64_t key;  // the strategy it counts as (its parent for a learned one)
   };
   std::vector<Scored> scored;
   std::set<uint64_t> seen;
   double m = std::max(1e-9, o_.prior_strength);
-  for (auto [id, sim] : cands) {
+  for (const Cand& c : cands) {
+    const uint64_t id = c.id;
     if (!seen.insert(id).second) continue;
     std::string_view v;
     if (!t.Get(Db::kStrategies, KeyU64(id), &v).ok()) continue;
     FbView<fb::Strategy> s(v);
     if (!s || s->merged_into()) continue;
+    const Source& src = sources[c.source];
     const fb::GainStats zero;
     const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
-    Scored x{std::move(s), 0, sim, (gs.successes() + 1.0) / (gs.uses() + 2.0), 0, false, false};
-    double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * dir.prior;
+    Scored x{std::move(s),
+             0,
+             c.sim,
+             (gs.successes() + 1.0) / (gs.uses() + 2.0),
+             0,
+             false,
+             false,
+             c.source,
+             0,
+             0,
+             id};
+    if (auto k = canon.find(id); k != canon.end()) x.key = k->second;
+    double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * src.dir->prior;
     auto e = std::lower_bound(effect.begin(), effect.end(), id,
                               [](const Credit& c, uint64_t s) { return c.strategy < s; });
     bool credited_here = e != effect.end() && e->strategy == id;
     double local_w = credited_here ? e->w : 0.0;
     double local_sum = credited_here ? e->wgain : 0.0;
+    x.local_w = local_w;
     x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
     x.match = PreconditionsHold(*x.s, ps);
     std::string_view origin = x.s->provenance() && x.s->provenance()->backend()
                                   ? x.s->provenance()->backend()->string_view()
                                   : std::string_view();
     double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &x.cross);
-    x.score = sim + o_.rerank_effect_weight * x.mean_gain * bf +
+    x.score = c.sim + o_.rerank_effect_weight * x.mean_gain * bf +
               o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);
+    if (all) {
+      auto r = std::lower_bound(retries.begin(), retries.end(), x.key,
+                                [](const auto& p, uint64_t s) { return p.first < s; });
+      x.retries = r != retries.end() && r->first == x.key ? r->second : 0.0;
+      x.score += o_.direction_weight * src.dir_score - o_.retry_penalty * x.retries;
+    }
     scored.push_back(std::move(x));
   }
   std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
     if (a.score != b.score) return a.score > b.score;
     return a.s->id() < b.s->id();
   });
+  if (all) {  // one entry per strategy: a learned one and its parent are the same advice
+    std::set<uint64_t> keys;
+    scored.erase(std::remove_if(scored.begin(), scored.end(),
+                                [&](const Scored& x) { return !keys.insert(x.key).second; }),
+                 scored.end());
+  }
   if (scored.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
     scored.erase(scored.begin() + std::max(0, o_.top_k_strategies), scored.end());
   std::vector<fb::StrategyHitT> hits;
+  std::vector<std::string> notes;  // per hit: why it is in the list, beyond its statistics
   for (const Scored& x : scored) {
+    std::string note;
+    if (all) {
+      const fb::DirectionT& sd = *sources[x.source].dir;
+      if (sd.id != dir.id)
+        note +=
+            "   Direction: " + sd.title + " (score " + Short(sources[x.source].dir_score) + ")\n";
+      if (x.local_w > 0)
+        note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
+                ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";
+      if (x.retries > 0)
+        note += "   Tried in this session without success (" + Short(x.retries) +
+                " counted): ranked lower\n";
+    }
+    notes.push_back(std::move(note));
     fb::StrategyHitT h;
     h.strategy = std::make_unique<fb::StrategyT>();
     x.s->UnPackTo(h.strategy.get());
@@ -405,6 +544,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   int i = 0;
   for (const auto& h : hits) {
     const fb::StrategyT& s = *h.strategy;
+    const std::string& note = notes[static_cast<size_t>(i)];
     p += std::to_string(++i) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";
     if (!s.code_pattern.empty()) p += "   Pattern: " + s.code_pattern + "\n";
     if (!s.preconditions.empty()) {
@@ -426,6 +566,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
            (h.cross_backend ? " (learned on another backend)" : "") + "\n";
     }
     if (!h.precondition_match) p += "   Note: its preconditions do not all hold in this state.\n";
+    p += note;
   }
   d->strategies = std::move(hits);
   return Status::OK();

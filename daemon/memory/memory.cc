@@ -57,6 +57,9 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.retrieval_cache = static_cast<int>(c.GetInt("memory.retrieval_cache"));
   o.rerank_effect_weight = c.GetDouble("memory.rerank_effect_weight");
   o.rerank_precondition_weight = c.GetDouble("memory.rerank_precondition_weight");
+  o.strategy_scope = c.GetString("memory.strategy_scope");
+  o.direction_weight = c.GetDouble("memory.direction_weight");
+  o.retry_penalty = c.GetDouble("memory.retry_penalty");
   o.merge_threshold = c.GetDouble("memory.merge_threshold");
   o.snapshot_interval_s = static_cast<int>(c.GetInt("memory.snapshot_interval_s"));
   o.max_group_commit = static_cast<int>(c.GetInt("memory.max_group_commit"));
@@ -108,6 +111,9 @@ MemoryImpl::~MemoryImpl() {
 }
 
 Status MemoryImpl::Init() {
+  if (o_.strategy_scope != "all" && o_.strategy_scope != "direction")
+    return Status::InvalidArgument("memory.strategy_scope is '" + o_.strategy_scope +
+                                   "': expected all or direction");
   auto store = Store::Open(o_.dir, o_.map_size_mb, o_.max_map_size_mb, read_only_, o_.sync_commits);
   if (!store.ok()) return store.status().WithContext("opening memory store");
   store_ = std::move(store).value();
@@ -448,6 +454,7 @@ Result<fb::SessionT> MemoryImpl::CloseSession(uint64_t id) {
   {
     std::lock_guard<std::mutex> l(pending_mu_);
     pending_.erase(id);
+    advice_.erase(id);
   }
   return s;
 }

@@ -63,11 +63,16 @@ struct MemoryOptions {
   double cpu_backend_discount = 0.2;    // CPU <-> GPU
   uint64_t policy_seed = 0;             // tie-breaking; same inputs + seed = same decision
   // Retrieval.
-  int top_k_strategies = 5;
+  int top_k_strategies = 24;  // strategies a step returns
   int retrieval_candidates = 32;
   int retrieval_cache = 4096;  // strategy searches remembered (exact; cleared on strategy adds)
   double rerank_effect_weight = 1.0;
   double rerank_precondition_weight = 0.2;
+  // "all": the strategy list draws on every unmasked direction, each strategy weighed by its
+  // direction's score; "direction": only the chosen direction's strategies.
+  std::string strategy_scope = "all";
+  double direction_weight = 1.0;  // weight of a strategy's direction score in the "all" ranking
+  double retry_penalty = 0.5;     // per unsuccessful try of a strategy in this session ("all")
   // Learning.
   double merge_threshold = 0.85;  // cosine similarity: merge a new summary into a strategy
   // Operations.

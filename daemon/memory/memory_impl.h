@@ -113,12 +113,15 @@ class MemoryImpl final : public Memory {
 
   // decisions (decide.cc)
   // from_table: read recent outcomes from the transition table (caller holds index_mu_ shared)
-  // where it has them, instead of the records.
+  // where it has them, instead of the records. tries: also fill out->tried from every step of
+  // the session (what the strategy ranking needs; learning does not).
   Status BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in, PolicyState* out,
-                          bool from_table = false);
+                          bool from_table = false, bool tries = false);
   Status Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task, const fb::DirectionT& dir,
                   const std::vector<Neighbor>& neighbors, const StateInput& in,
                   const std::optional<std::vector<float>>& embedding, Decision* d);
+  // Adds to ps->tried the advice this session passed over (advice_; see there).
+  void PassedOver(uint64_t session_id, PolicyState* ps);
   Status CheckClientVector(const std::optional<std::vector<float>>& v) const;
   // The retrieval_candidates most similar strategies of a direction (index_mu_ held, shared at
   // least), through the retrieval cache.
@@ -174,6 +177,16 @@ class MemoryImpl final : public Memory {
   // The state each session was in at its last NextStep (default state of its RecordStep).
   std::mutex pending_mu_;
   std::unordered_map<uint64_t, StateInput> pending_;
+  // Per open session (under pending_mu_, in memory only): the strategies its last NextStep
+  // advised, in order, at which step, and the advice it passed over so far (ranked above the
+  // strategy the recorded step applied, or all of it when the step applied none). The ranking
+  // counts a passed-over strategy as a try without success (strategy_scope all).
+  struct Advice {
+    uint32_t step = 0;
+    std::vector<uint64_t> advised;
+    std::vector<PolicyState::Tried> passed;
+  };
+  std::unordered_map<uint64_t, Advice> advice_;
 
   // Group commit of concurrent RecordStep calls.
   std::mutex commit_mu_;  // one commit at a time; its delta is published in commit order

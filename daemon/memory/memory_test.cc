@@ -253,6 +253,109 @@ TEST(MemoryTest, FailuresOnTheCurrentKernelKeepTheirPenalty) {
   EXPECT_NE(next->direction.id, b) << next->why;
 }
 
+// Position of a strategy in a decision's list (npos when absent).
+size_t Rank(const Decision& d, uint64_t strategy) {
+  for (size_t i = 0; i < d.strategies.size(); ++i)
+    if (d.strategies[i].strategy->id == strategy) return i;
+  return std::string::npos;
+}
+
+uint64_t StrategyId(Memory* m, const std::string& name) {
+  auto all = m->ListStrategies(StrategyFilter{});
+  EXPECT_TRUE(all.ok());
+  for (const auto& s : *all)
+    if (s.name == name) return s.id;
+  ADD_FAILURE() << "no strategy " << name;
+  return 0;
+}
+
+TEST(MemoryTest, StrategyThatWorkedInSimilarStatesIsAdvisedFirstOnANewTask) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  // XOR swizzles doubled the speed of several matmuls; nothing else was tried on them.
+  uint64_t banks = DirId(m.get(), "shared-memory-banks");
+  uint64_t swizzle = StrategyId(m.get(), "xor-swizzle");
+  for (int i = 0; i < 4; ++i) {
+    uint64_t task = Task(m.get(), "matmul_" + std::to_string(i), "matmul");
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    ASSERT_TRUE(s.ok());
+    StepInput st = Step(s->id, banks, fb::OutcomeStatus::Ok, 2.0);
+    st.strategy_ids = {swizzle};
+    ASSERT_TRUE(m->RecordStep(st).ok());
+  }
+  // A matmul the memory never saw: the swizzle comes first, with the evidence that put it there.
+  auto s = m->OpenSession(Task(m.get(), "matmul_new", "matmul"), "cuda", "sm_90", "t", "m", 6);
+  auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_FALSE(d->strategies.empty());
+  EXPECT_EQ(d->strategies[0].strategy->id, swizzle) << d->prompt_context;
+  EXPECT_NE(d->prompt_context.find("In similar states: attended steps that applied it weigh"),
+            std::string::npos)
+      << d->prompt_context;
+  // The list draws on other directions too (each marked with its own).
+  bool other = false;
+  for (const auto& h : d->strategies) other = other || h.strategy->direction_id != banks;
+  EXPECT_TRUE(other);
+  EXPECT_NE(d->prompt_context.find("   Direction: "), std::string::npos);
+  // Scoped to the chosen direction, the answer holds only that direction's strategies.
+  MemoryOptions o = Opts(dir.path());
+  o.strategy_scope = "direction";
+  m.reset();
+  m = OpenOk(o);
+  d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(d.ok());
+  for (const auto& h : d->strategies) EXPECT_EQ(h.strategy->direction_id, d->direction.id);
+}
+
+TEST(MemoryTest, StrategyTriedWithoutSuccessIsNotAdvisedFirstAgain) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  auto first = m->NextStep(s->id, mem);
+  ASSERT_TRUE(first.ok() && !first->strategies.empty());
+  const fb::StrategyT& tried = *first->strategies[0].strategy;
+  StepInput st = Step(s->id, tried.direction_id, fb::OutcomeStatus::Incorrect, 0);
+  st.strategy_ids = {tried.id};
+  ASSERT_TRUE(m->RecordStep(st).ok());
+  auto next = m->NextStep(s->id, mem);
+  ASSERT_TRUE(next.ok());
+  size_t r = Rank(*next, tried.id);
+  EXPECT_NE(r, 0u) << next->prompt_context;
+  if (r != std::string::npos) {
+    EXPECT_LT(next->strategies[r].score, first->strategies[0].score - 0.4);
+    EXPECT_NE(next->prompt_context.find("Tried in this session without success"),
+              std::string::npos);
+  }
+  // A new session learns of the failure from the memory (as experience), not as its own try.
+  auto s2 = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
+  auto fresh = m->NextStep(s2->id, mem);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->prompt_context.find("Tried in this session"), std::string::npos);
+}
+
+TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
+  TempDir dir;
+  MemoryOptions o = Opts(dir.path());
+  o.retry_penalty = 5;  // far more than any score difference: passed-over advice leaves the list
+  auto m = OpenOk(o);
+  auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  auto d = m->NextStep(s->id, mem);
+  ASSERT_TRUE(d.ok() && d->strategies.size() >= 3);
+  // The agent applied the third piece of advice (the first two did not fit its kernel).
+  uint64_t a = d->strategies[0].strategy->id, b = d->strategies[1].strategy->id;
+  const fb::StrategyT& used = *d->strategies[2].strategy;
+  StepInput st = Step(s->id, used.direction_id, fb::OutcomeStatus::Ok, 1.3);
+  st.strategy_ids = {used.id};
+  ASSERT_TRUE(m->RecordStep(st).ok());
+  auto next = m->NextStep(s->id, mem);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(Rank(*next, a), std::string::npos) << next->prompt_context;
+  EXPECT_EQ(Rank(*next, b), std::string::npos) << next->prompt_context;
+  EXPECT_NE(Rank(*next, used.id), std::string::npos) << "it helped: it may be advised again";
+}
+
 TEST(MemoryTest, CrossBackendExperienceAnswersAHipSessionDiscounted) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());

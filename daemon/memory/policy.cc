@@ -67,6 +67,31 @@ std::vector<uint32_t> ImprovingSteps(const PolicyState& s) {
   return steps;
 }
 
+std::vector<std::pair<uint64_t, double>> RetryCounts(const PolicyState& s) {
+  const std::vector<uint32_t> improving = ImprovingSteps(s);
+  const int64_t last_improvement = improving.empty() ? -1 : static_cast<int64_t>(improving.back());
+  std::vector<PolicyState::Tried> tries = s.tried;
+  std::stable_sort(tries.begin(), tries.end(), [](const auto& a, const auto& b) {
+    return a.strategy_id != b.strategy_id ? a.strategy_id < b.strategy_id : a.step < b.step;
+  });
+  std::vector<std::pair<uint64_t, double>> out;
+  for (size_t i = 0; i < tries.size();) {
+    size_t j = i;
+    double count = 0;
+    for (; j < tries.size() && tries[j].strategy_id == tries[i].strategy_id; ++j) {
+      const auto& t = tries[j];
+      if (j > i && tries[j - 1].step == t.step) continue;  // one step counts once
+      if (IsSuccess(t.status, t.gain))
+        count = 0;  // it helped: what came before no longer counts against it
+      else if (t.status == fb::OutcomeStatus::Ok || IsFailure(t.status))
+        count += static_cast<int64_t>(t.step) > last_improvement ? 1.0 : 0.5;
+    }
+    if (count > 0) out.emplace_back(tries[i].strategy_id, count);
+    i = j;
+  }
+  return out;
+}
+
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o) {
   std::vector<float> k(kKeyDim, 0.0f);
   float* p = k.data();

@@ -31,12 +31,27 @@ struct PolicyState {
   std::vector<fb::OutcomeStatus> outcomes;  // their outcomes
   std::vector<double> gains;                // their log gains (0 when not Ok)
   std::vector<uint32_t> path_steps;         // steps that raised the session best, oldest first
+  // Strategies this session applied: one entry per (step, strategy credited by that step).
+  struct Tried {
+    uint64_t strategy_id = 0;
+    uint32_t step = 0;
+    fb::OutcomeStatus status = fb::OutcomeStatus::Ok;
+    double gain = 0;  // log gain of the step (0 when not Ok)
+  };
+  std::vector<Tried> tried;
 };
 
 // The steps that made the current kernel (each raised the session best): path_steps, plus any
 // step whose outcome and gain show a success (so a state built from outcomes and gains alone
 // works too); ascending. The last one is where the current kernel was made.
 std::vector<uint32_t> ImprovingSteps(const PolicyState& s);
+
+// Strategies this session tried without success, with how much that counts against advising
+// them again: a try on the current kernel (after its last improvement) that failed or was no
+// faster counts 1 (several entries of one step count once), a try on an earlier kernel 0.5 (the
+// kernel it did not help is gone). A strategy whose last try improved the kernel counts 0 (it may
+// have further settings to try). Sorted by strategy id.
+std::vector<std::pair<uint64_t, double>> RetryCounts(const PolicyState& s);
 
 // The L2-normalized key of a state and its history (what the transition index stores).
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 namespace htam::memory {
 namespace {
@@ -166,6 +167,30 @@ TEST(PolicyTest, FailureOnTheCurrentKernelKeepsItsPenaltyUntilTheKernelChanges) 
     if (x.name == "C")
       EXPECT_NEAR(x.penalty, o.failure_penalty * o.history_decay * o.history_decay, 1e-12);
   }
+}
+
+TEST(PolicyTest, RetryCountsWeighTriesOnTheCurrentKernelAndForgetAfterASuccess) {
+  PolicyState s = CudaState();
+  // Steps: 0 improves (strategy 10), 1 fails (11), 2 improves (12), 3 fails (11), 4 no faster
+  // (13), 5 fails (12) after 12 had improved the kernel at step 2.
+  s.history = {1, 2, 3, 2, 4, 3};
+  s.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect,
+                fb::OutcomeStatus::Ok, fb::OutcomeStatus::Crash,
+                fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect};
+  s.gains = {0.3, 0, 0.2, 0, 0, 0};
+  s.path_steps = {0, 2};
+  s.tried = {{10, 0, fb::OutcomeStatus::Ok, 0.3},      {11, 1, fb::OutcomeStatus::Incorrect, 0},
+             {12, 2, fb::OutcomeStatus::Ok, 0.2},      {11, 3, fb::OutcomeStatus::Crash, 0},
+             {13, 4, fb::OutcomeStatus::Ok, 0},        {12, 5, fb::OutcomeStatus::Incorrect, 0},
+             {14, 5, fb::OutcomeStatus::InfraError, 0}};
+  auto counts = RetryCounts(s);
+  std::map<uint64_t, double> c(counts.begin(), counts.end());
+  EXPECT_EQ(c.count(10), 0u) << "it improved the kernel";
+  EXPECT_DOUBLE_EQ(c[11], 1.5) << "0.5 on the replaced kernel + 1 on the current one";
+  EXPECT_DOUBLE_EQ(c[12], 1.0) << "its success at step 2 is forgotten only up to then";
+  EXPECT_DOUBLE_EQ(c[13], 1.0) << "no faster on the current kernel";
+  EXPECT_EQ(c.count(14), 0u) << "an infrastructure error says nothing about the strategy";
+  for (size_t i = 1; i < counts.size(); ++i) EXPECT_LT(counts[i - 1].first, counts[i].first);
 }
 
 TEST(PolicyTest, MasksByBottleneckBackendAndArch) {

@@ -36,6 +36,13 @@ void TransitionTable::Add(const fb::TransitionRecord& r, size_t key_dim) {
   Row& row = rows_[id - 1];
   if (!(row.flags & kPresent)) ++present_;
   Fill(r, key_dim, &row);
+  NoteParent(row);
+}
+
+void TransitionTable::NoteParent(const Row& row) {
+  if (!row.learned_strategy_id || !row.strategies || (row.flags & kFallback)) return;
+  uint64_t parent = pool_[row.strategies_at];
+  if (parent != row.learned_strategy_id) parent_.emplace(row.learned_strategy_id, parent);
 }
 
 void TransitionTable::Fill(const fb::TransitionRecord& r, size_t key_dim, Row* out) {
@@ -129,6 +136,7 @@ void TransitionTable::Clear() {
   pool_.clear();
   pool_.shrink_to_fit();
   backends_.clear();
+  parent_.clear();
   present_ = 0;
 }
 
@@ -183,6 +191,7 @@ Status TransitionTable::Deserialize(std::string_view in, TransitionTable* out) {
       return Status::Corruption("transition table: bad backend index");
     if (r.history_size > kHistory || uint64_t{r.strategies_at} + r.strategies > npool)
       return Status::Corruption("transition table: bad row");
+    t.NoteParent(r);
   }
   *out = std::move(t);
   return Status::OK();

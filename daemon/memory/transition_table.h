@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -46,6 +47,13 @@ class TransitionTable {
   // Credited strategy ids of a row (as the record names them, without the learned one).
   const uint64_t* Strategies(const Row& row) const { return pool_.data() + row.strategies_at; }
   std::string_view Backend(const Row& row) const { return backends_[row.backend]; }
+  // The strategy a learned strategy was learned as: the first strategy credited by the step that
+  // created (or was merged into) it; 0 when no row says. Lets the policy treat a learned
+  // strategy and the one the agent said it applied as one.
+  uint64_t Parent(uint64_t strategy) const {
+    auto it = parent_.find(strategy);
+    return it == parent_.end() ? 0 : it->second;
+  }
   // "" when the row holds exactly the record's facts; otherwise what differs.
   std::string Compare(const fb::TransitionRecord& r, size_t key_dim) const;
 
@@ -64,7 +72,9 @@ class TransitionTable {
   std::vector<Row> rows_;                                              // rows_[id - 1]
   std::vector<uint64_t> pool_;                                         // strategy ids
   std::vector<std::string> backends_;
+  std::unordered_map<uint64_t, uint64_t> parent_;  // learned strategy -> Parent(); from the rows
   size_t present_ = 0;
+  void NoteParent(const Row& row);
 };
 
 }  // namespace htam::memory

@@ -37,6 +37,15 @@ class QualitySmokeTest(unittest.TestCase):
             for r in runs:
                 self.assertEqual(r["error"], "")
                 self.assertEqual(len(r["directions"]), 6)
+                self.assertEqual(len(r["best_at"]), 6)
+                self.assertEqual(r["best_at"][-1], r["best"])
+            # The plot beside the table: one line and one legend entry per policy.
+            with open(os.path.join(tmp, "runs.svg")) as f:
+                svg = f.read()
+            self.assertTrue(svg.startswith("<svg"), svg[:80])
+            self.assertEqual(svg.count("<polyline"), len(ALL_POLICIES))
+            for p in ALL_POLICIES:
+                self.assertIn(f">{p}</text>", svg)
             # The client-side bandit never repeats a direction within 6 steps.
             for r in runs:
                 if r["policy"] == "ucb":

@@ -34,6 +34,8 @@ const char* kHelp = R"(htam-bench memory [flags]
   --threads N         concurrent writers in the group-commit measurement (default 32)
   --retrieval-cache N memory.retrieval_cache of the measuring process (default: the option's
                       default; 0 measures every decision's strategy search)
+  --strategy-scope S  memory.strategy_scope of the measuring process (all | direction)
+  --top-k N           memory.top_k_strategies of the measuring process
   --dir DIR           where the stores are built (default: a new directory under /tmp)
   --keep              keep the store afterwards
   --seed-file FILE    seed taxonomy (default: the shipped one, share/htam/seed_taxonomy.json)
@@ -182,6 +184,8 @@ int MeasurePhase(const Flags& f) {
   int threads = static_cast<int>(f.GetInt("threads", 32));
   MemoryOptions o;
   o.retrieval_cache = static_cast<int>(f.GetInt("retrieval-cache", o.retrieval_cache));
+  o.strategy_scope = f.Get("strategy-scope", o.strategy_scope);
+  o.top_k_strategies = static_cast<int>(f.GetInt("top-k", o.top_k_strategies));
   o.dir = dir;
   o.map_size_mb = 4096;
   o.seed_file = "";
@@ -325,7 +329,7 @@ int RunMemoryBench(int argc, char** argv) {
   }
   std::string unknown =
       f.Unknown({"sizes", "strategies", "decisions", "durable", "batch", "threads", "dir", "keep",
-                 "seed-file", "phase", "retrieval-cache"});
+                 "seed-file", "phase", "retrieval-cache", "strategy-scope", "top-k"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench memory: unknown flag --%s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -385,7 +389,9 @@ int RunMemoryBench(int argc, char** argv) {
          std::to_string(f.GetInt("durable", 2000)), "--batch",
          std::to_string(f.GetInt("batch", 256)), "--threads",
          std::to_string(f.GetInt("threads", 32)), "--retrieval-cache",
-         std::to_string(f.GetInt("retrieval-cache", MemoryOptions().retrieval_cache))},
+         std::to_string(f.GetInt("retrieval-cache", MemoryOptions().retrieval_cache)),
+         "--strategy-scope", f.Get("strategy-scope", MemoryOptions().strategy_scope), "--top-k",
+         std::to_string(f.GetInt("top-k", MemoryOptions().top_k_strategies))},
         &status);
     size_t at = out.find("PHASE_RESULT ");
     if (status != 0 || at == std::string::npos) {

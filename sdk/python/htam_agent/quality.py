@@ -48,6 +48,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
 from .daemon import Daemon, DaemonError
 from .htamd import HtamdProcess, find_htamd
+from .world_plot import svg_curves
 from .importer import import_task
 from .lineage import LANGUAGE_OF_BACKEND, ROOT, Lineage, Task, Variant, discover_tasks
 from .model import DIRECTION_SLUGS, OutcomeView, StrategyView
@@ -238,6 +239,7 @@ class RunResult:
     noops: int
     directions: List[str] = field(default_factory=list)
     error: str = ""
+    best_at: List[float] = field(default_factory=list)  # the session's best after each step
 
 
 def trace_step(policy: Policy, world: World, step: int, direction: str) -> str:
@@ -270,6 +272,7 @@ def run_one(policy: Policy, task: Task, lineage: Lineage, budget: int, seed: int
             variant, outcome = world.act(d)
             policy.feedback(d, variant, outcome, before)
             res.directions.append(d)
+            res.best_at.append(world.best)
             if variant is None:
                 res.noops += 1
             elif outcome.status in FAILURES:
@@ -297,6 +300,7 @@ class BenchConfig:
     trace: bool = False
     live: bool = False
     live_outcomes: Dict[str, dict] = field(default_factory=dict)  # "task/backend/variant"
+    options: Dict[str, str] = field(default_factory=dict)  # htamd options of every htamd run
 
 
 def _log(msg: str) -> None:
@@ -307,7 +311,8 @@ def build_memory(cfg: BenchConfig, others: List[Task],
                  data_dir: str) -> Tuple[Dict[int, str], List[StrategyView]]:
     """Records the other tasks' lineages into a fresh store; returns what the flat baseline
     reads from it (direction names by id, every strategy)."""
-    with HtamdProcess(cfg.htamd, data_dir, cfg.tasks_dir, cwd=cfg.cwd) as proc:
+    with HtamdProcess(cfg.htamd, data_dir, cfg.tasks_dir, options=dict(cfg.options),
+                      cwd=cfg.cwd) as proc:
         d = proc.client()
         try:
             for t in others:
@@ -321,8 +326,9 @@ def _daemon_run(cfg, name, base_dir, run_dir, options, task, lineage, budget, se
     trace = _log if cfg.trace else None
     if trace:
         trace(f"  {task.name}/{lineage.backend} {name} budget {budget} seed {seed}:")
-    with daemon_on_copy(cfg.htamd, base_dir, run_dir, cfg.tasks_dir, seed, options,
-                        cfg.cwd) as d:
+    opts = dict(cfg.options)
+    opts.update(options)
+    with daemon_on_copy(cfg.htamd, base_dir, run_dir, cfg.tasks_dir, seed, opts, cfg.cwd) as d:
         return run_one(DaemonPolicy(name, d, lineage.backend), task, lineage, budget, seed, trace)
 
 
@@ -515,6 +521,25 @@ def per_task(results: List[RunResult]) -> str:
     return "\n".join(out)
 
 
+def _geomean(xs: Sequence[float]) -> float:
+    return math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs)) if xs else 1.0
+
+
+def svg_plot(results: List[RunResult], title: str) -> str:
+    """Geometric-mean best speedup after each step per policy, over the sessions of the largest
+    budget (a session of budget 12 passes through what budget 6 sees only under the same seed)."""
+    ok = [r for r in results if not r.error and r.best_at]
+    if not ok:
+        return ""
+    b = max(r.budget for r in ok)
+    curves: Dict[str, List[float]] = {}
+    for p in dict.fromkeys(r.policy for r in ok):
+        rs = [r for r in ok if r.policy == p and r.budget == b]
+        curves[p] = [1.0] + [_geomean([r.best_at[min(k, len(r.best_at)) - 1] for r in rs])
+                             for k in range(1, b + 1)] if rs else []
+    return svg_curves(curves, title)
+
+
 def verdict(rows: List[Row]) -> str:
     lines = []
     for budget in sorted({r.budget for r in rows}):
@@ -554,6 +579,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--live", action="store_true",
                     help="evaluate every lineage variant once through htamd's gate on this "
                          "machine and use the measured outcomes instead of the recorded ones")
+    ap.add_argument("--option", action="append", default=[],
+                    help="htamd option key=value for every htamd this benchmark starts")
+    ap.add_argument("--svg", default="",
+                    help="plot (SVG) of the geomean best speedup after each step per policy, for "
+                         "the largest budget (default: beside --json, same name, .svg)")
     ap.add_argument("--verbose", "-v", action="store_true")
     ap.add_argument("--trace", action="store_true",
                     help="print every step of htamd's policies: the kernel, what the lineage "
@@ -577,7 +607,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                       seeds=list(range(1, args.seeds + 1)), policies=policies,
                       only_tasks=[t for t in args.tasks.split(",") if t], backend=args.backend,
                       cwd=os.getcwd(), verbose=args.verbose, trace=args.trace,
-                      live=args.live)
+                      live=args.live,
+                      options=dict(kv.split("=", 1) for kv in args.option if "=" in kv))
     if args.live and not htamd:
         print("htam-bench quality: --live needs htamd (build it, or pass --htamd)",
               file=sys.stderr)
@@ -609,4 +640,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump({"runs": [asdict(r) for r in results], "rows": [asdict(r) for r in rows],
                        "live_outcomes": cfg.live_outcomes}, f, indent=1)
+    svg = args.svg or (os.path.splitext(args.json_out)[0] + ".svg" if args.json_out else "")
+    if svg:
+        with open(svg, "w", encoding="utf-8") as f:
+            f.write(svg_plot(results, f"quality: {len(held)} held-out lineages, "
+                                      f"{len(cfg.seeds)} seeds"))
     return 1 if any(r.error for r in results) else 0

@@ -46,6 +46,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
+from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, TaskView, WorldSession, WorldTable,
                         load_split, oracle)
 
@@ -168,10 +169,12 @@ class DaemonPolicy(Policy):
     def choose(self, session):
         self.last = self.d.next_step(self.session)
         out: List[str] = []
+        self.advised_dir: Dict[str, int] = {}  # applied strategy -> direction of its advice
         for s in self.last.strategies:
             a = advice_strategy(s.name, s.title, self.dir_of)
             if a and a not in out:
                 out.append(a)
+                self.advised_dir[a] = s.direction_id
         return self.last.direction, out
 
     def feedback(self, res, before, session):
@@ -189,7 +192,10 @@ class DaemonPolicy(Policy):
             out = OutcomeView(status="ok", speedup=before, best_speedup=before, verified=False,
                               diagnostics=res.note)
             summary, source, ids = res.note, "", []
-        self.d.record(self.session, self.last.direction_id, ids, summary, out, source)
+        # The direction of the advice the step applied (the answer's own direction when its
+        # strategies all come from it), as an agent reports what it did.
+        direction = self.advised_dir.get(res.applied) or self.last.direction_id
+        self.d.record(self.session, direction, ids, summary, out, source)
 
     def end(self):
         try:
@@ -440,15 +446,8 @@ def markdown(rows: List[dict]) -> str:
     return "\n".join(out)
 
 
-COLORS = {"full": "#d62728", "cold": "#1f77b4", "no-history": "#ff7f0e", "flat": "#2ca02c",
-          "ucb": "#9467bd", "random": "#7f7f7f", "oracle": "#000000"}
-
-
-EXTRA_COLORS = ["#e377c2", "#17becf", "#bcbd22", "#8c564b"]
-
-
 def svg_plot(results: List[RunResult], title: str) -> str:
-    """Geometric-mean best speedup after each step, one line per policy (no plotting library)."""
+    """Geometric-mean best speedup after each step, one line per policy (world_plot.svg_curves)."""
     pols = [p for p in _policies(results) if any(r.policy == p and r.best_at for r in results)]
     if not pols:
         return ""
@@ -457,36 +456,7 @@ def svg_plot(results: List[RunResult], title: str) -> str:
     for p in pols:
         rs = [r for r in results if r.policy == p and r.best_at]
         curves[p] = [1.0] + [_geo([best_after(r, k) for r in rs]) for k in range(1, b + 1)]
-    top = max(max(c) for c in curves.values()) * 1.05
-    W, H, L, R, T, B = 640, 400, 60, 130, 40, 50
-    x = lambda k: L + (W - L - R) * k / b  # noqa: E731
-    y = lambda v: T + (H - T - B) * (1 - (v - 1.0) / max(top - 1.0, 1e-9))  # noqa: E731
-    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-         f'font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>',
-         f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
-         f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>',
-         f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>',
-         f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">steps</text>',
-         f'<text x="15" y="{(T + H - B) / 2}" transform="rotate(-90 15 {(T + H - B) / 2})" '
-         f'text-anchor="middle">geomean best speedup</text>']
-    for k in range(0, b + 1, 2):
-        s.append(f'<text x="{x(k)}" y="{H - B + 15}" text-anchor="middle">{k}</text>')
-    n = 5
-    for i in range(n + 1):
-        v = 1.0 + (top - 1.0) * i / n
-        s.append(f'<text x="{L - 5}" y="{y(v) + 4}" text-anchor="end">{v:.2f}</text>')
-        s.append(f'<line x1="{L}" y1="{y(v)}" x2="{W - R}" y2="{y(v)}" stroke="#eee"/>')
-    for i, p in enumerate(pols):
-        c = COLORS.get(p, EXTRA_COLORS[i % len(EXTRA_COLORS)])
-        pts = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in enumerate(curves[p]))
-        dash = ' stroke-dasharray="5,3"' if p == "oracle" else ""
-        s.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
-        s.append(f'<line x1="{W - R + 10}" y1="{T + 10 + 18 * i}" x2="{W - R + 30}" '
-                 f'y2="{T + 10 + 18 * i}" stroke="{c}" stroke-width="2"{dash}/>')
-        s.append(f'<text x="{W - R + 35}" y="{T + 14 + 18 * i}">{p}</text>')
-    s.append("</svg>")
-    return "\n".join(s) + "\n"
+    return svg_curves(curves, title)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
