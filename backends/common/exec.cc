@@ -15,6 +15,8 @@
 #include <set>
 #include <thread>
 
+#include "backends/common/kb_candidate.h"
+
 namespace htam {
 namespace {
 
@@ -336,6 +338,19 @@ class RemoteExec : public CandidateExec {
 
   std::string Where() const override { return "runner (pid " + std::to_string(pid_) + ")"; }
 
+  Result<json> Forward(const json& req, std::vector<int>* fds) override {
+    if (dead_) return Status::IOError("the runner is gone");
+    Status st = SendFrameFds(fd_, req, {});
+    if (st.ok()) {
+      auto r = RecvFrameFds(fd_, fds);
+      if (r.ok() && r->value("ending", false)) dead_ = true;
+      if (r.ok()) return r;
+      st = r.status();
+    }
+    dead_ = true;
+    return Status::IOError("the runner process died: " + st.message());
+  }
+
  private:
   ExecOutcome Died(const Status& st) {
     ExecOutcome o;
@@ -472,10 +487,14 @@ class RunnerServer {
         return req.status().IsNotFound() ? 0 : 2;
       }
       bool failed = false;
-      json reply = Handle(*req, &fds, &failed);
+      std::vector<int> out_fds;  // sent with the answer (KernelBench harness outputs)
+      json reply = req->value("op", "").rfind("kb_", 0) == 0 ? kb_.Handle(*req, &out_fds, &failed)
+                                                              : Handle(*req, &fds, &failed);
       for (int f : fds) close(f);  // any descriptor no request took
       if (failed) reply["ending"] = true;  // the verifier asks nothing more of this runner
-      if (!SendFrameFds(fd, reply, {}).ok()) return 2;
+      bool sent = SendFrameFds(fd, reply, out_fds).ok();
+      for (int f : out_fds) close(f);
+      if (!sent) return 2;
       if (failed) return 1;
     }
   }
@@ -505,6 +524,7 @@ class RunnerServer {
     }
     if (op == "reset") {
       exec_.Reset();
+      kb_.Stop();
       for (auto& [id, buf] : bufs_) b_->api().buffer_free(buf);
       bufs_.clear();
       return OutcomeJson(ExecOutcome{});
@@ -637,6 +657,7 @@ class RunnerServer {
   BackendInstance* b_;
   htam_device* dev_;
   LocalExec exec_;
+  KernelBenchHarness kb_;  // a ModelNew candidate's Python process (kb_candidate.h)
   std::map<uint64_t, htam_buffer*> bufs_;
   std::map<uint64_t, uint64_t> sizes_;
 };

@@ -54,6 +54,14 @@ struct GateOptions {
   // KernelBench tasks: the verification seeds of a job are drawn from a pool of this many (by
   // seed_base), so that no fixed seed predicts a job's inputs; 0 = seeds 0..seeds-1.
   int golden_seed_pool = 0;
+  // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
+  // kb_candidate.h (runner required).
+  std::string language;
+  // KernelBench candidates: the load_inline build cache the runner may write ("" = none), the
+  // wall limit of the import and build, and of one trial or the timing stage.
+  std::string kernelbench_build_cache;
+  double kernelbench_compile_timeout_s = 600;
+  double kernelbench_call_timeout_s = 60;
 };
 
 struct GateResult {
