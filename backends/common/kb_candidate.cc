@@ -272,9 +272,14 @@ class Judge {
     std::string why = Static({}, &warnings);
     if (!why.empty()) {
       Cleanup();
-      return Fail(res, why.rfind("infra: ", 0) == 0 ? OutcomeStatus::InfraError
-                                                   : OutcomeStatus::Incorrect,
-                  why.rfind("infra: ", 0) == 0 ? why.substr(7) : why);
+      // A file that does not parse or defines no ModelNew does not build: CompileError.
+      const bool infra = why.rfind("infra: ", 0) == 0;
+      const bool syntax = why.find("[syntax]") != std::string::npos;
+      return Fail(res,
+                  infra    ? OutcomeStatus::InfraError
+                  : syntax ? OutcomeStatus::CompileError
+                           : OutcomeStatus::Incorrect,
+                  infra ? why.substr(7) : why);
     }
     res = Evaluate(res, source, warnings);
     Cleanup();

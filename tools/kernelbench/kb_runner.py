@@ -130,7 +130,10 @@ def describe(e):
 # ---- build cache ---------------------------------------------------------------------------
 
 def install_build_cache(cache_dir, work_dir, device, builds):
-    import torch.utils.cpp_extension as ce
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import torch.utils.cpp_extension as ce  # says which ROCm/CUDA it found: not news
     original = ce.load_inline
     sig = inspect.signature(original)
 
