@@ -29,8 +29,9 @@ returns what the candidate computed, and the verifier compares.
       Times forward over rotating input sets (each repetition copies its set into one of two
       staging sets outside the timed window, and touches `flush_bytes` to flush caches). CUDA:
       events around the call, then a whole-device synchronize, and the wall clock from before
-      the call to after that synchronize (work left on another stream shows there); CPU: the
-      wall clock. Answer: rep_us, wall_us, and the outputs of the last timed call of every set.
+      the call to after that synchronize (work left on another stream shows there), and the
+      wall clock of an empty window (sync_us); CPU: the wall clock. Answer: rep_us, wall_us,
+      sync_us, and the outputs of the last timed call of every set.
 
 Build cache: load_inline(name, sources, flags...) is keyed by the SHA-256 of its arguments (all
 but build_directory and verbose), the PyTorch and Python versions and the device. A hit imports
@@ -407,6 +408,21 @@ class Harness:
         while i < warmup or (time.monotonic() < t_end and i < 1000):
             self.call(fill(i), "warm-up")
             i += 1
+        # The wall clock's own cost on an empty window (events, synchronize): subtracted from
+        # the wall clock by the verifier, which counts max(events, wall - this) per call.
+        sync_us = 0.0
+        if cuda:
+            empty = []
+            for _ in range(20):
+                a = torch.cuda.Event(enable_timing=True)
+                b = torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter_ns()
+                a.record()
+                b.record()
+                torch.cuda.synchronize()
+                empty.append((time.perf_counter_ns() - t0) / 1000.0)
+            sync_us = statistics.median(empty)
         rep_us, wall_us = [], []
         last = [None] * len(sets)
         prev = []
@@ -448,8 +464,8 @@ class Harness:
             m, b = describe_outputs(ys)
             meta.append(m)
             blobs += b
-        return {"ok": True, "rep_us": rep_us, "wall_us": wall_us, "outputs": meta,
-                "warmup_done": i}, b"".join(blobs)
+        return {"ok": True, "rep_us": rep_us, "wall_us": wall_us, "sync_us": sync_us,
+                "outputs": meta, "warmup_done": i}, b"".join(blobs)
 
     def handle(self, r):
         op = r.get("op", "")
