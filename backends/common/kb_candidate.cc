@@ -674,6 +674,10 @@ json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* fa
                                                            std::to_string(WEXITSTATUS(st)))
                                   : "no answer";
     if (got == pid_) pid_ = -1;
+    if (got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+      return fail("InfraError", "the runner cannot execute " + req.value("python", std::string()) +
+                                    " " + req.value("script", std::string()) +
+                                    " (eval.kernelbench_python; is it in the runner's view?)");
     return fail("Crash", "the Python process running ModelNew died (" + how + ") during " + op);
   }
   if (!ans->value("ok", false)) {
