@@ -210,15 +210,20 @@ bool UserCanReach(const std::string& user, const std::vector<std::string>& paths
 }
 }  // namespace
 
-// Language "kernelbench" (a ModelNew file): only on KernelBench tasks, only with the runner.
-Status EvaluatorImpl::CheckKernelBenchJob(const EvalJob& job) const {
-  std::ifstream in(job.task_dir + "/task.json");
+Status CheckKernelBenchLanguage(const std::string& task_dir) {
+  std::ifstream in(task_dir + "/task.json");
   json t = json::parse(in, nullptr, false);
   if (t.is_discarded() || !t.is_object() || !t.contains("kernelbench"))
     return Status::InvalidArgument(
         "language kernelbench (a ModelNew file) is for KernelBench tasks (task.json "
-        "\"kernelbench\"); " + job.task_dir + " is not one: submit a kernel in the backend's "
+        "\"kernelbench\"); " + task_dir + " is not one: submit a kernel in the backend's "
         "language");
+  return Status::OK();
+}
+
+// Language "kernelbench" (a ModelNew file): only on KernelBench tasks, only with the runner.
+Status EvaluatorImpl::CheckKernelBenchJob(const EvalJob& job) const {
+  HTAM_RETURN_IF_ERROR(CheckKernelBenchLanguage(job.task_dir));
   if (!cfg_.GetBool("eval.runner"))
     return Status::InvalidArgument(
         "language kernelbench needs eval.runner (ModelNew runs apart from the golden outputs)");

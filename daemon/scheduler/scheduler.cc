@@ -637,6 +637,8 @@ Status SchedulerImpl::Submit(eval::EvalJob job, std::function<void(eval::EvalRes
     struct stat st;
     if (!resumed && stat((job.task_dir + "/task.json").c_str(), &st) != 0)
       return Status::InvalidArgument("no task.json in " + job.task_dir);
+    if (!resumed && job.language == "kernelbench")
+      HTAM_RETURN_IF_ERROR(eval::CheckKernelBenchLanguage(job.task_dir));
     if (!resumed) {
       size_t waiting = 0;
       for (const auto& [s, q] : queues_)
