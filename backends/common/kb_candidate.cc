@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "backends/common/exec.h"
