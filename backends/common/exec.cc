@@ -16,6 +16,8 @@
 #include <set>
 #include <thread>
 
+#include "backends/common/kb_candidate.h"
+
 namespace htam {
 namespace {
 
@@ -408,6 +410,19 @@ class RemoteExec : public CandidateExec {
 
   std::string Where() const override { return "runner (pid " + std::to_string(pid_) + ")"; }
 
+  Result<json> Forward(const json& req, std::vector<int>* fds) override {
+    if (dead_) return Status::IOError("the runner is gone");
+    Status st = SendFrameFds(fd_, req, {});
+    if (st.ok()) {
+      auto r = RecvFrameFds(fd_, fds);
+      if (r.ok() && r->value("ending", false)) dead_ = true;
+      if (r.ok()) return r;
+      st = r.status();
+    }
+    dead_ = true;
+    return Status::IOError("the runner process died: " + st.message());
+  }
+
  private:
   ExecOutcome Died(const Status& st) {
     ExecOutcome o;
@@ -548,7 +563,10 @@ class RunnerServer {
       }
       bool failed = false;
       reply_fds_.clear();
-      json reply = Handle(*req, &fds, &failed);
+      // kb_* requests go to the KernelBench harness (kb_candidate.h): outputs come back as fds.
+      json reply = req->value("op", "").rfind("kb_", 0) == 0
+                       ? kb_.Handle(*req, &reply_fds_, &failed)
+                       : Handle(*req, &fds, &failed);
       for (int f : fds) close(f);  // any descriptor no request took
       if (failed) reply["ending"] = true;  // the verifier asks nothing more of this runner
       Status sent = SendFrameFds(fd, reply, reply_fds_);
@@ -585,6 +603,7 @@ class RunnerServer {
     }
     if (op == "reset") {
       exec_.Reset();
+      kb_.Stop();
       for (auto& [id, buf] : bufs_) b_->api().buffer_free(buf);
       bufs_.clear();
       sizes_.clear();
@@ -754,6 +773,7 @@ class RunnerServer {
   BackendInstance* b_;
   htam_device* dev_;
   LocalExec exec_;
+  KernelBenchHarness kb_;  // a ModelNew candidate's Python process (kb_candidate.h)
   std::map<uint64_t, htam_buffer*> bufs_;
   std::map<uint64_t, uint64_t> sizes_;
   LocalExecOptions options_;

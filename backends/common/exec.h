@@ -83,6 +83,14 @@ class CandidateExec {
   virtual void Forget(htam_buffer* b) { (void)b; }
   // Releases module and artifact (and imported buffers): the next job starts clean.
   virtual void Reset() = 0;
+  // A request outside the plugin ABI, answered by the runner's KernelBench harness
+  // (kb_candidate.h: ops "kb_*"); `fds` receives the descriptors sent with the answer (the caller
+  // closes them). Unimplemented where candidates run in this process.
+  virtual Result<nlohmann::json> Forward(const nlohmann::json& req, std::vector<int>* fds) {
+    (void)req;
+    (void)fds;
+    return Status::FailedPrecondition("KernelBench candidates need the runner process");
+  }
   // "in-process" or "runner (pid N)": said in diagnostics where it helps.
   virtual std::string Where() const = 0;
 };

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "backends/common/exec.h"
+#include "backends/common/kb_candidate.h"
 #include "backends/common/kernelbench.h"
 #include "backends/common/stats.h"
 #include "backends/common/tensor_data.h"
@@ -996,7 +997,9 @@ Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task, 
 
 GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress) {
   GateResult r;
-  {
+  if (options_.language == kKernelBenchLanguage && !options_.single_call) {
+    r = EvaluateKernelBenchCandidate(backend_, task_, options_, source, progress);
+  } else {
     Impl impl(backend_, device_, task_, options_, progress);
     r = impl.Run(&source);
     r.stage_ms = impl.TakeStages();

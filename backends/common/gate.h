@@ -59,6 +59,14 @@ struct GateOptions {
   // Inputs generated and outputs compared on the device where the plugin offers it (API 1.2
   // buffer_fill / buffer_compare); false = on the host, as every backend without them.
   bool device_data = true;
+  // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
+  // kb_candidate.h (runner required).
+  std::string language;
+  // KernelBench candidates: the load_inline build cache the runner may write ("" = none), the
+  // wall limit of the import and build, and of one trial or the timing stage.
+  std::string kernelbench_build_cache;
+  double kernelbench_compile_timeout_s = 600;
+  double kernelbench_call_timeout_s = 60;
 };
 
 struct GateResult {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -137,16 +138,22 @@ class EvaluatorImpl : public Evaluator {
     std::atomic<bool> busy{false};
     uint64_t jobs = 0, restarts = 0;
     double last_restart_ms = 0;
+    bool worker_kb = false;  // the worker has a runner for KernelBench (ModelNew) jobs only
   };
 
-  SandboxOptions SandboxFor(const std::string& backend) const;
+  // kb: a worker whose runner serves KernelBench (ModelNew) jobs of a backend that otherwise runs
+  // candidates in the verifier (not in eval.runner_backends).
+  SandboxOptions SandboxFor(const std::string& backend, bool kb = false) const;
   // Whether candidates of `backend` run in a runner (eval.runner, eval.runner_backends).
   bool RunnerBackend(const std::string& backend) const;
   // Jobs one worker process serves (eval.runner_jobs with a runner, else eval.worker_jobs).
   int64_t JobsPerWorker(const std::string& backend) const;
+  Status CheckKernelBenchJob(const EvalJob& job) const;
   std::vector<std::string> WorkerArgs(const Slot& s, bool describe, const std::string& plugin,
-                                      const std::string& backend) const;
-  Result<std::unique_ptr<WorkerProcess>> StartWorker(Slot* s);
+                                      const std::string& backend, bool kb = false) const;
+  Result<std::unique_ptr<WorkerProcess>> StartWorker(Slot* s, bool kb = false);
+  // The load_inline build cache of KernelBench candidates (eval.kernelbench_build_cache).
+  std::string KbBuildCache() const;
   void SlotLoop(Slot* s);
   EvalResult RunJob(Slot* s, const EvalJob& job);
   json GateJson() const;
@@ -210,13 +217,33 @@ int64_t EvaluatorImpl::JobsPerWorker(const std::string& backend) const {
   return std::max<int64_t>(1, cfg_.GetInt(runner ? "eval.runner_jobs" : "eval.worker_jobs"));
 }
 
+Status CheckKernelBenchLanguage(const std::string& task_dir) {
+  std::ifstream in(task_dir + "/task.json");
+  json t = json::parse(in, nullptr, false);
+  if (t.is_discarded() || !t.is_object() || !t.contains("kernelbench"))
+    return Status::InvalidArgument(
+        "language kernelbench (a ModelNew file) is for KernelBench tasks (task.json "
+        "\"kernelbench\"); " + task_dir + " is not one: submit a kernel in the backend's "
+        "language");
+  return Status::OK();
+}
+
+// Language "kernelbench" (a ModelNew file): only on KernelBench tasks, only with the runner.
+Status EvaluatorImpl::CheckKernelBenchJob(const EvalJob& job) const {
+  HTAM_RETURN_IF_ERROR(CheckKernelBenchLanguage(job.task_dir));
+  if (!cfg_.GetBool("eval.runner"))
+    return Status::InvalidArgument(
+        "language kernelbench needs eval.runner (ModelNew runs apart from the golden outputs)");
+  return Status::OK();
+}
+
 bool EvaluatorImpl::RunnerBackend(const std::string& backend) const {
   for (const auto& b : SplitList(cfg_.GetString("eval.runner_backends")))
     if (b == backend || b == "all") return true;
   return false;
 }
 
-SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
+SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend, bool kb) const {
   SandboxOptions s;
   auto mem_backends = SplitList(cfg_.GetString("eval.memory_limit_backends"));
   for (const auto& b : mem_backends)
@@ -228,7 +255,7 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
   s.readonly_fs = cfg_.GetBool("eval.sandbox_readonly_fs");
   s.pid_namespace = cfg_.GetBool("eval.sandbox_pid_namespace");
   s.user = drop_user_ ? cfg_.GetString("eval.sandbox_user") : std::string();
-  s.defer_drop = cfg_.GetBool("eval.runner") && RunnerBackend(backend);
+  s.defer_drop = cfg_.GetBool("eval.runner") && (RunnerBackend(backend) || kb);
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
   s.env_keep = SplitList(cfg_.GetString("eval.env_keep"));
@@ -237,7 +264,7 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend) const {
 
 std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
                                                    const std::string& plugin,
-                                                   const std::string& backend) const {
+                                                   const std::string& backend, bool kb) const {
   std::vector<std::string> a{worker_path_,
                              "--plugin",
                              plugin,
@@ -259,7 +286,7 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
   }
   if (describe) {
     a.push_back("--describe");
-  } else if (cfg_.GetBool("eval.runner") && RunnerBackend(backend)) {
+  } else if (cfg_.GetBool("eval.runner") && (RunnerBackend(backend) || kb)) {
     // Candidates run in a runner process that cannot see these (runner_spawn.h).
     a.insert(a.end(), {"--split", "--check-threads", cfg_.GetBool("eval.check_threads") ? "1" : "0",
                        "--thread-grace-ms", std::to_string(cfg_.GetInt("eval.thread_grace_ms"))});
@@ -272,6 +299,9 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
     for (const auto& d : SplitList(cfg_.GetString("eval.runner_hidden_dirs"))) hide.push_back(d);
     for (const auto& d : hide)
       if (!d.empty()) a.insert(a.end(), {"--hide", MakeAbsolute(d)});
+    if (!RunnerBackend(backend)) a.push_back("--kb-only");
+    // The one place a runner may write that outlives it: content-keyed, not listable, sealed.
+    if (!KbBuildCache().empty()) a.insert(a.end(), {"--kb-build-cache", KbBuildCache()});
     // The runner compiles into its own temp dir: a compile cache it could write would be a place to
     // leave outputs for a later candidate, and one it could list would hand it other candidates'
     // compiled kernels.
@@ -306,6 +336,13 @@ Status EvaluatorImpl::Init() {
     // entries are sealed (root-owned, read-only) after every job so no candidate can rewrite them.
     if (geteuid() == 0 && !cfg_.GetString("eval.sandbox_user").empty())
       chmod(opt_.cache_dir.c_str(), 01777);
+  }
+  if (!KbBuildCache().empty()) {
+    HTAM_RETURN_IF_ERROR(MakeDirs(KbBuildCache()).WithContext("kernelbench build cache"));
+    // Runners add entries by name (a content key) but cannot list the directory (no read
+    // permission for them) or replace an entry (sticky; sealed root-owned after every job).
+    if (geteuid() == 0 && !cfg_.GetString("eval.sandbox_user").empty())
+      chmod(KbBuildCache().c_str(), 01733);
   }
   if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir));
   // Plugins.
@@ -405,9 +442,17 @@ Status EvaluatorImpl::Init() {
   return Status::OK();
 }
 
-Result<std::unique_ptr<WorkerProcess>> EvaluatorImpl::StartWorker(Slot* s) {
-  HTAM_ASSIGN_OR_RETURN(auto w, WorkerProcess::Spawn(WorkerArgs(*s, false, s->plugin, s->backend),
-                                                     SandboxFor(s->backend)));
+std::string EvaluatorImpl::KbBuildCache() const {
+  std::string d = cfg_.GetString("eval.kernelbench_build_cache");
+  if (d.empty() && !opt_.cache_dir.empty()) d = opt_.cache_dir + "/kernelbench-build";
+  return d.empty() ? d : MakeAbsolute(d);
+}
+
+Result<std::unique_ptr<WorkerProcess>> EvaluatorImpl::StartWorker(Slot* s, bool kb) {
+  HTAM_ASSIGN_OR_RETURN(auto w,
+                        WorkerProcess::Spawn(WorkerArgs(*s, false, s->plugin, s->backend, kb),
+                                             SandboxFor(s->backend, kb)));
+  s->worker_kb = kb;
   auto deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.worker_start_timeout_s"));
   auto hello = w->Receive(deadline, 8192, 1 << 20);
   if (!hello.ok() || (*hello)["type"] != "hello") {
@@ -497,7 +542,11 @@ json EvaluatorImpl::GateJson() const {
           {"golden_helper", cfg_.GetString("eval.kernelbench_helper")},
           {"golden_timeout_s", cfg_.GetInt("eval.kernelbench_timeout_s")},
           {"golden_seed_pool", cfg_.GetInt("eval.kernelbench_seed_pool")},
-          {"device_data", cfg_.GetBool("eval.device_data")}};
+          {"device_data", cfg_.GetBool("eval.device_data")},
+
+          {"kernelbench_build_cache", KbBuildCache()},
+          {"kernelbench_compile_timeout_s", cfg_.GetInt("eval.kernelbench_compile_timeout_s")},
+          {"kernelbench_call_timeout_s", cfg_.GetInt("eval.case_timeout_s")}};
 }
 
 // What the worker needs to profile an Ok candidate: the ncu binary (eval.ncu, else found on this
@@ -521,9 +570,13 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   r.job_id = job.job_id;
   r.device = s->info.name;
   r.arch = s->info.arch;
-  r.candidate_hash = CandidateKey(s->language, job.source);
+  const bool kb = job.language == "kernelbench";
+  r.candidate_hash = CandidateKey(kb ? job.language : s->language, job.source);
+  // A ModelNew job on a backend whose candidates run in the verifier: a worker with a runner.
+  const bool kb_worker = kb && cfg_.GetBool("eval.runner") && !RunnerBackend(s->backend);
+  if (kb_worker && s->worker && !s->worker_kb) s->worker.reset();
   if (!s->worker) {
-    auto w = StartWorker(s);
+    auto w = StartWorker(s, kb_worker);
     if (!w.ok()) {
       r.status = fb::OutcomeStatus::InfraError;
       r.diagnostics = w.status().message();
@@ -538,17 +591,23 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
                 {"source", job.source},
                 {"arch", job.arch},
                 {"reference_only", job.source.empty()},
+                {"language", job.language},
                 {"max_case_bytes", uint64_t(cfg_.GetInt("eval.max_case_mb")) << 20},
                 {"gate", GateJson()}};
   if (job.profile) frame["profile"] = ProfileJson();
   const int64_t profile_timeout_s = cfg_.GetInt("eval.cuda_profile_timeout_s");
   const size_t capture = size_t(cfg_.GetInt("eval.capture_kb")) << 10;
   const size_t flood = size_t(cfg_.GetInt("eval.max_output_kb")) << 10;
-  auto job_deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.job_timeout_s"));
+  auto job_deadline =
+      Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.job_timeout_s") +
+                                          (kb ? cfg_.GetInt("eval.kernelbench_compile_timeout_s")
+                                              : 0));
   // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
   // on ncu (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's limit.
   auto stage_limit = [&](const std::string& stage) {
-    int64_t sec = stage.rfind("compile", 0) == 0   ? cfg_.GetInt("eval.compile_timeout_s") + 10
+    int64_t sec = stage.rfind("compile kernelbench", 0) == 0
+                      ? cfg_.GetInt("eval.kernelbench_compile_timeout_s") + 10
+                  : stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s") + 10
                   : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
                                                    : cfg_.GetInt("eval.case_timeout_s");
     return Clock::now() + std::chrono::seconds(sec);
@@ -619,7 +678,9 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       r.status = fb::OutcomeStatus::Timeout;
       r.diagnostics =
           "timed out during " + stage + " (limit " +
-          std::to_string(stage.rfind("compile", 0) == 0   ? cfg_.GetInt("eval.compile_timeout_s")
+          std::to_string(stage.rfind("compile kernelbench", 0) == 0
+                             ? cfg_.GetInt("eval.kernelbench_compile_timeout_s")
+                         : stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s")
                          : stage.rfind("profile", 0) == 0 ? profile_timeout_s
                                                           : cfg_.GetInt("eval.case_timeout_s")) +
           " s per stage, " + std::to_string(cfg_.GetInt("eval.job_timeout_s")) +
@@ -655,7 +716,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
     w->ClearOutput();
   }
   // Seal compile-cache entries written by the unprivileged worker and its runner.
-  for (const std::string& dir : {opt_.cache_dir, opt_.cache_dir + "/runner"}) {
+  for (const std::string& dir : {opt_.cache_dir, opt_.cache_dir + "/runner", KbBuildCache()}) {
     if (geteuid() != 0 || opt_.cache_dir.empty()) break;
     if (DIR* d = opendir(dir.c_str())) {
       while (dirent* e = readdir(d)) {
@@ -690,9 +751,12 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
   if (!served)
     return Status::Unavailable("no worker serves backend '" + job.backend + "'" +
                                (job.arch.empty() ? "" : " arch '" + job.arch + "'"));
-  if (!job.language.empty() && job.language != language)
+  if (job.language == "kernelbench") {
+    HTAM_RETURN_IF_ERROR(CheckKernelBenchJob(job));
+  } else if (!job.language.empty() && job.language != language) {
     return Status::InvalidArgument("backend '" + job.backend + "' takes " + language + ", not " +
                                    job.language);
+  }
   if (!IsFile(job.task_dir + "/task.json"))
     return Status::InvalidArgument("no task.json in " + job.task_dir);
   std::lock_guard<std::mutex> lock(mu_);

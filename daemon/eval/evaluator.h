@@ -72,6 +72,10 @@ struct EvalOptions {
   static EvalOptions FromConfig(const Config& config);
 };
 
+// Language "kernelbench" (a KernelBench ModelNew file) is for KernelBench tasks only (task.json
+// "kernelbench"): InvalidArgument saying so for any other task directory.
+Status CheckKernelBenchLanguage(const std::string& task_dir);
+
 class Evaluator {
  public:
   // Finds plugins, spawns one worker per device of every backend that can run here.

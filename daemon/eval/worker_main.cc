@@ -37,6 +37,8 @@
 
 #include "backends/common/exec.h"
 #include "backends/common/gate.h"
+#include "backends/common/kb_candidate.h"
+#include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
 #include "backends/cuda/ncu_profile.h"
@@ -194,6 +196,12 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
   o.golden_seed_pool = Get<int>(g, "golden_seed_pool", o.golden_seed_pool);
   o.device_data = Get<bool>(g, "device_data", o.device_data);
+  o.language = Get<std::string>(j, "language", "");
+  o.kernelbench_build_cache = Get<std::string>(g, "kernelbench_build_cache", "");
+  o.kernelbench_compile_timeout_s =
+      Get<double>(g, "kernelbench_compile_timeout_s", o.kernelbench_compile_timeout_s);
+  o.kernelbench_call_timeout_s =
+      Get<double>(g, "kernelbench_call_timeout_s", o.kernelbench_call_timeout_s);
   return o;
 }
 
@@ -331,6 +339,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> self_args;  // for the one-call child of a profile
   int device = 0, jobs = 1;
   bool describe = false, runner_mode = false, split = false, check_threads = true;
+  bool kb_only = false;        // the runner serves KernelBench (ModelNew) jobs only
+  std::string kb_build_cache;  // load_inline build cache the runner may write
   double thread_grace_ms = 50;
   std::vector<std::string> hide;
   std::string runner_cache;
@@ -365,6 +375,10 @@ int main(int argc, char** argv) {
       runner_mode = true;
     else if (a == "--split")
       split = true;
+    else if (a == "--kb-only")
+      kb_only = true;
+    else if (a == "--kb-build-cache")
+      kb_build_cache = next();
     else if (a == "--hide")
       hide.push_back(next());
     else if (a == "--runner-cache-dir")
@@ -447,6 +461,13 @@ int main(int argc, char** argv) {
     auto dir_of = [](const std::string& p) { return p.substr(0, p.find_last_of('/')); };
     rs.visible_dirs.push_back(dir_of(rs.argv[0]));
     rs.visible_dirs.push_back(dir_of(plugin));
+    // KernelBench candidates: the harness scripts and the load_inline build cache.
+    if (!kb_build_cache.empty()) rs.visible_dirs.push_back(kb_build_cache);
+    {
+      char real[4096];
+      std::string helper = htam::DefaultKernelBenchHelper();
+      if (realpath(helper.c_str(), real)) rs.visible_dirs.push_back(dir_of(real));
+    }
     if (!sdk_include.empty()) rs.visible_dirs.push_back(sdk_include);
     if (const char* ld = getenv("LD_LIBRARY_PATH")) {
       std::string l = ld;
@@ -527,9 +548,9 @@ int main(int argc, char** argv) {
                                      (hello_r.ok() ? std::string("unexpected frame")
                                                    : hello_r.status().message()));
     }
-    if (b.api().buffer_export && b.api().buffer_import) {
+    if (kb_only || (b.api().buffer_export && b.api().buffer_import)) {
       remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid, runner_allocates);
-      runner_note = "on";
+      runner_note = kb_only ? "kernelbench candidates only" : "on";
     } else {
       kill(runner.pid, SIGKILL);
       waitpid(runner.pid, nullptr, 0);
@@ -544,7 +565,7 @@ int main(int argc, char** argv) {
     // candidates run here and the limit is made hard.
     struct rlimit fs;
     if (getrlimit(RLIMIT_FSIZE, &fs) == 0) {
-      if (remote)
+      if (remote && !kb_only)
         fs.rlim_cur = fs.rlim_max;
       else
         fs.rlim_max = fs.rlim_cur;
@@ -591,7 +612,8 @@ int main(int argc, char** argv) {
       r.diagnostics = task.status().message();
     } else {
       htam::GateOptions o = GateOptionsFromJob(j, b, device);
-      o.runner = remote.get();
+      // A KernelBench-only runner takes ModelNew candidates; lean-ABI ones run here as before.
+      o.runner = kb_only && o.language != htam::kKernelBenchLanguage ? nullptr : remote.get();
       htam::Gate gate(&b, dev, *task, o);
       if (Get<bool>(j, "reference_only", false))
         r = gate.EvaluateReference(progress);

@@ -607,7 +607,8 @@ Status SchedulerImpl::Submit(eval::EvalJob job, std::function<void(eval::EvalRes
         "backend '" + job.backend + "'" + (job.arch.empty() ? "" : " arch '" + job.arch + "'");
     if (devices == 0 && !router_ && !resumed)
       return Status::Unavailable("no worker serves " + what);
-    if (!job.language.empty()) {
+    // "kernelbench" (a ModelNew file) is checked against the task by the evaluator that runs it.
+    if (!job.language.empty() && job.language != "kernelbench") {
       for (const auto& [id, w] : workers_)
         for (const auto& d : w.devices)
           if (d.backend == job.backend && !d.language.empty() && d.language != job.language)
@@ -617,6 +618,8 @@ Status SchedulerImpl::Submit(eval::EvalJob job, std::function<void(eval::EvalRes
     struct stat st;
     if (!resumed && stat((job.task_dir + "/task.json").c_str(), &st) != 0)
       return Status::InvalidArgument("no task.json in " + job.task_dir);
+    if (!resumed && job.language == "kernelbench")
+      HTAM_RETURN_IF_ERROR(eval::CheckKernelBenchLanguage(job.task_dir));
     if (!resumed) {
       size_t waiting = 0;
       for (const auto& [s, q] : queues_)

@@ -9,6 +9,7 @@
 #   against ncu if time is left | summary.json
 # Writes 8 files to $OUT: info.txt, cuda_tests.log, cuda_hacks.log, hip.log, bench_eval.log,
 # kernelbench.jsonl, fidelity.log, summary.json (the last one gathers the numbers).
+# kbmodelnew (ModelNew candidates of language kernelbench through htam-evaluate; by name only).
 # Parts (arguments; default all, in this order): tests (CUDA plugin, hack catalogue + timing
 # modes + ncu profile, htamd with sandboxed CUDA workers, KernelBench on CUDA, HIP on NVIDIA), bench
 # (htam-bench eval against the KernelBench load_inline path), fidelity (relu 16M modes against ncu,
@@ -185,6 +186,16 @@ run 30 "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='HipOnNvidiaGat
 # ---- HIP: every task's reference.hip through the gate
 run "${T_HIP:-150}" "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='HipOnNvidiaGate.EveryTaskReferenceHipPassesTheGate'
 grep -E "$GREP" "$OUT/hip.log" | head -40
+fi
+
+# ---- ModelNew candidates (language kernelbench) through htam-evaluate: load_inline CUDA, its
+# build-cache hit, a wrong kernel, side streams, Triton (tests/gpu/kb_modelnew_gpu_test.py). Only
+# when asked by name (about 3 minutes: a cold load_inline compile): one_run.sh kbmodelnew
+if [[ "$PARTS" == *" kbmodelnew "* ]]; then
+  chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+  HTAM_EVALUATE=$S/htam-evaluate OUT=$OUT run "${T_KBMN:-500}" "$OUT/kb_modelnew.log" \
+    "$HTAM_KB_PYTHON" tests/gpu/kb_modelnew_gpu_test.py -v
+  grep -E '^kb_modelnew|^load_inline|^(ok|FAIL|ERROR|OK|Ran)|skipped|Error' "$OUT/kb_modelnew.log" | head -40
 fi
 
 # ---- throughput: every task's reference + lineage variants, compile + verify + time

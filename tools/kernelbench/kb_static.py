@@ -6,6 +6,15 @@ with Python's `ast` (docs/backends.md, "KernelBench tasks", "Static checks of Mo
   kb_static.py CANDIDATE.py [--problem PROBLEM.py] [--task task.json] [--json]
       Exit status 0: accepted (warnings may be printed); 1: rejected, one reason a line
       ("kb_static: line N: [check] why"); 2: usage or unreadable files.
+  kb_static.py CANDIDATE.py --runtime-ops OPS.json [--task task.json] [--json]
+      The same policy applied to what ModelNew.forward actually called: OPS.json is a list of
+      [module, name, via] of the PyTorch functions one forward used (kb_runner.py records
+      them under a TorchFunctionMode; via = "layer" inside a torch.nn layer, else
+      "candidate"). Calls inside layers fall under "layers", the candidate's own
+      torch.nn.functional calls under "functional" and its compute operators (TORCH_COMPUTE,
+      METHOD_COMPUTE) under "torch_ops": a forward that runs the
+      reference's operators where the task forbids them is rejected even when the source hides
+      them from the static checks.
 
 As a module: check(candidate_source, problem_source="", policy=None) -> Report.
 
@@ -530,6 +539,33 @@ def _split_top(text):
     return out
 
 
+def check_runtime_ops(ops, policy=None):
+    """The Report of the PyTorch functions one forward called ([module, name, via])."""
+    p = dict(DEFAULT_POLICY)
+    p.update(policy or {})
+    report = Report()
+    for op in ops:
+        mod, name = str(op[0] or ""), str(op[1] or "")
+        via = str(op[2]) if len(op) > 2 else "candidate"
+        if via == "layer":
+            key, what = "layers", "%s inside a torch.nn layer" % name
+            if not (mod.startswith("torch.nn.functional") or name in TORCH_COMPUTE):
+                continue
+        elif mod.startswith("torch.nn.functional"):
+            key, what = "functional", "torch.nn.functional.%s" % name
+        elif name in TORCH_COMPUTE or name.rstrip("_") in METHOD_COMPUTE or name in \
+                ("__matmul__", "__rmatmul__"):
+            key, what = "torch_ops", "torch %s" % name
+        else:
+            continue
+        msg = "ModelNew.forward called %s at run time (PyTorch, not a custom kernel)" % what
+        if p[key] == "forbid":
+            report.errors.append(Finding(key, 0, msg))
+        elif p[key] == "warn":
+            report.warnings.append(Finding(key, 0, msg))
+    return report
+
+
 def check(source, problem_source="", policy=None):
     """The Report of one candidate; policy = a task's kernelbench_policy merged over defaults."""
     p = dict(DEFAULT_POLICY)
@@ -543,6 +579,7 @@ def main():
     ap.add_argument("--problem", default="")
     ap.add_argument("--task", default="")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--runtime-ops", default="")
     a = ap.parse_args()
     try:
         with open(a.candidate, encoding="utf-8") as f:
@@ -556,10 +593,17 @@ def main():
             with open(a.task, encoding="utf-8") as f:
                 task = json.load(f)
         policy = policy_from_task(task)
+        ops = None
+        if a.runtime_ops:
+            with open(a.runtime_ops, encoding="utf-8") as f:
+                ops = json.load(f)
+            if not isinstance(ops, list) or not all(isinstance(o, list) and len(o) in (2, 3)
+                                                    for o in ops):
+                raise ValueError("%s: not a list of [module, name]" % a.runtime_ops)
     except (OSError, ValueError, UnicodeDecodeError) as e:
         sys.stderr.write("kb_static: %s\n" % e)
         sys.exit(2)
-    r = check(src, problem, policy)
+    r = check(src, problem, policy) if ops is None else check_runtime_ops(ops, policy)
     if a.json:
         print(json.dumps(r.as_dict()))
     else:

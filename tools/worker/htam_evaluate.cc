@@ -2,6 +2,9 @@
 // sandboxed workers and verification gate that htamd uses, and prints one JSON line per result.
 //
 //   htam-evaluate --task DIR [--backend cpu] FILE...        evaluate candidate sources
+//                 [--language L]                          their language: default the
+//                                                         backend's; *.py files on a KernelBench
+//                                                         task are "kernelbench" (ModelNew)
 //   htam-evaluate --task DIR --reference                    the reference against itself
 //   htam-evaluate --task DIR --lineage [--write]            every variant of lineage.json; checks
 //                                                           "expected"; --write fills "measured"
@@ -65,7 +68,7 @@ bool AsExpected(const std::string& expected, const EvalResult& r, double parent_
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string task, backend = "cpu";
+  std::string task, backend = "cpu", language;
   bool reference = false, lineage = false, write = false;
   std::vector<std::string> files;
   std::vector<const char*> rest{argv[0]};
@@ -75,6 +78,8 @@ int main(int argc, char** argv) {
       task = argv[++i];
     else if (a == "--backend" && i + 1 < argc)
       backend = argv[++i];
+    else if (a == "--language" && i + 1 < argc)
+      language = argv[++i];
     else if (a == "--reference")
       reference = true;
     else if (a == "--lineage")
@@ -110,8 +115,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   uint64_t id = 1;
-  auto run = [&](const std::string& source) -> htam::Result<EvalResult> {
+  auto run = [&](const std::string& source,
+                 const std::string& file = "") -> htam::Result<EvalResult> {
     EvalJob j;
+    j.language = language;
+    if (language.empty() && file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0)
+      j.language = "kernelbench";
     j.job_id = id++;
     j.task_dir = task;
     j.backend = backend;
@@ -136,7 +145,7 @@ int main(int argc, char** argv) {
       std::cerr << "cannot read " << f << "\n";
       return 2;
     }
-    auto r = run(src);
+    auto r = run(src, f);
     if (!r.ok()) {
       std::cerr << r.status().ToString() << "\n";
       return 2;

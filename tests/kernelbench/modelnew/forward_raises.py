@@ -1,0 +1,12 @@
+# expect: Crash. The forward raises (a shape mistake), reported with the candidate's line.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.relu(x @ self.linear.weight)
