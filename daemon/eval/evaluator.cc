@@ -609,6 +609,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
                       ? cfg_.GetInt("eval.kernelbench_compile_timeout_s") + 10
                   : stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s") + 10
                   : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
+                  // KernelBench golden data: PyTorch's first run on a device takes its time
+                  : stage.rfind("golden", 0) == 0 ? cfg_.GetInt("eval.kernelbench_timeout_s") + 10
                                                    : cfg_.GetInt("eval.case_timeout_s");
     return Clock::now() + std::chrono::seconds(sec);
   };

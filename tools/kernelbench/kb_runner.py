@@ -481,6 +481,9 @@ class Harness:
 
 
 def main():
+    # load_inline runs ninja, installed beside the interpreter (pip) more often than on the
+    # runner's short PATH.
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     if "--fd" not in sys.argv:
         sys.stderr.write("usage: kb_runner.py --fd N\n")
         sys.exit(2)
