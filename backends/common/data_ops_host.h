@@ -77,12 +77,36 @@ inline uint16_t FloatToBf16(float f) {
 
 inline double Get(const uint8_t* p, uint64_t i, int32_t t) {
   switch (t) {
-    case HTAM_F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case HTAM_F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return HalfToFloat(v); }
-    case HTAM_BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return Bf16ToFloat(v); }
-    case HTAM_F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
-    case HTAM_I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case HTAM_I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return double(v); }
+    case HTAM_F32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case HTAM_F16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return HalfToFloat(v);
+    }
+    case HTAM_BF16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return Bf16ToFloat(v);
+    }
+    case HTAM_F64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case HTAM_I32: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case HTAM_I64: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return double(v);
+    }
     case HTAM_U8: return p[i];
     case HTAM_I8: return int8_t(p[i]);
     default: return p[i] ? 1.0 : 0.0;
@@ -91,12 +115,32 @@ inline double Get(const uint8_t* p, uint64_t i, int32_t t) {
 
 inline void Put(uint8_t* p, uint64_t i, int32_t t, double v) {
   switch (t) {
-    case HTAM_F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); return; }
-    case HTAM_F16: { uint16_t h = FloatToHalf(float(v)); std::memcpy(p + 2 * i, &h, 2); return; }
-    case HTAM_BF16: { uint16_t h = FloatToBf16(float(v)); std::memcpy(p + 2 * i, &h, 2); return; }
+    case HTAM_F32: {
+      float f = float(v);
+      std::memcpy(p + 4 * i, &f, 4);
+      return;
+    }
+    case HTAM_F16: {
+      uint16_t h = FloatToHalf(float(v));
+      std::memcpy(p + 2 * i, &h, 2);
+      return;
+    }
+    case HTAM_BF16: {
+      uint16_t h = FloatToBf16(float(v));
+      std::memcpy(p + 2 * i, &h, 2);
+      return;
+    }
     case HTAM_F64: std::memcpy(p + 8 * i, &v, 8); return;
-    case HTAM_I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); return; }
-    case HTAM_I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); return; }
+    case HTAM_I32: {
+      int32_t x = int32_t(v);
+      std::memcpy(p + 4 * i, &x, 4);
+      return;
+    }
+    case HTAM_I64: {
+      int64_t x = int64_t(v);
+      std::memcpy(p + 8 * i, &x, 8);
+      return;
+    }
     case HTAM_U8: p[i] = uint8_t(int(v)); return;
     case HTAM_I8: p[i] = uint8_t(int8_t(int(v))); return;
     default: p[i] = v != 0 ? 1 : 0; return;
@@ -109,7 +153,9 @@ inline uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-inline double Uniform01(uint64_t h) { return double(h >> 11) * (1.0 / 9007199254740992.0); }
+inline double Uniform01(uint64_t h) {
+  return double(h >> 11) * (1.0 / 9007199254740992.0);
+}
 
 // Element i of a fill (the CUDA kernel htam_fill computes the same).
 inline double FillValue(const htam_fill_request& f, uint64_t i) {
@@ -156,7 +202,8 @@ inline void Compare(const uint8_t* a, const uint8_t* b, const htam_compare_reque
     const double x = Get(a, i, c.dtype), y = Get(b, i, c.dtype);
     if (c.mode == 1) {
       if ((std::isnan(x) && std::isnan(y)) || x == y) continue;
-      if (std::isfinite(x) && std::isfinite(y) && std::fabs(x - y) <= c.atol + c.rtol * std::fabs(x))
+      if (std::isfinite(x) && std::isfinite(y) &&
+          std::fabs(x - y) <= c.atol + c.rtol * std::fabs(x))
         continue;
       ++bad;
       if (first_bad < 0) first_bad = int64_t(i);

@@ -43,21 +43,6 @@ struct Verdict {
   static Verdict Fail(OutcomeStatus s, std::string r) { return Verdict{s, std::move(r)}; }
 };
 
-uint64_t Mix(uint64_t a, uint64_t b) {
-  uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  return x;
-}
-
-std::string Num(double v) {
-  std::ostringstream o;
-  o.precision(7);
-  o << v;
-  return o.str();
-}
-
 // A tensor in device memory, between two guard regions filled with a per-job canary pattern.
 class DeviceTensor {
  public:
@@ -135,10 +120,10 @@ class DeviceTensor {
   // Element i alone, as a one-element host tensor (messages about a device-side comparison).
   Result<HostTensor> Element(int64_t i) const {
     HostTensor t = MakeTensor(host_.name, host_.dtype, {1});
-    HTAM_RETURN_IF_ERROR(ConsumeError(
-        api_->copy_to_host(t.bytes.data(), buf_, guard_ + uint64_t(i) * t.bytes.size(),
-                           t.bytes.size()),
-        "download"));
+    HTAM_RETURN_IF_ERROR(
+        ConsumeError(api_->copy_to_host(t.bytes.data(), buf_, guard_ + uint64_t(i) * t.bytes.size(),
+                                        t.bytes.size()),
+                     "download"));
     return t;
   }
   Status Fill(const htam_fill_request& req) {
@@ -213,7 +198,7 @@ std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Toleranc
           if (c.IsFloat() && IsPoison(c, i))
             return "output '" + c.name + "' not written" + At(i, hide) + " (poison left)" + where;
           return "output '" + c.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + At(i, hide) +
-                 " where the reference has " + Num(rv) + where;
+                 " where the reference has " + FormatNumber(rv) + where;
         }
         continue;
       }
@@ -231,12 +216,12 @@ std::string CheckOutput(const HostTensor& c, const HostTensor& r, const Toleranc
   if (all_zero && ref_nonzero)
     return "output '" + c.name + "' is all zeros where the reference is not" + where;
   if (double(bad) > tol.bad_budget * double(n)) {
-    std::string count = hide ? Num(100.0 * double(bad) / double(n)) + "% of the elements"
+    std::string count = hide ? FormatNumber(100.0 * double(bad) / double(n)) + "% of the elements"
                              : std::to_string(bad) + " of " + std::to_string(n) + " elements";
-    return count + " of '" + c.name + "' outside tolerance (rtol " + Num(tol.rtol) + ", atol " +
-           Num(tol.atol) + "); first" +
+    return count + " of '" + c.name + "' outside tolerance (rtol " + FormatNumber(tol.rtol) +
+           ", atol " + FormatNumber(tol.atol) + "); first" +
            (hide ? std::string() : " at element " + std::to_string(first_bad)) + ": got " +
-           Num(c.At(first_bad)) + ", expected " + Num(r.At(first_bad)) + where;
+           FormatNumber(c.At(first_bad)) + ", expected " + FormatNumber(r.At(first_bad)) + where;
   }
   return "";
 }
@@ -253,7 +238,7 @@ std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance&
         std::fabs(x - y) <= tol.atol + tol.rtol * std::fabs(x))
       continue;
     return "two calls with the same inputs disagree on '" + a.name + "'" + At(i, hide) + ": " +
-           Num(x) + " vs " + Num(y);
+           FormatNumber(x) + " vs " + FormatNumber(y);
   }
   return "";
 }
@@ -270,7 +255,7 @@ class Gate::Impl {
         task_(task),
         opt_(options),
         progress_(progress) {
-    std::mt19937_64 rng(Mix(options.seed_base, 0xC0FFEE));
+    std::mt19937_64 rng(MixSeed(options.seed_base, 0xC0FFEE));
     canary_.resize(2 * opt_.guard_bytes);
     for (auto& b : canary_) b = uint8_t(rng());
   }
@@ -321,9 +306,9 @@ class Gate::Impl {
     Progress("compile candidate");
     st = Compile(cand_, source, "candidate", &diag, &res.compile_ms, &res.compile_cached);
     if (!st.ok()) {
-      res.status = st.IsNotFound()  ? OutcomeStatus::InfraError
+      res.status = st.IsNotFound()                           ? OutcomeStatus::InfraError
                    : st.code() == Status::Code::kUnavailable ? OutcomeStatus::Crash
-                                    : OutcomeStatus::CompileError;
+                                                             : OutcomeStatus::CompileError;
       res.diagnostics = diag;
       return res;
     }
@@ -336,7 +321,7 @@ class Gate::Impl {
       ExecOutcome o = cand_->Load();
       if (!o.ok()) {
         res.status = o.code == HTAM_ERR_DEVICE_FAULT || o.runner_died ? OutcomeStatus::Crash
-                                                                     : OutcomeStatus::CompileError;
+                                                                      : OutcomeStatus::CompileError;
         res.diagnostics = "loading candidate: " + o.message;
         return res;
       }
@@ -361,7 +346,7 @@ class Gate::Impl {
                              std::to_string(s) + ")"
                        : " (seen shape " + DimsText(*c.dims) + ", seed " + std::to_string(s) + ")";
         Progress("verify" + where);
-        uint64_t seed = Mix(Mix(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
+        uint64_t seed = MixSeed(MixSeed(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
         Verdict v = VerifyCase(cand_, ref_, *c.dims, seed, where, c.held_out, g);
         if (!v.ok()) {
           res.status = v.status;
@@ -491,7 +476,7 @@ class Gate::Impl {
     const bool on_device = !given && DeviceData();
     for (size_t i = 0; i < task_.inputs.size(); ++i) {
       const TensorSpec& ts = task_.inputs[i];
-      const uint64_t s = Mix(seed, i);
+      const uint64_t s = MixSeed(seed, i);
       auto t = std::make_unique<DeviceTensor>(api_, sharer_);
       if (on_device) {
         HTAM_RETURN_IF_ERROR(t->Create(device_, Shaped(ts, dims), opt_.guard_bytes, &canary_));
@@ -546,8 +531,8 @@ class Gate::Impl {
     q.dist = ts.init.dist == InitSpec::Dist::kNormal    ? 0
              : ts.init.dist == InitSpec::Dist::kUniform ? 1
                                                         : 2;
-    const bool is_float = ts.dtype == HTAM_F32 || ts.dtype == HTAM_F16 ||
-                          ts.dtype == HTAM_BF16 || ts.dtype == HTAM_F64;
+    const bool is_float = ts.dtype == HTAM_F32 || ts.dtype == HTAM_F16 || ts.dtype == HTAM_BF16 ||
+                          ts.dtype == HTAM_F64;
     q.round = !is_float || ts.init.dist == InitSpec::Dist::kRandint;
     q.a = ts.init.a;
     q.b = ts.init.b;
@@ -595,7 +580,7 @@ class Gate::Impl {
       if (c.is_float() && IsPoison(ce, 0))
         return "output '" + c.name() + "' not written" + At(i, hide) + " (poison left)" + where;
       return "output '" + c.name() + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + At(i, hide) +
-             " where the reference has " + Num(rv) + where;
+             " where the reference has " + FormatNumber(rv) + where;
     }
     if (res.a_all_zero && res.b_any_nonzero)
       return "output '" + c.name() + "' is all zeros where the reference is not" + where;
@@ -603,14 +588,13 @@ class Gate::Impl {
       const int64_t i = res.first_mismatch;
       HTAM_ASSIGN_OR_RETURN(HostTensor ce, c.Element(i));
       HTAM_ASSIGN_OR_RETURN(HostTensor re, r.Element(i));
-      std::string count = hide ? Num(100.0 * double(res.mismatches) / double(n)) +
-                                     "% of the elements"
-                               : std::to_string(res.mismatches) + " of " + std::to_string(n) +
-                                     " elements";
-      return count + " of '" + c.name() + "' outside tolerance (rtol " + Num(tol.rtol) +
-             ", atol " + Num(tol.atol) + "); first" +
+      std::string count =
+          hide ? FormatNumber(100.0 * double(res.mismatches) / double(n)) + "% of the elements"
+               : std::to_string(res.mismatches) + " of " + std::to_string(n) + " elements";
+      return count + " of '" + c.name() + "' outside tolerance (rtol " + FormatNumber(tol.rtol) +
+             ", atol " + FormatNumber(tol.atol) + "); first" +
              (hide ? std::string() : " at element " + std::to_string(i)) + ": got " +
-             Num(ce.At(0)) + ", expected " + Num(re.At(0)) + where;
+             FormatNumber(ce.At(0)) + ", expected " + FormatNumber(re.At(0)) + where;
     }
     return std::string();
   }
@@ -622,7 +606,7 @@ class Gate::Impl {
     HTAM_ASSIGN_OR_RETURN(HostTensor x, a.Element(i));
     HTAM_ASSIGN_OR_RETURN(HostTensor y, b.Element(i));
     return "two calls with the same inputs disagree on '" + a.name() + "'" + At(i, hide) + ": " +
-           Num(x.At(0)) + " vs " + Num(y.At(0));
+           FormatNumber(x.At(0)) + " vs " + FormatNumber(y.At(0));
   }
   // `local`: in the verifier's own memory, never shared with a runner (copies it keeps).
   Status MakeOutputs(const DimBinding& dims, TensorSet* dev, bool local = false) {
@@ -648,8 +632,7 @@ class Gate::Impl {
 
   // Classifies a failed stage of candidate (or reference) code. "" `extra` = during a call.
   Verdict Classify(const ExecOutcome& o, const std::string& where, const std::string& extra) {
-    if (o.runner_died)
-      return Verdict::Fail(OutcomeStatus::Crash, o.message + extra + where);
+    if (o.runner_died) return Verdict::Fail(OutcomeStatus::Crash, o.message + extra + where);
     if (o.code >= 0) {
       OutcomeStatus cls = o.code == HTAM_ERR_OUT_OF_MEMORY ? OutcomeStatus::ResourceLimit
                           : o.code == HTAM_ERR_TIMEOUT     ? OutcomeStatus::Timeout
@@ -798,7 +781,7 @@ class Gate::Impl {
     const bool golden = !golden_time_.empty();
     for (int k = 0; k < sets; ++k) {
       Status st =
-          MakeInputs(dims, Mix(opt_.seed_base, 7000 + k), &host_in[k], &in[k],
+          MakeInputs(dims, MixSeed(opt_.seed_base, 7000 + k), &host_in[k], &in[k],
                      golden ? &golden_time_[size_t(k) % golden_time_.size()].inputs : nullptr);
       if (st.ok()) st = MakeOutputs(dims, &out[k]);
       if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
@@ -845,9 +828,9 @@ class Gate::Impl {
             return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
         }
         for (size_t i = 0; i < out[k].size() && !golden && !host_in[k].pristine.empty(); ++i) {
-          auto why = CheckOutputOnDevice(
-              *out[k][i], *ref_out[i],
-              " (output of a timed call, input set " + std::to_string(k) + ")");
+          auto why =
+              CheckOutputOnDevice(*out[k][i], *ref_out[i],
+                                  " (output of a timed call, input set " + std::to_string(k) + ")");
           if (!why.ok()) return Verdict::Fail(OutcomeStatus::InfraError, why.status().message());
           if (!why->empty()) return Verdict::Fail(OutcomeStatus::Incorrect, *why);
         }
@@ -889,7 +872,7 @@ class Gate::Impl {
     std::vector<uint64_t> verify, timing;
     // With a seed pool, this job's seeds start at a place seed_base (drawn per job) picks.
     const uint64_t pool = opt_.golden_seed_pool > 0 ? uint64_t(opt_.golden_seed_pool) : 0;
-    const uint64_t start = pool ? Mix(opt_.seed_base, 0x5EED) % pool : 0;
+    const uint64_t start = pool ? MixSeed(opt_.seed_base, 0x5EED) % pool : 0;
     auto pick = [&](uint64_t i) { return pool ? (start + i) % pool : i; };
     if (!opt_.single_call)
       for (int s = 0; s < opt_.seeds; ++s) verify.push_back(pick(uint64_t(s)));
@@ -923,7 +906,7 @@ class Gate::Impl {
     const DimBinding& dims = task_.seen_shapes.front();
     Inputs host_in;
     TensorSet in, out;
-    Status st = MakeInputs(dims, Mix(opt_.seed_base, 9000), &host_in, &in,
+    Status st = MakeInputs(dims, MixSeed(opt_.seed_base, 9000), &host_in, &in,
                            golden_time_.empty() ? nullptr : &golden_time_.front().inputs);
     if (st.ok()) st = MakeOutputs(dims, &out);
     if (!st.ok()) return Infra(res, st.message());
@@ -953,7 +936,7 @@ class Gate::Impl {
   void ProfileCandidate(const DimBinding& dims, GateResult* res) {
     Inputs host_in;
     TensorSet in, out;
-    if (!MakeInputs(dims, Mix(opt_.seed_base, 9000), &host_in, &in).ok()) return;
+    if (!MakeInputs(dims, MixSeed(opt_.seed_base, 9000), &host_in, &in).ok()) return;
     if (!MakeOutputs(dims, &out).ok()) return;
     htam_profile_report rep{};
     rep.struct_size = sizeof(rep);

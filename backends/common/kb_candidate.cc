@@ -35,21 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 // ---- small helpers -------------------------------------------------------------------------
 
-uint64_t Mix(uint64_t a, uint64_t b) {  // the gate's seed mixing (gate.cc)
-  uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  return x;
-}
-
-std::string Num(double v) {
-  std::ostringstream o;
-  o.precision(7);
-  o << v;
-  return o.str();
-}
-
 std::string ReadAll(const std::string& path, bool* ok) {
   std::ifstream in(path, std::ios::binary);
   *ok = bool(in);
@@ -109,8 +94,8 @@ int RunCapture(const std::vector<std::string>& argv, double timeout_s, std::stri
   char buf[4096];
   bool timed_out = false;
   for (;;) {
-    int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
-                     .count());
+    int ms =
+        int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (ms <= 0) {
       timed_out = true;
       break;
@@ -164,8 +149,8 @@ std::string Compare(const HostTensor& c, const HostTensor& r, const Tolerance& t
       ref_nonzero |= rv != 0;
       if (!std::isfinite(cv)) {
         if ((std::isnan(cv) && std::isnan(rv)) || (std::isinf(cv) && cv == rv)) continue;
-        return "output '" + r.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") +
-               " at element " + std::to_string(i) + " where the reference has " + Num(rv) + where;
+        return "output '" + r.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + " at element " +
+               std::to_string(i) + " where the reference has " + FormatNumber(rv) + where;
       }
       if (!std::isfinite(rv) || std::fabs(cv - rv) > tol.atol + tol.rtol * std::fabs(rv)) {
         ++bad;
@@ -177,9 +162,9 @@ std::string Compare(const HostTensor& c, const HostTensor& r, const Tolerance& t
     return "output '" + r.name + "' is all zeros where the reference is not" + where;
   if (double(bad) > tol.bad_budget * double(n))
     return std::to_string(bad) + " of " + std::to_string(n) + " elements of '" + r.name +
-           "' outside tolerance (rtol " + Num(tol.rtol) + ", atol " + Num(tol.atol) +
-           "); first at element " + std::to_string(first_bad) + ": got " + Num(c.At(first_bad)) +
-           ", expected " + Num(r.At(first_bad)) + where;
+           "' outside tolerance (rtol " + FormatNumber(tol.rtol) + ", atol " +
+           FormatNumber(tol.atol) + "); first at element " + std::to_string(first_bad) + ": got " +
+           FormatNumber(c.At(first_bad)) + ", expected " + FormatNumber(r.At(first_bad)) + where;
   return "";
 }
 
@@ -241,7 +226,8 @@ class Judge {
     if (task_.kernelbench.empty())
       return Fail(res, OutcomeStatus::InfraError,
                   "language kernelbench (a ModelNew file) needs a KernelBench task (task.json "
-                  "\"kernelbench\"); task '" + task_.name + "' is not one");
+                  "\"kernelbench\"); task '" +
+                      task_.name + "' is not one");
     if (!opt_.runner)
       return Fail(res, OutcomeStatus::InfraError,
                   "kernelbench candidates run only in the runner process (eval.runner): the "
@@ -289,11 +275,12 @@ class Judge {
   GateResult Evaluate(GateResult res, const std::string& source, const std::string& warnings) {
     // Golden data of this job's seeds (drawn from the pool, as the gate draws them).
     const uint64_t pool = opt_.golden_seed_pool > 0 ? uint64_t(opt_.golden_seed_pool) : 0;
-    const uint64_t start = pool ? Mix(opt_.seed_base, 0x5EED) % pool : 0;
+    const uint64_t start = pool ? MixSeed(opt_.seed_base, 0x5EED) % pool : 0;
     auto pick = [&](uint64_t i) { return pool ? (start + i) % pool : i; };
     std::vector<uint64_t> verify, timing;
     for (int s = 0; s < std::max(1, opt_.seeds); ++s) verify.push_back(pick(uint64_t(s)));
-    for (int k = 0; k < std::max(1, opt_.input_sets); ++k) timing.push_back(1000 + pick(uint64_t(k)));
+    for (int k = 0; k < std::max(1, opt_.input_sets); ++k)
+      timing.push_back(1000 + pick(uint64_t(k)));
     GoldenOptions go;
     go.python = opt_.golden_python;
     go.helper = opt_.golden_helper;
@@ -347,7 +334,7 @@ class Judge {
         all_hit = all_hit && b.value("hit", false);
         builds += std::string(builds.empty() ? "" : ", ") + b.value("name", "?") +
                   (b.value("hit", false) ? " (build cache hit, " : " (built, ") +
-                  Num(b.value("seconds", 0.0)) + " s)";
+                  FormatNumber(b.value("seconds", 0.0)) + " s)";
       }
       res.compile_cached = all_hit;
     }
@@ -383,9 +370,10 @@ class Judge {
         std::string w;
         why = Static((*t)["ops"], &w);
         if (!why.empty())
-          return Fail(res, why.rfind("infra: ", 0) == 0 ? OutcomeStatus::InfraError
-                                                       : OutcomeStatus::Incorrect,
-                      why.rfind("infra: ", 0) == 0 ? why.substr(7) : why);
+          return Fail(
+              res,
+              why.rfind("infra: ", 0) == 0 ? OutcomeStatus::InfraError : OutcomeStatus::Incorrect,
+              why.rfind("infra: ", 0) == 0 ? why.substr(7) : why);
         runtime_warnings_ = w;
       }
       ++res.cases;
@@ -442,8 +430,9 @@ class Judge {
     }
     TimingStats s = Summarize(rep);
     if (device_ != "cpu" && s.median > 1.2 * events.median + 5.0)
-      timing_note = "; the wall clock counted (" + Num(s.median) + " us against " +
-                    Num(events.median) + " us of CUDA events: work outside the current stream)";
+      timing_note = "; the wall clock counted (" + FormatNumber(s.median) + " us against " +
+                    FormatNumber(events.median) +
+                    " us of CUDA events: work outside the current stream)";
     res.median_us = s.median;
     res.spread_us = s.iqr;
     res.repetitions = s.count;
@@ -456,7 +445,8 @@ class Judge {
     res.status = OutcomeStatus::Ok;
     res.diagnostics = "ModelNew passed " + std::to_string(res.cases) +
                       " correctness trials; timed " + std::to_string(res.repetitions) +
-                      " calls against PyTorch eager " + Num(res.baseline_us) + " us" + timing_note;
+                      " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
+                      timing_note;
     if (!builds.empty()) res.diagnostics += "; load_inline: " + builds;
     std::string warn = warnings + runtime_warnings_;
     if (!warn.empty()) res.diagnostics += "; warnings: " + warn.substr(0, 1500);
@@ -478,8 +468,8 @@ class Judge {
              std::to_string(g.inputs.size());
     for (size_t i = 0; i < before.size(); ++i) {
       const HostTensor& x = g.inputs[i];
-      std::string want = Sha256Hex(std::string_view(
-          reinterpret_cast<const char*>(x.bytes.data()), x.bytes.size()));
+      std::string want = Sha256Hex(
+          std::string_view(reinterpret_cast<const char*>(x.bytes.data()), x.bytes.size()));
       if (before[i] != want)
         return "infra: the runner's get_inputs() made a different input '" + x.name +
                "' than the verifier's for the same seed (another PyTorch version?)" + where;
@@ -493,9 +483,9 @@ class Judge {
   // kb_static.py on the source (ops empty) or on the PyTorch functions a forward called.
   // "" accepted; "infra: ..." when the checker itself failed; else the reasons.
   std::string Static(const json& ops, std::string* warnings) {
-    std::vector<std::string> argv = {opt_.golden_python, scripts_ + "/kb_static.py", cand_path_,
-                                     "--problem", problem_path_, "--task",
-                                     task_.dir + "/task.json", "--json"};
+    std::vector<std::string> argv = {
+        opt_.golden_python, scripts_ + "/kb_static.py", cand_path_, "--problem", problem_path_,
+        "--task",           task_.dir + "/task.json",   "--json"};
     if (!ops.is_null() && !ops.empty()) {
       std::string p = work_ + "/ops.json";
       std::ofstream(p) << ops.dump();
@@ -645,13 +635,14 @@ json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* fa
   pollfd p{sock_, POLLIN, 0};
   auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
   for (;;) {
-    int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
-                     .count());
+    int ms =
+        int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (ms <= 0)
-      return fail("Timeout", op == "kb_load"
-                                 ? "importing the candidate and building ModelNew ran past " +
-                                       Num(timeout_s) + " s"
-                                 : "ModelNew ran past " + Num(timeout_s) + " s (" + op + ")");
+      return fail("Timeout",
+                  op == "kb_load"
+                      ? "importing the candidate and building ModelNew ran past " +
+                            FormatNumber(timeout_s) + " s"
+                      : "ModelNew ran past " + FormatNumber(timeout_s) + " s (" + op + ")");
     int r = poll(&p, 1, ms);
     if (r > 0) break;
     if (r < 0 && errno != EINTR) return fail("InfraError", "poll on the harness failed");
@@ -666,12 +657,11 @@ json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* fa
       got = waitpid(pid_, &st, WNOHANG);
       if (got == 0) usleep(10000);
     }
-    std::string how = got == pid_ ? (WIFSIGNALED(st) ? "killed by signal " +
-                                                           std::to_string(WTERMSIG(st)) +
-                                                           " (" + strsignal(WTERMSIG(st)) + ")"
-                                                     : "exit status " +
-                                                           std::to_string(WEXITSTATUS(st)))
-                                  : "no answer";
+    std::string how = got == pid_
+                          ? (WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st)) +
+                                                   " (" + strsignal(WTERMSIG(st)) + ")"
+                                             : "exit status " + std::to_string(WEXITSTATUS(st)))
+                          : "no answer";
     if (got == pid_) pid_ = -1;
     if (got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
       return fail("InfraError", "the runner cannot execute " + req.value("python", std::string()) +

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -26,10 +27,33 @@ bool HostTensor::IsFloat() const {
   return dtype == HTAM_F32 || dtype == HTAM_F64 || dtype == HTAM_F16 || dtype == HTAM_BF16;
 }
 
-float HalfToFloat(uint16_t h) { return data::HalfToFloat(h); }
-uint16_t FloatToHalf(float f) { return data::FloatToHalf(f); }
-float Bf16ToFloat(uint16_t b) { return data::Bf16ToFloat(b); }
-uint16_t FloatToBf16(float f) { return data::FloatToBf16(f); }
+uint64_t MixSeed(uint64_t a, uint64_t b) {
+  uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  return x;
+}
+
+std::string FormatNumber(double v) {
+  std::ostringstream o;
+  o.precision(7);
+  o << v;
+  return o.str();
+}
+
+float HalfToFloat(uint16_t h) {
+  return data::HalfToFloat(h);
+}
+uint16_t FloatToHalf(float f) {
+  return data::FloatToHalf(f);
+}
+float Bf16ToFloat(uint16_t b) {
+  return data::Bf16ToFloat(b);
+}
+uint16_t FloatToBf16(float f) {
+  return data::FloatToBf16(f);
+}
 
 double HostTensor::At(int64_t i) const {
   const uint8_t* p = bytes.data();

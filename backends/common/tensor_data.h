@@ -41,6 +41,11 @@ HostTensor GenerateInput(const TensorSpec& spec, const std::vector<int64_t>& sha
 // dispatch: the gate compares outputs through it).
 void ReadAsDouble(const HostTensor& t, int64_t lo, int64_t hi, double* out);
 
+// The gate's seed mixing: the seeds of a job's cases, input tensors and timing sets.
+uint64_t MixSeed(uint64_t a, uint64_t b);
+// A number as verification diagnostics print it (7 significant digits).
+std::string FormatNumber(double v);
+
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 float Bf16ToFloat(uint16_t b);

@@ -240,8 +240,8 @@ Status DataOps::Fill(void* data, const htam_fill_request& req, cudaStream_t stre
   f.fraction = req.fraction;
   for (int i = 0; i < f.num_special; ++i) f.special[i] = req.special[i];
   void* args[] = {&data, &f};
-  HTAM_RETURN_IF_ERROR(module_->Launch("htam_fill", dim3(Blocks(req.count)), dim3(kThreads), args,
-                                       stream));
+  HTAM_RETURN_IF_ERROR(
+      module_->Launch("htam_fill", dim3(Blocks(req.count)), dim3(kThreads), args, stream));
   return Cuda(cudaStreamSynchronize(stream), "fill");
 }
 
@@ -254,8 +254,8 @@ Status DataOps::Compare(const void* a, const void* b, const htam_compare_request
   if (req.count > 0) {
     CompareArgs c{req.dtype, req.count, req.mode, req.atol, req.rtol};
     void* args[] = {const_cast<void**>(&a), const_cast<void**>(&b), &c, &result_};
-    HTAM_RETURN_IF_ERROR(module_->Launch("htam_compare", dim3(Blocks(req.count)), dim3(kThreads),
-                                         args, stream));
+    HTAM_RETURN_IF_ERROR(
+        module_->Launch("htam_compare", dim3(Blocks(req.count)), dim3(kThreads), args, stream));
   }
   DeviceResult r{};
   HTAM_RETURN_IF_ERROR(

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "backends/cuda/nvrtc_module.h"
-#include "htam/backend.h"
 #include "base/status.h"
+#include "htam/backend.h"
 
 namespace htam::cuda {
 
