@@ -857,18 +857,7 @@ class Gate::Impl {
   Verdict PrepareGolden(GateResult* res) {
     const std::string backend = backend_->description().name ? backend_->description().name : "";
     golden_device_ = backend == "cpu" ? "cpu" : "cuda";
-    GoldenOptions go;
-    go.python = opt_.golden_python;
-    go.helper = opt_.golden_helper;
-    go.cache_dir = opt_.golden_cache_dir;
-    if (go.cache_dir.empty() && !backend_->host().cache_dir.empty())
-      go.cache_dir = backend_->host().cache_dir + "/kernelbench";
-    if (go.cache_dir.empty()) go.cache_dir = "/tmp/htam-kernelbench-" + std::to_string(getuid());
-    go.device = golden_device_;
-    go.timeout_s = opt_.golden_timeout_s;
-    go.reps = std::max(opt_.repetitions, 1);
-    go.warmup = opt_.warmup_reps;
-    if (opt_.flush_bytes) go.flush_bytes = opt_.flush_bytes;
+    GoldenOptions go = MakeGoldenOptions(opt_, *backend_, golden_device_);
     std::vector<uint64_t> verify, timing;
     // With a seed pool, this job's seeds start at a place seed_base (drawn per job) picks.
     const uint64_t pool = opt_.golden_seed_pool > 0 ? uint64_t(opt_.golden_seed_pool) : 0;
@@ -974,6 +963,23 @@ class Gate::Impl {
   std::string stage_name_;
   std::chrono::steady_clock::time_point stage_start_;
 };
+
+GoldenOptions MakeGoldenOptions(const GateOptions& opt, const BackendInstance& backend,
+                                const std::string& device) {
+  GoldenOptions go;
+  go.python = opt.golden_python;
+  go.helper = opt.golden_helper;
+  go.cache_dir = opt.golden_cache_dir;
+  if (go.cache_dir.empty() && !backend.host().cache_dir.empty())
+    go.cache_dir = backend.host().cache_dir + "/kernelbench";
+  if (go.cache_dir.empty()) go.cache_dir = "/tmp/htam-kernelbench-" + std::to_string(getuid());
+  go.device = device;
+  go.timeout_s = opt.golden_timeout_s;
+  go.reps = std::max(opt.repetitions, 1);
+  go.warmup = opt.warmup_reps;
+  if (opt.flush_bytes) go.flush_bytes = opt.flush_bytes;
+  return go;
+}
 
 Gate::Gate(BackendInstance* backend, htam_device* device, const TaskSpec& task, GateOptions options)
     : backend_(backend), device_(device), task_(task), options_(std::move(options)) {}

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
 #include "htam/schema/htg_generated.h"
@@ -90,6 +91,12 @@ struct GateResult {
   // verify, time candidate, ...): where an evaluation's time goes.
   std::vector<std::pair<std::string, double>> stage_ms;
 };
+
+// The golden-data options of a KernelBench task from the gate's options: the interpreter, helper,
+// cache (GateOptions::golden_cache_dir, else the backend's cache dir, else a /tmp folder), time
+// limit and timing repetitions. `device` is PyTorch's ("cpu" or "cuda").
+GoldenOptions MakeGoldenOptions(const GateOptions& opt, const BackendInstance& backend,
+                                const std::string& device);
 
 using ProgressFn = std::function<void(const std::string& stage)>;
 

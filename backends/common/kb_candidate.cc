@@ -281,18 +281,7 @@ class Judge {
     for (int s = 0; s < std::max(1, opt_.seeds); ++s) verify.push_back(pick(uint64_t(s)));
     for (int k = 0; k < std::max(1, opt_.input_sets); ++k)
       timing.push_back(1000 + pick(uint64_t(k)));
-    GoldenOptions go;
-    go.python = opt_.golden_python;
-    go.helper = opt_.golden_helper;
-    go.cache_dir = opt_.golden_cache_dir;
-    if (go.cache_dir.empty() && !backend_->host().cache_dir.empty())
-      go.cache_dir = backend_->host().cache_dir + "/kernelbench";
-    if (go.cache_dir.empty()) go.cache_dir = "/tmp/htam-kernelbench-" + std::to_string(getuid());
-    go.device = device_;
-    go.timeout_s = opt_.golden_timeout_s;
-    go.reps = std::max(opt_.repetitions, 1);
-    go.warmup = opt_.warmup_reps;
-    if (opt_.flush_bytes) go.flush_bytes = opt_.flush_bytes;
+    GoldenOptions go = MakeGoldenOptions(opt_, *backend_, device_);
     KernelBenchGolden golden(task_, go);
     Progress("golden data (PyTorch)");
     Status st = golden.Prepare(verify, timing, true);

@@ -56,81 +56,11 @@ uint16_t FloatToBf16(float f) {
 }
 
 double HostTensor::At(int64_t i) const {
-  const uint8_t* p = bytes.data();
-  switch (dtype) {
-    case HTAM_F32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case HTAM_F64: {
-      double v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return v;
-    }
-    case HTAM_F16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return HalfToFloat(v);
-    }
-    case HTAM_BF16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return Bf16ToFloat(v);
-    }
-    case HTAM_I32: {
-      int32_t v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case HTAM_I64: {
-      int64_t v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return double(v);
-    }
-    case HTAM_U8: return p[i];
-    case HTAM_I8: return int8_t(p[i]);
-    case HTAM_BOOL: return p[i] ? 1.0 : 0.0;
-  }
-  return 0;
+  return data::Get(bytes.data(), uint64_t(i), dtype);
 }
 
 void HostTensor::Set(int64_t i, double v) {
-  uint8_t* p = bytes.data();
-  switch (dtype) {
-    case HTAM_F32: {
-      float f = float(v);
-      std::memcpy(p + 4 * i, &f, 4);
-      return;
-    }
-    case HTAM_F64: {
-      std::memcpy(p + 8 * i, &v, 8);
-      return;
-    }
-    case HTAM_F16: {
-      uint16_t h = FloatToHalf(float(v));
-      std::memcpy(p + 2 * i, &h, 2);
-      return;
-    }
-    case HTAM_BF16: {
-      uint16_t h = FloatToBf16(float(v));
-      std::memcpy(p + 2 * i, &h, 2);
-      return;
-    }
-    case HTAM_I32: {
-      int32_t x = int32_t(v);
-      std::memcpy(p + 4 * i, &x, 4);
-      return;
-    }
-    case HTAM_I64: {
-      int64_t x = int64_t(v);
-      std::memcpy(p + 8 * i, &x, 8);
-      return;
-    }
-    case HTAM_U8: p[i] = uint8_t(v); return;
-    case HTAM_I8: p[i] = uint8_t(int8_t(v)); return;
-    case HTAM_BOOL: p[i] = v != 0 ? 1 : 0; return;
-  }
+  data::Put(bytes.data(), uint64_t(i), dtype, v);
 }
 
 HostTensor MakeTensor(const std::string& name, htam_dtype dtype,
