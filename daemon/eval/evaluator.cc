@@ -585,6 +585,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
     s->worker = std::move(*w);
   }
   WorkerProcess* w = s->worker.get();
+  if (job.on_stage) job.on_stage(job.job_id, "running", "on " + s->info.name);
   json frame = {{"type", "job"},
                 {"job_id", job.job_id},
                 {"task_dir", MakeAbsolute(job.task_dir)},
@@ -645,6 +646,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       if (type == "progress") {
         stage = f->value("stage", "");
         stage_deadline = stage_limit(stage);
+        if (job.on_stage) job.on_stage(job.job_id, stage, "");
         if (job.profile && stage.rfind("profile", 0) == 0)
           job_deadline = std::max(job_deadline, stage_deadline);
       } else if (type == "result") {

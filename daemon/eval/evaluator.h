@@ -34,6 +34,12 @@ struct EvalJob {
   bool profile = false;     // when the candidate is Ok: its one call again under Nsight Compute
                             // (eval.ncu), filling profile dram/sm throughput, occupancy and
                             // bottleneck; without ncu a "profile unavailable" note, still Ok
+  // Optional: told each stage as it begins ("running" with the device's name when a device takes
+  // the job, then the worker's stages: "compile candidate", "verify (seen shape #1)", "time
+  // candidate", ...). Called on an evaluator thread; must not block. Jobs on remote workers
+  // report no stages (their result still comes through `done`).
+  std::function<void(uint64_t job_id, const std::string& stage, const std::string& message)>
+      on_stage;
 };
 
 struct EvalResult {

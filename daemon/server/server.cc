@@ -588,6 +588,7 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
   ej.session_id = job.session_id;
   ej.context = EncodeJobContext(job);
   ej.profile = m.profile();
+  if (m.progress()) ej.on_stage = StageSink();
   Status st = services_.evaluator->Submit(std::move(ej), ResultSink());
   if (!st.ok()) return ReplyStatus(peer, rid, st);
   evaluations_total_++;
@@ -627,6 +628,21 @@ std::function<void(eval::EvalResult)> Server::ResultSink() {
     if (results_push_) {
       try {
         results_push_->send(zmq::str_buffer("r"), zmq::send_flags::dontwait);
+      } catch (const zmq::error_t&) {
+        // The loop drains on every tick as well.
+      }
+    }
+  };
+}
+
+std::function<void(uint64_t, const std::string&, const std::string&)> Server::StageSink() {
+  return [this](uint64_t job_id, const std::string& stage, const std::string& message) {
+    // Evaluator thread: queue it for the loop, which alone knows who asked for progress.
+    std::lock_guard<std::mutex> lock(results_mu_);
+    stages_.emplace_back(job_id, stage, message);
+    if (results_push_) {
+      try {
+        results_push_->send(zmq::str_buffer("s"), zmq::send_flags::dontwait);
       } catch (const zmq::error_t&) {
         // The loop drains on every tick as well.
       }
@@ -923,9 +939,23 @@ void Server::DrainResults() {
   }
   SendReadyReplies();
   std::deque<std::unique_ptr<eval::EvalResult>> batch;
+  std::deque<std::tuple<uint64_t, std::string, std::string>> stages;
   {
     std::lock_guard<std::mutex> lock(results_mu_);
     batch.swap(results_);
+    stages.swap(stages_);
+  }
+  // Stages first: each was reported before any result taken in the same swap.
+  for (auto& [job_id, stage, message] : stages) {
+    auto job = jobs_.find(job_id);
+    if (job == jobs_.end()) continue;
+    for (auto& w : job->second.progress) {
+      fb::ProgressT p;
+      p.job_id = job_id;
+      p.stage = stage;
+      p.message = message;
+      Reply(w.peer, EncodeReply(w.request_id, std::move(p)), ReplyKind::kProgress);
+    }
   }
   for (auto& r : batch) {
     auto job = jobs_.find(r->job_id);

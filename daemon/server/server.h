@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
@@ -163,6 +164,8 @@ class Server {
   static bool DecodeJobContext(const std::string& text, Job* job);
   // The evaluator's completion callback: hands a result to the loop (any thread).
   std::function<void(eval::EvalResult)> ResultSink();
+  // The evaluator's stage reports for a job whose client asked for progress (Submit.progress).
+  std::function<void(uint64_t, const std::string&, const std::string&)> StageSink();
   void AnswerJob(Job& job, const fb::ResultT& result);
   void RememberResult(const fb::ResultT& result);
   std::string StatusText(const std::string& section);
@@ -182,6 +185,9 @@ class Server {
   std::mutex results_mu_;
   std::unique_ptr<zmq::socket_t> results_push_;            // guarded by results_mu_
   std::deque<std::unique_ptr<eval::EvalResult>> results_;  // guarded by results_mu_
+  // Stages reported by evaluator threads (job, stage, message), sent before the results that
+  // follow them; guarded by results_mu_.
+  std::deque<std::tuple<uint64_t, std::string, std::string>> stages_;
 
   // Reader threads: memory reads (NextStep, Query) off the loop. Guarded by read_mu_.
   std::mutex read_mu_;

@@ -382,8 +382,21 @@ TEST_F(DaemonTest, EvaluationNeverBlocksNextStepAndReportsProgress) {
   EXPECT_NE(result->transition_id, 0u);
   {
     std::lock_guard<std::mutex> lock(mu);
-    EXPECT_NE(std::find(stages.begin(), stages.end(), "queued"), stages.end());
-    EXPECT_NE(std::find(stages.begin(), stages.end(), "done"), stages.end());
+    // The client sees the evaluation move through its stages, in order: queued, running on a
+    // device, the worker's compile, verification and timing, done.
+    std::string seen;
+    for (const auto& s : stages) seen += "[" + s + "]";
+    auto at = [&](const std::string& prefix) {
+      for (size_t i = 0; i < stages.size(); ++i)
+        if (stages[i].rfind(prefix, 0) == 0) return int(i);
+      return -1;
+    };
+    EXPECT_EQ(at("queued"), 0) << seen;
+    EXPECT_GT(at("running"), at("queued")) << seen;
+    EXPECT_GT(at("compile candidate"), at("running")) << seen;
+    EXPECT_GT(at("verify"), at("compile candidate")) << seen;
+    EXPECT_GT(at("time candidate"), at("verify")) << seen;
+    EXPECT_EQ(at("done"), int(stages.size()) - 1) << seen;
   }
   // Submit-and-wait of a candidate that does not compile: the reply comes when it is done.
   submit.source = "this is not C++";
