@@ -92,12 +92,22 @@ class McpClientsTest(unittest.TestCase):
         self.assertGreater(subs[0]["result"]["structuredContent"]["speedup"], 0)
         self.assertFalse(subs[1]["result"]["isError"])
         self.assertGreater(subs[1]["result"]["structuredContent"]["transition_id"], 0)
-        # Progress notifications reached the client: queued first, then (htamd sends it just
-        # before the answer, so a client may see it after the request ended and drop it) done.
+        # Progress notifications reached the client: queued first, then htamd's stages of the
+        # evaluation in order (running on a device, compile, verify, time), then (htamd sends it
+        # just before the answer, so a client may see it after the request ended and drop it)
+        # done.
         msgs = [p["message"] for p in t["progress"]]
         self.assertTrue(msgs and msgs[0].startswith("queued: "), msgs)
-        self.assertTrue(all(m.startswith(("queued: ", "evaluating: ")) or m == "done: Ok"
-                            for m in msgs), msgs)
+        stages = ("queued: ", "running: on ", "parse task", "compile ", "load candidate", "verify",
+                  "prepare timing inputs", "time ", "evaluating: ")
+        self.assertTrue(all(m.startswith(stages) or m == "done: Ok" for m in msgs), msgs)
+
+        def first(prefix):
+            return next((i for i, m in enumerate(msgs) if m.startswith(prefix)), -1)
+        self.assertLess(0, first("running: on "), msgs)
+        self.assertLess(first("running: on "), first("compile candidate"), msgs)
+        self.assertLess(first("compile candidate"), first("verify"), msgs)
+        self.assertLess(first("verify"), first("time candidate"), msgs)
         self.assertEqual([p["progress"] for p in t["progress"]], list(range(1, len(msgs) + 1)))
         # The best source: the verified candidate when it measured faster, and after
         # record_outcome reported 50x, the reported one.
