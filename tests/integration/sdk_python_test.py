@@ -105,8 +105,12 @@ class SdkPythonTest(unittest.TestCase):
             self.assertTrue(result["done"])
             self.assertEqual(result["status_name"], "Ok", result["diagnostics"])
             self.assertGreater(result["speedup"], 0)
-            self.assertEqual([p["stage"] for p in progress if p["job_id"] == ack["job_id"]],
-                             ["queued", "done"])
+            stages = [p["stage"] for p in progress if p["job_id"] == ack["job_id"]]
+            self.assertEqual(stages[0], "queued", stages)
+            self.assertEqual(stages[1], "running", stages)
+            self.assertIn("compile candidate", stages)
+            self.assertIn("time candidate", stages)
+            self.assertEqual(stages[-1], "done", stages)
             tid = c.record(sid, step["direction"]["id"], [], "measured on my own box", "Ok", 1.25,
                            80.0)
             self.assertGreater(tid, 0)
