@@ -13,9 +13,9 @@ Signature convention (one C++ declaration per bound function, as a candidate wou
   - scalar parameters take Python numbers: bool, char/short/int/long and their fixed-width and
     unsigned forms, size_t, float, double;
   - a last parameter of type `cudaStream_t` is filled by htam with PyTorch's current stream
-    (torch.cuda.current_stream().cuda_stream); the caller does not pass it (passing it explicitly,
-    as an int or a torch.cuda.Stream, is allowed). Without one, the function runs on the default
-    stream;
+    (torch.cuda.current_stream().cuda_stream); the caller does not pass it and cannot choose
+    another (the harness times the current stream). Without one, the function's launches go to
+    the legacy default stream;
   - return type: void, a scalar (returned), or cudaError_t (non-zero raises).
 A generated extern "C" wrapper calls the function and then cudaGetLastError(); a launch error
 (bad configuration, too much shared memory, missing kernel image) raises RuntimeError naming the
@@ -467,9 +467,9 @@ class FastFunction:
             got = str(getattr(v, "dtype", "?")).replace("torch.", "")
             if got != p.dtype:
                 self._fail("%s is %s but the parameter is %s*" % (p.name, got, p.pointee))
-        if dev is not None:
+        if dev is not None and dev.index is not None:
             import torch
-            if dev.index is not None and dev.index != torch.cuda.current_device():
+            if dev.index != torch.cuda.current_device():
                 self._fail("%s is on %s but the current device is cuda:%d" %
                            (p.name, dev, torch.cuda.current_device()))
         return data_ptr()
@@ -493,17 +493,14 @@ class FastFunction:
     def __call__(self, *args):
         ps = self.sig.params
         n_explicit = len(self._explicit)
-        if len(args) not in (n_explicit, len(ps)):
-            self._fail("takes %d arguments, %d given" % (n_explicit, len(args)))
+        if len(args) != n_explicit:
+            self._fail("takes %d arguments, %d given%s" % (
+                n_explicit, len(args), " (the cudaStream_t is PyTorch's current stream, filled "
+                "in by htam)" if self.sig.has_stream else ""))
         values = []
         for i, p in enumerate(ps):
             if p.kind == "stream":
-                if len(args) == len(ps):
-                    s = args[i]
-                    values.append(getattr(s, "cuda_stream", s))
-                else:
-                    import torch
-                    values.append(torch.cuda.current_stream().cuda_stream)
+                values.append(current_stream())
             elif p.kind == "pointer":
                 values.append(self._pointer(p, args[i]))
             else:
@@ -519,6 +516,12 @@ class FastFunction:
         if self.sig.ret is None or self.sig.ret == "error":
             return None
         return out.value
+
+
+def current_stream():
+    """PyTorch's current CUDA stream as a handle (tests replace this)."""
+    import torch
+    return torch.cuda.current_stream().cuda_stream
 
 
 def bind(path, sigs, module_name):
@@ -553,7 +556,8 @@ def _as_list(x):
 
 
 def load_cuda(name, cuda_sources, functions, extra_cuda_cflags=None, extra_cflags=None,
-              extra_ldflags=None, extra_include_paths=None, cpp_sources="", verbose=False):
+              extra_ldflags=None, extra_include_paths=None, cpp_sources="", verbose=False,
+              _via="load_cuda"):
     """Compiles cuda_sources (and optional host-only cpp_sources) with nvcc alone and returns a
     module whose attributes are `functions` (C++ declarations, see the file comment) callable
     with torch tensors and numbers. Cached by content (fast-<key>.so). Raises BuildError with
@@ -572,7 +576,7 @@ def load_cuda(name, cuda_sources, functions, extra_cuda_cflags=None, extra_cflag
     cache = ctx["cache_dir"] if ctx["cache_dir"] is not None else default_cache_dir()
     path, hit, key = build_cached(b, cache, ctx["work_dir"], ctx["timeout_s"])
     mod = bind(path, sigs, name)
-    rec = {"name": name, "key": key[:16], "hit": hit, "fast": True,
+    rec = {"name": name, "key": key[:16], "hit": hit, "fast": True, "via": _via,
            "seconds": round(time.monotonic() - t0, 3)}
     if ctx["builds"] is not None:
         ctx["builds"].append(rec)
@@ -628,7 +632,8 @@ def load_inline_fast(args, decls):
                      extra_cflags=args.get("extra_cflags"),
                      extra_ldflags=args.get("extra_ldflags"),
                      extra_include_paths=args.get("extra_include_paths"),
-                     cpp_sources=_strip_declarations(args.get("cpp_sources"), decls))
+                     cpp_sources=_strip_declarations(args.get("cpp_sources"), decls),
+                     _via="load_inline")
 
 
 def _strip_declarations(cpp_sources, decls):
