@@ -382,6 +382,86 @@ class CallTest(unittest.TestCase):
         self.assertEqual(entry.calls[0][:2], (4096, 3))
 
 
+def have_torch():
+    try:
+        import torch.utils.cpp_extension  # noqa: F401
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@unittest.skipUnless(have_torch(), "no torch for %s: the runner's load_inline wrapper is not "
+                     "tested" % sys.executable)
+class TransparentTest(unittest.TestCase):
+    """kb_runner's load_inline: which calls take the fast path (stand-ins record the calls)."""
+
+    def setUp(self):
+        import torch
+        import torch.utils.cpp_extension as ce
+        import kb_runner
+        self.ce, self.runner = ce, kb_runner
+        # The key of PyTorch's path reads the device's capability: an H100's, no GPU needed.
+        kb_runner.torch = types.SimpleNamespace(__version__=torch.__version__, cuda=types.
+                                                SimpleNamespace(get_device_capability=lambda:
+                                                                (9, 0)))
+        self.saved = (ce.load_inline, fp.load_inline_fast)
+        self.calls = []
+        self.fast_error = None
+
+        def slow(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                 extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                 build_directory=None, verbose=False, with_cuda=None, is_python_module=True,
+                 with_pytorch_error_handling=True, keep_intermediates=True):
+            self.calls.append(("slow", name))
+            return "slow module"
+
+        def fast(args, decls):
+            self.calls.append(("fast", args["name"], tuple(decls)))
+            if self.fast_error:
+                raise self.fast_error
+            return "fast module"
+
+        ce.load_inline = self.slow = slow
+        fp.load_inline_fast = fast
+        self.dir = tempfile.mkdtemp(prefix="htam-fastpath-runner-")
+
+    def tearDown(self):
+        self.ce.load_inline, fp.load_inline_fast = self.saved
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def install(self, device, fast_path=True):
+        self.ce.load_inline = self.slow  # the runner wraps PyTorch's once per harness
+        builds = []
+        self.runner.install_build_cache("", self.dir, device, builds, fast_path)
+        return builds
+
+    def test_only_calls_without_torch_headers_on_cuda_take_the_fast_path(self):
+        builds = self.install("cuda")
+        self.assertEqual(self.ce.load_inline("a", RELU_DECL + ";", cuda_sources=RELU_CU,
+                                             functions=["relu"]), "fast module")
+        self.assertEqual(self.calls[-1], ("fast", "a", (RELU_DECL,)))
+        self.assertEqual(self.ce.load_inline(
+            "b", "torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b);",
+            cuda_sources=TORCH_EXTENSION, functions=["add_cuda"]), "slow module")
+        self.assertEqual(self.calls[-1], ("slow", "b"))
+        self.assertEqual([b["name"] for b in builds], ["b"])  # the fast path records its own
+
+    def test_cpu_and_the_option_off_keep_pytorchs_load_inline(self):
+        self.install("cpu")
+        self.ce.load_inline("a", RELU_DECL + ";", cuda_sources=RELU_CU, functions=["relu"])
+        self.install("cuda", fast_path=False)
+        self.ce.load_inline("a", RELU_DECL + ";", cuda_sources=RELU_CU, functions=["relu"])
+        self.assertEqual(self.calls, [("slow", "a"), ("slow", "a")])
+
+    def test_a_failed_fast_build_falls_back_and_says_why(self):
+        builds = self.install("cuda")
+        self.fast_error = fp.BuildError("nvcc failed (exit 1):\nfast.cu(9): error: x")
+        self.assertEqual(self.ce.load_inline("a", RELU_DECL + ";", cuda_sources=RELU_CU,
+                                             functions=["relu"]), "slow module")
+        self.assertEqual([c[0] for c in self.calls], ["fast", "slow"])
+        self.assertEqual(builds[0]["fast_failed"], "nvcc failed (exit 1):")
+
+
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else "")
 
