@@ -83,7 +83,7 @@ def torch_dependency(*sources):
 # C++ scalar spellings -> (ctypes type, kind); kind "i" integer, "f" floating, "b" bool.
 _SCALARS = {
     "bool": (ctypes.c_bool, "b"),
-    "char": (ctypes.c_char, "i"), "signed char": (ctypes.c_byte, "i"),
+    "char": (ctypes.c_byte, "i"), "signed char": (ctypes.c_byte, "i"),
     "unsigned char": (ctypes.c_ubyte, "i"),
     "short": (ctypes.c_short, "i"), "unsigned short": (ctypes.c_ushort, "i"),
     "int": (ctypes.c_int, "i"), "unsigned": (ctypes.c_uint, "i"),
