@@ -84,7 +84,7 @@ def run_child(mode, compile_only, timeout_s):
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if compile_only:
-        env.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
+        env.setdefault("TORCH_CUDA_ARCH_LIST", "8.0")  # PyTorch before 2.0 knows no 9.0
     cmd = [sys.executable, os.path.realpath(__file__), "--child", mode,
            os.path.join(CANDIDATES, FILES[mode]), "--scratch", scratch]
     if compile_only:
