@@ -66,6 +66,10 @@ struct GateOptions {
   // KernelBench candidates: the load_inline build cache the runner may write ("" = none), the
   // wall limit of the import and build, and of one trial or the timing stage.
   std::string kernelbench_build_cache;
+  // KernelBench candidates on CUDA: load_inline calls that need no PyTorch headers go through
+  // nvcc alone (kb_fastpath.py); the nvcc it runs ("" = CUDA_HOME, PATH, /usr/local/cuda).
+  bool kernelbench_fast_path = true;
+  std::string kernelbench_nvcc;
   double kernelbench_compile_timeout_s = 600;
   double kernelbench_call_timeout_s = 60;
 };

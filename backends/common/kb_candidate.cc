@@ -310,6 +310,8 @@ class Judge {
                  {"problem", problem_},
                  {"device", device_},
                  {"build_cache", opt_.kernelbench_build_cache},
+                 {"fast_path", opt_.kernelbench_fast_path},
+                 {"nvcc", opt_.kernelbench_nvcc},
                  {"timeout_s", opt_.kernelbench_compile_timeout_s}};
     std::vector<int> fds;
     auto r = Ask(load, &fds);
@@ -321,9 +323,15 @@ class Judge {
       bool all_hit = true;
       for (const auto& b : (*r)["builds"]) {
         all_hit = all_hit && b.value("hit", false);
-        builds += std::string(builds.empty() ? "" : ", ") + b.value("name", "?") +
-                  (b.value("hit", false) ? " (build cache hit, " : " (built, ") +
-                  FormatNumber(b.value("seconds", 0.0)) + " s)";
+        const bool fast = b.value("fast", false);
+        builds += std::string(builds.empty() ? "" : ", ") +
+                  b.value("via", std::string("load_inline")) + ": " + b.value("name", "?") +
+                  (fast ? " (fast path, " : " (") +
+                  (b.value("hit", false) ? "build cache hit, " : "built, ") +
+                  FormatNumber(b.value("seconds", 0.0)) + " s";
+        const std::string why = b.value("fast_failed", std::string());
+        if (!why.empty()) builds += "; the fast path failed: " + why;
+        builds += ")";
       }
       res.compile_cached = all_hit;
     }
@@ -436,7 +444,7 @@ class Judge {
                       " correctness trials; timed " + std::to_string(res.repetitions) +
                       " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
                       timing_note;
-    if (!builds.empty()) res.diagnostics += "; load_inline: " + builds;
+    if (!builds.empty()) res.diagnostics += "; " + builds;
     std::string warn = warnings + runtime_warnings_;
     if (!warn.empty()) res.diagnostics += "; warnings: " + warn.substr(0, 1500);
     return res;

@@ -545,6 +545,8 @@ json EvaluatorImpl::GateJson() const {
           {"device_data", cfg_.GetBool("eval.device_data")},
 
           {"kernelbench_build_cache", KbBuildCache()},
+          {"kernelbench_fast_path", cfg_.GetBool("eval.kernelbench_fast_path")},
+          {"kernelbench_nvcc", cfg_.GetString("eval.kernelbench_nvcc")},
           {"kernelbench_compile_timeout_s", cfg_.GetInt("eval.kernelbench_compile_timeout_s")},
           {"kernelbench_call_timeout_s", cfg_.GetInt("eval.case_timeout_s")}};
 }

@@ -198,6 +198,8 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   o.device_data = Get<bool>(g, "device_data", o.device_data);
   o.language = Get<std::string>(j, "language", "");
   o.kernelbench_build_cache = Get<std::string>(g, "kernelbench_build_cache", "");
+  o.kernelbench_fast_path = Get<bool>(g, "kernelbench_fast_path", o.kernelbench_fast_path);
+  o.kernelbench_nvcc = Get<std::string>(g, "kernelbench_nvcc", "");
   o.kernelbench_compile_timeout_s =
       Get<double>(g, "kernelbench_compile_timeout_s", o.kernelbench_compile_timeout_s);
   o.kernelbench_call_timeout_s =

@@ -9,7 +9,10 @@ whose child Python runs the candidate). Task tests/gpu/kernelbench/kb_relu (ReLU
   - a kernel on a side stream the static checks do not see gains nothing (the wall clock after a
     whole-device synchronize counts);
   - KernelBench's own catalogue: a C++ side stream is rejected ([streams]); Triton passes where
-    Triton is installed.
+    Triton is installed;
+  - htam's fast path (kb_fastpath.py): a ReLU through htam.load_cuda is Ok, its build (nvcc
+    alone) far shorter than load_inline's; a wrong one is Incorrect; a load_inline call without
+    PyTorch headers takes the fast path transparently and is Ok.
 
 Skips (with the reason) where no CUDA device is usable by the interpreter. Environment:
   HTAM_KB_PYTHON   python with PyTorch+CUDA (default: python3 on PATH)
@@ -54,7 +57,9 @@ class KbModelNewGpu(unittest.TestCase):
         files = [os.path.join(MN, "relu_inline.py"), os.path.join(MN, "relu_inline.py"),
                  os.path.join(MN, "relu_inline_wrong.py"),
                  os.path.join(MN, "relu_hidden_side_stream.py"),
-                 os.path.join(HACKS, "cuda_side_stream.py"), os.path.join(HACKS, "honest_triton.py")]
+                 os.path.join(HACKS, "cuda_side_stream.py"), os.path.join(HACKS, "honest_triton.py"),
+                 os.path.join(MN, "relu_load_cuda.py"), os.path.join(MN, "relu_load_cuda_wrong.py"),
+                 os.path.join(MN, "relu_inline_no_torch.py")]
         cmd = [EVALUATE, "--task", TASK, "--backend", "cuda", "--language", "kernelbench",
                "--general.data_dir", cls.data, "--eval.backends", "cuda",
                "--eval.sdk_include_dir", os.path.join(ROOT, "sdk/include"),
@@ -113,6 +118,23 @@ class KbModelNewGpu(unittest.TestCase):
                 "No module named" in triton["diagnostics"]:
             self.skipTest("Triton is not installed for %s" % PY)
         self.assertEqual(triton["status"], "Ok", triton["diagnostics"])
+
+    def test_load_cuda_fast_path_is_ok_and_builds_fast(self):
+        inline, fast = self.results[0], self.results[6]
+        self.assertEqual(fast["status"], "Ok", fast["diagnostics"])
+        self.assertIn("load_cuda: htam_relu_fast (fast path, built,", fast["diagnostics"])
+        self.assertLess(fast["wall_ms"], inline["wall_ms"])
+        print("relu: evaluation %.1f s through load_inline (a build), %.1f s through "
+              "htam.load_cuda (a build)" % (inline["wall_ms"] / 1e3, fast["wall_ms"] / 1e3))
+
+    def test_load_cuda_wrong_kernel_is_incorrect(self):
+        r = self.results[7]
+        self.assertEqual(r["status"], "Incorrect", r["diagnostics"])
+
+    def test_load_inline_without_torch_headers_takes_the_fast_path(self):
+        r = self.results[8]
+        self.assertEqual(r["status"], "Ok", r["diagnostics"])
+        self.assertIn("load_inline: htam_relu_inline_fast (fast path, built,", r["diagnostics"])
 
 
 if __name__ == "__main__":

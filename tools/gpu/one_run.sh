@@ -10,6 +10,8 @@
 # Writes 8 files to $OUT: info.txt, cuda_tests.log, cuda_hacks.log, hip.log, bench_eval.log,
 # kernelbench.jsonl, fidelity.log, summary.json (the last one gathers the numbers).
 # kbmodelnew (ModelNew candidates of language kernelbench through htam-evaluate; by name only).
+# loadpaths (tools/kernelbench/bench_load_paths.py: load_inline against htam.load_cuda, cold, one
+# JSON line in $OUT/load_paths.json; by name only, about 2 minutes).
 # Parts (arguments; default all, in this order): tests (CUDA plugin, hack catalogue + timing
 # modes + ncu profile, htamd with sandboxed CUDA workers, KernelBench on CUDA, HIP on NVIDIA), bench
 # (htam-bench eval against the KernelBench load_inline path), fidelity (relu 16M modes against ncu,
@@ -196,6 +198,11 @@ if [[ "$PARTS" == *" kbmodelnew "* ]]; then
   HTAM_EVALUATE=$S/htam-evaluate OUT=$OUT run "${T_KBMN:-500}" "$OUT/kb_modelnew.log" \
     "$HTAM_KB_PYTHON" tests/gpu/kb_modelnew_gpu_test.py -v
   grep -E '^kb_modelnew|^load_inline|^(ok|FAIL|ERROR|OK|Ran)|skipped|Error' "$OUT/kb_modelnew.log" | head -40
+fi
+if [[ "$PARTS" == *" loadpaths "* ]]; then
+  timeout "${T_LOADPATHS:-400}" "$HTAM_KB_PYTHON" tools/kernelbench/bench_load_paths.py \
+    > "$OUT/load_paths.json" 2> "$OUT/load_paths.err"
+  echo "loadpaths rc=$?"; cat "$OUT/load_paths.json"; tail -5 "$OUT/load_paths.err"
 fi
 
 # ---- throughput: every task's reference + lineage variants, compile + verify + time

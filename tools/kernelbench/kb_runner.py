@@ -15,8 +15,10 @@ frame. This process never sees golden data: it generates inputs from the seeds i
 problem's get_inputs() under torch.manual_seed(seed), as the verifier's kb_helper.py does),
 returns what the candidate computed, and the verifier compares.
 
-  {"op": "kb_load", "source", "problem", "device", "build_cache", "work_dir", "threads"}
-      Patches torch.utils.cpp_extension.load_inline with the build cache (below), runs the
+  {"op": "kb_load", "source", "problem", "device", "build_cache", "work_dir", "threads",
+   "fast_path", "nvcc"}
+      Patches torch.utils.cpp_extension.load_inline with the fast path and the build cache
+      (below), makes `import htam` give htam.load_cuda (kb_fastpath.py), runs the
       problem file without its Model (get_inputs, get_init_inputs), imports the candidate, and
       builds ModelNew(*get_init_inputs()) under torch.manual_seed(0) (the seed the golden Model
       was built with). Answer {"ok": true, "seconds", "builds": [...]} or {"ok": false, "class":
@@ -32,6 +34,12 @@ returns what the candidate computed, and the verifier compares.
       the call to after that synchronize (work left on another stream shows there), and the
       wall clock of an empty window (sync_us); CPU: the wall clock. Answer: rep_us, wall_us,
       sync_us, and the outputs of the last timed call of every set.
+
+Fast path (kb_fastpath.py; "fast_path": true, the default): a load_inline call on a CUDA device
+whose sources need no PyTorch headers (no torch/ATen/c10/pybind11 include or name) and whose
+`functions` are declared there in htam.load_cuda's convention is compiled by nvcc alone and bound
+with ctypes, cached as <build_cache>/fast-<key>.so; if that build fails, the call goes on to
+PyTorch's load_inline below (its record says why the fast path was not taken).
 
 Build cache: load_inline(name, sources, flags...) is keyed by the SHA-256 of its arguments (all
 but build_directory and verbose), the PyTorch and Python versions and the device. A hit imports
@@ -54,6 +62,8 @@ import threading
 import time
 import traceback
 import types
+
+import kb_fastpath
 
 DTYPE_NAMES = None  # torch dtype -> htam name, filled once torch is imported
 torch = None
@@ -130,7 +140,7 @@ def describe(e):
 
 # ---- build cache ---------------------------------------------------------------------------
 
-def install_build_cache(cache_dir, work_dir, device, builds):
+def install_build_cache(cache_dir, work_dir, device, builds, fast_path=True):
     import contextlib
     import io
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -143,6 +153,15 @@ def install_build_cache(cache_dir, work_dir, device, builds):
         bound.apply_defaults()
         a = dict(bound.arguments)
         name = a["name"]
+        fallback = ""
+        if fast_path:
+            decls, why = kb_fastpath.fast_inline_plan(a, device)
+            if decls:
+                try:
+                    return kb_fastpath.load_inline_fast(a, decls)
+                except (kb_fastpath.BuildError, kb_fastpath.SignatureError, OSError) as e:
+                    fallback = str(e).strip().splitlines()[0][:200] if str(e).strip() else \
+                        type(e).__name__
         keyed = {k: v for k, v in a.items() if k not in ("build_directory", "verbose")}
         keyed["torch"] = torch.__version__
         keyed["python"] = sys.version
@@ -153,6 +172,8 @@ def install_build_cache(cache_dir, work_dir, device, builds):
         key = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()
         t0 = time.monotonic()
         record = {"name": name, "key": key[:16], "hit": False}
+        if fallback:
+            record["fast_failed"] = fallback
         cached = os.path.join(cache_dir, key + ".so") if cache_dir else ""
         if cached and a.get("is_python_module", True) and os.path.isfile(cached):
             loader = importlib.machinery.ExtensionFileLoader(name, cached)
@@ -285,7 +306,12 @@ class Harness:
         torch.backends.cudnn.allow_tf32 = False
         work = r.get("work_dir") or os.getcwd()
         self.builds = []
-        install_build_cache(r.get("build_cache", ""), work, self.device, self.builds)
+        install_build_cache(r.get("build_cache", ""), work, self.device, self.builds,
+                            bool(r.get("fast_path", True)))
+        # `import htam` in the candidate: htam.load_cuda, building into the same cache.
+        kb_fastpath.configure(cache_dir=r.get("build_cache", ""), work_dir=work,
+                              nvcc=r.get("nvcc", ""), builds=self.builds)
+        sys.modules["htam"] = kb_fastpath.htam_module()
         # The problem's input generators, without its reference Model.
         problem = types.ModuleType("kb_problem")
         try:
@@ -315,7 +341,9 @@ class Harness:
         except BaseException as e:  # noqa: BLE001 - load_inline failures, import errors
             failed_build = "Error building extension" in str(e) or \
                 type(e).__name__ in ("CalledProcessError",)
+            failed_fast = isinstance(e, (kb_fastpath.BuildError, kb_fastpath.SignatureError))
             raise CandidateError("CompileError", "%s%s%s" % (
+                "load_cuda failed: " if failed_fast else
                 "load_inline failed: " if failed_build else "importing the candidate raised ",
                 describe(e), where_in_candidate(sys.exc_info()[2])))
         cls = getattr(mod, "ModelNew", None)

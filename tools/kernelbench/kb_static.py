@@ -397,6 +397,9 @@ class Checker:
                            "current stream" % m.group(1))
             current = set(re.findall(r"(\w+)\s*=\s*(?:at|c10)::cuda::getCurrentCUDAStream",
                                      s.value))
+            # A trailing `cudaStream_t name` parameter: htam.load_cuda's convention fills it with
+            # PyTorch's current stream (the caller cannot choose another; kb_fastpath.py).
+            current |= set(re.findall(r"\bcudaStream_t\s+(\w+)\s*\)", s.value))
             for m in re.finditer(r"<<<(.*?)>>>", s.value, re.S):
                 args = _split_top(m.group(1))
                 if len(args) >= 4:
