@@ -36,6 +36,7 @@
 #include "backends/cuda/compile_pool.h"
 #include "backends/cuda/ncu_profile.h"
 #include "base/file.h"
+#include "base/paths.h"
 #include "daemon/config/config.h"
 
 namespace fs = std::filesystem;
@@ -129,17 +130,9 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* err) {
   return true;
 }
 
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  buf[n] = 0;
-  return fs::path(buf).parent_path().string();
-}
-
 std::string FindPlugin(const std::string& backend) {
   std::string name = "libhtam_backend_" + backend + ".so";
-  std::string self = SelfDir();
+  std::string self = htam::ExecutableDir();
   for (const std::string& c : {self + "/" + name, self + "/../" + backend + "/" + name,
                                self + "/../backends/" + backend + "/" + name,
                                self + "/../../backends/" + backend + "/" + name}) {
@@ -190,11 +183,21 @@ int main(int argc, char** argv) {
   std::string work = fs::temp_directory_path() / ("htam-eval-cli-" + std::to_string(getpid()));
   fs::create_directories(work);
   htam::HostOptions host;
-  host.sdk_include_dir = fs::absolute("sdk/include").string();
-  if (!fs::exists(host.sdk_include_dir + "/htam/kernel_abi.h")) {
-    host.sdk_include_dir = fs::absolute(SelfDir() + "/../../sdk/include").string();
-  }
+  // The kernel ABI headers: the ones htam ships beside this binary (an install or a build tree),
+  // else sdk/include of the current directory (a source checkout).
+  host.sdk_include_dir = htam::FindSharedFile("include");
+  if (host.sdk_include_dir.empty() || !fs::exists(host.sdk_include_dir + "/htam/kernel_abi.h"))
+    host.sdk_include_dir = fs::absolute("sdk/include").string();
   host.cache_dir = args.cache.empty() ? work + "/cache" : fs::absolute(args.cache).string();
+  {
+    std::error_code ec;
+    fs::create_directories(host.cache_dir, ec);
+    if (ec) {
+      std::cerr << "htam-eval-cli: cannot create the compile cache " << host.cache_dir << ": "
+                << ec.message() << "\n";
+      return 2;
+    }
+  }
   host.work_dir = work;
   host.options = args.options;
   auto backend = htam::BackendInstance::Create((*lib)->api(), host);
@@ -383,7 +386,7 @@ int main(int argc, char** argv) {
               {"wall_ms", wall_ms},
               {"roofline", roof}};
     if (args.profile && r.status == htam::fb::OutcomeStatus::Ok) {
-      std::vector<std::string> child = {SelfDir() + "/htam-eval-cli",
+      std::vector<std::string> child = {htam::ExecutableDir() + "/htam-eval-cli",
                                         "--task",
                                         fs::absolute(args.task).string(),
                                         "--backend",
