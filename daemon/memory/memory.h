@@ -74,9 +74,9 @@ struct MemoryOptions {
   double direction_weight = 1.0;  // weight of a strategy's direction score in the "all" ranking
   double retry_penalty = 0.5;     // per unsuccessful try of a strategy in this session ("all")
   // Extra penalty per step of this session that passed the strategy over ("all").
-  double not_applicable_penalty = 0.0;
+  double not_applicable_penalty = 1.0;
   // Bonus of a strategy applied in similar states, x w/(w + prior_strength) ("all").
-  double applied_weight = 0.0;
+  double applied_weight = 0.5;
   // Similarity candidates of each direction that was not chosen ("all").
   int other_direction_candidates = 32;
   // Learning.

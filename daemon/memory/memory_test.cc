@@ -406,7 +406,9 @@ TEST(MemoryTest, StrategyAppliedInSimilarStatesRanksHigher) {
   uint64_t target = 0, session = 0;
   size_t rank_without = 0;
   {
-    auto m = OpenOk(Opts(dir.path()));
+    MemoryOptions o = Opts(dir.path());
+    o.applied_weight = 0;  // without the bonus
+    auto m = OpenOk(o);
     uint64_t task = Task(m.get(), "relu", "elementwise");
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
     session = s->id;
