@@ -308,7 +308,8 @@ void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
 std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIndex& index,
                                               const std::vector<float>& query, int k) {
   if (o_.retrieval_cache <= 0) return index.Search(query.data(), k);
-  uint64_t key = Hash64(query.data(), query.size() * sizeof(float), direction ^ (uint64_t(k) << 56));
+  uint64_t key =
+      Hash64(query.data(), query.size() * sizeof(float), direction ^ (uint64_t(k) << 56));
   {
     std::lock_guard<std::mutex> g(retrieval_cache_mu_);
     auto it = retrieval_cache_.find(key);
@@ -384,8 +385,8 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     for (size_t si = 0; si < sources.size(); ++si) {
       const fb::DirectionT& sd = *sources[si].dir;
       if (task_text) query = task_text->Embed(sd.title);
-      // The chosen direction's strategies in full; the others' best few, which is where a
-      // strategy of theirs that makes the list comes from (their direction's score ranks them).
+      // The chosen direction's candidates in full; the others' at most
+      // other_direction_candidates (fewer reads per decision, at some cost to the list).
       int k = si == 0 ? o_.retrieval_candidates
                       : std::min(o_.retrieval_candidates, o_.other_direction_candidates);
       auto it = strategy_index_.find(sd.id);
@@ -526,8 +527,8 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
         note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
                 ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";
       if (x.passes > 0 && o_.not_applicable_penalty > 0)
-        note += "   Passed over at " + std::to_string(static_cast<int>(x.passes)) +
-                " step(s) of this session (did not fit the kernel): ranked lower\n";
+        note += "   Passed over in this session (" + Short(x.passes) +
+                " counted): it did not fit the kernel, ranked lower\n";
       if (x.retries > 0)
         note += "   Tried in this session without success (" + Short(x.retries) +
                 " counted): ranked lower\n";
