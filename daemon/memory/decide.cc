@@ -296,7 +296,8 @@ void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
       if (x.step == a.step) applied.insert(x.strategy_id);
     for (uint64_t id : a.advised) {
       if (applied.count(canon(id))) break;
-      a.passed.push_back(PolicyState::Tried{canon(id), a.step, fb::OutcomeStatus::Ok, 0.0});
+      a.passed.push_back(
+          PolicyState::Tried{canon(id), a.step, fb::OutcomeStatus::Ok, 0.0, /*passed_over=*/true});
     }
     a.advised.clear();
   }
@@ -305,20 +306,21 @@ void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
 
 // Caller holds index_mu_ (shared at least).
 std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIndex& index,
-                                              const std::vector<float>& query) {
-  if (o_.retrieval_cache <= 0) return index.Search(query.data(), o_.retrieval_candidates);
-  uint64_t key = Hash64(query.data(), query.size() * sizeof(float), direction);
+                                              const std::vector<float>& query, int k) {
+  if (o_.retrieval_cache <= 0) return index.Search(query.data(), k);
+  uint64_t key =
+      Hash64(query.data(), query.size() * sizeof(float), direction ^ (uint64_t(k) << 56));
   {
     std::lock_guard<std::mutex> g(retrieval_cache_mu_);
     auto it = retrieval_cache_.find(key);
     if (it != retrieval_cache_.end() && it->second.epoch == strategy_epoch_ &&
-        it->second.direction == direction && it->second.query == query) {
+        it->second.direction == direction && it->second.k == k && it->second.query == query) {
       retrieval_cache_hits_++;
       return it->second.hits;
     }
   }
   retrieval_cache_misses_++;
-  std::vector<Hit> hits = index.Search(query.data(), o_.retrieval_candidates);
+  std::vector<Hit> hits = index.Search(query.data(), k);
   std::lock_guard<std::mutex> g(retrieval_cache_mu_);
   if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache)) {
     // Full: forget the entries of older epochs, or else everything (a new working set).
@@ -330,6 +332,7 @@ std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIn
   RetrievalCacheEntry& e = retrieval_cache_[key];
   e.epoch = strategy_epoch_;
   e.direction = direction;
+  e.k = k;
   e.query = query;
   e.hits = hits;
   return hits;
@@ -369,32 +372,41 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     size_t source;
   };
   std::vector<Cand> cands;
-  for (size_t si = 0; si < sources.size(); ++si) {
-    const fb::DirectionT& sd = *sources[si].dir;
-    std::vector<float> query;
-    if (embedding) {
-      query = *embedding;
-    } else if (meta_.embedder_model == kBuiltinEmbedder) {
-      std::string text = sd.title + " " + task.category + " " + task.name + " " + task.description +
-                         " " + fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text;
-      query = EmbedText(text, meta_.embedder_dim);
-    }
+  // The query is the direction's title before the task's text: the text is hashed once.
+  std::optional<SuffixEmbedder> task_text;
+  if (!embedding && meta_.embedder_model == kBuiltinEmbedder)
+    task_text.emplace(task.category + " " + task.name + " " + task.description + " " +
+                          fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text,
+                      meta_.embedder_dim);
+  std::vector<float> query;
+  if (embedding) query = *embedding;
+  {
     std::shared_lock<std::shared_mutex> l(index_mu_);
-    auto it = strategy_index_.find(sd.id);
-    if (it != strategy_index_.end() && !query.empty()) {
-      for (const Hit& h : SearchStrategies(sd.id, *it->second, query))
-        cands.push_back(Cand{h.id, h.similarity, si});
+    for (size_t si = 0; si < sources.size(); ++si) {
+      const fb::DirectionT& sd = *sources[si].dir;
+      if (task_text) query = task_text->Embed(sd.title);
+      // The chosen direction's candidates in full; the others' at most
+      // other_direction_candidates (fewer reads per decision, at some cost to the list).
+      int k = si == 0 ? o_.retrieval_candidates
+                      : std::min(o_.retrieval_candidates, o_.other_direction_candidates);
+      auto it = strategy_index_.find(sd.id);
+      if (it != strategy_index_.end() && !query.empty() && k > 0) {
+        for (const Hit& h : SearchStrategies(sd.id, *it->second, query, k))
+          cands.push_back(Cand{h.id, h.similarity, si});
+      }
+      auto un = unembedded_.find(sd.id);
+      if (un != unembedded_.end())
+        for (uint64_t id : un->second) cands.push_back(Cand{id, 0.0, si});
     }
-    auto un = unembedded_.find(sd.id);
-    if (un != unembedded_.end())
-      for (uint64_t id : un->second) cands.push_back(Cand{id, 0.0, si});
   }
   // This session's unsuccessful tries (strategy_scope "all": they weigh against a strategy).
   // ps.tried holds canonical ids (PassedOver): a learned strategy counts as its parent.
   std::vector<std::pair<uint64_t, double>> retries;
+  std::vector<std::pair<uint64_t, double>> passes;  // strategy -> steps that passed it over
   std::unordered_map<uint64_t, uint64_t> canon;  // candidate -> parent, where the table knows one
   if (all) {
     retries = RetryCounts(ps);
+    passes = PassedOverCounts(ps);
     std::shared_lock<std::shared_mutex> l(index_mu_);
     for (const Cand& c : cands)
       if (uint64_t p = table_.Parent(c.id)) canon[c.id] = p;
@@ -434,7 +446,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     double score, sim, success_rate, mean_gain;
     bool match, cross;
     size_t source;
-    double local_w, retries;
+    double local_w, retries, passes;
     uint64_t key;  // the strategy it counts as (its parent for a learned one)
   };
   std::vector<Scored> scored;
@@ -460,6 +472,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
              c.source,
              0,
              0,
+             0,
              id};
     if (auto k = canon.find(id); k != canon.end()) x.key = k->second;
     double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * src.dir->prior;
@@ -481,7 +494,11 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       auto r = std::lower_bound(retries.begin(), retries.end(), x.key,
                                 [](const auto& p, uint64_t s) { return p.first < s; });
       x.retries = r != retries.end() && r->first == x.key ? r->second : 0.0;
-      x.score += o_.direction_weight * src.dir_score - o_.retry_penalty * x.retries;
+      auto p = std::lower_bound(passes.begin(), passes.end(), x.key,
+                                [](const auto& q, uint64_t s) { return q.first < s; });
+      x.passes = p != passes.end() && p->first == x.key ? p->second : 0.0;
+      x.score += o_.direction_weight * src.dir_score - o_.retry_penalty * x.retries -
+                 o_.not_applicable_penalty * x.passes + o_.applied_weight * local_w / (local_w + m);
     }
     scored.push_back(std::move(x));
   }
@@ -509,6 +526,9 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       if (x.local_w > 0)
         note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
                 ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";
+      if (x.passes > 0 && o_.not_applicable_penalty > 0)
+        note += "   Passed over in this session (" + Short(x.passes) +
+                " counted): it did not fit the kernel, ranked lower\n";
       if (x.retries > 0)
         note += "   Tried in this session without success (" + Short(x.retries) +
                 " counted): ranked lower\n";

@@ -18,13 +18,46 @@ uint64_t Fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
-// Adds `weight` at a hashed slot with a hashed sign (the "hashing trick").
-void AddFeature(std::vector<float>* v, uint64_t h, float weight) {
+// The hashed slot and signed weight of a feature (the "hashing trick").
+void Slot(uint64_t h, size_t dim, float weight, size_t* slot, float* value) {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;
-  size_t slot = h % v->size();
-  (*v)[slot] += (h >> 63) ? -weight : weight;
+  *slot = h % dim;
+  *value = (h >> 63) ? -weight : weight;
+}
+
+// Adds `weight` at a hashed slot with a hashed sign.
+void AddFeature(std::vector<float>* v, uint64_t h, float weight) {
+  size_t slot;
+  float value;
+  Slot(h, v->size(), weight, &slot, &value);
+  (*v)[slot] += value;
+}
+
+// Calls add(hash, weight) for every feature of `words` in order; `next` is the word that follows
+// the last one (its bigram), or null.
+template <typename Add>
+void ForEachFeature(const std::vector<std::string>& words, const std::string* next, Add add) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    add(Fnv1a(w, Fnv1a("w:")), 1.0f);
+    const std::string* after = i + 1 < words.size() ? &words[i + 1] : next;
+    if (after) add(Fnv1a(*after, Fnv1a(w, Fnv1a("b:"))), 0.7f);
+    // Character trigrams of the padded word: robust to inflection ("coalesced" ~ "coalescing").
+    std::string padded = "^" + w + "$";
+    for (size_t j = 0; j + 3 <= padded.size(); ++j)
+      add(Fnv1a(std::string_view(padded).substr(j, 3), Fnv1a("c:")), 0.35f);
+  }
+}
+
+void Normalize(std::vector<float>* v) {
+  double norm = 0;
+  for (float x : *v) norm += double(x) * x;
+  if (norm > 0) {
+    float inv = static_cast<float>(1.0 / std::sqrt(norm));
+    for (float& x : *v) x *= inv;
+  }
 }
 
 std::vector<std::string> Words(std::string_view text) {
@@ -47,22 +80,29 @@ std::vector<std::string> Words(std::string_view text) {
 
 std::vector<float> EmbedText(std::string_view text, uint32_t dim) {
   std::vector<float> v(dim == 0 ? 1 : dim, 0.0f);
-  std::vector<std::string> words = Words(text);
-  for (size_t i = 0; i < words.size(); ++i) {
-    const std::string& w = words[i];
-    AddFeature(&v, Fnv1a(w, Fnv1a("w:")), 1.0f);
-    if (i + 1 < words.size()) AddFeature(&v, Fnv1a(words[i + 1], Fnv1a(w, Fnv1a("b:"))), 0.7f);
-    // Character trigrams of the padded word: robust to inflection ("coalesced" ~ "coalescing").
-    std::string padded = "^" + w + "$";
-    for (size_t j = 0; j + 3 <= padded.size(); ++j)
-      AddFeature(&v, Fnv1a(std::string_view(padded).substr(j, 3), Fnv1a("c:")), 0.35f);
-  }
-  double norm = 0;
-  for (float x : v) norm += double(x) * x;
-  if (norm > 0) {
-    float inv = static_cast<float>(1.0 / std::sqrt(norm));
-    for (float& x : v) x *= inv;
-  }
+  ForEachFeature(Words(text), nullptr, [&](uint64_t h, float w) { AddFeature(&v, h, w); });
+  Normalize(&v);
+  return v;
+}
+
+SuffixEmbedder::SuffixEmbedder(std::string_view suffix, uint32_t dim) : dim_(dim == 0 ? 1 : dim) {
+  std::vector<std::string> words = Words(suffix);
+  if (!words.empty()) first_word_ = words.front();
+  ForEachFeature(words, nullptr, [&](uint64_t h, float w) {
+    size_t slot;
+    float value;
+    Slot(h, dim_, w, &slot, &value);
+    features_.push_back(Feature{static_cast<uint32_t>(slot), value});
+  });
+}
+
+std::vector<float> SuffixEmbedder::Embed(std::string_view prefix) const {
+  // The same additions in the same order as EmbedText over the joined text, so the same floats.
+  std::vector<float> v(dim_, 0.0f);
+  ForEachFeature(Words(prefix), first_word_.empty() ? nullptr : &first_word_,
+                 [&](uint64_t h, float w) { AddFeature(&v, h, w); });
+  for (const Feature& f : features_) v[f.slot] += f.value;
+  Normalize(&v);
   return v;
 }
 

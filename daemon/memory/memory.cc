@@ -60,6 +60,9 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.strategy_scope = c.GetString("memory.strategy_scope");
   o.direction_weight = c.GetDouble("memory.direction_weight");
   o.retry_penalty = c.GetDouble("memory.retry_penalty");
+  o.not_applicable_penalty = c.GetDouble("memory.not_applicable_penalty");
+  o.applied_weight = c.GetDouble("memory.applied_weight");
+  o.other_direction_candidates = static_cast<int>(c.GetInt("memory.other_direction_candidates"));
   o.merge_threshold = c.GetDouble("memory.merge_threshold");
   o.snapshot_interval_s = static_cast<int>(c.GetInt("memory.snapshot_interval_s"));
   o.max_group_commit = static_cast<int>(c.GetInt("memory.max_group_commit"));

@@ -73,6 +73,12 @@ struct MemoryOptions {
   std::string strategy_scope = "all";
   double direction_weight = 1.0;  // weight of a strategy's direction score in the "all" ranking
   double retry_penalty = 0.5;     // per unsuccessful try of a strategy in this session ("all")
+  // Extra penalty per step of this session that passed the strategy over ("all").
+  double not_applicable_penalty = 1.0;
+  // Bonus of a strategy applied in similar states, x w/(w + prior_strength) ("all").
+  double applied_weight = 0.5;
+  // Similarity candidates of each direction that was not chosen ("all").
+  int other_direction_candidates = 32;
   // Learning.
   double merge_threshold = 0.85;  // cosine similarity: merge a new summary into a strategy
   // Operations.
@@ -208,6 +214,24 @@ class Memory {
 // The built-in embedder (builtin-hash-v1): hashed word uni/bi-grams and character trigrams,
 // L2-normalized. Deterministic across runs and machines; needs no model.
 std::vector<float> EmbedText(std::string_view text, uint32_t dim);
+
+// EmbedText(prefix + " " + suffix) for many prefixes and one suffix, bit for bit, with the
+// suffix's features hashed once (a decision embeds one query per direction: the direction's
+// title before the task's text). Immutable after construction: safe for concurrent use.
+class SuffixEmbedder {
+ public:
+  SuffixEmbedder(std::string_view suffix, uint32_t dim);
+  std::vector<float> Embed(std::string_view prefix) const;
+
+ private:
+  struct Feature {
+    uint32_t slot;
+    float value;
+  };
+  uint32_t dim_;
+  std::string first_word_;        // the suffix's first word (the prefix's last bigram)
+  std::vector<Feature> features_;  // the suffix's features, in EmbedText's order
+};
 
 // Content hash of a candidate (hex SHA-256, base/hash.h's CandidateKey): what GetCandidate and
 // StepInput::candidate_hash use, and the evaluator's candidate_hash.

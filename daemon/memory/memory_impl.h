@@ -126,7 +126,7 @@ class MemoryImpl final : public Memory {
   // The retrieval_candidates most similar strategies of a direction (index_mu_ held, shared at
   // least), through the retrieval cache.
   std::vector<Hit> SearchStrategies(uint64_t direction, const VectorIndex& index,
-                                    const std::vector<float>& query);
+                                    const std::vector<float>& query, int k);
 
   // learning (learn.cc)
   Result<Prepared> Prepare(const StepInput& in);
@@ -162,6 +162,7 @@ class MemoryImpl final : public Memory {
   // same hits, so an entry of the current strategy_epoch_ is the search's answer. Leaf lock.
   struct RetrievalCacheEntry {
     uint64_t epoch = 0, direction = 0;
+    int k = 0;  // candidates asked for
     std::vector<float> query;
     std::vector<Hit> hits;
   };

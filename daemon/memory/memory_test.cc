@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -354,6 +355,89 @@ TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
   EXPECT_EQ(Rank(*next, a), std::string::npos) << next->prompt_context;
   EXPECT_EQ(Rank(*next, b), std::string::npos) << next->prompt_context;
   EXPECT_NE(Rank(*next, used.id), std::string::npos) << "it helped: it may be advised again";
+}
+
+TEST(MemoryTest, AdviceThatDidNotFitTheKernelRanksBelowAdviceThatApplied) {
+  TempDir dir;
+  MemoryOptions o = Opts(dir.path());
+  o.retry_penalty = 0;  // only the not-applicable penalty speaks
+  o.not_applicable_penalty = 5;
+  auto m = OpenOk(o);
+  auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  auto d = m->NextStep(s->id, mem);
+  ASSERT_TRUE(d.ok() && d->strategies.size() >= 4);
+  // The agent applied the third piece of advice, no faster (the first two did not fit).
+  uint64_t a = d->strategies[0].strategy->id, b = d->strategies[1].strategy->id;
+  const fb::StrategyT& used = *d->strategies[2].strategy;
+  StepInput st = Step(s->id, used.direction_id, fb::OutcomeStatus::Ok, 1.0);
+  st.strategy_ids = {used.id};
+  ASSERT_TRUE(m->RecordStep(st).ok());
+  auto next = m->NextStep(s->id, mem);
+  ASSERT_TRUE(next.ok());
+  size_t ru = Rank(*next, used.id);
+  ASSERT_NE(ru, std::string::npos) << next->prompt_context;
+  for (uint64_t id : {a, b}) {
+    size_t r = Rank(*next, id);
+    EXPECT_TRUE(r == std::string::npos || r > ru) << next->prompt_context;
+  }
+  // A step that applied nothing passed over everything it was advised: all of that ranks
+  // below every strategy the session has not passed over, and says why.
+  StepInput none = Step(s->id, next->direction.id, fb::OutcomeStatus::Ok, 1.0);
+  ASSERT_TRUE(m->RecordStep(none).ok());
+  auto after = m->NextStep(s->id, mem);
+  ASSERT_TRUE(after.ok() && !after->strategies.empty());
+  std::set<uint64_t> passed{a, b};
+  for (const auto& h : next->strategies) passed.insert(h.strategy->id);
+  EXPECT_EQ(passed.count(after->strategies[0].strategy->id), 0u) << after->prompt_context;
+  bool seen_passed = false;
+  for (const auto& h : after->strategies) {
+    bool p = passed.count(h.strategy->id) > 0;
+    EXPECT_TRUE(p || !seen_passed) << "a fitting strategy after a passed-over one\n"
+                                   << after->prompt_context;
+    seen_passed = seen_passed || p;
+  }
+  if (seen_passed)
+    EXPECT_NE(after->prompt_context.find("did not fit the kernel"), std::string::npos);
+}
+
+TEST(MemoryTest, StrategyAppliedInSimilarStatesRanksHigher) {
+  TempDir dir;
+  uint64_t target = 0, session = 0;
+  size_t rank_without = 0;
+  {
+    MemoryOptions o = Opts(dir.path());
+    o.applied_weight = 0;  // without the bonus
+    auto m = OpenOk(o);
+    uint64_t task = Task(m.get(), "relu", "elementwise");
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    session = s->id;
+    const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+    auto d = m->NextStep(s->id, mem);
+    ASSERT_TRUE(d.ok() && d->strategies.size() >= 12);
+    // Sessions on a like task applied a low-ranked strategy, which did not help there: it fits
+    // such kernels, and nothing else says so.
+    target = d->strategies[10].strategy->id;
+    uint64_t target_dir = d->strategies[10].strategy->direction_id;
+    for (int i = 0; i < 4; ++i) {
+      auto o = m->OpenSession(Task(m.get(), "gelu", "elementwise"), "cuda", "sm_90", "t", "m", 6);
+      StepInput st = Step(o->id, target_dir, fb::OutcomeStatus::Ok, 1.0);
+      st.strategy_ids = {target};
+      ASSERT_TRUE(m->RecordStep(st).ok());
+    }
+    auto again = m->NextStep(s->id, mem);
+    ASSERT_TRUE(again.ok());
+    rank_without = Rank(*again, target);
+  }
+  MemoryOptions o = Opts(dir.path());
+  o.applied_weight = 1;
+  auto m = OpenOk(o);
+  auto d = m->NextStep(session, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  ASSERT_TRUE(d.ok());
+  size_t rank_with = Rank(*d, target);
+  ASSERT_NE(rank_with, std::string::npos) << d->prompt_context;
+  EXPECT_TRUE(rank_without == std::string::npos || rank_with < rank_without)
+      << rank_with << " vs " << rank_without << "\n" << d->prompt_context;
 }
 
 TEST(MemoryTest, CrossBackendExperienceAnswersAHipSessionDiscounted) {

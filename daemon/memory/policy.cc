@@ -92,6 +92,25 @@ std::vector<std::pair<uint64_t, double>> RetryCounts(const PolicyState& s) {
   return out;
 }
 
+std::vector<std::pair<uint64_t, double>> PassedOverCounts(const PolicyState& s) {
+  const std::vector<uint32_t> improving = ImprovingSteps(s);
+  const int64_t last_improvement = improving.empty() ? -1 : static_cast<int64_t>(improving.back());
+  std::vector<std::pair<uint64_t, uint32_t>> passed;  // (strategy, step)
+  for (const auto& t : s.tried)
+    if (t.passed_over) passed.emplace_back(t.strategy_id, t.step);
+  std::sort(passed.begin(), passed.end());
+  passed.erase(std::unique(passed.begin(), passed.end()), passed.end());
+  std::vector<std::pair<uint64_t, double>> out;
+  for (const auto& [id, step] : passed) {
+    double c = static_cast<int64_t>(step) > last_improvement ? 1.0 : 0.5;
+    if (!out.empty() && out.back().first == id)
+      out.back().second += c;
+    else
+      out.emplace_back(id, c);
+  }
+  return out;
+}
+
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o) {
   std::vector<float> k(kKeyDim, 0.0f);
   float* p = k.data();

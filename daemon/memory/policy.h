@@ -37,6 +37,7 @@ struct PolicyState {
     uint32_t step = 0;
     fb::OutcomeStatus status = fb::OutcomeStatus::Ok;
     double gain = 0;  // log gain of the step (0 when not Ok)
+    bool passed_over = false;  // advised at `step` and passed over: it did not fit the kernel
   };
   std::vector<Tried> tried;
 };
@@ -52,6 +53,12 @@ std::vector<uint32_t> ImprovingSteps(const PolicyState& s);
 // kernel it did not help is gone). A strategy whose last try improved the kernel counts 0 (it may
 // have further settings to try). Sorted by strategy id.
 std::vector<std::pair<uint64_t, double>> RetryCounts(const PolicyState& s);
+
+// Strategies this session passed over (Tried::passed_over: advised, and the step applied what
+// was ranked below them, or nothing), with how much that says they do not fit the kernel: each
+// step that passed one over on the current kernel counts 1, on an earlier kernel 0.5 (another
+// kernel may have a place for it). Sorted by strategy id.
+std::vector<std::pair<uint64_t, double>> PassedOverCounts(const PolicyState& s);
 
 // The L2-normalized key of a state and its history (what the transition index stores).
 std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o);

@@ -193,6 +193,28 @@ TEST(PolicyTest, RetryCountsWeighTriesOnTheCurrentKernelAndForgetAfterASuccess) 
   for (size_t i = 1; i < counts.size(); ++i) EXPECT_LT(counts[i - 1].first, counts[i].first);
 }
 
+TEST(PolicyTest, PassedOverCountsStepsThatDidNotFitTheKernel) {
+  PolicyState s = CudaState();
+  // Steps: 0 improves (applied 10; 20 and 21 ranked above it were passed over), 1 applies
+  // nothing (20 and 22 passed over), 2 fails (11 applied; 20 passed over).
+  s.history = {1, 2, 3};
+  s.outcomes = {fb::OutcomeStatus::Ok, fb::OutcomeStatus::Ok, fb::OutcomeStatus::Incorrect};
+  s.gains = {0.3, 0, 0};
+  s.path_steps = {0};
+  const auto ok = fb::OutcomeStatus::Ok;
+  s.tried = {{10, 0, ok, 0.3}, {20, 0, ok, 0, true}, {21, 0, ok, 0, true},
+             {20, 1, ok, 0, true}, {22, 1, ok, 0, true}, {22, 1, ok, 0, true},
+             {11, 2, fb::OutcomeStatus::Incorrect, 0}, {20, 2, ok, 0, true}};
+  auto counts = PassedOverCounts(s);
+  std::map<uint64_t, double> c(counts.begin(), counts.end());
+  EXPECT_DOUBLE_EQ(c[20], 2.5) << "0.5 on the kernel step 0 replaced + 1 at steps 1 and 2";
+  EXPECT_DOUBLE_EQ(c[21], 0.5) << "passed over only on the replaced kernel";
+  EXPECT_DOUBLE_EQ(c[22], 1.0) << "one step counts once";
+  EXPECT_EQ(c.count(10), 0u) << "applied, not passed over";
+  EXPECT_EQ(c.count(11), 0u) << "applied, not passed over";
+  for (size_t i = 1; i < counts.size(); ++i) EXPECT_LT(counts[i - 1].first, counts[i].first);
+}
+
 TEST(PolicyTest, MasksByBottleneckBackendAndArch) {
   MemoryOptions o;
   fb::DirectionT compute = Dir(1, "compute-only", 0.9f);
@@ -321,6 +343,12 @@ TEST(EmbedderTest, DeterministicNormalizedAndMeaningful) {
   auto e = EmbedText("shared memory tiling", 16);
   EXPECT_EQ(EmbedText("", 8), std::vector<float>(8, 0.0f));
   EXPECT_EQ(e, EmbedText("Shared  memory, tiling!", 16));
+  // One suffix embedded behind many prefixes gives EmbedText's floats, bit for bit.
+  const std::string task = "rowsum: sum of each row of a float32 matrix, Memory bound";
+  SuffixEmbedder se(task, 64);
+  for (std::string prefix : {"Shared-memory tiling", "", "x", "warp shuffle reduction!"})
+    EXPECT_EQ(se.Embed(prefix), EmbedText(prefix + " " + task, 64)) << prefix;
+  EXPECT_EQ(SuffixEmbedder("", 16).Embed("tiling sweep"), EmbedText("tiling sweep ", 16));
   EXPECT_EQ(CandidateHash("cuda", "x"), CandidateHash("cuda", "x"));
   EXPECT_NE(CandidateHash("cuda", "x"), CandidateHash("hip", "x"));
   EXPECT_EQ(CandidateHash("cuda", "x").size(), 64u);
