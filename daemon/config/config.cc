@@ -18,8 +18,8 @@ std::vector<OptionSpec> BuildTable() {
   [[maybe_unused]] constexpr OptionType kINT = OptionType::kInt;
   [[maybe_unused]] constexpr OptionType kDOUBLE = OptionType::kDouble;
   [[maybe_unused]] constexpr OptionType kBOOL = OptionType::kBool;
-#define HTAM_OPTION(section, name, type, def, runtime, help) \
-  t.push_back(OptionSpec{#section "." #name, #section, k##type, def, runtime, help});
+#define HTAM_OPTION(section, name, type, def, help) \
+  t.push_back(OptionSpec{#section "." #name, #section, k##type, def, help});
 #include "daemon/config/options.inc"
 #undef HTAM_OPTION
   return t;
@@ -188,8 +188,7 @@ std::string Config::Dump(bool defaults_only) const {
     }
     std::string name = s.name.substr(s.section.size() + 1);
     o << "\n# " << s.help << "\n# type: " << TypeName(s.type)
-      << "; default: " << (s.default_value.empty() ? "(empty)" : s.default_value)
-      << (s.runtime ? "; can change at run time" : "") << "\n";
+      << "; default: " << (s.default_value.empty() ? "(empty)" : s.default_value) << "\n";
     const std::string& v = defaults_only ? s.default_value : Raw(s.name);
     o << name << " = " << v << "\n";
   }

@@ -21,7 +21,6 @@ struct OptionSpec {
   std::string section;
   OptionType type;
   std::string default_value;  // as written in the file
-  bool runtime;               // may change while running
   std::string help;
 };
 
@@ -50,7 +49,8 @@ class Config {
   double GetDouble(std::string_view name) const;
   bool GetBool(std::string_view name) const;
 
-  // Sets a value, checking the name and the type. Used by tests and runtime changes.
+  // Sets a value, checking the name and the type (tests, and programs that set an option from
+  // their own flags before they start).
   Status Set(std::string_view name, std::string_view value);
 
   // The whole table as a self-documenting config file, with current values.
