@@ -1,9 +1,11 @@
 #include "daemon/config/config.h"
+#include "daemon/config/sections.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 namespace htam {
 namespace {
@@ -93,3 +95,40 @@ TEST(ConfigTest, ShippedConfigFileParses) {
 
 }  // namespace
 }  // namespace htam
+
+// The typed sections (sections.h) hold what the table holds: every row of every section, read
+// with its own type, defaults and values set from a file or the command line alike.
+TEST(ConfigSections, EveryRowIsItsSectionsTypedField) {
+  htam::Config c = htam::Config::Defaults();
+  ASSERT_TRUE(c.Set("eval.seeds", "7").ok());
+  ASSERT_TRUE(c.Set("eval.kernelbench_python", "/opt/py/bin/python3").ok());
+  ASSERT_TRUE(c.Set("memory.retry_penalty", "0.25").ok());
+  ASSERT_TRUE(c.Set("server.curve", "true").ok());
+  const auto general = htam::config::General::From(c);
+  const auto server = htam::config::Server::From(c);
+  const auto memory = htam::config::Memory::From(c);
+  const auto eval = htam::config::Eval::From(c);
+  const auto worker = htam::config::Worker::From(c);
+  EXPECT_EQ(eval.seeds, 7);
+  EXPECT_EQ(eval.kernelbench_python, "/opt/py/bin/python3");
+  EXPECT_DOUBLE_EQ(memory.retry_penalty, 0.25);
+  EXPECT_TRUE(server.curve);
+  EXPECT_EQ(general.data_dir, "./htam-data");
+  int rows = 0;
+  auto same = [&](const std::string& name, const auto& field) {
+    ++rows;
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, std::string>)
+      EXPECT_EQ(field, c.GetString(name)) << name;
+    else if constexpr (std::is_same_v<T, bool>)
+      EXPECT_EQ(field, c.GetBool(name)) << name;
+    else if constexpr (std::is_same_v<T, double>)
+      EXPECT_DOUBLE_EQ(field, c.GetDouble(name)) << name;
+    else
+      EXPECT_EQ(field, c.GetInt(name)) << name;
+  };
+#define HTAM_OPTION(section, name, type, def, help) same(#section "." #name, section.name);
+#include "daemon/config/options.inc"
+#undef HTAM_OPTION
+  EXPECT_EQ(rows, int(htam::OptionTable().size()));
+}

@@ -24,6 +24,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "daemon/config/sections.h"
 #include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
 
@@ -116,7 +117,12 @@ EvalOptions EvalOptions::FromConfig(const Config& config) {
 
 class EvaluatorImpl : public Evaluator {
  public:
-  explicit EvaluatorImpl(EvalOptions o) : opt_(std::move(o)), cfg_(opt_.config) {}
+  explicit EvaluatorImpl(EvalOptions o)
+      : opt_(std::move(o)),
+        cfg_(opt_.config),
+        ev_(config::Eval::From(cfg_)),
+        general_(config::General::From(cfg_)),
+        server_(config::Server::From(cfg_)) {}
   ~EvaluatorImpl() override { Shutdown(); }
 
   Status Init();
@@ -162,6 +168,9 @@ class EvaluatorImpl : public Evaluator {
 
   EvalOptions opt_;
   Config cfg_;
+  const config::Eval ev_;  // the eval section, typed (sections.h)
+  const config::General general_;
+  const config::Server server_;
   std::string worker_path_, sdk_include_;
   std::vector<Plugin> plugins_;
   std::vector<std::unique_ptr<Slot>> slots_;
@@ -213,8 +222,8 @@ bool UserCanReach(const std::string& user, const std::vector<std::string>& paths
 }  // namespace
 
 int64_t EvaluatorImpl::JobsPerWorker(const std::string& backend) const {
-  const bool runner = cfg_.GetBool("eval.runner") && RunnerBackend(backend);
-  return std::max<int64_t>(1, cfg_.GetInt(runner ? "eval.runner_jobs" : "eval.worker_jobs"));
+  const bool runner = ev_.runner && RunnerBackend(backend);
+  return std::max<int64_t>(1, (runner ? ev_.runner_jobs : ev_.worker_jobs));
 }
 
 Status CheckKernelBenchLanguage(const std::string& task_dir) {
@@ -231,34 +240,34 @@ Status CheckKernelBenchLanguage(const std::string& task_dir) {
 // Language "kernelbench" (a ModelNew file): only on KernelBench tasks, only with the runner.
 Status EvaluatorImpl::CheckKernelBenchJob(const EvalJob& job) const {
   HTAM_RETURN_IF_ERROR(CheckKernelBenchLanguage(job.task_dir));
-  if (!cfg_.GetBool("eval.runner"))
+  if (!ev_.runner)
     return Status::InvalidArgument(
         "language kernelbench needs eval.runner (ModelNew runs apart from the golden outputs)");
   return Status::OK();
 }
 
 bool EvaluatorImpl::RunnerBackend(const std::string& backend) const {
-  for (const auto& b : SplitList(cfg_.GetString("eval.runner_backends")))
+  for (const auto& b : SplitList(ev_.runner_backends))
     if (b == backend || b == "all") return true;
   return false;
 }
 
 SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend, bool kb) const {
   SandboxOptions s;
-  auto mem_backends = SplitList(cfg_.GetString("eval.memory_limit_backends"));
+  auto mem_backends = SplitList(ev_.memory_limit_backends);
   for (const auto& b : mem_backends)
-    if (b == backend) s.memory_bytes = uint64_t(cfg_.GetInt("eval.memory_limit_mb")) << 20;
-  s.cpu_seconds = uint64_t(cfg_.GetInt("eval.cpu_limit_s"));
-  s.file_bytes = uint64_t(cfg_.GetInt("eval.file_size_limit_mb")) << 20;
-  s.max_processes = uint64_t(cfg_.GetInt("eval.max_processes"));
-  s.isolate_network = cfg_.GetBool("eval.sandbox_network");
-  s.readonly_fs = cfg_.GetBool("eval.sandbox_readonly_fs");
-  s.pid_namespace = cfg_.GetBool("eval.sandbox_pid_namespace");
-  s.user = drop_user_ ? cfg_.GetString("eval.sandbox_user") : std::string();
-  s.defer_drop = cfg_.GetBool("eval.runner") && (RunnerBackend(backend) || kb);
+    if (b == backend) s.memory_bytes = uint64_t(ev_.memory_limit_mb) << 20;
+  s.cpu_seconds = uint64_t(ev_.cpu_limit_s);
+  s.file_bytes = uint64_t(ev_.file_size_limit_mb) << 20;
+  s.max_processes = uint64_t(ev_.max_processes);
+  s.isolate_network = ev_.sandbox_network;
+  s.readonly_fs = ev_.sandbox_readonly_fs;
+  s.pid_namespace = ev_.sandbox_pid_namespace;
+  s.user = drop_user_ ? ev_.sandbox_user : std::string();
+  s.defer_drop = ev_.runner && (RunnerBackend(backend) || kb);
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
-  s.env_keep = SplitList(cfg_.GetString("eval.env_keep"));
+  s.env_keep = SplitList(ev_.env_keep);
   return s;
 }
 
@@ -275,7 +284,7 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
                              "--jobs",
                              std::to_string(JobsPerWorker(backend)),
                              "--log-level",
-                             cfg_.GetString("general.log_level")};
+                             general_.log_level};
   if (!opt_.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", opt_.cache_dir});
   // Backend options: eval.<backend>_<key> -> key=value.
   std::string prefix = "eval." + backend + "_";
@@ -286,17 +295,17 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
   }
   if (describe) {
     a.push_back("--describe");
-  } else if (cfg_.GetBool("eval.runner") && (RunnerBackend(backend) || kb)) {
+  } else if (ev_.runner && (RunnerBackend(backend) || kb)) {
     // Candidates run in a runner process that cannot see these (runner_spawn.h).
-    a.insert(a.end(), {"--split", "--check-threads", cfg_.GetBool("eval.check_threads") ? "1" : "0",
-                       "--thread-grace-ms", std::to_string(cfg_.GetInt("eval.thread_grace_ms"))});
-    for (const auto& b : SplitList(cfg_.GetString("eval.runner_allocates")))
+    a.insert(a.end(), {"--split", "--check-threads", ev_.check_threads ? "1" : "0",
+                       "--thread-grace-ms", std::to_string(ev_.thread_grace_ms)});
+    for (const auto& b : SplitList(ev_.runner_allocates))
       if (b == backend || b == "all") a.push_back("--runner-allocates");
-    std::vector<std::string> hide = {ShippedPath(cfg_.GetString("server.tasks_dir"), "tasks"),
-                                     cfg_.GetString("general.data_dir"),
+    std::vector<std::string> hide = {ShippedPath(server_.tasks_dir, "tasks"),
+                                     general_.data_dir,
                                      opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir,
                                      opt_.cache_dir};
-    for (const auto& d : SplitList(cfg_.GetString("eval.runner_hidden_dirs"))) hide.push_back(d);
+    for (const auto& d : SplitList(ev_.runner_hidden_dirs)) hide.push_back(d);
     for (const auto& d : hide)
       if (!d.empty()) a.insert(a.end(), {"--hide", MakeAbsolute(d)});
     if (!RunnerBackend(backend)) a.push_back("--kb-only");
@@ -334,14 +343,14 @@ Status EvaluatorImpl::Init() {
     HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir).WithContext("eval cache"));
     // Workers may run as an unprivileged user: the cache is a sticky, world-writable directory;
     // entries are sealed (root-owned, read-only) after every job so no candidate can rewrite them.
-    if (geteuid() == 0 && !cfg_.GetString("eval.sandbox_user").empty())
+    if (geteuid() == 0 && !ev_.sandbox_user.empty())
       chmod(opt_.cache_dir.c_str(), 01777);
   }
   if (!KbBuildCache().empty()) {
     HTAM_RETURN_IF_ERROR(MakeDirs(KbBuildCache()).WithContext("kernelbench build cache"));
     // Runners add entries by name (a content key) but cannot list the directory (no read
     // permission for them) or replace an entry (sticky; sealed root-owned after every job).
-    if (geteuid() == 0 && !cfg_.GetString("eval.sandbox_user").empty())
+    if (geteuid() == 0 && !ev_.sandbox_user.empty())
       chmod(KbBuildCache().c_str(), 01733);
   }
   if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir));
@@ -369,7 +378,7 @@ Status EvaluatorImpl::Init() {
     }
     closedir(dir);
   }
-  const std::string sandbox_user = cfg_.GetString("eval.sandbox_user");
+  const std::string sandbox_user = ev_.sandbox_user;
   if (geteuid() == 0 && !sandbox_user.empty()) {
     std::vector<std::string> needed{worker_path_, sdk_include_, opt_.cache_dir, opt_.scratch_dir,
                                     ShippedPath("", "tasks")};
@@ -392,7 +401,7 @@ Status EvaluatorImpl::Init() {
     Slot probe;
     auto w = WorkerProcess::Spawn(WorkerArgs(probe, true, path, name), SandboxFor(name));
     if (!w.ok()) return w.status();
-    auto deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.worker_start_timeout_s"));
+    auto deadline = Clock::now() + std::chrono::seconds(ev_.worker_start_timeout_s);
     auto frame = (*w)->Receive(deadline, 8192, 1 << 20);
     if (!frame.ok() || (*frame)["type"] != "describe") {
       std::string why = frame.ok() ? frame->value("message", std::string("bad reply"))
@@ -443,7 +452,7 @@ Status EvaluatorImpl::Init() {
 }
 
 std::string EvaluatorImpl::KbBuildCache() const {
-  std::string d = cfg_.GetString("eval.kernelbench_build_cache");
+  std::string d = ev_.kernelbench_build_cache;
   if (d.empty() && !opt_.cache_dir.empty()) d = opt_.cache_dir + "/kernelbench-build";
   return d.empty() ? d : MakeAbsolute(d);
 }
@@ -453,7 +462,7 @@ Result<std::unique_ptr<WorkerProcess>> EvaluatorImpl::StartWorker(Slot* s, bool 
                         WorkerProcess::Spawn(WorkerArgs(*s, false, s->plugin, s->backend, kb),
                                              SandboxFor(s->backend, kb)));
   s->worker_kb = kb;
-  auto deadline = Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.worker_start_timeout_s"));
+  auto deadline = Clock::now() + std::chrono::seconds(ev_.worker_start_timeout_s);
   auto hello = w->Receive(deadline, 8192, 1 << 20);
   if (!hello.ok() || (*hello)["type"] != "hello") {
     std::string why = hello.ok() ? hello->value("message", std::string("unexpected frame"))
@@ -463,7 +472,7 @@ Result<std::unique_ptr<WorkerProcess>> EvaluatorImpl::StartWorker(Slot* s, bool 
   }
   if (s->sandbox.is_null()) {
     s->sandbox = (*hello)["sandbox"];
-    if (cfg_.GetBool("eval.sandbox_network") && !s->sandbox.value("network_isolated", false)) {
+    if (ev_.sandbox_network && !s->sandbox.value("network_isolated", false)) {
       HTAM_LOG(kWarn, "eval") << "network isolation not permitted on this host; workers of "
                               << s->backend << " keep the host network (fallback)";
     }
@@ -520,51 +529,51 @@ void EvaluatorImpl::SlotLoop(Slot* s) {
 }
 
 json EvaluatorImpl::GateJson() const {
-  uint64_t seed = uint64_t(cfg_.GetInt("eval.seed"));
+  uint64_t seed = uint64_t(ev_.seed);
   if (seed == 0) {
     std::random_device rd;
     seed = (uint64_t(rd()) << 32) ^ rd();
   }
-  return {{"seeds", cfg_.GetInt("eval.seeds")},
+  return {{"seeds", ev_.seeds},
           {"seed_base", seed},
-          {"guard_bytes", cfg_.GetInt("eval.guard_bytes")},
-          {"check_threads", cfg_.GetBool("eval.check_threads")},
-          {"thread_grace_ms", cfg_.GetInt("eval.thread_grace_ms")},
-          {"warmup_reps", cfg_.GetInt("eval.warmup_reps")},
-          {"warmup_ms", cfg_.GetInt("eval.warmup_ms")},
-          {"repetitions", cfg_.GetInt("eval.repetitions")},
-          {"input_sets", cfg_.GetInt("eval.input_sets")},
-          {"flush_bytes", cfg_.GetInt("eval.flush_bytes")},
-          {"flush_max_bytes", uint64_t(cfg_.GetInt("eval.flush_max_mb")) << 20},
-          {"compile_timeout_s", cfg_.GetInt("eval.compile_timeout_s")},
-          {"time_baseline", cfg_.GetBool("eval.time_baseline")},
-          {"golden_python", cfg_.GetString("eval.kernelbench_python")},
-          {"golden_helper", cfg_.GetString("eval.kernelbench_helper")},
-          {"golden_timeout_s", cfg_.GetInt("eval.kernelbench_timeout_s")},
-          {"golden_seed_pool", cfg_.GetInt("eval.kernelbench_seed_pool")},
-          {"device_data", cfg_.GetBool("eval.device_data")},
+          {"guard_bytes", ev_.guard_bytes},
+          {"check_threads", ev_.check_threads},
+          {"thread_grace_ms", ev_.thread_grace_ms},
+          {"warmup_reps", ev_.warmup_reps},
+          {"warmup_ms", ev_.warmup_ms},
+          {"repetitions", ev_.repetitions},
+          {"input_sets", ev_.input_sets},
+          {"flush_bytes", ev_.flush_bytes},
+          {"flush_max_bytes", uint64_t(ev_.flush_max_mb) << 20},
+          {"compile_timeout_s", ev_.compile_timeout_s},
+          {"time_baseline", ev_.time_baseline},
+          {"golden_python", ev_.kernelbench_python},
+          {"golden_helper", ev_.kernelbench_helper},
+          {"golden_timeout_s", ev_.kernelbench_timeout_s},
+          {"golden_seed_pool", ev_.kernelbench_seed_pool},
+          {"device_data", ev_.device_data},
 
           {"kernelbench_build_cache", KbBuildCache()},
-          {"kernelbench_fast_path", cfg_.GetBool("eval.kernelbench_fast_path")},
-          {"kernelbench_nvcc", cfg_.GetString("eval.kernelbench_nvcc")},
-          {"kernelbench_compile_timeout_s", cfg_.GetInt("eval.kernelbench_compile_timeout_s")},
-          {"kernelbench_call_timeout_s", cfg_.GetInt("eval.case_timeout_s")}};
+          {"kernelbench_fast_path", ev_.kernelbench_fast_path},
+          {"kernelbench_nvcc", ev_.kernelbench_nvcc},
+          {"kernelbench_compile_timeout_s", ev_.kernelbench_compile_timeout_s},
+          {"kernelbench_call_timeout_s", ev_.case_timeout_s}};
 }
 
 // What the worker needs to profile an Ok candidate: the ncu binary (eval.ncu, else found on this
 // process's PATH or in /usr/local/cuda/bin; "" = none, the worker then notes it), its wall limit
 // and the thresholds of the bottleneck classes.
 json EvaluatorImpl::ProfileJson() const {
-  std::string ncu = cfg_.GetString("eval.ncu");
+  std::string ncu = ev_.ncu;
   if (ncu.empty())
     ncu = cuda::FindNcu();
   else
     ncu = MakeAbsolute(ncu);
   return {{"ncu", ncu},
-          {"timeout_s", cfg_.GetInt("eval.cuda_profile_timeout_s")},
-          {"memory_pct", cfg_.GetDouble("eval.cuda_profile_memory_pct")},
-          {"compute_pct", cfg_.GetDouble("eval.cuda_profile_compute_pct")},
-          {"launch_us", cfg_.GetDouble("eval.cuda_profile_launch_us")}};
+          {"timeout_s", ev_.cuda_profile_timeout_s},
+          {"memory_pct", ev_.cuda_profile_memory_pct},
+          {"compute_pct", ev_.cuda_profile_compute_pct},
+          {"launch_us", ev_.cuda_profile_launch_us}};
 }
 
 EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
@@ -575,7 +584,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   const bool kb = job.language == "kernelbench";
   r.candidate_hash = CandidateKey(kb ? job.language : s->language, job.source);
   // A ModelNew job on a backend whose candidates run in the verifier: a worker with a runner.
-  const bool kb_worker = kb && cfg_.GetBool("eval.runner") && !RunnerBackend(s->backend);
+  const bool kb_worker = kb && ev_.runner && !RunnerBackend(s->backend);
   if (kb_worker && s->worker && !s->worker_kb) s->worker.reset();
   if (!s->worker) {
     auto w = StartWorker(s, kb_worker);
@@ -595,26 +604,26 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
                 {"arch", job.arch},
                 {"reference_only", job.source.empty()},
                 {"language", job.language},
-                {"max_case_bytes", uint64_t(cfg_.GetInt("eval.max_case_mb")) << 20},
+                {"max_case_bytes", uint64_t(ev_.max_case_mb) << 20},
                 {"gate", GateJson()}};
   if (job.profile) frame["profile"] = ProfileJson();
-  const int64_t profile_timeout_s = cfg_.GetInt("eval.cuda_profile_timeout_s");
-  const size_t capture = size_t(cfg_.GetInt("eval.capture_kb")) << 10;
-  const size_t flood = size_t(cfg_.GetInt("eval.max_output_kb")) << 10;
+  const int64_t profile_timeout_s = ev_.cuda_profile_timeout_s;
+  const size_t capture = size_t(ev_.capture_kb) << 10;
+  const size_t flood = size_t(ev_.max_output_kb) << 10;
   auto job_deadline =
-      Clock::now() + std::chrono::seconds(cfg_.GetInt("eval.job_timeout_s") +
-                                          (kb ? cfg_.GetInt("eval.kernelbench_compile_timeout_s")
+      Clock::now() + std::chrono::seconds(ev_.job_timeout_s +
+                                          (kb ? ev_.kernelbench_compile_timeout_s
                                               : 0));
   // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
   // on ncu (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's limit.
   auto stage_limit = [&](const std::string& stage) {
     int64_t sec = stage.rfind("compile kernelbench", 0) == 0
-                      ? cfg_.GetInt("eval.kernelbench_compile_timeout_s") + 10
-                  : stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s") + 10
+                      ? ev_.kernelbench_compile_timeout_s + 10
+                  : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s + 10
                   : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
                   // KernelBench golden data: PyTorch's first run on a device takes its time
-                  : stage.rfind("golden", 0) == 0 ? cfg_.GetInt("eval.kernelbench_timeout_s") + 10
-                                                   : cfg_.GetInt("eval.case_timeout_s");
+                  : stage.rfind("golden", 0) == 0 ? ev_.kernelbench_timeout_s + 10
+                                                   : ev_.case_timeout_s;
     return Clock::now() + std::chrono::seconds(sec);
   };
   std::string stage = "start";
@@ -665,7 +674,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         finished = true;
         // A worker whose runner ran a failing candidate ends after answering (worker_main.cc).
         keep_worker = JobsPerWorker(job.backend) > 1 &&
-                      (r.status == fb::OutcomeStatus::Ok || !(cfg_.GetBool("eval.runner") &&
+                      (r.status == fb::OutcomeStatus::Ok || !(ev_.runner &&
                                                              RunnerBackend(job.backend)));
         if (f->contains("stage_ms") && (*f)["stage_ms"].is_object())
           for (const auto& [k, v] : (*f)["stage_ms"].items())
@@ -685,11 +694,11 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       r.diagnostics =
           "timed out during " + stage + " (limit " +
           std::to_string(stage.rfind("compile kernelbench", 0) == 0
-                             ? cfg_.GetInt("eval.kernelbench_compile_timeout_s")
-                         : stage.rfind("compile", 0) == 0 ? cfg_.GetInt("eval.compile_timeout_s")
+                             ? ev_.kernelbench_compile_timeout_s
+                         : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s
                          : stage.rfind("profile", 0) == 0 ? profile_timeout_s
-                                                          : cfg_.GetInt("eval.case_timeout_s")) +
-          " s per stage, " + std::to_string(cfg_.GetInt("eval.job_timeout_s")) +
+                                                          : ev_.case_timeout_s) +
+          " s per stage, " + std::to_string(ev_.job_timeout_s) +
           " s per job); the worker was killed";
       finished = true;
     } else if (e.code() == Status::Code::kResourceExhausted) {
@@ -767,7 +776,7 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
     return Status::InvalidArgument("no task.json in " + job.task_dir);
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Status::Unavailable("evaluator is shutting down");
-  if (queue_.size() >= size_t(cfg_.GetInt("eval.queue_depth")))
+  if (queue_.size() >= size_t(ev_.queue_depth))
     return Status::ResourceExhausted("evaluation queue full (" + std::to_string(queue_.size()) +
                                      " jobs); try later");
   queue_.push_back({std::move(job), std::move(done)});
@@ -812,7 +821,7 @@ std::string EvaluatorImpl::StatusText() {
   o << "backends: " << b << "\n";
   o << "devices: " << slots_.size() << "\n";
   o << "queue_length: " << queue_.size() << "\n";
-  o << "queue_capacity: " << cfg_.GetInt("eval.queue_depth") << "\n";
+  o << "queue_capacity: " << ev_.queue_depth << "\n";
   o << "jobs_submitted: " << submitted_ << "\n";
   o << "jobs_done: " << done_ << "\n";
   for (const auto& [k, v] : by_status_) o << "jobs_" << k << ": " << v << "\n";
