@@ -270,6 +270,13 @@ class ModelNewPromptTest(unittest.TestCase):
         text = msgs[1]["content"]
         self.assertRegex(text, r"torch.nn.functional calls: forbidden")
         self.assertRegex(text, r"PyTorch compute operators in forward .*: allowed \(reported")
+        # The memory's examples are lean-ABI kernels: they keep their own fence.
+        self.assertIn("verified example:\n```cuda\n// example: float4 body", text)
+        self.assertNotIn("no CUDA device", text)
+        cpu = make_modelnew_ctx().session
+        cpu.backend = "cpu"
+        on_cpu = build_messages(cpu, make_step(), START, 1.0, [], language="kernelbench")
+        self.assertIn("On the cpu backend there is no CUDA device", on_cpu[1]["content"])
         lean = build_messages(make_ctx().session, make_step(), BEST, 1.0, [])[1]["content"]
         self.assertIn("htam_kernel", lean)
         self.assertNotIn("ModelNew", lean)

@@ -88,6 +88,22 @@ def policy_lines(policy: Optional[dict]) -> str:
     return "\n".join(lines)
 
 
+def _example_fence(example: str, fence: str, backend: str) -> str:
+    """A strategy's example keeps its own language: the memory's examples are mostly lean-ABI
+    kernels, whose device code a ModelNew file can compile through htam.load_cuda."""
+    if fence == "python" and not _MODELNEW_RE.search(example):
+        return FENCE_LANG.get(backend, "")
+    return fence
+
+
+def modelnew_backend_note(backend: str) -> str:
+    if backend == "cuda":
+        return ""
+    return (f"\nOn the {backend} backend there is no CUDA device: write custom kernels in C++ "
+            "through load_inline (cpp_sources and functions); htam.load_cuda and Triton need "
+            "the cuda backend.")
+
+
 def code_marker(language: str) -> str:
     """What the candidate's code block must contain."""
     return "class ModelNew" if language == KERNELBENCH else "htam_kernel"
@@ -138,7 +154,8 @@ def build_messages(session: SessionView, step: StepView, best_source: str, best_
     if spec_text:
         parts.append("Specification:\n```json\n" + spec_text + "\n```")
     if modelnew:
-        parts.append(f"Language: {lang}.\n{MODELNEW_SUMMARY}\n{policy_lines(policy)}")
+        parts.append(f"Language: {lang}.\n{MODELNEW_SUMMARY}"
+                     f"{modelnew_backend_note(session.backend)}\n{policy_lines(policy)}")
     else:
         parts.append(f"Language: {lang}.\n{ABI_SUMMARY}")
 
@@ -171,7 +188,8 @@ def build_messages(session: SessionView, step: StepView, best_source: str, best_
             if s.code_pattern:
                 lines.append("   pattern:\n" + _clip(s.code_pattern, MAX_SNIPPET))
             if s.example_source:
-                lines.append(f"   verified example:\n```{fence}\n"
+                ex_fence = _example_fence(s.example_source, fence, session.backend)
+                lines.append(f"   verified example:\n```{ex_fence}\n"
                              f"{_clip(s.example_source, MAX_SNIPPET)}\n```")
         parts.append("\n".join(lines))
     else:
