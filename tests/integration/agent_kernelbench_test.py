@@ -65,6 +65,30 @@ class MetricsTest(unittest.TestCase):
             plain = Task(name="x", dir=d, spec={"name": "x"}, lineages={})
             self.assertEqual(spec_text(plain), plain.spec_text())
 
+    def test_modelnew_start_renames_model_only(self):
+        from htam_agent.kernelbench import modelnew_start, rename_model, session_language
+        from htam_agent.lineage import Task
+        src = ("import torch.nn as nn\n# class Model: the reference\n"
+               "class Model(nn.Module):\n    def __init__(self):\n"
+               "        super(Model, self).__init__()\n        self.name = 'Model'\n"
+               "        self.sub = MyModel()\n")
+        self.assertEqual(rename_model(src), src.replace("class Model(", "class ModelNew(")
+                         .replace("super(Model,", "super(ModelNew,"))
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copyfile(os.path.join(PROBLEMS, "relu.py"), os.path.join(d, "problem.py"))
+            kb = Task(name="kb_x", dir=d, spec={"name": "kb_x", "kernelbench": "problem.py"},
+                      lineages={})
+            start = modelnew_start(kb)
+            self.assertIn("class ModelNew(", start)
+            self.assertNotIn("class Model(", start)
+            compile(start, "start.py", "exec")
+            lean = Task(name="x", dir=d, spec={"name": "x"}, lineages={})
+            with self.assertRaises(KernelBenchError):
+                modelnew_start(lean)
+            self.assertEqual(session_language("auto", kb), "kernelbench")
+            self.assertEqual(session_language("auto", lean), "")
+            self.assertEqual(session_language("lean", kb), "")
+
     def test_kernelbench_metrics(self):
         def row(status, speedup):
             return SimpleNamespace(status=status, speedup=speedup)

@@ -220,5 +220,85 @@ class AgentLLMTest(unittest.TestCase):
         self.assertEqual(extract_code(two).strip(), "HTAM_KERNEL_ENTRY int htam_kernel();")
 
 
+MODELNEW = ("import torch\nimport torch.nn as nn\nimport htam\n\n\nclass ModelNew(nn.Module):\n"
+            "    def __init__(self, in_features, out_features):\n        super().__init__()\n"
+            "        self.linear = nn.Linear(in_features, out_features)\n\n"
+            "    def forward(self, x):\n        return torch.relu(self.linear(x))\n")
+START = MODELNEW.replace("import htam\n", "# the problem, Model renamed\n")
+
+
+def make_modelnew_ctx(policy=None):
+    session = SessionView(session_id=6, task="kb_linear_relu", backend="cuda", arch="sm_90",
+                          description="KernelBench problem: relu(linear(x))")
+    return AgentContext(session=session, best_source=START, best_speedup=1.0, history=[],
+                        spec_text='{"name": "kb_linear_relu"}', budget_left=3,
+                        language="kernelbench", policy=policy)
+
+
+class ModelNewPromptTest(unittest.TestCase):
+    """--language kernelbench: the prompt asks for a ModelNew file, the reply's Python block is
+    the candidate."""
+
+    def client(self, ep):
+        return ChatClient(LLMConfig(base_url=ep.url, model="fake", backoff_s=0.01, timeout_s=5))
+
+    def test_prompt_asks_for_a_modelnew_file(self):
+        ep = FakeEndpoint([reply("SUMMARY: fused relu\nSTRATEGIES: none\n```python\n"
+                                 + MODELNEW + "```\n")])
+        self.addCleanup(ep.close)
+        p = LLMProposer(self.client(ep)).propose(
+            make_modelnew_ctx({"torch_ops": "forbid", "require_kernel": True}), make_step())
+        prompt = ep.prompt()
+        for needle in ("class ModelNew(nn.Module)", "same arguments as the problem's "
+                       "`Model.__init__`", "htam.load_cuda(NAME, CUDA_SOURCE, FUNCTIONS)",
+                       "cudaStream_t", "is NOT passed", "load_inline", "Triton",
+                       "no try/except that falls back", "no side streams",
+                       "no caching of results", "# the problem, Model renamed",
+                       "fenced block containing class ModelNew", "```python\n"):
+            self.assertIn(needle, prompt)
+        self.assertRegex(prompt, r"PyTorch compute operators in forward .*: forbidden")
+        self.assertIn("must define at least one custom kernel", prompt)
+        self.assertNotIn("htam_kernel", prompt)
+        self.assertNotIn("kernel_abi.h", prompt)
+        self.assertEqual(p.source, MODELNEW)
+        self.assertEqual(p.summary, "fused relu")
+
+    def test_default_policy_and_lean_prompt_unchanged(self):
+        from htam_agent.prompt import build_messages
+        msgs = build_messages(make_modelnew_ctx().session, make_step(), START, 1.0, [],
+                              language="kernelbench")
+        text = msgs[1]["content"]
+        self.assertRegex(text, r"torch.nn.functional calls: forbidden")
+        self.assertRegex(text, r"PyTorch compute operators in forward .*: allowed \(reported")
+        # The memory's examples are lean-ABI kernels: they keep their own fence.
+        self.assertIn("verified example:\n```cuda\n// example: float4 body", text)
+        self.assertNotIn("no CUDA device", text)
+        cpu = make_modelnew_ctx().session
+        cpu.backend = "cpu"
+        on_cpu = build_messages(cpu, make_step(), START, 1.0, [], language="kernelbench")
+        self.assertIn("On the cpu backend there is no CUDA device", on_cpu[1]["content"])
+        lean = build_messages(make_ctx().session, make_step(), BEST, 1.0, [])[1]["content"]
+        self.assertIn("htam_kernel", lean)
+        self.assertNotIn("ModelNew", lean)
+
+    def test_extract_code_for_modelnew(self):
+        self.assertIsNone(extract_code("```python\nx = 1\n```", "kernelbench"))
+        # A lean-ABI block is not a ModelNew file, and a ModelNew block is not a lean kernel.
+        self.assertIsNone(extract_code("```cuda\n" + FULL + "\n```", "kernelbench"))
+        self.assertIsNone(extract_code("```python\n" + MODELNEW + "```"))
+        frag = "```python\ny = ModelNew(3, 4)(x)\n```\n```py\n" + MODELNEW + "```\n"
+        self.assertEqual(extract_code(frag, "kernelbench"), MODELNEW)
+        cut = "SUMMARY: x\n```python\n" + MODELNEW + "    # reply cut off"
+        self.assertIn("class ModelNew", extract_code(cut, "kernelbench"))
+
+    def test_reply_without_a_modelnew_is_asked_again(self):
+        ep = FakeEndpoint([reply("```python\nprint(1)\n```"),
+                           reply("```python\n" + MODELNEW + "```")])
+        self.addCleanup(ep.close)
+        p = LLMProposer(self.client(ep)).propose(make_modelnew_ctx(), make_step())
+        self.assertIn("no fenced code block defining class ModelNew", ep.prompt(1))
+        self.assertEqual(p.source, MODELNEW)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -98,18 +98,24 @@ def show_step_header(out, step: StepView, budget: int) -> None:
 def run_session(daemon: Daemon, task: str, backend: str, proposer: Proposer, budget: int,
                 arch: str = "", model: str = "", client: str = "htam-agent", recorded: bool = False,
                 spec_text: str = "", out: Callable[[str], None] = print,
-                session_id: int = 0) -> SessionReport:
+                session_id: int = 0, language: str = "", start_source: str = "",
+                policy: Optional[dict] = None) -> SessionReport:
+    """language "" submits the backend's lean-ABI language; "kernelbench" submits ModelNew files,
+    starting from start_source (the problem with Model renamed: the daemon's baseline_source is
+    a lean-ABI reference, which a KernelBench task does not have) under the task's policy."""
     info: SessionView = daemon.open_session(task, backend, arch=arch, budget=budget,
                                             client=client, model=model, session_id=session_id)
     out(f"session {info.session_id}: task {info.task} on {info.backend}"
         + (f" ({info.arch})" if info.arch else "") + f", budget {budget} steps, proposer "
-        f"{proposer.name}{', recorded outcomes' if recorded else ''}")
+        f"{proposer.name}{', recorded outcomes' if recorded else ''}"
+        + (", ModelNew candidates (language kernelbench)" if language else ""))
     report = SessionReport(session_id=info.session_id, task=info.task or task,
                            backend=info.backend or backend, budget=budget)
-    best_source = info.best_source or info.baseline_source
+    best_source = info.best_source or start_source or info.baseline_source
     best_speedup = max(1.0, info.best_speedup or 1.0)
     history: List[HistoryItem] = []
-    language = LANGUAGE_OF_BACKEND.get(backend, backend)
+    prompt_language = language
+    language = language or LANGUAGE_OF_BACKEND.get(backend, backend)
     empty_in_a_row = 0
     try:
         for i in range(budget):
@@ -117,7 +123,8 @@ def run_session(daemon: Daemon, task: str, backend: str, proposer: Proposer, bud
             step = daemon.next_step(info.session_id)
             show_step_header(out, step, budget)
             ctx = AgentContext(session=info, best_source=best_source, best_speedup=best_speedup,
-                               history=history, spec_text=spec_text, budget_left=budget - i)
+                               history=history, spec_text=spec_text, budget_left=budget - i,
+                               language=prompt_language, policy=policy)
             proposal: Proposal = proposer.propose(ctx, step)
             if proposal.source is None and proposal.recorded is None:
                 out(f"   nothing to propose: {proposal.note}")

@@ -1,6 +1,7 @@
 """Command line of htam-agent.
 
     htam-agent run --task NAME [--proposer llm|replay] [--budget N] [--backend B] ...
+                   [--language lean|kernelbench|auto]   (kernelbench: ModelNew Python files)
     htam-agent run --kernelbench DIR --level N [--problems 1-20] --tasks-dir TASKS ...
     htam-agent import-lineage TASK_DIR... [--backend B] [--recorded]
     htam-agent quality [--tasks-dir DIR] [--seeds N] ...      (the memory-quality benchmark)
@@ -82,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--arch", default="", help="device architecture to ask for (e.g. sm_90)")
     run.add_argument("--budget", type=int, default=6, help="steps (submissions; default 6)")
     run.add_argument("--proposer", choices=("llm", "replay"), default="llm")
+    run.add_argument("--language", choices=("lean", "kernelbench", "auto"), default="lean",
+                     help="what the model writes: lean (default) a lean-ABI kernel "
+                          "(htam_kernel) in the backend's language; kernelbench a KernelBench "
+                          "ModelNew Python file, starting from the problem's PyTorch code "
+                          "(KernelBench tasks only); auto: kernelbench on a KernelBench task, "
+                          "else lean")
     run.add_argument("--recorded", action="store_true",
                      help="replay only: report the lineage's measured outcomes (Record) instead "
                           "of evaluating the variants")
@@ -148,6 +155,17 @@ def _llm_proposer(args):
     return LLMProposer(ChatClient(cfg, log=_flush_print), max_repairs=args.max_repairs), cfg.model
 
 
+def _modelnew_args(args, task) -> dict:
+    """run_session's language arguments for --language (KernelBenchError when kernelbench is
+    asked for a task that has no problem file to start from)."""
+    from .kernelbench import modelnew_start, session_language, task_policy
+    language = session_language(args.language if args.proposer == "llm" else "lean", task)
+    if not language:
+        return {"language": "", "start_source": "", "policy": None}
+    return {"language": language, "start_source": modelnew_start(task),
+            "policy": task_policy(task)}
+
+
 def cmd_run_kernelbench(args) -> int:
     from dataclasses import asdict
 
@@ -155,6 +173,10 @@ def cmd_run_kernelbench(args) -> int:
     from .kernelbench import (KernelBenchError, attach_lineages, import_problems, level_problems,
                               metrics, parse_ranges, score_session, spec_text, table)
     from .proposers import ReplayProposer
+    if args.language == "kernelbench" and args.proposer == "replay":
+        print("htam-agent: --language kernelbench is for the model proposer (a lineage holds "
+              "lean-ABI kernels)", file=sys.stderr)
+        return 2
     try:
         files = level_problems(args.kernelbench, args.level, parse_ranges(args.problems))
         _flush_print(f"level {args.level}: {len(files)} problems from {args.kernelbench}, "
@@ -189,10 +211,12 @@ def cmd_run_kernelbench(args) -> int:
                 proposer, model = _llm_proposer(args)
             backends.add(backend)
             try:
+                lang = _modelnew_args(args, task)
                 report = run_session(daemon, r.task, backend, proposer, args.budget,
                                      arch=args.arch, model=model, recorded=args.recorded,
-                                     spec_text=spec_text(task), out=_flush_print)
-            except DaemonError as e:
+                                     spec_text=spec_text(task, lang["language"]),
+                                     out=_flush_print, **lang)
+            except (DaemonError, KernelBenchError) as e:
                 r.status, r.note = "error", str(e)
                 _flush_print(f"{r.problem}: {e}")
                 continue
@@ -220,6 +244,7 @@ def cmd_run(args) -> int:
     if not args.task:
         print("htam-agent: run needs --task NAME or --kernelbench DIR", file=sys.stderr)
         return 2
+    from .kernelbench import KernelBenchError
     from .proposers import ReplayProposer
     task_dir = os.path.join(args.tasks_dir, args.task)
     task = None
@@ -228,6 +253,20 @@ def cmd_run(args) -> int:
     elif args.proposer == "replay":
         print(f"htam-agent: no task folder {task_dir} (the replay proposer needs its lineage)",
               file=sys.stderr)
+        return 2
+    if args.language == "kernelbench" and args.proposer == "replay":
+        print("htam-agent: --language kernelbench is for the model proposer (a lineage holds "
+              "lean-ABI kernels)", file=sys.stderr)
+        return 2
+    if args.language == "kernelbench" and task is None:
+        print(f"htam-agent: --language kernelbench starts from the task's PyTorch problem: no "
+              f"task folder {task_dir} (set --tasks-dir to the daemon's task suite)",
+              file=sys.stderr)
+        return 2
+    try:
+        lang = _modelnew_args(args, task)
+    except KernelBenchError as e:
+        print(f"htam-agent: {e}", file=sys.stderr)
         return 2
     daemon = connect(args.endpoint, timeout_s=args.timeout, server_public_key=args.server_key,
                      client_key_file=args.client_key_file)
@@ -249,10 +288,10 @@ def cmd_run(args) -> int:
         else:
             proposer, model = _llm_proposer(args)
         from .kernelbench import spec_text
-        spec = spec_text(task) if task else ""
+        spec = spec_text(task, lang["language"]) if task else ""
         report = run_session(daemon, args.task, backend, proposer, args.budget, arch=args.arch,
                              model=model, recorded=args.recorded, spec_text=spec,
-                             out=_flush_print, session_id=args.session)
+                             out=_flush_print, session_id=args.session, **lang)
     except DaemonError as e:
         print(f"htam-agent: {e}", file=sys.stderr)
         return 1

@@ -14,12 +14,14 @@ candidate counts as incorrect, as in KernelBench):
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import re
 import shutil
 import subprocess
+import tokenize
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set
 
@@ -178,23 +180,93 @@ def table(level: int, results: Sequence[ProblemResult], m: dict) -> str:
     return "\n".join(lines)
 
 
-def spec_text(task) -> str:
+def problem_file(task) -> str:
+    """The task's PyTorch problem file ("" when the task is not a KernelBench task)."""
+    name = task.spec.get("kernelbench") if isinstance(task.spec, dict) else None
+    return os.path.join(task.dir, name) if isinstance(name, str) and name else ""
+
+
+def spec_text(task, language: str = "") -> str:
     """task.json for the prompt, and for a KernelBench task the PyTorch problem it must match:
     the task has no reference kernel, so the problem file is the only statement of what to
     compute (the prompt wraps the whole text in a json fence; the problem gets its own)."""
     text = task.spec_text()
-    name = task.spec.get("kernelbench") if isinstance(task.spec, dict) else None
-    if not name:
+    path = problem_file(task)
+    if not path:
         return text
     try:
-        with open(os.path.join(task.dir, name), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             source = f.read()
     except OSError:
         return text
-    return (text + "\n```\nThe PyTorch problem the candidate must match (" + name + "): the "
-            "candidate's inputs are get_inputs() in order (a Python float/int/bool arrives as a "
-            "one-element f64/i64/bool tensor), then the model's state_dict entries named as in "
-            "task.json; its outputs are forward's.\n```python\n" + source.rstrip())
+    if language == KERNELBENCH_LANGUAGE:
+        how = ("ModelNew(*get_init_inputs()) is built under the seed Model was built with, and "
+               "ModelNew(...)(*get_inputs()) must return what Model's forward returns.")
+    else:
+        how = ("the candidate's inputs are get_inputs() in order (a Python float/int/bool "
+               "arrives as a one-element f64/i64/bool tensor), then the model's state_dict "
+               "entries named as in task.json; its outputs are forward's.")
+    return (text + "\n```\nThe PyTorch problem the candidate must match ("
+            + os.path.basename(path) + "): " + how + "\n```python\n" + source.rstrip())
+
+
+# ---- ModelNew candidates (htamd's language "kernelbench", docs/backends.md) ----
+
+KERNELBENCH_LANGUAGE = "kernelbench"
+LANGUAGE_CHOICES = ("lean", "kernelbench", "auto")
+
+def session_language(requested: str, task) -> str:
+    """"kernelbench" or "" (the backend's lean-ABI language). "auto" picks kernelbench for a
+    KernelBench task (task None: not known here, so lean)."""
+    if requested == KERNELBENCH_LANGUAGE:
+        return KERNELBENCH_LANGUAGE
+    if requested == "auto" and task is not None and problem_file(task):
+        return KERNELBENCH_LANGUAGE
+    return ""
+
+
+def task_policy(task) -> dict:
+    """The task's own kernelbench_policy (the prompt fills in the verifier's defaults)."""
+    given = task.spec.get("kernelbench_policy") if task is not None else None
+    return dict(given) if isinstance(given, dict) else {}
+
+
+def rename_model(source: str) -> str:
+    """The problem's code with its class Model (and every reference to the name) renamed
+    ModelNew. Only Python name tokens change: strings, comments and names that merely contain
+    'Model' (nn.Module, MyModel) stay as they are."""
+    lines = source.splitlines(keepends=True)
+    hits = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.NAME and tok.string == "Model":
+                hits.append(tok.start)
+    except (tokenize.TokenError, IndentationError, SyntaxError) as e:
+        raise KernelBenchError(f"the problem file does not tokenize: {e}") from e
+    for row, col in reversed(hits):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + "ModelNew" + line[col + len("Model"):]
+    return "".join(lines)
+
+
+def modelnew_start(task) -> str:
+    """The session's starting ModelNew file: the problem's PyTorch code with Model renamed. It
+    keeps every PyTorch operator, so it is a correct candidate wherever the task's policy
+    allows them; the model's job is to replace them with kernels."""
+    path = problem_file(task) if task is not None else ""
+    if not path:
+        name = task.name if task is not None else "the task"
+        raise KernelBenchError(f"{name} is not a KernelBench task (its task.json names no "
+                               "\"kernelbench\" problem file): --language kernelbench needs one")
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as e:
+        raise KernelBenchError(f"cannot read the problem file {path}: {e}") from e
+    out = rename_model(source)
+    if "class ModelNew" not in out:
+        raise KernelBenchError(f"{path} defines no class Model")
+    return out
 
 
 @dataclass

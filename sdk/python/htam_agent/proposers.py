@@ -15,7 +15,7 @@ from typing import Callable, List, Optional, Set
 from .lineage import ROOT, Lineage, Task
 from .llm import ChatClient, LLMError
 from .model import OutcomeView, Proposal, SessionView, StepView
-from .prompt import HistoryItem, build_messages, make_proposal
+from .prompt import HistoryItem, build_messages, code_marker, make_proposal
 
 
 @dataclass
@@ -27,6 +27,8 @@ class AgentContext:
     history: List[HistoryItem] = field(default_factory=list)
     spec_text: str = ""
     budget_left: int = 0
+    language: str = ""           # "kernelbench" (ModelNew files) or "" (the lean ABI)
+    policy: Optional[dict] = None  # the task's kernelbench_policy, for language kernelbench
 
 
 class Proposer:
@@ -65,7 +67,8 @@ class LLMProposer(Proposer):
     def propose(self, ctx: AgentContext, step: StepView) -> Proposal:
         repair = self._repair_target(ctx)
         messages = build_messages(ctx.session, step, ctx.best_source, ctx.best_speedup,
-                                  ctx.history, spec_text=ctx.spec_text, repair=repair)
+                                  ctx.history, spec_text=ctx.spec_text, repair=repair,
+                                  language=ctx.language, policy=ctx.policy)
         tokens_in = tokens_out = 0
         for attempt in range(2):
             try:
@@ -74,7 +77,7 @@ class LLMProposer(Proposer):
                 return Proposal(source=None, note=f"model unavailable: {e}")
             tokens_in += c.prompt_tokens
             tokens_out += c.completion_tokens
-            p = make_proposal(c.text, step)
+            p = make_proposal(c.text, step, ctx.language)
             p.tokens_in, p.tokens_out = tokens_in, tokens_out
             if p.source:
                 if repair is not None:
@@ -88,8 +91,9 @@ class LLMProposer(Proposer):
             messages = messages + [
                 {"role": "assistant", "content": c.text},
                 {"role": "user", "content": "Your reply had no fenced code block defining "
-                                            "htam_kernel. Answer again: SUMMARY line, STRATEGIES "
-                                            "line, then the complete file in one fenced block."}]
+                                            f"{code_marker(ctx.language)}. Answer again: SUMMARY "
+                                            "line, STRATEGIES line, then the complete file in "
+                                            "one fenced block."}]
         return Proposal(source=None, note="the model gave no code", tokens_in=tokens_in,
                         tokens_out=tokens_out)
 
