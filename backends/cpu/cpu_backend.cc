@@ -297,6 +297,12 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
     *out = art.release();
     return nullptr;
   }
+  // A cache this process may not write (a runner's compiled-ahead cache, sealed by the daemon) is
+  // read only: a miss compiles into the work dir.
+  if (!b->cache_dir.empty() && access(b->cache_dir.c_str(), W_OK) != 0) {
+    dir = b->work_dir;
+    art->path = dir + "/cpu-" + art->hash + ".so";
+  }
   std::string label = req->name && *req->name ? req->name : "candidate";
   for (char& c : label)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
@@ -459,8 +465,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_import(htam_device* 
   }
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
   close(h->fd);
-  if (p == MAP_FAILED)
-    return MakeError(HTAM_ERR_OUT_OF_MEMORY, "cannot map an imported buffer");
+  if (p == MAP_FAILED) return MakeError(HTAM_ERR_OUT_OF_MEMORY, "cannot map an imported buffer");
   *out = new htam_buffer{p, h->bytes, -1, len};
   return nullptr;
 }
@@ -519,10 +524,11 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* ds
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
-    htam_device* d, const htam_compare_request* req, htam_compare_result* out) {
-  if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || !req->a ||
-      !req->b || req->dtype < 0 || req->dtype > HTAM_BOOL || req->mode < 0 || req->mode > 2 ||
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(htam_device* d,
+                                                                    const htam_compare_request* req,
+                                                                    htam_compare_result* out) {
+  if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || !req->a || !req->b ||
+      req->dtype < 0 || req->dtype > HTAM_BOOL || req->mode < 0 || req->mode > 2 ||
       req->count > UINT64_MAX / 8 || out->struct_size < sizeof(htam_compare_result))
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: bad request");
   const uint64_t bytes = req->count * uint64_t(htam_dtype_size(htam_dtype(req->dtype)));

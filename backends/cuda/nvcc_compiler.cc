@@ -386,6 +386,16 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
     }
   }
 
+  // A cache this process may not write (a runner's compiled-ahead cache, sealed by the daemon) is
+  // read only: a miss compiles into work_dir and publishes nothing.
+  if (!entry.empty()) {
+    const std::string sub = options_.cache_dir + "/cuda";
+    const bool writable = access(sub.c_str(), F_OK) == 0
+                              ? access(sub.c_str(), W_OK) == 0
+                              : access(options_.cache_dir.c_str(), W_OK) == 0;
+    if (!writable) entry.clear();
+  }
+
   // Fresh temp dir: inside the cache when there is one, so that publishing is a rename within
   // one mount (a sandboxed worker's cache is a bind mount of its own: a rename from its temp dir
   // fails with EXDEV); else under work_dir.

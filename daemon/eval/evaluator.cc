@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "daemon/config/sections.h"
+#include "daemon/eval/compile_ahead.h"
 #include "daemon/eval/profile_json.h"
 #include "daemon/eval/sandbox.h"
 
@@ -165,6 +166,18 @@ class EvaluatorImpl : public Evaluator {
   json GateJson() const;
   json ProfileJson() const;
   void Count(fb::OutcomeStatus st);
+  // Whether a job's source is compiled ahead (compile_ahead.h): runner backends' own language.
+  bool CompiledAhead(const EvalJob& job) const;
+  // Whether `backend`'s candidates are compiled ahead (eval.compile_ahead_backends, runner only).
+  bool AheadBackend(const std::string& backend) const;
+  // The command line of a compile-only worker for `backend` (compile_ahead.h).
+  std::vector<std::string> CompileOnlyArgs(const std::string& backend,
+                                           const std::string& stage) const;
+  // --hide arguments: what a runner must not see (the task suite, the data directory, scratch,
+  // the caches, eval.runner_hidden_dirs).
+  void AddHidden(std::vector<std::string>* a) const;
+  // --option arguments: eval.<backend>_<key> as key=value.
+  void AddBackendOptions(const std::string& backend, std::vector<std::string>* a) const;
 
   EvalOptions opt_;
   Config cfg_;
@@ -176,6 +189,7 @@ class EvaluatorImpl : public Evaluator {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::string> notes_;
   bool drop_user_ = true;  // false when eval.sandbox_user cannot reach what workers need
+  std::unique_ptr<CompileAhead> ahead_;  // null when off (eval.compile_ahead); set before slots run
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -232,7 +246,9 @@ Status CheckKernelBenchLanguage(const std::string& task_dir) {
   if (t.is_discarded() || !t.is_object() || !t.contains("kernelbench"))
     return Status::InvalidArgument(
         "language kernelbench (a ModelNew file) is for KernelBench tasks (task.json "
-        "\"kernelbench\"); " + task_dir + " is not one: submit a kernel in the backend's "
+        "\"kernelbench\"); " +
+        task_dir +
+        " is not one: submit a kernel in the backend's "
         "language");
   return Status::OK();
 }
@@ -286,13 +302,7 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
                              "--log-level",
                              general_.log_level};
   if (!opt_.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", opt_.cache_dir});
-  // Backend options: eval.<backend>_<key> -> key=value.
-  std::string prefix = "eval." + backend + "_";
-  for (const auto& spec : OptionTable()) {
-    if (spec.name.rfind(prefix, 0) == 0)
-      a.insert(a.end(),
-               {"--option", spec.name.substr(prefix.size()) + "=" + cfg_.GetString(spec.name)});
-  }
+  AddBackendOptions(backend, &a);
   if (describe) {
     a.push_back("--describe");
   } else if (ev_.runner && (RunnerBackend(backend) || kb)) {
@@ -301,20 +311,62 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
                        "--thread-grace-ms", std::to_string(ev_.thread_grace_ms)});
     for (const auto& b : SplitList(ev_.runner_allocates))
       if (b == backend || b == "all") a.push_back("--runner-allocates");
-    std::vector<std::string> hide = {ShippedPath(server_.tasks_dir, "tasks"),
-                                     general_.data_dir,
-                                     opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir,
-                                     opt_.cache_dir};
-    for (const auto& d : SplitList(ev_.runner_hidden_dirs)) hide.push_back(d);
-    for (const auto& d : hide)
-      if (!d.empty()) a.insert(a.end(), {"--hide", MakeAbsolute(d)});
+    AddHidden(&a);
     if (!RunnerBackend(backend)) a.push_back("--kb-only");
+    // Builds compiled ahead: opened by key, never listed or written (compile_ahead.h).
+    if (ahead_ && AheadBackend(backend))
+      a.insert(a.end(), {"--runner-cache-dir", opt_.cache_dir + "/ahead"});
     // The one place a runner may write that outlives it: content-keyed, not listable, sealed.
     if (!KbBuildCache().empty()) a.insert(a.end(), {"--kb-build-cache", KbBuildCache()});
-    // The runner compiles into its own temp dir: a compile cache it could write would be a place to
-    // leave outputs for a later candidate, and one it could list would hand it other candidates'
-    // compiled kernels.
+    // Otherwise the runner compiles into its own temp dir: a compile cache it could write would be
+    // a place to leave outputs for a later candidate, and one it could list would hand it other
+    // candidates' compiled kernels.
   }
+  return a;
+}
+
+void EvaluatorImpl::AddBackendOptions(const std::string& backend,
+                                      std::vector<std::string>* a) const {
+  const std::string prefix = "eval." + backend + "_";
+  for (const auto& spec : OptionTable()) {
+    if (spec.name.rfind(prefix, 0) == 0)
+      a->insert(a->end(),
+                {"--option", spec.name.substr(prefix.size()) + "=" + cfg_.GetString(spec.name)});
+  }
+}
+
+void EvaluatorImpl::AddHidden(std::vector<std::string>* a) const {
+  std::vector<std::string> hide = {ShippedPath(server_.tasks_dir, "tasks"), general_.data_dir,
+                                   opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir,
+                                   opt_.cache_dir};
+  for (const auto& d : SplitList(ev_.runner_hidden_dirs)) hide.push_back(d);
+  for (const auto& d : hide)
+    if (!d.empty()) a->insert(a->end(), {"--hide", MakeAbsolute(d)});
+}
+
+bool EvaluatorImpl::AheadBackend(const std::string& backend) const {
+  if (!ev_.runner || !RunnerBackend(backend)) return false;
+  for (const auto& b : SplitList(ev_.compile_ahead_backends))
+    if (b == backend || b == "all") return true;
+  return false;
+}
+
+bool EvaluatorImpl::CompiledAhead(const EvalJob& job) const {
+  return ahead_ && !job.source.empty() && job.language != "kernelbench" &&
+         AheadBackend(job.backend);
+}
+
+std::vector<std::string> EvaluatorImpl::CompileOnlyArgs(const std::string& backend,
+                                                        const std::string& stage) const {
+  std::string plugin;
+  for (const auto& p : plugins_)
+    if (p.name == backend) plugin = p.path;
+  std::vector<std::string> a{
+      worker_path_,     "--plugin",           plugin,        "--device",         "0",
+      "--sdk-include",  sdk_include_,         "--log-level", general_.log_level, "--split",
+      "--compile-only", "--runner-cache-dir", stage};
+  AddBackendOptions(backend, &a);
+  AddHidden(&a);
   return a;
 }
 
@@ -326,8 +378,7 @@ Status EvaluatorImpl::Init() {
     worker_candidates.push_back(opt_.worker_path);
   else
     worker_candidates = {exe + "/htam-eval-worker", exe + "/../lib/htam/htam-eval-worker",
-                         exe + "/eval/htam-eval-worker",
-                         exe + "/../daemon/eval/htam-eval-worker",
+                         exe + "/eval/htam-eval-worker", exe + "/../daemon/eval/htam-eval-worker",
                          std::string(HTAM_BUILD_DIR) + "/daemon/eval/htam-eval-worker"};
   for (const auto& c : worker_candidates)
     if (IsFile(c)) {
@@ -343,15 +394,13 @@ Status EvaluatorImpl::Init() {
     HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir).WithContext("eval cache"));
     // Workers may run as an unprivileged user: the cache is a sticky, world-writable directory;
     // entries are sealed (root-owned, read-only) after every job so no candidate can rewrite them.
-    if (geteuid() == 0 && !ev_.sandbox_user.empty())
-      chmod(opt_.cache_dir.c_str(), 01777);
+    if (geteuid() == 0 && !ev_.sandbox_user.empty()) chmod(opt_.cache_dir.c_str(), 01777);
   }
   if (!KbBuildCache().empty()) {
     HTAM_RETURN_IF_ERROR(MakeDirs(KbBuildCache()).WithContext("kernelbench build cache"));
     // Runners add entries by name (a content key) but cannot list the directory (no read
     // permission for them) or replace an entry (sticky; sealed root-owned after every job).
-    if (geteuid() == 0 && !ev_.sandbox_user.empty())
-      chmod(KbBuildCache().c_str(), 01733);
+    if (geteuid() == 0 && !ev_.sandbox_user.empty()) chmod(KbBuildCache().c_str(), 01733);
   }
   if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir));
   // Plugins.
@@ -359,7 +408,9 @@ Status EvaluatorImpl::Init() {
   if (!opt_.plugin_dir.empty())
     dirs.push_back(opt_.plugin_dir);
   else
-    dirs = {exe, exe + "/plugins", exe + "/../lib/htam/backends",
+    dirs = {exe,
+            exe + "/plugins",
+            exe + "/../lib/htam/backends",
             std::string(HTAM_BUILD_DIR) + "/backends/cpu",
             std::string(HTAM_BUILD_DIR) + "/backends/cuda",
             std::string(HTAM_BUILD_DIR) + "/backends/hip"};
@@ -443,6 +494,33 @@ Status EvaluatorImpl::Init() {
   if (slots_.empty()) {
     notes_.push_back("no backend can evaluate here; Submit answers Unavailable");
     HTAM_LOG(kWarn, "eval") << notes_.back();
+  }
+  bool any_ahead = false;
+  for (const auto& s : slots_) any_ahead = any_ahead || AheadBackend(s->backend);
+  if (any_ahead && !opt_.cache_dir.empty()) {
+    CompileAheadOptions co;
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    co.threads = ev_.compile_ahead_threads > 0 ? int(ev_.compile_ahead_threads) : int(cores);
+    co.cache_dir = opt_.cache_dir + "/ahead";
+    co.stage_dir = opt_.cache_dir + "/ahead-stage";
+    co.compile_timeout_s = double(ev_.compile_timeout_s);
+    co.start_timeout_s = int(ev_.worker_start_timeout_s);
+    if (geteuid() == 0 && drop_user_ && !ev_.sandbox_user.empty())
+      if (struct passwd* pw = getpwnam(ev_.sandbox_user.c_str())) {
+        co.stage_uid = pw->pw_uid;
+        co.stage_gid = pw->pw_gid;
+      }
+    ahead_ = std::make_unique<CompileAhead>(
+        co,
+        [this](const std::string& b, const std::string& stage) {
+          return CompileOnlyArgs(b, stage);
+        },
+        [this](const std::string& b) { return SandboxFor(b); });
+    if (Status st = ahead_->Start(); !st.ok()) {
+      notes_.push_back("compiling ahead is off: " + st.ToString());
+      HTAM_LOG(kWarn, "eval") << notes_.back();
+      ahead_.reset();
+    }
   }
   for (auto& s : slots_) {
     Slot* raw = s.get();
@@ -583,6 +661,11 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   r.arch = s->info.arch;
   const bool kb = job.language == "kernelbench";
   r.candidate_hash = CandidateKey(kb ? job.language : s->language, job.source);
+  const bool ahead = CompiledAhead(job);
+  if (ahead)
+    ahead_->Claim(job.job_id, [&] {
+      if (job.on_stage) job.on_stage(job.job_id, "compile ahead", "its compile is under way");
+    });
   // A ModelNew job on a backend whose candidates run in the verifier: a worker with a runner.
   const bool kb_worker = kb && ev_.runner && !RunnerBackend(s->backend);
   if (kb_worker && s->worker && !s->worker_kb) s->worker.reset();
@@ -611,9 +694,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   const size_t capture = size_t(ev_.capture_kb) << 10;
   const size_t flood = size_t(ev_.max_output_kb) << 10;
   auto job_deadline =
-      Clock::now() + std::chrono::seconds(ev_.job_timeout_s +
-                                          (kb ? ev_.kernelbench_compile_timeout_s
-                                              : 0));
+      Clock::now() +
+      std::chrono::seconds(ev_.job_timeout_s + (kb ? ev_.kernelbench_compile_timeout_s : 0));
   // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
   // on ncu (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's limit.
   auto stage_limit = [&](const std::string& stage) {
@@ -623,7 +705,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
                   : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
                   // KernelBench golden data: PyTorch's first run on a device takes its time
                   : stage.rfind("golden", 0) == 0 ? ev_.kernelbench_timeout_s + 10
-                                                   : ev_.case_timeout_s;
+                                                  : ev_.case_timeout_s;
     return Clock::now() + std::chrono::seconds(sec);
   };
   std::string stage = "start";
@@ -668,14 +750,16 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         r.repetitions = f->value("repetitions", 0u);
         r.baseline_us = f->value("baseline_us", 0.0);
         r.speedup = f->value("speedup", 0.0);
+        r.compile_cached = f->value("compile_cached", false);
+        if (ahead && r.compile_cached) ahead_->CountHit();
         if (f->contains("candidate_hash")) r.candidate_hash = (*f)["candidate_hash"];
         if (f->contains("profile")) r.profile = ProfileFromJson((*f)["profile"]);
         r.bottleneck = BottleneckFromJson(*f);
         finished = true;
         // A worker whose runner ran a failing candidate ends after answering (worker_main.cc).
-        keep_worker = JobsPerWorker(job.backend) > 1 &&
-                      (r.status == fb::OutcomeStatus::Ok || !(ev_.runner &&
-                                                             RunnerBackend(job.backend)));
+        keep_worker =
+            JobsPerWorker(job.backend) > 1 &&
+            (r.status == fb::OutcomeStatus::Ok || !(ev_.runner && RunnerBackend(job.backend)));
         if (f->contains("stage_ms") && (*f)["stage_ms"].is_object())
           for (const auto& [k, v] : (*f)["stage_ms"].items())
             if (v.is_number()) r.stage_ms.emplace_back(k, v.get<double>());
@@ -691,15 +775,14 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       if (Clock::now() < std::min(stage_deadline, job_deadline)) continue;  // poll tick
       w->Kill();
       r.status = fb::OutcomeStatus::Timeout;
-      r.diagnostics =
-          "timed out during " + stage + " (limit " +
-          std::to_string(stage.rfind("compile kernelbench", 0) == 0
-                             ? ev_.kernelbench_compile_timeout_s
-                         : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s
-                         : stage.rfind("profile", 0) == 0 ? profile_timeout_s
-                                                          : ev_.case_timeout_s) +
-          " s per stage, " + std::to_string(ev_.job_timeout_s) +
-          " s per job); the worker was killed";
+      r.diagnostics = "timed out during " + stage + " (limit " +
+                      std::to_string(stage.rfind("compile kernelbench", 0) == 0
+                                         ? ev_.kernelbench_compile_timeout_s
+                                     : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s
+                                     : stage.rfind("profile", 0) == 0 ? profile_timeout_s
+                                                                      : ev_.case_timeout_s) +
+                      " s per stage, " + std::to_string(ev_.job_timeout_s) +
+                      " s per job); the worker was killed";
       finished = true;
     } else if (e.code() == Status::Code::kResourceExhausted) {
       w->Kill();
@@ -774,14 +857,22 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
   }
   if (!IsFile(job.task_dir + "/task.json"))
     return Status::InvalidArgument("no task.json in " + job.task_dir);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return Status::Unavailable("evaluator is shutting down");
-  if (queue_.size() >= size_t(ev_.queue_depth))
-    return Status::ResourceExhausted("evaluation queue full (" + std::to_string(queue_.size()) +
-                                     " jobs); try later");
-  queue_.push_back({std::move(job), std::move(done)});
-  ++submitted_;
-  cv_.notify_all();
+  const bool ahead = CompiledAhead(job);
+  const uint64_t id = job.job_id;
+  const std::string backend = job.backend, arch = job.arch;
+  std::string source = ahead ? job.source : std::string();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Status::Unavailable("evaluator is shutting down");
+    if (queue_.size() >= size_t(ev_.queue_depth))
+      return Status::ResourceExhausted("evaluation queue full (" + std::to_string(queue_.size()) +
+                                       " jobs); try later");
+    // Entered before the job can reach a device, so that its Claim finds it.
+    if (ahead) ahead_->Enqueue(id, backend, arch, source);
+    queue_.push_back({std::move(job), std::move(done)});
+    ++submitted_;
+    cv_.notify_all();
+  }
   return Status::OK();
 }
 
@@ -845,11 +936,11 @@ std::string EvaluatorImpl::StatusText() {
         << " nproc_limit=" << s.sandbox.value("nproc_limit", uint64_t(0))
         << " memory_limit=" << s.sandbox.value("memory_limit", uint64_t(0))
         << " runner=" << (s.sandbox.value("runner", std::string("off")) == "on" ? "on" : "off")
-        << " runner_files_hidden="
-        << (s.sandbox.value("runner_files_hidden", false) ? "yes" : "no")
+        << " runner_files_hidden=" << (s.sandbox.value("runner_files_hidden", false) ? "yes" : "no")
         << " runner_seccomp=" << (s.sandbox.value("runner_seccomp", false) ? "yes" : "no");
     o << "\n";
   }
+  o << (ahead_ ? ahead_->StatusText() : std::string("compile_ahead: off\n"));
   for (const auto& n : notes_) o << "note: " << n << "\n";
   return o.str();
 }
@@ -865,6 +956,7 @@ void EvaluatorImpl::Shutdown() {
     dropped.swap(queue_);
     cv_.notify_all();
   }
+  if (ahead_) ahead_->Stop();
   for (auto& p : dropped) {
     EvalResult r;
     r.job_id = p.job.job_id;

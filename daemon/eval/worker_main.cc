@@ -4,6 +4,13 @@
 //
 //   htam-eval-worker --plugin PATH --device N [--describe] [--sdk-include DIR] [--cache-dir DIR]
 //                    [--option key=value]... [--jobs K] [--single-call JOBFILE]
+//   htam-eval-worker ... --split --compile-only --runner-cache-dir STAGE --hide DIR...
+//
+// Compile-only (compiling ahead, evaluator.cc): the worker opens no device; its runner (same
+// hidden view, user and seccomp filter as a candidate's runner, no device either) compiles the
+// one source of a "compile" frame with STAGE as its plugin's cache, and the worker answers one
+// "compiled" frame {code, diagnostics, ms, cached} and exits. The daemon then moves the one entry
+// from STAGE into the runners' read-only cache. Nothing of the candidate runs.
 //
 // Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result {...} |
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
@@ -82,7 +89,9 @@ void OnAbort(int) {
 
 // The runner has no protocol socket: a failed allocation ends it with this code, which the
 // verifier reports as the memory limit.
-void RunnerOutOfMemory() { _exit(kExitResourceLimit); }
+void RunnerOutOfMemory() {
+  _exit(kExitResourceLimit);
+}
 
 bool NetworkIsolated() {
   // In a fresh network namespace only "lo" exists (and it is down).
@@ -148,7 +157,8 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck
           {"speedup", r.speedup},
           {"compile_ms", r.compile_ms},
           {"compile_cached", r.compile_cached},
-          {"stage_ms", [&] {
+          {"stage_ms",
+           [&] {
              json st = json::object();
              for (const auto& [name, ms] : r.stage_ms) st[name] = ms;
              return st;
@@ -335,6 +345,58 @@ json RunnerDeath(pid_t pid) {
 
 }  // namespace
 
+// Waits for the runner's "ready" frame (`wait_ms`). On failure the runner is killed.
+htam::Status AwaitRunner(const htam::eval::RunnerReport& runner, int wait_ms) {
+  pollfd p{runner.fd, POLLIN, 0};
+  int ready = poll(&p, 1, wait_ms);
+  std::vector<int> fds;
+  auto hello_r = ready > 0 ? htam::RecvFrameFds(runner.fd, &fds)
+                           : htam::Result<json>(htam::Status::Timeout(
+                                 "no answer in " + std::to_string(wait_ms / 1000) + " s"));
+  for (int f : fds) close(f);
+  if (hello_r.ok() && (*hello_r).value("type", "") == "ready") return htam::Status::OK();
+  kill(runner.pid, SIGKILL);
+  return htam::Status::Unavailable(
+      "the runner did not start: " +
+      (hello_r.ok() ? std::string("unexpected frame") : hello_r.status().message()));
+}
+
+// --compile-only: one "compile" frame in, one "compiled" frame out (see the file comment).
+int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner) {
+  if (runner.pid <= 0)
+    return Fatal("InfraError", "--compile-only compiles in a runner: it needs --split");
+  if (auto st = AwaitRunner(runner, 120000); !st.ok()) return Fatal("InfraError", st.message());
+  auto remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
+  json hello = {{"type", "hello"},
+                {"pid", getpid()},
+                {"sandbox",
+                 {{"network_isolated", NetworkIsolated()},
+                  {"uid", getuid()},
+                  {"runner_files_hidden", runner.files_hidden},
+                  {"runner_seccomp", runner.seccomp}}}};
+  if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
+  auto frame = htam::eval::ReadFrame(kFd);
+  if (!frame.ok()) return 0;  // the daemon changed its mind
+  const json& j = *frame;
+  if (j.value("type", "") != "compile") return Fatal("InfraError", "expected a compile frame");
+  htam::CompileSettings cs;
+  cs.language = b.description().language ? b.description().language : "";
+  cs.arch = Get<std::string>(j, "arch", "");
+  cs.options = Get<std::string>(j, "options", "");
+  cs.name = "candidate";
+  cs.timeout_s = Get<double>(j, "timeout_s", cs.timeout_s);
+  htam::CompileOutcome c = remote->Compile(Get<std::string>(j, "source", ""), cs);
+  json out = {{"type", "compiled"},
+              {"code", c.code},
+              {"diagnostics", c.diagnostics},
+              {"ms", c.ms},
+              {"cached", c.cached}};
+  remote.reset();  // closes the runner's socket: it ends
+  int st = 0;
+  waitpid(runner.pid, &st, 0);
+  return htam::eval::WriteFrame(kFd, out).ok() ? 0 : 2;
+}
+
 int main(int argc, char** argv) {
   std::string plugin, sdk_include, cache_dir, single_call;
   std::vector<std::string> options;
@@ -342,11 +404,13 @@ int main(int argc, char** argv) {
   int device = 0, jobs = 1;
   bool describe = false, runner_mode = false, split = false, check_threads = true;
   bool kb_only = false;        // the runner serves KernelBench (ModelNew) jobs only
+  bool compile_only = false;   // compile one source ahead of its evaluation (file comment)
+  bool no_device = false;      // --runner: open no device (a compile-only runner)
   std::string kb_build_cache;  // load_inline build cache the runner may write
   double thread_grace_ms = 50;
   std::vector<std::string> hide;
   std::string runner_cache;
-  std::string reset_dir;        // --runner: emptied at every reset (its own working directory)
+  std::string reset_dir;          // --runner: emptied at every reset (its own working directory)
   bool runner_allocates = false;  // --split: device buffers come from the runner
   long drop_uid = -1, drop_gid = -1;
   for (int i = 1; i < argc; ++i) {
@@ -379,6 +443,10 @@ int main(int argc, char** argv) {
       split = true;
     else if (a == "--kb-only")
       kb_only = true;
+    else if (a == "--compile-only")
+      compile_only = true;
+    else if (a == "--no-device")
+      no_device = true;
     else if (a == "--kb-build-cache")
       kb_build_cache = next();
     else if (a == "--hide")
@@ -423,8 +491,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     htam_device* dev = nullptr;
-    auto opened = htam::ConsumeError((*inst)->api().device_open((*inst)->handle(), device, &dev),
-                                     "opening device");
+    auto opened =
+        no_device ? htam::Status::OK()
+                  : htam::ConsumeError((*inst)->api().device_open((*inst)->handle(), device, &dev),
+                                       "opening device");
     if (!opened.ok()) {
       std::cerr << "htam runner: " << opened.ToString() << "\n";
       return 2;
@@ -445,11 +515,20 @@ int main(int argc, char** argv) {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     htam::eval::RunnerSpawn rs;
-    rs.argv = {n > 0 ? std::string(exe, size_t(n)) : "htam-eval-worker", "--runner",
-               "--plugin", plugin, "--device", std::to_string(device), "--sdk-include",
-               sdk_include, "--check-threads", check_threads ? "1" : "0",
-               "--thread-grace-ms", std::to_string(thread_grace_ms)};
+    rs.argv = {n > 0 ? std::string(exe, size_t(n)) : "htam-eval-worker",
+               "--runner",
+               "--plugin",
+               plugin,
+               "--device",
+               std::to_string(device),
+               "--sdk-include",
+               sdk_include,
+               "--check-threads",
+               check_threads ? "1" : "0",
+               "--thread-grace-ms",
+               std::to_string(thread_grace_ms)};
     if (!runner_cache.empty()) rs.argv.insert(rs.argv.end(), {"--cache-dir", runner_cache});
+    if (compile_only) rs.argv.push_back("--no-device");
     for (const auto& o : options) rs.argv.insert(rs.argv.end(), {"--option", o});
     // The ceilings (sol_fraction) are the verifier's to measure; a runner needs none.
     rs.argv.insert(rs.argv.end(), {"--option", "cuda_roofline=false"});
@@ -487,8 +566,7 @@ int main(int argc, char** argv) {
     runner = *r;
   }
   if (drop_uid >= 0 && geteuid() == 0) {
-    if (setgroups(0, nullptr) != 0 || setgid(gid_t(drop_gid)) != 0 ||
-        setuid(uid_t(drop_uid)) != 0)
+    if (setgroups(0, nullptr) != 0 || setgid(gid_t(drop_gid)) != 0 || setuid(uid_t(drop_uid)) != 0)
       return Fatal("InfraError", "the worker cannot drop privileges");
   }
   // Nobody may trace this process or read its memory (/proc/PID/mem needs a dumpable target).
@@ -520,6 +598,7 @@ int main(int argc, char** argv) {
     auto st = htam::eval::WriteFrame(kFd, DescribeJson(b));
     return st.ok() ? 0 : 2;
   }
+  if (compile_only) return CompileOnly(b, runner);
   if (!b.description().can_run)
     return Fatal("InfraError", std::string("backend cannot run here: ") +
                                    (b.description().notes ? b.description().notes : ""));
@@ -538,18 +617,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<htam::CandidateExec> remote;
   std::string runner_note = "off";
   if (runner.pid > 0) {
-    pollfd p{runner.fd, POLLIN, 0};
-    int ready = poll(&p, 1, 120000);
-    std::vector<int> fds;
-    auto hello_r = ready > 0 ? htam::RecvFrameFds(runner.fd, &fds)
-                             : htam::Result<json>(htam::Status::Timeout("no answer in 120 s"));
-    for (int f : fds) close(f);
-    if (!hello_r.ok() || (*hello_r).value("type", "") != "ready") {
-      kill(runner.pid, SIGKILL);
-      return Fatal("InfraError", "the runner did not start: " +
-                                     (hello_r.ok() ? std::string("unexpected frame")
-                                                   : hello_r.status().message()));
-    }
+    if (auto st = AwaitRunner(runner, 120000); !st.ok()) return Fatal("InfraError", st.message());
     if (kb_only || (b.api().buffer_export && b.api().buffer_import)) {
       remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid, runner_allocates);
       runner_note = kb_only ? "kernelbench candidates only" : "on";

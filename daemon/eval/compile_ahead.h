@@ -1,0 +1,111 @@
+// Compiling ahead: while a device verifies and times candidate N, candidates N+1..N+k of its queue
+// are compiled by sandboxed compile-only processes on the host's other cores, so that the runner
+// of each finds its build in a cache instead of compiling it on the device's time.
+//
+// The cache is a directory runners read by content key but can neither list nor write:
+//   - a compile-only process (htam-eval-worker --split --compile-only, worker_main.cc) compiles in
+//     a runner of its own, with the same hidden view, user and seccomp filter as a candidate's
+//     runner and no device; its plugin's cache is a fresh staging directory;
+//   - afterwards this class moves the ONE entry the compile left there (cpu-<key>.so,
+//     cuda/<key>/...) into the cache and, when htamd is root, seals it (root-owned, read-only;
+//     the cache and its subdirectories mode 0711: searchable, not listable); a staging directory
+//     with more than one entry is discarded;
+//   - a runner opens the cache with its plugin's own key (source, flags, compiler version, ABI),
+//     so an entry is only ever found by the source it was built from; on a miss the plugin
+//     compiles into the runner's own directory (a cache it may not write is read only).
+// Nothing here decides a verdict: a compile that fails ahead fails again in the runner, with the
+// runner's diagnostics; a job that reaches a device before its compile started is compiled by
+// its runner as before.
+// Thread-safety: safe for concurrent use (one mutex); Stop() before destruction joins threads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/eval/sandbox.h"
+
+namespace htam::eval {
+
+struct CompileAheadOptions {
+  int threads = 1;                // compile-only processes at a time (eval.compile_ahead_threads)
+  std::string cache_dir;          // the runners' read-only cache (created, mode 0711)
+  std::string stage_dir;          // parent of the staging directories (created)
+  double compile_timeout_s = 60;  // eval.compile_timeout_s; the process gets 30 s more to start
+  int start_timeout_s = 60;       // eval.worker_start_timeout_s
+  // Owner of staging directories when htamd is root and drops workers to a user (-1 = leave).
+  long stage_uid = -1, stage_gid = -1;
+};
+
+class CompileAhead {
+ public:
+  // `argv_for(backend, stage)`: the compile-only worker's command line for `backend` with the
+  // staging directory `stage`; `sandbox_for(backend)`: its sandbox (WorkerProcess::Spawn).
+  using ArgvFor =
+      std::function<std::vector<std::string>(const std::string& backend, const std::string& stage)>;
+  using SandboxFor = std::function<SandboxOptions(const std::string& backend)>;
+
+  CompileAhead(CompileAheadOptions options, ArgvFor argv_for, SandboxFor sandbox_for);
+  ~CompileAhead();  // Stop()
+  CompileAhead(const CompileAhead&) = delete;
+  CompileAhead& operator=(const CompileAhead&) = delete;
+
+  // Creates the directories and starts the threads.
+  Status Start();
+
+  // A job entered the device queue: compile its source ahead when a thread is free.
+  void Enqueue(uint64_t job_id, const std::string& backend, const std::string& arch,
+               const std::string& source);
+
+  // The job reached a device. Not started yet: dropped (its runner compiles it). Compiling: waits
+  // for the end (at most the compile limit), calling `on_wait` once before waiting. Returns
+  // whether a compile ahead finished for it (successfully or not).
+  bool Claim(uint64_t job_id, const std::function<void()>& on_wait);
+
+  // The job's runner found its build in the cache (EvalResult::compile_cached): counted for INFO.
+  void CountHit();
+
+  // INFO lines: "compile_ahead: ...".
+  std::string StatusText();
+
+  // Stops the threads (a compile in flight is killed) and drops queued entries. Idempotent.
+  void Stop();
+
+ private:
+  enum class State { kQueued, kRunning, kDone, kDropped };
+  struct Entry {
+    uint64_t job_id = 0;
+    std::string backend, arch, source;
+    State state = State::kQueued;
+  };
+
+  void Loop();
+  // One compile-only process for `e`; true when it compiled and its entry was published.
+  bool Compile(const Entry& e, std::string* why);
+  // Moves the one entry of `stage` into the cache; false (and why) otherwise.
+  bool Publish(const std::string& stage, std::string* why);
+
+  const CompileAheadOptions opt_;
+  const ArgvFor argv_for_;
+  const SandboxFor sandbox_for_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;                         // queue changes, entries finish, stop
+  std::deque<std::shared_ptr<Entry>> queue_;           // guarded by mu_
+  std::map<uint64_t, std::shared_ptr<Entry>> by_job_;  // guarded by mu_: until Claim
+  bool stopping_ = false;                              // guarded by mu_
+  uint64_t compiled_ = 0, failed_ = 0, dropped_ = 0, waited_ = 0, hits_ = 0;  // guarded by mu_
+  uint64_t next_stage_ = 0;                                                   // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace htam::eval
