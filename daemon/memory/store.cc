@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "base/log.h"
+#include "daemon/memory/store_file.h"
 
 namespace htam::memory {
 namespace {
@@ -45,13 +46,18 @@ const char* DbName(Db db) {
                                  "sessions",
                                  "task_sessions",
                                  "session_transitions",
-                                 "direction_strategies"};
+                                 "direction_strategies",
+                                 "cli_origins"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(Db::kCount));
   return kNames[static_cast<int>(db)];
 }
 
 bool IsSecondaryIndex(Db db) {
   return db == Db::kTaskSessions || db == Db::kSessionTransitions || db == Db::kDirectionStrategies;
+}
+
+bool IsOptional(Db db) {
+  return IsSecondaryIndex(db) || db == Db::kOrigins;
 }
 
 std::string KeyU64(uint64_t id) {
@@ -117,6 +123,7 @@ Txn::~Txn() {
 }
 
 Status Txn::Get(Db db, std::string_view key, std::string_view* value) const {
+  if (store_->absent(db)) return Status::NotFound(std::string("no such key in ") + DbName(db));
   MDB_val k = Val(key), v;
   int rc = mdb_get(txn_, store_->dbi(db), &k, &v);
   if (rc == MDB_NOTFOUND) return Status::NotFound(std::string("no such key in ") + DbName(db));
@@ -141,6 +148,7 @@ Status Txn::Del(Db db, std::string_view key) {
 Status Txn::Scan(Db db, std::string_view prefix,
                  const std::function<bool(std::string_view, std::string_view)>& fn,
                  std::string_view start) const {
+  if (store_->absent(db)) return Status::OK();
   Cursor cur;
   int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
@@ -160,6 +168,7 @@ Status Txn::Scan(Db db, std::string_view prefix,
 
 Status Txn::ScanReverse(Db db,
                         const std::function<bool(std::string_view, std::string_view)>& fn) const {
+  if (store_->absent(db)) return Status::OK();
   Cursor cur;
   int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
@@ -174,6 +183,7 @@ Status Txn::ScanReverse(Db db,
 }
 
 Status Txn::Last(Db db, std::string_view* key, std::string_view* value) const {
+  if (store_->absent(db)) return Status::NotFound(std::string(DbName(db)) + " is empty");
   Cursor cur;
   int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
@@ -187,6 +197,10 @@ Status Txn::Last(Db db, std::string_view* key, std::string_view* value) const {
 }
 
 Status Txn::Count(Db db, size_t* n) const {
+  if (store_->absent(db)) {
+    *n = 0;
+    return Status::OK();
+  }
   MDB_stat st;
   int rc = mdb_stat(txn_, store_->dbi(db), &st);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "stat");
@@ -251,10 +265,11 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, size_t map_si
   if (rc) return LmdbStatus(rc, "begin");
   for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
     rc = mdb_dbi_open(txn, DbName(static_cast<Db>(i)), read_only ? 0 : MDB_CREATE, &s->dbis_[i]);
-    if (rc == MDB_NOTFOUND && read_only && IsSecondaryIndex(static_cast<Db>(i))) {
-      // A version-1 store opened read-only: the index database does not exist; use meta as a
-      // stand-in that the code never scans for index keys (Check reports the migration due).
+    if (rc == MDB_NOTFOUND && read_only && IsOptional(static_cast<Db>(i))) {
+      // An older store opened read-only: the database does not exist and reads as empty (Check
+      // reports a migration due for missing secondary indexes).
       s->dbis_[i] = 0;
+      s->absent_[i] = true;
       continue;
     }
     if (rc) {
@@ -304,7 +319,7 @@ Status Store::Grow() {
   return Status::OK();
 }
 
-Status Store::Write(const std::function<Status(Txn&)>& fn) {
+Status Store::Write(const std::function<Status(Txn&)>& fn, bool commit) {
   if (read_only_) return Status::PermissionDenied("store opened read-only");
   std::lock_guard<std::mutex> w(write_mu_);
   for (int attempt = 0; attempt < 64; ++attempt) {
@@ -322,7 +337,7 @@ Status Store::Write(const std::function<Status(Txn&)>& fn) {
       if (rc) return LmdbStatus(rc, "begin write");
       Txn txn(this, raw, false, std::move(lock));
       s = fn(txn);
-      if (s.ok()) s = txn.Commit();
+      if (s.ok() && commit) s = txn.Commit();
       // txn (and its shared lock) ends here; an uncommitted one is aborted.
     }
     if (s.ok()) return s;
@@ -340,6 +355,14 @@ Status Store::Sync() {
 
 Status Store::Backup(const std::string& dir) {
   return LmdbStatus(mdb_env_copy2(env_, dir.c_str(), MDB_CP_COMPACT), "backup to " + dir);
+}
+
+Status Store::CopyCompact(const std::string& store_dir, const std::string& dest_dir) {
+  HTAM_RETURN_IF_ERROR(InspectDataFile(store_dir).status());
+  HTAM_ASSIGN_OR_RETURN(auto store, Open(store_dir, /*map_size_mb=*/1, /*max_map_size_mb=*/1,
+                                         /*read_only=*/true));
+  return LmdbStatus(mdb_env_copy2(store->env_, dest_dir.c_str(), MDB_CP_COMPACT),
+                    "copying " + store_dir + " to " + dest_dir);
 }
 
 size_t Store::map_size() const {
