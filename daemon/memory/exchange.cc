@@ -551,7 +551,7 @@ Result<ImportReport> ImportStore(const std::string& dir, ExchangeSet set, const 
     HTAM_ASSIGN_OR_RETURN(
         auto store,
         Store::Open(dir, (map >> 20) + 1, std::max(defaults.max_map_size_mb, (map >> 20) + 1),
-                    /*read_only=*/false));
+                    /*read_only=*/false, /*sync=*/true, /*create=*/!o.dry_run));
     ImportReport counted;
     HTAM_RETURN_IF_ERROR(store->Write(
         [&](Txn& t) {

@@ -3,14 +3,18 @@
 #include "daemon/memory/exchange.h"
 
 #include <gtest/gtest.h>
+#include <lmdb.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
 
 #include "daemon/memory/memory.h"
+#include "daemon/memory/store.h"
 
 namespace htam::memory {
 namespace {
@@ -133,6 +137,27 @@ Summary Summarize(const ExchangeSet& s) {
   return out;
 }
 
+std::string FileBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Removes the origins database, as in a store that never took an import before the memory owned
+// imports (the CLI created it on the first one).
+void DropOrigins(const std::string& dir) {
+  MDB_env* env = nullptr;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 32);
+  ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0644), 0);
+  MDB_txn* txn = nullptr;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  MDB_dbi dbi;
+  ASSERT_EQ(mdb_dbi_open(txn, DbName(Db::kOrigins), 0, &dbi), 0);
+  ASSERT_EQ(mdb_drop(txn, dbi, 1), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
 ExchangeSet ExportOk(const std::string& dir) {
   auto s = ExportStore(dir);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -221,10 +246,14 @@ TEST(ExchangeTest, DryRunWritesNothing) {
   EXPECT_FALSE(fs::exists(b.path() + "/none/data.mdb"));
   std::string store = b.path() + "/store";
   ASSERT_TRUE(Memory::Open(Opts(store)).ok());  // a seeded store
+  DropOrigins(store);
   size_t before = ExportOk(store).strategies.size();
+  const std::string bytes = FileBytes(store + "/data.mdb");
   auto rep = ImportStore(store, from, dry);
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   EXPECT_EQ(rep->added["transition"], 12u);
+  EXPECT_EQ(rep->added["session"], 3u);
+  EXPECT_TRUE(FileBytes(store + "/data.mdb") == bytes) << "a dry run changed data.mdb";
   ExchangeSet after = ExportOk(store);
   EXPECT_TRUE(after.transitions.empty());
   EXPECT_TRUE(after.sessions.empty());

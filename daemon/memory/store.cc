@@ -114,8 +114,33 @@ Txn::Txn(Store* store, MDB_txn* txn, bool read_only, std::shared_lock<std::share
     : store_(store), txn_(txn), read_only_(read_only), lock_(std::move(lock)) {}
 
 Txn::Txn(Txn&& o) noexcept
-    : store_(o.store_), txn_(o.txn_), read_only_(o.read_only_), lock_(std::move(o.lock_)) {
+    : store_(o.store_),
+      txn_(o.txn_),
+      read_only_(o.read_only_),
+      lock_(std::move(o.lock_)),
+      created_(o.created_),
+      created_dbis_(o.created_dbis_) {
   o.txn_ = nullptr;
+}
+
+bool Txn::Absent(Db db) const {
+  return store_->absent(db) && !created_[static_cast<int>(db)];
+}
+
+MDB_dbi Txn::Dbi(Db db) const {
+  return created_[static_cast<int>(db)] ? created_dbis_[static_cast<int>(db)] : store_->dbi(db);
+}
+
+Status Txn::Create(Db db) {
+  if (!Absent(db)) return Status::OK();
+  if (read_only_) return Status::PermissionDenied(std::string("no database ") + DbName(db));
+  // A handle of this transaction only: it lapses with an abort (a dry run), and the store that
+  // was opened without creating is not written again after a commit (Store::Open).
+  int i = static_cast<int>(db);
+  HTAM_RETURN_IF_ERROR(LmdbStatus(mdb_dbi_open(txn_, DbName(db), MDB_CREATE, &created_dbis_[i]),
+                                  std::string("creating database ") + DbName(db)));
+  created_[i] = true;
+  return Status::OK();
 }
 
 Txn::~Txn() {
@@ -123,9 +148,9 @@ Txn::~Txn() {
 }
 
 Status Txn::Get(Db db, std::string_view key, std::string_view* value) const {
-  if (store_->absent(db)) return Status::NotFound(std::string("no such key in ") + DbName(db));
+  if (Absent(db)) return Status::NotFound(std::string("no such key in ") + DbName(db));
   MDB_val k = Val(key), v;
-  int rc = mdb_get(txn_, store_->dbi(db), &k, &v);
+  int rc = mdb_get(txn_, Dbi(db), &k, &v);
   if (rc == MDB_NOTFOUND) return Status::NotFound(std::string("no such key in ") + DbName(db));
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, std::string("get from ") + DbName(db));
   *value = View(v);
@@ -133,14 +158,15 @@ Status Txn::Get(Db db, std::string_view key, std::string_view* value) const {
 }
 
 Status Txn::Put(Db db, std::string_view key, std::string_view value) {
+  HTAM_RETURN_IF_ERROR(Create(db));
   MDB_val k = Val(key), v = Val(value);
-  return LmdbStatus(mdb_put(txn_, store_->dbi(db), &k, &v, 0),
-                    std::string("put into ") + DbName(db));
+  return LmdbStatus(mdb_put(txn_, Dbi(db), &k, &v, 0), std::string("put into ") + DbName(db));
 }
 
 Status Txn::Del(Db db, std::string_view key) {
+  if (Absent(db)) return Status::OK();
   MDB_val k = Val(key);
-  int rc = mdb_del(txn_, store_->dbi(db), &k, nullptr);
+  int rc = mdb_del(txn_, Dbi(db), &k, nullptr);
   if (rc == MDB_NOTFOUND) return Status::OK();
   return LmdbStatus(rc, std::string("delete from ") + DbName(db));
 }
@@ -148,9 +174,9 @@ Status Txn::Del(Db db, std::string_view key) {
 Status Txn::Scan(Db db, std::string_view prefix,
                  const std::function<bool(std::string_view, std::string_view)>& fn,
                  std::string_view start) const {
-  if (store_->absent(db)) return Status::OK();
+  if (Absent(db)) return Status::OK();
   Cursor cur;
-  int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
+  int rc = mdb_cursor_open(txn_, Dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
   std::string_view first = start.size() > prefix.size() ? start : prefix;
   MDB_val k = Val(first), v;
@@ -168,9 +194,9 @@ Status Txn::Scan(Db db, std::string_view prefix,
 
 Status Txn::ScanReverse(Db db,
                         const std::function<bool(std::string_view, std::string_view)>& fn) const {
-  if (store_->absent(db)) return Status::OK();
+  if (Absent(db)) return Status::OK();
   Cursor cur;
-  int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
+  int rc = mdb_cursor_open(txn_, Dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
   MDB_val k, v;
   rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
@@ -183,9 +209,9 @@ Status Txn::ScanReverse(Db db,
 }
 
 Status Txn::Last(Db db, std::string_view* key, std::string_view* value) const {
-  if (store_->absent(db)) return Status::NotFound(std::string(DbName(db)) + " is empty");
+  if (Absent(db)) return Status::NotFound(std::string(DbName(db)) + " is empty");
   Cursor cur;
-  int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
+  int rc = mdb_cursor_open(txn_, Dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
   MDB_val k, v;
   rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
@@ -197,19 +223,20 @@ Status Txn::Last(Db db, std::string_view* key, std::string_view* value) const {
 }
 
 Status Txn::Count(Db db, size_t* n) const {
-  if (store_->absent(db)) {
+  if (Absent(db)) {
     *n = 0;
     return Status::OK();
   }
   MDB_stat st;
-  int rc = mdb_stat(txn_, store_->dbi(db), &st);
+  int rc = mdb_stat(txn_, Dbi(db), &st);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "stat");
   *n = st.ms_entries;
   return Status::OK();
 }
 
 Status Txn::Clear(Db db) {
-  return LmdbStatus(mdb_drop(txn_, store_->dbi(db), 0), std::string("clear ") + DbName(db));
+  if (Absent(db)) return Status::OK();
+  return LmdbStatus(mdb_drop(txn_, Dbi(db), 0), std::string("clear ") + DbName(db));
 }
 
 Result<uint64_t> Txn::NextId(Db db) const {
@@ -230,7 +257,9 @@ Status Txn::Commit() {
 // ---------------------------------------------------------------- Store
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, size_t map_size_mb,
-                                           size_t max_map_size_mb, bool read_only, bool sync) {
+                                           size_t max_map_size_mb, bool read_only, bool sync,
+                                           bool create) {
+  create = create && !read_only;
   std::error_code ec;
   if (!read_only) {
     std::filesystem::create_directories(dir, ec);
@@ -261,13 +290,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, size_t map_si
 
   // Open (or create) every named database once, in one transaction.
   MDB_txn* txn = nullptr;
-  rc = mdb_txn_begin(s->env_, nullptr, read_only ? MDB_RDONLY : 0, &txn);
+  rc = mdb_txn_begin(s->env_, nullptr, create ? 0 : MDB_RDONLY, &txn);
   if (rc) return LmdbStatus(rc, "begin");
   for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
-    rc = mdb_dbi_open(txn, DbName(static_cast<Db>(i)), read_only ? 0 : MDB_CREATE, &s->dbis_[i]);
-    if (rc == MDB_NOTFOUND && read_only && IsOptional(static_cast<Db>(i))) {
-      // An older store opened read-only: the database does not exist and reads as empty (Check
-      // reports a migration due for missing secondary indexes).
+    rc = mdb_dbi_open(txn, DbName(static_cast<Db>(i)), create ? MDB_CREATE : 0, &s->dbis_[i]);
+    if (rc == MDB_NOTFOUND && !create && IsOptional(static_cast<Db>(i))) {
+      // An older store opened without creating: the database does not exist and reads as empty
+      // (Check reports a migration due for missing secondary indexes); a write transaction
+      // creates it when it first writes there.
       s->dbis_[i] = 0;
       s->absent_[i] = true;
       continue;

@@ -86,18 +86,27 @@ class Txn {
  private:
   friend class Store;
   Txn(Store* store, MDB_txn* txn, bool read_only, std::shared_lock<std::shared_mutex> lock);
+  // A database the store lacks (Store::absent) and this transaction has not created.
+  bool Absent(Db db) const;
+  MDB_dbi Dbi(Db db) const;
+  Status Create(Db db);  // creates an absent database in this (write) transaction
   Store* store_;
   MDB_txn* txn_;
   bool read_only_;
   std::shared_lock<std::shared_mutex> lock_;
+  std::array<bool, static_cast<int>(Db::kCount)> created_{};
+  std::array<MDB_dbi, static_cast<int>(Db::kCount)> created_dbis_{};
 };
 
 class Store {
  public:
-  // Opens (creating when allowed) the environment in `dir` and every named database.
+  // Opens (creating when allowed) the environment in `dir` and every named database. With
+  // create false (a dry run that must leave the file as it was) an optional database the store
+  // lacks is not created at open: it reads as empty, and a write transaction that writes there
+  // creates it for itself.
   static Result<std::unique_ptr<Store>> Open(const std::string& dir, size_t map_size_mb,
                                              size_t max_map_size_mb, bool read_only,
-                                             bool sync = true);
+                                             bool sync = true, bool create = true);
   ~Store();
 
   Result<Txn> BeginRead();
@@ -117,7 +126,7 @@ class Store {
   static Status CopyCompact(const std::string& store_dir, const std::string& dest_dir);
 
   MDB_dbi dbi(Db db) const { return dbis_[static_cast<int>(db)]; }
-  // A database an older store lacks (read-only opens only, IsOptional).
+  // A database an older store lacks (opened read-only or without creating, IsOptional).
   bool absent(Db db) const { return absent_[static_cast<int>(db)]; }
   const std::string& dir() const { return dir_; }
   bool read_only() const { return read_only_; }
