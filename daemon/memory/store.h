@@ -43,7 +43,8 @@ enum class Db : int {
 const char* DbName(Db db);
 // Databases written since schema version 2 (the secondary indexes).
 bool IsSecondaryIndex(Db db);
-// Databases an older store may lack: opened read-only, such a store reads them as empty.
+// Databases an older store may lack: opened read-only (or without creating), it reads them as
+// empty.
 bool IsOptional(Db db);
 
 // Key encoding helpers.
