@@ -73,7 +73,8 @@ std::vector<std::string> Fill(const std::string& dir) {
         StepInput in;
         in.session_id = s->id;
         in.direction_id = d->direction.id;
-        in.strategy_ids = {d->strategies[0].strategy->id};
+        // Every other step applies the second advice: the first is passed over.
+        in.strategy_ids = {d->strategies[i % 2].strategy->id};
         in.status = kOutcomes[i];
         in.speedup_after = kOutcomes[i] == fb::OutcomeStatus::Ok ? 1.2 + 0.3 * i : 0;
         in.verified = true;
@@ -115,9 +116,11 @@ Summary Summarize(const ExchangeSet& s) {
     task[t.id] = t.name;
     out.tasks.insert(t.name);
   }
-  for (const auto& x : s.strategies)
-    out.strategies[dir[x.direction_id] + "/" + x.name] = {x.description, x.stats->uses(),
-                                                          x.stats->successes()};
+  std::map<uint64_t, std::string> strategy;
+  for (const auto& x : s.strategies) {
+    strategy[x.id] = dir[x.direction_id] + "/" + x.name;
+    out.strategies[strategy[x.id]] = {x.description, x.stats->uses(), x.stats->successes()};
+  }
   for (const auto& x : s.sessions) {
     std::string history;
     for (uint64_t h : x.record.history) history += dir[h] + ",";
@@ -126,8 +129,13 @@ Summary Summarize(const ExchangeSet& s) {
   }
   for (const auto& x : s.transitions) {
     const auto& r = x.record;
+    // What the step did, by name: summary, strategies applied, advice it passed over.
+    std::string did = r.summary + " | applied:";
+    for (uint64_t id : r.strategy_ids) did += " " + strategy[id];
+    did += " | passed over:";
+    for (uint64_t id : r.passed_over_ids) did += " " + strategy[id];
     out.transitions[x.origin] = {dir[r.direction_id], static_cast<int>(r.status), r.speedup_before,
-                                 r.speedup_after,     r.candidate_hash,           r.summary,
+                                 r.speedup_after,     r.candidate_hash,           did,
                                  r.state->vector};
   }
   for (const auto& c : s.candidates) out.candidates[c.hash] = c.source;
@@ -174,6 +182,9 @@ TEST(ExchangeTest, ExportThenImportIntoAFreshStoreKeepsEveryRecord) {
   EXPECT_EQ(from.candidates.size(), 12u);
   EXPECT_EQ(from.directions.size(), 13u);
   for (const auto& s : from.sessions) EXPECT_EQ(s.origin.rfind(from.store_id + "/", 0), 0u);
+  size_t passed_over = 0;
+  for (const auto& r : from.transitions) passed_over += !r.record.passed_over_ids.empty();
+  EXPECT_GT(passed_over, 0u) << "the set carries steps that passed advice over";
 
   auto rep = ImportStore(b.path() + "/store", from, ImportOptions{});
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
