@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "base/log.h"
+#include "daemon/memory/store_file.h"
 
 namespace htam::memory {
 namespace {
@@ -45,13 +46,18 @@ const char* DbName(Db db) {
                                  "sessions",
                                  "task_sessions",
                                  "session_transitions",
-                                 "direction_strategies"};
+                                 "direction_strategies",
+                                 "cli_origins"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(Db::kCount));
   return kNames[static_cast<int>(db)];
 }
 
 bool IsSecondaryIndex(Db db) {
   return db == Db::kTaskSessions || db == Db::kSessionTransitions || db == Db::kDirectionStrategies;
+}
+
+bool IsOptional(Db db) {
+  return IsSecondaryIndex(db) || db == Db::kOrigins;
 }
 
 std::string KeyU64(uint64_t id) {
@@ -108,8 +114,33 @@ Txn::Txn(Store* store, MDB_txn* txn, bool read_only, std::shared_lock<std::share
     : store_(store), txn_(txn), read_only_(read_only), lock_(std::move(lock)) {}
 
 Txn::Txn(Txn&& o) noexcept
-    : store_(o.store_), txn_(o.txn_), read_only_(o.read_only_), lock_(std::move(o.lock_)) {
+    : store_(o.store_),
+      txn_(o.txn_),
+      read_only_(o.read_only_),
+      lock_(std::move(o.lock_)),
+      created_(o.created_),
+      created_dbis_(o.created_dbis_) {
   o.txn_ = nullptr;
+}
+
+bool Txn::Absent(Db db) const {
+  return store_->absent(db) && !created_[static_cast<int>(db)];
+}
+
+MDB_dbi Txn::Dbi(Db db) const {
+  return created_[static_cast<int>(db)] ? created_dbis_[static_cast<int>(db)] : store_->dbi(db);
+}
+
+Status Txn::Create(Db db) {
+  if (!Absent(db)) return Status::OK();
+  if (read_only_) return Status::PermissionDenied(std::string("no database ") + DbName(db));
+  // A handle of this transaction only: it lapses with an abort (a dry run), and the store that
+  // was opened without creating is not written again after a commit (Store::Open).
+  int i = static_cast<int>(db);
+  HTAM_RETURN_IF_ERROR(LmdbStatus(mdb_dbi_open(txn_, DbName(db), MDB_CREATE, &created_dbis_[i]),
+                                  std::string("creating database ") + DbName(db)));
+  created_[i] = true;
+  return Status::OK();
 }
 
 Txn::~Txn() {
@@ -117,8 +148,9 @@ Txn::~Txn() {
 }
 
 Status Txn::Get(Db db, std::string_view key, std::string_view* value) const {
+  if (Absent(db)) return Status::NotFound(std::string("no such key in ") + DbName(db));
   MDB_val k = Val(key), v;
-  int rc = mdb_get(txn_, store_->dbi(db), &k, &v);
+  int rc = mdb_get(txn_, Dbi(db), &k, &v);
   if (rc == MDB_NOTFOUND) return Status::NotFound(std::string("no such key in ") + DbName(db));
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, std::string("get from ") + DbName(db));
   *value = View(v);
@@ -126,14 +158,15 @@ Status Txn::Get(Db db, std::string_view key, std::string_view* value) const {
 }
 
 Status Txn::Put(Db db, std::string_view key, std::string_view value) {
+  HTAM_RETURN_IF_ERROR(Create(db));
   MDB_val k = Val(key), v = Val(value);
-  return LmdbStatus(mdb_put(txn_, store_->dbi(db), &k, &v, 0),
-                    std::string("put into ") + DbName(db));
+  return LmdbStatus(mdb_put(txn_, Dbi(db), &k, &v, 0), std::string("put into ") + DbName(db));
 }
 
 Status Txn::Del(Db db, std::string_view key) {
+  if (Absent(db)) return Status::OK();
   MDB_val k = Val(key);
-  int rc = mdb_del(txn_, store_->dbi(db), &k, nullptr);
+  int rc = mdb_del(txn_, Dbi(db), &k, nullptr);
   if (rc == MDB_NOTFOUND) return Status::OK();
   return LmdbStatus(rc, std::string("delete from ") + DbName(db));
 }
@@ -141,8 +174,9 @@ Status Txn::Del(Db db, std::string_view key) {
 Status Txn::Scan(Db db, std::string_view prefix,
                  const std::function<bool(std::string_view, std::string_view)>& fn,
                  std::string_view start) const {
+  if (Absent(db)) return Status::OK();
   Cursor cur;
-  int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
+  int rc = mdb_cursor_open(txn_, Dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
   std::string_view first = start.size() > prefix.size() ? start : prefix;
   MDB_val k = Val(first), v;
@@ -160,8 +194,9 @@ Status Txn::Scan(Db db, std::string_view prefix,
 
 Status Txn::ScanReverse(Db db,
                         const std::function<bool(std::string_view, std::string_view)>& fn) const {
+  if (Absent(db)) return Status::OK();
   Cursor cur;
-  int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
+  int rc = mdb_cursor_open(txn_, Dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
   MDB_val k, v;
   rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
@@ -174,8 +209,9 @@ Status Txn::ScanReverse(Db db,
 }
 
 Status Txn::Last(Db db, std::string_view* key, std::string_view* value) const {
+  if (Absent(db)) return Status::NotFound(std::string(DbName(db)) + " is empty");
   Cursor cur;
-  int rc = mdb_cursor_open(txn_, store_->dbi(db), &cur.c);
+  int rc = mdb_cursor_open(txn_, Dbi(db), &cur.c);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "cursor");
   MDB_val k, v;
   rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
@@ -187,15 +223,20 @@ Status Txn::Last(Db db, std::string_view* key, std::string_view* value) const {
 }
 
 Status Txn::Count(Db db, size_t* n) const {
+  if (Absent(db)) {
+    *n = 0;
+    return Status::OK();
+  }
   MDB_stat st;
-  int rc = mdb_stat(txn_, store_->dbi(db), &st);
+  int rc = mdb_stat(txn_, Dbi(db), &st);
   if (rc != MDB_SUCCESS) return LmdbStatus(rc, "stat");
   *n = st.ms_entries;
   return Status::OK();
 }
 
 Status Txn::Clear(Db db) {
-  return LmdbStatus(mdb_drop(txn_, store_->dbi(db), 0), std::string("clear ") + DbName(db));
+  if (Absent(db)) return Status::OK();
+  return LmdbStatus(mdb_drop(txn_, Dbi(db), 0), std::string("clear ") + DbName(db));
 }
 
 Result<uint64_t> Txn::NextId(Db db) const {
@@ -216,7 +257,9 @@ Status Txn::Commit() {
 // ---------------------------------------------------------------- Store
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, size_t map_size_mb,
-                                           size_t max_map_size_mb, bool read_only, bool sync) {
+                                           size_t max_map_size_mb, bool read_only, bool sync,
+                                           bool create) {
+  create = create && !read_only;
   std::error_code ec;
   if (!read_only) {
     std::filesystem::create_directories(dir, ec);
@@ -247,14 +290,16 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, size_t map_si
 
   // Open (or create) every named database once, in one transaction.
   MDB_txn* txn = nullptr;
-  rc = mdb_txn_begin(s->env_, nullptr, read_only ? MDB_RDONLY : 0, &txn);
+  rc = mdb_txn_begin(s->env_, nullptr, create ? 0 : MDB_RDONLY, &txn);
   if (rc) return LmdbStatus(rc, "begin");
   for (int i = 0; i < static_cast<int>(Db::kCount); ++i) {
-    rc = mdb_dbi_open(txn, DbName(static_cast<Db>(i)), read_only ? 0 : MDB_CREATE, &s->dbis_[i]);
-    if (rc == MDB_NOTFOUND && read_only && IsSecondaryIndex(static_cast<Db>(i))) {
-      // A version-1 store opened read-only: the index database does not exist; use meta as a
-      // stand-in that the code never scans for index keys (Check reports the migration due).
+    rc = mdb_dbi_open(txn, DbName(static_cast<Db>(i)), create ? MDB_CREATE : 0, &s->dbis_[i]);
+    if (rc == MDB_NOTFOUND && !create && IsOptional(static_cast<Db>(i))) {
+      // An older store opened without creating: the database does not exist and reads as empty
+      // (Check reports a migration due for missing secondary indexes); a write transaction
+      // creates it when it first writes there.
       s->dbis_[i] = 0;
+      s->absent_[i] = true;
       continue;
     }
     if (rc) {
@@ -304,7 +349,7 @@ Status Store::Grow() {
   return Status::OK();
 }
 
-Status Store::Write(const std::function<Status(Txn&)>& fn) {
+Status Store::Write(const std::function<Status(Txn&)>& fn, bool commit) {
   if (read_only_) return Status::PermissionDenied("store opened read-only");
   std::lock_guard<std::mutex> w(write_mu_);
   for (int attempt = 0; attempt < 64; ++attempt) {
@@ -322,7 +367,7 @@ Status Store::Write(const std::function<Status(Txn&)>& fn) {
       if (rc) return LmdbStatus(rc, "begin write");
       Txn txn(this, raw, false, std::move(lock));
       s = fn(txn);
-      if (s.ok()) s = txn.Commit();
+      if (s.ok() && commit) s = txn.Commit();
       // txn (and its shared lock) ends here; an uncommitted one is aborted.
     }
     if (s.ok()) return s;
@@ -340,6 +385,14 @@ Status Store::Sync() {
 
 Status Store::Backup(const std::string& dir) {
   return LmdbStatus(mdb_env_copy2(env_, dir.c_str(), MDB_CP_COMPACT), "backup to " + dir);
+}
+
+Status Store::CopyCompact(const std::string& store_dir, const std::string& dest_dir) {
+  HTAM_RETURN_IF_ERROR(InspectDataFile(store_dir).status());
+  HTAM_ASSIGN_OR_RETURN(auto store, Open(store_dir, /*map_size_mb=*/1, /*max_map_size_mb=*/1,
+                                         /*read_only=*/true));
+  return LmdbStatus(mdb_env_copy2(store->env_, dest_dir.c_str(), MDB_CP_COMPACT),
+                    "copying " + store_dir + " to " + dest_dir);
 }
 
 size_t Store::map_size() const {

@@ -34,11 +34,18 @@ enum class Db : int {
   kTaskSessions,         // (task, session) -> ""          secondary index
   kSessionTransitions,   // (session, transition) -> ""    secondary index
   kDirectionStrategies,  // (direction, strategy) -> ""    secondary index
+  // Where imported sessions and transitions were first recorded (memory/exchange.h):
+  // "o\0<kind>\0<origin>" -> local id, "r\0<kind>\0<local id>" -> origin. Named "cli_origins"
+  // on disk: the CLI kept it before the memory owned imports, and stores written then keep it.
+  kOrigins,
   kCount
 };
 const char* DbName(Db db);
 // Databases written since schema version 2 (the secondary indexes).
 bool IsSecondaryIndex(Db db);
+// Databases an older store may lack: opened read-only (or without creating), it reads them as
+// empty.
+bool IsOptional(Db db);
 
 // Key encoding helpers.
 std::string KeyU64(uint64_t id);
@@ -80,32 +87,48 @@ class Txn {
  private:
   friend class Store;
   Txn(Store* store, MDB_txn* txn, bool read_only, std::shared_lock<std::shared_mutex> lock);
+  // A database the store lacks (Store::absent) and this transaction has not created.
+  bool Absent(Db db) const;
+  MDB_dbi Dbi(Db db) const;
+  Status Create(Db db);  // creates an absent database in this (write) transaction
   Store* store_;
   MDB_txn* txn_;
   bool read_only_;
   std::shared_lock<std::shared_mutex> lock_;
+  std::array<bool, static_cast<int>(Db::kCount)> created_{};
+  std::array<MDB_dbi, static_cast<int>(Db::kCount)> created_dbis_{};
 };
 
 class Store {
  public:
-  // Opens (creating when allowed) the environment in `dir` and every named database.
+  // Opens (creating when allowed) the environment in `dir` and every named database. With
+  // create false (a dry run that must leave the file as it was) an optional database the store
+  // lacks is not created at open: it reads as empty, and a write transaction that writes there
+  // creates it for itself.
   static Result<std::unique_ptr<Store>> Open(const std::string& dir, size_t map_size_mb,
                                              size_t max_map_size_mb, bool read_only,
-                                             bool sync = true);
+                                             bool sync = true, bool create = true);
   ~Store();
 
   Result<Txn> BeginRead();
   // Runs fn inside one write transaction and commits it (synced to disk before returning). On
   // MDB_MAP_FULL the transaction is aborted, the map grown with no transaction open, and fn run
-  // again from the start: fn must not keep side effects outside the transaction.
-  Status Write(const std::function<Status(Txn&)>& fn);
+  // again from the start: fn must not keep side effects outside the transaction. With commit
+  // false the transaction is aborted after fn succeeded (a dry run sees its own writes, keeps
+  // none).
+  Status Write(const std::function<Status(Txn&)>& fn, bool commit = true);
 
   // Forces data to disk (for environments opened without sync).
   Status Sync();
-  // Consistent copy of the environment into an existing empty directory.
+  // Consistent, compacted copy of the environment into an existing empty directory.
   Status Backup(const std::string& dir);
+  // The same from the store in store_dir, opened read-only for the copy (safe while htamd
+  // writes); the file is checked first (store_file.h), so a truncated one is refused.
+  static Status CopyCompact(const std::string& store_dir, const std::string& dest_dir);
 
   MDB_dbi dbi(Db db) const { return dbis_[static_cast<int>(db)]; }
+  // A database an older store lacks (opened read-only or without creating, IsOptional).
+  bool absent(Db db) const { return absent_[static_cast<int>(db)]; }
   const std::string& dir() const { return dir_; }
   bool read_only() const { return read_only_; }
   size_t map_size() const;
@@ -117,6 +140,7 @@ class Store {
   Status Grow();
   MDB_env* env_ = nullptr;
   std::array<MDB_dbi, static_cast<int>(Db::kCount)> dbis_{};
+  std::array<bool, static_cast<int>(Db::kCount)> absent_{};
   std::string dir_;
   bool read_only_ = false;
   size_t max_map_bytes_ = 0;

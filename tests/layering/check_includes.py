@@ -55,6 +55,11 @@ EXCEPTIONS = {
     ("daemon/eval/worker_main.cc", "backends/cuda/ncu_profile.h"),
 }
 
+# Who may include LMDB: the memory (the sole owner of the store) and the scheduler's job queue,
+# which keeps its own environment apart from the store (daemon/scheduler/journal.h).
+LMDB_HEADER = "lmdb.h"
+LMDB_OWNERS = ("daemon/memory/", "daemon/scheduler/journal.")
+
 SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".hip", ".inc", ".c")
 SKIP_DIRS = {".git", "build", "node_modules", "__pycache__"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
@@ -105,6 +110,10 @@ def check(root):
                         m = INCLUDE.match(line)
                         if not m:
                             continue
+                        if m.group(1) == LMDB_HEADER and not rel.startswith(LMDB_OWNERS):
+                            found.append((rel, no, m.group(1), "only daemon/memory opens the store "
+                                          "(LMDB): go through its API"))
+                            continue
                         target = resolve(root, m.group(1))
                         if target is None or target == own or target in allowed[own]:
                             continue
@@ -124,6 +133,7 @@ def self_test():
             "daemon/memory/store.h": '#include "base/status.h"\n',
             "backends/cuda/device.cc": '#include "base/status.h"\n#include "htam/backend.h"\n',
             "backends/include/htam/backend.h": "// ABI\n",
+            "tools/cli/export.cc": '#include "daemon/memory/store.h"\n',
         }
         for path, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
@@ -135,7 +145,8 @@ def self_test():
             return 1
         planted = [("base/status.h", '#include "daemon/memory/store.h"\n'),
                    ("backends/cuda/device.cc", '#include "daemon/config/config.h"\n'),
-                   ("daemon/memory/store.h", '#include "tools/cli/cli.h"\n')]
+                   ("daemon/memory/store.h", '#include "tools/cli/cli.h"\n'),
+                   ("tools/cli/export.cc", '#include <lmdb.h>\n')]
         for path, text in planted:
             with open(os.path.join(root, path), "a") as fh:
                 fh.write(text)

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "daemon/memory/codec.h"
+#include "daemon/memory/store.h"
 #include "tools/cli/exchange.h"
-#include "tools/cli/lmdb_raw.h"
 #include "tools/cli/lock.h"
 #include "tools/cli/test_store.h"
 
@@ -383,19 +383,19 @@ TEST_F(CliTest, CheckFindsAndRebuildRepairs) {
   Build();
   std::string store = data_ + "/store";
   {
-    auto env = RawEnv::OpenWrite(store, size_t{256} << 20);
-    ASSERT_TRUE(env.ok());
-    auto t = RawTxn::Begin(env->get());
-    ASSERT_TRUE(t.ok());
-    std::string key(8, '\0');
-    key[7] = 1;  // direction 1
-    std::string v;
-    ASSERT_TRUE((*t)->Get("directions", key, &v).ok());
-    fb::DirectionT d;
-    ASSERT_TRUE(memory::Decode(v, &d, "direction").ok());
-    d.stats = std::make_unique<fb::GainStats>(999, 0, 0, 0, 0, 0, 0, 0);
-    ASSERT_TRUE((*t)->Put("directions", key, memory::Encode(d)).ok());
-    ASSERT_TRUE((*t)->Commit().ok());
+    // The store layer itself, not the memory: nothing of the memory's would write such stats.
+    auto st = memory::Store::Open(store, 256, 256, /*read_only=*/false);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    Status w = (*st)->Write([](memory::Txn& t) {
+      std::string key = memory::KeyU64(1);  // direction 1
+      std::string_view v;
+      HTAM_RETURN_IF_ERROR(t.Get(memory::Db::kDirections, key, &v));
+      fb::DirectionT d;
+      HTAM_RETURN_IF_ERROR(memory::Decode(v, &d, "direction"));
+      d.stats = std::make_unique<fb::GainStats>(999, 0, 0, 0, 0, 0, 0, 0);
+      return t.Put(memory::Db::kDirections, key, memory::Encode(d));
+    });
+    ASSERT_TRUE(w.ok()) << w.ToString();
   }
   CliRun c = Cli({"-d", data_, "check"});
   EXPECT_EQ(c.rc, kExitFail);

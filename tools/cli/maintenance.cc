@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/memory/store.h"
+#include "daemon/memory/store_file.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/inspect_util.h"
-#include "tools/cli/lmdb_raw.h"
+#include "tools/cli/isolate.h"
 #include "tools/cli/lock.h"
 
 namespace htam::cli {
@@ -50,7 +52,7 @@ std::string BackupStore(const std::string& backup) {
 // Runs Memory::Check on a store in a child process, so that a store damaged badly enough to
 // crash LMDB (a fault on a wild page) is reported, never crashes the CLI. Returns the problems.
 Result<std::vector<std::string>> CheckIsolated(const std::string& store_dir) {
-  HTAM_RETURN_IF_ERROR(InspectDataFile(store_dir).status());
+  HTAM_RETURN_IF_ERROR(memory::InspectDataFile(store_dir).status());
   int p[2];
   if (::pipe(p) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
   std::fflush(nullptr);
@@ -135,7 +137,8 @@ int CmdBackup(Context& c) {
     if (!st.ok()) return cleanup(), Fail(c, st);
     ++snapshots;
   }
-  Status st = RunIsolated([&] { return CopyCompact(store, tmp + "/store"); }, "copying " + store);
+  Status st = RunIsolated([&] { return memory::Store::CopyCompact(store, tmp + "/store"); },
+                          "copying " + store);
   if (!st.ok()) return cleanup(), Fail(c, st);
   st = FsyncPath(tmp + "/store/data.mdb");
   if (!st.ok()) return cleanup(), Fail(c, st);

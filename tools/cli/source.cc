@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "daemon/config/config.h"
+#include "daemon/memory/store_file.h"
 #include "htam/client.h"
-#include "tools/cli/lmdb_raw.h"
 
 namespace htam::cli {
 namespace {
@@ -163,7 +163,7 @@ Result<std::unique_ptr<Source>> OpenLocal(const std::string& data_dir) {
     return Status::NotFound("no htam store at " + dir +
                             " (set --data-dir to htamd's general.data_dir)");
   // Before anything maps the file: a truncated data.mdb would fault on first access.
-  auto file = InspectDataFile(dir);
+  auto file = memory::InspectDataFile(dir);
   if (!file.ok()) return file.status();
   auto m = memory::Memory::OpenReadOnly(dir);
   if (!m.ok()) return m.status();
