@@ -19,10 +19,21 @@ fi
 flags=(-std=c++20 -fsyntax-only -Wno-everything -Wthread-safety -Werror=thread-safety)
 for d in "${incs[@]}"; do [[ -n "$d" ]] && flags+=("-I$d"); done
 for d in "${defs[@]}"; do [[ -n "$d" ]] && flags+=("-D$d"); done
-status=0
+# The sources are compiled at the same time (each clang is one process), then judged in order.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+i=0
 for src in "$@"; do
-  out=$("$clangxx" "${flags[@]}" "$src" 2>&1)
-  rc=$?
+  ("$clangxx" "${flags[@]}" "$src" >"$tmp/$i.out" 2>&1; echo $? >"$tmp/$i.rc") &
+  i=$((i + 1))
+done
+wait
+status=0
+i=0
+for src in "$@"; do
+  out=$(<"$tmp/$i.out")
+  rc=$(<"$tmp/$i.rc")
+  i=$((i + 1))
   case "$expect" in
     pass)
       if [[ $rc -ne 0 ]]; then
