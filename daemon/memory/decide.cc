@@ -190,6 +190,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
         n.gain = StepGain(status, row->speedup_before, row->speedup_after);
         n.strategy_ids.assign(table_.Strategies(*row), table_.Strategies(*row) + row->strategies);
         n.learned_strategy_id = row->learned_strategy_id;
+        n.passed_over_ids.assign(table_.PassedOver(*row), table_.PassedOver(*row) + row->passed);
         neighbors.push_back(std::move(n));
         continue;
       }
@@ -214,6 +215,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
       if (r->strategy_ids())
         n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
       n.learned_strategy_id = r->learned_strategy_id();
+      if (r->passed_over_ids())
+        n.passed_over_ids.assign(r->passed_over_ids()->begin(), r->passed_over_ids()->end());
       neighbors.push_back(std::move(n));
     }
   }
@@ -441,13 +444,33 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     effect.back().wgain += c.wgain;
     effect.back().w += c.w;
   }
+  // Advice that other sessions' steps in similar states passed over (it did not fit such
+  // kernels): strategy (as recorded: the one a learned strategy counts as) -> their attention
+  // weight. This session's own steps count through `passes` instead.
+  std::vector<std::pair<uint64_t, double>> passed_here;
+  if (all && o_.passed_over_weight != 0) {
+    for (const Neighbor& n : neighbors) {
+      if (n.session_id == ps.session_id) continue;
+      for (uint64_t s : n.passed_over_ids) passed_here.emplace_back(s, n.weight);
+    }
+    std::stable_sort(passed_here.begin(), passed_here.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t w = 0;
+    for (size_t i = 0; i < passed_here.size(); ++i) {
+      if (w && passed_here[w - 1].first == passed_here[i].first)
+        passed_here[w - 1].second += passed_here[i].second;
+      else
+        passed_here[w++] = passed_here[i];
+    }
+    passed_here.resize(w);
+  }
   // Score from the stored bytes; unpack only the winners (strategies carry their embeddings).
   struct Scored {
     FbView<fb::Strategy> s;
     double score, sim, success_rate, mean_gain;
     bool match, cross;
     size_t source;
-    double local_w, retries, passes;
+    double local_w, retries, passes, passed_w;
     uint64_t key;  // the strategy it counts as (its parent for a learned one)
   };
   std::vector<Scored> scored;
@@ -471,6 +494,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
              false,
              false,
              c.source,
+             0,
              0,
              0,
              0,
@@ -500,6 +524,10 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       x.passes = p != passes.end() && p->first == x.key ? p->second : 0.0;
       x.score += o_.direction_weight * src.dir_score - o_.retry_penalty * x.retries -
                  o_.not_applicable_penalty * x.passes + o_.applied_weight * local_w / (local_w + m);
+      auto q = std::lower_bound(passed_here.begin(), passed_here.end(), x.key,
+                                [](const auto& e, uint64_t s) { return e.first < s; });
+      x.passed_w = q != passed_here.end() && q->first == x.key ? q->second : 0.0;
+      x.score -= o_.passed_over_weight * x.passed_w / (x.passed_w + m);
     }
     scored.push_back(std::move(x));
   }
@@ -527,6 +555,9 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       if (x.local_w > 0)
         note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
                 ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";
+      if (x.passed_w > 0)
+        note += "   Passed over in similar states: attended steps of other sessions that did not "
+                "apply it weigh " + Short(x.passed_w) + ", ranked lower\n";
       if (x.passes > 0 && o_.not_applicable_penalty > 0)
         note += "   Passed over in this session (" + Short(x.passes) +
                 " counted): it did not fit the kernel, ranked lower\n";

@@ -55,6 +55,9 @@ struct MemoryImpl::Prepared {
   StateInput state;
   std::vector<float> summary_vec;  // empty: no embedding for the summary
   std::string candidate_hash;
+  // The session's last advice (strategy_scope all) when there is one: at which step, in order.
+  std::optional<uint32_t> advice_step;
+  std::vector<uint64_t> advised;
 };
 
 struct MemoryImpl::Pending {
@@ -90,6 +93,14 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
     auto it = pending_.find(in.session_id);
     if (it != pending_.end()) p.state = it->second;
   }
+  {
+    MutexLock l(&pending_mu_);
+    auto it = advice_.find(in.session_id);
+    if (it != advice_.end() && !it->second.advised.empty()) {
+      p.advice_step = it->second.step;
+      p.advised = it->second.advised;
+    }
+  }
   if (in.embedding)
     p.summary_vec = *in.embedding;
   else if (meta_.embedder_model == kBuiltinEmbedder && !in.summary.empty())
@@ -98,6 +109,27 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   if (p.candidate_hash.empty() && !in.source.empty())
     p.candidate_hash = CandidateHash(in.language, in.source);
   return p;
+}
+
+// The advice that the step of the session at `step` passed over: what its NextStep ranked above
+// the first strategy the step applied, or all of it when it applied none (it did not fit the
+// kernel). A learned strategy counts as the one it was learned as (TransitionTable::Parent), once.
+std::vector<uint64_t> MemoryImpl::PassedOverIds(const Prepared& p, uint32_t step) {
+  std::vector<uint64_t> out;
+  if (!p.advice_step || *p.advice_step != step) return out;  // the step followed no advice
+  ReaderMutexLock l(&index_mu_);
+  auto canon = [&](uint64_t id) REQUIRES_SHARED(index_mu_) {
+    uint64_t parent = table_.Parent(id);
+    return parent ? parent : id;
+  };
+  std::set<uint64_t> applied;
+  for (uint64_t id : p.in.strategy_ids) applied.insert(canon(id));
+  for (uint64_t id : p.advised) {
+    uint64_t c = canon(id);
+    if (applied.count(c)) break;
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
 }
 
 // Everything one step changes, inside the caller's write transaction.
@@ -241,6 +273,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
   rec.diagnostics = in.diagnostics;
   rec.model = session.model;
   rec.created_ns = now;
+  rec.passed_over_ids = PassedOverIds(p, session.steps);
   std::string rec_bytes = Encode(rec);
   HTAM_RETURN_IF_ERROR(t.Put(Db::kTransitions, KeyU64(rec.id), rec_bytes));
   HTAM_RETURN_IF_ERROR(t.Put(Db::kSessionTransitions, KeyPair(session.id, rec.id), ""));

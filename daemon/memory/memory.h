@@ -77,6 +77,9 @@ struct MemoryOptions {
   double not_applicable_penalty = 1.0;
   // Bonus of a strategy applied in similar states, x w/(w + prior_strength) ("all").
   double applied_weight = 0.5;
+  // Penalty of a strategy other sessions passed over in similar states, x w/(w + prior_strength)
+  // ("all").
+  double passed_over_weight = 0.0;
   // Similarity candidates of each direction that was not chosen ("all").
   int other_direction_candidates = 32;
   // Learning.

@@ -130,6 +130,7 @@ class MemoryImpl final : public Memory {
 
   // learning (learn.cc)
   Result<Prepared> Prepare(const StepInput& in);
+  std::vector<uint64_t> PassedOverIds(const Prepared& p, uint32_t step) EXCLUDES(index_mu_);
   Status ApplyStep(Txn& t, const Prepared& p,
                    std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
                    IndexDelta* delta, StepRecorded* out);

@@ -440,6 +440,60 @@ TEST(MemoryTest, StrategyAppliedInSimilarStatesRanksHigher) {
       << rank_with << " vs " << rank_without << "\n" << d->prompt_context;
 }
 
+TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
+  TempDir dir;
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  uint64_t task = 0, passed = 0, used = 0;
+  size_t passed_without = 0, used_without = 0;
+  {
+    MemoryOptions o = Opts(dir.path());
+    o.applied_weight = 0;  // only the new term speaks for what sessions did
+    o.passed_over_weight = 0;
+    auto m = OpenOk(o);
+    task = Task(m.get(), "relu", "elementwise");
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, mem);
+    ASSERT_TRUE(d.ok() && d->strategies.size() >= 4);
+    // The agent applied the third piece of advice, no faster: the first two did not fit.
+    passed = d->strategies[0].strategy->id;
+    uint64_t second = d->strategies[1].strategy->id;
+    const fb::StrategyT& u = *d->strategies[2].strategy;
+    used = u.id;
+    StepInput st = Step(s->id, u.direction_id, fb::OutcomeStatus::Ok, 1.0);
+    st.strategy_ids = {used};
+    auto rec = m->RecordStep(st);
+    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    ASSERT_TRUE(m->CloseSession(s->id).ok());
+    // The record names what the step passed over, in the order it was advised.
+    auto r = m->GetTransition(rec->transition_id);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->passed_over_ids, (std::vector<uint64_t>{passed, second}));
+    // Without the term a new session on the task is advised as before.
+    auto s2 = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d2 = m->NextStep(s2->id, mem);
+    ASSERT_TRUE(d2.ok());
+    passed_without = Rank(*d2, passed);
+    used_without = Rank(*d2, used);
+    ASSERT_NE(passed_without, std::string::npos);
+    ASSERT_NE(used_without, std::string::npos);
+    EXPECT_LT(passed_without, used_without) << "the test needs the term to change the order";
+  }
+  // A new session (after a restart: nothing of the first session is in memory) on the task.
+  MemoryOptions o = Opts(dir.path());
+  o.applied_weight = 0;
+  o.passed_over_weight = 5;
+  auto m = OpenOk(o);
+  auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+  auto d = m->NextStep(s->id, mem);
+  ASSERT_TRUE(d.ok());
+  size_t ru = Rank(*d, used), rp = Rank(*d, passed);
+  ASSERT_NE(ru, std::string::npos) << d->prompt_context;
+  EXPECT_TRUE(rp == std::string::npos || rp > ru) << rp << " vs " << ru << "\n"
+                                                  << d->prompt_context;
+  if (rp != std::string::npos)
+    EXPECT_NE(d->prompt_context.find("Passed over in similar states"), std::string::npos);
+}
+
 TEST(MemoryTest, CrossBackendExperienceAnswersAHipSessionDiscounted) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());
@@ -684,6 +738,57 @@ TEST(MemoryTest, MigratesAVersionOneStore) {
   for (const auto& e : fs::directory_iterator(dir.path()))
     backup = backup || e.path().filename().string().rfind("backup-v1-", 0) == 0;
   EXPECT_TRUE(backup);
+}
+
+TEST(MemoryTest, RecordWithoutPassedOverAdviceStillReads) {
+  TempDir dir;
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  uint64_t task = 0, id = 0;
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    task = Task(m.get());
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, mem);
+    ASSERT_TRUE(d.ok());
+    auto rec = m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 1.0));
+    ASSERT_TRUE(rec.ok());
+    id = rec->transition_id;
+    ASSERT_FALSE(m->GetTransition(id)->passed_over_ids.empty()) << "it applied none of it";
+  }
+  // Rewrite the record as a store of an older version wrote it: without the field at all.
+  {
+    auto store = Store::Open(dir.path(), 16, 64, false);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)
+                    ->Write([&](Txn& t) {
+                      std::string_view v;
+                      HTAM_RETURN_IF_ERROR(t.Get(Db::kTransitions, KeyU64(id), &v));
+                      fb::TransitionRecordT r;
+                      HTAM_RETURN_IF_ERROR(Decode(v, &r, "transition"));
+                      r.passed_over_ids.clear();  // an empty vector is not written
+                      std::string bytes = Encode(r);
+                      auto* table = reinterpret_cast<const flatbuffers::Table*>(
+                          flatbuffers::GetRoot<fb::TransitionRecord>(bytes.data()));
+                      const uint8_t* vt = table->GetVTable();
+                      uint16_t vt_size = 0;
+                      std::memcpy(&vt_size, vt, sizeof vt_size);
+                      EXPECT_LE(vt_size, fb::TransitionRecord::VT_PASSED_OVER_IDS)
+                          << "the record must have the old table layout";
+                      return t.Put(Db::kTransitions, KeyU64(id), bytes);
+                    })
+                    .ok());
+  }
+  fs::remove(dir.path() + "/transitions.idx");  // rows are rebuilt from the records
+  auto m = OpenOk(Opts(dir.path()));
+  auto r = m->GetTransition(id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->passed_over_ids.empty());
+  std::vector<std::string> problems;
+  EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
+  EXPECT_NE(m->StatusText().find("transition_table_source:records"), std::string::npos);
+  auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(m->NextStep(s->id, mem).ok());
 }
 
 TEST(MemoryTest, MapGrowsUnderATinyInitialMap) {

@@ -94,6 +94,8 @@ struct Neighbor {
   std::string backend;
   std::vector<uint64_t> strategy_ids;
   uint64_t learned_strategy_id = 0;
+  // Advised before the step and passed over (TransitionRecord::passed_over_ids).
+  std::vector<uint64_t> passed_over_ids;
 };
 
 // Sets weight = backend_factor * exp((sim - 1) / T), sim = (1-h) state + h history.

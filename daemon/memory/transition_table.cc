@@ -9,7 +9,7 @@ namespace htam::memory {
 namespace {
 
 constexpr uint32_t kTableMagic = 0x48545442;  // "HTTB"
-constexpr uint32_t kTableFormat = 1;
+constexpr uint32_t kTableFormat = 2;  // 2: rows name passed-over strategies
 
 template <typename T>
 void Put(std::string* out, const T& v) {
@@ -78,11 +78,16 @@ void TransitionTable::Fill(const fb::TransitionRecord& r, size_t key_dim, Row* o
   }
   if (b != backends_.end()) row.backend = static_cast<uint8_t>(b - backends_.begin());
   size_t ns = r.strategy_ids() ? r.strategy_ids()->size() : 0;
-  if (ns > std::numeric_limits<uint16_t>::max() || !FitsU32(pool_.size() + ns)) fits = false;
-  if (fits && ns) {
+  size_t np = r.passed_over_ids() ? r.passed_over_ids()->size() : 0;
+  if (ns > std::numeric_limits<uint16_t>::max() || np > std::numeric_limits<uint16_t>::max() ||
+      !FitsU32(pool_.size() + ns + np))
+    fits = false;
+  if (fits && ns + np) {
     row.strategies_at = static_cast<uint32_t>(pool_.size());
     row.strategies = static_cast<uint16_t>(ns);
-    pool_.insert(pool_.end(), r.strategy_ids()->begin(), r.strategy_ids()->end());
+    row.passed = static_cast<uint16_t>(np);
+    if (ns) pool_.insert(pool_.end(), r.strategy_ids()->begin(), r.strategy_ids()->end());
+    if (np) pool_.insert(pool_.end(), r.passed_over_ids()->begin(), r.passed_over_ids()->end());
   }
   if (!fits) {
     Row fallback;
@@ -121,6 +126,9 @@ std::string TransitionTable::Compare(const fb::TransitionRecord& r, size_t key_d
   if (row->strategies != want.strategies ||
       !std::equal(Strategies(*row), Strategies(*row) + row->strategies, one.Strategies(want)))
     return "strategies differ";
+  if (row->passed != want.passed ||
+      !std::equal(PassedOver(*row), PassedOver(*row) + row->passed, one.PassedOver(want)))
+    return "passed-over strategies differ";
   return "";
 }
 
@@ -189,7 +197,8 @@ Status TransitionTable::Deserialize(std::string_view in, TransitionTable* out) {
     ++t.present_;
     if (!(r.flags & kFallback) && r.backend >= t.backends_.size())
       return Status::Corruption("transition table: bad backend index");
-    if (r.history_size > kHistory || uint64_t{r.strategies_at} + r.strategies > npool)
+    if (r.history_size > kHistory ||
+        uint64_t{r.strategies_at} + r.strategies + r.passed > npool)
       return Status::Corruption("transition table: bad row");
     t.NoteParent(r);
   }

@@ -1,5 +1,5 @@
 // The per-transition facts the policy reads for every attended neighbour (direction, outcome,
-// speedups, backend, the tail of the history, credited strategies, session), kept in memory
+// speedups, backend, the tail of the history, credited and passed-over strategies, session), kept in memory
 // beside the transition index so that a decision reads no LMDB page for its neighbours.
 // Derived from the records like the FAISS index: built from them, saved in the transition
 // snapshot, compared with them on load (spot checks) and by Check() (every row).
@@ -34,6 +34,7 @@ class TransitionTable {
     uint8_t backend = 0;         // index into backends()
     uint8_t history_size = 0;    // valid entries of history (newest last)
     uint8_t flags = 0;           // kPresent | kKeyOk | kFallback
+    uint16_t passed = 0;         // passed-over strategy ids, in the pool after the credited ones
     uint32_t history[kHistory] = {};
   };
   static constexpr uint8_t kPresent = 1;   // a record with this id exists
@@ -46,6 +47,10 @@ class TransitionTable {
   const Row* Find(uint64_t id) const;
   // Credited strategy ids of a row (as the record names them, without the learned one).
   const uint64_t* Strategies(const Row& row) const { return pool_.data() + row.strategies_at; }
+  // Strategies the step passed over (as the record names them).
+  const uint64_t* PassedOver(const Row& row) const {
+    return pool_.data() + row.strategies_at + row.strategies;
+  }
   std::string_view Backend(const Row& row) const { return backends_[row.backend]; }
   // The strategy a learned strategy was learned as: the first strategy credited by the step that
   // created (or was merged into) it; 0 when no row says. Lets the policy treat a learned

@@ -1,6 +1,7 @@
 // Prometheus metrics and health over a ZeroMQ STREAM socket; see metrics.h.
 #include "daemon/server/metrics.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -230,43 +231,61 @@ Result<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const std::string& endpo
 
 MetricsHttp::~MetricsHttp() {
   stop_.store(true);
+  context_.shutdown();  // a call the thread is inside returns ETERM at once
   if (thread_.joinable()) thread_.join();
 }
 
 void MetricsHttp::Loop() {
   std::unordered_map<std::string, std::string> heads;  // connection id -> bytes so far
+  // Answers never block: a peer whose connection is closing or full loses its answer (EAGAIN, or
+  // EHOSTUNREACH once it is gone), and the loop goes on to the next one.
   auto send = [this](const std::string& id, const std::string& data) {
-    socket_.send(zmq::buffer(id), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(data), zmq::send_flags::none);
+    try {
+      if (socket_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+        (void)socket_.send(zmq::buffer(data), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) throw;
+    }
   };
+  // A STREAM message is two frames, the connection id (more) and its bytes. Frames are read one
+  // at a time without blocking and paired by the `more` flag, so an interruption between the two
+  // (EINTR) can never shift every later id by one frame.
+  std::string id;
+  bool have_id = false;
   while (!stop_.load()) {
     try {
       zmq::pollitem_t items[] = {{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(100));
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
-      zmq::message_t id, data;
-      if (!socket_.recv(id, zmq::recv_flags::dontwait)) continue;
-      (void)socket_.recv(data, zmq::recv_flags::none);
-      const std::string key = id.to_string();
-      if (data.size() == 0) {  // connect or disconnect notification
-        heads.erase(key);
-        continue;
-      }
-      std::string& head = heads[key];
-      head.append(static_cast<const char*>(data.data()), data.size());
-      if (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
-        if (head.size() > kMaxRequestHead) {
-          send(key, HttpResponse(431, "Request Header Fields Too Large",
-                                 "text/plain; charset=utf-8", "request head too large\n"));
-          send(key, "");  // an empty frame closes the connection
-          heads.erase(key);
+      for (zmq::message_t frame; !stop_.load() && socket_.recv(frame, zmq::recv_flags::dontwait);) {
+        if (frame.more()) {  // the id frame
+          id = frame.to_string();
+          have_id = true;
+          continue;
         }
-        continue;
+        if (!have_id) continue;  // bytes without their id: drop them
+        have_id = false;
+        if (frame.size() == 0) {  // connect or disconnect notification
+          heads.erase(id);
+          continue;
+        }
+        std::string& head = heads[id];
+        head.append(static_cast<const char*>(frame.data()), frame.size());
+        if (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
+          if (head.size() > kMaxRequestHead) {
+            send(id, HttpResponse(431, "Request Header Fields Too Large",
+                                  "text/plain; charset=utf-8", "request head too large\n"));
+            send(id, "");  // an empty frame closes the connection
+            heads.erase(id);
+          }
+          continue;
+        }
+        send(id, Respond(head, metrics_));
+        send(id, "");
+        heads.erase(id);
       }
-      send(key, Respond(head, metrics_));
-      send(key, "");
-      heads.erase(key);
     } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) break;  // the destructor shut the context down
       if (e.num() == EINTR) continue;
       HTAM_LOG(kWarn, kComponent) << "metrics endpoint: " << e.what();
     }

@@ -8,13 +8,54 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace htam::server {
 namespace {
 
 bool Contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
+}
+
+// A connected TCP socket to 127.0.0.1:`port`, or -1.
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// GET `path` on a fresh connection; the whole response, or "" when none came in `timeout_s`.
+std::string Get(int port, const std::string& path, int timeout_s = 5) {
+  const int fd = Connect(port);
+  if (fd < 0) return "";
+  timeval tv{timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return "";
+  }
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return got;
+}
+
+int PortOf(const MetricsHttp& http) {
+  const std::string& ep = http.endpoint();  // tcp://127.0.0.1:PORT
+  return std::stoi(ep.substr(ep.rfind(':') + 1));
 }
 
 TEST(MetricsTest, RequestsOutcomesGaugesAndMemoryLines) {
@@ -92,6 +133,45 @@ TEST(MetricsTest, ServesOverTcp) {
   close(fd);  // the server closed first: read() returned 0
   EXPECT_EQ(got.rfind("HTTP/1.1 200 OK", 0), 0u) << got;
   EXPECT_TRUE(Contains(got, "htam_requests_total{type=\"Hello\"} 1")) << got;
+}
+
+// Clients that go away at every point of an exchange (before sending, after half a head, right
+// after the request without reading, with a reset) never stall the responder: the next scrape is
+// answered, and the endpoint stops promptly with connections still open.
+TEST(MetricsTest, ClientsThatLeaveEarlyNeverStallTheEndpoint) {
+  Metrics m;
+  auto http = MetricsHttp::Start("127.0.0.1:0", &m);
+  ASSERT_TRUE(http.ok()) << http.status().ToString();
+  const int port = PortOf(**http);
+  std::vector<int> left_open;
+  for (int round = 0; round < 40; ++round) {
+    const int silent = Connect(port);  // connects, says nothing, closes
+    ASSERT_GE(silent, 0);
+    close(silent);
+    const int half = Connect(port);  // half a head, then gone
+    ASSERT_GE(half, 0);
+    ASSERT_EQ(write(half, "GET /metr", 9), 9);
+    close(half);
+    const int hasty = Connect(port);  // a whole request, closed before the answer is read
+    ASSERT_GE(hasty, 0);
+    const std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
+    ASSERT_EQ(write(hasty, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    if (round % 2 == 0) {  // with a reset instead of an orderly close
+      linger lg{1, 0};
+      setsockopt(hasty, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    close(hasty);
+    if (round % 10 == 0) left_open.push_back(Connect(port));  // idle until the end
+    const std::string got = Get(port, round % 3 == 0 ? "/nope" : "/healthz");
+    ASSERT_FALSE(got.empty()) << "no answer in round " << round;
+    EXPECT_TRUE(got.rfind("HTTP/1.1 404", 0) == 0 || got.rfind("HTTP/1.1 200", 0) == 0) << got;
+  }
+  // Stopping with idle connections still open returns promptly.
+  auto stopped = std::async(std::launch::async, [&] { http->reset(); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the endpoint did not stop";
+  stopped.wait();
+  for (int fd : left_open) close(fd);
 }
 
 }  // namespace

@@ -245,11 +245,13 @@ TEST_F(CliTest, ExportImportRoundTrip) {
   ASSERT_EQ(Cli({"-d", other, "export", "-o", file2, "--site", "a"}).rc, 0);
   std::ifstream fa(file), fb(file2);
   std::string la, lb;
-  size_t lines = 0;
+  size_t lines = 0, passed_over = 0;
   while (std::getline(fa, la)) {
     ASSERT_TRUE(static_cast<bool>(std::getline(fb, lb)));
     Json a = Json::parse(la), b = Json::parse(lb);
     if (lines++ == 0) continue;  // headers name different stores
+    if (a.value("type", "") == "transition" && !a["record"]["passed_over_ids"].empty())
+      ++passed_over;
     if (a.value("type", "") == "strategy") {
       a["record"]["provenance"]["site"] = b["record"]["provenance"]["site"];  // stamped on import
       EXPECT_EQ(b["record"]["provenance"]["site"], "a");
@@ -258,6 +260,7 @@ TEST_F(CliTest, ExportImportRoundTrip) {
   }
   EXPECT_FALSE(std::getline(fb, lb));
   EXPECT_GT(lines, 100u);
+  EXPECT_GT(passed_over, 0u) << "steps that passed advice over carry it through the exchange";
   // Importing again changes nothing.
   ASSERT_EQ(Cli({"-d", other, "import", file}).rc, 0);
   std::string file3 = (dir_ / "c.jsonl").string();

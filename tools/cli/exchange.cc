@@ -525,6 +525,8 @@ class Merger {
       std::erase(r.strategy_ids, 0);
       r.learned_strategy_id = Map(strategy_map_, r.learned_strategy_id);
       if (!r.learned_strategy_id) r.learned_merged = false;
+      for (auto& s : r.passed_over_ids) s = Map(strategy_map_, s);
+      std::erase(r.passed_over_ids, 0);
       // The key hashes direction ids of the history: recomputed when they were remapped.
       if (r.state && (!same_history || r.state->vector.size() != memory::kKeyDim)) {
         memory::PolicyState ps;

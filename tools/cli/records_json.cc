@@ -180,7 +180,8 @@ Json ToJson(const fb::TransitionRecordT& r, bool with_vector) {
               {"model", r.model},
               {"created_ns", r.created_ns},
               {"learned_strategy_id", r.learned_strategy_id},
-              {"learned_merged", r.learned_merged}};
+              {"learned_merged", r.learned_merged},
+              {"passed_over_ids", r.passed_over_ids}};
 }
 
 Json ToJson(const fb::TransitionEdgeT& e) {
@@ -354,6 +355,7 @@ Status FromJson(const Json& j, fb::TransitionRecordT* r) {
     Get(j, "created_ns", &r->created_ns);
     Get(j, "learned_strategy_id", &r->learned_strategy_id);
     Get(j, "learned_merged", &r->learned_merged);
+    Get(j, "passed_over_ids", &r->passed_over_ids);  // absent in older exports: none
   });
 }
 
