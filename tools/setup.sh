@@ -16,7 +16,7 @@ PACKAGES=(
   python3 python3-zmq python3-flatbuffers
   python3-torch
   hipcc libamdhip64-dev
-  clang libclang-rt-dev
+  clang libclang-rt-dev  # fuzz targets; the thread-safety check (ctest label lint)
   graphviz
   systemd
 )

@@ -97,6 +97,7 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   size_t first = recent.size() > want ? recent.size() - want : 0;
   for (size_t i = tries ? 0 : first; i < recent.size(); ++i) {
     if (from_table) {
+      index_mu_.AssertReaderHeld();  // from_table: the caller holds it (see the header)
       const TransitionTable::Row* row = table_.Find(recent[i]);
       if (row && !(row->flags & TransitionTable::kFallback)) {
         auto status = static_cast<fb::OutcomeStatus>(row->status);
@@ -151,7 +152,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     // The index, its table and the neighbours' facts under one shared lock: a decision reads
     // no transition record for a neighbour the table holds (rows missing there, e.g. of a
     // commit not yet applied, or that do not fit a row, are read from the store).
-    std::shared_lock<std::shared_mutex> l(index_mu_);
+    ReaderMutexLock l(&index_mu_);
     HTAM_RETURN_IF_ERROR(
         BuildPolicyState(t, *session, state, &ps, o_.transition_table, /*tries=*/true));
     key = TransitionKey(ps, o_);
@@ -268,7 +269,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   }
   HTAM_RETURN_IF_ERROR(Retrieve(t, ps, task, d.direction, neighbors, state, embedding, &d));
   {
-    std::lock_guard<std::mutex> l(pending_mu_);
+    MutexLock l(&pending_mu_);
     pending_[session_id] = state;
     if (scope_all) {
       if (advice_.size() >= kMaxAdvisedSessions && !advice_.count(session_id)) advice_.clear();
@@ -283,13 +284,13 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
 
 void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
   // A learned strategy and the one it was learned as are one strategy here.
-  std::shared_lock<std::shared_mutex> il(index_mu_);
-  auto canon = [&](uint64_t id) {
+  ReaderMutexLock il(&index_mu_);
+  auto canon = [&](uint64_t id) REQUIRES_SHARED(index_mu_) {
     uint64_t p = table_.Parent(id);
     return p ? p : id;
   };
   for (auto& x : ps->tried) x.strategy_id = canon(x.strategy_id);
-  std::lock_guard<std::mutex> l(pending_mu_);
+  MutexLock l(&pending_mu_);
   auto it = advice_.find(session_id);
   if (it == advice_.end()) return;
   Advice& a = it->second;
@@ -314,7 +315,7 @@ std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIn
   uint64_t key =
       Hash64(query.data(), query.size() * sizeof(float), direction ^ (uint64_t(k) << 56));
   {
-    std::lock_guard<std::mutex> g(retrieval_cache_mu_);
+    MutexLock g(&retrieval_cache_mu_);
     auto it = retrieval_cache_.find(key);
     if (it != retrieval_cache_.end() && it->second.epoch == strategy_epoch_ &&
         it->second.direction == direction && it->second.k == k && it->second.query == query) {
@@ -324,7 +325,7 @@ std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIn
   }
   retrieval_cache_misses_++;
   std::vector<Hit> hits = index.Search(query.data(), k);
-  std::lock_guard<std::mutex> g(retrieval_cache_mu_);
+  MutexLock g(&retrieval_cache_mu_);
   if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache)) {
     // Full: forget the entries of older epochs, or else everything (a new working set).
     for (auto it = retrieval_cache_.begin(); it != retrieval_cache_.end();)
@@ -384,7 +385,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   std::vector<float> query;
   if (embedding) query = *embedding;
   {
-    std::shared_lock<std::shared_mutex> l(index_mu_);
+    ReaderMutexLock l(&index_mu_);
     for (size_t si = 0; si < sources.size(); ++si) {
       const fb::DirectionT& sd = *sources[si].dir;
       if (task_text) query = task_text->Embed(sd.title);
@@ -410,7 +411,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   if (all) {
     retries = RetryCounts(ps);
     passes = PassedOverCounts(ps);
-    std::shared_lock<std::shared_mutex> l(index_mu_);
+    ReaderMutexLock l(&index_mu_);
     for (const Cand& c : cands)
       if (uint64_t p = table_.Parent(c.id)) canon[c.id] = p;
   }

@@ -37,7 +37,7 @@ std::string MemoryImpl::SnapshotPath(const char* kind) const {
 }
 
 Status MemoryImpl::EnsureIndexes() {
-  std::lock_guard<std::mutex> g(index_init_mu_);
+  MutexLock g(&index_init_mu_);
   if (indexes_ready_) return Status::OK();
   HTAM_RETURN_IF_ERROR(LoadOrRebuildIndexes());
   indexes_ready_ = true;
@@ -45,7 +45,7 @@ Status MemoryImpl::EnsureIndexes() {
 }
 
 Status MemoryImpl::LoadOrRebuildIndexes() {
-  std::unique_lock<std::shared_mutex> l(index_mu_);
+  WriterMutexLock l(&index_mu_);
   const uint64_t tag = meta_.created_ns;
   std::map<uint64_t, std::unique_ptr<VectorIndex>> sections;
   uint64_t tcov = 0, scov = 0;
@@ -179,11 +179,12 @@ Status MemoryImpl::VerifyLoadedIndexes() {
       // Check the newest strategy of each direction that the snapshot should hold.
       uint64_t probe = 0;
       HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, KeyU64(dir),
-                                  [&](std::string_view key, std::string_view) {
-                                    uint64_t id = DecodeU64(key, 8);
-                                    if (id <= strategies_covered_) probe = id;
-                                    return true;
-                                  }));
+                                  [&](std::string_view key, std::string_view)
+                                      REQUIRES_SHARED(index_mu_) {
+                                        uint64_t id = DecodeU64(key, 8);
+                                        if (id <= strategies_covered_) probe = id;
+                                        return true;
+                                      }));
       if (!probe) continue;
       std::string_view v;
       HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(probe), &v));
@@ -206,7 +207,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
   std::vector<uint64_t> ids;
   std::vector<float> vecs;
   Status inner;
-  auto flush = [&]() {
+  auto flush = [&]() REQUIRES(index_mu_) {
     if (ids.empty()) return;
     Status s = transition_index_->Add(ids.size(), ids.data(), vecs.data());
     if (!s.ok()) inner = s;
@@ -216,7 +217,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
   size_t added_t = 0;
   HTAM_RETURN_IF_ERROR(t.Scan(
       Db::kTransitions, "",
-      [&](std::string_view k, std::string_view v) {
+      [&](std::string_view k, std::string_view v) REQUIRES(index_mu_) {
         FbView<fb::TransitionRecord> r(v);
         if (!r) {
           inner = Status::Corruption("malformed transition record " + std::to_string(DecodeU64(k)));
@@ -246,7 +247,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
   size_t added_s = 0;
   HTAM_RETURN_IF_ERROR(t.Scan(
       Db::kStrategies, "",
-      [&](std::string_view, std::string_view v) {
+      [&](std::string_view, std::string_view v) REQUIRES(index_mu_) {
         FbView<fb::Strategy> s(v);
         if (!s) {
           inner = Status::Corruption("malformed strategy record");
@@ -279,7 +280,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
 }
 
 void MemoryImpl::ApplyDelta(const IndexDelta& d) {
-  std::unique_lock<std::shared_mutex> l(index_mu_);
+  WriterMutexLock l(&index_mu_);
   if (!transition_index_) return;  // read-only handle that never needed its indexes
   if (!d.transition_ids.empty()) {
     Status s = transition_index_->Add(d.transition_ids.size(), d.transition_ids.data(),
@@ -315,12 +316,12 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
 
 void MemoryImpl::PublishDelta(IndexDelta&& d) {
   {
-    std::lock_guard<std::mutex> l(deltas_mu_);
+    MutexLock l(&deltas_mu_);
     deltas_.push_back(std::move(d));
     published_++;
   }
   if (applier_.joinable()) {
-    deltas_cv_.notify_one();
+    deltas_cv_.Signal();
   } else {
     DrainDeltas();  // no applier (read-only handles never publish; tests of the class do)
   }
@@ -337,30 +338,33 @@ void MemoryImpl::ApplierLoop() {
   // once. Readers never wait for that moment: they drain at once (WaitApplied).
   constexpr size_t kBatchVectors = 2048;
   constexpr auto kLinger = std::chrono::milliseconds(20);
-  auto pending = [this] {
+  auto pending = [this]() REQUIRES(deltas_mu_) {
     size_t n = 0;
     for (const auto& d : deltas_) n += d.transition_ids.size() + d.strategies.size();
     return n;
   };
-  std::unique_lock<std::mutex> l(deltas_mu_);
+  MutexLock l(&deltas_mu_);
   while (true) {
-    deltas_cv_.wait(l, [this] { return applier_stop_ || !deltas_.empty(); });
+    while (!applier_stop_ && deltas_.empty()) deltas_cv_.Wait(&deltas_mu_);
     if (applier_stop_) return;
-    deltas_cv_.wait_for(l, kLinger, [&] { return applier_stop_ || pending() >= kBatchVectors; });
+    const auto linger_end = std::chrono::steady_clock::now() + kLinger;
+    while (!applier_stop_ && pending() < kBatchVectors) {
+      if (!deltas_cv_.WaitUntil(&deltas_mu_, linger_end)) break;
+    }
     if (applier_stop_) return;
-    l.unlock();
+    l.Unlock();
     DrainDeltas();
-    l.lock();
+    l.Lock();
   }
 }
 
 void MemoryImpl::DrainDeltas() {
-  std::lock_guard<std::mutex> apply(apply_mu_);
+  MutexLock apply(&apply_mu_);
   while (true) {
     IndexDelta d;
     uint64_t merged = 0;
     {
-      std::lock_guard<std::mutex> l(deltas_mu_);
+      MutexLock l(&deltas_mu_);
       if (deltas_.empty()) return;
       d = std::move(deltas_.front());
       deltas_.pop_front();
@@ -386,7 +390,7 @@ void MemoryImpl::DrainDeltas() {
 }
 
 bool MemoryImpl::IndexesDirty() const {
-  std::shared_lock<std::shared_mutex> l(index_mu_);
+  ReaderMutexLock l(&index_mu_);
   return transitions_covered_ != snap_transitions_ || strategies_covered_ != snap_strategies_ ||
          table_unsaved_;
 }
@@ -395,9 +399,9 @@ Status MemoryImpl::SnapshotIndexes() {
   if (read_only_) return Status::PermissionDenied("snapshots are written by the read-write owner");
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
   WaitApplied();
-  std::lock_guard<std::mutex> one(snapshot_write_mu_);
+  MutexLock one(&snapshot_write_mu_);
   // Shared: searches go on; only adds (after commits) wait for the files to be written.
-  std::shared_lock<std::shared_mutex> l(index_mu_);
+  ReaderMutexLock l(&index_mu_);
   uint64_t tag = meta_.created_ns;
   std::map<uint64_t, const VectorIndex*> t{{0, transition_index_.get()}};
   HTAM_RETURN_IF_ERROR(
@@ -413,18 +417,22 @@ Status MemoryImpl::SnapshotIndexes() {
 }
 
 void MemoryImpl::SnapshotLoop() {
-  std::unique_lock<std::mutex> l(snap_mu_);
+  MutexLock l(&snap_mu_);
   while (!stop_) {
-    snap_cv_.wait_for(l, std::chrono::seconds(o_.snapshot_interval_s), [this] { return stop_; });
+    const auto wake =
+        std::chrono::steady_clock::now() + std::chrono::seconds(o_.snapshot_interval_s);
+    while (!stop_) {
+      if (!snap_cv_.WaitUntil(&snap_mu_, wake)) break;
+    }
     if (stop_) break;
-    l.unlock();
+    l.Unlock();
     if (IndexesDirty()) {
       Status s = SnapshotIndexes();
       if (!s.ok()) {
         HTAM_LOG(kWarn, "memory") << "index snapshot failed: " << s.ToString();
       }
     }
-    l.lock();
+    l.Lock();
   }
 }
 

@@ -89,12 +89,12 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   if (in.state) {
     p.state = *in.state;
   } else {
-    std::lock_guard<std::mutex> l(pending_mu_);
+    MutexLock l(&pending_mu_);
     auto it = pending_.find(in.session_id);
     if (it != pending_.end()) p.state = it->second;
   }
   {
-    std::lock_guard<std::mutex> l(pending_mu_);
+    MutexLock l(&pending_mu_);
     auto it = advice_.find(in.session_id);
     if (it != advice_.end() && !it->second.advised.empty()) {
       p.advice_step = it->second.step;
@@ -117,8 +117,8 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
 std::vector<uint64_t> MemoryImpl::PassedOverIds(const Prepared& p, uint32_t step) {
   std::vector<uint64_t> out;
   if (!p.advice_step || *p.advice_step != step) return out;  // the step followed no advice
-  std::shared_lock<std::shared_mutex> l(index_mu_);
-  auto canon = [&](uint64_t id) {
+  ReaderMutexLock l(&index_mu_);
+  auto canon = [&](uint64_t id) REQUIRES_SHARED(index_mu_) {
     uint64_t parent = table_.Parent(id);
     return parent ? parent : id;
   };
@@ -172,7 +172,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     double best_sim = -2;
     std::vector<Hit> hits;
     {
-      std::shared_lock<std::shared_mutex> l(index_mu_);
+      ReaderMutexLock l(&index_mu_);
       auto it = strategy_index_.find(in.direction_id);
       if (it != strategy_index_.end()) hits = it->second->Search(p.summary_vec.data(), 8);
     }
@@ -366,39 +366,41 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
 Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
     const std::vector<const Prepared*>& steps) {
   HTAM_RETURN_IF_ERROR(EnsureIndexes());
-  std::unique_lock<std::mutex> one(commit_mu_);  // commits (and their deltas) in order
-  // Learning searches the strategy index: it must hold every committed strategy.
-  if (std::any_of(steps.begin(), steps.end(),
-                  [](const Prepared* p) { return !p->summary_vec.empty(); }))
-    WaitApplied();
   std::vector<StepRecorded> outs;
-  IndexDelta delta;
-  std::vector<std::pair<uint64_t, std::vector<float>>> batch_new;
-  HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
-    // May run again after map growth: start from scratch.
-    outs.assign(steps.size(), StepRecorded());
-    delta = IndexDelta();
-    batch_new.clear();
-    for (size_t i = 0; i < steps.size(); ++i)
-      HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
-    return Status::OK();
-  }));
-  // Durable now: the commit was synced. Its delta joins the queue in commit order; the applier
-  // adds it to the indexes, and every search waits for it first (WaitApplied).
-  PublishDelta(std::move(delta));
-  group_commits_++;
-  steps_recorded_ += steps.size();
-  // Back-pressure: writes faster than the indexes can take them for long (a sustained overload)
-  // wait here, so the queue of deltas (about 1 KiB a step) stays bounded.
-  constexpr uint64_t kMaxPendingDeltas = 256;
-  if (published_.load() - applied_.load() > kMaxPendingDeltas) {
-    one.unlock();
-    WaitApplied();
+  bool backlog = false;
+  {
+    MutexLock one(&commit_mu_);  // commits (and their deltas) in order
+    // Learning searches the strategy index: it must hold every committed strategy.
+    if (std::any_of(steps.begin(), steps.end(),
+                    [](const Prepared* p) { return !p->summary_vec.empty(); }))
+      WaitApplied();
+    IndexDelta delta;
+    std::vector<std::pair<uint64_t, std::vector<float>>> batch_new;
+    HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
+      // May run again after map growth: start from scratch.
+      outs.assign(steps.size(), StepRecorded());
+      delta = IndexDelta();
+      batch_new.clear();
+      for (size_t i = 0; i < steps.size(); ++i)
+        HTAM_RETURN_IF_ERROR(ApplyStep(t, *steps[i], &batch_new, &delta, &outs[i]));
+      return Status::OK();
+    }));
+    // Durable now: the commit was synced. Its delta joins the queue in commit order; the applier
+    // adds it to the indexes, and every search waits for it first (WaitApplied).
+    PublishDelta(std::move(delta));
+    group_commits_++;
+    steps_recorded_ += steps.size();
+    // Back-pressure: writes faster than the indexes can take them for long (a sustained
+    // overload) wait below, with the commit lock released, so the queue of deltas (about 1 KiB a
+    // step) stays bounded.
+    constexpr uint64_t kMaxPendingDeltas = 256;
+    backlog = published_.load() - applied_.load() > kMaxPendingDeltas;
   }
+  if (backlog) WaitApplied();
   return outs;
 }
 
-void MemoryImpl::RunGroupCommit(std::unique_lock<std::mutex>* lock) {
+void MemoryImpl::RunGroupCommit() {
   leader_active_ = true;
   std::vector<Pending*> batch;
   size_t max = static_cast<size_t>(std::max(1, o_.max_group_commit));
@@ -406,7 +408,7 @@ void MemoryImpl::RunGroupCommit(std::unique_lock<std::mutex>* lock) {
     batch.push_back(queue_.front());
     queue_.pop_front();
   }
-  lock->unlock();
+  gc_mu_.Unlock();
   std::vector<const Prepared*> ps;
   for (Pending* p : batch) ps.push_back(p->p);
   std::vector<Result<StepRecorded>> results;
@@ -425,25 +427,25 @@ void MemoryImpl::RunGroupCommit(std::unique_lock<std::mutex>* lock) {
         results.emplace_back(one.status());
     }
   }
-  lock->lock();
+  gc_mu_.Lock();
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i]->out = std::move(results[i]);
     batch[i]->done = true;
   }
   leader_active_ = false;
-  gc_cv_.notify_all();
+  gc_cv_.SignalAll();
 }
 
 Result<StepRecorded> MemoryImpl::RecordStep(const StepInput& in) {
   HTAM_ASSIGN_OR_RETURN(Prepared p, Prepare(in));
   Pending me{&p};
-  std::unique_lock<std::mutex> l(gc_mu_);
+  MutexLock l(&gc_mu_);
   queue_.push_back(&me);
   while (!me.done) {
     if (!leader_active_)
-      RunGroupCommit(&l);
+      RunGroupCommit();
     else
-      gc_cv_.wait(l);
+      gc_cv_.Wait(&gc_mu_);
   }
   return std::move(me.out);
 }
@@ -486,7 +488,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
       s.provenance->source = "imported";
     }
   }
-  std::unique_lock<std::mutex> one(commit_mu_);
+  MutexLock one(&commit_mu_);
   std::vector<uint64_t> ids;
   IndexDelta delta;
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
@@ -510,7 +512,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
     return Status::OK();
   }));
   PublishDelta(std::move(delta));
-  one.unlock();
+  one.Unlock();
   WaitApplied();
   return ids;
 }
@@ -533,7 +535,7 @@ Status MemoryImpl::ComputeDerived(Txn& t, Derived* d) {
 
 Status MemoryImpl::RebuildDerived() {
   if (read_only_) return Status::PermissionDenied("memory opened read-only");
-  std::lock_guard<std::mutex> one(commit_mu_);
+  MutexLock one(&commit_mu_);
   WaitApplied();  // nothing committed may be applied after the rebuild
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
     Derived d;
@@ -577,8 +579,8 @@ Status MemoryImpl::RebuildDerived() {
   }));
   // The FAISS indexes, from the records.
   {
-    std::lock_guard<std::mutex> g(index_init_mu_);
-    std::unique_lock<std::shared_mutex> l(index_mu_);
+    MutexLock g(&index_init_mu_);
+    WriterMutexLock l(&index_mu_);
     transition_index_ = std::make_unique<VectorIndex>(TransitionIndexOptions());
     strategy_index_.clear();
     ++strategy_epoch_;
@@ -700,8 +702,13 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
         return true;
       }));
   // FAISS indexes hold every record.
-  if (indexes_ready_) {
-    std::shared_lock<std::shared_mutex> l(index_mu_);
+  bool indexes_ready;
+  {
+    MutexLock g(&index_init_mu_);
+    indexes_ready = indexes_ready_;
+  }
+  if (indexes_ready) {
+    ReaderMutexLock l(&index_mu_);
     size_t strat = 0;
     for (const auto& [dir, idx] : strategy_index_) strat += idx->size();
     if (transition_index_->size() != transitions)
@@ -715,14 +722,15 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
       bad("transition table holds " + std::to_string(table_.rows()) + " rows of " +
           std::to_string(transitions) + " records");
     size_t reported = 0;
-    HTAM_RETURN_IF_ERROR(t.Scan(Db::kTransitions, "", [&](std::string_view, std::string_view v) {
-      FbView<fb::TransitionRecord> r(v);
-      if (!r) return true;
-      std::string diff = table_.Compare(*r, kKeyDim);
-      if (!diff.empty() && reported++ < 16)
-        bad("transition table row " + std::to_string(r->id()) + ": " + diff);
-      return true;
-    }));
+    HTAM_RETURN_IF_ERROR(t.Scan(
+        Db::kTransitions, "", [&](std::string_view, std::string_view v) REQUIRES_SHARED(index_mu_) {
+          FbView<fb::TransitionRecord> r(v);
+          if (!r) return true;
+          std::string diff = table_.Compare(*r, kKeyDim);
+          if (!diff.empty() && reported++ < 16)
+            bad("transition table row " + std::to_string(r->id()) + ": " + diff);
+          return true;
+        }));
   }
   if (!problems->empty())
     return Status::Corruption(std::to_string(problems->size()) + " integrity problems");

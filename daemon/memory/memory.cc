@@ -91,16 +91,16 @@ MemoryImpl::MemoryImpl(const MemoryOptions& o, bool read_only) : o_(o), read_onl
 
 MemoryImpl::~MemoryImpl() {
   {
-    std::lock_guard<std::mutex> l(snap_mu_);
+    MutexLock l(&snap_mu_);
     stop_ = true;
   }
-  snap_cv_.notify_all();
+  snap_cv_.SignalAll();
   if (snap_thread_.joinable()) snap_thread_.join();
   {
-    std::lock_guard<std::mutex> l(deltas_mu_);
+    MutexLock l(&deltas_mu_);
     applier_stop_ = true;
   }
-  deltas_cv_.notify_all();
+  deltas_cv_.SignalAll();
   if (applier_.joinable()) applier_.join();
   if (store_ && !read_only_) {
     DrainDeltas();
@@ -312,13 +312,13 @@ Status MemoryImpl::RebuildSecondary(Txn& t) {
 
 Status MemoryImpl::LoadDirections() {
   HTAM_ASSIGN_OR_RETURN(auto dirs, ListDirections());
-  std::unique_lock<std::shared_mutex> l(dir_mu_);
+  WriterMutexLock l(&dir_mu_);
   directions_ = std::make_shared<const std::vector<fb::DirectionT>>(std::move(dirs));
   return Status::OK();
 }
 
 std::shared_ptr<const std::vector<fb::DirectionT>> MemoryImpl::Directions() const {
-  std::shared_lock<std::shared_mutex> l(dir_mu_);
+  ReaderMutexLock l(&dir_mu_);
   return directions_;
 }
 
@@ -456,7 +456,7 @@ Result<fb::SessionT> MemoryImpl::CloseSession(uint64_t id) {
     return t.Put(Db::kSessions, KeyU64(id), Encode(s));
   }));
   {
-    std::lock_guard<std::mutex> l(pending_mu_);
+    MutexLock l(&pending_mu_);
     pending_.erase(id);
     advice_.erase(id);
   }
@@ -629,7 +629,7 @@ std::string MemoryImpl::StatusText() {
   o << "map_bytes:" << store_->map_size() << "\n";
   o << "map_grows:" << store_->grow_count() << "\n";
   {
-    std::shared_lock<std::shared_mutex> l(index_mu_);
+    ReaderMutexLock l(&index_mu_);
     size_t strat = 0;
     for (const auto& [d, idx] : strategy_index_) strat += idx->size();
     o << "transition_index_size:" << (transition_index_ ? transition_index_->size() : 0) << "\n";

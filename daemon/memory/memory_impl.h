@@ -1,17 +1,16 @@
 // MemoryImpl: the one implementation of Memory. Internal to daemon/memory.
 // Thread-safety: as Memory. Lock order: group-commit (gc_mu_) -> commit_mu_ -> store write ->
-// apply_mu_ -> index_mu_; dir_mu_, pending_mu_ and deltas_mu_ are leaves.
+// apply_mu_ -> index_mu_; dir_mu_, pending_mu_ and deltas_mu_ are leaves. What each lock guards is
+// written on the members (GUARDED_BY) and checked by clang's -Wthread-safety (ctest label lint).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
-#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "base/thread_annotations.h"
 #include "daemon/memory/memory.h"
 #include "daemon/memory/policy.h"
 #include "daemon/memory/store.h"
@@ -90,25 +89,25 @@ class MemoryImpl final : public Memory {
   // indexes (indexes.cc)
   IndexOptions TransitionIndexOptions() const;
   IndexOptions StrategyIndexOptions() const;
-  Status EnsureIndexes();
-  Status LoadOrRebuildIndexes();
+  Status EnsureIndexes() EXCLUDES(index_init_mu_, index_mu_);
+  Status LoadOrRebuildIndexes() REQUIRES(index_init_mu_) EXCLUDES(index_mu_);
   // Adds vectors of records newer than transitions_from, table rows of records newer than
   // table_from, strategies newer than strategies_from.
   Status BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from,
-                               uint64_t table_from);
-  Status VerifyLoadedIndexes();
-  void ApplyDelta(const IndexDelta& d);
+                               uint64_t table_from) REQUIRES(index_mu_);
+  Status VerifyLoadedIndexes() REQUIRES(index_mu_);
+  void ApplyDelta(const IndexDelta& d) REQUIRES(apply_mu_) EXCLUDES(index_mu_);
   // Committed deltas wait in commit order (pushed under commit_mu_) and are applied in that order
   // by DrainDeltas, outside the commit lock and off the acknowledging path: the applier thread
   // drains them (several commits per FAISS add), and every reader of the indexes (NextStep,
   // learning, Check, snapshots, rebuild) first waits until all deltas published before it are
   // applied, so a decision always sees every acknowledged step.
-  void PublishDelta(IndexDelta&& d);
-  void DrainDeltas();
-  void WaitApplied();
-  void ApplierLoop();
-  bool IndexesDirty() const;
-  void SnapshotLoop();
+  void PublishDelta(IndexDelta&& d) EXCLUDES(deltas_mu_);
+  void DrainDeltas() EXCLUDES(apply_mu_, deltas_mu_, index_mu_);
+  void WaitApplied() EXCLUDES(apply_mu_, deltas_mu_, index_mu_);
+  void ApplierLoop() EXCLUDES(deltas_mu_);
+  bool IndexesDirty() const EXCLUDES(index_mu_);
+  void SnapshotLoop() EXCLUDES(snap_mu_);
   std::string SnapshotPath(const char* kind) const;
 
   // decisions (decide.cc)
@@ -121,21 +120,25 @@ class MemoryImpl final : public Memory {
                   const std::vector<Neighbor>& neighbors, const StateInput& in,
                   const std::optional<std::vector<float>>& embedding, Decision* d);
   // Adds to ps->tried the advice this session passed over (advice_; see there).
-  void PassedOver(uint64_t session_id, PolicyState* ps);
+  void PassedOver(uint64_t session_id, PolicyState* ps) EXCLUDES(pending_mu_);
   Status CheckClientVector(const std::optional<std::vector<float>>& v) const;
   // The retrieval_candidates most similar strategies of a direction (index_mu_ held, shared at
   // least), through the retrieval cache.
   std::vector<Hit> SearchStrategies(uint64_t direction, const VectorIndex& index,
-                                    const std::vector<float>& query, int k);
+                                    const std::vector<float>& query, int k)
+      REQUIRES_SHARED(index_mu_) EXCLUDES(retrieval_cache_mu_);
 
   // learning (learn.cc)
   Result<Prepared> Prepare(const StepInput& in);
-  std::vector<uint64_t> PassedOverIds(const Prepared& p, uint32_t step);
+  std::vector<uint64_t> PassedOverIds(const Prepared& p, uint32_t step) EXCLUDES(index_mu_);
   Status ApplyStep(Txn& t, const Prepared& p,
                    std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
                    IndexDelta* delta, StepRecorded* out);
-  Result<std::vector<StepRecorded>> CommitPrepared(const std::vector<const Prepared*>& steps);
-  void RunGroupCommit(std::unique_lock<std::mutex>* lock);
+  Result<std::vector<StepRecorded>> CommitPrepared(const std::vector<const Prepared*>& steps)
+      EXCLUDES(commit_mu_);
+  // The leader's turn: takes a batch off queue_, commits it with gc_mu_ released, hands out the
+  // results. Called and returns with gc_mu_ held.
+  void RunGroupCommit() REQUIRES(gc_mu_);
   Status ComputeDerived(Txn& t, struct Derived* d);
 
   MemoryOptions o_;
@@ -143,22 +146,24 @@ class MemoryImpl final : public Memory {
   std::unique_ptr<Store> store_;
   fb::StoreMetaT meta_;
 
-  mutable std::shared_mutex dir_mu_;
-  std::shared_ptr<const std::vector<fb::DirectionT>> directions_ =
+  mutable SharedMutex dir_mu_;
+  std::shared_ptr<const std::vector<fb::DirectionT>> directions_ GUARDED_BY(dir_mu_) =
       std::make_shared<std::vector<fb::DirectionT>>();  // static fields (stats not kept fresh)
 
   // FAISS indexes: transitions keyed by (state, history); strategies per direction.
-  mutable std::shared_mutex index_mu_;
-  std::mutex index_init_mu_;
-  bool indexes_ready_ = false;
-  std::unique_ptr<VectorIndex> transition_index_;
-  TransitionTable table_;  // policy facts of every transition (rows beside the index)
-  std::string table_source_ = "none";
+  mutable SharedMutex index_mu_;
+  Mutex index_init_mu_ ACQUIRED_BEFORE(index_mu_);  // one load or rebuild of the indexes at a time
+  bool indexes_ready_ GUARDED_BY(index_init_mu_) = false;
+  std::unique_ptr<VectorIndex> transition_index_ GUARDED_BY(index_mu_);
+  // Policy facts of every transition (rows beside the index).
+  TransitionTable table_ GUARDED_BY(index_mu_);
+  std::string table_source_ GUARDED_BY(index_mu_) = "none";
   std::atomic<bool> table_unsaved_{false};  // rows built from records that no snapshot holds yet
-  std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_index_;
-  std::map<uint64_t, std::vector<uint64_t>> unembedded_;  // direction -> strategies without vectors
+  std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_index_ GUARDED_BY(index_mu_);
+  // direction -> strategies without vectors
+  std::map<uint64_t, std::vector<uint64_t>> unembedded_ GUARDED_BY(index_mu_);
   // Bumped (under index_mu_ exclusive) whenever a strategy index or unembedded_ changes.
-  uint64_t strategy_epoch_ = 0;
+  uint64_t strategy_epoch_ GUARDED_BY(index_mu_) = 0;
   // Strategy searches by (direction, query vector): the same search of the same index gives the
   // same hits, so an entry of the current strategy_epoch_ is the search's answer. Leaf lock.
   struct RetrievalCacheEntry {
@@ -167,18 +172,22 @@ class MemoryImpl final : public Memory {
     std::vector<float> query;
     std::vector<Hit> hits;
   };
-  std::mutex retrieval_cache_mu_;
-  std::unordered_map<uint64_t, RetrievalCacheEntry> retrieval_cache_;
+  Mutex retrieval_cache_mu_ ACQUIRED_AFTER(index_mu_);
+  std::unordered_map<uint64_t, RetrievalCacheEntry> retrieval_cache_
+      GUARDED_BY(retrieval_cache_mu_);
   std::atomic<uint64_t> retrieval_cache_hits_{0}, retrieval_cache_misses_{0};
-  uint64_t transitions_covered_ = 0, strategies_covered_ = 0;       // largest id in the indexes
+  // The largest ids in the indexes.
+  uint64_t transitions_covered_ GUARDED_BY(index_mu_) = 0;
+  uint64_t strategies_covered_ GUARDED_BY(index_mu_) = 0;
   std::atomic<uint64_t> snap_transitions_{0}, snap_strategies_{0};  // covered by the last snapshot
   std::atomic<uint64_t> last_snapshot_ns_{0};
-  std::mutex snapshot_write_mu_;       // one snapshot at a time
-  std::string index_source_ = "none";  // "snapshot", "snapshot+records", "rebuilt", ...
+  Mutex snapshot_write_mu_ ACQUIRED_BEFORE(index_mu_);  // one snapshot at a time
+  // "snapshot", "snapshot+records", "rebuilt", ...
+  std::string index_source_ GUARDED_BY(index_mu_) = "none";
 
   // The state each session was in at its last NextStep (default state of its RecordStep).
-  std::mutex pending_mu_;
-  std::unordered_map<uint64_t, StateInput> pending_;
+  Mutex pending_mu_;
+  std::unordered_map<uint64_t, StateInput> pending_ GUARDED_BY(pending_mu_);
   // Per open session (under pending_mu_, in memory only): the strategies its last NextStep
   // advised, in order, at which step, and the advice it passed over so far (ranked above the
   // strategy the recorded step applied, or all of it when the step applied none). The ranking
@@ -188,26 +197,28 @@ class MemoryImpl final : public Memory {
     std::vector<uint64_t> advised;
     std::vector<PolicyState::Tried> passed;
   };
-  std::unordered_map<uint64_t, Advice> advice_;
+  std::unordered_map<uint64_t, Advice> advice_ GUARDED_BY(pending_mu_);
 
   // Group commit of concurrent RecordStep calls.
-  std::mutex commit_mu_;  // one commit at a time; its delta is published in commit order
-  std::mutex apply_mu_;   // held while deltas are applied (after commit_mu_, before index_mu_)
-  std::mutex deltas_mu_;  // leaf: guards deltas_, applier_stop_
-  std::condition_variable deltas_cv_;
-  std::deque<IndexDelta> deltas_;
-  bool applier_stop_ = false;
+  // One commit at a time; its delta is published in commit order.
+  Mutex commit_mu_ ACQUIRED_BEFORE(apply_mu_);
+  // Held while deltas are applied (after commit_mu_, before index_mu_).
+  Mutex apply_mu_ ACQUIRED_BEFORE(index_mu_);
+  Mutex deltas_mu_;  // leaf
+  CondVar deltas_cv_;
+  std::deque<IndexDelta> deltas_ GUARDED_BY(deltas_mu_);
+  bool applier_stop_ GUARDED_BY(deltas_mu_) = false;
   std::atomic<uint64_t> published_{0}, applied_{0};  // deltas published / applied so far
   std::thread applier_;
-  std::mutex gc_mu_;
-  std::condition_variable gc_cv_;
-  std::deque<Pending*> queue_;
-  bool leader_active_ = false;
+  Mutex gc_mu_ ACQUIRED_BEFORE(commit_mu_);
+  CondVar gc_cv_;
+  std::deque<Pending*> queue_ GUARDED_BY(gc_mu_);  // and the Pending each points to
+  bool leader_active_ GUARDED_BY(gc_mu_) = false;
   std::atomic<uint64_t> group_commits_{0}, steps_recorded_{0};
 
-  std::mutex snap_mu_;
-  std::condition_variable snap_cv_;
-  bool stop_ = false;
+  Mutex snap_mu_;
+  CondVar snap_cv_;
+  bool stop_ GUARDED_BY(snap_mu_) = false;
   std::thread snap_thread_;
 };
 

@@ -3,16 +3,16 @@
 // to the loop over an inproc socket, where the memory write happens and waiting clients are
 // answered, so a slow evaluation never blocks anyone else.
 // Thread-safety: Start() and Run() are called from one thread; Stop() may be called from any.
+// Inside, the state shared with reader and evaluator threads is marked GUARDED_BY and checked by
+// clang's -Wthread-safety (ctest label lint); the rest belongs to the loop thread.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -23,6 +23,7 @@
 
 #include "base/paths.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 #include "daemon/config/config.h"
 #include "daemon/server/codec.h"
 
@@ -137,9 +138,9 @@ class Server {
   void ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st);
 
   // Runs `work` on a reader thread (or inline without readers); its reply goes to `peer`.
-  void RunRead(const Peer& peer, std::function<std::string()> work);
-  void ReaderLoop();
-  void SendReadyReplies();
+  void RunRead(const Peer& peer, std::function<std::string()> work) EXCLUDES(read_mu_);
+  void ReaderLoop() EXCLUDES(read_mu_, results_mu_);
+  void SendReadyReplies() EXCLUDES(results_mu_);
   std::string NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
                             fb::Bottleneck bottleneck);
   std::string QueryReply(uint64_t rid, const fb::QueryT& q);
@@ -181,22 +182,22 @@ class Server {
   std::atomic<bool> stop_{false};
   const std::atomic<bool>* external_stop_ = nullptr;
 
-  // Completed evaluations handed over by evaluator threads; guarded by results_mu_.
-  std::mutex results_mu_;
-  std::unique_ptr<zmq::socket_t> results_push_;            // guarded by results_mu_
-  std::deque<std::unique_ptr<eval::EvalResult>> results_;  // guarded by results_mu_
+  // Completed evaluations handed over by evaluator threads.
+  Mutex results_mu_;
+  std::unique_ptr<zmq::socket_t> results_push_ GUARDED_BY(results_mu_);
+  std::deque<std::unique_ptr<eval::EvalResult>> results_ GUARDED_BY(results_mu_);
   // Stages reported by evaluator threads (job, stage, message), sent before the results that
-  // follow them; guarded by results_mu_.
-  std::deque<std::tuple<uint64_t, std::string, std::string>> stages_;
+  // follow them.
+  std::deque<std::tuple<uint64_t, std::string, std::string>> stages_ GUARDED_BY(results_mu_);
 
-  // Reader threads: memory reads (NextStep, Query) off the loop. Guarded by read_mu_.
-  std::mutex read_mu_;
-  std::condition_variable read_cv_;
-  std::deque<std::pair<Peer, std::function<std::string()>>> read_queue_;
-  bool readers_stop_ = false;
-  std::vector<std::thread> readers_;
-  // Replies the readers produced, sent by the loop; guarded by results_mu_.
-  std::deque<std::pair<Peer, std::string>> ready_;
+  // Reader threads: memory reads (NextStep, Query) off the loop.
+  Mutex read_mu_ ACQUIRED_BEFORE(results_mu_);
+  CondVar read_cv_;
+  std::deque<std::pair<Peer, std::function<std::string()>>> read_queue_ GUARDED_BY(read_mu_);
+  bool readers_stop_ GUARDED_BY(read_mu_) = false;
+  std::vector<std::thread> readers_;  // loop thread (started in Start, joined in Run or ~Server)
+  // Replies the readers produced, sent by the loop.
+  std::deque<std::pair<Peer, std::string>> ready_ GUARDED_BY(results_mu_);
 
   // Loop-thread state.
   std::unordered_map<std::string, ClientInfo> clients_;
