@@ -527,7 +527,8 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       auto q = std::lower_bound(passed_here.begin(), passed_here.end(), x.key,
                                 [](const auto& e, uint64_t s) { return e.first < s; });
       x.passed_w = q != passed_here.end() && q->first == x.key ? q->second : 0.0;
-      x.score -= o_.passed_over_weight * x.passed_w / (x.passed_w + m);
+      x.score -= o_.passed_over_weight * x.passed_w /
+                 (x.passed_w + o_.passed_over_applied_weight * local_w + m);
     }
     scored.push_back(std::move(x));
   }

@@ -63,6 +63,7 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.not_applicable_penalty = c.GetDouble("memory.not_applicable_penalty");
   o.applied_weight = c.GetDouble("memory.applied_weight");
   o.passed_over_weight = c.GetDouble("memory.passed_over_weight");
+  o.passed_over_applied_weight = c.GetDouble("memory.passed_over_applied_weight");
   o.other_direction_candidates = static_cast<int>(c.GetInt("memory.other_direction_candidates"));
   o.merge_threshold = c.GetDouble("memory.merge_threshold");
   o.snapshot_interval_s = static_cast<int>(c.GetInt("memory.snapshot_interval_s"));

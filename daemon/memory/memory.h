@@ -80,6 +80,9 @@ struct MemoryOptions {
   // Penalty of a strategy other sessions passed over in similar states, x w/(w + prior_strength)
   // ("all").
   double passed_over_weight = 0.0;
+  // Weight of the applied evidence A in that penalty's denominator: P / (P + this x A + m), so
+  // that only what similar steps passed over more than they applied is penalized ("all").
+  double passed_over_applied_weight = 0.0;
   // Similarity candidates of each direction that was not chosen ("all").
   int other_direction_candidates = 32;
   // Learning.

@@ -494,6 +494,61 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
     EXPECT_NE(d->prompt_context.find("Passed over in similar states"), std::string::npos);
 }
 
+TEST(MemoryTest, PassedOverPenaltyIsOffsetByTheAppliedWeightInSimilarStates) {
+  TempDir dir;
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  uint64_t task = 0, passed = 0, second = 0, passed_dir = 0;
+  {
+    MemoryOptions o = Opts(dir.path());
+    o.applied_weight = 0;
+    o.passed_over_weight = 0;
+    auto m = OpenOk(o);
+    task = Task(m.get(), "relu", "elementwise");
+    // Session 1 applied the third piece of advice: the first two did not fit its kernel.
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, mem);
+    ASSERT_TRUE(d.ok() && d->strategies.size() >= 4);
+    passed = d->strategies[0].strategy->id;
+    passed_dir = d->strategies[0].strategy->direction_id;
+    second = d->strategies[1].strategy->id;
+    const fb::StrategyT& u = *d->strategies[2].strategy;
+    StepInput st = Step(s->id, u.direction_id, fb::OutcomeStatus::Ok, 1.0);
+    st.strategy_ids = {u.id};
+    ASSERT_TRUE(m->RecordStep(st).ok());
+    ASSERT_TRUE(m->CloseSession(s->id).ok());
+    // Sessions 2 and 3 applied the first one (it fit their kernels), no faster.
+    for (int i = 0; i < 2; ++i) {
+      auto s2 = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+      auto d2 = m->NextStep(s2->id, mem);
+      ASSERT_TRUE(d2.ok());
+      StepInput st2 = Step(s2->id, passed_dir, fb::OutcomeStatus::Ok, 1.0);
+      st2.strategy_ids = {passed};
+      ASSERT_TRUE(m->RecordStep(st2).ok());
+      ASSERT_TRUE(m->CloseSession(s2->id).ok());
+    }
+  }
+  auto score = [&](double applied_offset, uint64_t id) {
+    MemoryOptions o = Opts(dir.path());
+    o.applied_weight = 0;
+    o.passed_over_weight = 5;
+    o.passed_over_applied_weight = applied_offset;
+    o.top_k_strategies = 200;  // every candidate, wherever it ranks
+    auto m = OpenOk(o);
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, mem);
+    EXPECT_TRUE(d.ok());
+    for (const auto& h : d->strategies)
+      if (h.strategy->id == id) return h.score;
+    ADD_FAILURE() << "strategy " << id << " not advised\n" << d->prompt_context;
+    return 0.0;
+  };
+  // Passed over once and applied twice in similar states: the offset lifts its penalty.
+  double plain = score(0, passed), offset = score(1, passed);
+  EXPECT_GT(offset, plain + 0.1) << plain << " vs " << offset;
+  // Passed over and never applied: the same penalty either way.
+  EXPECT_NEAR(score(0, second), score(1, second), 1e-6);
+}
+
 TEST(MemoryTest, CrossBackendExperienceAnswersAHipSessionDiscounted) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());

@@ -36,6 +36,8 @@ const char* kHelp = R"(htam-bench memory [flags]
                       default; 0 measures every decision's strategy search)
   --strategy-scope S  memory.strategy_scope of the measuring process (all | direction)
   --top-k N           memory.top_k_strategies of the measuring process
+  --passed-over-weight W          memory.passed_over_weight of the measuring process
+  --passed-over-applied-weight A  memory.passed_over_applied_weight of the measuring process
   --dir DIR           where the stores are built (default: a new directory under /tmp)
   --keep              keep the store afterwards
   --seed-file FILE    seed taxonomy (default: the shipped one, share/htam/seed_taxonomy.json)
@@ -186,6 +188,10 @@ int MeasurePhase(const Flags& f) {
   o.retrieval_cache = static_cast<int>(f.GetInt("retrieval-cache", o.retrieval_cache));
   o.strategy_scope = f.Get("strategy-scope", o.strategy_scope);
   o.top_k_strategies = static_cast<int>(f.GetInt("top-k", o.top_k_strategies));
+  o.passed_over_weight =
+      std::stod(f.Get("passed-over-weight", std::to_string(o.passed_over_weight)));
+  o.passed_over_applied_weight = std::stod(
+      f.Get("passed-over-applied-weight", std::to_string(o.passed_over_applied_weight)));
   o.dir = dir;
   o.map_size_mb = 4096;
   o.seed_file = "";
@@ -329,7 +335,8 @@ int RunMemoryBench(int argc, char** argv) {
   }
   std::string unknown =
       f.Unknown({"sizes", "strategies", "decisions", "durable", "batch", "threads", "dir", "keep",
-                 "seed-file", "phase", "retrieval-cache", "strategy-scope", "top-k"});
+                 "seed-file", "phase", "retrieval-cache", "strategy-scope", "top-k",
+                 "passed-over-weight", "passed-over-applied-weight"});
   if (!unknown.empty()) {
     std::fprintf(stderr, "htam-bench memory: unknown flag --%s\n%s", unknown.c_str(), kHelp);
     return 2;
@@ -391,7 +398,12 @@ int RunMemoryBench(int argc, char** argv) {
          std::to_string(f.GetInt("threads", 32)), "--retrieval-cache",
          std::to_string(f.GetInt("retrieval-cache", MemoryOptions().retrieval_cache)),
          "--strategy-scope", f.Get("strategy-scope", MemoryOptions().strategy_scope), "--top-k",
-         std::to_string(f.GetInt("top-k", MemoryOptions().top_k_strategies))},
+         std::to_string(f.GetInt("top-k", MemoryOptions().top_k_strategies)),
+         "--passed-over-weight",
+         f.Get("passed-over-weight", std::to_string(MemoryOptions().passed_over_weight)),
+         "--passed-over-applied-weight",
+         f.Get("passed-over-applied-weight",
+               std::to_string(MemoryOptions().passed_over_applied_weight))},
         &status);
     size_t at = out.find("PHASE_RESULT ");
     if (status != 0 || at == std::string::npos) {
