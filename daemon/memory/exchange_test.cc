@@ -15,33 +15,15 @@
 
 #include "daemon/memory/memory.h"
 #include "daemon/memory/store.h"
+#include "daemon/memory/test_util.h"
 
 namespace htam::memory {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/htam-exchange-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-MemoryOptions Opts(const std::string& dir) {
-  MemoryOptions o;
-  o.dir = dir;
-  o.map_size_mb = 16;
-  o.snapshot_interval_s = 0;
-  o.sync_commits = false;  // closing flushes
-  return o;
-}
+using testing::Opts;
+using testing::TempDir;
 
 // A store with two tasks, three sessions, steps of every outcome with candidates, a learned
 // strategy and a merge into it; closed before it returns. Returns the candidate hashes its steps

@@ -17,6 +17,7 @@
 #include "daemon/memory/codec.h"
 #include "daemon/memory/seed.h"
 #include "daemon/memory/store.h"
+#include "daemon/memory/test_util.h"
 #include "daemon/memory/transition_table.h"
 #include "daemon/memory/vector_index.h"
 
@@ -25,27 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/htam-memory-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-MemoryOptions Opts(const std::string& dir) {
-  MemoryOptions o;
-  o.dir = dir;
-  o.map_size_mb = 16;
-  o.snapshot_interval_s = 0;
-  o.sync_commits = false;  // durability is proven by tests/fault; keeps these tests quick
-  return o;
-}
+using testing::Opts;
+using testing::TempDir;
 
 std::unique_ptr<Memory> OpenOk(const MemoryOptions& o) {
   auto m = Memory::Open(o);
@@ -437,7 +419,8 @@ TEST(MemoryTest, StrategyAppliedInSimilarStatesRanksHigher) {
   size_t rank_with = Rank(*d, target);
   ASSERT_NE(rank_with, std::string::npos) << d->prompt_context;
   EXPECT_TRUE(rank_without == std::string::npos || rank_with < rank_without)
-      << rank_with << " vs " << rank_without << "\n" << d->prompt_context;
+      << rank_with << " vs " << rank_without << "\n"
+      << d->prompt_context;
 }
 
 TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
