@@ -100,26 +100,22 @@ void CompileAhead::Enqueue(uint64_t job_id, const std::string& backend, const st
   cv_.notify_all();
 }
 
-bool CompileAhead::Claim(uint64_t job_id, const std::function<void()>& on_wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+bool CompileAhead::Claim(uint64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = by_job_.find(job_id);
   if (it == by_job_.end()) return false;
   std::shared_ptr<Entry> e = it->second;
   by_job_.erase(it);
-  if (e->state == State::kQueued) {
-    e->state = State::kDropped;  // its runner compiles it, as without compiling ahead
-    ++dropped_;
-    return false;
+  switch (e->state) {
+    case State::kQueued:
+      e->state = State::kDropped;  // its runner compiles it, as without compiling ahead
+      ++dropped_;
+      return false;
+    case State::kRunning:
+      ++late_;  // not waited for: the runner compiles it too (or finds the same source's build)
+      return false;
+    default: return e->state == State::kDone;
   }
-  if (e->state == State::kRunning) {
-    ++waited_;
-    lock.unlock();
-    if (on_wait) on_wait();
-    lock.lock();
-    cv_.wait_for(lock, std::chrono::duration<double>(opt_.compile_timeout_s + 30),
-                 [&] { return e->state == State::kDone || stopping_; });
-  }
-  return e->state == State::kDone;
 }
 
 void CompileAhead::CountHit() {
@@ -132,7 +128,7 @@ std::string CompileAhead::StatusText() {
   std::ostringstream o;
   o << "compile_ahead: on threads=" << threads_.size() << " queued=" << queue_.size()
     << " compiled=" << compiled_ << " failed=" << failed_ << " dropped=" << dropped_
-    << " waited=" << waited_ << " runner_cache_hits=" << hits_ << "\n";
+    << " late=" << late_ << " runner_cache_hits=" << hits_ << "\n";
   return o.str();
 }
 

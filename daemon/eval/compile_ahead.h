@@ -66,10 +66,11 @@ class CompileAhead {
   void Enqueue(uint64_t job_id, const std::string& backend, const std::string& arch,
                const std::string& source);
 
-  // The job reached a device. Not started yet: dropped (its runner compiles it). Compiling: waits
-  // for the end (at most the compile limit), calling `on_wait` once before waiting. Returns
-  // whether a compile ahead finished for it (successfully or not).
-  bool Claim(uint64_t job_id, const std::function<void()>& on_wait);
+  // The job reached a device: whether its compile ahead has finished (successfully or not). One
+  // not started yet is dropped and one under way is not waited for: either way its runner
+  // compiles it as without compiling ahead, so a job on an idle device never waits for a second
+  // process (and a source built before is found by the runner at once).
+  bool Claim(uint64_t job_id);
 
   // The job's runner found its build in the cache (EvalResult::compile_cached): counted for INFO.
   void CountHit();
@@ -99,12 +100,12 @@ class CompileAhead {
   const SandboxFor sandbox_for_;
 
   std::mutex mu_;
-  std::condition_variable cv_;                         // queue changes, entries finish, stop
+  std::condition_variable cv_;                         // queue changes, stop
   std::deque<std::shared_ptr<Entry>> queue_;           // guarded by mu_
   std::map<uint64_t, std::shared_ptr<Entry>> by_job_;  // guarded by mu_: until Claim
   bool stopping_ = false;                              // guarded by mu_
-  uint64_t compiled_ = 0, failed_ = 0, dropped_ = 0, waited_ = 0, hits_ = 0;  // guarded by mu_
-  uint64_t next_stage_ = 0;                                                   // guarded by mu_
+  uint64_t compiled_ = 0, failed_ = 0, dropped_ = 0, late_ = 0, hits_ = 0;  // guarded by mu_
+  uint64_t next_stage_ = 0;                                                 // guarded by mu_
   std::vector<std::thread> threads_;
 };
 

@@ -662,10 +662,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   const bool kb = job.language == "kernelbench";
   r.candidate_hash = CandidateKey(kb ? job.language : s->language, job.source);
   const bool ahead = CompiledAhead(job);
-  if (ahead)
-    ahead_->Claim(job.job_id, [&] {
-      if (job.on_stage) job.on_stage(job.job_id, "compile ahead", "its compile is under way");
-    });
+  if (ahead) ahead_->Claim(job.job_id);
   // A ModelNew job on a backend whose candidates run in the verifier: a worker with a runner.
   const bool kb_worker = kb && ev_.runner && !RunnerBackend(s->backend);
   if (kb_worker && s->worker && !s->worker_kb) s->worker.reset();
