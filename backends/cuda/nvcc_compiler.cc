@@ -390,10 +390,9 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   // read only: a miss compiles into work_dir and publishes nothing.
   if (!entry.empty()) {
     const std::string sub = options_.cache_dir + "/cuda";
-    const bool writable = access(sub.c_str(), F_OK) == 0
-                              ? access(sub.c_str(), W_OK) == 0
-                              : access(options_.cache_dir.c_str(), W_OK) == 0;
-    if (!writable) entry.clear();
+    std::error_code mk;
+    fs::create_directories(sub, mk);  // as publishing would; fails where the cache is not ours
+    if (access(sub.c_str(), W_OK) != 0) entry.clear();
   }
 
   // Fresh temp dir: inside the cache when there is one, so that publishing is a rename within
