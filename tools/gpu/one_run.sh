@@ -117,6 +117,8 @@ fi
 #   ipc      candidates in a runner over buffers the verifier allocated, a fresh pair per candidate
 #   new      candidates in a runner that allocates its buffers, the pair serving many jobs, test
 #            data on the device
+#   ahead    new, with a task's candidates queued at once and compiled ahead on every core
+#   noahead  the same queue, compiling ahead off (each runner compiles on the device's turn)
 # For each: candidates/min, GPU utilisation (nvidia-smi, 200 ms samples), stage times, and the
 # 16M relu timed as a candidate three times (timing parity). Details: modes_detail.log.
 if has modes; then
@@ -126,7 +128,10 @@ if has modes; then
     [old]="--eval.runner false --eval.worker_jobs 1 --eval.device_data false"
     [inproc]="--eval.runner false --eval.worker_jobs 1 --eval.device_data true"
     [ipc]="--eval.runner true --eval.runner_allocates none --eval.runner_jobs 1 --eval.device_data false"
-    [new]="--eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true")
+    [new]="--eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true"
+    # A task's candidates queued at once (htam-evaluate --queue), compiled ahead or not.
+    [ahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends cuda"
+    [noahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends none")
   M=/tmp/htam-modes; rm -rf $M; mkdir -p $M
   for rep in ${MODES_REPS:-1}; do
     for mode in ${MODES:-old new}; do
@@ -134,11 +139,13 @@ if has modes; then
       SMI=$!
       t0=$(date +%s.%N)
       for t in ${MODES_TASKS:-gelu rowsum softmax}; do
-        run 150 "$M/$mode.$rep.jsonl" $EV --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]}
+        run 150 "$M/$mode.$rep.jsonl" $EV --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]} \
+          --eval.cache_dir "$M/cache_$mode.$rep"  # empty: every mode compiles everything
       done
       t1=$(date +%s.%N)
       kill $SMI 2>/dev/null; wait $SMI 2>/dev/null
       run 60 "$M/relu_$mode.$rep.jsonl" $EV --task tests/gpu/tasks/relu_large --backend cuda ${MODE_OPTS[$mode]} \
+        --eval.cache_dir "$M/cache_$mode.$rep" \
         tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu
       cat "$M/$mode.$rep.jsonl" "$M/relu_$mode.$rep.jsonl" >> "$OUT/modes_detail.log"
       python3 - "$mode" "$rep" "$t0" "$t1" "$M" <<'PY'
@@ -165,6 +172,7 @@ wall = t1 - t0
 walls = sorted(x.get("wall_ms", 0) for x in r)
 print(json.dumps({"mode": mode, "rep": rep, "candidates": len(r),
                   "ok": sum(x.get("status") == "Ok" for x in r), "wall_s": round(wall, 1),
+                  "compile_cached": sum(bool(x.get("compile_cached")) for x in r),
                   "per_min": round(60 * len(r) / wall, 1) if wall > 0 else 0,
                   "wall_ms_p50": round(st.median(walls)) if walls else 0,
                   "gpu_util_mean": round(st.mean(util), 1) if util else None,

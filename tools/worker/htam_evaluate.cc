@@ -8,11 +8,17 @@
 //   htam-evaluate --task DIR --reference                    the reference against itself
 //   htam-evaluate --task DIR --lineage [--write]            every variant of lineage.json; checks
 //                                                           "expected"; --write fills "measured"
+//   --queue                                                 submit every candidate at once (as a
+//                                                           busy daemon queues them; compiles
+//                                                           ahead) instead of one after another
 // Any option of the configuration table may follow (--eval.repetitions 20, --config FILE).
 // Exit status: 0 all as expected, 1 an expectation failed, 2 usage or infrastructure error.
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -44,7 +50,9 @@ json ToJson(const std::string& label, const EvalResult& r) {
           {"speedup", r.speedup},
           {"device", r.device},
           {"wall_ms", r.wall_ms},
-          {"stage_ms", [&] {
+          {"compile_cached", r.compile_cached},
+          {"stage_ms",
+           [&] {
              json st = json::object();
              for (const auto& [k, v] : r.stage_ms) st[k] = std::round(v * 10) / 10;
              return st;
@@ -69,7 +77,7 @@ bool AsExpected(const std::string& expected, const EvalResult& r, double parent_
 
 int main(int argc, char** argv) {
   std::string task, backend = "cpu", language;
-  bool reference = false, lineage = false, write = false;
+  bool reference = false, lineage = false, write = false, queue = false;
   std::vector<std::string> files;
   std::vector<const char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
@@ -86,6 +94,8 @@ int main(int argc, char** argv) {
       lineage = true;
     else if (a == "--write")
       write = true;
+    else if (a == "--queue")
+      queue = true;
     else if (a.rfind("--", 0) == 0) {
       rest.push_back(argv[i]);
       if (a.find('=') == std::string::npos && i + 1 < argc && a != "--help" && a != "--version")
@@ -105,7 +115,7 @@ int main(int argc, char** argv) {
   if (exit_now) return 0;
   if (task.empty() || (!reference && !lineage && files.empty())) {
     std::cerr << "usage: htam-evaluate --task DIR [--backend B] (FILE... | --reference | "
-                 "--lineage [--write]) [config options]\n";
+                 "--lineage [--write]) [--queue] [config options]\n";
     return 2;
   }
   htam::SetLogLevel(htam::LogLevel::kWarn);
@@ -114,30 +124,15 @@ int main(int argc, char** argv) {
     std::cerr << ev.status().ToString() << "\n";
     return 2;
   }
-  uint64_t id = 1;
-  auto run = [&](const std::string& source,
-                 const std::string& file = "") -> htam::Result<EvalResult> {
-    EvalJob j;
-    j.language = language;
-    if (language.empty() && file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0)
-      j.language = "kernelbench";
-    j.job_id = id++;
-    j.task_dir = task;
-    j.backend = backend;
-    j.source = source;
-    return (*ev)->Evaluate(j);
+  // Every candidate first (reading all files before anything runs), then one evaluation each.
+  struct Item {
+    std::string label, source, file;
+    json* variant = nullptr;  // its lineage.json entry (--lineage)
+    EvalResult result;
   };
-  int rc = 0;
+  std::vector<Item> items;
   if (reference) files.clear();
-  if (reference) {
-    auto r = run("");
-    if (!r.ok()) {
-      std::cerr << r.status().ToString() << "\n";
-      return 2;
-    }
-    std::cout << ToJson("reference", *r).dump() << "\n";
-    rc = r->status == htam::fb::OutcomeStatus::Ok ? 0 : 1;
-  }
+  if (reference) items.push_back({"reference", "", "", nullptr, {}});
   for (const auto& f : files) {
     bool ok = false;
     std::string src = Read(f, &ok);
@@ -145,29 +140,24 @@ int main(int argc, char** argv) {
       std::cerr << "cannot read " << f << "\n";
       return 2;
     }
-    auto r = run(src, f);
-    if (!r.ok()) {
-      std::cerr << r.status().ToString() << "\n";
-      return 2;
-    }
-    std::cout << ToJson(f, *r).dump() << "\n";
+    items.push_back({f, src, f, nullptr, {}});
   }
+  int rc = 0;
+  json lj;
+  std::string lineage_path = task + "/lineage.json";
   if (lineage) {
     bool ok = false;
-    std::string path = task + "/lineage.json";
-    std::string text = Read(path, &ok);
-    json lj;
+    std::string text = Read(lineage_path, &ok);
     try {
       lj = json::parse(text);
     } catch (const std::exception& e) {
-      std::cerr << path << ": " << e.what() << "\n";
+      std::cerr << lineage_path << ": " << e.what() << "\n";
       return 2;
     }
     if (!ok || !lj.contains("variants")) {
-      std::cerr << path << ": no variants\n";
+      std::cerr << lineage_path << ": no variants\n";
       return 2;
     }
-    std::map<std::string, double> speedup{{"reference", 1.0}};
     for (auto& v : lj["variants"]) {
       std::string file = task + "/" + v.value("file", "");
       std::string src = Read(file, &ok);
@@ -176,31 +166,83 @@ int main(int argc, char** argv) {
         rc = 1;
         continue;
       }
-      auto r = run(src);
+      items.push_back({v.value("file", ""), src, "", &v, {}});
+    }
+  }
+  uint64_t id = 1;
+  auto job_of = [&](const Item& it) {
+    EvalJob j;
+    j.language = language;
+    if (language.empty() && it.file.size() > 3 &&
+        it.file.compare(it.file.size() - 3, 3, ".py") == 0)
+      j.language = "kernelbench";
+    j.job_id = id++;
+    j.task_dir = task;
+    j.backend = backend;
+    j.source = it.source;
+    return j;
+  };
+  if (queue) {
+    // All at once, as a busy daemon queues them: later candidates wait (and compile ahead,
+    // eval.compile_ahead_backends) while earlier ones run. A full queue waits for the oldest.
+    std::vector<std::future<EvalResult>> futures;
+    size_t waited = 0;
+    for (auto& it : items) {
+      for (;;) {
+        auto promise = std::make_shared<std::promise<EvalResult>>();
+        auto fut = promise->get_future();
+        htam::Status st = (*ev)->Submit(
+            job_of(it), [promise](EvalResult r) { promise->set_value(std::move(r)); });
+        if (st.ok()) {
+          futures.push_back(std::move(fut));
+          break;
+        }
+        if (st.code() != htam::Status::Code::kResourceExhausted || waited == futures.size()) {
+          std::cerr << st.ToString() << "\n";
+          return 2;
+        }
+        futures[waited++].wait();
+      }
+    }
+    for (size_t i = 0; i < items.size(); ++i) items[i].result = futures[i].get();
+  } else {
+    for (auto& it : items) {
+      auto r = (*ev)->Evaluate(job_of(it));
       if (!r.ok()) {
         std::cerr << r.status().ToString() << "\n";
         return 2;
       }
-      std::string parent = v.value("parent", "reference");
-      double ps = speedup.count(parent) ? speedup[parent] : 1.0;
-      speedup[v.value("id", "")] = r->status == htam::fb::OutcomeStatus::Ok ? r->speedup : ps;
-      bool as_expected = AsExpected(v.value("expected", "ok"), *r, ps);
-      json out = ToJson(v.value("file", ""), *r);
-      out["expected"] = v.value("expected", "ok");
-      out["as_expected"] = as_expected;
-      std::cout << out.dump() << "\n";
-      if (!as_expected) rc = 1;
-      v["measured"] = {{"device", r->device},
-                       {"sm_clock_mhz", r->profile.sm_clock_mhz},
-                       {"mem_clock_mhz", r->profile.mem_clock_mhz},
-                       {"median_us", r->median_us},
-                       {"speedup", r->speedup},
-                       {"status", htam::fb::EnumNameOutcomeStatus(r->status)}};
+      it.result = *r;
     }
-    if (write) {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out << lj.dump(2) << "\n";
+  }
+  std::map<std::string, double> speedup{{"reference", 1.0}};
+  for (auto& it : items) {
+    const EvalResult& r = it.result;
+    if (!it.variant) {
+      std::cout << ToJson(it.label, r).dump() << "\n";
+      if (reference) rc = r.status == htam::fb::OutcomeStatus::Ok ? 0 : 1;
+      continue;
     }
+    json& v = *it.variant;
+    std::string parent = v.value("parent", "reference");
+    double ps = speedup.count(parent) ? speedup[parent] : 1.0;
+    speedup[v.value("id", "")] = r.status == htam::fb::OutcomeStatus::Ok ? r.speedup : ps;
+    bool as_expected = AsExpected(v.value("expected", "ok"), r, ps);
+    json out = ToJson(it.label, r);
+    out["expected"] = v.value("expected", "ok");
+    out["as_expected"] = as_expected;
+    std::cout << out.dump() << "\n";
+    if (!as_expected) rc = 1;
+    v["measured"] = {{"device", r.device},
+                     {"sm_clock_mhz", r.profile.sm_clock_mhz},
+                     {"mem_clock_mhz", r.profile.mem_clock_mhz},
+                     {"median_us", r.median_us},
+                     {"speedup", r.speedup},
+                     {"status", htam::fb::EnumNameOutcomeStatus(r.status)}};
+  }
+  if (lineage && write) {
+    std::ofstream out(lineage_path, std::ios::binary | std::ios::trunc);
+    out << lj.dump(2) << "\n";
   }
   (*ev)->Shutdown();
   return rc;
