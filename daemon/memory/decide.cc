@@ -188,6 +188,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
         n.direction_id = row->direction_id;
         n.status = status;
         n.gain = StepGain(status, row->speedup_before, row->speedup_after);
+        if (o_.continuation_weight != 0)
+          n.future_gain = table_.FutureGain(*row, o_.continuation_horizon);
         n.strategy_ids.assign(table_.Strategies(*row), table_.Strategies(*row) + row->strategies);
         n.learned_strategy_id = row->learned_strategy_id;
         n.passed_over_ids.assign(table_.PassedOver(*row), table_.PassedOver(*row) + row->passed);
@@ -432,7 +434,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     credited.erase(std::unique(credited.begin(), credited.end()), credited.end());
     for (uint64_t s : credited)
       credits.push_back(
-          Credit{s, n.weight * (IsSuccess(n.status, n.gain) ? n.gain : 0.0), n.weight});
+          Credit{s, n.weight * (IsSuccess(n.status, n.gain) ? EnabledGain(n, o_) : 0.0), n.weight});
   }
   std::stable_sort(credits.begin(), credits.end(),
                    [](const Credit& a, const Credit& b) { return a.strategy < b.strategy; });
@@ -557,8 +559,10 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
         note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
                 ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";
       if (x.passed_w > 0)
-        note += "   Passed over in similar states: attended steps of other sessions that did not "
-                "apply it weigh " + Short(x.passed_w) + ", ranked lower\n";
+        note +=
+            "   Passed over in similar states: attended steps of other sessions that did not "
+            "apply it weigh " +
+            Short(x.passed_w) + ", ranked lower\n";
       if (x.passes > 0 && o_.not_applicable_penalty > 0)
         note += "   Passed over in this session (" + Short(x.passes) +
                 " counted): it did not fit the kernel, ranked lower\n";

@@ -64,6 +64,8 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.applied_weight = c.GetDouble("memory.applied_weight");
   o.passed_over_weight = c.GetDouble("memory.passed_over_weight");
   o.passed_over_applied_weight = c.GetDouble("memory.passed_over_applied_weight");
+  o.continuation_weight = c.GetDouble("memory.continuation_weight");
+  o.continuation_horizon = int(c.GetInt("memory.continuation_horizon"));
   o.other_direction_candidates = static_cast<int>(c.GetInt("memory.other_direction_candidates"));
   o.merge_threshold = c.GetDouble("memory.merge_threshold");
   o.snapshot_interval_s = static_cast<int>(c.GetInt("memory.snapshot_interval_s"));

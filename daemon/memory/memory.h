@@ -83,6 +83,10 @@ struct MemoryOptions {
   // Weight of the applied evidence A in that penalty's denominator: P / (P + this x A + m), so
   // that only what similar steps passed over more than they applied is penalized ("all").
   double passed_over_applied_weight = 0.0;
+  // What a successful step enabled: its gain plus this x the log of its session's best speedup
+  // within continuation_horizon later steps over its own (directions' and strategies' effect).
+  double continuation_weight = 0.0;
+  int continuation_horizon = 3;
   // Similarity candidates of each direction that was not chosen ("all").
   int other_direction_candidates = 32;
   // Learning.
@@ -235,7 +239,7 @@ class SuffixEmbedder {
     float value;
   };
   uint32_t dim_;
-  std::string first_word_;        // the suffix's first word (the prefix's last bigram)
+  std::string first_word_;         // the suffix's first word (the prefix's last bigram)
   std::vector<Feature> features_;  // the suffix's features, in EmbedText's order
 };
 

@@ -1232,5 +1232,68 @@ TEST(MemoryTest, ReadOnlyOpenWhileWriterRuns) {
   EXPECT_TRUE(Memory::OpenReadOnly(dir.path() + "/none").status().IsNotFound());
 }
 
+// continuation_weight: a step is worth what it enabled. A gained little but its session went on to
+// 3x within the horizon; B gained more at once and its session stopped at 1.6x. Without the term B
+// ranks above A; with it, A ranks above B; and beyond the horizon the later gain does not count.
+TEST(MemoryTest, ContinuationWeightCreditsWhatAStepEnabled) {
+  TempDir dir;
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  uint64_t task = 0, a = 0, b = 0;
+  {
+    auto m = OpenOk(Opts(dir.path()));
+    task = Task(m.get(), "relu", "elementwise");
+    auto probe = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(probe->id, mem);
+    ASSERT_TRUE(d.ok() && d->strategies.size() >= 3);
+    const fb::StrategyT sa = *d->strategies[0].strategy, sb = *d->strategies[1].strategy,
+                        sc = *d->strategies[2].strategy;
+    a = sa.id;
+    b = sb.id;
+    ASSERT_TRUE(m->CloseSession(probe->id).ok());
+    // session: first step applies `first` (speedup s1), then two steps without gain, then `sc`
+    // reaches s2 at step 3.
+    auto session = [&](const fb::StrategyT& first, double s1, double s2) {
+      auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+      StepInput st = Step(s->id, first.direction_id, fb::OutcomeStatus::Ok, s1);
+      st.strategy_ids = {first.id};
+      ASSERT_TRUE(m->RecordStep(st).ok());
+      for (int i = 0; i < 2; ++i) {
+        StepInput idle = Step(s->id, sc.direction_id, fb::OutcomeStatus::Incorrect, 0);
+        ASSERT_TRUE(m->RecordStep(idle).ok());
+      }
+      StepInput later = Step(s->id, sc.direction_id, fb::OutcomeStatus::Ok, s2);
+      later.strategy_ids = {sc.id};
+      ASSERT_TRUE(m->RecordStep(later).ok());
+      ASSERT_TRUE(m->CloseSession(s->id).ok());
+    };
+    session(sa, 1.2, 3.0);
+    session(sb, 1.5, 1.6);
+  }
+  auto scores = [&](double weight, int horizon) {
+    MemoryOptions o = Opts(dir.path());
+    o.continuation_weight = weight;
+    o.continuation_horizon = horizon;
+    o.top_k_strategies = 200;
+    auto m = OpenOk(o);
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, mem);
+    EXPECT_TRUE(d.ok());
+    std::pair<double, double> ab{0, 0};
+    for (const auto& h : d->strategies) {
+      if (h.strategy->id == a) ab.first = h.score;
+      if (h.strategy->id == b) ab.second = h.score;
+    }
+    return ab;
+  };
+  auto [a0, b0] = scores(0, 3);
+  EXPECT_GT(b0, a0) << "without the term, the larger immediate gain ranks first";
+  auto [a1, b1] = scores(1, 3);
+  EXPECT_GT(a1, b1) << "with it, the step that led to 3x ranks first";
+  EXPECT_NEAR(b1 - b0, 0, 0.5 * (a1 - a0)) << "B enabled little";
+  auto [a2, b2] = scores(1, 2);  // the 3x came 3 steps later: outside a horizon of 2
+  EXPECT_NEAR(a2, a0, 1e-9);
+  EXPECT_NEAR(b2, b0, 1e-9);
+}
+
 }  // namespace
 }  // namespace htam::memory

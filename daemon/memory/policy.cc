@@ -197,6 +197,10 @@ bool ArchAtLeast(std::string_view arch, std::string_view min_arch, bool* compara
   return !*comparable || na >= nm;
 }
 
+double EnabledGain(const Neighbor& n, const MemoryOptions& o) {
+  return n.gain + o.continuation_weight * n.future_gain;
+}
+
 bool IsSuccess(fb::OutcomeStatus status, double gain) {
   return status == fb::OutcomeStatus::Ok && gain > 1e-9;
 }
@@ -248,7 +252,7 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     a.n += nb.weight;
     if (IsSuccess(nb.status, nb.gain)) {
       a.succ += nb.weight;
-      a.gain += nb.weight * nb.gain;
+      a.gain += nb.weight * EnabledGain(nb, o);
     }
     a.raw++;
     a.cross += nb.cross_backend ? 1 : 0;

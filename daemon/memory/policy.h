@@ -36,7 +36,7 @@ struct PolicyState {
     uint64_t strategy_id = 0;
     uint32_t step = 0;
     fb::OutcomeStatus status = fb::OutcomeStatus::Ok;
-    double gain = 0;  // log gain of the step (0 when not Ok)
+    double gain = 0;           // log gain of the step (0 when not Ok)
     bool passed_over = false;  // advised at `step` and passed over: it did not fit the kernel
   };
   std::vector<Tried> tried;
@@ -91,12 +91,18 @@ struct Neighbor {
   uint64_t direction_id = 0;
   fb::OutcomeStatus status = fb::OutcomeStatus::Ok;
   double gain = 0;  // log(after / before) when Ok, else 0
+  // What the step enabled: log(the best speedup of its session within continuation_horizon later
+  // steps / its own speedup after), >= 0; 0 for a step that did not succeed (TransitionTable).
+  double future_gain = 0;
   std::string backend;
   std::vector<uint64_t> strategy_ids;
   uint64_t learned_strategy_id = 0;
   // Advised before the step and passed over (TransitionRecord::passed_over_ids).
   std::vector<uint64_t> passed_over_ids;
 };
+
+// A successful neighbour's gain with what it enabled: gain + continuation_weight x future_gain.
+double EnabledGain(const Neighbor& n, const MemoryOptions& o);
 
 // Sets weight = backend_factor * exp((sim - 1) / T), sim = (1-h) state + h history.
 void WeighNeighbors(std::vector<Neighbor>* neighbors, const MemoryOptions& o);

@@ -2,14 +2,18 @@
 #include "daemon/memory/transition_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "daemon/memory/policy.h"
+#include "daemon/memory/stats.h"
 
 namespace htam::memory {
 namespace {
 
 constexpr uint32_t kTableMagic = 0x48545442;  // "HTTB"
-constexpr uint32_t kTableFormat = 2;  // 2: rows name passed-over strategies
+constexpr uint32_t kTableFormat = 2;          // 2: rows name passed-over strategies
 
 template <typename T>
 void Put(std::string* out, const T& v) {
@@ -37,6 +41,30 @@ void TransitionTable::Add(const fb::TransitionRecord& r, size_t key_dim) {
   if (!(row.flags & kPresent)) ++present_;
   Fill(r, key_dim, &row);
   NoteParent(row);
+  NoteSession(row);
+}
+
+void TransitionTable::NoteSession(const Row& row) {
+  if (!row.session_id || (row.flags & kFallback)) return;
+  std::vector<float>& after = session_after_[row.session_id];
+  if (after.size() <= row.step) after.resize(size_t(row.step) + 1, 0.f);
+  auto status = static_cast<fb::OutcomeStatus>(row.status);
+  after[row.step] = IsSuccess(status, StepGain(status, row.speedup_before, row.speedup_after))
+                        ? row.speedup_after
+                        : 0.f;
+}
+
+double TransitionTable::FutureGain(const Row& row, int horizon) const {
+  if (horizon <= 0 || (row.flags & kFallback)) return 0;
+  auto it = session_after_.find(row.session_id);
+  if (it == session_after_.end() || row.step >= it->second.size()) return 0;
+  const std::vector<float>& after = it->second;
+  const float own = after[row.step];
+  if (own <= 0) return 0;  // the step did not succeed: it enabled nothing
+  float best = own;
+  const size_t end = std::min(after.size(), size_t(row.step) + 1 + size_t(horizon));
+  for (size_t s = size_t(row.step) + 1; s < end; ++s) best = std::max(best, after[s]);
+  return std::log(double(best) / double(own));
 }
 
 void TransitionTable::NoteParent(const Row& row) {
@@ -145,6 +173,7 @@ void TransitionTable::Clear() {
   pool_.shrink_to_fit();
   backends_.clear();
   parent_.clear();
+  session_after_.clear();
   present_ = 0;
 }
 
@@ -197,10 +226,10 @@ Status TransitionTable::Deserialize(std::string_view in, TransitionTable* out) {
     ++t.present_;
     if (!(r.flags & kFallback) && r.backend >= t.backends_.size())
       return Status::Corruption("transition table: bad backend index");
-    if (r.history_size > kHistory ||
-        uint64_t{r.strategies_at} + r.strategies + r.passed > npool)
+    if (r.history_size > kHistory || uint64_t{r.strategies_at} + r.strategies + r.passed > npool)
       return Status::Corruption("transition table: bad row");
     t.NoteParent(r);
+    t.NoteSession(r);
   }
   *out = std::move(t);
   return Status::OK();

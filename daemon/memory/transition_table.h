@@ -1,6 +1,6 @@
 // The per-transition facts the policy reads for every attended neighbour (direction, outcome,
-// speedups, backend, the tail of the history, credited and passed-over strategies, session), kept in memory
-// beside the transition index so that a decision reads no LMDB page for its neighbours.
+// speedups, backend, the tail of the history, credited and passed-over strategies, session), kept
+// in memory beside the transition index so that a decision reads no LMDB page for its neighbours.
 // Derived from the records like the FAISS index: built from them, saved in the transition
 // snapshot, compared with them on load (spot checks) and by Check() (every row).
 // Thread-safety: none; Memory guards it with the index mutex.
@@ -59,6 +59,10 @@ class TransitionTable {
     auto it = parent_.find(strategy);
     return it == parent_.end() ? 0 : it->second;
   }
+  // What a successful step enabled: log(the best speedup its session reached in the `horizon`
+  // steps after it / its own speedup after), 0 when none was faster or the step did not succeed.
+  // Read from the session's later rows, so a step's value grows as its session goes on.
+  double FutureGain(const Row& row, int horizon) const;
   // "" when the row holds exactly the record's facts; otherwise what differs.
   std::string Compare(const fb::TransitionRecord& r, size_t key_dim) const;
 
@@ -78,6 +82,10 @@ class TransitionTable {
   std::vector<uint64_t> pool_;                                         // strategy ids
   std::vector<std::string> backends_;
   std::unordered_map<uint64_t, uint64_t> parent_;  // learned strategy -> Parent(); from the rows
+  // session -> speedup after each of its steps that succeeded (0 for the others), by step index;
+  // from the rows.
+  std::unordered_map<uint64_t, std::vector<float>> session_after_;
+  void NoteSession(const Row& row);
   size_t present_ = 0;
   void NoteParent(const Row& row);
 };
