@@ -189,7 +189,8 @@ class EvaluatorImpl : public Evaluator {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::string> notes_;
   bool drop_user_ = true;  // false when eval.sandbox_user cannot reach what workers need
-  std::unique_ptr<CompileAhead> ahead_;  // null when off (eval.compile_ahead_backends); set before slots run
+  // Null when off (eval.compile_ahead_backends); set before the slots run.
+  std::unique_ptr<CompileAhead> ahead_;
 
   std::mutex mu_;
   std::condition_variable cv_;
