@@ -11,6 +11,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/file.h"
 #include "base/log.h"
 
 namespace htam::eval {
@@ -18,23 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr const char* kComponent = "eval";
-
-// mkdir -p with `mode` for the directories it creates.
-Status MakeDir(const std::string& path, mode_t mode) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) {
-      if (cur.empty()) cur = "/";
-      continue;
-    }
-    cur += (cur.empty() || cur.back() == '/' ? "" : "/") + part;
-    if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-      return Status::IOError("cannot create " + cur + ": " + strerror(errno));
-  }
-  return Status::OK();
-}
 
 // The names in `dir` that are not hidden (a compile's temporary files start with a dot).
 std::vector<std::string> Names(const std::string& dir) {
@@ -76,8 +60,8 @@ CompileAhead::~CompileAhead() {
 }
 
 Status CompileAhead::Start() {
-  HTAM_RETURN_IF_ERROR(MakeDir(opt_.cache_dir, 0711));
-  HTAM_RETURN_IF_ERROR(MakeDir(opt_.stage_dir, 0711));
+  HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir, 0711));
+  HTAM_RETURN_IF_ERROR(MakeDirs(opt_.stage_dir, 0711));
   // Searchable, not listable: a runner opens an entry by its key and cannot see the others.
   chmod(opt_.cache_dir.c_str(), 0711);
   chmod(opt_.stage_dir.c_str(), 0711);
