@@ -66,6 +66,7 @@ Status CompileAhead::Start() {
   chmod(opt_.cache_dir.c_str(), 0711);
   chmod(opt_.stage_dir.c_str(), 0711);
   for (const auto& n : Names(opt_.stage_dir)) RemoveTree(opt_.stage_dir + "/" + n);  // a crash's
+  MutexLock lock(&mu_);
   for (int i = 0; i < std::max(1, opt_.threads); ++i) threads_.emplace_back([this] { Loop(); });
   return Status::OK();
 }
@@ -77,15 +78,15 @@ void CompileAhead::Enqueue(uint64_t job_id, const std::string& backend, const st
   e->backend = backend;
   e->arch = arch;
   e->source = source;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_ || threads_.empty()) return;
   by_job_[job_id] = e;
   queue_.push_back(std::move(e));
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 bool CompileAhead::Claim(uint64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_job_.find(job_id);
   if (it == by_job_.end()) return false;
   std::shared_ptr<Entry> e = it->second;
@@ -103,12 +104,12 @@ bool CompileAhead::Claim(uint64_t job_id) {
 }
 
 void CompileAhead::CountHit() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++hits_;
 }
 
 std::string CompileAhead::StatusText() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::ostringstream o;
   o << "compile_ahead: on threads=" << threads_.size() << " queued=" << queue_.size()
     << " compiled=" << compiled_ << " failed=" << failed_ << " dropped=" << dropped_
@@ -117,13 +118,15 @@ std::string CompileAhead::StatusText() {
 }
 
 void CompileAhead::Stop() {
+  std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     queue_.clear();
-    cv_.notify_all();
+    threads.swap(threads_);
+    cv_.SignalAll();
   }
-  for (auto& t : threads_)
+  for (auto& t : threads)
     if (t.joinable()) t.join();
 }
 
@@ -131,8 +134,8 @@ void CompileAhead::Loop() {
   for (;;) {
     std::shared_ptr<Entry> e;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       if (stopping_) return;
       e = std::move(queue_.front());
       queue_.pop_front();
@@ -144,17 +147,17 @@ void CompileAhead::Loop() {
     if (!ok && !why.empty()) {
       HTAM_LOG(kDebug, kComponent) << "job " << e->job_id << ": not compiled ahead: " << why;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     e->state = State::kDone;
     ++(ok ? compiled_ : failed_);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
 bool CompileAhead::Compile(const Entry& e, std::string* why) {
   std::string stage;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stage = opt_.stage_dir + "/" + std::to_string(getpid()) + "-" + std::to_string(next_stage_++);
   }
   RemoveTree(stage);
@@ -198,7 +201,7 @@ bool CompileAhead::Compile(const Entry& e, std::string* why) {
                          std::chrono::duration<double>(opt_.compile_timeout_s + 30));
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) {
         (*w)->Kill();
         *why = "stopping";
