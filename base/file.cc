@@ -1,6 +1,10 @@
-// Whole-file reads (see file.h).
+// Whole-file reads and mkdir -p (see file.h).
 #include "base/file.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -18,6 +22,19 @@ bool ReadWholeFile(const std::string& path, std::string* out) {
 std::string ReadFileOrEmpty(const std::string& path) {
   std::string text;
   return ReadWholeFile(path, &text) ? text : std::string();
+}
+
+Status MakeDirs(const std::string& path, mode_t mode) {
+  std::string cur = !path.empty() && path[0] == '/' ? "/" : "";
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += (cur.empty() || cur.back() == '/' ? "" : "/") + part;
+    if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+      return Status::IOError("cannot create " + cur + ": " + strerror(errno));
+  }
+  return Status::OK();
 }
 
 }  // namespace htam

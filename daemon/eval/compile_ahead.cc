@@ -11,6 +11,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/file.h"
 #include "base/log.h"
 
 namespace htam::eval {
@@ -18,23 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr const char* kComponent = "eval";
-
-// mkdir -p with `mode` for the directories it creates.
-Status MakeDir(const std::string& path, mode_t mode) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) {
-      if (cur.empty()) cur = "/";
-      continue;
-    }
-    cur += (cur.empty() || cur.back() == '/' ? "" : "/") + part;
-    if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-      return Status::IOError("cannot create " + cur + ": " + strerror(errno));
-  }
-  return Status::OK();
-}
 
 // The names in `dir` that are not hidden (a compile's temporary files start with a dot).
 std::vector<std::string> Names(const std::string& dir) {
@@ -76,12 +60,13 @@ CompileAhead::~CompileAhead() {
 }
 
 Status CompileAhead::Start() {
-  HTAM_RETURN_IF_ERROR(MakeDir(opt_.cache_dir, 0711));
-  HTAM_RETURN_IF_ERROR(MakeDir(opt_.stage_dir, 0711));
+  HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir, 0711));
+  HTAM_RETURN_IF_ERROR(MakeDirs(opt_.stage_dir, 0711));
   // Searchable, not listable: a runner opens an entry by its key and cannot see the others.
   chmod(opt_.cache_dir.c_str(), 0711);
   chmod(opt_.stage_dir.c_str(), 0711);
   for (const auto& n : Names(opt_.stage_dir)) RemoveTree(opt_.stage_dir + "/" + n);  // a crash's
+  MutexLock lock(&mu_);
   for (int i = 0; i < std::max(1, opt_.threads); ++i) threads_.emplace_back([this] { Loop(); });
   return Status::OK();
 }
@@ -93,15 +78,15 @@ void CompileAhead::Enqueue(uint64_t job_id, const std::string& backend, const st
   e->backend = backend;
   e->arch = arch;
   e->source = source;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_ || threads_.empty()) return;
   by_job_[job_id] = e;
   queue_.push_back(std::move(e));
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 bool CompileAhead::Claim(uint64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_job_.find(job_id);
   if (it == by_job_.end()) return false;
   std::shared_ptr<Entry> e = it->second;
@@ -119,12 +104,12 @@ bool CompileAhead::Claim(uint64_t job_id) {
 }
 
 void CompileAhead::CountHit() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++hits_;
 }
 
 std::string CompileAhead::StatusText() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::ostringstream o;
   o << "compile_ahead: on threads=" << threads_.size() << " queued=" << queue_.size()
     << " compiled=" << compiled_ << " failed=" << failed_ << " dropped=" << dropped_
@@ -133,13 +118,15 @@ std::string CompileAhead::StatusText() {
 }
 
 void CompileAhead::Stop() {
+  std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     queue_.clear();
-    cv_.notify_all();
+    threads.swap(threads_);
+    cv_.SignalAll();
   }
-  for (auto& t : threads_)
+  for (auto& t : threads)
     if (t.joinable()) t.join();
 }
 
@@ -147,8 +134,8 @@ void CompileAhead::Loop() {
   for (;;) {
     std::shared_ptr<Entry> e;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       if (stopping_) return;
       e = std::move(queue_.front());
       queue_.pop_front();
@@ -160,17 +147,17 @@ void CompileAhead::Loop() {
     if (!ok && !why.empty()) {
       HTAM_LOG(kDebug, kComponent) << "job " << e->job_id << ": not compiled ahead: " << why;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     e->state = State::kDone;
     ++(ok ? compiled_ : failed_);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
 bool CompileAhead::Compile(const Entry& e, std::string* why) {
   std::string stage;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stage = opt_.stage_dir + "/" + std::to_string(getpid()) + "-" + std::to_string(next_stage_++);
   }
   RemoveTree(stage);
@@ -214,7 +201,7 @@ bool CompileAhead::Compile(const Entry& e, std::string* why) {
                          std::chrono::duration<double>(opt_.compile_timeout_s + 30));
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) {
         (*w)->Kill();
         *why = "stopping";

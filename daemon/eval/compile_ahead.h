@@ -16,22 +16,23 @@
 // Nothing here decides a verdict: a compile that fails ahead fails again in the runner, with the
 // runner's diagnostics; a job that reaches a device before its compile started is compiled by
 // its runner as before.
-// Thread-safety: safe for concurrent use (one mutex); Stop() before destruction joins threads.
+// Thread-safety: safe for concurrent use (one mutex, its members GUARDED_BY it and checked by
+// clang's -Wthread-safety: ctest thread_safety_compile_ahead); Stop() before destruction joins
+// the threads.
 #pragma once
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "daemon/eval/sandbox.h"
 
 namespace htam::eval {
@@ -60,38 +61,38 @@ class CompileAhead {
   CompileAhead& operator=(const CompileAhead&) = delete;
 
   // Creates the directories and starts the threads.
-  Status Start();
+  Status Start() EXCLUDES(mu_);
 
   // A job entered the device queue: compile its source ahead when a thread is free.
   void Enqueue(uint64_t job_id, const std::string& backend, const std::string& arch,
-               const std::string& source);
+               const std::string& source) EXCLUDES(mu_);
 
   // The job reached a device: whether its compile ahead has finished (successfully or not). One
   // not started yet is dropped and one under way is not waited for: either way its runner
   // compiles it as without compiling ahead, so a job on an idle device never waits for a second
   // process (and a source built before is found by the runner at once).
-  bool Claim(uint64_t job_id);
+  bool Claim(uint64_t job_id) EXCLUDES(mu_);
 
   // The job's runner found its build in the cache (EvalResult::compile_cached): counted for INFO.
-  void CountHit();
+  void CountHit() EXCLUDES(mu_);
 
   // INFO lines: "compile_ahead: ...".
-  std::string StatusText();
+  std::string StatusText() EXCLUDES(mu_);
 
   // Stops the threads (a compile in flight is killed) and drops queued entries. Idempotent.
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
  private:
   enum class State { kQueued, kRunning, kDone, kDropped };
   struct Entry {
     uint64_t job_id = 0;
     std::string backend, arch, source;
-    State state = State::kQueued;
+    State state = State::kQueued;  // guarded by CompileAhead::mu_ (the rest is set before sharing)
   };
 
-  void Loop();
+  void Loop() EXCLUDES(mu_);
   // One compile-only process for `e`; true when it compiled and its entry was published.
-  bool Compile(const Entry& e, std::string* why);
+  bool Compile(const Entry& e, std::string* why) EXCLUDES(mu_);
   // Moves the one entry of `stage` into the cache; false (and why) otherwise.
   bool Publish(const std::string& stage, std::string* why);
 
@@ -99,14 +100,19 @@ class CompileAhead {
   const ArgvFor argv_for_;
   const SandboxFor sandbox_for_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;                         // queue changes, stop
-  std::deque<std::shared_ptr<Entry>> queue_;           // guarded by mu_
-  std::map<uint64_t, std::shared_ptr<Entry>> by_job_;  // guarded by mu_: until Claim
-  bool stopping_ = false;                              // guarded by mu_
-  uint64_t compiled_ = 0, failed_ = 0, dropped_ = 0, late_ = 0, hits_ = 0;  // guarded by mu_
-  uint64_t next_stage_ = 0;                                                 // guarded by mu_
-  std::vector<std::thread> threads_;
+  Mutex mu_;
+  CondVar cv_;  // queue changes, stop
+  std::deque<std::shared_ptr<Entry>> queue_ GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<Entry>> by_job_ GUARDED_BY(mu_);  // until Claim
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t compiled_ GUARDED_BY(mu_) = 0;
+  uint64_t failed_ GUARDED_BY(mu_) = 0;
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  uint64_t late_ GUARDED_BY(mu_) = 0;
+  uint64_t hits_ GUARDED_BY(mu_) = 0;
+  uint64_t next_stage_ GUARDED_BY(mu_) = 0;
+  // Started by Start; Stop takes them out under mu_ and joins them without it (they take mu_).
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
 };
 
 }  // namespace htam::eval

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "backends/cuda/ncu_profile.h"
+#include "base/file.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/paths.h"
@@ -64,20 +65,6 @@ std::string MakeAbsolute(const std::string& p) {
   if (p.empty() || p[0] == '/') return p;
   char buf[4096];
   return std::string(getcwd(buf, sizeof buf) ? buf : ".") + "/" + p;
-}
-
-Status MakeDirs(const std::string& path) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += "/" + part;
-    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-      return Status::IOError("mkdir " + cur + ": " + strerror(errno));
-  }
-  return Status::OK();
 }
 
 fb::OutcomeStatus StatusFromName(const std::string& n) {
@@ -189,7 +176,8 @@ class EvaluatorImpl : public Evaluator {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::string> notes_;
   bool drop_user_ = true;  // false when eval.sandbox_user cannot reach what workers need
-  std::unique_ptr<CompileAhead> ahead_;  // null when off (eval.compile_ahead_backends); set before slots run
+  // Null when off (eval.compile_ahead_backends); set before the slots run.
+  std::unique_ptr<CompileAhead> ahead_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -391,18 +379,18 @@ Status EvaluatorImpl::Init() {
   sdk_include_ = MakeAbsolute(ShippedPath(opt_.sdk_include_dir, "include"));
   if (!opt_.cache_dir.empty()) {
     opt_.cache_dir = MakeAbsolute(opt_.cache_dir);
-    HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir).WithContext("eval cache"));
+    HTAM_RETURN_IF_ERROR(MakeDirs(opt_.cache_dir, 0755).WithContext("eval cache"));
     // Workers may run as an unprivileged user: the cache is a sticky, world-writable directory;
     // entries are sealed (root-owned, read-only) after every job so no candidate can rewrite them.
     if (geteuid() == 0 && !ev_.sandbox_user.empty()) chmod(opt_.cache_dir.c_str(), 01777);
   }
   if (!KbBuildCache().empty()) {
-    HTAM_RETURN_IF_ERROR(MakeDirs(KbBuildCache()).WithContext("kernelbench build cache"));
+    HTAM_RETURN_IF_ERROR(MakeDirs(KbBuildCache(), 0755).WithContext("kernelbench build cache"));
     // Runners add entries by name (a content key) but cannot list the directory (no read
     // permission for them) or replace an entry (sticky; sealed root-owned after every job).
     if (geteuid() == 0 && !ev_.sandbox_user.empty()) chmod(KbBuildCache().c_str(), 01733);
   }
-  if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir));
+  if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir, 0755));
   // Plugins.
   std::vector<std::string> dirs;
   if (!opt_.plugin_dir.empty())

@@ -3,9 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
-#include <grp.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -19,6 +19,8 @@
 
 #include <cstring>
 
+#include "base/file.h"
+
 namespace htam::eval {
 namespace {
 
@@ -27,12 +29,6 @@ namespace {
   ssize_t w = write(2, m, strlen(m));
   (void)w;
   _exit(126);
-}
-
-// mkdir -p (before the fork: plain library calls are fine there).
-void MakeDirs(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
 }
 
 // Moves a descriptor above the ones the child sets up (3, 4), keeping O_CLOEXEC.
@@ -76,7 +72,9 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
   std::vector<char*> envp;
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
-  MakeDirs(spec.work_dir);
+  // Before the fork (plain library calls are fine there); a failure shows in the chown or the
+  // runner's first write.
+  (void)MakeDirs(spec.work_dir, 0755);
   if (spec.drop && chown(spec.work_dir.c_str(), spec.uid, spec.gid) != 0)
     return Status::IOError("chown of the runner's temp dir: " + std::string(strerror(errno)));
   // Directories to bind back: opened now (O_PATH), bound through /proc/self/fd once the hidden
@@ -95,7 +93,7 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
     bool inside = false;
     for (const auto& h : hidden) inside = inside || Under(d, h);
     if (!inside) continue;
-    MakeDirs(d);
+    (void)MakeDirs(d, 0755);  // one that cannot be made fails the child's open below
     visible.push_back(d);
   }
   // The child opens each (O_PATH) inside its new mount namespace as fd 200+i, before covering.
@@ -152,8 +150,8 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
         all = all && mount(fd_paths[i].c_str(), v.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
       }
       for (const auto& h : hidden)
-        mount(nullptr, h.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              nullptr);
+        mount(nullptr, h.c_str(), nullptr,
+              MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
       report[0] = all ? 1 : 0;
     }
     for (size_t i = 0; i < visible.size(); ++i) close(int(200 + i));
@@ -164,8 +162,9 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
       // Still uid 0 (the sandbox user cannot reach the tree): no capability at all, none
       // regained at exec, so it can neither unmount its view nor read the verifier's memory.
       for (int c = 0; c <= 63; ++c) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
-      prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                   SECBIT_NO_SETUID_FIXUP_LOCKED,
+      prctl(PR_SET_SECUREBITS,
+            SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                SECBIT_NO_SETUID_FIXUP_LOCKED,
             0, 0, 0);
       __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
       __user_cap_data_struct data[2] = {};

@@ -243,6 +243,34 @@ size_t Rank(const Decision& d, uint64_t strategy) {
   return std::string::npos;
 }
 
+// One step that passed advice over: the agent applied the third piece of advice it was given
+// and the first two did not fit its kernel.
+struct PassedOverStep {
+  uint64_t passed = 0, passed_dir = 0;  // the first piece of advice and its direction
+  uint64_t second = 0;                  // the second piece
+  uint64_t used = 0;                    // the third, the one applied
+  uint64_t transition_id = 0;           // the recorded step
+};
+
+// Advises `session` in `state` (at least `min_advice` pieces) and records a step that applied the
+// third piece at `speedup`. Fatal failures stop only this function: call it inside
+// ASSERT_NO_FATAL_FAILURE.
+void ApplyTheThirdAdvice(Memory* m, uint64_t session, const StateInput& state, size_t min_advice,
+                         double speedup, PassedOverStep* out) {
+  auto d = m->NextStep(session, state);
+  ASSERT_TRUE(d.ok() && d->strategies.size() >= min_advice);
+  out->passed = d->strategies[0].strategy->id;
+  out->passed_dir = d->strategies[0].strategy->direction_id;
+  out->second = d->strategies[1].strategy->id;
+  const fb::StrategyT& used = *d->strategies[2].strategy;
+  out->used = used.id;
+  StepInput st = Step(session, used.direction_id, fb::OutcomeStatus::Ok, speedup);
+  st.strategy_ids = {used.id};
+  auto rec = m->RecordStep(st);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  out->transition_id = rec->transition_id;
+}
+
 uint64_t StrategyId(Memory* m, const std::string& name) {
   auto all = m->ListStrategies(StrategyFilter{});
   EXPECT_TRUE(all.ok());
@@ -324,19 +352,13 @@ TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
   const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
-  auto d = m->NextStep(s->id, mem);
-  ASSERT_TRUE(d.ok() && d->strategies.size() >= 3);
-  // The agent applied the third piece of advice (the first two did not fit its kernel).
-  uint64_t a = d->strategies[0].strategy->id, b = d->strategies[1].strategy->id;
-  const fb::StrategyT& used = *d->strategies[2].strategy;
-  StepInput st = Step(s->id, used.direction_id, fb::OutcomeStatus::Ok, 1.3);
-  st.strategy_ids = {used.id};
-  ASSERT_TRUE(m->RecordStep(st).ok());
+  PassedOverStep p;  // applied the third piece of advice, faster
+  ASSERT_NO_FATAL_FAILURE(ApplyTheThirdAdvice(m.get(), s->id, mem, 3, 1.3, &p));
   auto next = m->NextStep(s->id, mem);
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(Rank(*next, a), std::string::npos) << next->prompt_context;
-  EXPECT_EQ(Rank(*next, b), std::string::npos) << next->prompt_context;
-  EXPECT_NE(Rank(*next, used.id), std::string::npos) << "it helped: it may be advised again";
+  EXPECT_EQ(Rank(*next, p.passed), std::string::npos) << next->prompt_context;
+  EXPECT_EQ(Rank(*next, p.second), std::string::npos) << next->prompt_context;
+  EXPECT_NE(Rank(*next, p.used), std::string::npos) << "it helped: it may be advised again";
 }
 
 TEST(MemoryTest, AdviceThatDidNotFitTheKernelRanksBelowAdviceThatApplied) {
@@ -347,17 +369,12 @@ TEST(MemoryTest, AdviceThatDidNotFitTheKernelRanksBelowAdviceThatApplied) {
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
   const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
-  auto d = m->NextStep(s->id, mem);
-  ASSERT_TRUE(d.ok() && d->strategies.size() >= 4);
-  // The agent applied the third piece of advice, no faster (the first two did not fit).
-  uint64_t a = d->strategies[0].strategy->id, b = d->strategies[1].strategy->id;
-  const fb::StrategyT& used = *d->strategies[2].strategy;
-  StepInput st = Step(s->id, used.direction_id, fb::OutcomeStatus::Ok, 1.0);
-  st.strategy_ids = {used.id};
-  ASSERT_TRUE(m->RecordStep(st).ok());
+  PassedOverStep p;  // applied the third piece of advice, no faster
+  ASSERT_NO_FATAL_FAILURE(ApplyTheThirdAdvice(m.get(), s->id, mem, 4, 1.0, &p));
+  const uint64_t a = p.passed, b = p.second;
   auto next = m->NextStep(s->id, mem);
   ASSERT_TRUE(next.ok());
-  size_t ru = Rank(*next, used.id);
+  size_t ru = Rank(*next, p.used);
   ASSERT_NE(ru, std::string::npos) << next->prompt_context;
   for (uint64_t id : {a, b}) {
     size_t r = Rank(*next, id);
@@ -435,22 +452,15 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
     auto m = OpenOk(o);
     task = Task(m.get(), "relu", "elementwise");
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
-    auto d = m->NextStep(s->id, mem);
-    ASSERT_TRUE(d.ok() && d->strategies.size() >= 4);
-    // The agent applied the third piece of advice, no faster: the first two did not fit.
-    passed = d->strategies[0].strategy->id;
-    uint64_t second = d->strategies[1].strategy->id;
-    const fb::StrategyT& u = *d->strategies[2].strategy;
-    used = u.id;
-    StepInput st = Step(s->id, u.direction_id, fb::OutcomeStatus::Ok, 1.0);
-    st.strategy_ids = {used};
-    auto rec = m->RecordStep(st);
-    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    PassedOverStep p;  // applied the third piece of advice, no faster
+    ASSERT_NO_FATAL_FAILURE(ApplyTheThirdAdvice(m.get(), s->id, mem, 4, 1.0, &p));
+    passed = p.passed;
+    used = p.used;
     ASSERT_TRUE(m->CloseSession(s->id).ok());
     // The record names what the step passed over, in the order it was advised.
-    auto r = m->GetTransition(rec->transition_id);
+    auto r = m->GetTransition(p.transition_id);
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->passed_over_ids, (std::vector<uint64_t>{passed, second}));
+    EXPECT_EQ(r->passed_over_ids, (std::vector<uint64_t>{passed, p.second}));
     // Without the term a new session on the task is advised as before.
     auto s2 = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
     auto d2 = m->NextStep(s2->id, mem);
@@ -489,15 +499,11 @@ TEST(MemoryTest, PassedOverPenaltyIsOffsetByTheAppliedWeightInSimilarStates) {
     task = Task(m.get(), "relu", "elementwise");
     // Session 1 applied the third piece of advice: the first two did not fit its kernel.
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
-    auto d = m->NextStep(s->id, mem);
-    ASSERT_TRUE(d.ok() && d->strategies.size() >= 4);
-    passed = d->strategies[0].strategy->id;
-    passed_dir = d->strategies[0].strategy->direction_id;
-    second = d->strategies[1].strategy->id;
-    const fb::StrategyT& u = *d->strategies[2].strategy;
-    StepInput st = Step(s->id, u.direction_id, fb::OutcomeStatus::Ok, 1.0);
-    st.strategy_ids = {u.id};
-    ASSERT_TRUE(m->RecordStep(st).ok());
+    PassedOverStep p;
+    ASSERT_NO_FATAL_FAILURE(ApplyTheThirdAdvice(m.get(), s->id, mem, 4, 1.0, &p));
+    passed = p.passed;
+    passed_dir = p.passed_dir;
+    second = p.second;
     ASSERT_TRUE(m->CloseSession(s->id).ok());
     // Sessions 2 and 3 applied the first one (it fit their kernels), no faster.
     for (int i = 0; i < 2; ++i) {
