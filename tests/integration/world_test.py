@@ -169,6 +169,29 @@ class EnvTest(unittest.TestCase):
         r2 = s.step("global-memory-access", ["vectorized-16-byte-access"])
         self.assertEqual(r2.value, 4)                        # then the next one
 
+    def test_advice_naming_a_knob_setting_applies_that_setting(self):
+        t = self.world.tasks["world_elemwise_n1m"]
+        s = we.WorldSession(t)
+        r = s.step("global-memory-access", ["vectorized-16-byte-access@VEC=4"])
+        self.assertEqual((r.applied, r.knob, r.value), ("vectorized-16-byte-access", "VEC", 4))
+        # A setting that is no move of the strategy here: the strategy's first move instead.
+        s = we.WorldSession(t)
+        r = s.step("global-memory-access", ["vectorized-16-byte-access@NOPE=8"])
+        self.assertEqual((r.knob, r.value), ("VEC", 2))
+        self.assertTrue(s.applicable("vectorized-16-byte-access@VEC=4"))
+        self.assertEqual(we.split_advice("a@VEC=4"), ("a", ("VEC", 4)))
+        self.assertEqual(we.split_advice("a"), ("a", None))
+        # The bench reads the setting out of a learned summary only with value hints on.
+        from htam_agent import world_bench as wb
+        known = {"vectorized-16-byte-access": "global-memory-access"}
+        title = "vectorized-16-byte-access: VEC=4 (VEC4_GS0)"
+        self.assertEqual(wb.advice_item("learned-1", title, known, True),
+                         "vectorized-16-byte-access@VEC=4")
+        self.assertEqual(wb.advice_item("learned-1", title, known, False),
+                         "vectorized-16-byte-access")
+        self.assertEqual(wb.advice_item("vectorized-16-byte-access", "Vectorize", known, True),
+                         "vectorized-16-byte-access")
+
     def test_step_with_nothing_to_apply_says_so(self):
         t = self.world.tasks["world_elemwise_n1m"]
         s = we.WorldSession(t)

@@ -35,6 +35,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import statistics
 import sys
@@ -48,7 +49,7 @@ from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, TaskView, WorldSession, WorldTable,
-                        load_split, oracle)
+                        load_split, oracle, split_advice)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle")
@@ -63,6 +64,20 @@ def advice_strategy(name: str, title: str, known: Dict[str, str]) -> str:
         return name
     head = (title or "").split(":", 1)[0].strip()
     return head if head in known else ""
+
+
+_SETTING = re.compile(r"^\s*([A-Z][A-Z0-9_]*)=(-?\d+)\b")
+
+
+def advice_item(name: str, title: str, known: Dict[str, str], hints: bool) -> str:
+    """advice_strategy, and with `hints` the knob setting a learned summary names
+    ("strategy: KNOB=V (...)" gives "strategy@KNOB=V"): an agent reading "VEC=4" sets VEC=4 where
+    its kernel has such a knob (world_env.split_advice). "" when the advice names no strategy."""
+    s = advice_strategy(name, title, known)
+    if not s or not hints or name in known:
+        return s
+    m = _SETTING.match((title or "").split(":", 1)[1] if ":" in (title or "") else "")
+    return f"{s}@{m.group(1)}={m.group(2)}" if m else s
 
 
 def taxonomy_order() -> List[Tuple[str, List[str]]]:
@@ -123,8 +138,8 @@ class FlatPolicy(Policy):
     measured effect plus text similarity to the task; each step offers the whole list."""
     name = "flat"
 
-    def __init__(self, stats: Sequence[dict], rng: random.Random):
-        self.stats, self.rng = list(stats), rng
+    def __init__(self, stats: Sequence[dict], rng: random.Random, hints: bool = False):
+        self.stats, self.rng, self.hints = list(stats), rng, hints
         self.dir_of = {s: d for d, ss in taxonomy_order() for s in ss}
 
     def begin(self, task, budget):
@@ -132,7 +147,7 @@ class FlatPolicy(Policy):
                      f"{task.family.spec.get('description', '')}")
         ranked = []
         for s in self.stats:
-            name = advice_strategy(s["name"], s.get("title", ""), self.dir_of)
+            name = advice_item(s["name"], s.get("title", ""), self.dir_of, self.hints)
             if not name:
                 continue
             sim = cosine(q, text_bag(f"{s['name']} {s.get('title', '')} "
@@ -148,15 +163,15 @@ class FlatPolicy(Policy):
 
     def choose(self, session):
         first = next((s for s in self.ranked if session.applicable(s)), "")
-        return self.dir_of.get(first, ""), self.ranked
+        return self.dir_of.get(split_advice(first)[0], ""), self.ranked
 
 
 class DaemonPolicy(Policy):
     """htamd's policy: NextStep gives the direction and its ranked strategies; the outcome of the
     world's answer goes back through Record (with the applied strategy and the variant's source)."""
 
-    def __init__(self, name: str, daemon, strategy_ids: Dict[str, int]):
-        self.name, self.d, self.sid = name, daemon, strategy_ids
+    def __init__(self, name: str, daemon, strategy_ids: Dict[str, int], hints: bool = False):
+        self.name, self.d, self.sid, self.hints = name, daemon, strategy_ids, hints
         self.dir_of = {s: d for d, ss in taxonomy_order() for s in ss}
         self.session = 0
         self.last = None
@@ -171,10 +186,10 @@ class DaemonPolicy(Policy):
         out: List[str] = []
         self.advised_dir: Dict[str, int] = {}  # applied strategy -> direction of its advice
         for s in self.last.strategies:
-            a = advice_strategy(s.name, s.title, self.dir_of)
+            a = advice_item(s.name, s.title, self.dir_of, self.hints)
             if a and a not in out:
                 out.append(a)
-                self.advised_dir[a] = s.direction_id
+                self.advised_dir.setdefault(split_advice(a)[0], s.direction_id)
         return self.last.direction, out
 
     def feedback(self, res, before, session):
@@ -247,8 +262,10 @@ def run_session(policy: Policy, task: TaskView, budget: int, seed: int) -> RunRe
 class Memory:
     """Builds and serves stores through real htamd processes."""
 
-    def __init__(self, htamd: str, tasks_dir: str, work: str, table: WorldTable, log):
+    def __init__(self, htamd: str, tasks_dir: str, work: str, table: WorldTable, log,
+                 hints: bool = False):
         self.htamd, self.tasks_dir, self.work, self.table, self.log = htamd, tasks_dir, work, table, log
+        self.hints = hints
 
     def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
         from .htamd import HtamdProcess
@@ -266,7 +283,7 @@ class Memory:
             try:
                 ids = strategy_ids(d)
                 for t in tasks:
-                    run_session(DaemonPolicy("full", d, ids), t, budget, seed)
+                    run_session(DaemonPolicy("full", d, ids, self.hints), t, budget, seed)
                 stats = [asdict(s) for s in d.strategies(0)]
                 return ids, stats
             finally:
@@ -276,7 +293,8 @@ class Memory:
             budget: int, seed: int) -> RunResult:
         with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options,
                             wf.REPO) as d:
-            return run_session(DaemonPolicy(name, d, strategy_ids(d)), task, budget, seed)
+            return run_session(DaemonPolicy(name, d, strategy_ids(d), self.hints), task, budget,
+                               seed)
 
 
 def strategy_ids(d) -> Dict[str, int]:
@@ -315,7 +333,8 @@ def run_benchmark(a, log) -> List[RunResult]:
     if any(p in a.policies for p in DAEMON_POLICIES + ("flat",) + tuple(variants)):
         from .htamd import find_htamd
         htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
-        mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log)
+        mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log,
+                     a.value_hints)
     results: List[RunResult] = []
     for fam in evaluated:
         tasks = sorted(table.family_tasks(fam), key=lambda t: t.name)
@@ -362,7 +381,8 @@ def run_benchmark(a, log) -> List[RunResult]:
                         elif p == "cold":
                             r = mem.run(p, "", run_dir, options, task, a.budget, seed)
                         elif p == "flat":
-                            r = run_session(FlatPolicy(stats, rng), task, a.budget, seed)
+                            r = run_session(FlatPolicy(stats, rng, a.value_hints), task, a.budget,
+                                            seed)
                         elif p == "ucb":
                             r = run_session(UCBPolicy(rng), task, a.budget, seed)
                         elif p == "random":
@@ -482,6 +502,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--work", default="")
     ap.add_argument("--out", default="", help="write results (.json), table (.md), plot (.svg)")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--value-hints", action="store_true",
+                    help="advice that names a knob setting (a learned 'strategy: KNOB=V' summary) "
+                         "applies that setting where it is a move here, as an agent reading it "
+                         "would (default: the strategy's first move in value order)")
     a = ap.parse_args(argv)
     a.policies = [p for p in a.policies.split(",") if p]
     a.seeds = list(range(a.seeds))

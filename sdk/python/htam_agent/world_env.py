@@ -136,6 +136,17 @@ class StepResult:
         return bool(self.applied)
 
 
+def split_advice(item: str) -> Tuple[str, Optional[Tuple[str, int]]]:
+    """A piece of advice as a policy hands it to the world: a strategy name, or "strategy@KNOB=V"
+    when the advice names a knob setting (a learned summary "strategy: KNOB=V (...)", read with
+    value hints on). Returns (strategy, (knob, value) or None)."""
+    name, _, hint = item.partition("@")
+    knob, _, val = hint.partition("=")
+    if knob and val.lstrip("-").isdigit():
+        return name, (knob, int(val))
+    return name, None
+
+
 class WorldSession:
     """One session on one task (not thread-safe; one per run)."""
 
@@ -163,14 +174,18 @@ class WorldSession:
         return out
 
     def applicable(self, strategy: str) -> bool:
-        return bool(self.moves(strategy))
+        return bool(self.moves(split_advice(strategy)[0]))
 
     def step(self, direction: str, strategies: Sequence[str]) -> StepResult:
-        for s in strategies:
+        """Applies the first piece of advice that has a move here: its named knob setting when it
+        names one that is a move of its strategy from this kernel, else the strategy's first move
+        in value order."""
+        for item in strategies:
+            s, hint = split_advice(item)
             mv = self.moves(s)
             if not mv:
                 continue
-            knob, value = mv[0]
+            knob, value = hint if hint in mv else mv[0]
             a = dict(self.knobs)
             a[knob] = value
             vid = wf.variant_id(a)
@@ -190,7 +205,8 @@ class WorldSession:
             return res
         res = StepResult(direction=direction, best=self.best,
                          note=f"not applicable here: no untried knob move of "
-                              f"{', '.join(strategies) or direction} from {self.current}")
+                              f"{', '.join(split_advice(x)[0] for x in strategies) or direction} "
+                              f"from {self.current}")
         self.history.append(res)
         return res
 
