@@ -7,11 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <future>
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -20,6 +18,7 @@
 #include "base/clock.h"
 #include "base/endpoint.h"
 #include "base/log.h"
+#include "base/thread_annotations.h"
 #include "daemon/common/auth.h"
 #include "daemon/common/language.h"
 #include "daemon/scheduler/journal.h"
@@ -119,14 +118,15 @@ class SchedulerImpl : public eval::Evaluator {
   void Wake();
   void Run(Actions& a);
   void Send(const std::string& id, const json& body);
-  void OnMessage(const std::string& id, const std::string& body, Actions* a);
-  void OnRegister(const std::string& id, const json& m, int64_t now, Actions* a);
-  void OnResult(const std::string& worker, uint32_t attempt, eval::EvalResult r, Actions* a);
-  void DropWorker(const std::string& id, const std::string& why, Actions* a);
-  void Finish(uint64_t job_id, eval::EvalResult r, Actions* a);
-  void Dispatch(int64_t now, Actions* a);
-  void Expire(int64_t now, Actions* a);
-  size_t MatchingDevices(const std::string& backend, const std::string& arch) const;
+  void OnMessage(const std::string& id, const std::string& body, Actions* a) REQUIRES(mu_);
+  void OnRegister(const std::string& id, const json& m, int64_t now, Actions* a) REQUIRES(mu_);
+  void OnResult(const std::string& worker, uint32_t attempt, eval::EvalResult r, Actions* a)
+      REQUIRES(mu_);
+  void DropWorker(const std::string& id, const std::string& why, Actions* a) REQUIRES(mu_);
+  void Finish(uint64_t job_id, eval::EvalResult r, Actions* a) REQUIRES(mu_);
+  void Dispatch(int64_t now, Actions* a) REQUIRES(mu_);
+  void Expire(int64_t now, Actions* a) REQUIRES(mu_);
+  size_t MatchingDevices(const std::string& backend, const std::string& arch) const REQUIRES(mu_);
 
   SchedulerOptions opt_;
   std::unique_ptr<eval::Evaluator> local_;
@@ -138,23 +138,36 @@ class SchedulerImpl : public eval::Evaluator {
   std::atomic<bool> stop_thread_{false};
   std::string bound_;
 
-  std::mutex wake_mu_;
-  std::unique_ptr<zmq::socket_t> wake_push_;  // guarded by wake_mu_
+  Mutex wake_mu_;
+  std::unique_ptr<zmq::socket_t> wake_push_ GUARDED_BY(wake_mu_);
 
-  std::mutex mu_;  // guards everything below
-  bool stopping_ = false;
-  std::map<std::string, Worker> workers_;
-  std::map<uint64_t, Job> jobs_;
-  std::map<uint64_t, std::deque<uint64_t>> queues_;  // session -> queued job ids (FIFO)
-  uint64_t last_session_ = 0;                        // round-robin position
-  std::vector<eval::EvalJob> recovered_;
-  std::set<uint64_t> awaiting_resubmit_;
-  std::deque<int64_t> finished_ms_;  // completion times of the last minute (throughput)
-  uint64_t submitted_ = 0, finished_ = 0, failed_ = 0, requeued_ = 0, stale_dropped_ = 0,
-           workers_lost_ = 0, workers_joined_ = 0, busy_refusals_ = 0, expired_ = 0;
+  Mutex mu_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::map<std::string, Worker> workers_ GUARDED_BY(mu_);
+  std::map<uint64_t, Job> jobs_ GUARDED_BY(mu_);
+  // session -> queued job ids (FIFO)
+  std::map<uint64_t, std::deque<uint64_t>> queues_ GUARDED_BY(mu_);
+  uint64_t last_session_ GUARDED_BY(mu_) = 0;  // round-robin position
+  std::vector<eval::EvalJob> recovered_ GUARDED_BY(mu_);
+  std::set<uint64_t> awaiting_resubmit_ GUARDED_BY(mu_);
+  // completion times of the last minute (throughput)
+  std::deque<int64_t> finished_ms_ GUARDED_BY(mu_);
+  // Counters (status text).
+  uint64_t submitted_ GUARDED_BY(mu_) = 0;
+  uint64_t finished_ GUARDED_BY(mu_) = 0;
+  uint64_t failed_ GUARDED_BY(mu_) = 0;
+  uint64_t requeued_ GUARDED_BY(mu_) = 0;
+  uint64_t stale_dropped_ GUARDED_BY(mu_) = 0;
+  uint64_t workers_lost_ GUARDED_BY(mu_) = 0;
+  uint64_t workers_joined_ GUARDED_BY(mu_) = 0;
+  uint64_t busy_refusals_ GUARDED_BY(mu_) = 0;
+  uint64_t expired_ GUARDED_BY(mu_) = 0;
 };
 
 Status SchedulerImpl::Init() {
+  // Nothing else runs yet (the loop starts at the end); the lock is for the analysis' sake and
+  // costs nothing here.
+  MutexLock lock(&mu_);
   if (local_) {
     Worker w;
     w.id = kLocal;
@@ -188,9 +201,12 @@ Status SchedulerImpl::Init() {
   try {
     wake_pull_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pull);
     wake_pull_->bind(kWakeEndpoint);
-    wake_push_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::push);
-    wake_push_->set(zmq::sockopt::linger, 0);
-    wake_push_->connect(kWakeEndpoint);
+    {
+      MutexLock lock(&wake_mu_);
+      wake_push_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::push);
+      wake_push_->set(zmq::sockopt::linger, 0);
+      wake_push_->connect(kWakeEndpoint);
+    }
     if (!opt_.endpoint.empty()) {
       if (!opt_.curve && !IsLocalEndpoint(opt_.endpoint) && !opt_.allow_insecure_bind)
         return Status::FailedPrecondition(
@@ -230,7 +246,7 @@ Status SchedulerImpl::Init() {
 }
 
 void SchedulerImpl::Wake() {
-  std::lock_guard<std::mutex> lock(wake_mu_);
+  MutexLock lock(&wake_mu_);
   if (!wake_push_) return;
   try {
     wake_push_->send(zmq::str_buffer("w"), zmq::send_flags::dontwait);
@@ -293,7 +309,7 @@ void SchedulerImpl::Loop() {
     }
     const int64_t now = NowMs();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (auto& [id, body] : inbox) OnMessage(id, body, &a);
       if (router_ && now - last_heartbeat >= opt_.heartbeat_ms) {
         last_heartbeat = now;
@@ -330,7 +346,7 @@ void SchedulerImpl::Run(Actions& a) {
     r.diagnostics = "cannot send the job: " + wire.status().ToString();
     Actions more;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       OnResult(id, ja.second, std::move(r), &more);
     }
     Run(more);
@@ -341,7 +357,7 @@ void SchedulerImpl::Run(Actions& a) {
     Status st = local_->Submit(std::move(job), [this, att](eval::EvalResult r) {
       Actions more;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         OnResult(kLocal, att, std::move(r), &more);
       }
       Run(more);
@@ -354,7 +370,7 @@ void SchedulerImpl::Run(Actions& a) {
       r.diagnostics = "local evaluator refused the job: " + st.ToString();
       Actions more;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         OnResult(kLocal, att, std::move(r), &more);
       }
       Run(more);
@@ -598,7 +614,7 @@ void SchedulerImpl::Expire(int64_t now, Actions* a) {
 
 Status SchedulerImpl::Submit(eval::EvalJob job, std::function<void(eval::EvalResult)> done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return Status::Unavailable("evaluator is shutting down");
     const bool resumed = awaiting_resubmit_.erase(job.job_id) > 0;
     if (jobs_.count(job.job_id)) return Status::InvalidArgument("job id already queued");
@@ -664,7 +680,7 @@ Result<eval::EvalResult> SchedulerImpl::Evaluate(eval::EvalJob job) {
 }
 
 std::vector<fb::DeviceInfoT> SchedulerImpl::Devices() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<fb::DeviceInfoT> out;
   for (const auto& [id, w] : workers_)
     for (size_t i = 0; i < w.devices.size(); ++i) {
@@ -688,13 +704,13 @@ std::vector<std::string> SchedulerImpl::Backends() {
 }
 
 std::vector<eval::EvalJob> SchedulerImpl::Recovered() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return std::move(recovered_);
 }
 
 std::string SchedulerImpl::StatusText() {
   std::string text = local_ ? local_->StatusText() : "# evaluation\nlocal: off\n";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t queued = 0;
   for (const auto& [s, q] : queues_) queued += q.size();
   std::ostringstream o;
@@ -705,7 +721,7 @@ std::string SchedulerImpl::StatusText() {
 }
 
 std::string SchedulerImpl::WorkersStatusText() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int64_t now = NowMs();
   while (!finished_ms_.empty() && now - finished_ms_.front() > 60000) finished_ms_.pop_front();
   size_t queued = 0, devices = 0, busy = 0;
@@ -762,7 +778,7 @@ std::string SchedulerImpl::WorkersStatusText() {
 
 void SchedulerImpl::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
@@ -772,7 +788,7 @@ void SchedulerImpl::Shutdown() {
   if (local_) local_->Shutdown();  // running local jobs end with InfraError: they stay recorded
   Actions a;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::vector<uint64_t> ids;
     for (auto& [id, j] : jobs_) ids.push_back(id);
     for (uint64_t id : ids) {
@@ -787,7 +803,7 @@ void SchedulerImpl::Shutdown() {
   for (auto& [done, r] : a.done)
     if (done) done(std::move(r));
   {
-    std::lock_guard<std::mutex> lock(wake_mu_);
+    MutexLock lock(&wake_mu_);
     wake_push_.reset();
   }
   router_.reset();
