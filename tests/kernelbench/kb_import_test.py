@@ -117,6 +117,42 @@ class ImportTest(unittest.TestCase):
         self.assertGreater(base["eager_us"], 0)
         self.assertIn("--no-compile", base["compile_note"])
 
+    def test_deferred_compile_is_pending_then_compile_only_keeps_the_eager_figure(self):
+        small = os.path.join(self.out, "small")
+        self.assertEqual(helper("import", os.path.join(PROBLEMS, "scalar_mul.py"),
+                                small).returncode, 0)
+        problem, out = os.path.join(small, "problem.py"), os.path.join(self.out, "d")
+        path = os.path.join(out, "baseline.json")
+
+        def load():
+            with open(path) as f:
+                return json.load(f)
+        r = helper("golden", "--problem", problem, "--out", out, "--seeds", "0",
+                   "--time-seeds", "1000", "--reps", "3", "--defer-compile")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first = load()
+        self.assertTrue(first["compile_pending"])
+        self.assertEqual(first["compile_note"], "torch.compile: being measured in the background")
+        self.assertGreater(first["eager_us"], 0)
+        # A note ends a pending measurement (what the daemon writes when one is killed).
+        r = helper("baseline-note", "--out", out, "--note", "torch.compile: killed")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual((load()["compile_pending"], load()["compile_note"]),
+                         (False, "torch.compile: killed"))
+        # --compile-only: the eager figure stays, torch.compile is measured (or said unavailable).
+        r = helper("baseline", "--problem", problem, "--out", out, "--time-seeds", "1000",
+                   "--reps", "3", "--compile-only")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        done = load()
+        self.assertFalse(done["compile_pending"])
+        self.assertEqual(done["eager_us"], first["eager_us"])
+        self.assertTrue(done.get("compile_us", 0) > 0 or "torch.compile" in done["compile_note"])
+        # A deferred golden run never overwrites a finished baseline.json.
+        r = helper("golden", "--problem", problem, "--out", out, "--seeds", "1",
+                   "--time-seeds", "1000", "--reps", "3", "--defer-compile")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(load(), done)
+
     def test_data_dependent_forward_falls_back_to_a_scaled_run(self):
         r = helper("import", os.path.join(PROBLEMS, "data_dependent.py"),
                    os.path.join(self.out, "dd"), timeout=60)

@@ -28,16 +28,26 @@ imports torch itself.
 
   kb_helper.py golden --problem P --out DIR --device cpu|cuda --seeds 0,1,2
                       [--time-seeds 1000,1001] [--reps 30] [--warmup 3] [--flush-bytes N]
+                      [--no-compile | --defer-compile]
       For every seed: torch.manual_seed(seed); model = Model(*get_init_inputs()) (under
       torch.manual_seed(0): the parameters are one fixed set per task); inputs = get_inputs();
       outputs = model(*inputs). Writes DIR/seed_<seed>.bin (format below) and, with
       --time-seeds, DIR/baseline.json: PyTorch eager timed over the --time-seeds input sets the
-      way the gate times a candidate, and torch.compile where it works.
+      way the gate times a candidate, and torch.compile where it works. --defer-compile: eager
+      only, baseline.json says "compile_pending": true (the caller measures torch.compile later
+      with `baseline --compile-only`); an existing baseline.json is then left as it is.
 
   kb_helper.py baseline --problem P --out DIR --device cpu|cuda --time-seeds 1000,1001
-                        [--reps 30] [--warmup 3] [--flush-bytes N] [--no-compile]
+                        [--reps 30] [--warmup 3] [--flush-bytes N] [--no-compile | --compile-only]
       Only DIR/baseline.json (no golden file), so that a caller can compute the baseline apart
       from the golden data a verdict needs (torch.compile alone can take a minute).
+      --compile-only keeps the eager figures of DIR/baseline.json (timed again when it has none)
+      and adds torch.compile's, clearing "compile_pending".
+
+  kb_helper.py baseline-note --out DIR --note TEXT
+      Ends a pending torch.compile measurement that did not finish (killed at its time limit,
+      crashed): DIR/baseline.json keeps its eager figures, "compile_pending" becomes false and
+      "compile_note" TEXT. Nothing happens when baseline.json is missing or not pending.
 
   kb_helper.py check CANDIDATE.py --problem PROBLEM.py [--task task.json]
       The static checks of a ModelNew file (kb_static.py beside this file: fallbacks to the
@@ -642,14 +652,52 @@ def cuda_check(device):
         fail("device %s requested but this PyTorch has no usable CUDA" % device, 4)
 
 
+PENDING_NOTE = "torch.compile: being measured in the background"
+
+
+def read_baseline(out):
+    try:
+        with open(os.path.join(out, "baseline.json")) as f:
+            base = json.load(f)
+        return base if isinstance(base, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def save_baseline(out, base, replace=True):
+    """Atomically (temporary file + rename); replace=False leaves an existing file as it is."""
+    tmp = os.path.join(out, "baseline.json.tmp%d" % os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(base, f)
+    final = os.path.join(out, "baseline.json")
+    if replace:
+        os.replace(tmp, final)
+        return
+    try:
+        os.link(tmp, final)  # fails when another run wrote baseline.json first
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+
+
 def write_baseline(a, mod, model, device):
     sets = [make_inputs(mod, int(s), device) for s in a.time_seeds.split(",") if s != ""]
-    base = {"device": device, "torch": torch.__version__, "reps": a.reps,
-            "method": "cuda events" if device.startswith("cuda") else "monotonic clock"}
-    med, iqr, n = time_fn(model, sets, device, a.reps, a.warmup, a.flush_bytes)
-    base.update(eager_us=med, eager_spread_us=iqr)
+    old = read_baseline(a.out) if getattr(a, "compile_only", False) else None
+    if old and old.get("device") == device and old.get("eager_us", 0) > 0:
+        base = old
+    else:
+        base = {"device": device, "torch": torch.__version__, "reps": a.reps,
+                "method": "cuda events" if device.startswith("cuda") else "monotonic clock"}
+        med, iqr, n = time_fn(model, sets, device, a.reps, a.warmup, a.flush_bytes)
+        base.update(eager_us=med, eager_spread_us=iqr)
+    base["compile_pending"] = False
+    base.pop("compile_note", None)
     compiled = getattr(torch, "compile", None)
-    if getattr(a, "no_compile", False):
+    if getattr(a, "defer_compile", False):
+        base["compile_pending"] = True
+        base["compile_note"] = PENDING_NOTE
+    elif getattr(a, "no_compile", False):
         base["compile_note"] = "torch.compile not timed (--no-compile)"
     elif compiled is None:
         base["compile_note"] = "torch.compile unavailable in torch %s" % torch.__version__
@@ -661,10 +709,7 @@ def write_baseline(a, mod, model, device):
         except Exception as e:  # noqa: BLE001 - torch.compile fails in many ways
             base["compile_note"] = "torch.compile failed: %s: %s" % (
                 type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-    tmp = os.path.join(a.out, "baseline.json.tmp%d" % os.getpid())
-    with open(tmp, "w") as f:
-        json.dump(base, f)
-    os.replace(tmp, os.path.join(a.out, "baseline.json"))
+    save_baseline(a.out, base, replace=not getattr(a, "defer_compile", False))
 
 
 def cmd_golden(a):
@@ -686,11 +731,23 @@ def cmd_golden(a):
 
 
 def cmd_baseline(a):
+    if a.compile_only and not os.path.isdir(a.out):
+        fail("baseline: %s: no such directory" % a.out, 2)  # the cache was removed meanwhile
     mod = load_problem(a.problem)
     cuda_check(a.device)
     model = build(mod, a.device)
-    os.makedirs(a.out, exist_ok=True)
+    if not a.compile_only:
+        os.makedirs(a.out, exist_ok=True)
     write_baseline(a, mod, model, a.device)
+
+
+def cmd_baseline_note(a):
+    base = read_baseline(a.out)
+    if not base or not base.get("compile_pending"):
+        return
+    base["compile_pending"] = False
+    base["compile_note"] = a.note
+    save_baseline(a.out, base)
 
 
 def cmd_check(a):
@@ -732,9 +789,17 @@ def main():
     g = sub.add_parser("golden")
     g.add_argument("--seeds", required=True)
     g.add_argument("--time-seeds", default="")
+    gc = g.add_mutually_exclusive_group()
+    gc.add_argument("--no-compile", action="store_true")
+    gc.add_argument("--defer-compile", action="store_true")
     b = sub.add_parser("baseline")
     b.add_argument("--time-seeds", required=True)
-    b.add_argument("--no-compile", action="store_true")
+    bc = b.add_mutually_exclusive_group()
+    bc.add_argument("--no-compile", action="store_true")
+    bc.add_argument("--compile-only", action="store_true")
+    n = sub.add_parser("baseline-note")
+    n.add_argument("--out", required=True)
+    n.add_argument("--note", required=True)
     for x in (g, b):
         x.add_argument("--problem", required=True)
         x.add_argument("--out", required=True)
@@ -751,7 +816,7 @@ def main():
     if a.cmd in ("golden", "baseline"):
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     cmds = {"import": cmd_import, "import-many": cmd_import_many, "golden": cmd_golden,
-            "baseline": cmd_baseline, "check": cmd_check}
+            "baseline": cmd_baseline, "baseline-note": cmd_baseline_note, "check": cmd_check}
     if a.cmd not in cmds:
         p.print_help(sys.stderr)
         sys.exit(2)
