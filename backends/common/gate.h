@@ -50,6 +50,9 @@ struct GateOptions {
   std::string golden_python = "/usr/bin/python3";
   std::string golden_helper;  // "" = DefaultKernelBenchHelper()
   double golden_timeout_s = 600;
+  // Every task: how long a timed phase waits for the host-wide timing lock (timing_lock.h) while
+  // the background torch.compile measurement holds it; past that, it times anyway, with a note.
+  double timing_lock_wait_s = 30;
   // A profiling run (under Nsight Compute): compile and load the candidate, one call on the first
   // seen shape, nothing else (no reference, no checks, no timing). Status Ok when the call ran.
   bool single_call = false;
@@ -103,6 +106,8 @@ struct GateResult {
 // limit and timing repetitions. `device` is PyTorch's ("cpu" or "cuda").
 GoldenOptions MakeGoldenOptions(const GateOptions& opt, const BackendInstance& backend,
                                 const std::string& device);
+// That cache's root (GoldenOptions::cache_dir), which holds the host-wide timing.lock.
+std::string GoldenCacheRoot(const GateOptions& opt, const BackendInstance& backend);
 
 using ProgressFn = std::function<void(const std::string& stage)>;
 

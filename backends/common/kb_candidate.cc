@@ -24,6 +24,7 @@
 #include "backends/common/kernelbench.h"
 #include "backends/common/stats.h"
 #include "backends/common/tensor_data.h"
+#include "backends/common/timing_lock.h"
 #include "base/hash.h"
 
 namespace htam {
@@ -380,7 +381,13 @@ class Judge {
     Progress("time kernelbench candidate");
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
-    auto t = Ask({{"op", "kb_time"},
+    std::string lock_note;
+    auto timed = [&] {
+      // Never while the background torch.compile measurement times on this host; the runner
+      // cannot see the lock (the golden cache is hidden from it): the verifier holds it.
+      SharedTimingLock lock(TimingLockPath(go.cache_dir), opt_.timing_lock_wait_s);
+      lock_note = lock.Note();
+      return Ask({{"op", "kb_time"},
                   {"seeds", seeds},
                   {"warmup_reps", opt_.warmup_reps},
                   {"warmup_ms", opt_.warmup_ms},
@@ -388,6 +395,8 @@ class Judge {
                   {"flush_bytes", opt_.flush_bytes},
                   {"timeout_s", opt_.kernelbench_call_timeout_s}},
                  &fds);
+    };
+    auto t = timed();
     if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
     if (!t->value("ok", false)) return FromHarness(res, *t, " (during timing)");
     if (fds.empty() || !(*t)["outputs"].is_array() || (*t)["outputs"].size() != gt.size()) {
@@ -446,6 +455,7 @@ class Judge {
                       " correctness trials; timed " + std::to_string(res.repetitions) +
                       " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
                       timing_note;
+    if (!lock_note.empty()) res.diagnostics += "; " + lock_note;
     if (!builds.empty()) res.diagnostics += "; " + builds;
     std::string warn = warnings + runtime_warnings_;
     if (!warn.empty()) res.diagnostics += "; warnings: " + warn.substr(0, 1500);

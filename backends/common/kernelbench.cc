@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/common/timing_lock.h"
 #include "base/file.h"
 #include "base/hash.h"
 #include "base/paths.h"
@@ -270,7 +271,8 @@ bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& 
                                       "--time-seeds",  Join(time_seeds),
                                       "--reps",        std::to_string(opt_.reps),
                                       "--warmup",      std::to_string(opt_.warmup),
-                                      "--flush-bytes", std::to_string(opt_.flush_bytes)};
+                                      "--flush-bytes", std::to_string(opt_.flush_bytes),
+                                      "--timing-lock", TimingLockPath(opt_.cache_dir)};
   auto note = [&](const std::string& text) {
     return std::vector<std::string>{opt_.python, opt_.helper, "baseline-note", "--out", dir_,
                                     "--note",    text};

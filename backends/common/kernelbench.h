@@ -5,7 +5,9 @@
 // disk under <cache>/<task key>/<device>/seed_<seed>.bin (task key = sha256 of task.json and of the
 // problem file), with the PyTorch baseline (eager, torch.compile where it works) in baseline.json.
 // The golden run times eager only; torch.compile (up to minutes) is measured afterwards by a
-// detached process that no verdict waits for (one per cache directory at a time: compile.lock).
+// detached process that no verdict waits for (one per cache directory at a time: compile.lock),
+// whose timing repetitions hold <cache>/timing.lock exclusive, never while a verifier times
+// (timing_lock.h).
 // The file format is kb_helper.py's docstring. Every error is a Status naming what went wrong
 // (the helper's own "kernelbench: ..." line for a malformed problem file).
 // Thread-safety: a KernelBenchGolden is used by one thread; several processes may share a cache
@@ -59,7 +61,9 @@ class KernelBenchGolden {
   // While baseline.json says torch.compile is pending and no process measures it (compile.lock
   // free: a measurement that died holds nothing), starts a detached process that measures it
   // over the `time_seeds` input sets and rewrites baseline.json, and returns at once; its failure
-  // only changes the note. Called after the candidate is timed, so that the two do not overlap.
+  // only changes the note. Called after the candidate is timed; its timing waits for timing.lock,
+  // which verifiers hold shared while they time, so that later candidates' timings are not
+  // disturbed either.
   // Returns whether it started one.
   bool MeasureCompileInBackground(const std::vector<uint64_t>& time_seeds);
   // One seed's tensors, checked against the task (names, dtypes, shapes, byte counts).

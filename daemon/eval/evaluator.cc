@@ -617,6 +617,7 @@ json EvaluatorImpl::GateJson() const {
           {"golden_helper", ev_.kernelbench_helper},
           {"golden_timeout_s", ev_.kernelbench_timeout_s},
           {"golden_seed_pool", ev_.kernelbench_seed_pool},
+          {"timing_lock_wait_s", ev_.timing_lock_wait_s},
           {"device_data", ev_.device_data},
 
           {"kernelbench_build_cache", KbBuildCache()},

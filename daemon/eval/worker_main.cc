@@ -205,6 +205,7 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   o.golden_helper = Get<std::string>(g, "golden_helper", o.golden_helper);
   o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
   o.golden_seed_pool = Get<int>(g, "golden_seed_pool", o.golden_seed_pool);
+  o.timing_lock_wait_s = Get<double>(g, "timing_lock_wait_s", o.timing_lock_wait_s);
   o.device_data = Get<bool>(g, "device_data", o.device_data);
   o.language = Get<std::string>(j, "language", "");
   o.kernelbench_build_cache = Get<std::string>(g, "kernelbench_build_cache", "");

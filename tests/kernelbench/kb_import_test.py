@@ -1,6 +1,7 @@
 """kb_helper.py import and import-many: problems at KernelBench's full sizes import in well under a
 second each without running them, Python scalars become marked one-element inputs, broken or
 hanging problems are reported without stopping the others."""
+import fcntl
 import json
 import os
 import struct
@@ -152,6 +153,49 @@ class ImportTest(unittest.TestCase):
                    "--time-seeds", "1000", "--reps", "3", "--defer-compile")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(load(), done)
+
+    def test_background_timing_waits_for_the_timing_lock_held_shared(self):
+        # The background measurement (--compile-only --timing-lock) times only while no verifier
+        # times: here the test is the verifier, holding timing.lock shared. Its out directory has
+        # no eager figure yet, so it times eager (torch 1.13 has no torch.compile to time).
+        small = os.path.join(self.out, "small")
+        self.assertEqual(helper("import", os.path.join(PROBLEMS, "scalar_mul.py"),
+                                small).returncode, 0)
+        out, lock = os.path.join(self.out, "c"), os.path.join(self.out, "timing.lock")
+        os.makedirs(out)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        p = subprocess.Popen([PY, HELPER, "baseline", "--problem",
+                              os.path.join(small, "problem.py"), "--out", out, "--time-seeds",
+                              "1000", "--reps", "3", "--compile-only", "--timing-lock", lock],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # The kernel lists a process waiting for a flock with "->" in /proc/locks.
+            deadline, waiting = time.time() + 120, False
+            while not waiting and p.poll() is None and time.time() < deadline:
+                with open("/proc/locks") as f:
+                    waiting = any(line.split()[1:3] == ["->", "FLOCK"] and
+                                  line.split()[5] == str(p.pid) for line in f)
+                time.sleep(0.05)
+            self.assertTrue(waiting, "the helper never waited for timing.lock")
+            time.sleep(0.5)
+            self.assertIsNone(p.poll(), "the helper timed while a verifier held timing.lock")
+            self.assertFalse(os.path.exists(os.path.join(out, "baseline.json")))
+        finally:
+            os.close(fd)  # releases the shared lock
+        _, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        with open(os.path.join(out, "baseline.json")) as f:
+            base = json.load(f)
+        self.assertGreater(base["eager_us"], 0)
+        self.assertFalse(base["compile_pending"])
+        # A lock file that cannot be opened: timed without the lock, not an error.
+        os.remove(os.path.join(out, "baseline.json"))
+        r = helper("baseline", "--problem", os.path.join(small, "problem.py"), "--out", out,
+                   "--time-seeds", "1000", "--reps", "3", "--compile-only", "--timing-lock",
+                   os.path.join(self.out, "missing", "timing.lock"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(out, "baseline.json")))
 
     def test_data_dependent_forward_falls_back_to_a_scaled_run(self):
         r = helper("import", os.path.join(PROBLEMS, "data_dependent.py"),

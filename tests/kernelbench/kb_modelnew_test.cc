@@ -3,9 +3,15 @@
 // candidate (tools/kernelbench/kb_runner.py). Honest, wrong, broken and hacking ModelNew files
 // of tests/kernelbench/modelnew on the CPU backend. Skips when /usr/bin/python3 cannot import
 // torch.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <future>
+#include <thread>
 
 #include "base/hash.h"
 #include "tests/integration/eval_test_util.h"
@@ -32,9 +38,10 @@ class kb_modelnew : public ::testing::Test {
       EXPECT_EQ(std::system(cmd.c_str()), 0);
     }
     // The same problem where PyTorch compute operators are forbidden (KernelBench's strict policy).
-    std::string patch = "/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; t=json.load(open(p));"
-                        " t['kernelbench_policy']['torch_ops']='forbid'; json.dump(t,open(p,'w'))\" " +
-                        forbid_ + "/task.json";
+    std::string patch =
+        "/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; t=json.load(open(p));"
+        " t['kernelbench_policy']['torch_ops']='forbid'; json.dump(t,open(p,'w'))\" " +
+        forbid_ + "/task.json";
     EXPECT_EQ(std::system(patch.c_str()), 0);
     ev_ = StartEvaluator(TestConfig(dir_->path())).release();
   }
@@ -75,9 +82,9 @@ TempDir* kb_modelnew::dir_ = nullptr;
 Evaluator* kb_modelnew::ev_ = nullptr;
 std::string kb_modelnew::task_, kb_modelnew::forbid_;
 
-#define EXPECT_OUTCOME(r, st, text)                                               \
-  do {                                                                            \
-    EXPECT_EQ(Name((r).status), std::string(Name(st))) << (r).diagnostics;        \
+#define EXPECT_OUTCOME(r, st, text)                                              \
+  do {                                                                           \
+    EXPECT_EQ(Name((r).status), std::string(Name(st))) << (r).diagnostics;       \
     EXPECT_NE((r).diagnostics.find(text), std::string::npos) << (r).diagnostics; \
   } while (0)
 
@@ -106,8 +113,7 @@ TEST_F(kb_modelnew, KernelBenchHacksAreRejectedWithTheirReasons) {
   // At run time: what the static checks cannot see.
   EXPECT_OUTCOME(File("result_reuse_hidden.py"), fb::OutcomeStatus::Incorrect, "(trial 1)");
   EXPECT_OUTCOME(File("zeroed_output.py"), fb::OutcomeStatus::Incorrect, "all zeros");
-  EXPECT_OUTCOME(File("mutates_input.py"), fb::OutcomeStatus::Incorrect,
-                 "modified its input 'x'");
+  EXPECT_OUTCOME(File("mutates_input.py"), fb::OutcomeStatus::Incorrect, "modified its input 'x'");
 }
 
 TEST_F(kb_modelnew, PyTorchOperatorsTheTaskForbidsAreCaughtAtRunTime) {
@@ -138,9 +144,49 @@ TEST_F(kb_modelnew, TheAnswerKeyIsOutOfTheCandidatesReach) {
   EXPECT_OUTCOME(r, fb::OutcomeStatus::CompileError, "answer key not in reach");
 }
 
+// The host-wide timing lock on the ModelNew path: while the background torch.compile measurement
+// (here: this test) holds <golden cache>/timing.lock exclusive, the verifier does not let the
+// runner time; it times once the lock is free.
+TEST_F(kb_modelnew, TheTimingWaitsWhileTheBackgroundMeasurementHoldsTheTimingLock) {
+  if (File("honest_torch.py").status != fb::OutcomeStatus::Ok)  // the golden cache exists
+    FAIL() << "the honest candidate must pass first";
+  const std::string lock = dir_->path() + "/eval-cache/kernelbench/timing.lock";
+  int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << lock;
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  // Released 1.5 s after the worker says its timing stage has begun; the result comes after.
+  using Clock = std::chrono::steady_clock;
+  std::promise<Clock::time_point> timing_began;
+  std::atomic<bool> told{false};
+  std::shared_future<Clock::time_point> began = timing_began.get_future().share();
+  std::thread release([&] {
+    began.wait_for(std::chrono::seconds(300));  // never told (a failure below): released at once
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    close(fd);
+  });
+  EvalJob j = Job(9001, task_, ReadSource("tests/kernelbench/modelnew/honest_torch.py"));
+  j.language = "kernelbench";
+  j.on_stage = [&](uint64_t, const std::string& stage, const std::string&) {
+    if (stage.rfind("time kernelbench candidate", 0) == 0 && !told.exchange(true))
+      timing_began.set_value(Clock::now());
+  };
+  auto p = std::make_shared<std::promise<EvalResult>>();
+  auto result = p->get_future();
+  Status st = ev_->Submit(j, [p](EvalResult r) { p->set_value(std::move(r)); });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EvalResult r = st.ok() ? result.get() : EvalResult{};
+  const auto done = Clock::now();
+  if (!told.exchange(true)) timing_began.set_value(done);
+  release.join();
+  EXPECT_OUTCOME(r, fb::OutcomeStatus::Ok, "passed 3 correctness trials");
+  EXPECT_EQ(r.diagnostics.find("overlapped"), std::string::npos) << r.diagnostics;
+  const double after_ms = std::chrono::duration<double, std::milli>(done - began.get()).count();
+  EXPECT_GE(after_ms, 1500) << "the runner timed while the lock was held exclusive";
+}
+
 TEST_F(kb_modelnew, TheLanguageIsRefusedOnTasksThatAreNotKernelBenchProblems) {
-  EvalJob j = Job(999, "configs/tasks/cpu_relu",
-                  ReadSource("tests/kernelbench/modelnew/honest_torch.py"));
+  EvalJob j =
+      Job(999, "configs/tasks/cpu_relu", ReadSource("tests/kernelbench/modelnew/honest_torch.py"));
   j.language = "kernelbench";
   Status st = ev_->Submit(j, [](EvalResult) {});
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backends/common/gate.h"
 #include "backends/common/kernelbench.h"
@@ -369,6 +370,101 @@ TEST_F(KernelBenchGateTest, SingleCallRunsTheCandidateOnceAndChecksNothing) {
   EXPECT_EQ(r.cases, 0);
   EXPECT_EQ(r.repetitions, 0u);
   EXPECT_EQ(r.diagnostics, "single call (profiling run)");
+}
+
+// The host-wide timing lock (timing_lock.h), on an ordinary task (no PyTorch): while the
+// background torch.compile measurement (here: this test) holds timing.lock exclusive, the timing
+// of a candidate and of the reference waits for it; the other stages do not.
+class TimingLockTest : public KernelBenchGateTest {
+ protected:
+  void SetUp() override {
+    KernelBenchGateTest::SetUp();
+    fs::create_directories(Options().golden_cache_dir);
+    lock_path_ = Options().golden_cache_dir + "/timing.lock";
+  }
+  void TearDown() override {
+    for (auto& t : releases_) t.join();
+    KernelBenchGateTest::TearDown();
+  }
+  // Takes timing.lock exclusive through a descriptor of its own (flock: one holder each).
+  int LockExclusive() {
+    int fd = open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    EXPECT_GE(fd, 0) << lock_path_;
+    EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0) << "timing.lock held by someone else";
+    return fd;
+  }
+  // Closes `fd` (releasing the lock) `after` from now, from another thread.
+  void ReleaseLater(int fd, std::chrono::milliseconds after) {
+    releases_.emplace_back([fd, after] {
+      std::this_thread::sleep_for(after);
+      close(fd);
+    });
+  }
+  static double StageMs(const GateResult& r, const std::string& name) {
+    for (const auto& [stage, ms] : r.stage_ms)
+      if (stage == name) return ms;
+    return -1;
+  }
+
+  std::string lock_path_;
+  std::vector<std::thread> releases_;
+};
+
+TEST_F(TimingLockTest, TimedPhasesWaitWhileTheBackgroundMeasurementHoldsTheLock) {
+  auto task = ParseTaskFile("configs/tasks/cpu_relu");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const std::string src = ReadSource("configs/tasks/cpu_relu/reference.cpp");
+  const auto hold = std::chrono::milliseconds(1500);
+  // Held from before the evaluation; released 1.5 s after the candidate's timing has begun.
+  // The reference's timing finds it taken again (from the progress callback, which runs on the
+  // evaluating thread just before that phase) and released 1.5 s later.
+  int fd = LockExclusive();
+  auto progress = [&](const std::string& stage) {
+    if (stage == "time candidate") ReleaseLater(fd, hold);
+    if (stage == "time baseline") ReleaseLater(LockExclusive(), hold);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Gate gate(backend_.get(), device_, *task, Options());
+  GateResult r = gate.Evaluate(src, progress);
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  EXPECT_EQ(r.diagnostics.find("overlapped"), std::string::npos) << r.diagnostics;
+  EXPECT_GE(StageMs(r, "time candidate"), 1500) << "the candidate was timed under the lock";
+  EXPECT_GE(StageMs(r, "time baseline"), 1500) << "the reference was timed under the lock";
+  EXPECT_LT(StageMs(r, "compile candidate"), 1500) << "only timed phases wait";
+  EXPECT_GE(wall_ms, 3000);
+  EXPECT_GT(r.median_us, 0);
+  EXPECT_GT(r.baseline_us, 0);
+}
+
+TEST_F(TimingLockTest, PastTheWaitBoundItTimesAnywayWithANote) {
+  auto task = ParseTaskFile("configs/tasks/cpu_relu");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const std::string src = ReadSource("configs/tasks/cpu_relu/reference.cpp");
+  GateOptions o = Options();
+  o.timing_lock_wait_s = 0.3;
+  int fd = LockExclusive();  // held through the whole evaluation
+  GateResult r = Eval(*task, src, o);
+  close(fd);
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  EXPECT_GT(r.median_us, 0);
+  EXPECT_NE(r.diagnostics.find("the timing may have overlapped the background torch.compile "
+                               "measurement (timing.lock still held after 0.3 s"),
+            std::string::npos)
+      << r.diagnostics;
+  EXPECT_GE(StageMs(r, "time candidate"), 300);
+  EXPECT_LT(StageMs(r, "time candidate"), 10000) << "waited past the bound";
+
+  // No golden cache directory (nothing can hold the lock there): timed at once, no note.
+  o.golden_cache_dir = tmp_.path() + "/no-such-dir";
+  o.timing_lock_wait_s = 30;
+  fd = LockExclusive();
+  r = Eval(*task, src, o);
+  close(fd);
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  EXPECT_EQ(r.diagnostics.find("overlapped"), std::string::npos) << r.diagnostics;
+  EXPECT_FALSE(fs::exists(o.golden_cache_dir));
 }
 
 // No PyTorch needed below.

@@ -258,10 +258,14 @@ int main(int argc, char** argv) {
         OptionValue(args.options, "kernelbench_helper", d.GetString("eval.kernelbench_helper"));
     go.device_data = OptionValue(args.options, "device_data",
                                  d.GetBool("eval.device_data") ? "true" : "false") != "false";
-    go.golden_timeout_s = std::atof(
-        OptionValue(args.options, "kernelbench_timeout_s",
-                    std::to_string(d.GetInt("eval.kernelbench_timeout_s")))
-            .c_str());
+    go.golden_timeout_s =
+        std::atof(OptionValue(args.options, "kernelbench_timeout_s",
+                              std::to_string(d.GetInt("eval.kernelbench_timeout_s")))
+                      .c_str());
+    go.timing_lock_wait_s =
+        std::atof(OptionValue(args.options, "timing_lock_wait_s",
+                              std::to_string(d.GetInt("eval.timing_lock_wait_s")))
+                      .c_str());
   }
 
   // Profile on request: thresholds from the configuration table, overridden by --option.

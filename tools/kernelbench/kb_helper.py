@@ -39,10 +39,15 @@ imports torch itself.
 
   kb_helper.py baseline --problem P --out DIR --device cpu|cuda --time-seeds 1000,1001
                         [--reps 30] [--warmup 3] [--flush-bytes N] [--no-compile | --compile-only]
+                        [--timing-lock FILE]
       Only DIR/baseline.json (no golden file), so that a caller can compute the baseline apart
       from the golden data a verdict needs (torch.compile alone can take a minute).
       --compile-only keeps the eager figures of DIR/baseline.json (timed again when it has none)
       and adds torch.compile's, clearing "compile_pending".
+      --timing-lock: every timing repetition loop runs holding FILE exclusive (flock), waiting as
+      long as it takes; verifiers hold it shared while they time a candidate, so this run (in the
+      background) never times on the device at the same time. torch.compile's compile (its first
+      call) runs before, outside the lock. A FILE that cannot be opened: no lock.
 
   kb_helper.py baseline-note --out DIR --note TEXT
       Ends a pending torch.compile measurement that did not finish (killed at its time limit,
@@ -64,6 +69,8 @@ Errors: one line on stderr starting with "kernelbench: " and exit status 3 (prob
 (usage); the worker reports that line.
 """
 import argparse
+import contextlib
+import fcntl
 import importlib.util
 import inspect
 import json
@@ -655,6 +662,30 @@ def cuda_check(device):
 PENDING_NOTE = "torch.compile: being measured in the background"
 
 
+@contextlib.contextmanager
+def timing_lock(path):
+    """Holds the host-wide timing lock FILE exclusive (see --timing-lock); yields whether it is
+    held. No path, a file that cannot be opened or a file system without flock: not held."""
+    fd = -1
+    for flags in ((os.O_RDWR | os.O_CREAT, os.O_RDONLY) if path else ()):
+        try:
+            fd = os.open(path, flags | os.O_CLOEXEC, 0o644)  # flock needs no write access
+            break
+        except OSError:
+            pass
+    if fd >= 0:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            fd = -1
+    try:
+        yield fd >= 0
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the lock
+
+
 def read_baseline(out):
     try:
         with open(os.path.join(out, "baseline.json")) as f:
@@ -689,7 +720,8 @@ def write_baseline(a, mod, model, device):
     else:
         base = {"device": device, "torch": torch.__version__, "reps": a.reps,
                 "method": "cuda events" if device.startswith("cuda") else "monotonic clock"}
-        med, iqr, n = time_fn(model, sets, device, a.reps, a.warmup, a.flush_bytes)
+        with timing_lock(getattr(a, "timing_lock", "")):
+            med, iqr, n = time_fn(model, sets, device, a.reps, a.warmup, a.flush_bytes)
         base.update(eager_us=med, eager_spread_us=iqr)
     base["compile_pending"] = False
     base.pop("compile_note", None)
@@ -704,7 +736,11 @@ def write_baseline(a, mod, model, device):
     else:
         try:
             cm = compiled(model)
-            cmed, ciqr, _ = time_fn(cm, sets, device, a.reps, a.warmup, a.flush_bytes)
+            with torch.no_grad():  # torch.compile compiles at the first call: outside the lock
+                cm(*sets[0])
+            sync(device)
+            with timing_lock(getattr(a, "timing_lock", "")):
+                cmed, ciqr, _ = time_fn(cm, sets, device, a.reps, a.warmup, a.flush_bytes)
             base.update(compile_us=cmed, compile_spread_us=ciqr)
         except Exception as e:  # noqa: BLE001 - torch.compile fails in many ways
             base["compile_note"] = "torch.compile failed: %s: %s" % (
@@ -797,6 +833,7 @@ def main():
     bc = b.add_mutually_exclusive_group()
     bc.add_argument("--no-compile", action="store_true")
     bc.add_argument("--compile-only", action="store_true")
+    b.add_argument("--timing-lock", default="")
     n = sub.add_parser("baseline-note")
     n.add_argument("--out", required=True)
     n.add_argument("--note", required=True)

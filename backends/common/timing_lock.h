@@ -1,0 +1,39 @@
+// The host-wide timing lock: keeps the background torch.compile measurement of KernelBench tasks
+// (kb_helper.py baseline --compile-only) from timing on a device while a candidate is timed there.
+// The file is timing.lock in the root of the KernelBench golden cache; flock(2) on it. Verifiers
+// take it shared around every timed phase (shared holders never wait for each other); the
+// background measurement takes it exclusive around its own timing repetitions only.
+// Thread-safety: a SharedTimingLock is used by one thread. Its descriptor is close-on-exec and
+// lives only while held, so no runner or other child process ever holds the lock.
+#pragma once
+
+#include <string>
+
+namespace htam {
+
+// <golden_cache_dir>/timing.lock; "" for an empty directory (no lock).
+std::string TimingLockPath(const std::string& golden_cache_dir);
+
+class SharedTimingLock {
+ public:
+  // Takes `path` shared, waiting at most `wait_s` seconds while an exclusive holder keeps it. No
+  // lock, and no wait, where the file cannot be opened (empty path, missing directory, read-only
+  // directory without the file) or flock fails: timing then goes on without it.
+  SharedTimingLock(const std::string& path, double wait_s);
+  ~SharedTimingLock();  // releases
+  SharedTimingLock(const SharedTimingLock&) = delete;
+  SharedTimingLock& operator=(const SharedTimingLock&) = delete;
+
+  bool held() const { return fd_ >= 0; }
+  // The wait passed its bound: the timing that follows may overlap the background measurement.
+  bool waited_out() const { return waited_out_; }
+  // "" unless waited_out(); else a sentence for the result's diagnostics.
+  std::string Note() const;
+
+ private:
+  int fd_ = -1;
+  bool waited_out_ = false;
+  double wait_s_ = 0;
+};
+
+}  // namespace htam
