@@ -101,8 +101,9 @@ class KernelBenchGateTest : public ::testing::Test {
     std::error_code ec;
     for (fs::recursive_directory_iterator it(tmp_.path(), ec), end; !ec && it != end;
          it.increment(ec))
-      if (it->path().filename() == "compile.lock")
+      if (it->path().filename() == "compile.lock") {
         EXPECT_TRUE(WaitForLock(it->path().string(), 120)) << it->path();
+      }
   }
   GateOptions Options() const {
     GateOptions o;
@@ -157,8 +158,9 @@ TEST_F(KernelBenchGateTest, CorrectCandidateIsOkWithPyTorchBaselineAndGoldenData
   EXPECT_GT(r.speedup, 0);
   EXPECT_NE(r.baseline_note.find("PyTorch eager on cpu"), std::string::npos) << r.baseline_note;
   // torch 1.13 has no torch.compile: the note says so instead of a figure.
-  if (r.baseline_compile_us == 0)
+  if (r.baseline_compile_us == 0) {
     EXPECT_NE(r.baseline_note.find("torch.compile"), std::string::npos) << r.baseline_note;
+  }
 
   // Second evaluation: everything comes from the cache. A Python that cannot even start proves
   // that no subprocess runs.
@@ -199,8 +201,9 @@ TEST_F(KernelBenchGateTest, TorchCompileIsMeasuredInTheBackgroundAfterTheFirstVe
   EXPECT_EQ(base.value("eager_us", 0.0), r.baseline_us) << "the eager figure was timed again";
   const double compile_us = base.value("compile_us", 0.0);
   const std::string note = base.value("compile_note", std::string());
-  if (compile_us == 0)  // torch 1.13 has no torch.compile
+  if (compile_us == 0) {  // torch 1.13 has no torch.compile
     EXPECT_NE(note.find("torch.compile unavailable"), std::string::npos) << base.dump();
+  }
 
   GateResult r2 = Eval(*task, src, Options());
   ASSERT_EQ(r2.status, fb::OutcomeStatus::Ok) << r2.diagnostics;
