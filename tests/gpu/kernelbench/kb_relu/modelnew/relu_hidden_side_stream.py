@@ -1,6 +1,7 @@
 # expect: Ok, timed by the wall clock. The kernel runs on a side stream the static checks do
-# not see (torch.cuda.streams spellings): CUDA events on the current stream would miss it; the
-# harness's whole-device synchronize and wall clock count it, so it gains nothing.
+# not see (its own stream, named by token pasting, launched through cudaLaunchKernel): CUDA
+# events on the caller's stream would miss it; the harness's whole-device synchronize and wall
+# clock count it, so it gains nothing.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -8,6 +9,7 @@ from torch.utils.cpp_extension import load_inline
 CUDA = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
+#define HTAM_PASTE(a, b) a##b
 
 __global__ void relu_kernel(const float* x, float* y, int64_t n) {
   int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -17,20 +19,20 @@ __global__ void relu_kernel(const float* x, float* y, int64_t n) {
 torch::Tensor relu_cuda(torch::Tensor x) {
   auto y = torch::empty_like(x);
   int64_t n = x.numel();
-  relu_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  static cudaStream_t side = nullptr;
+  if (!side) HTAM_PASTE(cudaStream, Create)(&side);
+  const float* xp = x.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  void* args[] = {&xp, &yp, &n};
+  cudaLaunchKernel((const void*)relu_kernel, dim3((n + 255) / 256), dim3(256), args, 0, side);
   return y;
 }
 """
 
 ext = load_inline("htam_gpu_relu_side", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);",
                   cuda_sources=CUDA, functions=["relu_cuda"])
-SIDE = torch.cuda.Stream()
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        ctx = torch.cuda.StreamContext(SIDE)
-        ctx.__enter__()
-        y = ext.relu_cuda(x.contiguous())
-        ctx.__exit__(None, None, None)
-        return y
+        return ext.relu_cuda(x.contiguous())
