@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -120,6 +121,13 @@ class KernelBenchGateTest : public ::testing::Test {
     Gate gate(backend_.get(), device_, task, o);
     return gate.Evaluate(source, {});
   }
+  // The linear + ReLU problem (kTask) and its honest candidate.
+  static void LoadLinearRelu(std::optional<TaskSpec>* task, std::string* src) {
+    auto t = ParseTaskFile(kTask);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    task->emplace(std::move(*t));
+    *src = ReadSource(std::string(kTask) + "/candidates/linear_relu.cpp");
+  }
   // A task directory holding `problem` and a task.json for x f32[4096] -> out f32[4096].
   // `problem`: a file of tests/kernelbench/problems, or a path with a directory.
   std::string MakeTask(const std::string& problem) {
@@ -146,9 +154,9 @@ class KernelBenchGateTest : public ::testing::Test {
 
 TEST_F(KernelBenchGateTest, CorrectCandidateIsOkWithPyTorchBaselineAndGoldenDataIsCached) {
   REQUIRE_TORCH();
-  auto task = ParseTaskFile(kTask);
-  ASSERT_TRUE(task.ok()) << task.status().ToString();
-  const std::string src = ReadSource(std::string(kTask) + "/candidates/linear_relu.cpp");
+  std::optional<TaskSpec> task;
+  std::string src;
+  ASSERT_NO_FATAL_FAILURE(LoadLinearRelu(&task, &src));
   GateResult r = Eval(*task, src, Options());
   ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
   EXPECT_TRUE(r.golden_computed);
@@ -183,9 +191,9 @@ TEST_F(KernelBenchGateTest, CorrectCandidateIsOkWithPyTorchBaselineAndGoldenData
 // and rewrites baseline.json, which the next evaluation reports.
 TEST_F(KernelBenchGateTest, TorchCompileIsMeasuredInTheBackgroundAfterTheFirstVerdict) {
   REQUIRE_TORCH();
-  auto task = ParseTaskFile(kTask);
-  ASSERT_TRUE(task.ok()) << task.status().ToString();
-  const std::string src = ReadSource(std::string(kTask) + "/candidates/linear_relu.cpp");
+  std::optional<TaskSpec> task;
+  std::string src;
+  ASSERT_NO_FATAL_FAILURE(LoadLinearRelu(&task, &src));
   GateResult r = Eval(*task, src, Options());
   ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
   EXPECT_GT(r.baseline_us, 0) << "PyTorch eager baseline missing";
