@@ -264,8 +264,8 @@ class Memory:
 
     def __init__(self, htamd: str, tasks_dir: str, work: str, table: WorldTable, log,
                  hints: bool = False):
-        self.htamd, self.tasks_dir, self.work, self.table, self.log = htamd, tasks_dir, work, table, log
-        self.hints = hints
+        self.htamd, self.tasks_dir, self.work, self.table = htamd, tasks_dir, work, table
+        self.log, self.hints = log, hints
 
     def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
         from .htamd import HtamdProcess
