@@ -20,7 +20,7 @@ t0=$(date +%s.%N)
 "$PY" tools/kernelbench/kb_helper.py import-many "$OUTD/tasks" "$T" --jobs "$(nproc)" \
   > "$OUTD/import.jsonl" 2> "$OUTD/import.err"
 rc=$?
-echo "rc=$rc wall $(echo "$(date +%s.%N) - $t0" | bc) s (the PyTorch import included)"
+echo "rc=$rc wall $("$PY" -c "print(round($(date +%s.%N) - $t0, 1))") s (the PyTorch import included)"
 tail -1 "$OUTD/import.jsonl"; tail -3 "$OUTD/import.err"
 "$PY" -c "
 import json; rows=[json.loads(l) for l in open('$OUTD/import.jsonl') if l.startswith('{')]
