@@ -10,12 +10,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <fstream>
 #include <future>
 #include <map>
-#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -25,6 +23,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/thread_annotations.h"
 #include "daemon/config/sections.h"
 #include "daemon/eval/compile_ahead.h"
 #include "daemon/eval/profile_json.h"
@@ -114,12 +113,12 @@ class EvaluatorImpl : public Evaluator {
   ~EvaluatorImpl() override { Shutdown(); }
 
   Status Init();
-  Status Submit(EvalJob job, std::function<void(EvalResult)> done) override;
-  Result<EvalResult> Evaluate(EvalJob job) override;
+  Status Submit(EvalJob job, std::function<void(EvalResult)> done) override EXCLUDES(mu_);
+  Result<EvalResult> Evaluate(EvalJob job) override EXCLUDES(mu_);
   std::vector<fb::DeviceInfoT> Devices() override;
   std::vector<std::string> Backends() override;
-  std::string StatusText() override;
-  void Shutdown() override;
+  std::string StatusText() override EXCLUDES(mu_);
+  void Shutdown() override EXCLUDES(mu_);
 
  private:
   struct Slot {
@@ -148,11 +147,13 @@ class EvaluatorImpl : public Evaluator {
   Result<std::unique_ptr<WorkerProcess>> StartWorker(Slot* s, bool kb = false);
   // The load_inline build cache of KernelBench candidates (eval.kernelbench_build_cache).
   std::string KbBuildCache() const;
-  void SlotLoop(Slot* s);
-  EvalResult RunJob(Slot* s, const EvalJob& job);
+  void SlotLoop(Slot* s) EXCLUDES(mu_);
+  // Moves the first queued job that slot `s` can run into *p; false if there is none.
+  bool TakeJob(const Slot& s, Pending* p) REQUIRES(mu_);
+  EvalResult RunJob(Slot* s, const EvalJob& job) EXCLUDES(mu_);
   json GateJson() const;
   json ProfileJson() const;
-  void Count(fb::OutcomeStatus st);
+  void Count(fb::OutcomeStatus st) EXCLUDES(mu_);
   // Whether a job's source is compiled ahead (compile_ahead.h): runner backends' own language.
   bool CompiledAhead(const EvalJob& job) const;
   // Whether `backend`'s candidates are compiled ahead (eval.compile_ahead_backends, runner only).
@@ -179,12 +180,13 @@ class EvaluatorImpl : public Evaluator {
   // Null when off (eval.compile_ahead_backends); set before the slots run.
   std::unique_ptr<CompileAhead> ahead_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;
-  bool stopping_ = false;
-  std::map<std::string, uint64_t> by_status_;
-  uint64_t submitted_ = 0, done_ = 0;
+  Mutex mu_;
+  CondVar cv_;  // a job queued, stopping
+  std::deque<Pending> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::map<std::string, uint64_t> by_status_ GUARDED_BY(mu_);
+  uint64_t submitted_ GUARDED_BY(mu_) = 0;
+  uint64_t done_ GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> next_seed_{0};
 };
 
@@ -563,25 +565,22 @@ void EvaluatorImpl::SlotLoop(Slot* s) {
       }
     }
     Pending p;
+    bool have = false, stop = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      bool have = false;
-      cv_.wait_for(lock, std::chrono::seconds(s->worker ? 3600 : 2), [&] {
-        if (stopping_) return true;
-        for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-          if (it->job.backend == s->backend &&
-              (it->job.arch.empty() || it->job.arch == s->info.arch)) {
-            p = std::move(*it);
-            queue_.erase(it);
-            have = true;
-            return true;
-          }
+      MutexLock lock(&mu_);
+      // cv_.wait_for with a predicate, written as a loop the analysis can follow: after the
+      // timeout the condition is checked once more.
+      const auto until = Clock::now() + std::chrono::seconds(s->worker ? 3600 : 2);
+      while (!stopping_ && !(have = TakeJob(*s, &p))) {
+        if (!cv_.WaitUntil(&mu_, until)) {
+          if (!stopping_) have = TakeJob(*s, &p);
+          break;
         }
-        return false;
-      });
-      if (stopping_) break;
-      if (!have) continue;
+      }
+      stop = stopping_;
     }
+    if (stop) break;
+    if (!have) continue;
     s->busy = true;
     auto t0 = Clock::now();
     EvalResult r = RunJob(s, p.job);
@@ -592,6 +591,17 @@ void EvaluatorImpl::SlotLoop(Slot* s) {
     if (p.done) p.done(std::move(r));
   }
   s->worker.reset();
+}
+
+bool EvaluatorImpl::TakeJob(const Slot& s, Pending* p) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->job.backend == s.backend && (it->job.arch.empty() || it->job.arch == s.info.arch)) {
+      *p = std::move(*it);
+      queue_.erase(it);
+      return true;
+    }
+  }
+  return false;
 }
 
 json EvaluatorImpl::GateJson() const {
@@ -710,7 +720,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   }
   while (sent.ok() && !finished) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) {
         r.status = fb::OutcomeStatus::InfraError;
         r.diagnostics = "evaluator shutting down";
@@ -818,7 +828,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
 }
 
 void EvaluatorImpl::Count(fb::OutcomeStatus st) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++done_;
   ++by_status_[fb::EnumNameOutcomeStatus(st)];
 }
@@ -848,7 +858,7 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
   const std::string backend = job.backend, arch = job.arch;
   std::string source = ahead ? job.source : std::string();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return Status::Unavailable("evaluator is shutting down");
     if (queue_.size() >= size_t(ev_.queue_depth))
       return Status::ResourceExhausted("evaluation queue full (" + std::to_string(queue_.size()) +
@@ -857,7 +867,7 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
     if (ahead) ahead_->Enqueue(id, backend, arch, source);
     queue_.push_back({std::move(job), std::move(done)});
     ++submitted_;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   return Status::OK();
 }
@@ -885,7 +895,7 @@ std::vector<std::string> EvaluatorImpl::Backends() {
 
 std::string EvaluatorImpl::StatusText() {
   std::ostringstream o;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   o << "# evaluation\n";
   std::string b;
   for (const auto& name : [&] {
@@ -934,13 +944,13 @@ std::string EvaluatorImpl::StatusText() {
 void EvaluatorImpl::Shutdown() {
   std::deque<Pending> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_ && queue_.empty()) {
       // already stopped; threads joined below are idempotent
     }
     stopping_ = true;
     dropped.swap(queue_);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (ahead_) ahead_->Stop();
   for (auto& p : dropped) {

@@ -74,7 +74,7 @@ const std::vector<double>& Metrics::LatencyBuckets() {
 
 void Metrics::ObserveRequest(std::string_view type, double seconds, bool error) {
   const auto& bounds = LatencyBuckets();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = requests_.find(type);
   if (it == requests_.end()) {
     it = requests_.emplace(std::string(type), Histogram{}).first;
@@ -92,19 +92,19 @@ void Metrics::ObserveRequest(std::string_view type, double seconds, bool error) 
 }
 
 void Metrics::CountOutcome(std::string_view status, bool verified) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   outcomes_[{std::string(status), verified}]++;
 }
 
 void Metrics::SetGauge(const std::string& name, double value, const std::string& help) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Gauge& g = gauges_[name];
   g.value = value;
   if (g.help.empty()) g.help = help;
 }
 
 void Metrics::SetMemoryStatusSource(std::function<std::string()> source) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   memory_status_ = std::move(source);
 }
 
@@ -112,7 +112,7 @@ std::string Metrics::Render() {
   std::function<std::string()> memory_status;
   std::ostringstream o;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     memory_status = memory_status_;
     o << "# HELP htam_up Whether htamd runs (always 1 when scraped).\n# TYPE htam_up gauge\n"
       << "htam_up 1\n";

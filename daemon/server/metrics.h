@@ -4,7 +4,8 @@
 // format, /ready (200 once the memory and its indexes are loaded and the front socket is bound,
 // else 503) and /healthz (200 while the process runs). Off unless server.metrics_endpoint is set.
 //
-// Thread-safety: Metrics is safe for concurrent use (one mutex; scrapes copy under it).
+// Thread-safety: Metrics is safe for concurrent use (one mutex, what it guards GUARDED_BY it and
+// checked by clang -Wthread-safety; scrapes copy under it).
 // MetricsHttp owns one thread; Start/destructor from one thread.
 #pragma once
 
@@ -13,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace htam::server {
 
@@ -29,20 +30,20 @@ class Metrics {
   Metrics();
 
   // One answered request of `type` (Hello, NextStep, ...), `seconds` from receipt to reply.
-  void ObserveRequest(std::string_view type, double seconds, bool error);
+  void ObserveRequest(std::string_view type, double seconds, bool error) EXCLUDES(mu_);
   // One finished evaluation (verified) or reported outcome (Record, unverified) of class `status`.
-  void CountOutcome(std::string_view status, bool verified);
+  void CountOutcome(std::string_view status, bool verified) EXCLUDES(mu_);
   // A gauge set by its owner (e.g. htam_evaluation_queue_depth); `help` is kept from the first set.
-  void SetGauge(const std::string& name, double value, const std::string& help);
+  void SetGauge(const std::string& name, double value, const std::string& help) EXCLUDES(mu_);
   void SetReady(bool ready) { ready_.store(ready); }
   bool ready() const { return ready_.load(); }
   // Called on every scrape (from the HTTP thread): the memory's INFO text, whose numeric
   // `key:value` lines become htam_memory_<key> gauges (store size, record counts, index
   // freshness). Set before the HTTP thread starts or while it runs; may return "".
-  void SetMemoryStatusSource(std::function<std::string()> source);
+  void SetMemoryStatusSource(std::function<std::string()> source) EXCLUDES(mu_);
 
   // The text exposition format (version 0.0.4).
-  std::string Render();
+  std::string Render() EXCLUDES(mu_);
 
   // Upper bounds (seconds) of the latency histogram buckets (+Inf is implicit).
   static const std::vector<double>& LatencyBuckets();
@@ -57,11 +58,11 @@ class Metrics {
     double value = 0;
     std::string help;
   };
-  std::mutex mu_;
-  std::map<std::string, Histogram, std::less<>> requests_;     // guarded by mu_
-  std::map<std::pair<std::string, bool>, uint64_t> outcomes_;  // guarded by mu_
-  std::map<std::string, Gauge> gauges_;                        // guarded by mu_
-  std::function<std::string()> memory_status_;                 // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, Histogram, std::less<>> requests_ GUARDED_BY(mu_);
+  std::map<std::pair<std::string, bool>, uint64_t> outcomes_ GUARDED_BY(mu_);
+  std::map<std::string, Gauge> gauges_ GUARDED_BY(mu_);
+  std::function<std::string()> memory_status_ GUARDED_BY(mu_);
   std::atomic<bool> ready_{false};
   const int64_t started_ms_;
 };
