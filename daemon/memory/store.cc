@@ -383,7 +383,24 @@ Status Store::Sync() {
   return LmdbStatus(mdb_env_sync(env_, 1), "sync");
 }
 
+// mdb_env_copy2 into `dir`, started again when another process grew the map as the copy began
+// (MDB_MAP_RESIZED: this environment adopts the new size, and the data.mdb the failed attempt
+// created goes, since the copy creates it exclusively).
+static int CopyAdoptingMapGrowth(MDB_env* env, const std::string& dir) {
+  int rc = MDB_SUCCESS;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    rc = mdb_env_copy2(env, dir.c_str(), MDB_CP_COMPACT);
+    if (rc != MDB_MAP_RESIZED) return rc;
+    std::error_code ec;
+    std::filesystem::remove(dir + "/data.mdb", ec);
+    mdb_env_set_mapsize(env, 0);
+  }
+  return rc;
+}
+
 Status Store::Backup(const std::string& dir) {
+  // The copy reads through a transaction of this environment, like BeginRead: Grow() waits.
+  std::shared_lock<std::shared_mutex> lock(resize_mu_);
   return LmdbStatus(mdb_env_copy2(env_, dir.c_str(), MDB_CP_COMPACT), "backup to " + dir);
 }
 
@@ -391,7 +408,7 @@ Status Store::CopyCompact(const std::string& store_dir, const std::string& dest_
   HTAM_RETURN_IF_ERROR(InspectDataFile(store_dir).status());
   HTAM_ASSIGN_OR_RETURN(auto store, Open(store_dir, /*map_size_mb=*/1, /*max_map_size_mb=*/1,
                                          /*read_only=*/true));
-  return LmdbStatus(mdb_env_copy2(store->env_, dest_dir.c_str(), MDB_CP_COMPACT),
+  return LmdbStatus(CopyAdoptingMapGrowth(store->env_, dest_dir),
                     "copying " + store_dir + " to " + dest_dir);
 }
 
