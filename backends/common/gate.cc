@@ -44,20 +44,95 @@ struct Verdict {
   static Verdict Fail(OutcomeStatus s, std::string r) { return Verdict{s, std::move(r)}; }
 };
 
+// Device buffers reused across the cases and timing sets of one job (GateOptions::
+// buffer_pool_bytes): a job's cases share a few shapes, and every buffer a runner allocates costs
+// a round trip, an export and an IPC mapping. A buffer goes back only to a tensor of the same kind
+// (shared with the runner, or the verifier's own: a buffer that held pristine inputs or expected
+// outputs never reaches the runner) and the same size. Before any call sees a reused buffer its
+// guards are written again, an input is filled again and an output poisoned, exactly as a new one.
+// The pool ends with the job (Gate::Evaluate), before the runner's reset.
+class BufferPool {
+ public:
+  BufferPool(const PluginApi* api, uint64_t cap_bytes) : api_(api), cap_(cap_bytes) {}
+  ~BufferPool() { Clear(); }
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // An idle buffer of exactly `bytes` and the same kind, else a new one (after freeing every idle
+  // buffer when the device is out of memory).
+  Result<htam_buffer*> Get(htam_device* dev, CandidateExec* sharer, uint64_t bytes) {
+    if (!g_keep_everything) {
+      for (size_t i = 0; i < idle_.size(); ++i) {
+        if (idle_[i].sharer != sharer || idle_[i].bytes != bytes) continue;
+        htam_buffer* b = idle_[i].buf;
+        idle_bytes_ -= bytes;
+        idle_.erase(idle_.begin() + std::ptrdiff_t(i));
+        ++reused_;
+        return b;
+      }
+    }
+    auto b = Allocate(dev, sharer, bytes);
+    if (!b.ok() && b.status().code() == Status::Code::kResourceExhausted && !idle_.empty()) {
+      Clear();
+      b = Allocate(dev, sharer, bytes);
+    }
+    return b;
+  }
+  // Keeps `b` for the next tensor of its kind and size, or frees it past the pool's size.
+  void Put(CandidateExec* sharer, uint64_t bytes, htam_buffer* b) {
+    if (g_keep_everything) return;  // threads of a candidate may still use it: never again
+    if (idle_bytes_ + bytes > cap_) {
+      Free(sharer, b);
+      return;
+    }
+    idle_.push_back({sharer, bytes, b});
+    idle_bytes_ += bytes;
+  }
+  size_t reused() const { return reused_; }
+
+ private:
+  Result<htam_buffer*> Allocate(htam_device* dev, CandidateExec* sharer, uint64_t bytes) {
+    if (sharer) return sharer->Allocate(dev, bytes);
+    htam_buffer* b = nullptr;
+    HTAM_RETURN_IF_ERROR(
+        ConsumeError(api_->buffer_alloc(dev, bytes, &b), "allocating device buffer"));
+    return b;
+  }
+  void Free(CandidateExec* sharer, htam_buffer* b) {
+    if (sharer && sharer->Allocated(b)) {
+      // The runner's buffer: this process's view goes first, then the runner frees it.
+      if (!g_keep_everything) api_->buffer_free(b);
+      sharer->Forget(b);
+      return;
+    }
+    if (sharer) sharer->Forget(b);
+    if (!g_keep_everything) api_->buffer_free(b);
+  }
+  void Clear() {
+    for (const Idle& e : idle_) Free(e.sharer, e.buf);
+    idle_.clear();
+    idle_bytes_ = 0;
+  }
+
+  struct Idle {
+    CandidateExec* sharer;
+    uint64_t bytes;
+    htam_buffer* buf;
+  };
+  const PluginApi* api_;
+  uint64_t cap_;
+  std::vector<Idle> idle_;
+  uint64_t idle_bytes_ = 0;
+  size_t reused_ = 0;
+};
+
 // A tensor in device memory, between two guard regions filled with a per-job canary pattern.
 class DeviceTensor {
  public:
-  DeviceTensor(const PluginApi* api, CandidateExec* sharer) : api_(api), sharer_(sharer) {}
+  DeviceTensor(const PluginApi* api, CandidateExec* sharer, BufferPool* pool)
+      : api_(api), sharer_(sharer), pool_(pool) {}
   ~DeviceTensor() {
-    if (!buf_) return;
-    if (sharer_ && sharer_->Allocated(buf_)) {
-      // The runner's buffer: this process's view goes first, then the runner frees it.
-      if (!g_keep_everything) api_->buffer_free(buf_);
-      sharer_->Forget(buf_);
-      return;
-    }
-    if (sharer_) sharer_->Forget(buf_);
-    if (!g_keep_everything) api_->buffer_free(buf_);
+    if (buf_) pool_->Put(sharer_, bytes_ + 2 * guard_, buf_);
   }
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
@@ -70,14 +145,7 @@ class DeviceTensor {
     host_.bytes.clear();
     host_.bytes.shrink_to_fit();
     canary_ = canary;
-    if (sharer_) {
-      auto b = sharer_->Allocate(dev, bytes_ + 2 * guard_);
-      if (!b.ok()) return b.status();
-      buf_ = *b;
-    } else {
-      HTAM_RETURN_IF_ERROR(ConsumeError(api_->buffer_alloc(dev, bytes_ + 2 * guard_, &buf_),
-                                        "allocating device buffer"));
-    }
+    HTAM_ASSIGN_OR_RETURN(buf_, pool_->Get(dev, sharer_, bytes_ + 2 * guard_));
     if (guard_) {
       HTAM_RETURN_IF_ERROR(
           ConsumeError(api_->copy_to_device(buf_, 0, canary_->data(), guard_), "writing guard"));
@@ -148,6 +216,7 @@ class DeviceTensor {
  private:
   const PluginApi* api_;
   CandidateExec* sharer_;  // the runner that may have mapped this buffer (told before the free)
+  BufferPool* pool_;       // where the buffer comes from and goes back to
   htam_buffer* buf_ = nullptr;
   uint64_t guard_ = 0, bytes_ = 0;
   HostTensor host_;
@@ -255,7 +324,8 @@ class Gate::Impl {
         device_(device),
         task_(task),
         opt_(options),
-        progress_(progress) {
+        progress_(progress),
+        pool_(&backend->api(), options.buffer_pool_bytes) {
     std::mt19937_64 rng(MixSeed(options.seed_base, 0xC0FFEE));
     canary_.resize(2 * opt_.guard_bytes);
     for (auto& b : canary_) b = uint8_t(rng());
@@ -282,7 +352,7 @@ class Gate::Impl {
 
     // The reference runs here; the candidate runs in the runner when there is one (never the
     // reference's self-evaluation: it holds no secret).
-    LocalExecOptions lo{opt_.check_threads, opt_.thread_grace_ms};
+    LocalExecOptions lo{opt_.check_threads, opt_.thread_grace_ms, ""};
     std::unique_ptr<CandidateExec> ref_exec = MakeLocalExec(backend_, device_, lo);
     std::unique_ptr<CandidateExec> own_exec;
     cand_ = candidate_source && opt_.runner && !opt_.single_call ? opt_.runner : nullptr;
@@ -486,10 +556,10 @@ class Gate::Impl {
     for (size_t i = 0; i < task_.inputs.size(); ++i) {
       const TensorSpec& ts = task_.inputs[i];
       const uint64_t s = MixSeed(seed, i);
-      auto t = std::make_unique<DeviceTensor>(api_, local ? nullptr : sharer_);
+      auto t = std::make_unique<DeviceTensor>(api_, local ? nullptr : sharer_, &pool_);
       if (on_device) {
         HTAM_RETURN_IF_ERROR(t->Create(device_, Shaped(ts, dims), opt_.guard_bytes, &canary_));
-        auto keep = std::make_unique<DeviceTensor>(api_, nullptr);
+        auto keep = std::make_unique<DeviceTensor>(api_, nullptr, &pool_);
         HTAM_RETURN_IF_ERROR(keep->Create(device_, Shaped(ts, dims), 0, &canary_));
         Result<bool> filled = FillOnDevice(ts, s, t.get());
         if (!filled.ok() && i == 0) {
@@ -620,7 +690,7 @@ class Gate::Impl {
   // `local`: in the verifier's own memory, never shared with a runner (copies it keeps).
   Status MakeOutputs(const DimBinding& dims, TensorSet* dev, bool local = false) {
     for (const TensorSpec& ts : task_.outputs) {
-      auto t = std::make_unique<DeviceTensor>(api_, local ? nullptr : sharer_);
+      auto t = std::make_unique<DeviceTensor>(api_, local ? nullptr : sharer_, &pool_);
       HTAM_RETURN_IF_ERROR(t->Create(device_, Shaped(ts, dims), opt_.guard_bytes, &canary_));
       HTAM_RETURN_IF_ERROR(t->Poison());
       dev->push_back(std::move(t));
@@ -715,7 +785,7 @@ class Gate::Impl {
     Status st = MakeInputs(dims, seed, &host_in, &in, golden ? &golden->inputs : nullptr);
     const bool on_device = !host_in.pristine.empty() || (in.empty() && !golden && DeviceData());
     if (st.ok()) st = MakeOutputs(dims, &out);
-    if (st.ok() && !golden) st = MakeOutputs(dims, &ref_out);
+    if (st.ok() && !golden) st = MakeOutputs(dims, &ref_out, /*local=*/true);
     // The first call's outputs, kept on the device in the verifier's own memory.
     if (st.ok() && on_device) st = MakeOutputs(dims, &run1_dev, /*local=*/true);
     if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
@@ -842,7 +912,7 @@ class Gate::Impl {
         Progress("verify timed outputs, input set " + std::to_string(k));
         TensorSet ref_out;
         if (!golden) {
-          Status mk = MakeOutputs(dims, &ref_out);
+          Status mk = MakeOutputs(dims, &ref_out, /*local=*/true);
           if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
           Verdict v = Call(ref, in[k], ref_out, "");
           if (!v.ok())
@@ -973,6 +1043,7 @@ class Gate::Impl {
   GateOptions opt_;
   ProgressFn progress_;
   std::vector<uint8_t> canary_;
+  BufferPool pool_;  // device buffers of this job's tensors (declared before any tensor member)
   CandidateExec* cand_ = nullptr;    // where the candidate runs (this process or the runner)
   CandidateExec* ref_ = nullptr;     // the reference, always in this process
   CandidateExec* sharer_ = nullptr;  // the runner, when buffers are shared with one

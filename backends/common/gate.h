@@ -65,6 +65,9 @@ struct GateOptions {
   // Inputs generated and outputs compared on the device where the plugin offers it (API 1.2
   // buffer_fill / buffer_compare); false = on the host, as every backend without them.
   bool device_data = true;
+  // Device buffers a job keeps for reuse by its later cases and timing sets (same kind and size),
+  // at most this many bytes idle; 0 = every tensor allocates and frees its own (eval.buffer_pool_mb).
+  uint64_t buffer_pool_bytes = uint64_t(4096) << 20;
   // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
   // kb_candidate.h (runner required).
   std::string language;
