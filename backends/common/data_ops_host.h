@@ -192,6 +192,10 @@ inline void Compare(const uint8_t* a, const uint8_t* b, const htam_compare_reque
   bool nonzero_a = false, nonzero_b = false;
   const int size = htam_dtype_size(htam_dtype(c.dtype));
   for (uint64_t i = 0; i < c.count; ++i) {
+    // a_all_zero and b_any_nonzero in every mode (the gate's fill check reads them in mode 2).
+    const double x = Get(a, i, c.dtype), y = Get(b, i, c.dtype);
+    nonzero_a |= x != 0;
+    nonzero_b |= y != 0;
     if (c.mode == 2) {
       if (std::memcmp(a + i * size, b + i * size, size_t(size)) != 0) {
         ++bad;
@@ -199,7 +203,6 @@ inline void Compare(const uint8_t* a, const uint8_t* b, const htam_compare_reque
       }
       continue;
     }
-    const double x = Get(a, i, c.dtype), y = Get(b, i, c.dtype);
     if (c.mode == 1) {
       if ((std::isnan(x) && std::isnan(y)) || x == y) continue;
       if (std::isfinite(x) && std::isfinite(y) &&
@@ -209,8 +212,6 @@ inline void Compare(const uint8_t* a, const uint8_t* b, const htam_compare_reque
       if (first_bad < 0) first_bad = int64_t(i);
       continue;
     }
-    nonzero_a |= x != 0;
-    nonzero_b |= y != 0;
     if (!std::isfinite(x)) {
       bool same = (std::isnan(x) && std::isnan(y)) || (std::isinf(x) && x == y);
       if (!same && first_nf < 0) first_nf = int64_t(i);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -44,6 +45,26 @@ struct Verdict {
   static Verdict Fail(OutcomeStatus s, std::string r) { return Verdict{s, std::move(r)}; }
 };
 
+// Wall time of the gate's own operations, summed by name (GateResult::op_ms).
+using OpTimes = std::map<std::string, double>;
+class OpTimer {
+ public:
+  OpTimer(OpTimes* t, const char* name)
+      : t_(t), name_(name), start_(std::chrono::steady_clock::now()) {}
+  ~OpTimer() {
+    (*t_)[name_] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+            .count();
+  }
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  OpTimes* t_;
+  const char* name_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // Device buffers reused across the cases and timing sets of one job (GateOptions::
 // buffer_pool_bytes): a job's cases share a few shapes, and every buffer a runner allocates costs
 // a round trip, an export and an IPC mapping. A buffer goes back only to a tensor of the same kind
@@ -53,7 +74,9 @@ struct Verdict {
 // The pool ends with the job (Gate::Evaluate), before the runner's reset.
 class BufferPool {
  public:
-  BufferPool(const PluginApi* api, uint64_t cap_bytes) : api_(api), cap_(cap_bytes) {}
+  BufferPool(const PluginApi* api, uint64_t cap_bytes, OpTimes* ops)
+      : api_(api), cap_(cap_bytes), ops_(ops) {}
+  OpTimes* ops() { return ops_; }
   ~BufferPool() { Clear(); }
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
@@ -92,6 +115,7 @@ class BufferPool {
 
  private:
   Result<htam_buffer*> Allocate(htam_device* dev, CandidateExec* sharer, uint64_t bytes) {
+    OpTimer t(ops_, sharer ? "allocate shared" : "allocate");
     if (sharer) return sharer->Allocate(dev, bytes);
     htam_buffer* b = nullptr;
     HTAM_RETURN_IF_ERROR(
@@ -99,6 +123,7 @@ class BufferPool {
     return b;
   }
   void Free(CandidateExec* sharer, htam_buffer* b) {
+    OpTimer t(ops_, "free");
     if (sharer && sharer->Allocated(b)) {
       // The runner's buffer: this process's view goes first, then the runner frees it.
       if (!g_keep_everything) api_->buffer_free(b);
@@ -121,6 +146,7 @@ class BufferPool {
   };
   const PluginApi* api_;
   uint64_t cap_;
+  OpTimes* ops_;
   std::vector<Idle> idle_;
   uint64_t idle_bytes_ = 0;
   size_t reused_ = 0;
@@ -147,6 +173,7 @@ class DeviceTensor {
     canary_ = canary;
     HTAM_ASSIGN_OR_RETURN(buf_, pool_->Get(dev, sharer_, bytes_ + 2 * guard_));
     if (guard_) {
+      OpTimer t(pool_->ops(), "write guards");
       HTAM_RETURN_IF_ERROR(
           ConsumeError(api_->copy_to_device(buf_, 0, canary_->data(), guard_), "writing guard"));
       HTAM_RETURN_IF_ERROR(ConsumeError(
@@ -157,12 +184,15 @@ class DeviceTensor {
     return Status::OK();
   }
   Status Upload(const HostTensor& t) {
+    OpTimer u(pool_->ops(), "upload");
     return ConsumeError(api_->copy_to_device(buf_, guard_, t.bytes.data(), bytes_), "upload");
   }
   Status Poison() {
+    OpTimer t(pool_->ops(), "poison");
     return ConsumeError(api_->memset(buf_, guard_, kPoisonByte, bytes_), "poison");
   }
   Result<HostTensor> Download() const {
+    OpTimer d(pool_->ops(), "download");
     HostTensor t = host_;
     t.bytes.resize(bytes_);
     HTAM_RETURN_IF_ERROR(
@@ -172,6 +202,7 @@ class DeviceTensor {
   // "" when both guards hold their canary; else which side was overwritten.
   Result<std::string> CheckGuards() const {
     if (!guard_) return std::string();
+    OpTimer t(pool_->ops(), "check guards");
     std::vector<uint8_t> g(guard_);
     HTAM_RETURN_IF_ERROR(ConsumeError(api_->copy_to_host(g.data(), buf_, 0, guard_), "guard"));
     size_t before = 0;
@@ -196,10 +227,12 @@ class DeviceTensor {
     return t;
   }
   Status Fill(const htam_fill_request& req) {
+    OpTimer t(pool_->ops(), "fill");
     return ConsumeError(api_->buffer_fill(buf_, guard_, &req), "generating inputs on the device");
   }
   // This tensor's elements from `src` (same shape), on the device.
   Status CopyFrom(const DeviceTensor& src) {
+    OpTimer t(pool_->ops(), "copy");
     return ConsumeError(api_->buffer_copy(buf_, guard_, src.buf_, src.guard_, bytes_),
                         "copying on the device");
   }
@@ -315,6 +348,17 @@ std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance&
 
 }  // namespace
 
+namespace {
+// The device's turn lock (timing_lock.h) beside the host-wide timing lock; "" = none.
+std::string TurnPath(const BackendInstance* backend, const GateOptions& opt) {
+  if (opt.device_index < 0 || opt.single_call) return std::string();
+  return DeviceLockPath(GoldenCacheRoot(opt, *backend),
+                        backend->description().name ? backend->description().name : "",
+                        opt.device_index);
+}
+
+}  // namespace
+
 class Gate::Impl {
  public:
   Impl(BackendInstance* backend, htam_device* device, const TaskSpec& task,
@@ -325,7 +369,8 @@ class Gate::Impl {
         task_(task),
         opt_(options),
         progress_(progress),
-        pool_(&backend->api(), options.buffer_pool_bytes) {
+        pool_(&backend->api(), options.buffer_pool_bytes, &ops_),
+        turn_(TurnPath(backend, options), options.timing_lock_wait_s) {
     std::mt19937_64 rng(MixSeed(options.seed_base, 0xC0FFEE));
     canary_.resize(2 * opt_.guard_bytes);
     for (auto& b : canary_) b = uint8_t(rng());
@@ -333,6 +378,7 @@ class Gate::Impl {
 
   GateResult Run(const std::string* candidate_source) {
     GateResult res;
+    turn_.Shared();
     const std::string& language =
         backend_->description().language ? backend_->description().language : "";
     // --- reference: a kernel of the task, or golden data from PyTorch (KernelBench) ---
@@ -505,6 +551,9 @@ class Gate::Impl {
     if (golden_ && baseline_.compile_pending) golden_->MeasureCompileInBackground(golden_timing_);
   }
 
+  std::vector<std::pair<std::string, double>> TakeOps() {
+    return std::vector<std::pair<std::string, double>>(ops_.begin(), ops_.end());
+  }
   std::vector<std::pair<std::string, double>> TakeStages() {
     StageBoundary("");
     return std::move(stage_ms_);
@@ -572,13 +621,17 @@ class Gate::Impl {
         if (*filled) {
           HTAM_RETURN_IF_ERROR(keep->CopyFrom(*t));
         } else {  // all zeros from these parameters: the host's generator (never all zeros)
+          OpTimer g(&ops_, "generate on the host");
           HostTensor h = GenerateInput(ts, task_.Shape(ts, dims), s);
           HTAM_RETURN_IF_ERROR(t->Upload(h));
           HTAM_RETURN_IF_ERROR(keep->Upload(h));
         }
         inputs->pristine.push_back(std::move(keep));
       } else {
-        inputs->host.push_back(given ? (*given)[i] : GenerateInput(ts, task_.Shape(ts, dims), s));
+        {
+          OpTimer g(&ops_, "generate on the host");
+          inputs->host.push_back(given ? (*given)[i] : GenerateInput(ts, task_.Shape(ts, dims), s));
+        }
         HTAM_RETURN_IF_ERROR(t->Create(device_, inputs->host.back(), opt_.guard_bytes, &canary_));
         HTAM_RETURN_IF_ERROR(t->Upload(inputs->host.back()));
       }
@@ -626,6 +679,7 @@ class Gate::Impl {
   }
   Result<htam_compare_result> CompareOnDevice(const DeviceTensor& a, const DeviceTensor& b,
                                               int mode) {
+    OpTimer t(&ops_, "compare");
     htam_compare_request q{};
     q.struct_size = sizeof q;
     q.dtype = a.dtype();
@@ -742,6 +796,7 @@ class Gate::Impl {
 
   // One call; classifies failures.
   Verdict Call(CandidateExec* ex, const TensorSet& in, TensorSet& out, const std::string& where) {
+    OpTimer t(&ops_, ex == ref_ ? "call reference" : "call candidate");
     ExecOutcome o = ex->Run(Bound(in), Bound(out));
     if (o.ok()) return Verdict{};
     return Classify(o, where, "");
@@ -898,7 +953,10 @@ class Gate::Impl {
       SharedTimingLock lock(TimingLockPath(GoldenCacheRoot(opt_, *backend_)),
                             opt_.timing_lock_wait_s);
       if (lock.waited_out()) timing_note_ = lock.Note();
+      turn_.Exclusive();  // nothing else on the device while this is timed
       o = mod->Time(req, bin, bout, &tr);
+      turn_.Shared();
+      if (timing_note_.empty()) timing_note_ = turn_.Note();
     }
     if (!o.ok()) return Classify(o, "", " (during timing)");
     if (tr.sm_clock_mhz > 0) res->profile.sm_clock_mhz = tr.sm_clock_mhz;
@@ -1043,7 +1101,10 @@ class Gate::Impl {
   GateOptions opt_;
   ProgressFn progress_;
   std::vector<uint8_t> canary_;
-  BufferPool pool_;  // device buffers of this job's tensors (declared before any tensor member)
+  OpTimes ops_;  // before pool_, which records into it until it is destroyed
+  BufferPool pool_;
+  DeviceLock turn_;  // the device: shared while this job works on it, exclusive while timing  //
+                     // device buffers of this job's tensors (declared before any tensor member)
   CandidateExec* cand_ = nullptr;    // where the candidate runs (this process or the runner)
   CandidateExec* ref_ = nullptr;     // the reference, always in this process
   CandidateExec* sharer_ = nullptr;  // the runner, when buffers are shared with one
@@ -1092,6 +1153,7 @@ GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress)
     Impl impl(backend_, device_, task_, options_, progress);
     r = impl.Run(&source);
     r.stage_ms = impl.TakeStages();
+    r.op_ms = impl.TakeOps();
     impl.StartCompileBaseline();
   }
   // The runner keeps nothing of this job (module, artifact, mapped buffers) for the next one.
@@ -1103,6 +1165,7 @@ GateResult Gate::EvaluateReference(const ProgressFn& progress) {
   Impl impl(backend_, device_, task_, options_, progress);
   GateResult r = impl.Run(nullptr);
   r.stage_ms = impl.TakeStages();
+  r.op_ms = impl.TakeOps();
   return r;
 }
 

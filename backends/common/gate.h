@@ -68,6 +68,9 @@ struct GateOptions {
   // Device buffers a job keeps for reuse by its later cases and timing sets (same kind and size),
   // at most this many bytes idle; 0 = every tensor allocates and frees its own (eval.buffer_pool_mb).
   uint64_t buffer_pool_bytes = uint64_t(4096) << 20;
+  // The device's index on this host: evaluations sharing the cache directory take turns on it
+  // (timing_lock.h DeviceLock: shared while verifying, exclusive while timing); -1 = no turns.
+  int device_index = -1;
   // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
   // kb_candidate.h (runner required).
   std::string language;
@@ -102,6 +105,10 @@ struct GateResult {
   // Wall time per stage of this evaluation, in the order first entered (compile candidate,
   // verify, time candidate, ...): where an evaluation's time goes.
   std::vector<std::pair<std::string, double>> stage_ms;
+  // Wall time of the gate's own operations inside those stages, by name, summed (allocate,
+  // allocate shared, free, write guards, fill, copy, poison, check guards, compare, call
+  // candidate, call reference): what a stage's time is made of.
+  std::vector<std::pair<std::string, double>> op_ms;
 };
 
 // The golden-data options of a KernelBench task from the gate's options: the interpreter, helper,

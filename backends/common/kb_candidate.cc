@@ -219,10 +219,19 @@ std::string ReadOutputs(const json& meta, int fd, uint64_t* offset,
 class Judge {
  public:
   Judge(BackendInstance* b, const TaskSpec& t, const GateOptions& o, const ProgressFn& p)
-      : backend_(b), task_(t), opt_(o), progress_(p) {}
+      : backend_(b),
+        task_(t),
+        opt_(o),
+        progress_(p),
+        turn_(o.single_call ? std::string()
+                            : DeviceLockPath(GoldenCacheRoot(o, *b),
+                                             b->description().name ? b->description().name : "",
+                                             o.device_index),
+              o.timing_lock_wait_s) {}
 
   GateResult Run(const std::string& source) {
     GateResult res;
+    turn_.Shared();  // the device with the other lanes; exclusive while timing
     res.candidate_hash = CandidateKey(kKernelBenchLanguage, source);
     if (task_.kernelbench.empty())
       return Fail(res, OutcomeStatus::InfraError,
@@ -387,6 +396,13 @@ class Judge {
       // cannot see the lock (the golden cache is hidden from it): the verifier holds it.
       SharedTimingLock lock(TimingLockPath(go.cache_dir), opt_.timing_lock_wait_s);
       lock_note = lock.Note();
+      // And with the device to itself (the other lanes of eval.device_workers wait).
+      turn_.Exclusive();
+      if (lock_note.empty()) lock_note = turn_.Note();
+      struct Back {  // shared again once timed
+        DeviceLock* t;
+        ~Back() { t->Shared(); }
+      } back{&turn_};
       return Ask({{"op", "kb_time"},
                   {"seeds", seeds},
                   {"warmup_reps", opt_.warmup_reps},
@@ -560,6 +576,7 @@ class Judge {
   const GateOptions& opt_;
   ProgressFn progress_;
   std::string device_, scripts_, problem_path_, problem_, work_, cand_path_, runtime_warnings_;
+  DeviceLock turn_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "backends/common/tensor_data.h"
+#include "base/file.h"
 
 namespace htam {
 
@@ -45,6 +46,86 @@ SharedTimingLock::SharedTimingLock(const std::string& path, double wait_s)
     pause = std::min(pause * 2, std::chrono::milliseconds(20));
   }
   close(fd);
+}
+
+std::string DeviceLockPath(const std::string& golden_cache_dir, const std::string& backend,
+                           int device_index) {
+  if (golden_cache_dir.empty() || backend.empty() || device_index < 0) return std::string();
+  return golden_cache_dir + "/device-" + backend + "-" + std::to_string(device_index) + ".lock";
+}
+
+namespace {
+int OpenLockFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  return fd;
+}
+}  // namespace
+
+DeviceLock::DeviceLock(const std::string& path, double wait_s) : wait_s_(std::max(0.0, wait_s)) {
+  if (path.empty()) return;
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) (void)MakeDirs(path.substr(0, slash), 0755);
+  fd_ = OpenLockFile(path);
+  turn_ = fd_ < 0 ? -1 : OpenLockFile(path + ".turn");
+  if (turn_ < 0 && fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+DeviceLock::~DeviceLock() {
+  if (fd_ >= 0) close(fd_);
+  if (turn_ >= 0) close(turn_);
+}
+
+bool DeviceLock::Take(int fd, int op) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s_);
+  auto pause = std::chrono::microseconds(100);
+  for (;;) {
+    if (flock(fd, op | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) return false;  // no flock here: no lock
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      waited_out_ = true;
+      return false;
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(pause, std::chrono::ceil<Clock::duration>(deadline - now)));
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
+void DeviceLock::Shared() {
+  if (fd_ < 0 || held_ == LOCK_SH) return;
+  Release();
+  // Behind any exclusive taker already waiting (it holds the turn file).
+  if (Take(turn_, LOCK_SH)) {
+    if (Take(fd_, LOCK_SH)) held_ = LOCK_SH;
+    flock(turn_, LOCK_UN);
+  }
+}
+
+void DeviceLock::Exclusive() {
+  if (fd_ < 0 || held_ == LOCK_EX) return;
+  Release();
+  if (Take(turn_, LOCK_EX)) {
+    if (Take(fd_, LOCK_EX)) held_ = LOCK_EX;
+    flock(turn_, LOCK_UN);
+  }
+}
+
+void DeviceLock::Release() {
+  if (held_) flock(fd_, LOCK_UN);
+  held_ = 0;
+}
+
+std::string DeviceLock::Note() const {
+  if (!waited_out_) return std::string();
+  return "another evaluation kept the device longer than " + FormatNumber(wait_s_) +
+         " s (eval.timing_lock_wait_s); a phase went on without its turn and may have overlapped "
+         "it";
 }
 
 SharedTimingLock::~SharedTimingLock() {

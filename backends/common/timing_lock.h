@@ -14,6 +14,40 @@ namespace htam {
 // <golden_cache_dir>/timing.lock; "" for an empty directory (no lock).
 std::string TimingLockPath(const std::string& golden_cache_dir);
 
+// One device's turns between the evaluations of a host (htamd's lanes, eval.device_workers, and
+// any other process that shares its cache directory): work on the device that is not timed
+// (verification, preparing inputs, golden data) holds it shared, so that evaluations overlap
+// there; a timed phase holds it exclusive, so that nothing else runs on the device while a
+// candidate or a baseline is timed. The file is <golden cache root>/device-<backend>-<index>.lock,
+// with a ".turn" sibling that a waiting exclusive taker holds, so that shared takers arriving
+// after it wait behind it (a stream of overlapping shared holders cannot starve the timing).
+// Waits are bounded (`wait_s`); past the bound the caller goes on without the lock and Note()
+// says so. Thread-safety: used by one thread; descriptors are close-on-exec (no runner holds it).
+std::string DeviceLockPath(const std::string& golden_cache_dir, const std::string& backend,
+                           int device_index);
+
+class DeviceLock {
+ public:
+  // "" path: no lock (every call returns at once).
+  DeviceLock(const std::string& path, double wait_s);
+  ~DeviceLock();
+  DeviceLock(const DeviceLock&) = delete;
+  DeviceLock& operator=(const DeviceLock&) = delete;
+
+  void Shared();     // from exclusive: released first, then taken shared
+  void Exclusive();  // from shared: released first (never upgraded in place)
+  void Release();
+  // "" unless a wait passed its bound; else a sentence for the result's diagnostics.
+  std::string Note() const;
+
+ private:
+  bool Take(int fd, int op);  // polls flock(op | LOCK_NB) until the bound
+  int fd_ = -1, turn_ = -1;
+  int held_ = 0;  // 0, LOCK_SH or LOCK_EX
+  double wait_s_ = 0;
+  bool waited_out_ = false;
+};
+
 class SharedTimingLock {
  public:
   // Takes `path` shared, waiting at most `wait_s` seconds while an exclusive holder keeps it. No

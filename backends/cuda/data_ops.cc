@@ -136,19 +136,20 @@ extern "C" __global__ void htam_compare(const unsigned char* a, const unsigned c
   u64 bad = 0, first_bad = ~0ull, first_nf = ~0ull;
   unsigned nonzero_a = 0, nonzero_b = 0;
   for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < c.count; i += stride) {
+    // not_all_zero / any_nonzero in every mode: the gate's fill check reads them in mode 2.
+    const double x = get(a, i, c.dtype), y = get(b, i, c.dtype);
+    nonzero_a |= x != 0;
+    nonzero_b |= y != 0;
     if (c.mode == 2) {
       if (!same_bits(a, b, i, c.dtype)) { ++bad; if (i < first_bad) first_bad = i; }
       continue;
     }
-    const double x = get(a, i, c.dtype), y = get(b, i, c.dtype);
     if (c.mode == 1) {
       if ((isnan(x) && isnan(y)) || x == y) continue;
       if (isfinite(x) && isfinite(y) && fabs(x - y) <= c.atol + c.rtol * fabs(x)) continue;
       ++bad; if (i < first_bad) first_bad = i;
       continue;
     }
-    nonzero_a |= x != 0;
-    nonzero_b |= y != 0;
     if (!isfinite(x)) {
       bool same = (isnan(x) && isnan(y)) || (isinf(x) && x == y);
       if (!same && i < first_nf) first_nf = i;

@@ -410,13 +410,17 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
   for (char ch : name.substr(0, 40))
     safe_name += (isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
   if (safe_name.empty()) safe_name = "candidate";
-  std::string dir = base + prefix + std::to_string(getpid()) + "-" +
-                    std::to_string(g_compile_seq.fetch_add(1)) + "-" + safe_name;
+  // mkdtemp: workers in PID namespaces of their own share process ids (and a cache directory),
+  // so a name made of the pid and a counter collided between two workers of one device.
   std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (!fs::create_directories(dir, ec)) {
-    return Status::IOError("cannot create " + dir + ": " + ec.message());
-  }
+  fs::create_directories(base, ec);
+  std::string tmpl =
+      base + prefix + std::to_string(g_compile_seq.fetch_add(1)) + "-" + safe_name + "-XXXXXX";
+  std::vector<char> tbuf(tmpl.begin(), tmpl.end());
+  tbuf.push_back('\0');
+  if (!mkdtemp(tbuf.data()))
+    return Status::IOError("cannot create " + tmpl + ": " + strerror(errno));
+  std::string dir = tbuf.data();
   struct Cleanup {
     std::string d;
     ~Cleanup() {

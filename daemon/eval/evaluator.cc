@@ -465,18 +465,24 @@ Status EvaluatorImpl::Init() {
       HTAM_LOG(kInfo, "eval") << notes_.back();
       continue;
     }
+    // eval.device_workers lanes per device: each a worker (and runner) of its own; their
+    // verification overlaps on the device, their timed phases take turns (gate.h device_index).
+    const int lanes = int(std::max<int64_t>(1, ev_.device_workers));
     for (const auto& d : p.devices) {
-      auto s = std::make_unique<Slot>();
-      s->backend = name;
-      s->plugin = path;
-      s->language = p.language;
-      s->device = d.value("index", 0);
-      s->info.backend = name;
-      s->info.arch = d.value("arch", "");
-      s->info.name = d.value("name", "");
-      s->info.memory_bytes = d.value("memory_bytes", uint64_t(0));
-      s->info.worker = "local:" + name + ":" + std::to_string(s->device);
-      slots_.push_back(std::move(s));
+      for (int lane = 0; lane < lanes; ++lane) {
+        auto s = std::make_unique<Slot>();
+        s->backend = name;
+        s->plugin = path;
+        s->language = p.language;
+        s->device = d.value("index", 0);
+        s->info.backend = name;
+        s->info.arch = d.value("arch", "");
+        s->info.name = d.value("name", "");
+        s->info.memory_bytes = d.value("memory_bytes", uint64_t(0));
+        s->info.worker = "local:" + name + ":" + std::to_string(s->device) +
+                         (lane ? "/lane" + std::to_string(lane) : "");
+        slots_.push_back(std::move(s));
+      }
     }
     HTAM_LOG(kInfo, "eval") << "backend " << name << " (" << p.version << "): " << p.devices.size()
                             << " device(s)";
@@ -760,6 +766,9 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         if (f->contains("stage_ms") && (*f)["stage_ms"].is_object())
           for (const auto& [k, v] : (*f)["stage_ms"].items())
             if (v.is_number()) r.stage_ms.emplace_back(k, v.get<double>());
+        if (f->contains("op_ms") && (*f)["op_ms"].is_object())
+          for (const auto& [k, v] : (*f)["op_ms"].items())
+            if (v.is_number()) r.op_ms.emplace_back(k, v.get<double>());
       } else if (type == "fatal") {
         r.status = StatusFromName(f->value("status", "InfraError"));
         r.diagnostics = f->value("message", "") + " (during " + stage + ")";

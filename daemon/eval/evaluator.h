@@ -61,6 +61,7 @@ struct EvalResult {
   fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;
   // Wall time per stage inside the worker (compile candidate, verify, time candidate, ...).
   std::vector<std::pair<std::string, double>> stage_ms;
+  std::vector<std::pair<std::string, double>> op_ms;  // GateResult::op_ms
   // The candidate's build came from a cache (compiled ahead, or the same source before).
   bool compile_cached = false;
 };

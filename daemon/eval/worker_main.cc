@@ -48,6 +48,7 @@
 #include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
+#include "backends/common/timing_lock.h"
 #include "backends/cuda/ncu_profile.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
@@ -163,6 +164,12 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck
              for (const auto& [name, ms] : r.stage_ms) st[name] = ms;
              return st;
            }()},
+          {"op_ms",
+           [&] {
+             json st = json::object();
+             for (const auto& [name, ms] : r.op_ms) st[name] = ms;
+             return st;
+           }()},
           {"cases", r.cases},
           {"flops", r.flops},
           {"bytes", r.bytes},
@@ -207,6 +214,7 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   o.golden_seed_pool = Get<int>(g, "golden_seed_pool", o.golden_seed_pool);
   o.timing_lock_wait_s = Get<double>(g, "timing_lock_wait_s", o.timing_lock_wait_s);
   o.device_data = Get<bool>(g, "device_data", o.device_data);
+  o.device_index = device;  // turns on the device with the other lanes (eval.device_workers)
   o.buffer_pool_bytes = Get<uint64_t>(g, "buffer_pool_bytes", o.buffer_pool_bytes);
   o.language = Get<std::string>(j, "language", "");
   o.kernelbench_build_cache = Get<std::string>(g, "kernelbench_build_cache", "");
@@ -695,6 +703,13 @@ int main(int argc, char** argv) {
     if (r.status == htam::fb::OutcomeStatus::Ok && j.contains("profile") &&
         j["profile"].is_object()) {
       progress("profile (Nsight Compute)");
+      // ncu measures every kernel on the device: the other lanes wait (timing_lock.h).
+      const htam::GateOptions o = GateOptionsFromJob(j, b, device);
+      htam::DeviceLock turn(
+          htam::DeviceLockPath(htam::GoldenCacheRoot(o, b),
+                               b.description().name ? b.description().name : "", device),
+          o.timing_lock_wait_s);
+      turn.Exclusive();
       bottleneck = Profile(j, j["profile"], self_args, work_dir, &r);
     }
     if (remote && r.status != htam::fb::OutcomeStatus::Ok &&

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
 #include "backends/common/task_spec.h"
+#include "backends/common/timing_lock.h"
 #include "tests/integration/eval_test_util.h"
 
 namespace htam {
@@ -476,6 +478,115 @@ TEST_F(TimingLockTest, PastTheWaitBoundItTimesAnywayWithANote) {
   ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
   EXPECT_EQ(r.diagnostics.find("overlapped"), std::string::npos) << r.diagnostics;
   EXPECT_FALSE(fs::exists(o.golden_cache_dir));
+}
+
+// Test data on the device (GateOptions::device_data, the plugin's buffer_fill): every input is
+// filled by the plugin and none is generated on the host and uploaded (a fill check that read
+// "all zeros" from every comparison once sent every input back to the host generator).
+TEST_F(KernelBenchGateTest, DeviceDataFillsEveryInputThroughThePlugin) {
+  auto task = ParseTaskFile("configs/tasks/cpu_relu");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  GateResult r = Eval(*task, ReadSource("configs/tasks/cpu_relu/reference.cpp"), Options());
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  std::map<std::string, double> ops(r.op_ms.begin(), r.op_ms.end());
+  EXPECT_GT(ops.count("fill"), 0u) << "inputs were not filled on the device";
+  EXPECT_EQ(ops.count("generate on the host"), 0u) << ops["generate on the host"] << " ms";
+  EXPECT_EQ(ops.count("upload"), 0u) << ops["upload"] << " ms";
+  GateOptions host = Options();
+  host.device_data = false;
+  r = Eval(*task, ReadSource("configs/tasks/cpu_relu/reference.cpp"), host);
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  ops = std::map<std::string, double>(r.op_ms.begin(), r.op_ms.end());
+  EXPECT_GT(ops.count("generate on the host"), 0u) << "device_data false generates on the host";
+}
+
+// Turns on one device (timing_lock.h DeviceLock; htamd's lanes, eval.device_workers): another
+// lane's verification (here: this test, holding the device shared) delays a timed phase, never
+// the stages around it, and the timing waits for it to end.
+TEST_F(TimingLockTest, TimedPhasesWaitForAnotherLaneOnTheSameDevice) {
+  auto task = ParseTaskFile("configs/tasks/cpu_relu");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const std::string src = ReadSource("configs/tasks/cpu_relu/reference.cpp");
+  GateOptions o = Options();
+  o.device_index = 0;
+  const std::string path = DeviceLockPath(o.golden_cache_dir, "cpu", 0);
+  ASSERT_FALSE(path.empty());
+  const auto hold = std::chrono::milliseconds(1500);
+  DeviceLock other(path, 30);
+  other.Shared();
+  std::thread releaser;
+  auto progress = [&](const std::string& stage) {
+    if (stage == "time candidate")
+      releaser = std::thread([&] {
+        std::this_thread::sleep_for(hold);
+        other.Release();
+      });
+  };
+  Gate gate(backend_.get(), device_, *task, o);
+  GateResult r = gate.Evaluate(src, progress);
+  releaser.join();
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  EXPECT_GE(StageMs(r, "time candidate"), 1400) << "timed while another lane held the device";
+  // The release only began once the candidate's timing was reached: verification ran while the
+  // other lane held the device (shared), without waiting out the bound (no note).
+  EXPECT_GT(StageMs(r, "verify"), 0);
+  EXPECT_EQ(r.diagnostics.find("overlapped"), std::string::npos) << r.diagnostics;
+  EXPECT_GT(r.median_us, 0);
+}
+
+// A waiting timer goes before verifiers that come after it: holders of the device shared that
+// overlap one another cannot keep a timed phase waiting for ever.
+TEST(DeviceLockTest, AWaitingExclusiveTakerGoesBeforeLaterSharedTakers) {
+  TempDir t;
+  const std::string path = DeviceLockPath(t.path(), "cuda", 3);
+  EXPECT_EQ(path, t.path() + "/device-cuda-3.lock");
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto ms = [&] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
+  DeviceLock a(path, 30), b(path, 30), c(path, 30);
+  a.Shared();
+  double b_got = -1, b_released = -1, c_got = -1;
+  std::thread tb([&] {
+    b.Exclusive();
+    b_got = ms();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    b_released = ms();
+    b.Release();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // b waits for a
+  std::thread tc([&] {
+    c.Shared();  // would be compatible with a, but b is waiting
+    c_got = ms();
+    c.Release();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LT(c_got, 0) << "a later shared taker passed the waiting exclusive one";
+  a.Release();
+  tb.join();
+  tc.join();
+  EXPECT_GE(b_got, 450);
+  EXPECT_GE(c_got, b_released);
+  EXPECT_TRUE(b.Note().empty());
+  // No path: no lock, every call returns at once.
+  DeviceLock none("", 30);
+  none.Exclusive();
+  none.Shared();
+  EXPECT_TRUE(none.Note().empty());
+}
+
+// Past its bound a taker goes on without the lock, and says so.
+TEST(DeviceLockTest, PastTheBoundItGoesOnWithANote) {
+  TempDir t;
+  const std::string path = DeviceLockPath(t.path() + "/made", "cuda", 0);
+  DeviceLock holder(path, 30), late(path, 0.2);
+  holder.Exclusive();
+  const auto t0 = std::chrono::steady_clock::now();
+  late.Shared();
+  const double waited =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 180);
+  EXPECT_LT(waited, 5000);
+  EXPECT_NE(late.Note().find("went on without its turn"), std::string::npos) << late.Note();
 }
 
 // No PyTorch needed below.

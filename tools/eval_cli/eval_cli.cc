@@ -245,6 +245,7 @@ int main(int argc, char** argv) {
   }
 
   htam::GateOptions go;
+  go.device_index = desc.devices[0].index;  // takes turns with other evaluations on this device
   go.seeds = args.seeds;
   go.repetitions = args.reps;
   go.input_sets = args.input_sets;

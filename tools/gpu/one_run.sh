@@ -119,6 +119,10 @@ fi
 #            data on the device
 #   ahead    new, with a task's candidates queued at once and compiled ahead on every core
 #   noahead  the same queue, compiling ahead off (each runner compiles on the device's turn)
+#   nopool   ahead, every test tensor allocating its own buffer (eval.buffer_pool_mb 0)
+#   pool     ahead with the defaults now (a job's buffers pooled)
+#   lanes2/3 pool with two or three workers per device (eval.device_workers)
+# Queued modes (--queue) submit every task's candidates to one queue in one process.
 # For each: candidates/min, GPU utilisation (nvidia-smi, 200 ms samples), stage times, and the
 # 16M relu timed as a candidate three times (timing parity). Details: modes_detail.log.
 if has modes; then
@@ -131,17 +135,28 @@ if has modes; then
     [new]="--eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true"
     # A task's candidates queued at once (htam-evaluate --queue), compiled ahead or not.
     [ahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends cuda"
-    [noahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends none")
+    [noahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends none"
+    [nopool]="--queue --eval.buffer_pool_mb 0"
+    [pool]="--queue"
+    # Two or three lanes per device (eval.device_workers): verification overlaps, timing in turn.
+    [lanes2]="--queue --eval.device_workers 2"
+    [lanes3]="--queue --eval.device_workers 3")
   M=/tmp/htam-modes; rm -rf $M; mkdir -p $M
   for rep in ${MODES_REPS:-1}; do
     for mode in ${MODES:-old new}; do
       nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 > "$M/util_$mode.$rep.txt" 2>/dev/null &
       SMI=$!
       t0=$(date +%s.%N)
-      for t in ${MODES_TASKS:-gelu rowsum softmax}; do
-        run 150 "$M/$mode.$rep.jsonl" $EV --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]} \
+      if [[ "${MODE_OPTS[$mode]}" == *--queue* ]]; then
+        TASK_ARGS=""; for t in ${MODES_TASKS:-gelu rowsum softmax}; do TASK_ARGS+=" --task configs/tasks/$t"; done
+        run "${T_MODE:-300}" "$M/$mode.$rep.jsonl" $EV $TASK_ARGS --backend cuda --lineage ${MODE_OPTS[$mode]} \
           --eval.cache_dir "$M/cache_$mode.$rep"  # empty: every mode compiles everything
-      done
+      else
+        for t in ${MODES_TASKS:-gelu rowsum softmax}; do
+          run 150 "$M/$mode.$rep.jsonl" $EV --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]} \
+            --eval.cache_dir "$M/cache_$mode.$rep"  # empty: every mode compiles everything
+        done
+      fi
       t1=$(date +%s.%N)
       kill $SMI 2>/dev/null; wait $SMI 2>/dev/null
       run 60 "$M/relu_$mode.$rep.jsonl" $EV --task tests/gpu/tasks/relu_large --backend cuda ${MODE_OPTS[$mode]} \
@@ -165,8 +180,10 @@ for x in open(f"{m}/util_{mode}.{rep}.txt").read().split():
     try: util.append(float(x))
     except ValueError: pass
 stages = collections.defaultdict(float)
+ops = collections.defaultdict(float)
 for x in r:
     for k, v in (x.get("stage_ms") or {}).items(): stages[k] += v
+    for k, v in (x.get("op_ms") or {}).items(): ops[k] += v
 relu = [x.get("median_us") for x in rows(f"{m}/relu_{mode}.{rep}.jsonl")]
 wall = t1 - t0
 walls = sorted(x.get("wall_ms", 0) for x in r)
@@ -177,6 +194,7 @@ print(json.dumps({"mode": mode, "rep": rep, "candidates": len(r),
                   "wall_ms_p50": round(st.median(walls)) if walls else 0,
                   "gpu_util_mean": round(st.mean(util), 1) if util else None,
                   "stage_s": {k: round(v / 1000, 2) for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
+                  "op_s": {k: round(v / 1000, 2) for k, v in sorted(ops.items(), key=lambda kv: -kv[1])},
                   "relu16M_us": relu,
                   "outcomes": [(x.get("file", "")[-28:], x.get("status"), round(x.get("speedup", 0), 3)) for x in r]}))
 PY

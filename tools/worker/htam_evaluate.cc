@@ -8,6 +8,7 @@
 //   htam-evaluate --task DIR --reference                    the reference against itself
 //   htam-evaluate --task DIR --lineage [--write]            every variant of lineage.json; checks
 //                                                           "expected"; --write fills "measured"
+//                 (--task repeated with --lineage or --reference: every task's, in one queue)
 //   --queue                                                 submit every candidate at once (as a
 //                                                           busy daemon queues them; compiles
 //                                                           ahead) instead of one after another
@@ -57,6 +58,12 @@ json ToJson(const std::string& label, const EvalResult& r) {
              for (const auto& [k, v] : r.stage_ms) st[k] = std::round(v * 10) / 10;
              return st;
            }()},
+          {"op_ms",
+           [&] {
+             json st = json::object();
+             for (const auto& [k, v] : r.op_ms) st[k] = std::round(v * 10) / 10;
+             return st;
+           }()},
           {"candidate_hash", r.candidate_hash},
           {"diagnostics", r.diagnostics.substr(0, 600)}};
 }
@@ -76,14 +83,15 @@ bool AsExpected(const std::string& expected, const EvalResult& r, double parent_
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string task, backend = "cpu", language;
+  std::vector<std::string> tasks;
+  std::string backend = "cpu", language;
   bool reference = false, lineage = false, write = false, queue = false;
   std::vector<std::string> files;
   std::vector<const char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--task" && i + 1 < argc)
-      task = argv[++i];
+      tasks.push_back(argv[++i]);
     else if (a == "--backend" && i + 1 < argc)
       backend = argv[++i];
     else if (a == "--language" && i + 1 < argc)
@@ -113,9 +121,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (exit_now) return 0;
-  if (task.empty() || (!reference && !lineage && files.empty())) {
+  if (tasks.empty() || (!reference && !lineage && files.empty()) ||
+      (tasks.size() > 1 && !files.empty())) {
     std::cerr << "usage: htam-evaluate --task DIR [--backend B] (FILE... | --reference | "
-                 "--lineage [--write]) [--queue] [config options]\n";
+                 "--lineage [--write]) [--queue] [config options]\n"
+                 "       (--task DIR repeated: --reference or --lineage of every task)\n";
     return 2;
   }
   htam::SetLogLevel(htam::LogLevel::kWarn);
@@ -127,12 +137,14 @@ int main(int argc, char** argv) {
   // Every candidate first (reading all files before anything runs), then one evaluation each.
   struct Item {
     std::string label, source, file;
+    size_t task = 0;          // index into tasks
     json* variant = nullptr;  // its lineage.json entry (--lineage)
     EvalResult result;
   };
   std::vector<Item> items;
   if (reference) files.clear();
-  if (reference) items.push_back({"reference", "", "", nullptr, {}});
+  for (size_t t = 0; reference && t < tasks.size(); ++t)
+    items.push_back({"reference", "", "", t, nullptr, {}});
   for (const auto& f : files) {
     bool ok = false;
     std::string src = Read(f, &ok);
@@ -140,12 +152,15 @@ int main(int argc, char** argv) {
       std::cerr << "cannot read " << f << "\n";
       return 2;
     }
-    items.push_back({f, src, f, nullptr, {}});
+    items.push_back({f, src, f, 0, nullptr, {}});
   }
   int rc = 0;
-  json lj;
-  std::string lineage_path = task + "/lineage.json";
-  if (lineage) {
+  // One lineage.json per task, kept (the items point into them) until --write.
+  std::vector<json> ljs(lineage ? tasks.size() : 0);
+  for (size_t t = 0; t < ljs.size(); ++t) {
+    const std::string& task = tasks[t];
+    const std::string lineage_path = task + "/lineage.json";
+    json& lj = ljs[t];
     bool ok = false;
     std::string text = Read(lineage_path, &ok);
     try {
@@ -166,7 +181,7 @@ int main(int argc, char** argv) {
         rc = 1;
         continue;
       }
-      items.push_back({v.value("file", ""), src, "", &v, {}});
+      items.push_back({v.value("file", ""), src, "", t, &v, {}});
     }
   }
   uint64_t id = 1;
@@ -177,7 +192,7 @@ int main(int argc, char** argv) {
         it.file.compare(it.file.size() - 3, 3, ".py") == 0)
       j.language = "kernelbench";
     j.job_id = id++;
-    j.task_dir = task;
+    j.task_dir = tasks[it.task];
     j.backend = backend;
     j.source = it.source;
     return j;
@@ -215,11 +230,14 @@ int main(int argc, char** argv) {
       it.result = *r;
     }
   }
-  std::map<std::string, double> speedup{{"reference", 1.0}};
+  std::vector<std::map<std::string, double>> speedups(tasks.size(), {{"reference", 1.0}});
   for (auto& it : items) {
     const EvalResult& r = it.result;
+    std::map<std::string, double>& speedup = speedups[it.task];
     if (!it.variant) {
-      std::cout << ToJson(it.label, r).dump() << "\n";
+      json out = ToJson(it.label, r);
+      if (tasks.size() > 1) out["task"] = tasks[it.task];
+      std::cout << out.dump() << "\n";
       if (reference) rc = r.status == htam::fb::OutcomeStatus::Ok ? 0 : 1;
       continue;
     }
@@ -229,6 +247,7 @@ int main(int argc, char** argv) {
     speedup[v.value("id", "")] = r.status == htam::fb::OutcomeStatus::Ok ? r.speedup : ps;
     bool as_expected = AsExpected(v.value("expected", "ok"), r, ps);
     json out = ToJson(it.label, r);
+    if (tasks.size() > 1) out["task"] = tasks[it.task];
     out["expected"] = v.value("expected", "ok");
     out["as_expected"] = as_expected;
     std::cout << out.dump() << "\n";
@@ -240,9 +259,9 @@ int main(int argc, char** argv) {
                      {"speedup", r.speedup},
                      {"status", htam::fb::EnumNameOutcomeStatus(r.status)}};
   }
-  if (lineage && write) {
-    std::ofstream out(lineage_path, std::ios::binary | std::ios::trunc);
-    out << lj.dump(2) << "\n";
+  for (size_t t = 0; write && t < ljs.size(); ++t) {
+    std::ofstream out(tasks[t] + "/lineage.json", std::ios::binary | std::ios::trunc);
+    out << ljs[t].dump(2) << "\n";
   }
   (*ev)->Shutdown();
   return rc;
