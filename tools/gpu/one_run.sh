@@ -122,6 +122,8 @@ fi
 #   nopool   ahead, every test tensor allocating its own buffer (eval.buffer_pool_mb 0)
 #   pool     ahead with the defaults now (a job's buffers pooled)
 #   lanes2/3 pool with two or three workers per device (eval.device_workers)
+#   pertask  pool, one process and queue per task; prev: the same with the binaries staged in
+#            .gpu-stage/old (an earlier build, for old-beside-new in one run)
 # Queued modes (--queue) submit every task's candidates to one queue in one process.
 # For each: candidates/min, GPU utilisation (nvidia-smi, 200 ms samples), stage times, and the
 # 16M relu timed as a candidate three times (timing parity). Details: modes_detail.log.
@@ -140,26 +142,33 @@ if has modes; then
     [pool]="--queue"
     # Two or three lanes per device (eval.device_workers): verification overlaps, timing in turn.
     [lanes2]="--queue --eval.device_workers 2"
-    [lanes3]="--queue --eval.device_workers 3")
+    [lanes3]="--queue --eval.device_workers 3"
+    # Per-task queues (one process per task), new binaries and the previous ones
+    # (.gpu-stage/old: htam-evaluate, htam-eval-worker and the CUDA plugin of an earlier build).
+    [pertask]="--queue"
+    [prev]="--queue")
+  declare -A MODE_PERTASK=([pertask]=1 [prev]=1)
   M=/tmp/htam-modes; rm -rf $M; mkdir -p $M
   for rep in ${MODES_REPS:-1}; do
     for mode in ${MODES:-old new}; do
       nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 > "$M/util_$mode.$rep.txt" 2>/dev/null &
       SMI=$!
       t0=$(date +%s.%N)
-      if [[ "${MODE_OPTS[$mode]}" == *--queue* ]]; then
+      EVM="$EV"
+      [ "$mode" = prev ] && EVM="${EV/$S\/htam-evaluate/$S/old/htam-evaluate}"
+      if [[ "${MODE_OPTS[$mode]}" == *--queue* && -z "${MODE_PERTASK[$mode]}" ]]; then
         TASK_ARGS=""; for t in ${MODES_TASKS:-gelu rowsum softmax}; do TASK_ARGS+=" --task configs/tasks/$t"; done
-        run "${T_MODE:-300}" "$M/$mode.$rep.jsonl" $EV $TASK_ARGS --backend cuda --lineage ${MODE_OPTS[$mode]} \
+        run "${T_MODE:-300}" "$M/$mode.$rep.jsonl" $EVM $TASK_ARGS --backend cuda --lineage ${MODE_OPTS[$mode]} \
           --eval.cache_dir "$M/cache_$mode.$rep"  # empty: every mode compiles everything
       else
         for t in ${MODES_TASKS:-gelu rowsum softmax}; do
-          run 150 "$M/$mode.$rep.jsonl" $EV --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]} \
+          run 150 "$M/$mode.$rep.jsonl" $EVM --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]} \
             --eval.cache_dir "$M/cache_$mode.$rep"  # empty: every mode compiles everything
         done
       fi
       t1=$(date +%s.%N)
       kill $SMI 2>/dev/null; wait $SMI 2>/dev/null
-      run 60 "$M/relu_$mode.$rep.jsonl" $EV --task tests/gpu/tasks/relu_large --backend cuda ${MODE_OPTS[$mode]} \
+      run 60 "$M/relu_$mode.$rep.jsonl" $EVM --task tests/gpu/tasks/relu_large --backend cuda ${MODE_OPTS[$mode]} \
         --eval.cache_dir "$M/cache_$mode.$rep" \
         tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu
       cat "$M/$mode.$rep.jsonl" "$M/relu_$mode.$rep.jsonl" >> "$OUT/modes_detail.log"
