@@ -156,7 +156,7 @@ if has modes; then
       t0=$(date +%s.%N)
       EVM="$EV"
       [ "$mode" = prev ] && EVM="${EV/$S\/htam-evaluate/$S/old/htam-evaluate}"
-      if [[ "${MODE_OPTS[$mode]}" == *--queue* && -z "${MODE_PERTASK[$mode]}" ]]; then
+      if [[ "${MODE_OPTS[$mode]}" == *--queue* && -z "${MODE_PERTASK[$mode]:-}" ]]; then
         TASK_ARGS=""; for t in ${MODES_TASKS:-gelu rowsum softmax}; do TASK_ARGS+=" --task configs/tasks/$t"; done
         run "${T_MODE:-300}" "$M/$mode.$rep.jsonl" $EVM $TASK_ARGS --backend cuda --lineage ${MODE_OPTS[$mode]} \
           --eval.cache_dir "$M/cache_$mode.$rep"  # empty: every mode compiles everything
