@@ -110,17 +110,18 @@ Status LmdbStatus(int rc, std::string_view what) {
 
 // ---------------------------------------------------------------- Txn
 
-Txn::Txn(Store* store, MDB_txn* txn, bool read_only, std::shared_lock<std::shared_mutex> lock)
-    : store_(store), txn_(txn), read_only_(read_only), lock_(std::move(lock)) {}
+Txn::Txn(Store* store, MDB_txn* txn, bool read_only, SharedMutex* map_lock)
+    : store_(store), txn_(txn), read_only_(read_only), map_lock_(map_lock) {}
 
 Txn::Txn(Txn&& o) noexcept
     : store_(o.store_),
       txn_(o.txn_),
       read_only_(o.read_only_),
-      lock_(std::move(o.lock_)),
+      map_lock_(o.map_lock_),
       created_(o.created_),
       created_dbis_(o.created_dbis_) {
   o.txn_ = nullptr;
+  o.map_lock_ = nullptr;
 }
 
 bool Txn::Absent(Db db) const {
@@ -145,6 +146,7 @@ Status Txn::Create(Db db) {
 
 Txn::~Txn() {
   if (txn_) mdb_txn_abort(txn_);
+  if (map_lock_) map_lock_->ReaderUnlock();
 }
 
 Status Txn::Get(Db db, std::string_view key, std::string_view* value) const {
@@ -316,17 +318,47 @@ Store::~Store() {
   if (env_) mdb_env_close(env_);
 }
 
+int Store::BeginLmdbTxn(unsigned flags, MDB_txn** txn) {
+  return mdb_txn_begin(env_, nullptr, flags, txn);
+}
+
+int Store::CopyEnv(const std::string& dir) {
+  return mdb_env_copy2(env_, dir.c_str(), MDB_CP_COMPACT);
+}
+
+int Store::SetMapSize(size_t bytes) {
+  return mdb_env_set_mapsize(env_, bytes);
+}
+
+void Store::AdoptGrownMap() {
+  WriterMutexLock excl(&resize_mu_);
+  SetMapSize(0);
+}
+
+Txn Store::HandOver(MDB_txn* txn, bool read_only) {
+  return Txn(this, txn, read_only, &resize_mu_);
+}
+
+int Store::TryBegin(unsigned flags, std::optional<Txn>* txn) {
+  resize_mu_.ReaderLock();
+  MDB_txn* raw = nullptr;
+  int rc = BeginLmdbTxn(flags, &raw);
+  if (rc == MDB_SUCCESS) {
+    txn->emplace(HandOver(raw, (flags & MDB_RDONLY) != 0));
+    return rc;
+  }
+  resize_mu_.ReaderUnlock();
+  // Another process (the daemon) grew the map: adopt its size with no transaction open here.
+  if (rc == MDB_MAP_RESIZED) AdoptGrownMap();
+  return rc;
+}
+
 Result<Txn> Store::BeginRead() {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    std::shared_lock<std::shared_mutex> lock(resize_mu_);
-    MDB_txn* txn = nullptr;
-    int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
-    if (rc == MDB_SUCCESS) return Txn(this, txn, true, std::move(lock));
+    std::optional<Txn> txn;
+    int rc = TryBegin(MDB_RDONLY, &txn);
+    if (rc == MDB_SUCCESS) return std::move(*txn);
     if (rc != MDB_MAP_RESIZED) return LmdbStatus(rc, "begin read");
-    // Another process (the daemon) grew the map: adopt its size with no transaction open here.
-    lock.unlock();
-    std::unique_lock<std::shared_mutex> excl(resize_mu_);
-    mdb_env_set_mapsize(env_, 0);
   }
   return Status::Unavailable("store map keeps being resized");
 }
@@ -341,8 +373,8 @@ Status Store::Grow() {
                                        std::to_string(max_map_bytes_ >> 20) + " MiB)");
     next = max_map_bytes_;
   }
-  std::unique_lock<std::shared_mutex> excl(resize_mu_);  // waits for open read transactions
-  int rc = mdb_env_set_mapsize(env_, next);
+  WriterMutexLock excl(&resize_mu_);  // waits for open read transactions
+  int rc = SetMapSize(next);
   if (rc) return LmdbStatus(rc, "growing the map");
   ++grow_count_;
   HTAM_LOG(kInfo, "memory") << "store map grown to " << (next >> 20) << " MiB";
@@ -351,24 +383,17 @@ Status Store::Grow() {
 
 Status Store::Write(const std::function<Status(Txn&)>& fn, bool commit) {
   if (read_only_) return Status::PermissionDenied("store opened read-only");
-  std::lock_guard<std::mutex> w(write_mu_);
+  MutexLock w(&write_mu_);
   for (int attempt = 0; attempt < 64; ++attempt) {
     Status s;
     {
-      std::shared_lock<std::shared_mutex> lock(resize_mu_);
-      MDB_txn* raw = nullptr;
-      int rc = mdb_txn_begin(env_, nullptr, 0, &raw);
-      if (rc == MDB_MAP_RESIZED) {
-        lock.unlock();
-        std::unique_lock<std::shared_mutex> excl(resize_mu_);
-        mdb_env_set_mapsize(env_, 0);
-        continue;
-      }
+      std::optional<Txn> txn;
+      int rc = TryBegin(0, &txn);
+      if (rc == MDB_MAP_RESIZED) continue;
       if (rc) return LmdbStatus(rc, "begin write");
-      Txn txn(this, raw, false, std::move(lock));
-      s = fn(txn);
-      if (s.ok() && commit) s = txn.Commit();
-      // txn (and its shared lock) ends here; an uncommitted one is aborted.
+      s = fn(*txn);
+      if (s.ok() && commit) s = txn->Commit();
+      // txn (and its shared hold of resize_mu_) ends here; an uncommitted one is aborted.
     }
     if (s.ok()) return s;
     if (s.code() != Status::Code::kResourceExhausted ||
@@ -386,29 +411,32 @@ Status Store::Sync() {
 // mdb_env_copy2 into `dir`, started again when another process grew the map as the copy began
 // (MDB_MAP_RESIZED: this environment adopts the new size, and the data.mdb the failed attempt
 // created goes, since the copy creates it exclusively).
-static int CopyAdoptingMapGrowth(MDB_env* env, const std::string& dir) {
+int Store::CopyAdoptingMapGrowth(const std::string& dir) {
   int rc = MDB_SUCCESS;
   for (int attempt = 0; attempt < 16; ++attempt) {
-    rc = mdb_env_copy2(env, dir.c_str(), MDB_CP_COMPACT);
+    {
+      ReaderMutexLock lock(&resize_mu_);
+      rc = CopyEnv(dir);
+    }
     if (rc != MDB_MAP_RESIZED) return rc;
     std::error_code ec;
     std::filesystem::remove(dir + "/data.mdb", ec);
-    mdb_env_set_mapsize(env, 0);
+    AdoptGrownMap();
   }
   return rc;
 }
 
 Status Store::Backup(const std::string& dir) {
   // The copy reads through a transaction of this environment, like BeginRead: Grow() waits.
-  std::shared_lock<std::shared_mutex> lock(resize_mu_);
-  return LmdbStatus(mdb_env_copy2(env_, dir.c_str(), MDB_CP_COMPACT), "backup to " + dir);
+  ReaderMutexLock lock(&resize_mu_);
+  return LmdbStatus(CopyEnv(dir), "backup to " + dir);
 }
 
 Status Store::CopyCompact(const std::string& store_dir, const std::string& dest_dir) {
   HTAM_RETURN_IF_ERROR(InspectDataFile(store_dir).status());
   HTAM_ASSIGN_OR_RETURN(auto store, Open(store_dir, /*map_size_mb=*/1, /*max_map_size_mb=*/1,
                                          /*read_only=*/true));
-  return LmdbStatus(CopyAdoptingMapGrowth(store->env_, dest_dir),
+  return LmdbStatus(store->CopyAdoptingMapGrowth(dest_dir),
                     "copying " + store_dir + " to " + dest_dir);
 }
 
