@@ -64,6 +64,48 @@ TEST(JournalTest, QueuedJobsSurviveReopenInJobOrderUntilErased) {
   EXPECT_FALSE((*jobs)[1].profile);
 }
 
+// A queue an earlier htamd left behind (testdata/journal_v1, see its README) opens, lists its jobs
+// in job order, and takes new ones.
+TEST(JournalTest, AQueueWrittenBeforeOpens) {
+  TempDir dir;
+  const std::string queue = dir.path + "/queue";
+  fs::create_directories(queue);
+  fs::copy_file("daemon/scheduler/testdata/journal_v1/data.mdb", queue + "/data.mdb");
+  {
+    auto j = Journal::Open(queue);
+    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    size_t bad = 0;
+    auto jobs = (*j)->List(&bad);
+    ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+    EXPECT_EQ(bad, 0u);
+    ASSERT_EQ(jobs->size(), 2u);
+    EXPECT_EQ((*jobs)[0].job_id, 5u);
+    EXPECT_TRUE((*jobs)[0].profile);
+    EXPECT_EQ((*jobs)[1].job_id, 70000u);
+    EXPECT_FALSE((*jobs)[1].profile);
+    for (const auto& job : *jobs) {
+      const eval::EvalJob want = Job(job.job_id, "/t");
+      EXPECT_EQ(job.task_dir, want.task_dir);
+      EXPECT_EQ(job.backend, want.backend);
+      EXPECT_EQ(job.arch, want.arch);
+      EXPECT_EQ(job.language, want.language);
+      EXPECT_EQ(job.source, want.source);
+      EXPECT_EQ(job.session_id, want.session_id);
+      EXPECT_EQ(job.context, want.context);
+    }
+    ASSERT_TRUE((*j)->Put(Job(6, "/t")).ok());
+    ASSERT_TRUE((*j)->Erase(5).ok());
+  }
+  auto j = Journal::Open(queue);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  size_t bad = 0;
+  auto jobs = (*j)->List(&bad);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].job_id, 6u);
+  EXPECT_EQ((*jobs)[1].job_id, 70000u);
+}
+
 TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
   TempDir dir;
   std::string task = dir.path + "/cpu_relu";
