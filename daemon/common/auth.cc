@@ -8,7 +8,7 @@
 #include <array>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <functional>
 #include <vector>
 
 #include "base/log.h"
@@ -23,6 +23,24 @@ std::string Trim(const std::string& s) {
   if (b == std::string::npos) return "";
   size_t e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
+}
+
+// Calls fn with each line of a key file that is neither blank nor a comment ('#'), trimmed, and
+// "path:line" for its messages; stops at the first error fn returns.
+Status ForEachEntry(
+    const std::string& path, const std::string& what,
+    const std::function<Status(const std::string& line, const std::string& at)>& fn) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError("cannot read " + what + " " + path);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    line = Trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    HTAM_RETURN_IF_ERROR(fn(line, path + ":" + std::to_string(lineno)));
+  }
+  return Status::OK();
 }
 
 Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
@@ -71,30 +89,21 @@ Status WriteKeyPair(const std::string& dir, const std::string& name, const KeyPa
 }
 
 Result<KeyPair> ReadKeyFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::IOError("cannot read key file " + path);
   KeyPair keys;
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;
-    size_t eq = line.find('=');
-    if (eq == std::string::npos)
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) +
-                                     ": expected 'name = key'");
-    std::string name = Trim(line.substr(0, eq)), value = Trim(line.substr(eq + 1));
-    if (!IsZ85Key(value))
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": not a Z85 key");
-    if (name == "public")
-      keys.public_key = value;
-    else if (name == "secret")
-      keys.secret_key = value;
-    else
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": unknown entry " +
-                                     name);
-  }
+  HTAM_RETURN_IF_ERROR(
+      ForEachEntry(path, "key file", [&](const std::string& line, const std::string& at) {
+        size_t eq = line.find('=');
+        if (eq == std::string::npos) return Status::InvalidArgument(at + ": expected 'name = key'");
+        std::string name = Trim(line.substr(0, eq)), value = Trim(line.substr(eq + 1));
+        if (!IsZ85Key(value)) return Status::InvalidArgument(at + ": not a Z85 key");
+        if (name == "public")
+          keys.public_key = value;
+        else if (name == "secret")
+          keys.secret_key = value;
+        else
+          return Status::InvalidArgument(at + ": unknown entry " + name);
+        return Status::OK();
+      }));
   if (keys.public_key.empty() && !keys.secret_key.empty()) {
     char pub[41] = {0};
     if (zmq_curve_public(pub, keys.secret_key.c_str()) != 0)
@@ -106,23 +115,16 @@ Result<KeyPair> ReadKeyFile(const std::string& path) {
 }
 
 Result<std::set<std::string>> LoadAuthorizedKeys(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::IOError("cannot read authorized keys file " + path);
   std::set<std::string> keys;
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;
-    std::string key = line.substr(0, line.find_first_of(" \t"));
-    if (key.rfind("public", 0) == 0 && line.find('=') != std::string::npos)
-      key = Trim(line.substr(line.find('=') + 1)).substr(0, 40);  // accepts a pasted .pub line
-    if (!IsZ85Key(key))
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) +
-                                     ": not a Z85 public key");
-    keys.insert(key);
-  }
+  HTAM_RETURN_IF_ERROR(ForEachEntry(
+      path, "authorized keys file", [&](const std::string& line, const std::string& at) {
+        std::string key = line.substr(0, line.find_first_of(" \t"));
+        if (key.rfind("public", 0) == 0 && line.find('=') != std::string::npos)
+          key = Trim(line.substr(line.find('=') + 1)).substr(0, 40);  // accepts a pasted .pub line
+        if (!IsZ85Key(key)) return Status::InvalidArgument(at + ": not a Z85 public key");
+        keys.insert(key);
+        return Status::OK();
+      }));
   return keys;
 }
 

@@ -1,5 +1,6 @@
-// The profile part of an evaluation result as JSON, and its bottleneck class (worker frames and
-// the remote-worker wire share it): absent fields keep the "unknown" value of fb::ProfileT (-1).
+// The profile part of an evaluation result as JSON and back, and its bottleneck class (worker
+// frames and the remote-worker wire share it): absent fields keep the "unknown" value of
+// fb::ProfileT (-1).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -8,6 +9,14 @@
 #include "htam/schema/htg_generated.h"
 
 namespace htam::eval {
+
+inline nlohmann::json ProfileToJson(const fb::ProfileT& p) {
+  return {{"registers", p.registers},         {"shared_bytes", p.shared_bytes},
+          {"spill_bytes", p.spill_bytes},     {"dram_throughput", p.dram_throughput},
+          {"sm_throughput", p.sm_throughput}, {"occupancy", p.occupancy},
+          {"sol_fraction", p.sol_fraction},   {"sm_clock_mhz", p.sm_clock_mhz},
+          {"mem_clock_mhz", p.mem_clock_mhz}};
+}
 
 inline fb::ProfileT ProfileFromJson(const nlohmann::json& p) {
   fb::ProfileT r;

@@ -52,6 +52,7 @@
 #include "backends/cuda/ncu_profile.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
+#include "daemon/eval/profile_json.h"
 #include "daemon/eval/runner_spawn.h"
 #include "daemon/eval/sandbox.h"
 
@@ -173,16 +174,7 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck
           {"cases", r.cases},
           {"flops", r.flops},
           {"bytes", r.bytes},
-          {"profile",
-           {{"registers", r.profile.registers},
-            {"shared_bytes", r.profile.shared_bytes},
-            {"spill_bytes", r.profile.spill_bytes},
-            {"dram_throughput", r.profile.dram_throughput},
-            {"sm_throughput", r.profile.sm_throughput},
-            {"occupancy", r.profile.occupancy},
-            {"sol_fraction", r.profile.sol_fraction},
-            {"sm_clock_mhz", r.profile.sm_clock_mhz},
-            {"mem_clock_mhz", r.profile.mem_clock_mhz}}}};
+          {"profile", htam::eval::ProfileToJson(r.profile)}};
 }
 
 // The gate's options of a job ("gate" object, "arch"), the same in the one-call mode.

@@ -90,7 +90,9 @@ Result<std::unique_ptr<Memory>> Memory::OpenReadOnly(const std::string& dir) {
   return std::unique_ptr<Memory>(std::move(m));
 }
 
-MemoryImpl::MemoryImpl(const MemoryOptions& o, bool read_only) : o_(o), read_only_(read_only) {}
+// The table keeps each session's speedups only where the continuation term reads them.
+MemoryImpl::MemoryImpl(const MemoryOptions& o, bool read_only)
+    : o_(o), read_only_(read_only), table_(o.continuation_weight != 0) {}
 
 MemoryImpl::~MemoryImpl() {
   {

@@ -1301,5 +1301,53 @@ TEST(MemoryTest, ContinuationWeightCreditsWhatAStepEnabled) {
   EXPECT_NEAR(b2, b0, 1e-9);
 }
 
+// The continuation term's per-session speedups are kept only where continuation_weight asks for
+// them. With weight > 0, those kept as steps are recorded give the decisions that a reopen (rows
+// from the snapshot) and a rebuild give. At weight 0 the table is smaller (INFO
+// transition_table_bytes), and the decisions are those of the term on with nothing to credit.
+TEST(MemoryTest, ContinuationSpeedupsAreKeptOnlyWhenWeighed) {
+  TempDir dir;
+  auto weighed = [&](double weight, int horizon) {
+    MemoryOptions o = Opts(dir.path());
+    o.continuation_weight = weight;
+    o.continuation_horizon = horizon;
+    return o;
+  };
+  auto table_bytes = [](Memory* m) -> uint64_t {
+    const std::string text = m->StatusText(), key = "\ntransition_table_bytes:";
+    size_t at = text.find(key);
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? 0 : std::stoull(text.substr(at + key.size()));
+  };
+  std::vector<uint64_t> sessions;
+  std::vector<std::string> live;
+  {
+    auto m = OpenOk(weighed(1, 3));
+    RandomWorkload(m.get(), 12, 21);
+    auto listed = m->ListSessions(0, 0);
+    ASSERT_TRUE(listed.ok());
+    for (const auto& s : *listed) sessions.push_back(s.id);
+    live = Decisions(m.get(), sessions);
+  }
+  uint64_t kept = 0;
+  {
+    auto m = OpenOk(weighed(1, 3));
+    kept = table_bytes(m.get());
+    EXPECT_EQ(Decisions(m.get(), sessions), live) << "rows from the snapshot";
+    ASSERT_TRUE(m->RebuildDerived().ok());
+    EXPECT_EQ(Decisions(m.get(), sessions), live) << "rows rebuilt from the records";
+  }
+  std::vector<std::string> nothing_to_credit;
+  {
+    auto m = OpenOk(weighed(1, 0));  // the speedups are kept, a horizon of 0 reads none of them
+    EXPECT_EQ(table_bytes(m.get()), kept);
+    nothing_to_credit = Decisions(m.get(), sessions);
+  }
+  EXPECT_NE(nothing_to_credit, live) << "the workload has steps that enabled later gains";
+  auto m = OpenOk(weighed(0, 3));
+  EXPECT_LT(table_bytes(m.get()), kept) << "no per-session speedups at weight 0";
+  EXPECT_EQ(Decisions(m.get(), sessions), nothing_to_credit);
+}
+
 }  // namespace
 }  // namespace htam::memory

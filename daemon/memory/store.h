@@ -1,21 +1,21 @@
-// The LMDB layer of the memory: one environment, every named database opened once, RAII
-// transactions, big-endian keys, map growth on MDB_MAP_FULL (grow and retry, no txn open).
-// Thread-safety: Store is safe for concurrent use. A Txn belongs to one thread at a time; read
+// The LMDB layer of the memory: its named databases, each opened once, over the daemon's LMDB
+// adapter (daemon/lmdb/env.h: RAII transactions, map growth on MDB_MAP_FULL, copies); databases
+// an older store lacks read as empty; big-endian keys.
+// Thread-safety: Store is safe for concurrent use (its locks are the environment's, annotated and
+// checked by clang -Wthread-safety there). A Txn belongs to one thread at a time; read
 // transactions may run in parallel with each other and with the single write transaction.
 #pragma once
-
-#include <lmdb.h>
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
+#include "daemon/lmdb/env.h"
 
 namespace htam::memory {
 
@@ -47,54 +47,52 @@ bool IsSecondaryIndex(Db db);
 // empty.
 bool IsOptional(Db db);
 
-// Key encoding helpers.
-std::string KeyU64(uint64_t id);
+// Key encoding helpers (big-endian: ordered scans).
+using lmdb::DecodeU32;
+using lmdb::DecodeU64;
+using lmdb::KeyU64;
 std::string KeyPair(uint64_t a, uint64_t b);
 std::string KeyEdge(uint64_t from, uint64_t to, uint32_t cluster);
-uint64_t DecodeU64(std::string_view key, size_t offset = 0);
-uint32_t DecodeU32(std::string_view key, size_t offset);
 
 class Store;
 
-// A transaction; the destructor aborts one that was not committed. Values returned by Get and
-// Scan point into the map and are valid only until the transaction ends: copy them before.
+// A transaction on the memory's databases: lmdb::Txn (daemon/lmdb/env.h says what each call
+// does, and that values point into the map until the transaction ends) with the database named
+// by Db. A database the store lacks reads as empty; the first write there creates it.
 class Txn {
  public:
   Txn(Txn&&) noexcept;
   Txn& operator=(Txn&&) = delete;
   ~Txn();
 
-  // NotFound when the key is absent.
   Status Get(Db db, std::string_view key, std::string_view* value) const;
   Status Put(Db db, std::string_view key, std::string_view value);
-  Status Del(Db db, std::string_view key);  // OK when already absent
-  // Calls fn for every key >= start that begins with prefix, in order, until fn returns false.
+  Status Del(Db db, std::string_view key);
   Status Scan(Db db, std::string_view prefix,
               const std::function<bool(std::string_view key, std::string_view value)>& fn,
               std::string_view start = {}) const;
-  // Like Scan, newest (largest key) first.
   Status ScanReverse(Db db,
                      const std::function<bool(std::string_view, std::string_view)>& fn) const;
-  // Largest key; NotFound when the database is empty.
   Status Last(Db db, std::string_view* key, std::string_view* value) const;
   Status Count(Db db, size_t* n) const;
-  Status Clear(Db db);  // removes every entry
+  Status Clear(Db db);
   // Next id for an id-keyed database: last key + 1 (ids start at 1).
   Result<uint64_t> NextId(Db db) const;
   Status Commit();
-  bool read_only() const { return read_only_; }
+  bool read_only() const { return txn_->read_only(); }
 
  private:
   friend class Store;
-  Txn(Store* store, MDB_txn* txn, bool read_only, std::shared_lock<std::shared_mutex> lock);
+  // A read transaction it owns, or the write transaction of Store::Write it borrows.
+  Txn(Store* store, lmdb::Txn own);
+  Txn(Store* store, lmdb::Txn* borrowed);
   // A database the store lacks (Store::absent) and this transaction has not created.
   bool Absent(Db db) const;
-  MDB_dbi Dbi(Db db) const;
+  lmdb::Db Handle(Db db) const;
   Status Create(Db db);  // creates an absent database in this (write) transaction
   Store* store_;
-  MDB_txn* txn_;
-  bool read_only_;
-  std::shared_lock<std::shared_mutex> lock_;
+  std::optional<lmdb::Txn> own_;
+  lmdb::Txn* txn_;  // &*own_ or the borrowed one
   std::array<bool, static_cast<int>(Db::kCount)> created_{};
   std::array<MDB_dbi, static_cast<int>(Db::kCount)> created_dbis_{};
 };
@@ -119,9 +117,9 @@ class Store {
   Status Write(const std::function<Status(Txn&)>& fn, bool commit = true);
 
   // Forces data to disk (for environments opened without sync).
-  Status Sync();
+  Status Sync() { return env_->Sync(); }
   // Consistent, compacted copy of the environment into an existing empty directory.
-  Status Backup(const std::string& dir);
+  Status Backup(const std::string& dir) { return env_->Backup(dir); }
   // The same from the store in store_dir, opened read-only for the copy (safe while htamd
   // writes); the file is checked first (store_file.h), so a truncated one is refused.
   static Status CopyCompact(const std::string& store_dir, const std::string& dest_dir);
@@ -129,27 +127,19 @@ class Store {
   MDB_dbi dbi(Db db) const { return dbis_[static_cast<int>(db)]; }
   // A database an older store lacks (opened read-only or without creating, IsOptional).
   bool absent(Db db) const { return absent_[static_cast<int>(db)]; }
-  const std::string& dir() const { return dir_; }
-  bool read_only() const { return read_only_; }
-  size_t map_size() const;
-  size_t file_size() const;
-  int grow_count() const { return grow_count_; }
+  const std::string& dir() const { return env_->dir(); }
+  bool read_only() const { return env_->read_only(); }
+  size_t map_size() const { return env_->map_size(); }
+  size_t file_size() const { return env_->file_size(); }
+  int grow_count() const { return env_->grow_count(); }
 
  private:
   Store() = default;
-  Status Grow();
-  MDB_env* env_ = nullptr;
+  // Set by Open, before the store is shared, and never changed after.
+  std::unique_ptr<lmdb::Env> env_;
   std::array<MDB_dbi, static_cast<int>(Db::kCount)> dbis_{};
   std::array<bool, static_cast<int>(Db::kCount)> absent_{};
-  std::string dir_;
-  bool read_only_ = false;
-  size_t max_map_bytes_ = 0;
-  int grow_count_ = 0;
-  std::mutex write_mu_;          // one write transaction at a time
-  std::shared_mutex resize_mu_;  // shared by every open txn; exclusive to resize the map
 };
 
-// LMDB error code -> Status.
-Status LmdbStatus(int rc, std::string_view what);
-
+using lmdb::LmdbStatus;  // LMDB error code -> Status
 }  // namespace htam::memory

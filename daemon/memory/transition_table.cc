@@ -45,7 +45,7 @@ void TransitionTable::Add(const fb::TransitionRecord& r, size_t key_dim) {
 }
 
 void TransitionTable::NoteSession(const Row& row) {
-  if (!row.session_id || (row.flags & kFallback)) return;
+  if (!sessions_ || !row.session_id || (row.flags & kFallback)) return;
   std::vector<float>& after = session_after_[row.session_id];
   if (after.size() <= row.step) after.resize(size_t(row.step) + 1, 0.f);
   auto status = static_cast<fb::OutcomeStatus>(row.status);
@@ -163,6 +163,9 @@ std::string TransitionTable::Compare(const fb::TransitionRecord& r, size_t key_d
 size_t TransitionTable::bytes() const {
   size_t b = rows_.capacity() * sizeof(Row) + pool_.capacity() * sizeof(uint64_t);
   for (const auto& s : backends_) b += s.capacity() + sizeof s;
+  // A node (key, vector, next pointer) per session, its bucket pointer, its speedups.
+  for (const auto& [session, after] : session_after_)
+    b += sizeof(session) + sizeof(after) + 2 * sizeof(void*) + after.capacity() * sizeof(float);
   return b;
 }
 
@@ -206,7 +209,7 @@ Status TransitionTable::Deserialize(std::string_view in, TransitionTable* out) {
   if (nrows > in.size() / sizeof(Row) || npool > in.size() / sizeof(uint64_t) ||
       nrows * sizeof(Row) + npool * sizeof(uint64_t) > in.size())
     return Status::Corruption("transition table: truncated");
-  TransitionTable t;
+  TransitionTable t(out->sessions_);
   t.rows_.resize(nrows);
   if (nrows) std::memcpy(t.rows_.data(), in.data(), nrows * sizeof(Row));
   in.remove_prefix(nrows * sizeof(Row));

@@ -22,6 +22,10 @@ class TransitionTable {
   // History entries kept per row (the newest ones): enough for history_length up to this.
   static constexpr int kHistory = 8;
 
+  // With sessions false (memory.continuation_weight 0, the default) the table keeps no per-session
+  // speedups and FutureGain answers 0: nothing reads them then. Clear and Deserialize keep it.
+  explicit TransitionTable(bool sessions = false) : sessions_(sessions) {}
+
   struct Row {
     uint64_t session_id = 0;
     uint64_t learned_strategy_id = 0;
@@ -61,7 +65,8 @@ class TransitionTable {
   }
   // What a successful step enabled: log(the best speedup its session reached in the `horizon`
   // steps after it / its own speedup after), 0 when none was faster or the step did not succeed.
-  // Read from the session's later rows, so a step's value grows as its session goes on.
+  // Read from the session's later rows, so a step's value grows as its session goes on. 0 in a
+  // table that keeps no sessions.
   double FutureGain(const Row& row, int horizon) const;
   // "" when the row holds exactly the record's facts; otherwise what differs.
   std::string Compare(const fb::TransitionRecord& r, size_t key_dim) const;
@@ -83,7 +88,8 @@ class TransitionTable {
   std::vector<std::string> backends_;
   std::unordered_map<uint64_t, uint64_t> parent_;  // learned strategy -> Parent(); from the rows
   // session -> speedup after each of its steps that succeeded (0 for the others), by step index;
-  // from the rows.
+  // from the rows, and only when sessions_.
+  bool sessions_;
   std::unordered_map<uint64_t, std::vector<float>> session_after_;
   void NoteSession(const Row& row);
   size_t present_ = 0;

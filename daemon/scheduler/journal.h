@@ -2,11 +2,10 @@
 // LMDB environment in <data_dir>/queue before Submit returns, and erased once its result was handed
 // over; after a restart the jobs still there are resumed. Kept apart from the memory store: it
 // changes on every submission and completion, needs no schema migration, and the store's readers
-// (htam CLI, backups) never see it.
-// Thread-safety: safe for concurrent use (LMDB serializes writers).
+// (htam CLI, backups) never see it. On disk: the environment's unnamed database, big-endian job id
+// -> the job as JSON (wire.h JobToJournal); LMDB through the daemon's adapter (daemon/lmdb/env.h).
+// Thread-safety: safe for concurrent use (the adapter serializes writers).
 #pragma once
-
-#include <lmdb.h>
 
 #include <cstdint>
 #include <memory>
@@ -15,6 +14,7 @@
 
 #include "base/status.h"
 #include "daemon/eval/evaluator.h"
+#include "daemon/lmdb/env.h"
 
 namespace htam::scheduler {
 
@@ -22,7 +22,6 @@ class Journal {
  public:
   // Opens (creates) the environment in `dir`.
   static Result<std::unique_ptr<Journal>> Open(const std::string& dir);
-  ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
@@ -34,10 +33,9 @@ class Journal {
   Result<std::vector<eval::EvalJob>> List(size_t* bad);
 
  private:
-  explicit Journal(MDB_env* env) : env_(env) {}
-  Status Write(uint64_t job_id, const std::string* value);
-  MDB_env* env_;
-  MDB_dbi dbi_ = 0;
+  explicit Journal(std::unique_ptr<lmdb::Env> env) : env_(std::move(env)) {}
+  std::unique_ptr<lmdb::Env> env_;
+  lmdb::Db db_;  // the unnamed database
 };
 
 }  // namespace htam::scheduler

@@ -64,6 +64,48 @@ TEST(JournalTest, QueuedJobsSurviveReopenInJobOrderUntilErased) {
   EXPECT_FALSE((*jobs)[1].profile);
 }
 
+// A queue an earlier htamd left behind (testdata/journal_v1, see its README) opens, lists its jobs
+// in job order, and takes new ones.
+TEST(JournalTest, AQueueWrittenBeforeOpens) {
+  TempDir dir;
+  const std::string queue = dir.path + "/queue";
+  fs::create_directories(queue);
+  fs::copy_file("daemon/scheduler/testdata/journal_v1/data.mdb", queue + "/data.mdb");
+  {
+    auto j = Journal::Open(queue);
+    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    size_t bad = 0;
+    auto jobs = (*j)->List(&bad);
+    ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+    EXPECT_EQ(bad, 0u);
+    ASSERT_EQ(jobs->size(), 2u);
+    EXPECT_EQ((*jobs)[0].job_id, 5u);
+    EXPECT_TRUE((*jobs)[0].profile);
+    EXPECT_EQ((*jobs)[1].job_id, 70000u);
+    EXPECT_FALSE((*jobs)[1].profile);
+    for (const auto& job : *jobs) {
+      const eval::EvalJob want = Job(job.job_id, "/t");
+      EXPECT_EQ(job.task_dir, want.task_dir);
+      EXPECT_EQ(job.backend, want.backend);
+      EXPECT_EQ(job.arch, want.arch);
+      EXPECT_EQ(job.language, want.language);
+      EXPECT_EQ(job.source, want.source);
+      EXPECT_EQ(job.session_id, want.session_id);
+      EXPECT_EQ(job.context, want.context);
+    }
+    ASSERT_TRUE((*j)->Put(Job(6, "/t")).ok());
+    ASSERT_TRUE((*j)->Erase(5).ok());
+  }
+  auto j = Journal::Open(queue);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  size_t bad = 0;
+  auto jobs = (*j)->List(&bad);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].job_id, 6u);
+  EXPECT_EQ((*jobs)[1].job_id, 70000u);
+}
+
 TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
   TempDir dir;
   std::string task = dir.path + "/cpu_relu";
@@ -121,7 +163,14 @@ TEST(WireTest, ResultsRoundTrip) {
   r.speedup = 0;
   r.median_us = 12.5;
   r.profile.registers = 32;
+  r.profile.shared_bytes = 4096;
+  r.profile.spill_bytes = 8;
   r.profile.dram_throughput = 0.85f;
+  r.profile.sm_throughput = 0.4f;
+  r.profile.occupancy = 0.5f;
+  r.profile.sol_fraction = 0.7f;
+  r.profile.sm_clock_mhz = 1980;
+  r.profile.mem_clock_mhz = 2619;
   r.bottleneck = fb::Bottleneck::Memory;
   auto back = ResultFromWire(ResultToWire(r));
   EXPECT_EQ(back.job_id, 42u);
@@ -129,7 +178,14 @@ TEST(WireTest, ResultsRoundTrip) {
   EXPECT_EQ(back.diagnostics, "mismatch");
   EXPECT_DOUBLE_EQ(back.median_us, 12.5);
   EXPECT_EQ(back.profile.registers, 32);
+  EXPECT_EQ(back.profile.shared_bytes, 4096);
+  EXPECT_EQ(back.profile.spill_bytes, 8);
   EXPECT_FLOAT_EQ(back.profile.dram_throughput, 0.85f);
+  EXPECT_FLOAT_EQ(back.profile.sm_throughput, 0.4f);
+  EXPECT_FLOAT_EQ(back.profile.occupancy, 0.5f);
+  EXPECT_FLOAT_EQ(back.profile.sol_fraction, 0.7f);
+  EXPECT_EQ(back.profile.sm_clock_mhz, 1980);
+  EXPECT_EQ(back.profile.mem_clock_mhz, 2619);
   EXPECT_EQ(back.bottleneck, fb::Bottleneck::Memory);
   auto odd = ResultToWire(r);
   odd["status"] = 999;

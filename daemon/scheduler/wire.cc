@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 
+#include "base/file.h"
 #include "base/hash.h"
 #include "daemon/eval/profile_json.h"
 
@@ -16,12 +16,22 @@ namespace {
 
 using nlohmann::json;
 
-Result<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// The fields a job has alike on the wire and in the durable queue.
+json JobCore(const eval::EvalJob& job) {
+  return {{"job_id", job.job_id},     {"backend", job.backend}, {"arch", job.arch},
+          {"language", job.language}, {"source", job.source},   {"session_id", job.session_id},
+          {"profile", job.profile}};
+}
+// Reads them back; throws (json's exceptions) where job_id, backend or source is missing or not
+// of its type.
+void ReadJobCore(const json& j, eval::EvalJob* job) {
+  job->job_id = j.at("job_id").get<uint64_t>();
+  job->backend = j.at("backend").get<std::string>();
+  job->arch = j.value("arch", "");
+  job->language = j.value("language", "");
+  job->source = j.at("source").get<std::string>();
+  job->session_id = j.value("session_id", uint64_t(0));
+  job->profile = j.value("profile", false);
 }
 
 bool SafeName(const std::string& n) {
@@ -54,29 +64,23 @@ Result<json> JobToWire(const eval::EvalJob& job, uint32_t attempt) {
     struct stat st;
     if (stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > off_t(kMaxTaskFileBytes))
       continue;
-    auto text = ReadSmallFile(p);
-    if (text.ok()) files[n] = *text;
+    std::string text;
+    if (ReadWholeFile(p, &text)) files[n] = std::move(text);
   }
   closedir(dir);
   if (!files.contains("task.json")) return Status::NotFound("no task.json in " + job.task_dir);
   std::string name = job.task_dir.substr(job.task_dir.find_last_of('/') + 1);
-  return json{{"type", "job"},          {"job_id", job.job_id},
-              {"attempt", attempt},     {"backend", job.backend},
-              {"arch", job.arch},       {"language", job.language},
-              {"source", job.source},   {"session_id", job.session_id},
-              {"profile", job.profile}, {"task", {{"name", name}, {"files", files}}}};
+  json msg = JobCore(job);
+  msg["type"] = "job";
+  msg["attempt"] = attempt;
+  msg["task"] = {{"name", name}, {"files", files}};
+  return msg;
 }
 
 Result<eval::EvalJob> JobFromWire(const json& msg, const std::string& task_root) {
   try {
     eval::EvalJob job;
-    job.job_id = msg.at("job_id").get<uint64_t>();
-    job.backend = msg.at("backend").get<std::string>();
-    job.arch = msg.value("arch", "");
-    job.language = msg.value("language", "");
-    job.source = msg.at("source").get<std::string>();
-    job.session_id = msg.value("session_id", uint64_t(0));
-    job.profile = msg.value("profile", false);
+    ReadJobCore(msg, &job);
     const json& task = msg.at("task");
     std::string name = task.at("name").get<std::string>();
     if (!SafeName(name)) return Status::InvalidArgument("bad task name '" + name + "'");
@@ -110,7 +114,6 @@ Result<eval::EvalJob> JobFromWire(const json& msg, const std::string& task_root)
 }
 
 json ResultToWire(const eval::EvalResult& r) {
-  const fb::ProfileT& p = r.profile;
   return {{"type", "result"},
           {"job_id", r.job_id},
           {"status", int(r.status)},
@@ -125,16 +128,7 @@ json ResultToWire(const eval::EvalResult& r) {
           {"arch", r.arch},
           {"wall_ms", r.wall_ms},
           {"bottleneck", int(r.bottleneck)},
-          {"profile",
-           {{"registers", p.registers},
-            {"shared_bytes", p.shared_bytes},
-            {"spill_bytes", p.spill_bytes},
-            {"dram_throughput", p.dram_throughput},
-            {"sm_throughput", p.sm_throughput},
-            {"occupancy", p.occupancy},
-            {"sol_fraction", p.sol_fraction},
-            {"sm_clock_mhz", p.sm_clock_mhz},
-            {"mem_clock_mhz", p.mem_clock_mhz}}}};
+          {"profile", eval::ProfileToJson(r.profile)}};
 }
 
 eval::EvalResult ResultFromWire(const json& m) {
@@ -159,25 +153,18 @@ eval::EvalResult ResultFromWire(const json& m) {
 }
 
 json JobToJournal(const eval::EvalJob& job) {
-  return {{"job_id", job.job_id},         {"task_dir", job.task_dir},
-          {"backend", job.backend},       {"arch", job.arch},
-          {"language", job.language},     {"source", job.source},
-          {"session_id", job.session_id}, {"context", job.context},
-          {"profile", job.profile}};
+  json j = JobCore(job);
+  j["task_dir"] = job.task_dir;
+  j["context"] = job.context;
+  return j;
 }
 
 Result<eval::EvalJob> JobFromJournal(const json& j) {
   try {
     eval::EvalJob job;
-    job.job_id = j.at("job_id").get<uint64_t>();
+    ReadJobCore(j, &job);
     job.task_dir = j.at("task_dir").get<std::string>();
-    job.backend = j.at("backend").get<std::string>();
-    job.arch = j.value("arch", "");
-    job.language = j.value("language", "");
-    job.source = j.at("source").get<std::string>();
-    job.session_id = j.value("session_id", uint64_t(0));
     job.context = j.value("context", "");
-    job.profile = j.value("profile", false);
     return job;
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("queued job: ") + e.what());

@@ -30,11 +30,13 @@ RULES = [
     ("backends/hip", ["base", "htam/schema", "backends/include", "sdk/include", "backends/common"]),
     ("daemon/config", ["base"]),
     ("daemon/common", ["base"]),
-    ("daemon/memory", DAEMON_LOW + ["daemon/config", "daemon/common"]),
+    # The LMDB adapter: only the memory (its store) and the scheduler (its job queue) use it.
+    ("daemon/lmdb", ["base"]),
+    ("daemon/memory", DAEMON_LOW + ["daemon/config", "daemon/common", "daemon/lmdb"]),
     ("daemon/eval", DAEMON_LOW + ["daemon/config", "daemon/common", "backends/include",
                                   "backends/common", "sdk/include"]),
     ("daemon/scheduler", DAEMON_LOW + ["daemon/config", "daemon/common", "daemon/eval",
-                                       "backends/include", "sdk/include"]),
+                                       "daemon/lmdb", "backends/include", "sdk/include"]),
     ("daemon/server", DAEMON_LOW + ["daemon/config", "daemon/common", "daemon/memory",
                                     "daemon/eval", "daemon/scheduler", "backends/include",
                                     "sdk/include"]),
@@ -55,10 +57,10 @@ EXCEPTIONS = {
     ("daemon/eval/worker_main.cc", "backends/cuda/ncu_profile.h"),
 }
 
-# Who may include LMDB: the memory (the sole owner of the store) and the scheduler's job queue,
-# which keeps its own environment apart from the store (daemon/scheduler/journal.h).
+# Who may include LMDB: the adapter the memory's store and the scheduler's job queue share
+# (daemon/lmdb), and the memory's tests, which damage stores underneath it.
 LMDB_HEADER = "lmdb.h"
-LMDB_OWNERS = ("daemon/memory/", "daemon/scheduler/journal.")
+LMDB_OWNERS = ("daemon/lmdb/", "daemon/memory/")
 
 SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".hip", ".inc", ".c")
 SKIP_DIRS = {".git", "build", "node_modules", "__pycache__"}
@@ -111,8 +113,8 @@ def check(root):
                         if not m:
                             continue
                         if m.group(1) == LMDB_HEADER and not rel.startswith(LMDB_OWNERS):
-                            found.append((rel, no, m.group(1), "only daemon/memory opens the store "
-                                          "(LMDB): go through its API"))
+                            found.append((rel, no, m.group(1), "only daemon/lmdb opens LMDB "
+                                          "environments: go through the memory's API"))
                             continue
                         target = resolve(root, m.group(1))
                         if target is None or target == own or target in allowed[own]:
@@ -146,7 +148,8 @@ def self_test():
         planted = [("base/status.h", '#include "daemon/memory/store.h"\n'),
                    ("backends/cuda/device.cc", '#include "daemon/config/config.h"\n'),
                    ("daemon/memory/store.h", '#include "tools/cli/cli.h"\n'),
-                   ("tools/cli/export.cc", '#include <lmdb.h>\n')]
+                   ("tools/cli/export.cc", '#include <lmdb.h>\n'),
+                   ("tools/cli/export.cc", '#include "daemon/lmdb/env.h"\n')]
         for path, text in planted:
             with open(os.path.join(root, path), "a") as fh:
                 fh.write(text)
