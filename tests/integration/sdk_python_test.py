@@ -202,6 +202,14 @@ class SdkPythonTest(unittest.TestCase):
                              [Bottleneck.Unknown, Bottleneck.Memory])
             with self.assertRaises(ValueError):
                 c.next_step(sid, bottleneck="io-bound")
+            # A value htamd does not know (a newer client's) is read as Unknown: nothing masked.
+            from htam.fb import Body
+            from htam.fb.NextStep import NextStepT
+            m = NextStepT()
+            m.sessionId = sid
+            m.bottleneck = 9
+            raw = htam.to_dict(c._call(m, Body.Body.NextStep))
+            self.assertFalse(any("bound" in (s["mask_reason"] or "") for s in raw["scores"]))
 
     def test_errors_are_exceptions_with_codes(self):
         d = self.daemon().start()
