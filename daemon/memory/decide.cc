@@ -17,7 +17,8 @@ constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decisio
 constexpr size_t kMaxAdvisedSessions = 65536;  // open sessions whose last advice is remembered
 
 // MaskReason(...).empty() of a stored strategy, read from its bytes without copies.
-bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps) {
+// use_bottleneck false: the targets are not checked (memory.bottleneck_mask).
+bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps, bool use_bottleneck) {
   if (s.backends() && s.backends()->size() > 0 && !ps.backend.empty()) {
     bool listed = false;
     for (auto b : *s.backends()) listed = listed || b->string_view() == ps.backend;
@@ -27,7 +28,8 @@ bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps) {
     bool comparable = false;
     if (!ArchAtLeast(ps.arch, s.min_arch()->string_view(), &comparable)) return false;
   }
-  if (s.targets() && s.targets()->size() > 0 && ps.bottleneck != fb::Bottleneck::Unknown) {
+  if (use_bottleneck && s.targets() && s.targets()->size() > 0 &&
+      ps.bottleneck != fb::Bottleneck::Unknown) {
     bool listed = false;
     for (auto tg : *s.targets())
       listed = listed || static_cast<fb::Bottleneck>(tg) == ps.bottleneck;
@@ -510,7 +512,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     double local_sum = credited_here ? e->wgain : 0.0;
     x.local_w = local_w;
     x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
-    x.match = PreconditionsHold(*x.s, ps);
+    x.match = PreconditionsHold(*x.s, ps, o_.bottleneck_mask);
     std::string_view origin = x.s->provenance() && x.s->provenance()->backend()
                                   ? x.s->provenance()->backend()->string_view()
                                   : std::string_view();

@@ -57,6 +57,7 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.retrieval_cache = static_cast<int>(c.GetInt("memory.retrieval_cache"));
   o.rerank_effect_weight = c.GetDouble("memory.rerank_effect_weight");
   o.rerank_precondition_weight = c.GetDouble("memory.rerank_precondition_weight");
+  o.bottleneck_mask = c.GetBool("memory.bottleneck_mask");
   o.strategy_scope = c.GetString("memory.strategy_scope");
   o.direction_weight = c.GetDouble("memory.direction_weight");
   o.retry_penalty = c.GetDouble("memory.retry_penalty");

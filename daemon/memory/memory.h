@@ -68,6 +68,9 @@ struct MemoryOptions {
   int retrieval_cache = 4096;  // strategy searches remembered (exact; cleared on strategy adds)
   double rerank_effect_weight = 1.0;
   double rerank_precondition_weight = 0.2;
+  // A known bottleneck masks directions whose targets exclude it and counts in a strategy's
+  // precondition match; false: it only keys the state (transition key, retrieval text).
+  bool bottleneck_mask = true;
   // "all": the strategy list draws on every unmasked direction, each strategy weighed by its
   // direction's score; "direction": only the chosen direction's strategies.
   std::string strategy_scope = "all";

@@ -286,6 +286,7 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
   PolicyResult r;
   r.from_priors = total <= 1e-12;
   double m = std::max(1e-9, o.prior_strength);
+  const std::vector<fb::Bottleneck> no_targets;  // memory.bottleneck_mask false
   for (const fb::DirectionT& d : directions) {
     fb::DirectionScoreT sc;
     sc.direction_id = d.id;
@@ -301,7 +302,8 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     uint64_t j = Mix(o.policy_seed ^ Mix(s.session_id ^ Mix(s.step ^ Mix(d.id))));
     double jitter = static_cast<double>(j >> 11) / static_cast<double>(1ull << 53) * 1e-9;
     sc.score = sc.expected_gain + sc.exploration - sc.penalty + jitter;
-    sc.mask_reason = MaskReason(d.backends, d.min_arch, d.targets, s);
+    sc.mask_reason = MaskReason(d.backends, d.min_arch, o.bottleneck_mask ? d.targets : no_targets,
+                                s);
     sc.masked = !sc.mask_reason.empty();
     r.scores.push_back(std::move(sc));
   }

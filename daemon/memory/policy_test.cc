@@ -245,6 +245,13 @@ TEST(PolicyTest, MasksByBottleneckBackendAndArch) {
   PolicyResult ru = ScoreDirections({compute}, {}, cpu, o);
   EXPECT_FALSE(ru.scores[0].masked);
   EXPECT_NE(ru.why.find("Every direction"), std::string::npos);
+  // memory.bottleneck_mask false: the bottleneck masks nothing; arch and backend still do.
+  o.bottleneck_mask = false;
+  PolicyResult rn = ScoreDirections({compute, hopper, gpu, any}, {}, s, o);
+  for (const auto& x : rn.scores) {
+    EXPECT_EQ(x.masked, x.name == "hopper") << x.name;
+    EXPECT_EQ(x.mask_reason.find("bound"), std::string::npos) << x.mask_reason;
+  }
 }
 
 TEST(PolicyTest, BackendFactorsAndArch) {

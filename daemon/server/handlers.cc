@@ -88,9 +88,14 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   std::vector<float> embedding;
   if (m.embedding()) embedding.assign(m.embedding()->begin(), m.embedding()->end());
   const uint64_t sid = m.session_id();
+  // The client's measurement of its current kernel, else what htamd profiled for the session.
   auto measured = measured_bottleneck_.find(sid);
-  const fb::Bottleneck b =
+  fb::Bottleneck b =
       measured == measured_bottleneck_.end() ? fb::Bottleneck::Unknown : measured->second;
+  // (a value this build does not know is ignored)
+  if (static_cast<int>(m.bottleneck()) > static_cast<int>(fb::Bottleneck::Unknown) &&
+      static_cast<int>(m.bottleneck()) <= static_cast<int>(fb::Bottleneck::MAX))
+    b = m.bottleneck();
   RunRead(peer, [this, rid, sid, b, emb = std::move(embedding)]() mutable {
     return NextStepReply(rid, sid, std::move(emb), b);
   });

@@ -181,6 +181,36 @@ class SdkPythonTest(unittest.TestCase):
             self.assertEqual([t["state"]["bottleneck"] for t in tr],
                              [Bottleneck.Unknown, Bottleneck.Memory])
 
+    def test_next_step_with_a_client_measured_bottleneck(self):
+        d = self.daemon().start()
+        with htam.Client(d.endpoint, timeout_s=30) as c:
+            sid = c.open_session("cpu_relu", backend="cpu", budget=5)["session"]["id"]
+            plain = c.next_step(sid)
+            self.assertFalse(any("bound" in (s["mask_reason"] or "") for s in plain["scores"]))
+            c.record(sid, plain["direction"]["id"], [], "first", "Ok", 1.1, 50.0)
+            step = c.next_step(sid, bottleneck="Memory")
+            masked = {s["name"]: s["mask_reason"] or "" for s in step["scores"] if s["masked"]}
+            # The seed taxonomy's compute-only direction does not fit a memory-bound kernel.
+            self.assertIn("compute-throughput-precision", masked)
+            self.assertIn("state is Memory-bound", masked["compute-throughput-precision"])
+            self.assertNotIn(step["direction"]["name"], masked)
+            c.record(sid, step["direction"]["id"], [], "second", "Ok", 1.2, 45.0)
+            # The recorded step keeps the state its NextStep was asked in.
+            tr = sorted(c.query("transitions", session_id=sid)["transitions"],
+                        key=lambda t: t["step"])
+            self.assertEqual([t["state"]["bottleneck"] for t in tr],
+                             [Bottleneck.Unknown, Bottleneck.Memory])
+            with self.assertRaises(ValueError):
+                c.next_step(sid, bottleneck="io-bound")
+            # A value htamd does not know (a newer client's) is read as Unknown: nothing masked.
+            from htam.fb import Body
+            from htam.fb.NextStep import NextStepT
+            m = NextStepT()
+            m.sessionId = sid
+            m.bottleneck = 9
+            raw = htam.to_dict(c._call(m, Body.Body.NextStep))
+            self.assertFalse(any("bound" in (s["mask_reason"] or "") for s in raw["scores"]))
+
     def test_errors_are_exceptions_with_codes(self):
         d = self.daemon().start()
         with htam.Client(d.endpoint, timeout_s=10) as c:

@@ -44,6 +44,24 @@ class WorldBenchSmokeTest(unittest.TestCase):
                 svg = fh.read()
             self.assertTrue(svg.startswith("<svg") and "polyline" in svg)
 
+    def test_bottleneck_state_option(self):
+        if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
+            self.skipTest("no htamd built")
+        with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
+            buf = io.StringIO()
+            with redirect_stdout(buf):
+                rc = world_bench.main(["--on", "scan", "--max-tasks", "1", "--seeds", "1",
+                                       "--budget", "4", "--train-families", "rowreduce",
+                                       "--policies", "full,cold", "--bottleneck-state",
+                                       "--bottleneck-thresholds", "50,60,5",
+                                       "--work", os.path.join(tmp, "work")])
+            self.assertEqual(rc, 0, buf.getvalue())
+            self.assertIn("bottleneck state 50,60,5", buf.getvalue())
+            self.assertIn("| full |", buf.getvalue())
+            with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
+                world_bench.main(["--on", "scan", "--policies", "full", "--bottleneck-state",
+                                  "--bottleneck-thresholds", "50,60"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -214,6 +214,102 @@ class EnvTest(unittest.TestCase):
             self.assertEqual(s.knobs["REG"], 2)
             self.assertAlmostEqual(s.best, t.speedup(r.variant))
 
+    def test_bottleneck_derived_as_the_roofline_would(self):
+        roof = we.H100_ROOFLINE
+        self.assertEqual((roof.memory_pct, roof.compute_pct, roof.launch_us), (60, 60, 5))
+        # 2.36 GB in 1 ms = 2360 GB/s = 80 % of the copy ceiling; 1 GFLOP in 1 ms = 1.6 % of fp32.
+        self.assertEqual(we.classify_bottleneck(2.36e9, 1e9, 1000.0, False), "Memory")
+        # 50 GFLOP in 1 ms = 50 TFLOP/s = 78 % of fp32 FMA; 0.3 GB = 10 % of the bandwidth.
+        self.assertEqual(we.classify_bottleneck(0.3e9, 50e9, 1000.0, False), "Compute")
+        # The same FLOPs with 16-bit inputs are 8 % of the tensor cores: neither unit near peak.
+        self.assertEqual(we.classify_bottleneck(0.3e9, 50e9, 1000.0, True), "Latency")
+        # Neither near peak and shorter than 5 us: launch-bound.
+        self.assertEqual(we.classify_bottleneck(1e6, 1e6, 3.0, False), "Launch")
+        # Both over their threshold: the larger names the class.
+        self.assertEqual(we.classify_bottleneck(2.0e9, 60e9, 1000.0, False), "Compute")
+        self.assertEqual(we.classify_bottleneck(2.8e9, 45e9, 1000.0, False), "Memory")
+        self.assertEqual(we.classify_bottleneck(1e9, 1e9, 0.0, False), "Unknown")
+        m, c = we.roofline_fractions(2.95e9, 64.5e9, 1000.0, False)
+        self.assertAlmostEqual(m, 100.0)
+        self.assertAlmostEqual(c, 100.0)
+        # Thresholds are the caller's.
+        lax = we.Roofline(memory_pct=30, compute_pct=30, launch_us=5)
+        self.assertEqual(we.classify_bottleneck(1.2e9, 1e9, 1000.0, False, lax), "Memory")
+        self.assertEqual(we.classify_bottleneck(1.2e9, 1e9, 1000.0, False), "Latency")
+
+    def test_bottleneck_of_table_rows(self):
+        # elemwise n4m, fp32: 3 x 4M x 4 bytes; the baseline runs at about 75 % of the copy
+        # ceiling (memory-bound); the 64K-element task runs in a few microseconds (launch-bound).
+        t = self.world.tasks["world_elemwise_n4m"]
+        base = wf.variant_id(t.family.baseline())
+        self.assertAlmostEqual(t.bytes, 3 * (4 << 20) * 4)
+        m, _ = we.roofline_fractions(t.bytes, t.flops, t.median_us(base), t.is16)
+        self.assertGreater(m, 60)
+        self.assertEqual(t.bottleneck(base), "Memory")
+        self.assertEqual(we.WorldSession(t).bottleneck(), "Memory")
+        self.assertEqual(self.world.tasks["world_elemwise_n64k"].bottleneck(base), "Launch")
+        # The naive fp32 GEMM reaches neither ceiling; hgemm's compute ceiling is the tensor cores'.
+        g = self.world.tasks["world_sgemm_m1024_n1024_k1024"]
+        self.assertFalse(g.is16)
+        self.assertEqual(g.bottleneck(wf.variant_id(g.family.baseline())), "Latency")
+        self.assertTrue(self.world.tasks["world_hgemm_m1024_n1024_k1024"].is16)
+        self.assertTrue(self.world.tasks["world_elemwise_n2m_f16"].is16)
+        self.assertFalse(self.world.tasks["world_elemwise_n1m"].is16)
+        # A failed variant has no time: Unknown (4-wide access on a length it does not divide).
+        odd = self.world.tasks["world_elemwise_n1m_odd"]
+        bad = [v for v, r in odd.rows.items() if r["status"] != "Ok"]
+        self.assertTrue(bad)
+        self.assertEqual({odd.bottleneck(v) for v in bad}, {"Unknown"})
+        # The session's state follows its current kernel.
+        s = we.WorldSession(self.world.tasks["world_transpose_m2048_n2048"])
+        self.assertEqual(s.bottleneck(), "Latency")
+        for _ in range(6):
+            s.step("x", ["structure-of-arrays-layout", "padding-rows", "tile-size-sweep",
+                         "thread-coarsening"])
+        self.assertEqual(s.bottleneck(), s.task.bottleneck(s.current))
+        self.assertEqual(s.bottleneck(), "Memory")   # the tiled transpose streams at > 60 %
+
+    def test_bench_passes_the_current_kernels_bottleneck_in_next_step(self):
+        from htam_agent import world_bench as wb
+        from htam_agent.model import SessionView, StepView, StrategyView
+
+        class FakeDaemon:
+            def __init__(self):
+                self.asked = []
+
+            def open_session(self, *a, **k):
+                return SessionView(session_id=1, task="t", backend="cuda")
+
+            def next_step(self, session_id, bottleneck=""):
+                self.asked.append(bottleneck)
+                return StepView(session_id=1, step=0, direction_id=1,
+                                direction="global-memory-access",
+                                strategies=[StrategyView(name="vectorized-16-byte-access")])
+
+            def record(self, *a, **k):
+                pass
+
+            def close(self, *a):
+                pass
+
+        t = self.world.tasks["world_elemwise_n2m_f16"]
+        seen = []
+        for roof in (None, we.H100_ROOFLINE):
+            d = FakeDaemon()
+            r = wb.run_session(wb.DaemonPolicy("full", d, {}, roofline=roof), t, 3, 0)
+            seen.append(d.asked)
+            self.assertEqual(len(r.best_at), 3)
+        self.assertEqual(seen[0], ["", "", ""])    # without the option: Unknown
+        # f16 baseline at about 38 % of the bandwidth (latency); the vectorized kernel streams.
+        s = we.WorldSession(t)
+        expect = [s.bottleneck()]
+        for _ in range(2):
+            s.step("global-memory-access", ["vectorized-16-byte-access"])
+            expect.append(s.bottleneck())
+        self.assertEqual(seen[1], expect)
+        self.assertEqual(seen[1][0], "Latency")
+        self.assertIn("Memory", seen[1])
+
     def test_oracle_bounds_every_session(self):
         t = self.world.tasks["world_scan_m16_n65536"]
         best_at, steps = we.oracle(t, 12)

@@ -10,9 +10,9 @@
 The wire types (generated from schema/*.fbs) are in ``htam.fb``. See docs/protocol.md.
 """
 
-from htam.client import (OUTCOME_NAMES, QUERY_KINDS, Client, HtamError, HtamTimeout, parse_status,
-                         read_key_file, to_dict)
+from htam.client import (BOTTLENECK_NAMES, OUTCOME_NAMES, QUERY_KINDS, Client, HtamError,
+                         HtamTimeout, bottleneck_value, parse_status, read_key_file, to_dict)
 
-__all__ = ["Client", "HtamError", "HtamTimeout", "OUTCOME_NAMES", "QUERY_KINDS", "parse_status",
-           "read_key_file", "to_dict"]
+__all__ = ["BOTTLENECK_NAMES", "Client", "HtamError", "HtamTimeout", "OUTCOME_NAMES",
+           "QUERY_KINDS", "bottleneck_value", "parse_status", "read_key_file", "to_dict"]
 __version__ = "0.1.0"

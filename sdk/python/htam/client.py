@@ -23,6 +23,7 @@ import flatbuffers
 import zmq
 
 from htam.fb import Body as _Body
+from htam.fb import Bottleneck as _Bottleneck
 from htam.fb import ErrorCode as _ErrorCode
 from htam.fb import OutcomeStatus as _OutcomeStatus
 from htam.fb import QueryKind as _QueryKind
@@ -37,8 +38,8 @@ from htam.fb.Record import RecordT
 from htam.fb.StatusRequest import StatusRequestT
 from htam.fb.Submit import SubmitT
 
-__all__ = ["Client", "HtamError", "HtamTimeout", "OUTCOME_NAMES", "QUERY_KINDS", "parse_status",
-           "read_key_file", "to_dict"]
+__all__ = ["BOTTLENECK_NAMES", "Client", "HtamError", "HtamTimeout", "OUTCOME_NAMES", "QUERY_KINDS",
+           "bottleneck_value", "parse_status", "read_key_file", "to_dict"]
 
 PROTOCOL_VERSION = 1
 CLIENT_VERSION = "0.1.0"
@@ -53,7 +54,27 @@ OUTCOME_NAMES: Dict[int, str] = _enum_names(_OutcomeStatus.OutcomeStatus)
 ERROR_NAMES: Dict[int, str] = _enum_names(_ErrorCode.ErrorCode)
 BODY_NAMES: Dict[int, str] = _enum_names(_Body.Body)
 QUERY_KINDS: Dict[str, int] = {k.lower(): v for v, k in _enum_names(_QueryKind.QueryKind).items()}
+BOTTLENECK_NAMES: Dict[int, str] = _enum_names(_Bottleneck.Bottleneck)
 _OUTCOME_VALUES: Dict[str, int] = {v: k for k, v in OUTCOME_NAMES.items()}
+
+
+def bottleneck_value(bottleneck: Any) -> int:
+    """The wire value of a bottleneck class given by name ("Memory", "memory", "memory-bound") or
+    value (schema/htg.fbs Bottleneck); None or "" is Unknown (0). ValueError for anything else."""
+    if bottleneck is None or bottleneck == "":
+        return 0
+    if isinstance(bottleneck, int) and not isinstance(bottleneck, bool):
+        if bottleneck in BOTTLENECK_NAMES:
+            return bottleneck
+        raise ValueError(f"no bottleneck class {bottleneck}")
+    name = str(bottleneck).strip().lower()
+    if name.endswith("-bound"):
+        name = name[: -len("-bound")]
+    for v, n in BOTTLENECK_NAMES.items():
+        if n.lower() == name:
+            return v
+    raise ValueError(f"no bottleneck class '{bottleneck}' (one of "
+                     f"{', '.join(BOTTLENECK_NAMES.values())})")
 
 
 class HtamError(Exception):
@@ -267,12 +288,20 @@ class Client:
         m.model = model
         return to_dict(self._call(m, _Body.Body.OpenSession, idempotent=session_id != 0))
 
-    def next_step(self, session_id: int, embedding: Optional[Sequence[float]] = None) -> Dict[str, Any]:
-        """The next direction, the strategies under it, scores, evidence, why and prompt context."""
+    def next_step(self, session_id: int, embedding: Optional[Sequence[float]] = None,
+                  bottleneck: Any = None) -> Dict[str, Any]:
+        """The next direction, the strategies under it, scores, evidence, why and prompt context.
+
+        ``bottleneck``: the bottleneck class of the session's current kernel as the client
+        measured it (roofline or profiler): a name ("Memory", "Compute", "Latency", "Launch") or
+        its value; htamd keys the state with it, masks directions and ranks strategies whose
+        targets exclude it lower, and records it as the state before the next recorded step.
+        None (default) leaves it to htamd (what it profiled for the session, else Unknown)."""
         m = NextStepT()
         m.sessionId = session_id
         if embedding:
             m.embedding = list(embedding)
+        m.bottleneck = bottleneck_value(bottleneck)
         return to_dict(self._call(m, _Body.Body.NextStep))
 
     def submit(self, session_id: int, source: str, language: str = "", direction_id: int = 0,

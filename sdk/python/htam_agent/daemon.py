@@ -28,7 +28,9 @@ class Daemon:
                      session_id: int = 0) -> SessionView:
         raise NotImplementedError
 
-    def next_step(self, session_id: int) -> StepView:
+    def next_step(self, session_id: int, bottleneck: str = "") -> StepView:
+        """`bottleneck`: the current kernel's measured class ("Memory", "Compute", "Latency",
+        "Launch"; "" = let htamd decide)."""
         raise NotImplementedError
 
     # Submit with profile: an Ok candidate is also profiled with Nsight Compute (its diagnostics

@@ -12,6 +12,12 @@ saw? Leave-one-family-out over the measured world (world_env), no GPU needed:
 With --leave shape, the memory for each task T is trained on every other task instead, the other
 shapes of T's family included (leave-one-shape-out).
 
+With --bottleneck-state, daemon-backed sessions (training and evaluation) pass the current kernel's
+bottleneck class in NextStep, derived from the table as htamd's roofline would measure it
+(world_env.classify_bottleneck: the task's bytes and FLOPs over the variant's median time against
+the H100's measured ceilings; thresholds --bottleneck-thresholds), as a client with a profiler
+would; without it every state is Unknown.
+
 Policies:
   full        htamd's policy on M_F (NextStep's direction and its ranked strategies)
   cold        htamd's policy on an empty store (seed priors only)
@@ -48,8 +54,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
 from .world_plot import svg_curves
-from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, TaskView, WorldSession, WorldTable,
-                        load_split, oracle, split_advice)
+from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
+                        WorldSession, WorldTable, load_split, oracle, split_advice)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle")
@@ -170,8 +176,10 @@ class DaemonPolicy(Policy):
     """htamd's policy: NextStep gives the direction and its ranked strategies; the outcome of the
     world's answer goes back through Record (with the applied strategy and the variant's source)."""
 
-    def __init__(self, name: str, daemon, strategy_ids: Dict[str, int], hints: bool = False):
+    def __init__(self, name: str, daemon, strategy_ids: Dict[str, int], hints: bool = False,
+                 roofline: Optional[Roofline] = None):
         self.name, self.d, self.sid, self.hints = name, daemon, strategy_ids, hints
+        self.roofline = roofline  # None: no bottleneck in the state (Unknown)
         self.dir_of = {s: d for d, ss in taxonomy_order() for s in ss}
         self.session = 0
         self.last = None
@@ -182,7 +190,8 @@ class DaemonPolicy(Policy):
                                            client="htam-bench world", model="world").session_id
 
     def choose(self, session):
-        self.last = self.d.next_step(self.session)
+        bottleneck = session.bottleneck(self.roofline) if self.roofline else ""
+        self.last = self.d.next_step(self.session, bottleneck=bottleneck)
         out: List[str] = []
         self.advised_dir: Dict[str, int] = {}  # applied strategy -> direction of its advice
         for s in self.last.strategies:
@@ -263,9 +272,9 @@ class Memory:
     """Builds and serves stores through real htamd processes."""
 
     def __init__(self, htamd: str, tasks_dir: str, work: str, table: WorldTable, log,
-                 hints: bool = False):
+                 hints: bool = False, roofline: Optional[Roofline] = None):
         self.htamd, self.tasks_dir, self.work, self.table = htamd, tasks_dir, work, table
-        self.log, self.hints = log, hints
+        self.log, self.hints, self.roofline = log, hints, roofline
 
     def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
         from .htamd import HtamdProcess
@@ -283,7 +292,8 @@ class Memory:
             try:
                 ids = strategy_ids(d)
                 for t in tasks:
-                    run_session(DaemonPolicy("full", d, ids, self.hints), t, budget, seed)
+                    run_session(DaemonPolicy("full", d, ids, self.hints, self.roofline), t,
+                                budget, seed)
                 stats = [asdict(s) for s in d.strategies(0)]
                 return ids, stats
             finally:
@@ -293,8 +303,8 @@ class Memory:
             budget: int, seed: int) -> RunResult:
         with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options,
                             wf.REPO) as d:
-            return run_session(DaemonPolicy(name, d, strategy_ids(d), self.hints), task, budget,
-                               seed)
+            return run_session(DaemonPolicy(name, d, strategy_ids(d), self.hints, self.roofline),
+                               task, budget, seed)
 
 
 def strategy_ids(d) -> Dict[str, int]:
@@ -315,6 +325,17 @@ def materialize_tasks(table: WorldTable, out_dir: str) -> str:
 
 # ---------------------------------------------------------------- orchestration
 
+def bottleneck_roofline(a) -> Optional[Roofline]:
+    """--bottleneck-state: the ceilings and thresholds of the derived bottleneck; else None."""
+    if not getattr(a, "bottleneck_state", False):
+        return None
+    th = [float(x) for x in (a.bottleneck_thresholds or "").split(",") if x.strip()]
+    if len(th) != 3:
+        raise SystemExit("world: --bottleneck-thresholds wants MEMORY_PCT,COMPUTE_PCT,LAUNCH_US")
+    return Roofline(H100_ROOFLINE.copy_bytes_per_s, H100_ROOFLINE.fp32_flops,
+                    H100_ROOFLINE.tensor16_flops, th[0], th[1], th[2])
+
+
 def run_benchmark(a, log) -> List[RunResult]:
     table = WorldTable.load(a.table, a.families)
     dev, held = load_split(a.split)
@@ -334,7 +355,7 @@ def run_benchmark(a, log) -> List[RunResult]:
         from .htamd import find_htamd
         htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
         mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log,
-                     a.value_hints)
+                     a.value_hints, bottleneck_roofline(a))
     results: List[RunResult] = []
     for fam in evaluated:
         tasks = sorted(table.family_tasks(fam), key=lambda t: t.name)
@@ -506,6 +527,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="advice that names a knob setting (a learned 'strategy: KNOB=V' summary) "
                          "applies that setting where it is a move here, as an agent reading it "
                          "would (default: the strategy's first move in value order)")
+    ap.add_argument("--bottleneck-state", action="store_true",
+                    help="daemon-backed sessions pass the current kernel's bottleneck class "
+                         "(derived from the table by htamd's roofline rule) in NextStep")
+    ap.add_argument("--bottleneck-thresholds",
+                    default=f"{H100_ROOFLINE.memory_pct:g},{H100_ROOFLINE.compute_pct:g},"
+                            f"{H100_ROOFLINE.launch_us:g}",
+                    help="MEMORY_PCT,COMPUTE_PCT,LAUNCH_US of --bottleneck-state (default: "
+                         "htamd's eval.cuda_profile_* thresholds)")
     a = ap.parse_args(argv)
     a.policies = [p for p in a.policies.split(",") if p]
     a.seeds = list(range(a.seeds))
@@ -516,7 +545,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     md = markdown(rows)
     print(f"world bench, leave one {a.leave} out, on {a.on} "
           f"({len({r.task for r in results})} tasks, {len(a.seeds)} seeds, "
-          f"budget {a.budget}), {time.monotonic() - t0:.0f} s\n")
+          f"budget {a.budget}"
+          f"{', bottleneck state ' + a.bottleneck_thresholds if a.bottleneck_state else ''}), "
+          f"{time.monotonic() - t0:.0f} s\n")
     print(md)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)

@@ -32,6 +32,65 @@ STATUS_SLUG = {"Ok": "ok", "Incorrect": "incorrect", "CompileError": "compile_er
                "Crash": "crash", "Timeout": "timeout"}
 
 
+# ---------------------------------------------------------------- the measured bottleneck
+
+@dataclass(frozen=True)
+class Roofline:
+    """The device's ceilings and the bottleneck thresholds, in one place.
+
+    Ceilings: what the CUDA backend measured on the table's H100 80GB HBM3 when it opened the
+    device (backends/cuda/cuda_device.cc, `Roofline`): a large device-to-device copy (bytes read +
+    written), an FMA-bound fp32 kernel, a 16-bit mma.sync-bound kernel. Thresholds: htamd's profile
+    classification (eval.cuda_profile_memory_pct / _compute_pct / _launch_us, 60 / 60 / 5;
+    backends/cuda/ncu_profile.cc, ClassifyBottleneck)."""
+    copy_bytes_per_s: float = 2950e9
+    fp32_flops: float = 64.5e12
+    tensor16_flops: float = 625e12
+    memory_pct: float = 60.0
+    compute_pct: float = 60.0
+    launch_us: float = 5.0
+
+
+H100_ROOFLINE = Roofline()
+BOTTLENECKS = ("Unknown", "Memory", "Compute", "Latency", "Launch")  # schema/htg.fbs order
+
+
+def roofline_fractions(bytes_: float, flops: float, median_us: float, is16: bool,
+                       roof: Roofline = H100_ROOFLINE) -> Tuple[float, float]:
+    """(memory %, compute %) of the device's ceilings that a kernel moving `bytes_` and doing
+    `flops` in `median_us` achieves; the compute ceiling is the 16-bit tensor cores' when an input
+    is f16/bf16, else fp32 FMA (the gate's speed-of-light rule, backends/common/gate.cc)."""
+    if median_us <= 0:
+        return -1.0, -1.0
+    sec = median_us * 1e-6
+    peak = roof.tensor16_flops if is16 else roof.fp32_flops
+    return (100.0 * max(0.0, bytes_) / sec / roof.copy_bytes_per_s,
+            100.0 * max(0.0, flops) / sec / peak)
+
+
+def classify_bottleneck(bytes_: float, flops: float, median_us: float, is16: bool,
+                        roof: Roofline = H100_ROOFLINE) -> str:
+    """The bottleneck class of a measured kernel by htamd's rule (ClassifyBottleneck) with the
+    roofline fractions standing for the profiler's DRAM and SM throughput: Memory when the memory
+    fraction reaches memory_pct and is the larger, Compute likewise, else a unit over its
+    threshold, else Launch when the kernel runs under launch_us, else Latency. Unknown without a
+    time."""
+    mem, comp = roofline_fractions(bytes_, flops, median_us, is16, roof)
+    if mem < 0:
+        return "Unknown"
+    if mem >= roof.memory_pct and mem >= comp:
+        return "Memory"
+    if comp >= roof.compute_pct and comp > mem:
+        return "Compute"
+    if mem >= roof.memory_pct:
+        return "Memory"
+    if comp >= roof.compute_pct:
+        return "Compute"
+    if median_us < roof.launch_us:
+        return "Launch"
+    return "Latency"
+
+
 class TableError(ValueError):
     """A table that does not fit the families (the message says which row)."""
 
@@ -58,6 +117,27 @@ class TaskView:
     @property
     def bytes(self) -> float:
         return _eval_expr(self.family.spec["bytes"], self.shape)
+
+    @property
+    def is16(self) -> bool:
+        """An input is 16-bit floating point (the roofline's compute ceiling is the tensor
+        cores')."""
+        return any(i.get("dtype", "").replace("$T", self.shape.dtype) in ("f16", "bf16")
+                   for i in self.family.spec.get("inputs", []))
+
+    def median_us(self, vid: str) -> float:
+        """The variant's measured median time (0 unless Ok); the baseline's is the task's
+        reference time."""
+        r = self.rows.get(vid)
+        if vid == wf.variant_id(self.family.baseline()) and self.baseline_us:
+            return self.baseline_us
+        if not r or r["status"] != "Ok":
+            return 0.0
+        return float(r.get("median_us") or 0.0)
+
+    def bottleneck(self, vid: str, roof: Roofline = H100_ROOFLINE) -> str:
+        """The bottleneck class of variant `vid` as htamd's roofline would measure it."""
+        return classify_bottleneck(self.bytes, self.flops, self.median_us(vid), self.is16, roof)
 
 
 def _eval_expr(expr: str, shape: wf.Shape) -> float:
@@ -158,6 +238,10 @@ class WorldSession:
         self.best = 1.0
         self.tried = {self.current}
         self.history: List[StepResult] = []
+
+    def bottleneck(self, roof: Roofline = H100_ROOFLINE) -> str:
+        """The current kernel's bottleneck class (what a profiler or htamd's roofline reports)."""
+        return self.task.bottleneck(self.current, roof)
 
     def moves(self, strategy: str) -> List[Tuple[str, int]]:
         """(knob, value) moves that apply `strategy` from the current kernel, untried, in order."""

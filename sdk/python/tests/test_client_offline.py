@@ -59,6 +59,34 @@ class OfflineTest(unittest.TestCase):
     def test_enum_tables(self):
         self.assertEqual(htam.OUTCOME_NAMES[0], "Ok")
         self.assertIn("bestcandidates", htam.QUERY_KINDS)
+        self.assertEqual(htam.BOTTLENECK_NAMES[1], "Memory")
+
+    def test_bottleneck_values(self):
+        from htam.fb.Bottleneck import Bottleneck
+        self.assertEqual(htam.bottleneck_value(None), Bottleneck.Unknown)
+        self.assertEqual(htam.bottleneck_value(""), Bottleneck.Unknown)
+        self.assertEqual(htam.bottleneck_value("Memory"), Bottleneck.Memory)
+        self.assertEqual(htam.bottleneck_value("compute"), Bottleneck.Compute)
+        self.assertEqual(htam.bottleneck_value("latency-bound"), Bottleneck.Latency)
+        self.assertEqual(htam.bottleneck_value(Bottleneck.Launch), Bottleneck.Launch)
+        with self.assertRaises(ValueError):
+            htam.bottleneck_value("io")
+        with self.assertRaises(ValueError):
+            htam.bottleneck_value(9)
+
+    def test_next_step_carries_the_bottleneck(self):
+        from htam.fb.NextStep import NextStepT
+        sent = []
+        c = htam.Client.__new__(htam.Client)  # no socket: the message is captured
+        c._call = lambda m, body, *a, **k: sent.append(m) or NextStepT()
+        c.next_step(5, bottleneck="Memory")
+        c.next_step(6)
+        self.assertEqual([(m.sessionId, m.bottleneck) for m in sent], [(5, 1), (6, 0)])
+        # Encoded and read back, the field survives the wire format.
+        b = flatbuffers.Builder(64)
+        b.Finish(sent[0].Pack(b))
+        back = NextStepT.InitFromBuf(bytes(b.Output()), _root_pos(bytes(b.Output())))
+        self.assertEqual(back.bottleneck, 1)
 
 
 if __name__ == "__main__":
