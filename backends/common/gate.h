@@ -71,6 +71,10 @@ struct GateOptions {
   // The device's index on this host: evaluations sharing the cache directory take turns on it
   // (timing_lock.h DeviceLock: shared while verifying, exclusive while timing); -1 = no turns.
   int device_index = -1;
+  // A reference timed by this process less than this many seconds ago, on the same task, shape,
+  // device and timing settings, is the baseline again (not timed per candidate); 0 = every
+  // candidate times its baseline (eval.baseline_reuse_s).
+  double baseline_reuse_s = 60;
   // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
   // kb_candidate.h (runner required).
   std::string language;

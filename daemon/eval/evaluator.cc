@@ -635,6 +635,7 @@ json EvaluatorImpl::GateJson() const {
           {"golden_seed_pool", ev_.kernelbench_seed_pool},
           {"timing_lock_wait_s", ev_.timing_lock_wait_s},
           {"device_data", ev_.device_data},
+          {"baseline_reuse_s", ev_.baseline_reuse_s},
           {"buffer_pool_bytes", uint64_t(std::max<int64_t>(0, ev_.buffer_pool_mb)) << 20},
 
           {"kernelbench_build_cache", KbBuildCache()},

@@ -26,6 +26,7 @@ TEST(GateDefaults, AreTheConfigurationTablesDefaults) {
   EXPECT_EQ(g.golden_python, c.GetString("eval.kernelbench_python"));
   EXPECT_EQ(g.golden_timeout_s, double(c.GetInt("eval.kernelbench_timeout_s")));
   EXPECT_EQ(g.device_data, c.GetBool("eval.device_data"));
+  EXPECT_EQ(g.baseline_reuse_s, double(c.GetInt("eval.baseline_reuse_s")));
   EXPECT_EQ(g.buffer_pool_bytes, uint64_t(c.GetInt("eval.buffer_pool_mb")) << 20);
   EXPECT_EQ(g.timing_lock_wait_s, double(c.GetInt("eval.timing_lock_wait_s")));
   EXPECT_EQ(g.kernelbench_fast_path, c.GetBool("eval.kernelbench_fast_path"));

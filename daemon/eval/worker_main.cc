@@ -206,6 +206,7 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   o.golden_seed_pool = Get<int>(g, "golden_seed_pool", o.golden_seed_pool);
   o.timing_lock_wait_s = Get<double>(g, "timing_lock_wait_s", o.timing_lock_wait_s);
   o.device_data = Get<bool>(g, "device_data", o.device_data);
+  o.baseline_reuse_s = Get<double>(g, "baseline_reuse_s", o.baseline_reuse_s);
   o.device_index = device;  // turns on the device with the other lanes (eval.device_workers)
   o.buffer_pool_bytes = Get<uint64_t>(g, "buffer_pool_bytes", o.buffer_pool_bytes);
   o.language = Get<std::string>(j, "language", "");

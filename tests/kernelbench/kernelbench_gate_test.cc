@@ -500,6 +500,39 @@ TEST_F(KernelBenchGateTest, DeviceDataFillsEveryInputThroughThePlugin) {
   EXPECT_GT(ops.count("generate on the host"), 0u) << "device_data false generates on the host";
 }
 
+// A worker times a task's reference once per eval.baseline_reuse_s, not beside every candidate:
+// the second candidate of the same task and shape gets the first one's baseline, says so, and
+// skips the timing; with reuse off, or another task, the reference is timed again.
+TEST_F(TimingLockTest, ABaselineIsReusedWithinItsWindowAndSaidSo) {
+  auto task = ParseTaskFile("configs/tasks/cpu_relu");
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const std::string src = ReadSource("configs/tasks/cpu_relu/reference.cpp");
+  GateOptions o = Options();
+  o.baseline_reuse_s = 600;
+  GateResult first = Eval(*task, src, o);
+  ASSERT_EQ(first.status, fb::OutcomeStatus::Ok) << first.diagnostics;
+  EXPECT_GE(StageMs(first, "time baseline"), 0) << "the first candidate times the reference";
+  EXPECT_EQ(first.diagnostics.find("eval.baseline_reuse_s"), std::string::npos);
+  GateResult second = Eval(*task, src, o);
+  ASSERT_EQ(second.status, fb::OutcomeStatus::Ok) << second.diagnostics;
+  EXPECT_LT(StageMs(second, "time baseline"), 0) << "timed the reference again";
+  EXPECT_EQ(second.baseline_us, first.baseline_us);
+  EXPECT_NE(second.diagnostics.find("s earlier by this worker (eval.baseline_reuse_s)"),
+            std::string::npos)
+      << second.diagnostics;
+  EXPECT_GT(second.speedup, 0);
+  o.baseline_reuse_s = 0;
+  GateResult third = Eval(*task, src, o);
+  ASSERT_EQ(third.status, fb::OutcomeStatus::Ok) << third.diagnostics;
+  EXPECT_GE(StageMs(third, "time baseline"), 0) << "reuse off: the reference is timed";
+  o.baseline_reuse_s = 600;
+  auto other = ParseTaskFile("configs/tasks/cpu_rowsum");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  GateResult rowsum = Eval(*other, ReadSource("configs/tasks/cpu_rowsum/reference.cpp"), o);
+  ASSERT_EQ(rowsum.status, fb::OutcomeStatus::Ok) << rowsum.diagnostics;
+  EXPECT_GE(StageMs(rowsum, "time baseline"), 0) << "another task's reference is its own";
+}
+
 // Turns on one device (timing_lock.h DeviceLock; htamd's lanes, eval.device_workers): another
 // lane's verification (here: this test, holding the device shared) delays a timed phase, never
 // the stages around it, and the timing waits for it to end.

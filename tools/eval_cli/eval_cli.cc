@@ -259,6 +259,9 @@ int main(int argc, char** argv) {
         OptionValue(args.options, "kernelbench_helper", d.GetString("eval.kernelbench_helper"));
     go.device_data = OptionValue(args.options, "device_data",
                                  d.GetBool("eval.device_data") ? "true" : "false") != "false";
+    go.baseline_reuse_s = std::atof(OptionValue(args.options, "baseline_reuse_s",
+                                                std::to_string(d.GetInt("eval.baseline_reuse_s")))
+                                        .c_str());
     go.buffer_pool_bytes =
         uint64_t(std::max(0L, std::atol(OptionValue(args.options, "buffer_pool_mb",
                                                     std::to_string(d.GetInt("eval.buffer_pool_mb")))
