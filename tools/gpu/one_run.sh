@@ -122,6 +122,7 @@ fi
 #   nopool   ahead, every test tensor allocating its own buffer (eval.buffer_pool_mb 0)
 #   pool     ahead with the defaults now (a job's buffers pooled)
 #   lanes2/3 pool with two or three workers per device (eval.device_workers)
+#   noreuse  pool, the reference timed beside every candidate (eval.baseline_reuse_s 0)
 #   pertask  pool, one process and queue per task; prev: the same with the binaries staged in
 #            .gpu-stage/old (an earlier build, for old-beside-new in one run)
 # Queued modes (--queue) submit every task's candidates to one queue in one process.
@@ -145,6 +146,7 @@ if has modes; then
     [lanes3]="--queue --eval.device_workers 3"
     # Per-task queues (one process per task), new binaries and the previous ones
     # (.gpu-stage/old: htam-evaluate, htam-eval-worker and the CUDA plugin of an earlier build).
+    [noreuse]="--queue --eval.baseline_reuse_s 0"
     [pertask]="--queue"
     [prev]="--queue")
   declare -A MODE_PERTASK=([pertask]=1 [prev]=1)
