@@ -98,20 +98,20 @@ bool DeviceLock::Take(int fd, int op) {
 }
 
 void DeviceLock::Shared() {
-  if (fd_ < 0 || held_ == LOCK_SH) return;
-  Release();
-  // Behind any exclusive taker already waiting (it holds the turn file).
-  if (Take(turn_, LOCK_SH)) {
-    if (Take(fd_, LOCK_SH)) held_ = LOCK_SH;
-    flock(turn_, LOCK_UN);
-  }
+  Turn(LOCK_SH);
 }
 
 void DeviceLock::Exclusive() {
-  if (fd_ < 0 || held_ == LOCK_EX) return;
+  Turn(LOCK_EX);
+}
+
+void DeviceLock::Turn(int op) {
+  if (fd_ < 0 || held_ == op) return;
   Release();
-  if (Take(turn_, LOCK_EX)) {
-    if (Take(fd_, LOCK_EX)) held_ = LOCK_EX;
+  // Through the turn file: a shared taker waits behind an exclusive one already waiting there
+  // (which holds it exclusive until it has the device).
+  if (Take(turn_, op)) {
+    if (Take(fd_, op)) held_ = op;
     flock(turn_, LOCK_UN);
   }
 }

@@ -41,6 +41,7 @@ class DeviceLock {
   std::string Note() const;
 
  private:
+  void Turn(int op);          // LOCK_SH or LOCK_EX through the turn file
   bool Take(int fd, int op);  // polls flock(op | LOCK_NB) until the bound
   int fd_ = -1, turn_ = -1;
   int held_ = 0;  // 0, LOCK_SH or LOCK_EX
