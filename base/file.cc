@@ -2,6 +2,7 @@
 #include "base/file.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -35,6 +36,14 @@ Status MakeDirs(const std::string& path, mode_t mode) {
       return Status::IOError("cannot create " + cur + ": " + strerror(errno));
   }
   return Status::OK();
+}
+
+Result<std::string> CreateUniqueFile(const std::string& prefix) {
+  std::string name = prefix + ".tmp.XXXXXX";
+  const int fd = mkstemp(name.data());
+  if (fd < 0) return Status::IOError("cannot create " + name + ": " + std::strerror(errno));
+  close(fd);
+  return name;
 }
 
 }  // namespace htam

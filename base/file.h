@@ -22,4 +22,10 @@ std::string ReadFileOrEmpty(const std::string& path);
 // taken from the working directory. IOError names the first directory that could not be made.
 Status MakeDirs(const std::string& path, mode_t mode);
 
+// A temporary name beside a file about to be published by rename: `prefix` + ".tmp." + six
+// random characters, created empty (mode 0600) so that no other process gets the same name.
+// Process ids do not serve: workers in PID namespaces of their own share them, and one removed
+// or renamed the other's file when both compiled the same source into a shared cache.
+Result<std::string> CreateUniqueFile(const std::string& prefix);
+
 }  // namespace htam

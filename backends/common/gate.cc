@@ -46,16 +46,6 @@ struct Verdict {
   static Verdict Fail(OutcomeStatus s, std::string r) { return Verdict{s, std::move(r)}; }
 };
 
-// The reference's timings of this process, kept for GateOptions::baseline_reuse_s: a worker that
-// serves many candidates of one task times its reference again only when the last figure is older
-// (the slow reference of a GEMM task took 1.7 s a candidate, more than the candidate's own
-// verification and timing). Keyed by everything the figure depends on.
-struct BaselineEntry {
-  TimingStats stats;
-  std::chrono::steady_clock::time_point when;
-};
-Mutex g_baseline_mu;
-std::map<std::string, BaselineEntry> g_baselines GUARDED_BY(g_baseline_mu);
 
 // Wall time of the gate's own operations, summed by name (GateResult::op_ms).
 using OpTimes = std::map<std::string, double>;
@@ -360,17 +350,6 @@ std::string CheckSame(const HostTensor& a, const HostTensor& b, const Tolerance&
 
 }  // namespace
 
-namespace {
-// The device's turn lock (timing_lock.h) beside the host-wide timing lock; "" = none.
-std::string TurnPath(const BackendInstance* backend, const GateOptions& opt) {
-  if (opt.device_index < 0 || opt.single_call) return std::string();
-  return DeviceLockPath(GoldenCacheRoot(opt, *backend),
-                        backend->description().name ? backend->description().name : "",
-                        opt.device_index);
-}
-
-}  // namespace
-
 class Gate::Impl {
  public:
   Impl(BackendInstance* backend, htam_device* device, const TaskSpec& task,
@@ -382,7 +361,7 @@ class Gate::Impl {
         opt_(options),
         progress_(progress),
         pool_(&backend->api(), options.buffer_pool_bytes, &ops_),
-        turn_(TurnPath(backend, options), options.timing_lock_wait_s) {
+        turn_(DeviceLockPathFor(options, *backend), options.timing_lock_wait_s) {
     std::mt19937_64 rng(MixSeed(options.seed_base, 0xC0FFEE));
     canary_.resize(2 * opt_.guard_bytes);
     for (auto& b : canary_) b = uint8_t(rng());
@@ -1028,22 +1007,16 @@ class Gate::Impl {
     return k + "|" + (backend_->description().name ? backend_->description().name : "");
   }
   bool ReusedBaseline(const std::string& key, TimingStats* stats) {
-    if (opt_.baseline_reuse_s <= 0) return false;
-    MutexLock lock(&g_baseline_mu);
-    auto it = g_baselines.find(key);
-    if (it == g_baselines.end()) return false;
-    const double age =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.when).count();
-    if (age > opt_.baseline_reuse_s) return false;
-    *stats = it->second.stats;
+    double age = 0;
+    if (opt_.baseline_reuse_s <= 0 || !opt_.baselines ||
+        !opt_.baselines->Find(key, opt_.baseline_reuse_s, stats, &age))
+      return false;
     baseline_note_ = "baseline timed " + FormatNumber(std::round(age * 10) / 10) +
                      " s earlier by this worker (eval.baseline_reuse_s)";
     return true;
   }
   void KeepBaseline(const std::string& key, const TimingStats& stats) {
-    if (opt_.baseline_reuse_s <= 0) return;
-    MutexLock lock(&g_baseline_mu);
-    g_baselines[key] = BaselineEntry{stats, std::chrono::steady_clock::now()};
+    if (opt_.baseline_reuse_s > 0 && opt_.baselines) opt_.baselines->Keep(key, stats);
   }
 
   // KernelBench: golden data for seeds 0..seeds-1 (verification) and 1000.. (timing input sets),
@@ -1167,6 +1140,31 @@ class Gate::Impl {
   std::string stage_name_;
   std::chrono::steady_clock::time_point stage_start_;
 };
+
+bool BaselineCache::Find(const std::string& key, double max_age_s, TimingStats* stats,
+                         double* age_s) {
+  MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  const double age =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.when).count();
+  if (age > max_age_s) return false;
+  *stats = it->second.stats;
+  if (age_s) *age_s = age;
+  return true;
+}
+
+void BaselineCache::Keep(const std::string& key, const TimingStats& stats) {
+  MutexLock lock(&mu_);
+  entries_[key] = Entry{stats, std::chrono::steady_clock::now()};
+}
+
+std::string DeviceLockPathFor(const GateOptions& opt, const BackendInstance& backend) {
+  if (opt.device_index < 0 || opt.single_call) return std::string();
+  return DeviceLockPath(GoldenCacheRoot(opt, backend),
+                        backend.description().name ? backend.description().name : "",
+                        opt.device_index);
+}
 
 std::string GoldenCacheRoot(const GateOptions& opt, const BackendInstance& backend) {
   if (!opt.golden_cache_dir.empty()) return opt.golden_cache_dir;

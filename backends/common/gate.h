@@ -12,20 +12,47 @@
 // Thread-safety: a Gate is used by one thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
+#include "backends/common/stats.h"
 #include "backends/common/task_spec.h"
+#include "base/thread_annotations.h"
 #include "htam/schema/htg_generated.h"
 
 namespace htam {
 
 class CandidateExec;  // exec.h
+
+// The reference timings one evaluation process keeps for GateOptions::baseline_reuse_s: a worker
+// that serves many candidates of one task times its reference again only when its last figure is
+// older (the slow reference of a GEMM task took 1.7 s a candidate, more than the candidate's own
+// verification and timing). Owned by the process that runs the gates (htam-eval-worker,
+// htam-eval-cli) and handed to each through GateOptions::baselines; keyed by everything a figure
+// depends on (the gate builds the key).
+// Thread-safety: safe for concurrent use.
+class BaselineCache {
+ public:
+  // The figure kept under `key` when it is at most `max_age_s` old: true, with its age.
+  bool Find(const std::string& key, double max_age_s, TimingStats* stats, double* age_s)
+      EXCLUDES(mu_);
+  void Keep(const std::string& key, const TimingStats& stats) EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    TimingStats stats;
+    std::chrono::steady_clock::time_point when;
+  };
+  Mutex mu_;
+  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+};
 
 // Defaults are the configuration table's eval.* defaults (daemon/config/options.inc; the test
 // GateDefaults.AreTheConfigurationTablesDefaults keeps them equal), except where a field says.
@@ -71,10 +98,13 @@ struct GateOptions {
   // The device's index on this host: evaluations sharing the cache directory take turns on it
   // (timing_lock.h DeviceLock: shared while verifying, exclusive while timing); -1 = no turns.
   int device_index = -1;
-  // A reference timed by this process less than this many seconds ago, on the same task, shape,
-  // device and timing settings, is the baseline again (not timed per candidate); 0 = every
+  // A reference timed less than this many seconds ago (kept in `baselines`), on the same task,
+  // shape, device and timing settings, is the baseline again (not timed per candidate); 0 = every
   // candidate times its baseline (eval.baseline_reuse_s).
   double baseline_reuse_s = 60;
+  // Where the evaluating process keeps its reference timings, not owned; null = nothing is kept
+  // (every candidate times its baseline).
+  BaselineCache* baselines = nullptr;
   // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
   // kb_candidate.h (runner required).
   std::string language;
@@ -122,6 +152,10 @@ GoldenOptions MakeGoldenOptions(const GateOptions& opt, const BackendInstance& b
                                 const std::string& device);
 // That cache's root (GoldenOptions::cache_dir), which holds the host-wide timing.lock.
 std::string GoldenCacheRoot(const GateOptions& opt, const BackendInstance& backend);
+// The lock file of the device's turns (timing_lock.h DeviceLock) for evaluations with these
+// options: beside the host-wide timing.lock, per backend and device index; "" = no turns (no
+// device index, or a one-call profiling run, which its parent's turn covers).
+std::string DeviceLockPathFor(const GateOptions& opt, const BackendInstance& backend);
 
 using ProgressFn = std::function<void(const std::string& stage)>;
 

@@ -223,11 +223,7 @@ class Judge {
         task_(t),
         opt_(o),
         progress_(p),
-        turn_(o.single_call ? std::string()
-                            : DeviceLockPath(GoldenCacheRoot(o, *b),
-                                             b->description().name ? b->description().name : "",
-                                             o.device_index),
-              o.timing_lock_wait_s) {}
+        turn_(DeviceLockPathFor(o, *b), o.timing_lock_wait_s) {}
 
   GateResult Run(const std::string& source) {
     GateResult res;

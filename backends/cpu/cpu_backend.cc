@@ -24,6 +24,7 @@
 
 #include "backends/common/data_ops_host.h"
 #include "backends/common/plugin_error.h"
+#include "base/file.h"
 #include "base/hash.h"
 #include "htam/backend.h"
 
@@ -314,7 +315,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
     f << source;
     if (!f) return MakeError(HTAM_ERR_INTERNAL, "cannot write " + src);
   }
-  std::string tmp = art->path + ".tmp." + std::to_string(getpid());
+  auto unique = htam::CreateUniqueFile(art->path);  // beside the entry, renamed onto it below
+  if (!unique.ok()) return MakeError(HTAM_ERR_INTERNAL, unique.status().message());
+  const std::string tmp = *unique;
   std::vector<std::string> argv{b->cxx};
   for (auto& f : Split(b->cxxflags)) argv.push_back(f);
   for (auto& f : Split(extra)) argv.push_back(f);
@@ -338,8 +341,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
                      diag.empty() ? "compiler exited with " + std::to_string(rc) : diag);
   }
   if (rename(tmp.c_str(), art->path.c_str()) != 0) {
+    const int err = errno;
     unlink(tmp.c_str());
-    return MakeError(HTAM_ERR_INTERNAL, "cannot move artifact into " + dir);
+    return MakeError(HTAM_ERR_INTERNAL, "cannot move artifact into " + dir + ": " + strerror(err));
   }
   art->diagnostics = diag;
   Log(b, HTAM_LOG_DEBUG, "compiled " + label + " in " + std::to_string(art->compile_ms) + " ms");

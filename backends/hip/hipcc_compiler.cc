@@ -205,11 +205,12 @@ Status HipccCompiler::EnsureProbed() const {
   if (!memo.empty()) {
     std::error_code ec;
     fs::create_directories(options_.cache_dir + "/hip", ec);
-    std::string tmp = memo + ".tmp." + std::to_string(getpid());
-    if (WriteFile(tmp, "supported: " + Join(tc_->supported) + "\nunsupported: " +
-                           Join(tc_->unsupported) + "\nversion\n" + tc_->version)) {
-      fs::rename(tmp, memo, ec);
+    auto tmp = CreateUniqueFile(memo);
+    if (tmp.ok() && WriteFile(*tmp, "supported: " + Join(tc_->supported) + "\nunsupported: " +
+                                        Join(tc_->unsupported) + "\nversion\n" + tc_->version)) {
+      fs::rename(*tmp, memo, ec);
     }
+    if (tmp.ok() && ec) fs::remove(*tmp, ec);
   }
   return Status::OK();
 }

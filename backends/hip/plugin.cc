@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -254,8 +256,11 @@ htam::Status WriteShims(htam_backend* b) {
       "-I" + b->shim_dir + " -include " + header + " -DHTAM_HIP_ON_CUDA_LAYER=0x" + hash;
   std::error_code ec;
   if (fs::exists(b->shim_dir + "/hip/hip_runtime.h", ec)) return htam::Status::OK();
-  std::string tmp = base + "/.shim-" + std::to_string(getpid()) + "-" + hash;
-  fs::remove_all(tmp, ec);
+  // mkdtemp, not the process id: workers in PID namespaces of their own share a cache and pids.
+  std::string tmp = base + "/.shim-" + hash + "-XXXXXX";
+  fs::create_directories(base, ec);
+  if (!mkdtemp(tmp.data()))
+    return htam::Status::IOError("cannot create " + tmp + ": " + strerror(errno));
   fs::create_directories(tmp + "/hip", ec);
   if (ec) return htam::Status::IOError("cannot create " + tmp + ": " + ec.message());
   for (const char* h : kShimHeaders) {

@@ -50,10 +50,12 @@ void Seal(const std::string& path) {
 
 }  // namespace
 
-CompileAhead::CompileAhead(CompileAheadOptions options, ArgvFor argv_for, SandboxFor sandbox_for)
+CompileAhead::CompileAhead(CompileAheadOptions options, ArgvFor argv_for, SandboxFor sandbox_for,
+                           ReferenceArgvFor reference_argv_for)
     : opt_(std::move(options)),
       argv_for_(std::move(argv_for)),
-      sandbox_for_(std::move(sandbox_for)) {}
+      sandbox_for_(std::move(sandbox_for)),
+      reference_argv_for_(std::move(reference_argv_for)) {}
 
 CompileAhead::~CompileAhead() {
   Stop();
@@ -85,6 +87,20 @@ void CompileAhead::Enqueue(uint64_t job_id, const std::string& backend, const st
   cv_.SignalAll();
 }
 
+void CompileAhead::EnqueueReference(const std::string& task_dir, const std::string& backend,
+                                    const std::string& arch) {
+  if (opt_.verifier_cache_dir.empty() || !reference_argv_for_) return;
+  auto e = std::make_shared<Entry>();
+  e->backend = backend;
+  e->arch = arch;
+  e->reference_task = task_dir;
+  MutexLock lock(&mu_);
+  if (stopping_ || threads_.empty()) return;
+  if (!references_seen_.insert(task_dir + '\n' + backend + '\n' + arch).second) return;
+  queue_.push_front(std::move(e));  // the task's first verification needs it before any candidate
+  cv_.SignalAll();
+}
+
 bool CompileAhead::Claim(uint64_t job_id) {
   MutexLock lock(&mu_);
   auto it = by_job_.find(job_id);
@@ -113,7 +129,8 @@ std::string CompileAhead::StatusText() {
   std::ostringstream o;
   o << "compile_ahead: on threads=" << threads_.size() << " queued=" << queue_.size()
     << " compiled=" << compiled_ << " failed=" << failed_ << " dropped=" << dropped_
-    << " late=" << late_ << " runner_cache_hits=" << hits_ << "\n";
+    << " late=" << late_ << " runner_cache_hits=" << hits_ << " references=" << references_
+    << " reference_failures=" << reference_failures_ << "\n";
   return o.str();
 }
 
@@ -145,35 +162,48 @@ void CompileAhead::Loop() {
     std::string why;
     const bool ok = Compile(*e, &why);
     if (!ok && !why.empty()) {
-      HTAM_LOG(kDebug, kComponent) << "job " << e->job_id << ": not compiled ahead: " << why;
+      HTAM_LOG(kDebug, kComponent) << (e->reference_task.empty()
+                                            ? "job " + std::to_string(e->job_id)
+                                            : "the reference of " + e->reference_task)
+                                     << ": not compiled ahead: " << why;
     }
     MutexLock lock(&mu_);
     e->state = State::kDone;
-    ++(ok ? compiled_ : failed_);
+    if (!e->reference_task.empty())
+      ++(ok ? references_ : reference_failures_);
+    else
+      ++(ok ? compiled_ : failed_);
     cv_.SignalAll();
   }
 }
 
 bool CompileAhead::Compile(const Entry& e, std::string* why) {
-  std::string stage;
-  {
+  const bool reference = !e.reference_task.empty();
+  std::string stage;  // a candidate's: its runner's only writable cache, published afterwards
+  if (!reference) {
     MutexLock lock(&mu_);
     stage = opt_.stage_dir + "/" + std::to_string(getpid()) + "-" + std::to_string(next_stage_++);
   }
-  RemoveTree(stage);
-  if (mkdir(stage.c_str(), 0700) != 0) {
-    *why = "cannot create " + stage + ": " + strerror(errno);
-    return false;
-  }
-  // The compile runs as the sandbox user: its runner writes here and nowhere else.
-  if (opt_.stage_uid >= 0 && chown(stage.c_str(), uid_t(opt_.stage_uid), gid_t(opt_.stage_gid)))
-    chmod(stage.c_str(), 0777);
   struct Cleanup {
     std::string d;
-    ~Cleanup() { RemoveTree(d); }
+    ~Cleanup() {
+      if (!d.empty()) RemoveTree(d);
+    }
   } cleanup{stage};
+  if (!reference) {
+    RemoveTree(stage);
+    if (mkdir(stage.c_str(), 0700) != 0) {
+      *why = "cannot create " + stage + ": " + strerror(errno);
+      return false;
+    }
+    // The compile runs as the sandbox user: its runner writes here and nowhere else.
+    if (opt_.stage_uid >= 0 && chown(stage.c_str(), uid_t(opt_.stage_uid), gid_t(opt_.stage_gid)))
+      chmod(stage.c_str(), 0777);
+  }
 
-  auto w = WorkerProcess::Spawn(argv_for_(e.backend, stage), sandbox_for_(e.backend));
+  auto w = WorkerProcess::Spawn(
+      reference ? reference_argv_for_(e.backend) : argv_for_(e.backend, stage),
+      sandbox_for_(e.backend));
   if (!w.ok()) {
     *why = w.status().ToString();
     return false;
@@ -187,10 +217,11 @@ bool CompileAhead::Compile(const Entry& e, std::string* why) {
     (*w)->Kill();
     return false;
   }
-  nlohmann::json frame = {{"type", "compile"},
-                          {"source", e.source},
-                          {"arch", e.arch},
-                          {"timeout_s", opt_.compile_timeout_s}};
+  nlohmann::json frame = {{"type", "compile"}, {"arch", e.arch}, {"timeout_s", opt_.compile_timeout_s}};
+  if (reference)
+    frame["reference_task"] = e.reference_task;  // the worker reads it from the task's folder
+  else
+    frame["source"] = e.source;
   if (Status st = (*w)->Send(frame); !st.ok()) {
     *why = st.ToString();
     (*w)->Kill();
@@ -222,7 +253,7 @@ bool CompileAhead::Compile(const Entry& e, std::string* why) {
         *why = "did not compile";  // the runner will say why, with its own diagnostics
         return false;
       }
-      return Publish(stage, why);
+      return reference || Publish(stage, why);  // a reference went into the verifiers' cache
     }
     if (f.status().code() == Status::Code::kTimeout && Clock::now() < deadline) continue;
     *why = "the compile-only worker ended: " + f.status().ToString();

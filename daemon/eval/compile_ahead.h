@@ -16,6 +16,11 @@
 // Nothing here decides a verdict: a compile that fails ahead fails again in the runner, with the
 // runner's diagnostics; a job that reaches a device before its compile started is compiled by
 // its runner as before.
+// A task's reference is compiled ahead too (EnqueueReference), once, before the candidates queued
+// after its first job: by a compile-only worker WITHOUT a runner, into the verifiers' own cache
+// (`verifier_cache_dir`, hidden from every runner), where the first verifier of that task finds it
+// instead of compiling it on the device's time. It is the task's trusted code from the tasks
+// folder, never a candidate's, and never enters the runners' cache.
 // Thread-safety: safe for concurrent use (one mutex, its members GUARDED_BY it and checked by
 // clang's -Wthread-safety: ctest thread_safety_compile_ahead); Stop() before destruction joins
 // the threads.
@@ -28,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +46,7 @@ namespace htam::eval {
 struct CompileAheadOptions {
   int threads = 1;                // compile-only processes at a time (eval.compile_ahead_threads)
   std::string cache_dir;          // the runners' read-only cache (created, mode 0711)
+  std::string verifier_cache_dir;  // where references go (the workers' --cache-dir); "" = none
   std::string stage_dir;          // parent of the staging directories (created)
   double compile_timeout_s = 60;  // eval.compile_timeout_s; the process gets 30 s more to start
   int start_timeout_s = 60;       // eval.worker_start_timeout_s
@@ -54,8 +61,12 @@ class CompileAhead {
   using ArgvFor =
       std::function<std::vector<std::string>(const std::string& backend, const std::string& stage)>;
   using SandboxFor = std::function<SandboxOptions(const std::string& backend)>;
+  // `reference_argv_for(backend)`: the command line of a compile-only worker for `backend` that
+  // compiles a task's reference into the verifiers' cache (no runner, no staging directory).
+  using ReferenceArgvFor = std::function<std::vector<std::string>(const std::string& backend)>;
 
-  CompileAhead(CompileAheadOptions options, ArgvFor argv_for, SandboxFor sandbox_for);
+  CompileAhead(CompileAheadOptions options, ArgvFor argv_for, SandboxFor sandbox_for,
+               ReferenceArgvFor reference_argv_for = nullptr);
   ~CompileAhead();  // Stop()
   CompileAhead(const CompileAhead&) = delete;
   CompileAhead& operator=(const CompileAhead&) = delete;
@@ -66,6 +77,13 @@ class CompileAhead {
   // A job entered the device queue: compile its source ahead when a thread is free.
   void Enqueue(uint64_t job_id, const std::string& backend, const std::string& arch,
                const std::string& source) EXCLUDES(mu_);
+
+  // A job of the task in `task_dir` entered the device queue: its reference for `backend` and
+  // `arch` is compiled ahead, ahead of every candidate queued so far, unless it was already
+  // (once per task, backend and arch in this process's life; a reference edited since is compiled
+  // by its verifier, as without compiling ahead). No-op without `verifier_cache_dir`.
+  void EnqueueReference(const std::string& task_dir, const std::string& backend,
+                        const std::string& arch) EXCLUDES(mu_);
 
   // The job reached a device: whether its compile ahead has finished (successfully or not). One
   // not started yet is dropped and one under way is not waited for: either way its runner
@@ -87,6 +105,7 @@ class CompileAhead {
   struct Entry {
     uint64_t job_id = 0;
     std::string backend, arch, source;
+    std::string reference_task;  // a task's reference (EnqueueReference), else a candidate
     State state = State::kQueued;  // guarded by CompileAhead::mu_ (the rest is set before sharing)
   };
 
@@ -99,6 +118,7 @@ class CompileAhead {
   const CompileAheadOptions opt_;
   const ArgvFor argv_for_;
   const SandboxFor sandbox_for_;
+  const ReferenceArgvFor reference_argv_for_;
 
   Mutex mu_;
   CondVar cv_;  // queue changes, stop
@@ -110,6 +130,9 @@ class CompileAhead {
   uint64_t dropped_ GUARDED_BY(mu_) = 0;
   uint64_t late_ GUARDED_BY(mu_) = 0;
   uint64_t hits_ GUARDED_BY(mu_) = 0;
+  uint64_t references_ GUARDED_BY(mu_) = 0;  // references compiled ahead
+  uint64_t reference_failures_ GUARDED_BY(mu_) = 0;
+  std::set<std::string> references_seen_ GUARDED_BY(mu_);  // task dir | backend | arch
   uint64_t next_stage_ GUARDED_BY(mu_) = 0;
   // Started by Start; Stop takes them out under mu_ and joins them without it (they take mu_).
   std::vector<std::thread> threads_ GUARDED_BY(mu_);

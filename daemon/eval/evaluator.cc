@@ -161,6 +161,9 @@ class EvaluatorImpl : public Evaluator {
   // The command line of a compile-only worker for `backend` (compile_ahead.h).
   std::vector<std::string> CompileOnlyArgs(const std::string& backend,
                                            const std::string& stage) const;
+  // The command line of a compile-only worker that compiles a task's reference for `backend`
+  // into the verifiers' cache (compile_ahead.h).
+  std::vector<std::string> ReferenceCompileArgs(const std::string& backend) const;
   // --hide arguments: what a runner must not see (the task suite, the data directory, scratch,
   // the caches, eval.runner_hidden_dirs).
   void AddHidden(std::vector<std::string>* a) const;
@@ -360,6 +363,17 @@ std::vector<std::string> EvaluatorImpl::CompileOnlyArgs(const std::string& backe
   return a;
 }
 
+std::vector<std::string> EvaluatorImpl::ReferenceCompileArgs(const std::string& backend) const {
+  std::string plugin;
+  for (const auto& p : plugins_)
+    if (p.name == backend) plugin = p.path;
+  std::vector<std::string> a{worker_path_,     "--plugin",   plugin,        "--device",
+                             "0",              "--sdk-include", sdk_include_, "--log-level",
+                             general_.log_level, "--compile-only", "--cache-dir", opt_.cache_dir};
+  AddBackendOptions(backend, &a);
+  return a;
+}
+
 Status EvaluatorImpl::Init() {
   const std::string exe = ExeDir();
   // Worker binary.
@@ -499,6 +513,7 @@ Status EvaluatorImpl::Init() {
     co.threads = ev_.compile_ahead_threads > 0 ? int(ev_.compile_ahead_threads) : int(cores);
     co.cache_dir = opt_.cache_dir + "/ahead";
     co.stage_dir = opt_.cache_dir + "/ahead-stage";
+    co.verifier_cache_dir = opt_.cache_dir;
     co.compile_timeout_s = double(ev_.compile_timeout_s);
     co.start_timeout_s = int(ev_.worker_start_timeout_s);
     if (geteuid() == 0 && drop_user_ && !ev_.sandbox_user.empty())
@@ -511,7 +526,8 @@ Status EvaluatorImpl::Init() {
         [this](const std::string& b, const std::string& stage) {
           return CompileOnlyArgs(b, stage);
         },
-        [this](const std::string& b) { return SandboxFor(b); });
+        [this](const std::string& b) { return SandboxFor(b); },
+        [this](const std::string& b) { return ReferenceCompileArgs(b); });
     if (Status st = ahead_->Start(); !st.ok()) {
       notes_.push_back("compiling ahead is off: " + st.ToString());
       HTAM_LOG(kWarn, "eval") << notes_.back();
@@ -866,7 +882,7 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
     return Status::InvalidArgument("no task.json in " + job.task_dir);
   const bool ahead = CompiledAhead(job);
   const uint64_t id = job.job_id;
-  const std::string backend = job.backend, arch = job.arch;
+  const std::string backend = job.backend, arch = job.arch, task_dir = MakeAbsolute(job.task_dir);
   std::string source = ahead ? job.source : std::string();
   {
     MutexLock lock(&mu_);
@@ -875,7 +891,10 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
       return Status::ResourceExhausted("evaluation queue full (" + std::to_string(queue_.size()) +
                                        " jobs); try later");
     // Entered before the job can reach a device, so that its Claim finds it.
-    if (ahead) ahead_->Enqueue(id, backend, arch, source);
+    if (ahead) {
+      ahead_->EnqueueReference(task_dir, backend, arch);
+      ahead_->Enqueue(id, backend, arch, source);
+    }
     queue_.push_back({std::move(job), std::move(done)});
     ++submitted_;
     cv_.SignalAll();

@@ -5,12 +5,15 @@
 //   htam-eval-worker --plugin PATH --device N [--describe] [--sdk-include DIR] [--cache-dir DIR]
 //                    [--option key=value]... [--jobs K] [--single-call JOBFILE]
 //   htam-eval-worker ... --split --compile-only --runner-cache-dir STAGE --hide DIR...
+//   htam-eval-worker ... --compile-only --cache-dir DIR        (a task's reference)
 //
 // Compile-only (compiling ahead, evaluator.cc): the worker opens no device; its runner (same
 // hidden view, user and seccomp filter as a candidate's runner, no device either) compiles the
 // one source of a "compile" frame with STAGE as its plugin's cache, and the worker answers one
 // "compiled" frame {code, diagnostics, ms, cached} and exits. The daemon then moves the one entry
-// from STAGE into the runners' read-only cache. Nothing of the candidate runs.
+// from STAGE into the runners' read-only cache. Nothing of the candidate runs. Without --split the
+// frame names a task ("reference_task"): the worker compiles that task's reference itself into its
+// --cache-dir, the verifiers' cache, where the task's first verification finds it.
 //
 // Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result {...} |
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
@@ -50,6 +53,7 @@
 #include "backends/common/task_spec.h"
 #include "backends/common/timing_lock.h"
 #include "backends/cuda/ncu_profile.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
 #include "daemon/eval/profile_json.h"
@@ -366,10 +370,8 @@ htam::Status AwaitRunner(const htam::eval::RunnerReport& runner, int wait_ms) {
 
 // --compile-only: one "compile" frame in, one "compiled" frame out (see the file comment).
 int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner) {
-  if (runner.pid <= 0)
-    return Fatal("InfraError", "--compile-only compiles in a runner: it needs --split");
-  if (auto st = AwaitRunner(runner, 120000); !st.ok()) return Fatal("InfraError", st.message());
-  auto remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
+  if (runner.pid > 0)
+    if (auto st = AwaitRunner(runner, 120000); !st.ok()) return Fatal("InfraError", st.message());
   json hello = {{"type", "hello"},
                 {"pid", getpid()},
                 {"sandbox",
@@ -388,15 +390,35 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
   cs.options = Get<std::string>(j, "options", "");
   cs.name = "candidate";
   cs.timeout_s = Get<double>(j, "timeout_s", cs.timeout_s);
-  htam::CompileOutcome c = remote->Compile(Get<std::string>(j, "source", ""), cs);
+  htam::CompileOutcome c;
+  const std::string task_dir = Get<std::string>(j, "reference_task", "");
+  if (!task_dir.empty()) {
+    // A task's reference: trusted code from the tasks folder, compiled here into this worker's
+    // --cache-dir (the verifiers' cache), never in a runner. The key is the plugin's own, so the
+    // verifier of the task's first candidate finds the build.
+    auto task = htam::ParseTaskFile(task_dir);
+    auto path = task.ok() ? task->ReferencePath(b.description().name ? b.description().name : "")
+                          : htam::Result<std::string>(task.status());
+    std::string source;
+    if (!path.ok()) return Fatal("InfraError", path.status().message());
+    if (!htam::ReadWholeFile(*path, &source)) return Fatal("InfraError", "cannot read " + *path);
+    cs.name = "reference";
+    auto local = htam::MakeLocalExec(&b, nullptr, {});
+    c = local->Compile(source, cs);
+  } else {
+    if (runner.pid <= 0)
+      return Fatal("InfraError", "--compile-only compiles a candidate in a runner: it needs --split");
+    auto remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
+    c = remote->Compile(Get<std::string>(j, "source", ""), cs);
+    remote.reset();  // closes the runner's socket: it ends
+    int st = 0;
+    waitpid(runner.pid, &st, 0);
+  }
   json out = {{"type", "compiled"},
               {"code", c.code},
               {"diagnostics", c.diagnostics},
               {"ms", c.ms},
               {"cached", c.cached}};
-  remote.reset();  // closes the runner's socket: it ends
-  int st = 0;
-  waitpid(runner.pid, &st, 0);
   return htam::eval::WriteFrame(kFd, out).ok() ? 0 : 2;
 }
 
@@ -664,6 +686,7 @@ int main(int argc, char** argv) {
         {"nproc_limit", nproc.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(nproc.rlim_cur)}}}};
   if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
 
+  htam::BaselineCache baselines;  // the reference timings this worker keeps (baseline_reuse_s)
   for (int done = 0; done < jobs; ++done) {
     auto frame = htam::eval::ReadFrame(kFd);
     if (!frame.ok()) break;  // daemon gone or shutting down
@@ -680,11 +703,12 @@ int main(int argc, char** argv) {
     htam::fb::Bottleneck bottleneck = htam::fb::Bottleneck::Unknown;
     auto task = htam::ParseTaskFile(Get<std::string>(j, "task_dir", ""),
                                     Get<uint64_t>(j, "max_case_bytes", 0));
+    htam::GateOptions o = GateOptionsFromJob(j, b, device);
+    o.baselines = &baselines;
     if (!task.ok()) {
       r.status = htam::fb::OutcomeStatus::InfraError;
       r.diagnostics = task.status().message();
     } else {
-      htam::GateOptions o = GateOptionsFromJob(j, b, device);
       // A KernelBench-only runner takes ModelNew candidates; lean-ABI ones run here as before.
       o.runner = kb_only && o.language != htam::kKernelBenchLanguage ? nullptr : remote.get();
       htam::Gate gate(&b, dev, *task, o);
@@ -697,11 +721,7 @@ int main(int argc, char** argv) {
         j["profile"].is_object()) {
       progress("profile (Nsight Compute)");
       // ncu measures every kernel on the device: the other lanes wait (timing_lock.h).
-      const htam::GateOptions o = GateOptionsFromJob(j, b, device);
-      htam::DeviceLock turn(
-          htam::DeviceLockPath(htam::GoldenCacheRoot(o, b),
-                               b.description().name ? b.description().name : "", device),
-          o.timing_lock_wait_s);
+      htam::DeviceLock turn(htam::DeviceLockPathFor(o, b), o.timing_lock_wait_s);
       turn.Exclusive();
       bottleneck = Profile(j, j["profile"], self_args, work_dir, &r);
     }

@@ -91,6 +91,21 @@ TEST_F(CompileAheadTest, QueuedCandidatesFindTheirBuildsCompiledAhead) {
   }
 }
 
+// The task's reference is compiled ahead too (by a compile-only worker without a runner, into the
+// verifiers' cache), once per task: a second batch of the same task does not compile it again.
+TEST_F(CompileAheadTest, ATasksReferenceIsCompiledAheadOnceIntoTheVerifiersCache) {
+  Start();
+  for (const auto& r : RunBatch(Honest(3)))
+    EXPECT_EQ(Name(r.status), std::string("Ok")) << r.diagnostics;
+  std::string st = ev_->StatusText();
+  EXPECT_EQ(Field(st, "references"), 1u) << st;
+  EXPECT_EQ(Field(st, "reference_failures"), 0u) << st;
+  for (const auto& r : RunBatch(Honest(2)))
+    EXPECT_EQ(Name(r.status), std::string("Ok")) << r.diagnostics;
+  st = ev_->StatusText();
+  EXPECT_EQ(Field(st, "references"), 1u) << "compiled the reference ahead twice: " << st;
+}
+
 TEST_F(CompileAheadTest, OffMeansEveryRunnerCompilesItsOwn) {
   Start({{"eval.compile_ahead_backends", ""}});
   for (const auto& r : RunBatch(Honest(2))) {

@@ -502,13 +502,16 @@ TEST_F(KernelBenchGateTest, DeviceDataFillsEveryInputThroughThePlugin) {
 
 // A worker times a task's reference once per eval.baseline_reuse_s, not beside every candidate:
 // the second candidate of the same task and shape gets the first one's baseline, says so, and
-// skips the timing; with reuse off, or another task, the reference is timed again.
+// skips the timing; with reuse off, another task, or no cache of the worker's, the reference is
+// timed again.
 TEST_F(TimingLockTest, ABaselineIsReusedWithinItsWindowAndSaidSo) {
   auto task = ParseTaskFile("configs/tasks/cpu_relu");
   ASSERT_TRUE(task.ok()) << task.status().ToString();
   const std::string src = ReadSource("configs/tasks/cpu_relu/reference.cpp");
+  BaselineCache worker_baselines;  // the worker's (htam-eval-worker keeps one for its life)
   GateOptions o = Options();
   o.baseline_reuse_s = 600;
+  o.baselines = &worker_baselines;
   GateResult first = Eval(*task, src, o);
   ASSERT_EQ(first.status, fb::OutcomeStatus::Ok) << first.diagnostics;
   EXPECT_GE(StageMs(first, "time baseline"), 0) << "the first candidate times the reference";
@@ -531,6 +534,10 @@ TEST_F(TimingLockTest, ABaselineIsReusedWithinItsWindowAndSaidSo) {
   GateResult rowsum = Eval(*other, ReadSource("configs/tasks/cpu_rowsum/reference.cpp"), o);
   ASSERT_EQ(rowsum.status, fb::OutcomeStatus::Ok) << rowsum.diagnostics;
   EXPECT_GE(StageMs(rowsum, "time baseline"), 0) << "another task's reference is its own";
+  o.baselines = nullptr;  // a process that keeps no figures times every baseline
+  GateResult unkept = Eval(*task, src, o);
+  ASSERT_EQ(unkept.status, fb::OutcomeStatus::Ok) << unkept.diagnostics;
+  EXPECT_GE(StageMs(unkept, "time baseline"), 0) << "reused a figure nobody kept";
 }
 
 // Turns on one device (timing_lock.h DeviceLock; htamd's lanes, eval.device_workers): another

@@ -152,6 +152,29 @@ std::string OptionValue(const std::vector<std::string>& opts, const std::string&
   return v;
 }
 
+// The configuration table's defaults with the --option KEY=VALUE overrides that name one of its
+// eval.* options (KEY is the name after "eval." or after "eval.cuda_"), each checked by the
+// table's type; other keys are the plugin's own and are left to it.
+htam::Result<htam::Config> EvalSettings(const std::vector<std::string>& options) {
+  htam::Config c = htam::Config::Defaults();
+  auto known = [](const std::string& name) {
+    for (const auto& spec : htam::OptionTable())
+      if (spec.name == name) return true;
+    return false;
+  };
+  for (const auto& o : options) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = o.substr(0, eq), value = o.substr(eq + 1);
+    for (const std::string& name : {"eval." + key, "eval.cuda_" + key}) {
+      if (!known(name)) continue;
+      if (htam::Status st = c.Set(name, value); !st.ok())
+        return htam::Status::InvalidArgument("--option " + o + ": " + st.message());
+    }
+  }
+  return c;
+}
+
 const char* StatusName(htam::fb::OutcomeStatus s) {
   return htam::fb::EnumNameOutcomeStatus(s);
 }
@@ -244,6 +267,7 @@ int main(int argc, char** argv) {
     dlclose(h);
   }
 
+  htam::BaselineCache baselines;  // one reference timing serves this run's candidates
   htam::GateOptions go;
   go.device_index = desc.devices[0].index;  // takes turns with other evaluations on this device
   go.seeds = args.seeds;
@@ -251,30 +275,21 @@ int main(int argc, char** argv) {
   go.input_sets = args.input_sets;
   go.seed_base = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   go.single_call = args.single_call;
-  {  // KernelBench tasks: interpreter, helper and wall limit (eval.kernelbench_* or --option)
-    const htam::Config d = htam::Config::Defaults();
-    go.golden_python =
-        OptionValue(args.options, "kernelbench_python", d.GetString("eval.kernelbench_python"));
-    go.golden_helper =
-        OptionValue(args.options, "kernelbench_helper", d.GetString("eval.kernelbench_helper"));
-    go.device_data = OptionValue(args.options, "device_data",
-                                 d.GetBool("eval.device_data") ? "true" : "false") != "false";
-    go.baseline_reuse_s = std::atof(OptionValue(args.options, "baseline_reuse_s",
-                                                std::to_string(d.GetInt("eval.baseline_reuse_s")))
-                                        .c_str());
-    go.buffer_pool_bytes =
-        uint64_t(std::max(0L, std::atol(OptionValue(args.options, "buffer_pool_mb",
-                                                    std::to_string(d.GetInt("eval.buffer_pool_mb")))
-                                            .c_str())))
-        << 20;
-    go.golden_timeout_s =
-        std::atof(OptionValue(args.options, "kernelbench_timeout_s",
-                              std::to_string(d.GetInt("eval.kernelbench_timeout_s")))
-                      .c_str());
-    go.timing_lock_wait_s =
-        std::atof(OptionValue(args.options, "timing_lock_wait_s",
-                              std::to_string(d.GetInt("eval.timing_lock_wait_s")))
-                      .c_str());
+  {  // The table's eval.* settings of the gate, with --option overrides checked by their type.
+    auto eval = EvalSettings(args.options);
+    if (!eval.ok()) {
+      std::cerr << "htam-eval-cli: " << eval.status().message() << "\n";
+      return 2;
+    }
+    const htam::Config& c = *eval;
+    go.golden_python = c.GetString("eval.kernelbench_python");
+    go.golden_helper = c.GetString("eval.kernelbench_helper");
+    go.device_data = c.GetBool("eval.device_data");
+    go.baseline_reuse_s = double(c.GetInt("eval.baseline_reuse_s"));
+    go.baselines = &baselines;
+    go.buffer_pool_bytes = uint64_t(std::max<int64_t>(0, c.GetInt("eval.buffer_pool_mb"))) << 20;
+    go.golden_timeout_s = double(c.GetInt("eval.kernelbench_timeout_s"));
+    go.timing_lock_wait_s = double(c.GetInt("eval.timing_lock_wait_s"));
   }
 
   // Profile on request: thresholds from the configuration table, overridden by --option.
