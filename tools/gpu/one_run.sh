@@ -148,7 +148,11 @@ if has modes; then
     # (.gpu-stage/old: htam-evaluate, htam-eval-worker and the CUDA plugin of an earlier build).
     [noreuse]="--queue --eval.baseline_reuse_s 0"
     [pertask]="--queue"
-    [prev]="--queue")
+    [prev]="--queue"
+    # prevq: the previous binaries with one queue over all tasks (beside pool); warm: pool again
+    # over pool's compile cache (every candidate and reference compiled: the device's own rate).
+    [prevq]="--queue"
+    [warm]="--queue")
   declare -A MODE_PERTASK=([pertask]=1 [prev]=1)
   M=/tmp/htam-modes; rm -rf $M; mkdir -p $M
   for rep in ${MODES_REPS:-1}; do
@@ -157,11 +161,12 @@ if has modes; then
       SMI=$!
       t0=$(date +%s.%N)
       EVM="$EV"
-      [ "$mode" = prev ] && EVM="${EV/$S\/htam-evaluate/$S/old/htam-evaluate}"
+      [ "$mode" = prev ] || [ "$mode" = prevq ] && EVM="${EV/$S\/htam-evaluate/$S/old/htam-evaluate}"
+      CACHE="$M/cache_$mode.$rep"; [ "$mode" = warm ] && CACHE="$M/cache_pool.$rep"
       if [[ "${MODE_OPTS[$mode]}" == *--queue* && -z "${MODE_PERTASK[$mode]:-}" ]]; then
         TASK_ARGS=""; for t in ${MODES_TASKS:-gelu rowsum softmax}; do TASK_ARGS+=" --task configs/tasks/$t"; done
         run "${T_MODE:-300}" "$M/$mode.$rep.jsonl" $EVM $TASK_ARGS --backend cuda --lineage ${MODE_OPTS[$mode]} \
-          --eval.cache_dir "$M/cache_$mode.$rep"  # empty: every mode compiles everything
+          --eval.cache_dir "$CACHE"  # empty (but warm's): every mode compiles everything
       else
         for t in ${MODES_TASKS:-gelu rowsum softmax}; do
           run 150 "$M/$mode.$rep.jsonl" $EVM --task configs/tasks/$t --backend cuda --lineage ${MODE_OPTS[$mode]} \
@@ -171,7 +176,7 @@ if has modes; then
       t1=$(date +%s.%N)
       kill $SMI 2>/dev/null; wait $SMI 2>/dev/null
       run 60 "$M/relu_$mode.$rep.jsonl" $EVM --task tests/gpu/tasks/relu_large --backend cuda ${MODE_OPTS[$mode]} \
-        --eval.cache_dir "$M/cache_$mode.$rep" \
+        --eval.cache_dir "$CACHE" \
         tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu tests/gpu/tasks/relu_large/reference.cu
       cat "$M/$mode.$rep.jsonl" "$M/relu_$mode.$rep.jsonl" >> "$OUT/modes_detail.log"
       python3 - "$mode" "$rep" "$t0" "$t1" "$M" <<'PY'
