@@ -4,10 +4,20 @@
 #include <cuda.h>
 #include <nvrtc.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <mutex>
+
+#include "base/file.h"
+#include "base/hash.h"
 
 namespace htam::cuda {
 namespace {
+
+std::mutex g_cache_mu;
+std::string g_cache_dir;  // SetNvrtcCacheDir; "" = none
 
 struct DriverApi {
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
@@ -55,8 +65,52 @@ std::string NvrtcVersion() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+void SetNvrtcCacheDir(const std::string& dir) {
+  std::lock_guard<std::mutex> l(g_cache_mu);
+  g_cache_dir = dir;
+  if (dir.empty()) return;
+  if (!MakeDirs(dir + "/cuda", 0755).ok() || access((dir + "/cuda").c_str(), W_OK) != 0)
+    g_cache_dir.clear();  // a cache this process may not write (a runner's) is not used
+}
+
 Result<NvrtcOutput> NvrtcCompile(std::string_view source, std::string_view name,
                                  std::string_view arch, const std::vector<std::string>& options) {
+  std::string entry;  // the cached cubin, by everything the compile depends on
+  {
+    std::lock_guard<std::mutex> l(g_cache_mu);
+    if (!g_cache_dir.empty()) {
+      std::string key(source);
+      key += '\0' + std::string(name) + '\0' + std::string(arch);
+      for (const auto& o : options) key += '\0' + o;
+      key += '\0' + NvrtcVersion() + "\0nvrtc-cubin-v1";
+      entry = g_cache_dir + "/cuda/nvrtc-" + Sha256Hex(key) + ".cubin";
+    }
+  }
+  if (!entry.empty()) {
+    NvrtcOutput hit;
+    // A cubin is an ELF image: anything else (a truncated or foreign file) is compiled again.
+    if (ReadWholeFile(entry, &hit.cubin) && hit.cubin.size() > 4 &&
+        hit.cubin.compare(0, 4, "\x7f" "ELF") == 0) {
+      hit.ok = true;
+      return hit;
+    }
+  }
+  auto compiled = NvrtcCompileUncached(source, name, arch, options);
+  if (!entry.empty() && compiled.ok() && compiled->ok) {
+    if (auto tmp = CreateUniqueFile(entry); tmp.ok()) {
+      FILE* f = fopen(tmp->c_str(), "wb");
+      bool written = f && fwrite(compiled->cubin.data(), 1, compiled->cubin.size(), f) ==
+                              compiled->cubin.size();
+      if (f && fclose(f) != 0) written = false;
+      if (!written || rename(tmp->c_str(), entry.c_str()) != 0) unlink(tmp->c_str());
+    }
+  }
+  return compiled;
+}
+
+Result<NvrtcOutput> NvrtcCompileUncached(std::string_view source, std::string_view name,
+                                         std::string_view arch,
+                                         const std::vector<std::string>& options) {
   auto t0 = std::chrono::steady_clock::now();
   NvrtcOutput out;
   nvrtcProgram prog = nullptr;

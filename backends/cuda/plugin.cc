@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/data_ops.h"
 #include "backends/cuda/nvcc_compiler.h"
+#include "backends/cuda/nvrtc_module.h"
 #include "htam/backend.h"
 
 using htam::plugin::MakeError;
@@ -170,6 +171,9 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
   co.flags = b->Opt("nvcc_flags", "-O3");
   co.sdk_include_dir = host->sdk_include_dir ? host->sdk_include_dir : "sdk/include";
   co.cache_dir = host->cache_dir ? host->cache_dir : "";
+  // The backend's own kernels (probes, test data), compiled once per cache; never in a runner's
+  // (option nvrtc_cache=false): what it holds is read by every later evaluation.
+  htam::cuda::SetNvrtcCacheDir(b->Opt("nvrtc_cache", "true") != "false" ? co.cache_dir : "");
   co.work_dir = host->work_dir && *host->work_dir ? host->work_dir : "/tmp";
   co.timeout_s = ToDouble(b->Opt("compile_timeout_s", ""), 120);
   co.max_diagnostic_bytes =

@@ -557,6 +557,8 @@ int main(int argc, char** argv) {
     for (const auto& o : options) rs.argv.insert(rs.argv.end(), {"--option", o});
     // The ceilings (sol_fraction) are the verifier's to measure; a runner needs none.
     rs.argv.insert(rs.argv.end(), {"--option", "cuda_roofline=false"});
+    // Nor a cache of the backend's own kernels: a runner writes nothing a later process reads.
+    rs.argv.insert(rs.argv.end(), {"--option", "cuda_nvrtc_cache=false"});
     rs.hidden_dirs = hide;
     rs.hidden_dirs.push_back(work_dir);  // the verifier's own files
     rs.work_dir = work_dir + "/runner";
