@@ -42,8 +42,14 @@ std::atomic<bool> g_keep_everything{false};
 struct Verdict {
   OutcomeStatus status = OutcomeStatus::Ok;
   std::string reason;
+  // The failure is in the values the candidate computed (a comparison with the reference), not in
+  // how it ran: its runner may serve the next job (GateResult::runner_clean).
+  bool outputs_only = false;
   bool ok() const { return status == OutcomeStatus::Ok; }
   static Verdict Fail(OutcomeStatus s, std::string r) { return Verdict{s, std::move(r)}; }
+  static Verdict WrongOutput(OutcomeStatus s, std::string r) {
+    return Verdict{s, std::move(r), true};
+  }
 };
 
 
@@ -418,6 +424,8 @@ class Gate::Impl {
                    : st.code() == Status::Code::kUnavailable ? OutcomeStatus::Crash
                                                              : OutcomeStatus::CompileError;
       res.diagnostics = diag;
+      // Nothing of the candidate ran (its source only went through the compiler).
+      res.runner_clean = res.status == OutcomeStatus::CompileError;
       return res;
     }
     if (have_ref) {
@@ -459,6 +467,7 @@ class Gate::Impl {
         if (!v.ok()) {
           res.status = v.status;
           res.diagnostics = v.reason;
+          res.runner_clean = v.outputs_only;
           return res;
         }
         ++res.cases;
@@ -505,6 +514,7 @@ class Gate::Impl {
     res.speedup = res.median_us > 0 && res.baseline_us > 0 ? res.baseline_us / res.median_us : 0;
     SpeedOfLight(&res);
     res.status = OutcomeStatus::Ok;
+    res.runner_clean = true;
     res.diagnostics = "passed " + std::to_string(res.cases) + " verification cases";
     if (!data_note_.empty()) res.diagnostics += "; " + data_note_;
     if (!timing_note_.empty()) res.diagnostics += "; " + timing_note_;
@@ -872,7 +882,7 @@ class Gate::Impl {
       if (on_device) {
         auto w1 = CheckOutputOnDevice(*run1_dev[i], *ref_out[i], where, hide);
         if (!w1.ok()) return Verdict::Fail(OutcomeStatus::InfraError, w1.status().message());
-        if (!w1->empty()) return Verdict::Fail(OutcomeStatus::Incorrect, *w1);
+        if (!w1->empty()) return Verdict::WrongOutput(OutcomeStatus::Incorrect, *w1);
         auto w2 = CheckOutputOnDevice(*out[i], *ref_out[i], where, hide);
         auto sm = CheckSameOnDevice(*run1_dev[i], *out[i], hide);
         if (!w2.ok() || !sm.ok())
@@ -885,16 +895,16 @@ class Gate::Impl {
         auto c2 = out[i]->Download();
         if (!r.ok() || !c2.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
         why = CheckOutput(run1[i], *r, task_.tolerance, where, hide);
-        if (!why.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why);
+        if (!why.empty()) return Verdict::WrongOutput(OutcomeStatus::Incorrect, why);
         why2 = CheckOutput(*c2, *r, task_.tolerance, where, hide);
         same = CheckSame(run1[i], *c2, task_.tolerance, hide);
       }
       if (!same.empty() && !why2.empty() && why2.find("not written") != std::string::npos)
-        return Verdict::Fail(
+        return Verdict::WrongOutput(
             OutcomeStatus::Incorrect,
             "a repeated call with the same inputs did not compute its outputs: " + why2);
-      if (!same.empty()) return Verdict::Fail(OutcomeStatus::Nondeterministic, same + where);
-      if (!why2.empty()) return Verdict::Fail(OutcomeStatus::Incorrect, why2);
+      if (!same.empty()) return Verdict::WrongOutput(OutcomeStatus::Nondeterministic, same + where);
+      if (!why2.empty()) return Verdict::WrongOutput(OutcomeStatus::Incorrect, why2);
     }
     return Verdict{};
   }

@@ -130,6 +130,12 @@ struct GateResult {
   double compile_ms = 0;
   bool compile_cached = false;
   int cases = 0;                // verification cases passed
+  // Whether the runner that ran the candidate may serve the next job: Ok, a compile error (nothing
+  // of the candidate ran), or a failure of its outputs only (wrong values, not written, two calls
+  // disagreeing). A crash, a timeout, an integrity failure (out-of-bounds writes, modified inputs,
+  // threads or child processes left behind), a failed load and every failure during timing end
+  // it: the next job gets a fresh runner and worker.
+  bool runner_clean = false;
   double flops = 0, bytes = 0;  // of the timed (first seen) shape
   fb::ProfileT profile;
   // KernelBench tasks: the baseline is PyTorch eager (baseline_us); torch.compile where it works.

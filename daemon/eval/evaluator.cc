@@ -776,10 +776,12 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         if (f->contains("profile")) r.profile = ProfileFromJson((*f)["profile"]);
         r.bottleneck = BottleneckFromJson(*f);
         finished = true;
-        // A worker whose runner ran a failing candidate ends after answering (worker_main.cc).
-        keep_worker =
-            JobsPerWorker(job.backend) > 1 &&
-            (r.status == fb::OutcomeStatus::Ok || !(ev_.runner && RunnerBackend(job.backend)));
+        // A worker whose runner ran a candidate that crashed, timed out, failed an integrity
+        // check or did not load ends after answering (worker_main.cc, GateResult::runner_clean);
+        // one whose candidate only computed wrong values serves on.
+        keep_worker = JobsPerWorker(job.backend) > 1 &&
+                      (r.status == fb::OutcomeStatus::Ok || f->value("runner_clean", false) ||
+                       !(ev_.runner && RunnerBackend(job.backend)));
         if (f->contains("stage_ms") && (*f)["stage_ms"].is_object())
           for (const auto& [k, v] : (*f)["stage_ms"].items())
             if (v.is_number()) r.stage_ms.emplace_back(k, v.get<double>());

@@ -163,6 +163,7 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck
           {"speedup", r.speedup},
           {"compile_ms", r.compile_ms},
           {"compile_cached", r.compile_cached},
+          {"runner_clean", r.runner_clean},
           {"stage_ms",
            [&] {
              json st = json::object();
@@ -734,8 +735,9 @@ int main(int argc, char** argv) {
       _exit(0);
     }
     if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r, bottleneck)).ok()) break;
-    // A runner that ran a failing candidate is not reused: the next job gets a fresh pair.
-    if (remote && r.status != htam::fb::OutcomeStatus::Ok) break;
+    // A runner whose candidate crashed, timed out, failed an integrity check or could not load is
+    // not reused: the next job gets a fresh pair (GateResult::runner_clean).
+    if (remote && r.status != htam::fb::OutcomeStatus::Ok && !r.runner_clean) break;
   }
   b.api().device_close(dev);
   // Leave without running destructors of whatever the candidates left in this process.

@@ -182,6 +182,44 @@ TEST_F(AnswerKey, APersistentRunnerKeepsNoFileOfAnEarlierJob) {
                  Wrap(reader, std::string(kRelu) + "/reference.cpp"));
 }
 
+// A candidate whose only failure is its values (here: it leaves a file in the runner's directory
+// and returns without writing its outputs) does not cost a fresh worker and runner: the next job
+// runs on the same pair, and still finds nothing of it. One that writes out of bounds (an
+// integrity failure) ends the pair: the next job gets a fresh one.
+TEST_F(AnswerKey, ARunnerServesOnAfterWrongValuesButNotAfterAnOutOfBoundsWrite) {
+  auto restarts = [&] {
+    std::string t = ev_->StatusText();
+    auto p = t.find("worker_restarts: ");
+    return p == std::string::npos ? -1 : std::atoi(t.c_str() + p + 17);
+  };
+  const std::string honest = ReadSource(std::string(kRelu) + "/reference.cpp");
+  ASSERT_EQ(Name(Run(kRelu, honest).status), std::string("Ok"));
+  const int before = restarts();
+  const std::string leaves_a_file_and_fails =
+      "static int stolen(void) { FILE* f = fopen(\"left-behind.txt\", \"w\"); if (f) {"
+      " fputs(\"outputs\", f); fclose(f); } return 0; }\n";
+  ExpectRejected("writes nothing", kRelu,
+                 Wrap(leaves_a_file_and_fails, std::string(kRelu) + "/reference.cpp"));
+  const std::string reader =
+      "static int stolen(void) { FILE* f = fopen(\"left-behind.txt\", \"r\"); if (!f) return 0;"
+      " fclose(f); return 1; }\n";
+  ExpectRejected("reads a file a failed job left in the runner's directory", kRelu,
+                 Wrap(reader, std::string(kRelu) + "/reference.cpp"));
+  EXPECT_EQ(Name(Run(kRelu, honest).status), std::string("Ok"));
+  EXPECT_EQ(restarts(), before) << "wrong values replaced the worker: " << ev_->StatusText();
+  // One float past the end of the output: the guard region catches it.
+  std::string oob = honest;
+  const std::string ret = "  return 0;\n}";
+  ASSERT_NE(oob.rfind(ret), std::string::npos);
+  oob.replace(oob.rfind(ret), ret.size(), "  y[n] = 1.0f;\n  return 0;\n}");
+  EvalResult bad = Run(kRelu, oob);
+  EXPECT_EQ(Name(bad.status), std::string("Incorrect")) << bad.diagnostics;
+  EXPECT_NE(bad.diagnostics.find("out of bounds"), std::string::npos) << bad.diagnostics;
+  EXPECT_EQ(Name(Run(kRelu, honest).status), std::string("Ok"));
+  EXPECT_EQ(restarts(), before + 1) << "the pair that saw an out-of-bounds write served on: "
+                                    << ev_->StatusText();
+}
+
 TEST_F(AnswerKey, GoldenDataIsOutOfReach) {
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "PyTorch is not importable by /usr/bin/python3: install python3-torch "
