@@ -72,8 +72,11 @@ struct MemoryOptions {
   // masks the direction and counts in a strategy's precondition match; "soft" masks nothing and
   // takes bottleneck_penalty from the score of each such direction and strategy; "off": the
   // class only keys the state (transition key, retrieval text). Init refuses anything else.
-  std::string bottleneck_mask = "hard";
-  double bottleneck_penalty = 0.2;  // "soft": score lost by a direction or strategy that misses
+  // Default off: on the world's development families hard cost the full policy 2.64x -> 1.43x
+  // (a GEMM measured Latency-bound lost its tiling and tensor-core directions) and soft was
+  // mixed (docs/benchmarks.md, "A soft bottleneck mask").
+  std::string bottleneck_mask = "off";
+  double bottleneck_penalty = 0.05;  // "soft": score lost by a direction or strategy that misses
   // "all": the strategy list draws on every unmasked direction, each strategy weighed by its
   // direction's score; "direction": only the chosen direction's strategies.
   std::string strategy_scope = "all";
