@@ -17,7 +17,7 @@ constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decisio
 constexpr size_t kMaxAdvisedSessions = 65536;  // open sessions whose last advice is remembered
 
 // MaskReason(...).empty() of a stored strategy, read from its bytes without copies.
-// use_bottleneck false: the targets are not checked (memory.bottleneck_mask).
+// use_bottleneck false: the targets are not checked (memory.bottleneck_mask soft or off).
 bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps, bool use_bottleneck) {
   if (s.backends() && s.backends()->size() > 0 && !ps.backend.empty()) {
     bool listed = false;
@@ -36,6 +36,15 @@ bool PreconditionsHold(const fb::Strategy& s, const PolicyState& ps, bool use_bo
     if (!listed) return false;
   }
   return true;
+}
+
+// TargetsFit of a stored strategy: no targets, an Unknown class, or the class among them.
+bool StrategyTargetsFit(const fb::Strategy& s, fb::Bottleneck bottleneck) {
+  if (!s.targets() || s.targets()->size() == 0 || bottleneck == fb::Bottleneck::Unknown)
+    return true;
+  for (auto tg : *s.targets())
+    if (static_cast<fb::Bottleneck>(tg) == bottleneck) return true;
+  return false;
 }
 
 std::string Short(double x) {
@@ -480,6 +489,10 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   std::vector<Scored> scored;
   std::set<uint64_t> seen;
   double m = std::max(1e-9, o_.prior_strength);
+  // memory.bottleneck_mask: hard counts the class in the precondition match, soft takes
+  // bottleneck_penalty from a strategy whose targets exclude it, off ignores it.
+  const bool hard_mask = o_.bottleneck_mask == "hard";
+  const bool soft_mask = o_.bottleneck_mask == "soft";
   for (const Cand& c : cands) {
     const uint64_t id = c.id;
     if (!seen.insert(id).second) continue;
@@ -512,13 +525,14 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     double local_sum = credited_here ? e->wgain : 0.0;
     x.local_w = local_w;
     x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
-    x.match = PreconditionsHold(*x.s, ps, o_.bottleneck_mask);
+    x.match = PreconditionsHold(*x.s, ps, hard_mask);
     std::string_view origin = x.s->provenance() && x.s->provenance()->backend()
                                   ? x.s->provenance()->backend()->string_view()
                                   : std::string_view();
     double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &x.cross);
     x.score = c.sim + o_.rerank_effect_weight * x.mean_gain * bf +
               o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);
+    if (soft_mask && !StrategyTargetsFit(*x.s, ps.bottleneck)) x.score -= o_.bottleneck_penalty;
     if (all) {
       auto r = std::lower_bound(retries.begin(), retries.end(), x.key,
                                 [](const auto& p, uint64_t s) { return p.first < s; });

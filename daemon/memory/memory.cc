@@ -57,7 +57,11 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.retrieval_cache = static_cast<int>(c.GetInt("memory.retrieval_cache"));
   o.rerank_effect_weight = c.GetDouble("memory.rerank_effect_weight");
   o.rerank_precondition_weight = c.GetDouble("memory.rerank_precondition_weight");
-  o.bottleneck_mask = c.GetBool("memory.bottleneck_mask");
+  // Older configurations wrote the option as a boolean: true was the mask, false no mask.
+  o.bottleneck_mask = c.GetString("memory.bottleneck_mask");
+  if (o.bottleneck_mask == "true") o.bottleneck_mask = "hard";
+  if (o.bottleneck_mask == "false") o.bottleneck_mask = "off";
+  o.bottleneck_penalty = c.GetDouble("memory.bottleneck_penalty");
   o.strategy_scope = c.GetString("memory.strategy_scope");
   o.direction_weight = c.GetDouble("memory.direction_weight");
   o.retry_penalty = c.GetDouble("memory.retry_penalty");
@@ -124,6 +128,9 @@ Status MemoryImpl::Init() {
   if (o_.strategy_scope != "all" && o_.strategy_scope != "direction")
     return Status::InvalidArgument("memory.strategy_scope is '" + o_.strategy_scope +
                                    "': expected all or direction");
+  if (o_.bottleneck_mask != "hard" && o_.bottleneck_mask != "soft" && o_.bottleneck_mask != "off")
+    return Status::InvalidArgument("memory.bottleneck_mask is '" + o_.bottleneck_mask +
+                                   "': expected hard, soft or off");
   auto store = Store::Open(o_.dir, o_.map_size_mb, o_.max_map_size_mb, read_only_, o_.sync_commits);
   if (!store.ok()) return store.status().WithContext("opening memory store");
   store_ = std::move(store).value();

@@ -68,9 +68,15 @@ struct MemoryOptions {
   int retrieval_cache = 4096;  // strategy searches remembered (exact; cleared on strategy adds)
   double rerank_effect_weight = 1.0;
   double rerank_precondition_weight = 0.2;
-  // A known bottleneck masks directions whose targets exclude it and counts in a strategy's
-  // precondition match; false: it only keys the state (transition key, retrieval text).
-  bool bottleneck_mask = true;
+  // What a known bottleneck does to a direction or strategy whose targets exclude it: "hard"
+  // masks the direction and counts in a strategy's precondition match; "soft" masks nothing and
+  // takes bottleneck_penalty from the score of each such direction and strategy; "off": the
+  // class only keys the state (transition key, retrieval text). Init refuses anything else.
+  // Default off: on the world's development families hard cost the full policy 2.64x -> 1.43x
+  // (a GEMM measured Latency-bound lost its tiling and tensor-core directions) and soft was
+  // mixed (docs/benchmarks.md, "A soft bottleneck mask").
+  std::string bottleneck_mask = "off";
+  double bottleneck_penalty = 0.05;  // "soft": score lost by a direction or strategy that misses
   // "all": the strategy list draws on every unmasked direction, each strategy weighed by its
   // direction's score; "direction": only the chosen direction's strategies.
   std::string strategy_scope = "all";

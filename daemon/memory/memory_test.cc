@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -1347,6 +1348,51 @@ TEST(MemoryTest, ContinuationSpeedupsAreKeptOnlyWhenWeighed) {
   auto m = OpenOk(weighed(0, 3));
   EXPECT_LT(table_bytes(m.get()), kept) << "no per-session speedups at weight 0";
   EXPECT_EQ(Decisions(m.get(), sessions), nothing_to_credit);
+}
+
+
+// memory.bottleneck_mask on the strategy list: with soft a Latency-bound GEMM is still offered
+// the compute-only tensor-core strategy (hard masks its direction, so none of its strategies is
+// listed), lower than with off by the penalty twice: its own targets and its direction's score
+// (direction_weight 1). A strategy whose own targets miss the class in a direction that fits it
+// loses the penalty once with soft and counts as a precondition miss with hard.
+TEST(MemoryTest, SoftBottleneckKeepsComputeStrategiesOnOffer) {
+  struct Hit {
+    double score = 0;
+    bool match = false;
+  };
+  std::map<std::string, std::map<std::string, Hit>> hits;  // mode -> strategy -> hit
+  for (const std::string mode : {"off", "soft", "hard"}) {
+    TempDir dir;
+    MemoryOptions o = Opts(dir.path());
+    o.bottleneck_mask = mode;
+    o.bottleneck_penalty = 0.1;
+    o.top_k_strategies = 1000;  // every candidate listed: presence is what is compared
+    auto m = OpenOk(o);
+    ASSERT_TRUE(m);
+    uint64_t task = Task(m.get(), "hgemm", "gemm");
+    auto s = m->OpenSession(task, "cuda", "sm_90", "test", "model-x", 6);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Latency, std::nullopt, ""});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    for (const auto& h : d->strategies)
+      hits[mode][h.strategy->name] = Hit{h.score, h.precondition_match};
+  }
+  EXPECT_EQ(hits["hard"].count("tensor-core-mma"), 0u) << "hard: its direction is masked";
+  ASSERT_EQ(hits["soft"].count("tensor-core-mma"), 1u) << "soft: still offered";
+  ASSERT_EQ(hits["off"].count("tensor-core-mma"), 1u);
+  EXPECT_TRUE(hits["soft"]["tensor-core-mma"].match) << "soft: backend and arch hold";
+  EXPECT_NEAR(hits["soft"]["tensor-core-mma"].score, hits["off"]["tensor-core-mma"].score - 0.2,
+              1e-6);
+  // double-buffering targets latency in latency-hiding (latency, memory): nothing changes.
+  ASSERT_EQ(hits["soft"].count("double-buffering"), 1u);
+  EXPECT_NEAR(hits["soft"]["double-buffering"].score, hits["off"]["double-buffering"].score, 1e-6);
+  // welford-mean-variance targets memory in reductions-scans (memory, latency).
+  ASSERT_EQ(hits["hard"].count("welford-mean-variance"), 1u);
+  EXPECT_FALSE(hits["hard"]["welford-mean-variance"].match);
+  EXPECT_TRUE(hits["soft"]["welford-mean-variance"].match);
+  EXPECT_NEAR(hits["soft"]["welford-mean-variance"].score,
+              hits["off"]["welford-mean-variance"].score - 0.1, 1e-6);
 }
 
 }  // namespace

@@ -219,6 +219,11 @@ void WeighNeighbors(std::vector<Neighbor>* neighbors, const MemoryOptions& o) {
   }
 }
 
+bool TargetsFit(const std::vector<fb::Bottleneck>& targets, fb::Bottleneck bottleneck) {
+  return targets.empty() || bottleneck == fb::Bottleneck::Unknown ||
+         std::find(targets.begin(), targets.end(), bottleneck) != targets.end();
+}
+
 std::string MaskReason(const std::vector<std::string>& backends, std::string_view min_arch,
                        const std::vector<fb::Bottleneck>& targets, const PolicyState& s) {
   if (!backends.empty() && !s.backend.empty() &&
@@ -229,8 +234,7 @@ std::string MaskReason(const std::vector<std::string>& backends, std::string_vie
     if (!ArchAtLeast(s.arch, min_arch, &comparable))
       return "needs " + std::string(min_arch) + ", session is on " + s.arch;
   }
-  if (!targets.empty() && s.bottleneck != fb::Bottleneck::Unknown &&
-      std::find(targets.begin(), targets.end(), s.bottleneck) == targets.end()) {
+  if (!TargetsFit(targets, s.bottleneck)) {
     std::string t;
     for (auto b : targets) t += (t.empty() ? "" : "/") + std::string(BottleneckName(b));
     return "targets " + t + "-bound kernels; state is " + BottleneckName(s.bottleneck) + "-bound";
@@ -286,7 +290,13 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
   PolicyResult r;
   r.from_priors = total <= 1e-12;
   double m = std::max(1e-9, o.prior_strength);
-  const std::vector<fb::Bottleneck> no_targets;  // memory.bottleneck_mask false
+  // memory.bottleneck_mask: hard masks by the class (MaskReason reads the targets), soft takes
+  // bottleneck_penalty from the score instead (a coarse class must not remove a direction the
+  // kernel needs: docs/benchmarks.md, "Measured bottleneck in the state"), off ignores it.
+  const bool hard_mask = o.bottleneck_mask == "hard";
+  const bool soft_mask = o.bottleneck_mask == "soft";
+  const std::vector<fb::Bottleneck> no_targets;
+  std::vector<std::string> penalized;  // soft: directions that lost bottleneck_penalty
   for (const fb::DirectionT& d : directions) {
     fb::DirectionScoreT sc;
     sc.direction_id = d.id;
@@ -302,8 +312,11 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     uint64_t j = Mix(o.policy_seed ^ Mix(s.session_id ^ Mix(s.step ^ Mix(d.id))));
     double jitter = static_cast<double>(j >> 11) / static_cast<double>(1ull << 53) * 1e-9;
     sc.score = sc.expected_gain + sc.exploration - sc.penalty + jitter;
-    sc.mask_reason = MaskReason(d.backends, d.min_arch, o.bottleneck_mask ? d.targets : no_targets,
-                                s);
+    if (soft_mask && !TargetsFit(d.targets, s.bottleneck)) {
+      sc.score -= o.bottleneck_penalty;
+      penalized.push_back(d.name);
+    }
+    sc.mask_reason = MaskReason(d.backends, d.min_arch, hard_mask ? d.targets : no_targets, s);
     sc.masked = !sc.mask_reason.empty();
     r.scores.push_back(std::move(sc));
   }
@@ -365,6 +378,13 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     int shown = 0;
     for (const auto& x : r.scores)
       if (x.masked && shown++ < 3) why += " " + x.name + " (" + x.mask_reason + ");";
+  }
+  if (!penalized.empty() && o.bottleneck_penalty != 0) {
+    why += " Bottleneck penalty -";
+    AppendF(&why, "%.3f", o.bottleneck_penalty);
+    why += " (targets exclude " + std::string(BottleneckName(s.bottleneck)) + "-bound kernels) on " +
+           std::to_string(penalized.size()) + ":";
+    for (size_t i = 0; i < penalized.size() && i < 3; ++i) why += " " + penalized[i] + ";";
   }
   if (!any_open) why += " Every direction's preconditions failed; ranked without masks.";
   return r;

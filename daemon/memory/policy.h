@@ -1,6 +1,6 @@
 // The transition-attention direction scorer (DESIGN.md, "Selection"): state and history keys,
 // attention weights over past transitions, per-direction estimates, exploration, failure
-// penalty and precondition masks. Pure functions of their inputs: deterministic, no I/O.
+// penalty, precondition masks and the soft bottleneck term. Pure functions of their inputs: deterministic, no I/O.
 // Thread-safety: stateless; safe for concurrent use.
 #pragma once
 
@@ -117,6 +117,10 @@ struct PolicyResult {
 PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
                              const std::vector<Neighbor>& neighbors, const PolicyState& state,
                              const MemoryOptions& o);
+
+// True when a direction or strategy with these targets fits a kernel of this class: no
+// targets, an Unknown class, or the class among the targets (memory.bottleneck_mask).
+bool TargetsFit(const std::vector<fb::Bottleneck>& targets, fb::Bottleneck bottleneck);
 
 // Why a direction or strategy does not apply here ("" = it applies).
 std::string MaskReason(const std::vector<std::string>& backends, std::string_view min_arch,

@@ -217,6 +217,7 @@ TEST(PolicyTest, PassedOverCountsStepsThatDidNotFitTheKernel) {
 
 TEST(PolicyTest, MasksByBottleneckBackendAndArch) {
   MemoryOptions o;
+  o.bottleneck_mask = "hard";
   fb::DirectionT compute = Dir(1, "compute-only", 0.9f);
   compute.targets = {fb::Bottleneck::Compute};
   fb::DirectionT hopper = Dir(2, "hopper", 0.9f);
@@ -245,13 +246,81 @@ TEST(PolicyTest, MasksByBottleneckBackendAndArch) {
   PolicyResult ru = ScoreDirections({compute}, {}, cpu, o);
   EXPECT_FALSE(ru.scores[0].masked);
   EXPECT_NE(ru.why.find("Every direction"), std::string::npos);
-  // memory.bottleneck_mask false: the bottleneck masks nothing; arch and backend still do.
-  o.bottleneck_mask = false;
+  // memory.bottleneck_mask off: the bottleneck masks nothing; arch and backend still do.
+  o.bottleneck_mask = "off";
   PolicyResult rn = ScoreDirections({compute, hopper, gpu, any}, {}, s, o);
   for (const auto& x : rn.scores) {
     EXPECT_EQ(x.masked, x.name == "hopper") << x.name;
     EXPECT_EQ(x.mask_reason.find("bound"), std::string::npos) << x.mask_reason;
   }
+}
+
+// memory.bottleneck_mask soft: a direction whose targets exclude the state's class stays on
+// offer, ranked by its score less bottleneck_penalty; backend and arch still mask.
+TEST(PolicyTest, SoftBottleneckMaskPenalizesInsteadOfMasking) {
+  fb::DirectionT compute = Dir(1, "compute-only", 0.9f);
+  compute.targets = {fb::Bottleneck::Compute};
+  fb::DirectionT latency = Dir(2, "latency", 0.5f);
+  latency.targets = {fb::Bottleneck::Latency, fb::Bottleneck::Memory};
+  fb::DirectionT any = Dir(3, "any", 0.3f);
+  fb::DirectionT future = Dir(4, "future-arch", 0.9f);
+  future.min_arch = "sm_100";
+  future.targets = {fb::Bottleneck::Latency};
+  const std::vector<fb::DirectionT> dirs = {compute, latency, any, future};
+  auto rank = [](const PolicyResult& r, const std::string& name) {
+    for (size_t i = 0; i < r.scores.size(); ++i)
+      if (r.scores[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  auto find = [&](const PolicyResult& r, const std::string& name) {
+    return r.scores[static_cast<size_t>(rank(r, name))];
+  };
+  PolicyState s = CudaState();  // sm_90
+  s.bottleneck = fb::Bottleneck::Unknown;
+  MemoryOptions o;
+  o.bottleneck_mask = "soft";
+  o.bottleneck_penalty = 0.2;
+  const PolicyResult unknown = ScoreDirections(dirs, {}, s, o);
+  EXPECT_EQ(rank(unknown, "compute-only"), 0) << unknown.why;
+  EXPECT_EQ(unknown.why.find("Bottleneck penalty"), std::string::npos) << unknown.why;
+
+  s.bottleneck = fb::Bottleneck::Latency;
+  const PolicyResult soft = ScoreDirections(dirs, {}, s, o);
+  const auto& c = find(soft, "compute-only");
+  EXPECT_FALSE(c.masked) << "soft: the compute direction is still offered";
+  EXPECT_EQ(c.mask_reason, "");
+  EXPECT_NEAR(c.score, find(unknown, "compute-only").score - 0.2, 1e-12);
+  EXPECT_GT(rank(soft, "compute-only"), rank(unknown, "compute-only")) << soft.why;
+  EXPECT_EQ(soft.scores[0].name, "latency") << soft.why;
+  EXPECT_NEAR(find(soft, "latency").score, find(unknown, "latency").score, 1e-12);
+  EXPECT_NE(soft.why.find("Bottleneck penalty -0.200"), std::string::npos) << soft.why;
+  EXPECT_NE(soft.why.find("compute-only"), std::string::npos) << soft.why;
+  // The arch mask stays hard: the future-arch direction fits the class and is still masked.
+  EXPECT_TRUE(find(soft, "future-arch").masked);
+  EXPECT_EQ(rank(soft, "future-arch"), 3);
+  EXPECT_LT(rank(soft, "compute-only"), rank(soft, "future-arch"));
+
+  // hard: masked as before, with its reason.
+  o.bottleneck_mask = "hard";
+  const PolicyResult hard = ScoreDirections(dirs, {}, s, o);
+  EXPECT_TRUE(find(hard, "compute-only").masked);
+  EXPECT_NE(find(hard, "compute-only").mask_reason.find("state is Latency-bound"),
+            std::string::npos);
+  EXPECT_EQ(hard.why.find("Bottleneck penalty"), std::string::npos);
+
+  // A penalty of 0 answers as off.
+  o.bottleneck_mask = "soft";
+  o.bottleneck_penalty = 0;
+  const PolicyResult zero = ScoreDirections(dirs, {}, s, o);
+  o.bottleneck_mask = "off";
+  const PolicyResult off = ScoreDirections(dirs, {}, s, o);
+  ASSERT_EQ(zero.scores.size(), off.scores.size());
+  for (size_t i = 0; i < off.scores.size(); ++i) {
+    EXPECT_EQ(zero.scores[i].name, off.scores[i].name);
+    EXPECT_EQ(zero.scores[i].score, off.scores[i].score);
+    EXPECT_EQ(zero.scores[i].masked, off.scores[i].masked);
+  }
+  EXPECT_EQ(zero.why, off.why);
 }
 
 TEST(PolicyTest, BackendFactorsAndArch) {

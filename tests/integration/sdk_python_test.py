@@ -182,7 +182,7 @@ class SdkPythonTest(unittest.TestCase):
                              [Bottleneck.Unknown, Bottleneck.Memory])
 
     def test_next_step_with_a_client_measured_bottleneck(self):
-        d = self.daemon().start()
+        d = self.daemon(memory__bottleneck_mask="hard").start()
         with htam.Client(d.endpoint, timeout_s=30) as c:
             sid = c.open_session("cpu_relu", backend="cpu", budget=5)["session"]["id"]
             plain = c.next_step(sid)
@@ -210,6 +210,30 @@ class SdkPythonTest(unittest.TestCase):
             m.bottleneck = 9
             raw = htam.to_dict(c._call(m, Body.Body.NextStep))
             self.assertFalse(any("bound" in (s["mask_reason"] or "") for s in raw["scores"]))
+
+    def test_soft_bottleneck_mask_penalizes_instead_of_masking(self):
+        d = self.daemon(memory__bottleneck_mask="soft", memory__bottleneck_penalty="0.25").start()
+        with htam.Client(d.endpoint, timeout_s=30) as c:
+            plain_sid = c.open_session("cpu_relu", backend="cpu", budget=5)["session"]["id"]
+            sid = c.open_session("cpu_relu", backend="cpu", budget=5)["session"]["id"]
+            plain = {s["name"]: s for s in c.next_step(plain_sid)["scores"]}
+            step = c.next_step(sid, bottleneck="Memory")
+            scores = {s["name"]: s for s in step["scores"]}
+            # The compute-only direction stays on offer for a memory-bound kernel, 0.25 lower.
+            cp = scores["compute-throughput-precision"]
+            self.assertFalse(cp["masked"])
+            self.assertFalse(cp["mask_reason"])
+            self.assertAlmostEqual(cp["score"],
+                                   plain["compute-throughput-precision"]["score"] - 0.25, places=6)
+            self.assertAlmostEqual(scores["global-memory-access"]["score"],
+                                   plain["global-memory-access"]["score"], places=6)
+            self.assertIn("Bottleneck penalty -0.250", step["why"])
+        self.assertEqual(d.stop(), 0)
+        # A mode htamd does not know is refused at start with the accepted ones.
+        bad = self.daemon(memory__bottleneck_mask="sometimes")
+        with self.assertRaises(RuntimeError) as e:
+            bad.start()
+        self.assertIn("expected hard, soft or off", str(e.exception))
 
     def test_errors_are_exceptions_with_codes(self):
         d = self.daemon().start()
