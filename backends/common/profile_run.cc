@@ -94,9 +94,10 @@ ProfileOutcome RunProfile(const BackendInstance& b, const ProfileCommand& c,
   p.occupancy_pct = out.occupancy_pct;
   p.kernels = out.kernels < 0 ? 0 : out.kernels;
   p.total_us = out.total_us < 0 ? 0 : out.total_us;
-  p.bottleneck = out.bottleneck >= HTAM_BOTTLENECK_UNKNOWN && out.bottleneck <= HTAM_BOTTLENECK_LAUNCH
-                     ? fb::Bottleneck(out.bottleneck)
-                     : fb::Bottleneck::Unknown;
+  p.bottleneck =
+      out.bottleneck >= HTAM_BOTTLENECK_UNKNOWN && out.bottleneck <= HTAM_BOTTLENECK_LAUNCH
+          ? fb::Bottleneck(out.bottleneck)
+          : fb::Bottleneck::Unknown;
   return p;
 }
 

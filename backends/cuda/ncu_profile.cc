@@ -5,9 +5,9 @@
 
 #include <cstddef>
 #include <cstdlib>
-#include <type_traits>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "backends/common/plugin_error.h"
 #include "base/process.h"
@@ -132,7 +132,8 @@ Result<NcuMetrics> ParseNcuCsv(std::string_view text) {
       wt[i] += w;
     }
   }
-  if (m.kernels == 0) return Status::InvalidArgument("ncu profiled none of the candidate's kernels");
+  if (m.kernels == 0)
+    return Status::InvalidArgument("ncu profiled none of the candidate's kernels");
   double* out[3] = {&m.dram_pct, &m.sm_pct, &m.occupancy_pct};
   for (int i = 0; i < 3; ++i)
     if (wt[i] > 0) *out[i] = wsum[i] / wt[i];
@@ -169,8 +170,7 @@ std::string FindNcu(const std::string& search_path) {
 
 Result<std::vector<std::string>> NcuCommand(const std::string& ncu) {
   if (ncu.empty())
-    return Status::Unavailable(
-        "Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin");
+    return Status::Unavailable("Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin");
   if (access(ncu.c_str(), X_OK) != 0)
     return Status::Unavailable("Nsight Compute (ncu) at " + ncu + " is not an executable file");
   std::string metrics;
@@ -193,7 +193,8 @@ NcuProfile InterpretNcuOutput(std::string_view output, int exit_code, bool signa
     std::string how = signaled         ? "; ncu was killed by a signal"
                       : exit_code != 0 ? "; ncu exited with code " + std::to_string(exit_code)
                                        : "";
-    p.note = m.status().message() + how + (last.empty() ? "" : " (ncu: " + last.substr(0, 300) + ")");
+    p.note =
+        m.status().message() + how + (last.empty() ? "" : " (ncu: " + last.substr(0, 300) + ")");
     return p;
   }
   p.available = true;
@@ -237,9 +238,9 @@ namespace {
   } while (0)
 
 // A field of a request the host filled, or `def` when its struct_size stops before it.
-#define HTAM_NCU_GET(in, field, def)                                                     \
+#define HTAM_NCU_GET(in, field, def)                                                               \
   ((in)->struct_size >= offsetof(std::remove_pointer_t<decltype(in)>, field) + sizeof((in)->field) \
-       ? (in)->field                                                                      \
+       ? (in)->field                                                                               \
        : (def))
 }  // namespace
 

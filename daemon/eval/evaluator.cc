@@ -698,7 +698,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       Clock::now() +
       std::chrono::seconds(ev_.job_timeout_s + (kb ? ev_.kernelbench_compile_timeout_s : 0));
   // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
-  // on the profiler (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's limit.
+  // on the profiler (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's
+  // limit.
   auto stage_limit = [&](const std::string& stage) {
     int64_t sec = stage.rfind("compile kernelbench", 0) == 0
                       ? ev_.kernelbench_compile_timeout_s + 10

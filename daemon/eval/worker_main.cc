@@ -285,7 +285,8 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, co
   return p.available ? p.bottleneck : htam::fb::Bottleneck::Unknown;
 }
 
-// --single-call JOBFILE: the run the profiler watches. One JSON line on stdout; exit 0 when the call ran.
+// --single-call JOBFILE: the run the profiler watches. One JSON line on stdout; exit 0 when the
+// call ran.
 int SingleCall(const std::string& job_file, htam::BackendInstance& b, htam_device* dev,
                int device) {
   std::ifstream in(job_file);

@@ -582,8 +582,7 @@ TEST_F(DaemonTest, ProfileOnRequestFillsTheProfileAndTheStatesBottleneck) {
 // the result Ok, with a note that says so, no fractions and no class; a configured ncu never runs.
 TEST_F(DaemonTest, ProfileOnABackendWithoutAProfilerIsANoteAndTheResultStaysOk) {
   const std::string marker = dir_ + "/eval-cache/fake-ncu-ran";
-  const std::string ncu =
-      WriteFakeNcu(dir_, marker, dir_ + "/ncu-fails", dir_ + "/ncu-hangs");
+  const std::string ncu = WriteFakeNcu(dir_, marker, dir_ + "/ncu-fails", dir_ + "/ncu-hangs");
   DaemonProcess d(dir_, {{"eval.ncu", ncu}});
   ASSERT_TRUE(d.Start());
   auto c = d.Connect(600s);
