@@ -328,8 +328,9 @@ int Fatal(const std::string& status, const std::string& message) {
 }
 
 // Reaps every ended child but `keep` (the runner, whose end RunnerDeath reads). In its own PID
-// namespace the worker is the init of its sandbox: processes a profile left behind (a killed ncu's
-// children) become its children when they end; a later call must not count them as its own.
+// namespace the worker is the init of its sandbox: processes a profile left behind (a killed
+// profiler's children) become its children when they end; a later call must not count them as
+// its own.
 void ReapOrphans(pid_t keep) {
   for (;;) {
     siginfo_t si{};
