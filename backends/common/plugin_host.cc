@@ -60,6 +60,8 @@ Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& l
       {"htam_backend_buffer_fill", reinterpret_cast<void**>(&api.buffer_fill), false},
       {"htam_backend_buffer_compare", reinterpret_cast<void**>(&api.buffer_compare), false},
       {"htam_backend_buffer_copy", reinterpret_cast<void**>(&api.buffer_copy), false},
+      {"htam_backend_profile_command", reinterpret_cast<void**>(&api.profile_command), false},
+      {"htam_backend_profile_parse", reinterpret_cast<void**>(&api.profile_parse), false},
   };
   // Version first: a plugin of another major may not even have the same symbol set.
   void* version_sym = lookup("htam_backend_api_version");
@@ -84,6 +86,11 @@ Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& l
       HTAM_LOG(kDebug, "plugin") << label << ": optional entry point " << s.name
                                  << " absent; skipped";
     }
+  }
+  // Pairs: one without the other is no use to the host (backend.h says both or neither).
+  if (!api.profile_command || !api.profile_parse) {
+    api.profile_command = nullptr;
+    api.profile_parse = nullptr;
   }
   return api;
 }

@@ -46,6 +46,8 @@ struct PluginApi {
   htam_backend_buffer_fill_fn buffer_fill = nullptr;          // optional (1.2), with compare
   htam_backend_buffer_compare_fn buffer_compare = nullptr;    // optional (1.2)
   htam_backend_buffer_copy_fn buffer_copy = nullptr;          // optional (1.2)
+  htam_backend_profile_command_fn profile_command = nullptr;  // optional (1.3), with parse
+  htam_backend_profile_parse_fn profile_parse = nullptr;      // optional (1.3)
   uint32_t major = 0, minor = 0;              // the plugin's API version
 };
 

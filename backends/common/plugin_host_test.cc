@@ -94,6 +94,23 @@ TEST(PluginHost, FakeNewerPluginMinorIsRefusedByOlderHost) {
   EXPECT_NE(api.status().message().find("1.2 is newer than the host's 1.1"), std::string::npos);
 }
 
+// The profiler entry points (1.3) come as a pair: one alone is dropped, so a host never runs a
+// profiler whose output nobody can read.
+TEST(PluginHost, FakeProfileEntryPointsAreBothOrNeither) {
+  auto syms = FakeSymbols(&FakeVersion12);
+  syms["htam_backend_profile_command"] = reinterpret_cast<void*>(&Dummy);
+  auto lookup = [&](const char* n) { return syms.count(n) ? syms[n] : nullptr; };
+  auto alone = ResolvePlugin(lookup, "fake");
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->profile_command, nullptr);
+  EXPECT_EQ(alone->profile_parse, nullptr);
+  syms["htam_backend_profile_parse"] = reinterpret_cast<void*>(&Dummy);
+  auto both = ResolvePlugin(lookup, "fake");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_NE(both->profile_command, nullptr);
+  EXPECT_NE(both->profile_parse, nullptr);
+}
+
 TEST(PluginHost, FakeMissingEachRequiredSymbolIsNamed) {
   for (const char* missing : {HTAM_BACKEND_REQUIRED_SYMBOLS}) {
     if (std::string(missing) == "htam_backend_api_version") continue;

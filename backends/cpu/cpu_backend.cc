@@ -1,6 +1,8 @@
 // The CPU backend plugin (libhtam_backend_cpu.so): C++ candidates compiled by g++ into a shared
 // object (cached by content hash of source + flags + compiler), loaded with dlopen, run and timed
 // on the host. Implements backends/include/htam/backend.h; exports only its symbols (plugin.map).
+// The entry points every plugin shares (version, initialize, finalize, describe) come from
+// backends/common/plugin_base.h; this file holds the device logic.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "backends/common/data_ops_host.h"
+#include "backends/common/plugin_base.h"
 #include "backends/common/plugin_error.h"
 #include "base/file.h"
 #include "base/hash.h"
@@ -32,19 +35,23 @@ extern char** environ;
 
 using htam::plugin::MakeError;
 
-struct htam_backend {
+namespace {
+std::string CpuModel();
+int CpuMhz();
+int RunCapture(const std::vector<std::string>& argv, const std::string& cwd, double timeout_s,
+               size_t cap, std::string* output, bool* timed_out);
+}  // namespace
+
+struct htam_backend : htam::plugin::Backend {
+  explicit htam_backend(const htam::plugin::HostSettings& host);
   std::string cxx = "g++";
   std::string cxxflags = "-O3 -march=native -std=c++17";
-  std::string sdk_include_dir, cache_dir, work_dir;
   size_t max_diag_bytes = 16384;
   std::string compiler_version;
-  void (*log)(void*, int32_t, const char*) = nullptr;
-  void* log_ctx = nullptr;
-  // describe() storage
-  std::string name = "cpu", language = "cpp", suffix = ".cpp", version, notes;
   std::string device_name, device_arch;
-  htam_device_info device{};
   bool device_open = false;
+  const std::string& language() const { return description_.language; }
+  const htam_device_info& device() const { return description_.devices[0]; }
 };
 
 struct htam_device {
@@ -76,7 +83,7 @@ struct htam_buffer {
 namespace {
 
 void Log(htam_backend* b, int32_t level, const std::string& m) {
-  if (b->log) b->log(b->log_ctx, level, ("cpu: " + m).c_str());
+  b->Log(level, "cpu: " + m);
 }
 
 std::vector<std::string> Split(const std::string& s) {
@@ -191,117 +198,75 @@ htam_backend_error* KernelError(int rc, bool threw) {
 
 }  // namespace
 
-extern "C" {
-
-HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* minor) {
-  *major = HTAM_BACKEND_API_VERSION_MAJOR;
-  *minor = HTAM_BACKEND_API_VERSION_MINOR;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backend_host* host,
-                                                                htam_backend** out) {
-  if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null host or out");
-  const uint32_t built_minor = HTAM_BACKEND_API_VERSION_MINOR;
-  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor + 1 < built_minor + 1)
-    return MakeError(HTAM_ERR_VERSION,
-                     "cpu backend built for API " + std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) +
-                         "." + std::to_string(HTAM_BACKEND_API_VERSION_MINOR) + ", host offers " +
-                         std::to_string(host->api_major) + "." + std::to_string(host->api_minor));
-  auto* b = new htam_backend;
-  b->log = host->log;
-  b->log_ctx = host->log_ctx;
-  if (host->sdk_include_dir) b->sdk_include_dir = host->sdk_include_dir;
-  if (host->cache_dir) b->cache_dir = host->cache_dir;
-  b->work_dir = host->work_dir ? host->work_dir : ".";
-  for (const char* const* o = host->options; o && *o; ++o) {
-    std::string kv = *o;
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
-    if (k == "cxx" && !v.empty())
-      b->cxx = v;
-    else if (k == "cxxflags")
-      b->cxxflags = v;
-    else if (k == "max_diag_bytes")
-      b->max_diag_bytes = std::strtoul(v.c_str(), nullptr, 10);
-  }
+// Options: cxx (a non-empty value), cxxflags, max_diag_bytes; the compiler is probed here, the
+// device is the host CPU.
+htam_backend::htam_backend(const htam::plugin::HostSettings& host) : Backend("cpu", host) {
+  if (!host.Option("cxx", "").empty()) cxx = host.Option("cxx", "");
+  if (host.Has("cxxflags")) cxxflags = host.Option("cxxflags", "");
+  if (host.Has("max_diag_bytes"))
+    max_diag_bytes = std::strtoul(host.Option("max_diag_bytes", "").c_str(), nullptr, 10);
   std::string out_text;
   bool to = false;
-  int rc = RunCapture({b->cxx, "--version"}, "", 10, 4096, &out_text, &to);
-  b->compiler_version = rc == 0 ? out_text.substr(0, out_text.find('\n')) : "";
-  b->version = "htam cpu backend; " +
-               (b->compiler_version.empty() ? b->cxx + " (not found)" : b->compiler_version);
-  if (b->compiler_version.empty())
-    b->notes = "compiler '" + b->cxx + "' cannot run here: " + out_text;
-  b->device_name = CpuModel();
+  int rc = RunCapture({cxx, "--version"}, "", 10, 4096, &out_text, &to);
+  compiler_version = rc == 0 ? out_text.substr(0, out_text.find('\n')) : "";
+  description_.language = "cpp";
+  description_.source_suffix = ".cpp";
+  description_.version =
+      "htam cpu backend; " + (compiler_version.empty() ? cxx + " (not found)" : compiler_version);
+  if (compiler_version.empty())
+    description_.notes = "compiler '" + cxx + "' cannot run here: " + out_text;
+  description_.can_run = !compiler_version.empty();
+  device_name = CpuModel();
   utsname u{};
   uname(&u);
-  b->device_arch = u.machine;
-  b->device.index = 0;
-  b->device.name = b->device_name.c_str();
-  b->device.arch = b->device_arch.c_str();
-  b->device.memory_bytes = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
-  b->device.sm_clock_mhz = CpuMhz();
-  b->device.mem_clock_mhz = -1;
+  device_arch = u.machine;
+  htam_device_info d{};
+  d.index = 0;
+  d.name = device_name.c_str();
+  d.arch = device_arch.c_str();
+  d.memory_bytes = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  d.sm_clock_mhz = CpuMhz();
+  d.mem_clock_mhz = -1;
   long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  b->device.cache_bytes = llc > 0 ? uint64_t(llc) : 0;
-  *out = b;
-  return nullptr;
+  d.cache_bytes = llc > 0 ? uint64_t(llc) : 0;
+  description_.devices = {d};
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) {
-  delete backend;
-}
+HTAM_BACKEND_PLUGIN(htam_backend, "cpu")
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
-                                                              htam_backend_description* out) {
-  if (!b || !out || out->struct_size < sizeof(uint32_t))
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad describe arguments");
-  htam_backend_description d{};
-  d.struct_size = out->struct_size;
-  d.name = b->name.c_str();
-  d.language = b->language.c_str();
-  d.source_suffix = b->suffix.c_str();
-  d.version = b->version.c_str();
-  d.notes = b->notes.c_str();
-  d.num_devices = 1;
-  d.devices = &b->device;
-  d.can_run = b->compiler_version.empty() ? 0 : 1;
-  std::memcpy(out, &d, std::min<size_t>(out->struct_size, sizeof d));
-  return nullptr;
-}
+extern "C" {
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
                                                              const htam_compile_request* req,
                                                              htam_artifact** out) {
   if (!b || !req || !out || !req->source)
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad compile arguments");
-  if (req->language && *req->language && b->language != req->language)
+  if (req->language && *req->language && b->language() != req->language)
     return MakeError(HTAM_ERR_INVALID_ARGUMENT,
                      std::string("cpu backend compiles cpp, not ") + req->language);
-  if (b->compiler_version.empty()) return MakeError(HTAM_ERR_UNAVAILABLE, b->notes);
+  if (b->compiler_version.empty()) return MakeError(HTAM_ERR_UNAVAILABLE, b->description().notes);
   std::string source(req->source, req->source_len);
   std::string extra = req->options ? req->options : "";
   htam::Sha256 h;
-  for (const std::string& part :
-       {b->language, b->compiler_version, b->cxxflags, extra, b->sdk_include_dir, source}) {
+  for (const std::string& part : {b->language(), b->compiler_version, b->cxxflags, extra,
+                                  b->host().sdk_include_dir, source}) {
     h.Update(part);
     h.Update(std::string_view("\0", 1));
   }
   auto art = std::make_unique<htam_artifact>();
   art->hash = h.HexDigest();
-  std::string dir = b->cache_dir.empty() ? b->work_dir : b->cache_dir;
+  std::string dir = b->host().cache_dir.empty() ? b->host().work_dir : b->host().cache_dir;
   art->path = dir + "/cpu-" + art->hash + ".so";
-  if (!b->cache_dir.empty() && Exists(art->path)) {
+  if (!b->host().cache_dir.empty() && Exists(art->path)) {
     art->from_cache = true;
     *out = art.release();
     return nullptr;
   }
   // A cache this process may not write (a runner's compiled-ahead cache, sealed by the daemon) is
   // read only: a miss compiles into the work dir.
-  if (!b->cache_dir.empty() && access(b->cache_dir.c_str(), W_OK) != 0) {
-    dir = b->work_dir;
+  if (!b->host().cache_dir.empty() && access(b->host().cache_dir.c_str(), W_OK) != 0) {
+    dir = b->host().work_dir;
     art->path = dir + "/cpu-" + art->hash + ".so";
   }
   std::string label = req->name && *req->name ? req->name : "candidate";
@@ -309,7 +274,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   // Compiled from the work dir under a short name, so diagnostics read "candidate.cpp:12:3".
   std::string src_name = label + ".cpp";
-  std::string src = b->work_dir + "/" + src_name;
+  std::string src = b->host().work_dir + "/" + src_name;
   {
     std::ofstream f(src, std::ios::binary);
     f << source;
@@ -321,12 +286,13 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
   std::vector<std::string> argv{b->cxx};
   for (auto& f : Split(b->cxxflags)) argv.push_back(f);
   for (auto& f : Split(extra)) argv.push_back(f);
-  argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden", "-I" + b->sdk_include_dir,
-                           "-o", tmp, src_name});
+  argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden",
+                           "-I" + b->host().sdk_include_dir, "-o", tmp, src_name});
   auto t0 = std::chrono::steady_clock::now();
   std::string diag;
   bool timed_out = false;
-  int rc = RunCapture(argv, b->work_dir, req->timeout_s, b->max_diag_bytes, &diag, &timed_out);
+  int rc =
+      RunCapture(argv, b->host().work_dir, req->timeout_s, b->max_diag_bytes, &diag, &timed_out);
   art->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (timed_out) {
@@ -561,7 +527,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   if (!m || !req || !res || !res->rep_us || req->num_sets < 1 || req->repetitions < 1)
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad timing request");
   htam_device* d = m->device;
-  uint64_t flush = req->flush_bytes ? req->flush_bytes : 2 * d->backend->device.cache_bytes;
+  uint64_t flush = req->flush_bytes ? req->flush_bytes : 2 * d->backend->device().cache_bytes;
   if (d->flush.size() < flush) d->flush.assign(flush, 0);
   using clk = std::chrono::steady_clock;
   auto call = [&](int set, bool* threw) {

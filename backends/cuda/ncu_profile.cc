@@ -3,10 +3,13 @@
 
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
+#include "backends/common/plugin_error.h"
 #include "base/process.h"
 
 namespace htam::cuda {
@@ -66,6 +69,7 @@ double ToMicroseconds(double v, const std::string& unit) {
 }  // namespace
 
 const char* const kNcuMetrics[4] = {kDram, kSm, kWarps, kTime};
+const char* const kNcuChildOptions[2] = {"cuda_roofline=false", "cuda_timing_mode=sync"};
 
 Result<NcuMetrics> ParseNcuCsv(std::string_view text) {
   std::istringstream in{std::string(text)};
@@ -128,7 +132,8 @@ Result<NcuMetrics> ParseNcuCsv(std::string_view text) {
       wt[i] += w;
     }
   }
-  if (m.kernels == 0) return Status::InvalidArgument("ncu profiled none of the candidate's kernels");
+  if (m.kernels == 0)
+    return Status::InvalidArgument("ncu profiled none of the candidate's kernels");
   double* out[3] = {&m.dram_pct, &m.sm_pct, &m.occupancy_pct};
   for (int i = 0; i < 3; ++i)
     if (wt[i] > 0) *out[i] = wsum[i] / wt[i];
@@ -148,8 +153,9 @@ fb::Bottleneck ClassifyBottleneck(const NcuMetrics& m, const BottleneckThreshold
   return fb::Bottleneck::Latency;
 }
 
-std::string FindNcu() {
-  if (const char* path = getenv("PATH")) {
+std::string FindNcu(const std::string& search_path) {
+  const char* path = search_path.empty() ? getenv("PATH") : search_path.c_str();
+  if (path) {
     std::stringstream ss(path);
     std::string dir;
     while (std::getline(ss, dir, ':')) {
@@ -162,21 +168,51 @@ std::string FindNcu() {
   return "";
 }
 
+Result<std::vector<std::string>> NcuCommand(const std::string& ncu) {
+  if (ncu.empty())
+    return Status::Unavailable("Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin");
+  if (access(ncu.c_str(), X_OK) != 0)
+    return Status::Unavailable("Nsight Compute (ncu) at " + ncu + " is not an executable file");
+  std::string metrics;
+  for (const char* m : kNcuMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(m);
+  return std::vector<std::string>{ncu, "--metrics", metrics, "--csv", "--target-processes", "all"};
+}
+
+NcuProfile InterpretNcuOutput(std::string_view output, int exit_code, bool signaled,
+                              const BottleneckThresholds& t) {
+  NcuProfile p;
+  auto m = ParseNcuCsv(output);
+  if (!m.ok()) {
+    // ERR_NVGPUCTRPERM and friends: say what ncu said.
+    std::string last;
+    std::istringstream in{std::string(output)};
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find("ERR") != std::string::npos || line.find("rror") != std::string::npos)
+        last = line;
+    std::string how = signaled         ? "; ncu was killed by a signal"
+                      : exit_code != 0 ? "; ncu exited with code " + std::to_string(exit_code)
+                                       : "";
+    p.note =
+        m.status().message() + how + (last.empty() ? "" : " (ncu: " + last.substr(0, 300) + ")");
+    return p;
+  }
+  p.available = true;
+  p.metrics = *m;
+  p.bottleneck = ClassifyBottleneck(*m, t);
+  p.note = std::string("ncu: ") + fb::EnumNameBottleneck(p.bottleneck) + "-bound";
+  return p;
+}
+
 NcuProfile RunNcuProfile(const std::string& ncu, const std::vector<std::string>& program_argv,
                          const std::string& cwd, double timeout_s, const BottleneckThresholds& t) {
   NcuProfile p;
-  if (ncu.empty()) {
-    p.note =
-        "profile unavailable: Nsight Compute (ncu) not found on PATH or in /usr/local/cuda/bin";
+  auto command = NcuCommand(ncu);
+  if (!command.ok()) {
+    p.note = "profile unavailable: " + command.status().message();
     return p;
   }
-  if (access(ncu.c_str(), X_OK) != 0) {
-    p.note = "profile unavailable: Nsight Compute (ncu) at " + ncu + " is not an executable file";
-    return p;
-  }
-  std::string metrics;
-  for (const char* m : kNcuMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(m);
-  std::vector<std::string> argv = {ncu, "--metrics", metrics, "--csv", "--target-processes", "all"};
+  std::vector<std::string> argv = *command;
   argv.insert(argv.end(), program_argv.begin(), program_argv.end());
   auto r = RunProcess(argv, cwd, timeout_s, 4 << 20);
   if (!r.ok()) {
@@ -187,27 +223,72 @@ NcuProfile RunNcuProfile(const std::string& ncu, const std::vector<std::string>&
     p.note = "profile unavailable: ncu ran past " + std::to_string(int(timeout_s)) + " s";
     return p;
   }
-  auto m = ParseNcuCsv(r->output);
-  if (!m.ok()) {
-    // ERR_NVGPUCTRPERM and friends: say what ncu said.
-    std::string last;
-    std::istringstream in(r->output);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.find("ERR") != std::string::npos || line.find("rror") != std::string::npos)
-        last = line;
-    std::string how = r->signaled         ? "; ncu was killed by a signal"
-                      : r->exit_code != 0 ? "; ncu exited with code " + std::to_string(r->exit_code)
-                                          : "";
-    p.note = "profile unavailable: " + m.status().message() + how +
-             (last.empty() ? "" : " (ncu: " + last.substr(0, 300) + ")");
-    return p;
-  }
-  p.available = true;
-  p.metrics = *m;
-  p.bottleneck = ClassifyBottleneck(*m, t);
-  p.note = std::string("ncu: ") + fb::EnumNameBottleneck(p.bottleneck) + "-bound";
+  p = InterpretNcuOutput(r->output, r->exit_code, r->signaled, t);
+  if (!p.available) p.note = "profile unavailable: " + p.note;
   return p;
+}
+
+namespace {
+// Writes `value` into out->field only when the host's struct is large enough to hold it.
+#define HTAM_NCU_SET(out, field, value)                                               \
+  do {                                                                                \
+    if ((out)->struct_size >=                                                         \
+        offsetof(std::remove_pointer_t<decltype(out)>, field) + sizeof((out)->field)) \
+      (out)->field = (value);                                                         \
+  } while (0)
+
+// A field of a request the host filled, or `def` when its struct_size stops before it.
+#define HTAM_NCU_GET(in, field, def)                                                               \
+  ((in)->struct_size >= offsetof(std::remove_pointer_t<decltype(in)>, field) + sizeof((in)->field) \
+       ? (in)->field                                                                               \
+       : (def))
+}  // namespace
+
+htam_backend_error* NcuProfileCommandEntry(const htam_profile_command_request* request,
+                                           NcuEntryState* state, htam_profile_command* out) {
+  if (!request || !state || !out)
+    return plugin::MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_command: null argument");
+  const char* tool = HTAM_NCU_GET(request, tool, nullptr);
+  const char* search = HTAM_NCU_GET(request, search_path, nullptr);
+  std::string ncu = tool && *tool ? std::string(tool) : FindNcu(search ? search : "");
+  auto command = NcuCommand(ncu);
+  if (!command.ok()) return plugin::MakeError(HTAM_ERR_UNAVAILABLE, command.status().message());
+  state->argv = std::move(*command);
+  state->child_options.assign(std::begin(kNcuChildOptions), std::end(kNcuChildOptions));
+  state->argv_ptrs.clear();
+  for (const auto& a : state->argv) state->argv_ptrs.push_back(a.c_str());
+  state->argv_ptrs.push_back(nullptr);
+  state->child_ptrs.clear();
+  for (const auto& o : state->child_options) state->child_ptrs.push_back(o.c_str());
+  state->child_ptrs.push_back(nullptr);
+  HTAM_NCU_SET(out, argv, state->argv_ptrs.data());
+  HTAM_NCU_SET(out, child_options, state->child_ptrs.data());
+  HTAM_NCU_SET(out, tool_name, "ncu");
+  return nullptr;
+}
+
+htam_backend_error* NcuProfileParseEntry(const htam_profile_output* output, NcuEntryState* state,
+                                         htam_profile_summary* out) {
+  if (!output || !state || !out || (!output->text && output->text_len))
+    return plugin::MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_parse: null argument");
+  BottleneckThresholds t;
+  auto pick = [](double v, double def) { return v < 0 ? def : v; };
+  t.memory_pct = pick(HTAM_NCU_GET(output, memory_pct, -1.0), t.memory_pct);
+  t.compute_pct = pick(HTAM_NCU_GET(output, compute_pct, -1.0), t.compute_pct);
+  t.launch_us = pick(HTAM_NCU_GET(output, launch_us, -1.0), t.launch_us);
+  std::string_view text(output->text ? output->text : "", output->text_len);
+  NcuProfile p = InterpretNcuOutput(text, output->exit_code, output->signaled != 0, t);
+  if (!p.available) return plugin::MakeError(HTAM_ERR_UNAVAILABLE, p.note);
+  state->note = p.note;
+  const NcuMetrics& m = p.metrics;
+  HTAM_NCU_SET(out, dram_pct, m.dram_pct);
+  HTAM_NCU_SET(out, sm_pct, m.sm_pct);
+  HTAM_NCU_SET(out, occupancy_pct, m.occupancy_pct);
+  HTAM_NCU_SET(out, kernels, m.kernels);
+  HTAM_NCU_SET(out, total_us, m.total_us);
+  HTAM_NCU_SET(out, bottleneck, int32_t(p.bottleneck));
+  HTAM_NCU_SET(out, note, state->note.c_str());
+  return nullptr;
 }
 
 }  // namespace htam::cuda

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -164,6 +166,83 @@ TEST_F(NcuRunTest, AbsentOrFailingNcuIsANoteNotAnError) {
   EXPECT_FALSE(failed.available);
   EXPECT_NE(failed.note.find("ncu exited with code 1"), std::string::npos) << failed.note;
   EXPECT_NE(failed.note.find("the profiler failed"), std::string::npos) << failed.note;
+}
+
+// The plugin ABI's entry points (backend.h, API 1.3) on the same captured ncu output: what a host
+// gets through htam_backend_profile_command / _parse.
+TEST(NcuEntryTest, ParseFillsTheSummaryAndSaysWhyWhenThereIsNone) {
+  NcuEntryState state;
+  const std::string csv = Data("ncu_memory_bound.csv");
+  htam_profile_output in{};
+  in.struct_size = sizeof in;
+  in.text = csv.data();
+  in.text_len = csv.size();
+  in.memory_pct = in.compute_pct = in.launch_us = -1;  // the defaults
+  htam_profile_summary out{};
+  out.struct_size = sizeof out;
+  ASSERT_EQ(NcuProfileParseEntry(&in, &state, &out), nullptr);
+  EXPECT_DOUBLE_EQ(out.dram_pct, 91.37);
+  EXPECT_DOUBLE_EQ(out.sm_pct, 18.52);
+  EXPECT_DOUBLE_EQ(out.occupancy_pct, 81.90);
+  EXPECT_EQ(out.kernels, 1);
+  EXPECT_DOUBLE_EQ(out.total_us, 24.06);
+  EXPECT_EQ(out.bottleneck, HTAM_BOTTLENECK_MEMORY);
+  EXPECT_STREQ(out.note, "ncu: Memory-bound");
+  // The thresholds of the request decide: DRAM 91 % is under a memory threshold of 95 %.
+  in.memory_pct = 95;
+  ASSERT_EQ(NcuProfileParseEntry(&in, &state, &out), nullptr);
+  EXPECT_EQ(out.bottleneck, HTAM_BOTTLENECK_LATENCY);
+  // A host with an older, shorter struct: only the fields inside its struct_size are written.
+  htam_profile_summary small{};
+  small.struct_size = offsetof(htam_profile_summary, occupancy_pct);
+  small.occupancy_pct = -7;
+  ASSERT_EQ(NcuProfileParseEntry(&in, &state, &small), nullptr);
+  EXPECT_DOUBLE_EQ(small.sm_pct, 18.52);
+  EXPECT_EQ(small.occupancy_pct, -7);
+  // ncu's own error: no profile, the reason with its exit code.
+  const std::string perm = Data("ncu_permission_error.txt");
+  in.text = perm.data();
+  in.text_len = perm.size();
+  in.exit_code = 1;
+  htam_backend_error* e = NcuProfileParseEntry(&in, &state, &out);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->code, HTAM_ERR_UNAVAILABLE);
+  EXPECT_NE(std::string(e->message).find("ERR_NVGPUCTRPERM"), std::string::npos) << e->message;
+  EXPECT_NE(std::string(e->message).find("ncu exited with code 1"), std::string::npos);
+  htam_backend_error_free(e);
+}
+
+TEST_F(NcuRunTest, CommandEntryNamesTheToolOrSaysWhyThereIsNone) {
+  NcuEntryState state;
+  htam_profile_command out{};
+  out.struct_size = sizeof out;
+  htam_profile_command_request req{};
+  req.struct_size = sizeof req;
+  const std::string ncu = FakeNcu("ncu_memory_bound.csv");
+  req.tool = ncu.c_str();
+  ASSERT_EQ(NcuProfileCommandEntry(&req, &state, &out), nullptr);
+  ASSERT_NE(out.argv, nullptr);
+  EXPECT_EQ(std::string(out.argv[0]), ncu);
+  std::vector<std::string> argv;
+  for (const char* const* a = out.argv; *a; ++a) argv.emplace_back(*a);
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--csv"), argv.end());
+  ASSERT_NE(out.child_options, nullptr);
+  EXPECT_STREQ(out.child_options[0], "cuda_roofline=false");
+  EXPECT_STREQ(out.tool_name, "ncu");
+  // No tool configured: ncu is looked for on the request's search path.
+  req.tool = nullptr;
+  req.search_path = dir_.c_str();
+  ASSERT_EQ(NcuProfileCommandEntry(&req, &state, &out), nullptr);
+  EXPECT_EQ(std::string(out.argv[0]), dir_ + "/ncu");
+  // A configured path that is not a program: unavailable, and why.
+  const std::string gone = dir_ + "/no-such-ncu";
+  req.tool = gone.c_str();
+  htam_backend_error* e = NcuProfileCommandEntry(&req, &state, &out);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->code, HTAM_ERR_UNAVAILABLE);
+  EXPECT_EQ(std::string(e->message),
+            "Nsight Compute (ncu) at " + gone + " is not an executable file");
+  htam_backend_error_free(e);
 }
 
 }  // namespace

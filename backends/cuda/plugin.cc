@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/data_ops.h"
+#include "backends/cuda/ncu_profile.h"
 #include "backends/cuda/nvcc_compiler.h"
 #include "backends/cuda/nvrtc_module.h"
 #include "htam/backend.h"
@@ -86,6 +87,7 @@ struct htam_backend {
   std::string version, notes, default_arch;
   bool can_run = false;
   int open_devices = 0;
+  htam::cuda::NcuEntryState ncu;  // the strings of the last profile_command / profile_parse
 
   std::string Opt(const std::string& key, const std::string& def) const {
     for (const std::string& k : {"cuda_" + key, key}) {
@@ -667,6 +669,19 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
   HTAM_SET_FIELD(out, sm_clock_mhz, c.sm_mhz);
   HTAM_SET_FIELD(out, mem_clock_mhz, c.mem_mhz);
   return nullptr;
+}
+
+// The profiler around a one-call process (API 1.3): Nsight Compute (ncu_profile.h).
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_command(
+    htam_backend* b, const htam_profile_command_request* request, htam_profile_command* out) {
+  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_command: null backend");
+  return NcuProfileCommandEntry(request, &b->ncu, out);
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_parse(
+    htam_backend* b, const htam_profile_output* output, htam_profile_summary* out) {
+  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_parse: null backend");
+  return NcuProfileParseEntry(output, &b->ncu, out);
 }
 
 }  // extern "C"

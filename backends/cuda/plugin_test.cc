@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "htam/backend.h"
@@ -88,6 +90,45 @@ TEST_F(CudaPluginTest, ExportsOnlyTheAbi) {
   EXPECT_NE(dlsym(p_.h, "htam_backend_device_roofline"), nullptr);
   // Internal C++ symbols stay hidden (version script).
   EXPECT_EQ(dlsym(p_.h, "_ZN4htam4cuda17ClassifyCudaErrorE9cudaError"), nullptr);
+}
+
+// The profiler entry points (API 1.3) through the loaded plugin, on ncu output captured in
+// ncu's CSV layout (backends/cuda/testdata): no GPU and no ncu needed.
+TEST_F(CudaPluginTest, ProfileParseReadsCapturedNcuOutput) {
+  ASSERT_EQ(Init(HTAM_BACKEND_API_VERSION_MAJOR, HTAM_BACKEND_API_VERSION_MINOR), nullptr);
+  auto parse = p_.Get<htam_backend_profile_parse_fn>("htam_backend_profile_parse");
+  auto command = p_.Get<htam_backend_profile_command_fn>("htam_backend_profile_command");
+  ASSERT_NE(parse, nullptr);
+  ASSERT_NE(command, nullptr);
+  std::ifstream f("backends/cuda/testdata/ncu_two_kernels.csv");
+  ASSERT_TRUE(bool(f));
+  std::string csv((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  htam_profile_output in{};
+  in.struct_size = sizeof in;
+  in.text = csv.data();
+  in.text_len = csv.size();
+  in.memory_pct = in.compute_pct = in.launch_us = -1;
+  htam_profile_summary out{};
+  out.struct_size = sizeof out;
+  ASSERT_EQ(parse(backend_, &in, &out), nullptr);
+  EXPECT_EQ(out.kernels, 2);
+  EXPECT_NEAR(out.total_us, 1230.0, 1e-9);
+  EXPECT_NEAR(out.sm_pct, (1200 * 84.1 + 30 * 20.0) / 1230, 1e-9);
+  EXPECT_EQ(out.bottleneck, HTAM_BOTTLENECK_COMPUTE);
+  EXPECT_STREQ(out.note, "ncu: Compute-bound");
+  // A configured ncu that does not exist: unavailable, the message names it.
+  htam_profile_command_request req{};
+  req.struct_size = sizeof req;
+  req.tool = "/nonexistent/ncu";
+  htam_profile_command cmd{};
+  cmd.struct_size = sizeof cmd;
+  htam_backend_error* e = command(backend_, &req, &cmd);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->code, HTAM_ERR_UNAVAILABLE);
+  EXPECT_NE(std::string(e->message).find("/nonexistent/ncu is not an executable file"),
+            std::string::npos)
+      << e->message;
+  htam_backend_error_free(e);
 }
 
 TEST_F(CudaPluginTest, RefusesAnotherMajorOrOlderMinor) {

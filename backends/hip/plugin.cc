@@ -739,4 +739,22 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
   return nullptr;
 }
 
+// The profiler around a one-call process (API 1.3): on NVIDIA the CUDA plugin's (Nsight Compute);
+// none on AMD GPUs.
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_command(
+    htam_backend* b, const htam_profile_command_request* request, htam_profile_command* out) {
+  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_command: null backend");
+  if (b->platform != Platform::kNvidia || !b->cuda || !b->capi().profile_command)
+    return MakeError(HTAM_ERR_UNAVAILABLE, "the hip backend offers no profiler on AMD GPUs");
+  return b->capi().profile_command(b->cuda->handle(), request, out);
+}
+
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_parse(
+    htam_backend* b, const htam_profile_output* output, htam_profile_summary* out) {
+  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_parse: null backend");
+  if (b->platform != Platform::kNvidia || !b->cuda || !b->capi().profile_parse)
+    return MakeError(HTAM_ERR_UNAVAILABLE, "the hip backend offers no profiler on AMD GPUs");
+  return b->capi().profile_parse(b->cuda->handle(), output, out);
+}
+
 }  // extern "C"

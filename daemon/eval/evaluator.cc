@@ -18,7 +18,6 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/cuda/ncu_profile.h"
 #include "base/file.h"
 #include "base/hash.h"
 #include "base/log.h"
@@ -661,16 +660,14 @@ json EvaluatorImpl::GateJson() const {
           {"kernelbench_call_timeout_s", ev_.case_timeout_s}};
 }
 
-// What the worker needs to profile an Ok candidate: the ncu binary (eval.ncu, else found on this
-// process's PATH or in /usr/local/cuda/bin; "" = none, the worker then notes it), its wall limit
-// and the thresholds of the bottleneck classes.
+// What the worker needs to profile an Ok candidate with its plugin's profiler (backend.h, API
+// 1.3; the evaluator knows none by name): the configured binary (eval.ncu, made absolute; "" = the
+// plugin finds its own), where to look for it (this process's PATH: a sandboxed worker's is
+// short), the run's wall limit and the thresholds of the bottleneck classes.
 json EvaluatorImpl::ProfileJson() const {
-  std::string ncu = ev_.ncu;
-  if (ncu.empty())
-    ncu = cuda::FindNcu();
-  else
-    ncu = MakeAbsolute(ncu);
-  return {{"ncu", ncu},
+  const char* path = getenv("PATH");
+  return {{"tool", ev_.ncu.empty() ? std::string() : MakeAbsolute(ev_.ncu)},
+          {"search_path", path ? path : ""},
           {"timeout_s", ev_.cuda_profile_timeout_s},
           {"memory_pct", ev_.cuda_profile_memory_pct},
           {"compute_pct", ev_.cuda_profile_compute_pct},
@@ -717,7 +714,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       Clock::now() +
       std::chrono::seconds(ev_.job_timeout_s + (kb ? ev_.kernelbench_compile_timeout_s : 0));
   // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
-  // on ncu (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's limit.
+  // on the profiler (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's
+  // limit.
   auto stage_limit = [&](const std::string& stage) {
     int64_t sec = stage.rfind("compile kernelbench", 0) == 0
                       ? ev_.kernelbench_compile_timeout_s + 10

@@ -31,9 +31,10 @@ struct EvalJob {
   uint64_t session_id = 0;  // fair share between sessions (daemon/scheduler); 0 = none
   std::string context;      // opaque to evaluation: kept with a durably queued job, handed back
                             // by Recovered() after a daemon restart
-  bool profile = false;     // when the candidate is Ok: its one call again under Nsight Compute
-                            // (eval.ncu), filling profile dram/sm throughput, occupancy and
-                            // bottleneck; without ncu a "profile unavailable" note, still Ok
+  bool profile = false;     // when the candidate is Ok: its one call again under its plugin's
+                            // profiler (Nsight Compute for CUDA, eval.ncu), filling profile
+                            // dram/sm throughput, occupancy and bottleneck; without one a
+                            // "profile unavailable" note, still Ok
   // Optional: told each stage as it begins ("running" with the device's name when a device takes
   // the job, then the worker's stages: "compile candidate", "verify (seen shape #1)", "time
   // candidate", ...). Called on an evaluator thread; must not block. Jobs on remote workers

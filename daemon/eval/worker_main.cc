@@ -19,15 +19,19 @@
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
 // candidate gets a fresh process, so nothing a candidate leaves behind reaches the next one).
 //
-// Profile on request (a job with "profile": {ncu, timeout_s, thresholds}): once the gate's result
-// is Ok, the worker runs ITSELF in its one-call mode under Nsight Compute,
-//   ncu --metrics ... --csv htam-eval-worker --single-call JOBFILE --plugin ... --device N ...
+// Profile on request (a job with "profile": {tool, search_path, timeout_s, thresholds}), for a
+// plugin that offers a profiler (backend.h, API 1.3: profile_command / profile_parse; the worker
+// knows no profiler by name, backends/common/profile_run.h): once the gate's result is Ok, the
+// worker asks its plugin for the command and runs ITSELF in its one-call mode under it,
+//   <plugin's command, e.g. ncu --metrics ... --csv> htam-eval-worker --single-call JOBFILE
+//       --plugin ... --device N ... [--option <the plugin's options for the profiled process>]
 // where JOBFILE (in the worker's temp dir) holds the task dir, the source and the gate options;
 // that process compiles (a cache hit) and loads the candidate, makes its one call on the first
-// seen shape (GateOptions::single_call) and prints one JSON line. The metrics become the
-// result's profile fractions and bottleneck class (backends/cuda/ncu_profile.h). This runs after
-// the gate, so the gate's check for child processes during a call is not involved; a missing or
-// failing ncu leaves the result Ok with a "profile unavailable: ..." line in its diagnostics.
+// seen shape (GateOptions::single_call) and prints one JSON line. The plugin reads what the run
+// printed into the result's profile fractions and bottleneck class. This runs after the gate, so
+// the gate's check for child processes during a call is not involved; a plugin without a
+// profiler, a missing profiler or a failing run leaves the result Ok with a
+// "profile unavailable: ..." line in its diagnostics.
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -50,9 +54,9 @@
 #include "backends/common/kb_candidate.h"
 #include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
+#include "backends/common/profile_run.h"
 #include "backends/common/task_spec.h"
 #include "backends/common/timing_lock.h"
-#include "backends/cuda/ncu_profile.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
@@ -225,12 +229,27 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
   return o;
 }
 
-// Profiles an Ok result: this binary in its one-call mode under ncu (see the file comment).
-// `self_args` are the worker's own arguments (plugin, device, options) for the child.
-// Returns the bottleneck class (Unknown when the profile is unavailable).
-htam::fb::Bottleneck Profile(const json& job, const json& request,
+// Profiles an Ok result: this binary in its one-call mode under the plugin's profiler (see the
+// file comment). `self_args` are the worker's own arguments (plugin, device, options) for the
+// child. Returns the bottleneck class (Unknown when the profile is unavailable).
+htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, const json& request,
                              const std::vector<std::string>& self_args, const std::string& work_dir,
                              htam::GateResult* r) {
+  auto add_note = [&](const std::string& note) {
+    r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") + note;
+  };
+  htam::ProfileRequest pr;
+  pr.tool = Get<std::string>(request, "tool", "");
+  pr.search_path = Get<std::string>(request, "search_path", "");
+  pr.timeout_s = Get<double>(request, "timeout_s", 300);
+  pr.memory_pct = Get<double>(request, "memory_pct", -1);
+  pr.compute_pct = Get<double>(request, "compute_pct", -1);
+  pr.launch_us = Get<double>(request, "launch_us", -1);
+  auto command = htam::GetProfileCommand(b, pr);
+  if (!command.ok()) {
+    add_note(command.status().message());
+    return htam::fb::Bottleneck::Unknown;
+  }
   std::string job_file = work_dir + "/profile-job.json";
   {
     json one = {{"task_dir", job.value("task_dir", "")},
@@ -242,8 +261,7 @@ htam::fb::Bottleneck Profile(const json& job, const json& request,
     std::ofstream out(job_file, std::ios::trunc);
     out << one.dump();
     if (!out) {
-      r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") +
-                        "profile unavailable: cannot write " + job_file;
+      add_note("profile unavailable: cannot write " + job_file);
       return htam::fb::Bottleneck::Unknown;
     }
   }
@@ -252,32 +270,28 @@ htam::fb::Bottleneck Profile(const json& job, const json& request,
   std::vector<std::string> argv = {n > 0 ? std::string(exe, size_t(n)) : "htam-eval-worker",
                                    "--single-call", job_file};
   argv.insert(argv.end(), self_args.begin(), self_args.end());
-  htam::cuda::BottleneckThresholds t;
-  t.memory_pct = Get<double>(request, "memory_pct", t.memory_pct);
-  t.compute_pct = Get<double>(request, "compute_pct", t.compute_pct);
-  t.launch_us = Get<double>(request, "launch_us", t.launch_us);
-  htam::cuda::NcuProfile p =
-      htam::cuda::RunNcuProfile(Get<std::string>(request, "ncu", ""), argv, work_dir,
-                                Get<double>(request, "timeout_s", 300), t);
+  // The plugin's options for the profiled process come last: they win over the worker's own.
+  for (const auto& o : command->child_options) argv.insert(argv.end(), {"--option", o});
+  htam::ProfileOutcome p = htam::RunProfile(b, *command, argv, work_dir, pr);
   std::remove(job_file.c_str());
   std::string note = p.note;
   if (p.available) {
-    const auto& m = p.metrics;
     auto frac = [](double pct) { return pct < 0 ? -1.0f : float(pct / 100.0); };
-    r->profile.dram_throughput = frac(m.dram_pct);
-    r->profile.sm_throughput = frac(m.sm_pct);
-    r->profile.occupancy = frac(m.occupancy_pct);
+    r->profile.dram_throughput = frac(p.dram_pct);
+    r->profile.sm_throughput = frac(p.sm_pct);
+    r->profile.occupancy = frac(p.occupancy_pct);
     char buf[160];
     std::snprintf(buf, sizeof buf,
-                  " (dram %.0f%%, sm %.0f%%, occupancy %.0f%% of peak; %d kernel%s)", m.dram_pct,
-                  m.sm_pct, m.occupancy_pct, m.kernels, m.kernels == 1 ? "" : "s");
+                  " (dram %.0f%%, sm %.0f%%, occupancy %.0f%% of peak; %d kernel%s)", p.dram_pct,
+                  p.sm_pct, p.occupancy_pct, p.kernels, p.kernels == 1 ? "" : "s");
     note += buf;
   }
-  r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") + note;
+  add_note(note);
   return p.available ? p.bottleneck : htam::fb::Bottleneck::Unknown;
 }
 
-// --single-call JOBFILE: the run ncu watches. One JSON line on stdout; exit 0 when the call ran.
+// --single-call JOBFILE: the run the profiler watches. One JSON line on stdout; exit 0 when the
+// call ran.
 int SingleCall(const std::string& job_file, htam::BackendInstance& b, htam_device* dev,
                int device) {
   std::ifstream in(job_file);
@@ -319,8 +333,9 @@ int Fatal(const std::string& status, const std::string& message) {
 }
 
 // Reaps every ended child but `keep` (the runner, whose end RunnerDeath reads). In its own PID
-// namespace the worker is the init of its sandbox: processes a profile left behind (a killed ncu's
-// children) become its children when they end; a later call must not count them as its own.
+// namespace the worker is the init of its sandbox: processes a profile left behind (a killed
+// profiler's children) become its children when they end; a later call must not count them as
+// its own.
 void ReapOrphans(pid_t keep) {
   for (;;) {
     siginfo_t si{};
@@ -615,13 +630,6 @@ int main(int argc, char** argv) {
   auto inst = htam::BackendInstance::Create((*lib)->api(), host);
   if (!inst.ok()) return Fatal("InfraError", inst.status().message());
   htam::BackendInstance& b = **inst;
-  if (b.description().name && std::string(b.description().name) == "cuda") {
-    // ncu profiles every kernel of the process: the one-call child measures no roofline and runs
-    // no CUPTI self-test at device open (ncu injects its own profiler), so that only the
-    // candidate's kernels are in the metrics (cuda_-prefixed keys win over the plain ones).
-    self_args.insert(self_args.end(),
-                     {"--option", "cuda_roofline=false", "--option", "cuda_timing_mode=sync"});
-  }
   if (describe) {
     auto st = htam::eval::WriteFrame(kFd, DescribeJson(b));
     return st.ok() ? 0 : 2;
@@ -722,11 +730,11 @@ int main(int argc, char** argv) {
     }
     if (r.status == htam::fb::OutcomeStatus::Ok && j.contains("profile") &&
         j["profile"].is_object()) {
-      progress("profile (Nsight Compute)");
-      // ncu measures every kernel on the device: the other lanes wait (timing_lock.h).
+      progress("profile");
+      // A profiler measures every kernel on the device: the other lanes wait (timing_lock.h).
       htam::DeviceLock turn(htam::DeviceLockPathFor(o, b), o.timing_lock_wait_s);
       turn.Exclusive();
-      bottleneck = Profile(j, j["profile"], self_args, work_dir, &r);
+      bottleneck = Profile(b, j, j["profile"], self_args, work_dir, &r);
     }
     if (remote && r.status != htam::fb::OutcomeStatus::Ok &&
         r.diagnostics.find("the runner process died") != std::string::npos) {

@@ -468,7 +468,11 @@ TEST_F(DaemonTest, ProfileOnRequestFillsTheProfileAndTheStatesBottleneck) {
   const std::string fail_flag = dir_ + "/ncu-fails";
   const std::string slow_flag = dir_ + "/ncu-hangs";
   const std::string ncu = WriteFakeNcu(dir_, marker, fail_flag, slow_flag);
-  DaemonProcess d(dir_, {{"eval.ncu", ncu}, {"eval.cuda_profile_timeout_s", "10"}});
+  // The CPU plugin offers no profiler; this build of it carries the CUDA plugin's (Nsight Compute)
+  // entry points, so the whole path runs here (tests/integration/cpu_plugin_with_ncu.cc).
+  DaemonProcess d(dir_, {{"eval.ncu", ncu},
+                         {"eval.cuda_profile_timeout_s", "10"},
+                         {"eval.plugin_dir", HTAM_NCU_TEST_PLUGIN_DIR}});
   ASSERT_TRUE(d.Start());
   auto c = d.Connect(600s);
   ASSERT_NE(c, nullptr);
@@ -572,6 +576,42 @@ TEST_F(DaemonTest, ProfileOnRequestFillsTheProfileAndTheStatesBottleneck) {
     ASSERT_NE(tr->transitions[i]->state, nullptr);
     EXPECT_EQ(tr->transitions[i]->state->bottleneck, fb::Bottleneck::Memory) << "step " << i;
   }
+}
+
+// A backend whose plugin has no profile entry points (the CPU plugin): a profile request leaves
+// the result Ok, with a note that says so, no fractions and no class; a configured ncu never runs.
+TEST_F(DaemonTest, ProfileOnABackendWithoutAProfilerIsANoteAndTheResultStaysOk) {
+  const std::string marker = dir_ + "/eval-cache/fake-ncu-ran";
+  const std::string ncu = WriteFakeNcu(dir_, marker, dir_ + "/ncu-fails", dir_ + "/ncu-hangs");
+  DaemonProcess d(dir_, {{"eval.ncu", ncu}});
+  ASSERT_TRUE(d.Start());
+  auto c = d.Connect(600s);
+  ASSERT_NE(c, nullptr);
+  OpenSessionArgs open;
+  open.task = kRelu;
+  open.backend = "cpu";
+  auto info = c->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  auto step = c->NextStep(info->session->id);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  SubmitArgs a;
+  a.session_id = info->session->id;
+  a.source = info->baseline_source;
+  a.direction_id = step->direction->id;
+  a.summary = "profiled without a profiler";
+  a.profile = true;
+  auto r = c->SubmitAndWait(a, 600s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics;
+  EXPECT_GT(r->speedup, 0.0);
+  ASSERT_NE(r->profile, nullptr);
+  EXPECT_EQ(r->profile->dram_throughput, -1);
+  EXPECT_EQ(r->profile->sm_throughput, -1);
+  EXPECT_EQ(r->profile->occupancy, -1);
+  EXPECT_NE(r->diagnostics.find("profile unavailable: the cpu backend offers no profiler"),
+            std::string::npos)
+      << r->diagnostics;
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "a profiler ran for a backend that has none";
 }
 
 TEST_F(DaemonTest, KillNineAndRestartResumesTheSessionWithEveryAcknowledgedStep) {

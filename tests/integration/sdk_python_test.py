@@ -17,6 +17,8 @@ from htam.fb.Bottleneck import Bottleneck
 
 HTAMD = os.environ.get("HTAM_HTAMD", "build/daemon/htamd")
 KEYGEN = os.environ.get("HTAM_KEYGEN", "build/daemon/server/htam-keygen")
+NCU_TEST_PLUGIN_DIR = os.path.abspath(os.environ.get(
+    "HTAM_NCU_TEST_PLUGIN_DIR", "build/tests/integration/cpu-plugin-with-ncu"))
 TASKS = os.path.abspath("configs/tasks")
 
 
@@ -155,7 +157,9 @@ class SdkPythonTest(unittest.TestCase):
                     + row + '"sm__warps_active.avg.pct_of_peak_sustained_active","%","70.00"\n'
                     "CSV\n")
         os.chmod(ncu, 0o755)
-        d = self.daemon(eval__ncu=ncu).start()
+        # The CPU plugin offers no profiler; this build of it carries the CUDA plugin's (Nsight
+        # Compute) entry points (tests/integration/cpu_plugin_with_ncu.cc).
+        d = self.daemon(eval__ncu=ncu, eval__plugin_dir=NCU_TEST_PLUGIN_DIR).start()
         with htam.Client(d.endpoint, timeout_s=30) as c:
             info = c.open_session("cpu_relu", backend="cpu", budget=5)
             sid = info["session"]["id"]

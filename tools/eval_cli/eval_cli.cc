@@ -6,9 +6,10 @@
 //                 [--backend cuda] [--plugin PATH] [--cache DIR] [--seeds 3] [--reps 30]
 //                 [--option key=value ...] [--compile-threads N] [--profile]
 //
-// --profile: after a candidate is Ok, runs its one call again under Nsight Compute (this binary
-// with --single-call, under ncu) and adds dram/sm throughput, occupancy and the bottleneck class
-// (ncu_profile.h); without ncu the line says "profile unavailable". KernelBench tasks (task.json
+// --profile: after a candidate is Ok, runs its one call again under the plugin's profiler (this
+// binary with --single-call under the command the plugin gives: Nsight Compute for CUDA;
+// backends/common/profile_run.h) and adds dram/sm throughput, occupancy and the bottleneck class;
+// without a profiler the line says "profile unavailable". KernelBench tasks (task.json
 // "kernelbench") take their golden data and PyTorch baseline from backends/common/kernelbench.h.
 //
 // With several sources and the CUDA backend, a compile pool compiles the next candidates while the
@@ -32,9 +33,9 @@
 
 #include "backends/common/gate.h"
 #include "backends/common/plugin_host.h"
+#include "backends/common/profile_run.h"
 #include "backends/common/task_spec.h"
 #include "backends/cuda/compile_pool.h"
-#include "backends/cuda/ncu_profile.h"
 #include "base/file.h"
 #include "base/paths.h"
 #include "daemon/config/config.h"
@@ -298,12 +299,11 @@ int main(int argc, char** argv) {
     std::string v = OptionValue(args.options, key, "");
     return v.empty() ? defaults.GetDouble("eval.cuda_" + key) : std::atof(v.c_str());
   };
-  htam::cuda::BottleneckThresholds thresholds;
-  thresholds.memory_pct = threshold("profile_memory_pct");
-  thresholds.compute_pct = threshold("profile_compute_pct");
-  thresholds.launch_us = threshold("profile_launch_us");
-  const double profile_timeout_s = threshold("profile_timeout_s");
-  const std::string ncu = args.profile ? htam::cuda::FindNcu() : "";
+  htam::ProfileRequest profile_request;
+  profile_request.memory_pct = threshold("profile_memory_pct");
+  profile_request.compute_pct = threshold("profile_compute_pct");
+  profile_request.launch_us = threshold("profile_launch_us");
+  profile_request.timeout_s = threshold("profile_timeout_s");
 
   // Compile pool: warms the cache for every source, ahead of the gate, in a detached process (a
   // grandchild re-parented to init): the gate fails a candidate when the worker has child
@@ -430,31 +430,41 @@ int main(int argc, char** argv) {
         child.push_back("--source");
         child.push_back(fs::absolute(path).string());
       }
-      // The one call is all ncu should see: no roofline probes at device open, and no CUPTI
-      // activity tracing beside ncu's own profiler (a single call times nothing).
-      const std::vector<std::string> fixed = {"cuda_roofline=false", "cuda_timing_mode=sync"};
-      for (const auto& o : args.options) {
-        std::string key = o.substr(0, o.find('='));
-        if (key.rfind("cuda_", 0) == 0) key = key.substr(5);
-        if (key == "roofline" || key == "timing_mode") continue;
-        child.push_back("--option");
-        child.push_back(o);
+      // The plugin's options for the profiled process (e.g. no roofline probes, no CUPTI beside
+      // the profiler) replace the user's options of the same key (with or without the
+      // "<backend>_" prefix).
+      htam::ProfileOutcome p;
+      auto command = htam::GetProfileCommand(**backend, profile_request);
+      if (!command.ok()) {
+        p.note = command.status().message();
+      } else {
+        auto key_of = [&](const std::string& o) {
+          std::string key = o.substr(0, o.find('='));
+          const std::string prefix = args.backend + "_";
+          return key.rfind(prefix, 0) == 0 ? key.substr(prefix.size()) : key;
+        };
+        for (const auto& o : args.options) {
+          bool replaced = false;
+          for (const auto& c : command->child_options) replaced |= key_of(o) == key_of(c);
+          if (replaced) continue;
+          child.push_back("--option");
+          child.push_back(o);
+        }
+        for (const auto& o : command->child_options) {
+          child.push_back("--option");
+          child.push_back(o);
+        }
+        // From this process's directory: the child finds sdk/include the way this one did.
+        p = htam::RunProfile(**backend, *command, child, fs::current_path().string(),
+                             profile_request);
       }
-      for (const auto& o : fixed) {
-        child.push_back("--option");
-        child.push_back(o);
-      }
-      htam::cuda::NcuProfile p =
-          // From this process's directory: the child finds sdk/include the way this one did.
-          htam::cuda::RunNcuProfile(ncu, child, fs::current_path().string(), profile_timeout_s,
-                                    thresholds);
       j["profile_note"] = p.note;
       j["bottleneck"] = p.available ? htam::fb::EnumNameBottleneck(p.bottleneck) : "Unknown";
-      j["dram_pct"] = p.metrics.dram_pct;
-      j["sm_pct"] = p.metrics.sm_pct;
-      j["occupancy_pct"] = p.metrics.occupancy_pct;
-      j["profiled_kernels"] = p.metrics.kernels;
-      j["profiled_us"] = p.metrics.total_us;
+      j["dram_pct"] = p.dram_pct;
+      j["sm_pct"] = p.sm_pct;
+      j["occupancy_pct"] = p.occupancy_pct;
+      j["profiled_kernels"] = p.kernels;
+      j["profiled_us"] = p.total_us;
     }
     std::cout << j.dump() << std::endl;
   }

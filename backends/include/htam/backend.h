@@ -34,7 +34,8 @@
  *
  * LIFECYCLE (one plugin instance per process in practice, but the ABI allows several):
  *   api_version -> initialize -> describe* -> device_open -> { compile -> load -> buffers ->
- *   run / time / profile -> module_release -> artifact_release }* -> device_close -> finalize.
+ *   run / time / profile -> module_release -> artifact_release }* -> device_close -> finalize;
+ *   profile_command / profile_parse (API 1.3) any time between initialize and finalize.
  *   - Every object is released by the same plugin instance that created it, before finalize.
  *   - A module must be released before the device it was loaded on is closed; buffers too.
  *   - After an error of class HTAM_ERR_DEVICE_FAULT the device is unusable (CUDA sticky errors):
@@ -72,7 +73,7 @@ extern "C" {
 #endif
 
 #define HTAM_BACKEND_API_VERSION_MAJOR 1
-#define HTAM_BACKEND_API_VERSION_MINOR 2
+#define HTAM_BACKEND_API_VERSION_MINOR 3
 
 #if defined(__GNUC__)
 #define HTAM_BACKEND_EXPORT __attribute__((visibility("default")))
@@ -476,6 +477,93 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* ds
 typedef htam_backend_error* (*htam_backend_buffer_copy_fn)(htam_buffer*, uint64_t, htam_buffer*,
                                                            uint64_t, uint64_t);
 
+/* ---- a profiler around a one-call process (API 1.3) ------------------------------------------
+ * Counters that only a profiler watching the process from outside can read (Nsight Compute for
+ * CUDA). The host knows no profiler by name; it asks the plugin for the command that wraps a
+ * process making the candidate's one call, runs
+ *     argv (from profile_command) + the one-call process's own argv
+ * with its own wall limit, captures what it prints (stdout and stderr together), and hands that
+ * back to profile_parse, which fills throughputs, occupancy and a bottleneck class.
+ * Both or neither. A plugin without them offers no profile: the host notes
+ * "profile unavailable: the <name> backend offers no profiler" and the result stays Ok. A plugin
+ * with them whose profiler is missing here returns HTAM_ERR_UNAVAILABLE from profile_command, its
+ * message saying why in words a person can act on (the host prefixes "profile unavailable: ").
+ * Strings the plugin returns stay valid until the next call of the same entry point on the same
+ * backend, or finalize. */
+
+/* Bottleneck classes (the values of schema/htg.fbs `Bottleneck`). */
+typedef enum htam_bottleneck {
+  HTAM_BOTTLENECK_UNKNOWN = 0,
+  HTAM_BOTTLENECK_MEMORY = 1,
+  HTAM_BOTTLENECK_COMPUTE = 2,
+  HTAM_BOTTLENECK_LATENCY = 3,
+  HTAM_BOTTLENECK_LAUNCH = 4
+} htam_bottleneck;
+
+typedef struct htam_profile_command_request {
+  uint32_t struct_size;
+  /* The profiler binary the host was configured with; NULL or "" = the plugin finds its own. */
+  const char* tool;
+  /* ':'-separated directories the plugin searches for its profiler; NULL = its process's PATH
+   * (a sandboxed worker's PATH is short: a daemon hands its own). */
+  const char* search_path;
+} htam_profile_command_request;
+
+typedef struct htam_profile_command {
+  uint32_t struct_size; /* set by the host */
+  /* NULL-terminated: the profiler and its flags; the profiled program's argv goes after them. */
+  const char* const* argv;
+  /* NULL-terminated "key=value" backend options for the plugin instance inside the profiled
+   * process, appended after the host's own (they win): e.g. no probe kernels at device open, so
+   * that only the candidate's work is measured. May be NULL. */
+  const char* const* child_options;
+  /* Short name of the profiler for messages ("ncu"). */
+  const char* tool_name;
+} htam_profile_command;
+
+typedef struct htam_profile_output {
+  uint32_t struct_size;
+  const char* text; /* what the profiler run printed (stdout and stderr), not NUL-terminated */
+  size_t text_len;
+  int32_t exit_code; /* of the profiler process; -1 unknown */
+  int32_t signaled;  /* 1: the profiler was killed by a signal */
+  /* Thresholds of the bottleneck classes; < 0 = the plugin's default. */
+  double memory_pct;  /* DRAM throughput (% of peak) from which the run is memory-bound */
+  double compute_pct; /* SM throughput (% of peak) from which it is compute-bound */
+  double launch_us;   /* below both: launch-bound when the mean kernel is shorter than this */
+} htam_profile_output;
+
+typedef struct htam_profile_summary {
+  uint32_t struct_size; /* set by the host; the host presets every number to -1 */
+  /* Percent of peak (0..100), over the candidate's kernels (the plugin's own left out); -1 not
+   * reported. */
+  double dram_pct;
+  double sm_pct;
+  double occupancy_pct; /* achieved: active warps */
+  int32_t kernels;      /* the candidate's kernels profiled */
+  double total_us;      /* their total duration */
+  int32_t bottleneck;   /* htam_bottleneck */
+  const char* note;     /* one line for the diagnostics, e.g. "ncu: Memory-bound" */
+} htam_profile_summary;
+
+/* OPTIONAL (1.3, with profile_parse). The command prefix; HTAM_ERR_UNAVAILABLE when the profiler
+ * is missing or not executable. */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_command(
+    htam_backend* backend, const htam_profile_command_request* request, htam_profile_command* out);
+typedef htam_backend_error* (*htam_backend_profile_command_fn)(htam_backend*,
+                                                               const htam_profile_command_request*,
+                                                               htam_profile_command*);
+
+/* OPTIONAL (1.3, with profile_command). Reads the profiler's output; an error (class
+ * HTAM_ERR_UNAVAILABLE) says why there is no profile (no kernel seen, the profiler's own error,
+ * its exit code). */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_parse(htam_backend* backend,
+                                                                   const htam_profile_output* output,
+                                                                   htam_profile_summary* out);
+typedef htam_backend_error* (*htam_backend_profile_parse_fn)(htam_backend*,
+                                                             const htam_profile_output*,
+                                                             htam_profile_summary*);
+
 /* Names, for loaders: every REQUIRED symbol, then every OPTIONAL one. */
 #define HTAM_BACKEND_REQUIRED_SYMBOLS                                                           \
   "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",               \
@@ -488,7 +576,7 @@ typedef htam_backend_error* (*htam_backend_buffer_copy_fn)(htam_buffer*, uint64_
 #define HTAM_BACKEND_OPTIONAL_SYMBOLS \
   "htam_backend_profile", "htam_backend_buffer_export", "htam_backend_buffer_import", \
       "htam_backend_device_roofline", "htam_backend_buffer_fill", "htam_backend_buffer_compare", \
-      "htam_backend_buffer_copy"
+      "htam_backend_buffer_copy", "htam_backend_profile_command", "htam_backend_profile_parse"
 
 #ifdef __cplusplus
 } /* extern "C" */
