@@ -247,6 +247,16 @@ if [[ "$PARTS" == *" loadpaths "* ]]; then
   echo "loadpaths rc=$?"; cat "$OUT/load_paths.json"; tail -5 "$OUT/load_paths.err"
 fi
 
+# klsuite: the KernelBench load_inline path over the suite's own lineage variants (the kernels
+# `modes` evaluates), for the ratio on the same kernels; by name only, about 50 s per candidate.
+# KLSUITE narrows the list (kernelbench_compile.py --suite syntax).
+if [[ "$PARTS" == *" klsuite "* ]]; then
+  timeout "${T_KLSUITE:-480}" "$HTAM_KB_PYTHON" backends/cuda/bench/kernelbench_compile.py --suite \
+    ${KLSUITE:-gelu:v1 softmax:v2 sgemm:v3 transpose:v2 rowsum:v1 scan:v2} \
+    > "$OUT/klsuite.jsonl" 2> "$OUT/klsuite.err"
+  echo "klsuite rc=$?"; cat "$OUT/klsuite.jsonl"; tail -5 "$OUT/klsuite.err"
+fi
+
 # ---- throughput: every task's reference + lineage variants, compile + verify + time
 if has bench; then
 BL=$(( $(left) - 40 )); [ "$BL" -gt "${T_BENCH:-75}" ] && BL=${T_BENCH:-75}; [ "$BL" -lt 20 ] && BL=20
