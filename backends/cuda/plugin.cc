@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/plugin_base.h"
 #include "backends/common/plugin_error.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_errors.h"
@@ -76,29 +77,26 @@ double ToDouble(const std::string& s, double def) {
 
 }  // namespace
 
-struct htam_backend {
-  void (*log)(void*, int32_t, const char*) = nullptr;
-  void* log_ctx = nullptr;
-  std::map<std::string, std::string> options;
+// The plugin's instance: the helper base (backends/common/plugin_base.h) holds the host's settings
+// and the description; the constructor finds the compiler and probes the devices.
+struct htam_backend : htam::plugin::Backend {
+  explicit htam_backend(const htam::plugin::HostSettings& host);
+
   std::optional<NvccCompiler> compiler;
   std::string compiler_error;
   std::vector<DeviceProps> props;
-  std::vector<htam_device_info> infos;
-  std::string version, notes, default_arch;
-  bool can_run = false;
+  std::string default_arch;
   int open_devices = 0;
   htam::cuda::NcuEntryState ncu;  // the strings of the last profile_command / profile_parse
 
+  // An option as "cuda_<key>" (the daemon's table names them so) or "<key>".
   std::string Opt(const std::string& key, const std::string& def) const {
-    for (const std::string& k : {"cuda_" + key, key}) {
-      auto it = options.find(k);
-      if (it != options.end()) return it->second;
-    }
+    for (const std::string& k : {"cuda_" + key, key})
+      if (host().Has(k)) return host().Option(k, def);
     return def;
   }
-  void Log(int32_t level, const std::string& msg) const {
-    if (log) log(log_ctx, level, msg.c_str());
-  }
+  bool can_run() const { return description().can_run; }
+  const std::string& notes() const { return description().notes; }
 };
 
 struct htam_artifact {
@@ -138,80 +136,52 @@ htam_backend_error* Select(htam_device* d) {
 }
 }  // namespace
 
-// Not a constant: comparing with a literal 0 would be 'always false' to the compiler.
-uint32_t g_built_minor = HTAM_BACKEND_API_VERSION_MINOR;
-
-extern "C" {
-
-HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* minor) {
-  if (major) *major = HTAM_BACKEND_API_VERSION_MAJOR;
-  if (minor) *minor = HTAM_BACKEND_API_VERSION_MINOR;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backend_host* host,
-                                                                htam_backend** out) {
-  if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "initialize: null argument");
-  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor < g_built_minor) {
-    return MakeError(HTAM_ERR_VERSION, "cuda plugin built for backend API " +
-                                           std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) + "." +
-                                           std::to_string(HTAM_BACKEND_API_VERSION_MINOR) +
-                                           ", host has " + std::to_string(host->api_major) + "." +
-                                           std::to_string(host->api_minor));
-  }
-  auto b = std::make_unique<htam_backend>();
-  if (host->struct_size >= offsetof(htam_backend_host, log_ctx) + sizeof(void*)) {
-    b->log = host->log;
-    b->log_ctx = host->log_ctx;
-  }
-  for (const char* const* o = host->options; o && *o; ++o) {
-    std::string kv(*o);
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) b->options[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+htam_backend::htam_backend(const htam::plugin::HostSettings& host) : Backend("cuda", host) {
+  htam::plugin::Description& d = description_;
+  d.language = "cuda";
+  d.source_suffix = ".cu";
   CompilerOptions co;
-  co.nvcc = FindNvcc(b->Opt("nvcc", "nvcc"));
-  co.flags = b->Opt("nvcc_flags", "-O3");
-  co.sdk_include_dir = host->sdk_include_dir ? host->sdk_include_dir : "sdk/include";
-  co.cache_dir = host->cache_dir ? host->cache_dir : "";
+  co.nvcc = FindNvcc(Opt("nvcc", "nvcc"));
+  co.flags = Opt("nvcc_flags", "-O3");
+  co.sdk_include_dir = host.sdk_include_dir.empty() ? "sdk/include" : host.sdk_include_dir;
+  co.cache_dir = host.cache_dir;
   // The backend's own kernels (probes, test data), compiled once per cache; never in a runner's
   // (option nvrtc_cache=false): what it holds is read by every later evaluation.
-  htam::cuda::SetNvrtcCacheDir(b->Opt("nvrtc_cache", "true") != "false" ? co.cache_dir : "");
-  co.work_dir = host->work_dir && *host->work_dir ? host->work_dir : "/tmp";
-  co.timeout_s = ToDouble(b->Opt("compile_timeout_s", ""), 120);
-  co.max_diagnostic_bytes =
-      static_cast<size_t>(ToDouble(b->Opt("max_diagnostic_bytes", ""), 16384));
-  auto compiler = NvccCompiler::Create(co);
+  htam::cuda::SetNvrtcCacheDir(Opt("nvrtc_cache", "true") != "false" ? co.cache_dir : "");
+  co.work_dir = host.work_dir == "." ? "/tmp" : host.work_dir;  // "." = the host gave none
+  co.timeout_s = ToDouble(Opt("compile_timeout_s", ""), 120);
+  co.max_diagnostic_bytes = static_cast<size_t>(ToDouble(Opt("max_diagnostic_bytes", ""), 16384));
+  auto made = NvccCompiler::Create(co);
   std::string nvcc_version = "nvcc unavailable";
-  if (compiler.ok()) {
-    b->compiler.emplace(std::move(compiler).value());
-    const std::string& v = b->compiler->version();
+  if (made.ok()) {
+    compiler.emplace(std::move(made).value());
+    const std::string& v = compiler->version();
     size_t p = v.rfind("release ");
     nvcc_version =
         "nvcc " + (p == std::string::npos ? v : v.substr(p + 8, v.find('\n', p) - p - 8));
   } else {
-    b->compiler_error = compiler.status().ToString();
-    b->notes += "compile unavailable: " + b->compiler_error + "; ";
+    compiler_error = made.status().ToString();
+    d.notes += "compile unavailable: " + compiler_error + "; ";
   }
   int driver = 0;
   cudaDriverGetVersion(&driver);
-  b->version = nvcc_version + ", NVRTC " + NvrtcVersion() + ", driver CUDA " +
-               std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10);
+  d.version = nvcc_version + ", NVRTC " + NvrtcVersion() + ", driver CUDA " +
+              std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10);
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    b->notes += "runtime path cannot run here: " + CudaErrorText(e);
+    d.notes += "runtime path cannot run here: " + CudaErrorText(e);
     n = 0;
   }
   for (int i = 0; i < n; ++i) {
     auto p = CudaDevice::Probe(i);
-    if (p.ok()) b->props.push_back(*p);
+    if (p.ok()) props.push_back(*p);
   }
-  b->default_arch = b->Opt("arch", "");
-  if (b->default_arch.empty() || b->default_arch == "auto") {
-    b->default_arch = b->props.empty() ? "sm_90a" : b->props[0].arch;
-  }
-  for (const auto& p : b->props) {
+  default_arch = Opt("arch", "");
+  if (default_arch.empty() || default_arch == "auto")
+    default_arch = props.empty() ? "sm_90a" : props[0].arch;
+  for (const auto& p : props) {  // props is final: the infos point into its strings
     htam_device_info info{};
     info.index = p.index;
     info.name = p.name.c_str();
@@ -222,32 +192,16 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backe
     info.sm_clock_mhz = c.sm_mhz;
     info.mem_clock_mhz = c.mem_mhz;
     info.cache_bytes = p.l2_bytes;
-    b->infos.push_back(info);
+    d.devices.push_back(info);
   }
-  b->can_run = !b->props.empty();
-  b->Log(HTAM_LOG_INFO, "cuda backend: " + b->version + ", " + std::to_string(b->props.size()) +
-                            " device(s), default arch " + b->default_arch);
-  *out = b.release();
-  return nullptr;
+  d.can_run = !props.empty();
+  Log(HTAM_LOG_INFO, "cuda backend: " + d.version + ", " + std::to_string(props.size()) +
+                         " device(s), default arch " + default_arch);
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* backend) {
-  delete backend;
-}
+HTAM_BACKEND_PLUGIN(htam_backend, "cuda")
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
-                                                              htam_backend_description* out) {
-  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "describe: null argument");
-  HTAM_SET_FIELD(out, name, "cuda");
-  HTAM_SET_FIELD(out, language, "cuda");
-  HTAM_SET_FIELD(out, source_suffix, ".cu");
-  HTAM_SET_FIELD(out, version, b->version.c_str());
-  HTAM_SET_FIELD(out, notes, b->notes.c_str());
-  HTAM_SET_FIELD(out, num_devices, static_cast<int32_t>(b->infos.size()));
-  HTAM_SET_FIELD(out, devices, b->infos.empty() ? nullptr : b->infos.data());
-  HTAM_SET_FIELD(out, can_run, b->can_run ? 1 : 0);
-  return nullptr;
-}
+extern "C" {
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
                                                              const htam_compile_request* req,
@@ -299,7 +253,7 @@ HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
                                                                  htam_device** out) {
   if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_open: null argument");
-  if (!b->can_run) return MakeError(HTAM_ERR_UNAVAILABLE, "no CUDA device: " + b->notes);
+  if (!b->can_run()) return MakeError(HTAM_ERR_UNAVAILABLE, "no CUDA device: " + b->notes());
   if (index < 0 || index >= static_cast<int32_t>(b->props.size())) {
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "no CUDA device " + std::to_string(index));
   }

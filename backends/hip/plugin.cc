@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/plugin_base.h"
 #include "backends/common/plugin_error.h"
 #include "backends/common/plugin_host.h"
 #include "backends/hip/amd_runtime.h"
@@ -96,10 +97,17 @@ std::string SelfDir() {
 
 }  // namespace
 
-struct htam_backend {
-  void (*log)(void*, int32_t, const char*) = nullptr;
-  void* log_ctx = nullptr;
-  std::map<std::string, std::string> options;
+// The plugin's instance: the helper base (backends/common/plugin_base.h) holds the host's settings
+// and the description; Init() chooses the platform and fills the description from the members
+// below.
+struct htam_backend : htam::plugin::Backend {
+  explicit htam_backend(const htam::plugin::HostSettings& host);
+  ~htam_backend() override {
+    cuda.reset();  // finalizes the CUDA plugin before its library is closed
+    cuda_lib.reset();
+  }
+  htam::Status Init() override;
+
   std::string sdk_include_dir, cache_dir, work_dir;
   Platform platform = Platform::kAmd;
   bool can_run = false;
@@ -119,16 +127,15 @@ struct htam_backend {
   htam_backend_device_roofline_fn cuda_roofline = nullptr;
   std::string shim_dir, compat_flags;
 
+  // An option as "hip_<key>" (the daemon's table names them so) or "<key>"; empty = absent.
   std::string Opt(const std::string& key, const std::string& def) const {
     for (const std::string& k : {"hip_" + key, key}) {
-      auto it = options.find(k);
-      if (it != options.end() && !it->second.empty()) return it->second;
+      std::string v = host().Option(k, "");
+      if (!v.empty()) return v;
     }
     return def;
   }
-  void Log(int32_t level, const std::string& msg) const {
-    if (log) log(log_ctx, level, ("hip: " + msg).c_str());
-  }
+  void Log(int32_t level, const std::string& msg) const { Backend::Log(level, "hip: " + msg); }
   const htam::PluginApi& capi() const { return cuda->api(); }
 };
 
@@ -343,94 +350,54 @@ htam_backend_error* Select(htam_device* d) {
 
 }  // namespace
 
-// Not a constant: comparing with a literal 0 would be 'always false' to the compiler.
-uint32_t g_hip_built_minor = HTAM_BACKEND_API_VERSION_MINOR;
-
-extern "C" {
-
-HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* minor) {
-  if (major) *major = HTAM_BACKEND_API_VERSION_MAJOR;
-  if (minor) *minor = HTAM_BACKEND_API_VERSION_MINOR;
+htam_backend::htam_backend(const htam::plugin::HostSettings& host) : Backend("hip", host) {
+  std::error_code ec;
+  sdk_include_dir =
+      fs::absolute(host.sdk_include_dir.empty() ? "sdk/include" : host.sdk_include_dir, ec)
+          .string();
+  cache_dir = host.cache_dir.empty() ? "" : fs::absolute(host.cache_dir, ec).string();
+  // "." = the host gave none
+  work_dir = host.work_dir == "." ? "/tmp" : fs::absolute(host.work_dir, ec).string();
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_initialize(const htam_backend_host* host,
-                                                                htam_backend** out) {
-  if (!host || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "initialize: null argument");
-  if (host->api_major != HTAM_BACKEND_API_VERSION_MAJOR || host->api_minor < g_hip_built_minor) {
-    return MakeError(HTAM_ERR_VERSION, "hip plugin built for backend API " +
-                                           std::to_string(HTAM_BACKEND_API_VERSION_MAJOR) + "." +
-                                           std::to_string(HTAM_BACKEND_API_VERSION_MINOR) +
-                                           ", host has " + std::to_string(host->api_major) + "." +
-                                           std::to_string(host->api_minor));
-  }
-  auto b = std::make_unique<htam_backend>();
-  if (host->struct_size >= offsetof(htam_backend_host, log_ctx) + sizeof(void*)) {
-    b->log = host->log;
-    b->log_ctx = host->log_ctx;
-  }
-  for (const char* const* o = host->options; o && *o; ++o) {
-    std::string kv(*o);
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) b->options[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  std::error_code ec;
-  b->sdk_include_dir =
-      fs::absolute(host->sdk_include_dir ? host->sdk_include_dir : "sdk/include", ec).string();
-  b->cache_dir =
-      host->cache_dir && *host->cache_dir ? fs::absolute(host->cache_dir, ec).string() : "";
-  b->work_dir =
-      host->work_dir && *host->work_dir ? fs::absolute(host->work_dir, ec).string() : "/tmp";
-
-  std::string platform = b->Opt("platform", "auto");
-  if (platform != "auto" && platform != "amd" && platform != "nvidia") {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
-                     "hip platform must be auto, amd or nvidia, not '" + platform + "'");
-  }
+htam::Status htam_backend::Init() {
+  std::string choice = Opt("platform", "auto");
+  if (choice != "auto" && choice != "amd" && choice != "nvidia")
+    return htam::Status::InvalidArgument("hip platform must be auto, amd or nvidia, not '" +
+                                         choice + "'");
   std::string amd_why, nv_why;
-  if (platform == "nvidia") {
-    if (!SetUpNvidia(b.get(), &nv_why)) {
-      return MakeError(HTAM_ERR_UNAVAILABLE, "hip platform nvidia: " + nv_why);
-    }
+  if (choice == "nvidia") {
+    if (!SetUpNvidia(this, &nv_why))
+      return htam::Status::Unavailable("hip platform nvidia: " + nv_why);
   } else {
-    SetUpAmd(b.get(), &amd_why);
+    SetUpAmd(this, &amd_why);
     // auto: an AMD GPU wins; else an NVIDIA GPU through the CUDA backend; else AMD compile-only.
     // (An NVIDIA driver is looked for first, so that a machine without one pays nothing.)
-    if (platform == "auto" && b->amd_props.empty() &&
+    if (choice == "auto" && amd_props.empty() &&
         (access("/proc/driver/nvidia/version", R_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0) &&
-        SetUpNvidia(b.get(), &nv_why) && !b->can_run) {
-      b->cuda.reset();
-      b->cuda_lib.reset();
-      b->infos.clear();
-      b->cuda_roofline = nullptr;
+        SetUpNvidia(this, &nv_why) && !can_run) {
+      cuda.reset();
+      cuda_lib.reset();
+      infos.clear();
+      cuda_roofline = nullptr;
     }
-    if (!b->cuda) DescribeAmd(b.get(), amd_why + (nv_why.empty() ? "" : "; NVIDIA: " + nv_why));
+    if (!cuda) DescribeAmd(this, amd_why + (nv_why.empty() ? "" : "; NVIDIA: " + nv_why));
   }
-  if (!b->cuda) b->platform = Platform::kAmd;
-  b->Log(HTAM_LOG_INFO, b->version + " — " + b->notes);
-  *out = b.release();
-  return nullptr;
+  if (!cuda) platform = Platform::kAmd;
+  htam::plugin::Description& d = description_;
+  d.language = "hip";
+  d.source_suffix = ".hip";
+  d.version = version;
+  d.notes = notes;
+  d.devices = infos;  // the names point into amd_props or the CUDA plugin's description
+  d.can_run = can_run;
+  Log(HTAM_LOG_INFO, version + " — " + notes);
+  return htam::Status::OK();
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_finalize(htam_backend* b) {
-  if (!b) return;
-  b->cuda.reset();  // finalizes the CUDA plugin before its library is closed
-  b->cuda_lib.reset();
-  delete b;
-}
+HTAM_BACKEND_PLUGIN(htam_backend, "hip")
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_describe(htam_backend* b,
-                                                              htam_backend_description* out) {
-  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "describe: null argument");
-  HTAM_HIP_SET(out, name, "hip");
-  HTAM_HIP_SET(out, language, "hip");
-  HTAM_HIP_SET(out, source_suffix, ".hip");
-  HTAM_HIP_SET(out, version, b->version.c_str());
-  HTAM_HIP_SET(out, notes, b->notes.c_str());
-  HTAM_HIP_SET(out, num_devices, static_cast<int32_t>(b->infos.size()));
-  HTAM_HIP_SET(out, devices, b->infos.empty() ? nullptr : b->infos.data());
-  HTAM_HIP_SET(out, can_run, b->can_run ? 1 : 0);
-  return nullptr;
-}
+extern "C" {
 
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
                                                              const htam_compile_request* req,
