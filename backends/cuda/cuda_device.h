@@ -89,7 +89,7 @@ struct TimeStats {
   ClockReading clocks;
 };
 
-class IdleWaiter;  // cuda_device.cc
+class IdleWaiter;  // cuda_device_internal.h
 
 class CudaDevice {
  public:

@@ -39,7 +39,7 @@ class Roofline:
     """The device's ceilings and the bottleneck thresholds, in one place.
 
     Ceilings: what the CUDA backend measured on the table's H100 80GB HBM3 when it opened the
-    device (backends/cuda/cuda_device.cc, `Roofline`): a large device-to-device copy (bytes read +
+    device (backends/cuda/cuda_roofline.cc, `Roofline`): a large device-to-device copy (bytes read +
     written), an FMA-bound fp32 kernel, a 16-bit mma.sync-bound kernel. Thresholds: htamd's profile
     classification (eval.cuda_profile_memory_pct / _compute_pct / _launch_us, 60 / 60 / 5;
     backends/cuda/ncu_profile.cc, ClassifyBottleneck)."""
