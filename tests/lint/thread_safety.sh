@@ -16,7 +16,8 @@ if [[ -z "$clangxx" || ! -x "$clangxx" ]]; then
   echo "thread-safety check skipped: no clang++ found (install the Debian package clang)"
   exit 77
 fi
-flags=(-std=c++20 -fsyntax-only -Wno-everything -Wthread-safety -Werror=thread-safety)
+flags=(-std=c++20 -fsyntax-only -Wno-everything -Wthread-safety -Wthread-safety-beta
+       -Werror=thread-safety -Werror=thread-safety-beta)
 for d in "${incs[@]}"; do [[ -n "$d" ]] && flags+=("-I$d"); done
 for d in "${defs[@]}"; do [[ -n "$d" ]] && flags+=("-D$d"); done
 # The sources are compiled at the same time (each clang is one process), then judged in order.
