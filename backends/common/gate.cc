@@ -406,19 +406,11 @@ class Gate::Impl {
     ref_ = ref_exec.get();
     sharer_ = cand_ == opt_.runner ? opt_.runner : nullptr;
     std::string diag;
-    Status st;
     bool have_ref = false;
-    if (golden) {
-      Verdict v = PrepareGolden(&res);
-      if (!v.ok()) return Infra(res, v.reason);
-    } else if (!opt_.single_call) {
-      Progress("compile reference");
-      st = Compile(ref_, ref_source, "reference", &diag, nullptr, nullptr);
-      if (!st.ok()) return Infra(res, "the task's reference does not compile: " + diag);
-      have_ref = true;
-    }
+    if (Verdict v = PrepareReference(ref_source, &res, &have_ref); !v.ok())
+      return Infra(res, v.reason);
     Progress("compile candidate");
-    st = Compile(cand_, source, "candidate", &diag, &res.compile_ms, &res.compile_cached);
+    Status st = Compile(cand_, source, "candidate", &diag, &res.compile_ms, &res.compile_cached);
     if (!st.ok()) {
       res.status = st.IsNotFound()                           ? OutcomeStatus::InfraError
                    : st.code() == Status::Code::kUnavailable ? OutcomeStatus::Crash
@@ -456,7 +448,7 @@ class Gate::Impl {
       cases.push_back({&task_.held_out_shapes[i], true, i});
     for (const Case& c : cases) {
       for (int s = 0; s < opt_.seeds; ++s) {
-        const GoldenCase* g = golden ? &golden_verify_[size_t(s)] : nullptr;
+        const GoldenCase* g = Golden(golden_verify_, size_t(s));
         std::string where =
             c.held_out ? " (held-out shape #" + std::to_string(c.index + 1) + ", not shown; seed " +
                              std::to_string(s) + ")"
@@ -486,22 +478,8 @@ class Gate::Impl {
       res.diagnostics = v.reason;
       return res;
     }
-    if (opt_.time_baseline && !golden) {
-      const std::string key = BaselineKey(ref_source, dims);
-      if (!ReusedBaseline(key, &base_stats)) {
-        v = TimeAndVerify(ref_, nullptr, dims, &base_stats, false, &res);
-        if (!v.ok()) return Infra(res, "timing the reference failed: " + v.reason);
-        KeepBaseline(key, base_stats);
-      }
-    }
-    if (golden) {
-      base_stats.median = baseline_.eager_us;
-      base_stats.iqr = baseline_.eager_spread_us;
-      res.baseline_compile_us = baseline_.compile_us;
-      res.baseline_note =
-          "PyTorch eager on " + golden_device_ +
-          (baseline_.compile_us > 0 ? "; torch.compile measured" : "; " + baseline_.note);
-    }
+    v = Baseline(ref_source, dims, &base_stats, &res);
+    if (!v.ok()) return Infra(res, v.reason);
     if (cand_->CanProfile()) {
       Progress("profile");
       ProfileCandidate(dims, &res);
@@ -846,7 +824,6 @@ class Gate::Impl {
     Status st = MakeInputs(dims, seed, &host_in, &in, golden ? &golden->inputs : nullptr);
     const bool on_device = !host_in.pristine.empty() || (in.empty() && !golden && DeviceData());
     if (st.ok()) st = MakeOutputs(dims, &out);
-    if (st.ok() && !golden) st = MakeOutputs(dims, &ref_out, /*local=*/true);
     // The first call's outputs, kept on the device in the verifier's own memory.
     if (st.ok() && on_device) st = MakeOutputs(dims, &run1_dev, /*local=*/true);
     if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
@@ -873,10 +850,8 @@ class Gate::Impl {
     v = CheckGuardsAndInputs(in, out, &host_in, where);
     if (!v.ok()) return v;
     // The reference last (golden outputs: computed by PyTorch beforehand).
-    if (!golden) {
-      v = Call(ref, in, ref_out, where);
-      if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
-    }
+    v = ExpectedOutputs(ref, dims, in, golden, &ref_out, where);
+    if (!v.ok()) return v;
     for (size_t i = 0; i < out.size(); ++i) {
       std::string why, why2, same;
       if (on_device) {
@@ -918,7 +893,6 @@ class Gate::Impl {
     Progress("prepare timing inputs (" + who + ")");
     std::vector<Inputs> host_in(sets);
     std::vector<TensorSet> in(sets), out(sets);
-    const bool golden = !golden_time_.empty();
     // The baseline (the reference, in this process) is timed over buffers of this process, as a
     // runner's candidate is over its own: writes into memory opened from another process's
     // handle were up to 37 % slower on an H200, which inflated every candidate's speedup.
@@ -926,7 +900,7 @@ class Gate::Impl {
     for (int k = 0; k < sets; ++k) {
       Status st = MakeInputs(
           dims, MixSeed(opt_.seed_base, 7000 + k), &host_in[k], &in[k],
-          golden ? &golden_time_[size_t(k) % golden_time_.size()].inputs : nullptr, local);
+          GoldenInputs(Golden(golden_time_, size_t(k))), local);
       if (st.ok()) st = MakeOutputs(dims, &out[k], local);
       if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     }
@@ -974,14 +948,10 @@ class Gate::Impl {
     if (check) {
       for (int k = 0; k < sets; ++k) {
         Progress("verify timed outputs, input set " + std::to_string(k));
+        const GoldenCase* golden = Golden(golden_time_, size_t(k));
         TensorSet ref_out;
-        if (!golden) {
-          Status mk = MakeOutputs(dims, &ref_out, /*local=*/true);
-          if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
-          Verdict v = Call(ref, in[k], ref_out, "");
-          if (!v.ok())
-            return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
-        }
+        Verdict v = ExpectedOutputs(ref, dims, in[k], golden, &ref_out, "");
+        if (!v.ok()) return v;
         for (size_t i = 0; i < out[k].size() && !golden && !host_in[k].pristine.empty(); ++i) {
           auto why =
               CheckOutputOnDevice(*out[k][i], *ref_out[i],
@@ -992,8 +962,7 @@ class Gate::Impl {
         for (size_t i = 0; i < out[k].size() && (golden || host_in[k].pristine.empty()); ++i) {
           auto c = out[k][i]->Download();
           auto r =
-              golden ? Result<HostTensor>(golden_time_[size_t(k) % golden_time_.size()].outputs[i])
-                     : ref_out[i]->Download();
+              golden ? Result<HostTensor>(golden->outputs[i]) : ref_out[i]->Download();
           if (!c.ok() || !r.ok())
             return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
           std::string why =
@@ -1004,6 +973,70 @@ class Gate::Impl {
       }
     }
     *stats = Summarize(reps);
+    return Verdict{};
+  }
+
+  // ---- the reference: the task's kernel, run in this process, or golden data and a baseline
+  // figure computed beforehand by PyTorch (KernelBench). These four methods are the only places
+  // that tell the two apart.
+
+  // Before the candidate is compiled: golden data (and PyTorch's baseline figures), or the
+  // reference kernel compiled (`*have_ref`: it is to be loaded once the candidate compiled). A
+  // profiling run (single_call) needs neither.
+  Verdict PrepareReference(const std::string& ref_source, GateResult* res, bool* have_ref) {
+    *have_ref = false;
+    if (!task_.kernelbench.empty()) return PrepareGolden(res);
+    if (opt_.single_call) return Verdict{};
+    Progress("compile reference");
+    std::string diag;
+    Status st = Compile(ref_, ref_source, "reference", &diag, nullptr, nullptr);
+    if (!st.ok())
+      return Verdict::Fail(OutcomeStatus::InfraError,
+                           "the task's reference does not compile: " + diag);
+    *have_ref = true;
+    return Verdict{};
+  }
+
+  // The golden case `i` of `cases` (rotating), or null for a task with a reference kernel.
+  static const GoldenCase* Golden(const std::vector<GoldenCase>& cases, size_t i) {
+    return cases.empty() ? nullptr : &cases[i % cases.size()];
+  }
+  static const std::vector<HostTensor>* GoldenInputs(const GoldenCase* g) {
+    return g ? &g->inputs : nullptr;
+  }
+
+  // The outputs the candidate's are compared with, for inputs `in`: the reference kernel's, in
+  // this process's own memory (`ref_out`), or none to compute when `golden` holds them.
+  Verdict ExpectedOutputs(CandidateExec* ref, const DimBinding& dims, const TensorSet& in,
+                          const GoldenCase* golden, TensorSet* ref_out, const std::string& where) {
+    if (golden) return Verdict{};
+    Status mk = MakeOutputs(dims, ref_out, /*local=*/true);
+    if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
+    Verdict v = Call(ref, in, *ref_out, where);
+    if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+    return Verdict{};
+  }
+
+  // The baseline the speedup is over: the reference kernel timed as the candidate was (or its
+  // figure kept from an earlier job of this worker), or PyTorch eager's time from golden data.
+  Verdict Baseline(const std::string& ref_source, const DimBinding& dims, TimingStats* stats,
+                   GateResult* res) {
+    if (!task_.kernelbench.empty()) {
+      stats->median = baseline_.eager_us;
+      stats->iqr = baseline_.eager_spread_us;
+      res->baseline_compile_us = baseline_.compile_us;
+      res->baseline_note =
+          "PyTorch eager on " + golden_device_ +
+          (baseline_.compile_us > 0 ? "; torch.compile measured" : "; " + baseline_.note);
+      return Verdict{};
+    }
+    if (!opt_.time_baseline) return Verdict{};
+    const std::string key = BaselineKey(ref_source, dims);
+    if (ReusedBaseline(key, stats)) return Verdict{};
+    Verdict v = TimeAndVerify(ref_, nullptr, dims, stats, false, res);
+    if (!v.ok())
+      return Verdict::Fail(OutcomeStatus::InfraError, "timing the reference failed: " + v.reason);
+    KeepBaseline(key, *stats);
     return Verdict{};
   }
 
