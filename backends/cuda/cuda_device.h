@@ -57,6 +57,8 @@ struct DeviceOptions {
   bool sync_window = false;
   // true: "cupti" mode (above; falls back to sync mode when libcupti is unavailable).
   bool cupti = true;
+  // cupti mode: one flush per timing, repetitions told apart by CUPTI timestamps (self-tested).
+  bool cupti_batch = true;
   uint64_t roofline_copy_bytes = 512ull << 20;  // size of the D2D copy probe
 };
 
@@ -133,6 +135,7 @@ class CudaDevice {
   MaybeFault CalibrateLag();
   MaybeFault SyncIdle(double timeout_ms);  // device sync on the helper thread, bounded
   void CuptiSelfTest();
+  bool CuptiBatchSelfTest();
   void MeasureRoofline();
   void Hold(cudaStream_t s, double us, bool wait_started);
   void Flush(uint64_t bytes, int rep);
@@ -155,6 +158,7 @@ class CudaDevice {
   double lag_median_us_ = 0, lag_p90_us_ = 0;
   double sync_empty_us_ = 0;            // sync mode: median window of an empty call
   std::unique_ptr<CuptiSpans> cupti_;   // cupti mode
+  bool cupti_batch_ = false;            // cupti mode with one flush per timing (self-tested)
   std::unique_ptr<IdleWaiter> waiter_;  // sync mode
   std::string timing_note_;
 };

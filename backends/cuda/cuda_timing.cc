@@ -66,7 +66,39 @@ void CudaDevice::CuptiSelfTest() {
   } else {
     timing_note_ = "CUPTI " + cupti_->library() + ": self-test " + std::to_string(records) +
                    " records, span " + std::to_string(span) + " us";
+    if (options_.cupti_batch) {
+      cupti_batch_ = CuptiBatchSelfTest();
+      if (!cupti_batch_) timing_note_ += "; one flush per repetition (batch self-test failed)";
+    }
   }
+}
+
+// Batch mode must give each window exactly its own work: two windows of one memset each, with a
+// memset between them (outside every window, as a repetition's preparation is).
+bool CudaDevice::CuptiBatchSelfTest() {
+  if (!cupti_->CanBatch()) return false;
+  void* scratch = nullptr;
+  if (cudaMalloc(&scratch, 1 << 20) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  std::vector<uint64_t> begin, end;
+  cudaDeviceSynchronize();
+  cupti_->BeginBatch();
+  for (int w = 0; w < 2; ++w) {
+    cudaMemsetAsync(scratch, 1, 1 << 20, cudaStreamLegacy);  // between windows: not counted
+    cudaDeviceSynchronize();
+    begin.push_back(cupti_->Now());
+    cudaMemsetAsync(scratch, 0, 1 << 20, stream_);
+    cudaDeviceSynchronize();
+    end.push_back(cupti_->Now());
+  }
+  double spans[2] = {0, 0};
+  int records[2] = {0, 0};
+  cupti_->EndBatch(begin, end, spans, records);
+  cudaFree(scratch);
+  cudaGetLastError();
+  return records[0] == 1 && records[1] == 1 && spans[0] > 0 && spans[1] > 0;
 }
 
 MaybeFault CudaDevice::CalibrateLag() {
@@ -200,6 +232,22 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   std::vector<int> records(static_cast<size_t>(reps), 0);
   const bool sync = !cupti_ && options_.sync_window && waiter_;
   const bool hold = !cupti_ && !sync;
+  // cupti: one flush for all repetitions (each call's records are found by its window's CUPTI
+  // timestamps) where CUPTI has timestamps; else a flush before and after every call.
+  const bool batch = cupti_ && cupti_batch_;
+  std::vector<uint64_t> win_begin, win_end;
+  struct BatchEnd {  // leaves batch mode on every early way out (a fault), without a flush
+    CuptiSpans* c;
+    ~BatchEnd() {
+      if (c) c->AbortBatch();
+    }
+  } batch_end{nullptr};
+  if (batch) {
+    win_begin.reserve(static_cast<size_t>(reps));
+    win_end.reserve(static_cast<size_t>(reps));
+    cupti_->BeginBatch();
+    batch_end.c = cupti_.get();
+  }
   if (sync) waiter_->SetActive(true);
   for (int r = 0; r < reps; ++r) {
     int set = r % req.num_sets;
@@ -229,7 +277,10 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
       destroy();
       return FromCuda(e, "preparing repetition");
     }
-    if (cupti_) cupti_->Begin();  // the device is idle: forget the preparation's records
+    if (batch)
+      win_begin.push_back(cupti_->Now());  // the device is idle: the window opens
+    else if (cupti_)
+      cupti_->Begin();  // the device is idle: forget the preparation's records
     cudaEventRecord(start, stream_);
     int rc = call(set);
     MaybeFault f;
@@ -254,7 +305,14 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
       return f;
     }
     cudaEventRecord(after, stream_);
-    if (cupti_) spans[r] = cupti_->EndUs(&records[r]);
+    if (batch)
+      win_end.push_back(cupti_->Now());  // the device is idle again: the window closes
+    else if (cupti_)
+      spans[r] = cupti_->EndUs(&records[r]);
+  }
+  if (batch) {
+    batch_end.c = nullptr;
+    cupti_->EndBatch(win_begin, win_end, spans.data(), records.data());
   }
   if (sync) waiter_->SetActive(false);
   cudaError_t e = cudaEventSynchronize(ev[3 * (reps - 1) + 2]);

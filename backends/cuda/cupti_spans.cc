@@ -35,6 +35,9 @@ uint64_t g_begin = 0;                                         // guarded by g_mu
 uint64_t g_min_start = std::numeric_limits<uint64_t>::max();  // guarded by g_mu
 uint64_t g_max_end = 0;                                       // guarded by g_mu
 int g_records = 0;                                            // guarded by g_mu
+// Batch mode (BeginBatch .. EndBatch): every record is kept, to be assigned to its window later.
+bool g_batch = false;                                         // guarded by g_mu
+std::vector<std::pair<uint64_t, uint64_t>> g_kept;            // guarded by g_mu
 
 constexpr size_t kBufferBytes = 4 << 20;
 
@@ -47,6 +50,10 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 // Caller holds g_mu. Incomplete records (zero timestamps) and records that ended before the span
 // began (work of the preparation, delivered late) are not counted.
 void Take(uint64_t start, uint64_t end) {
+  if (g_batch) {
+    if (start != 0 && end >= start) g_kept.emplace_back(start, end);
+    return;
+  }
   if (start == 0 || end < start || end <= g_begin) return;
   g_min_start = std::min(g_min_start, start);
   g_max_end = std::max(g_max_end, end);
@@ -185,6 +192,59 @@ void CuptiSpans::Begin() {
   g_min_start = std::numeric_limits<uint64_t>::max();
   g_max_end = 0;
   g_records = 0;
+}
+
+bool CuptiSpans::CanBatch() const {
+  return g_api.timestamp != nullptr;
+}
+
+uint64_t CuptiSpans::Now() const {
+  uint64_t now = 0;
+  if (g_api.timestamp) g_api.timestamp(&now);
+  return now;
+}
+
+void CuptiSpans::BeginBatch() {
+  g_api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // what came before is never counted
+  std::lock_guard<std::mutex> l(g_mu);
+  g_batch = true;
+  g_kept.clear();
+}
+
+void CuptiSpans::EndBatch(const std::vector<uint64_t>& begin, const std::vector<uint64_t>& end,
+                          double* spans_us, int* records) {
+  g_api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::vector<std::pair<uint64_t, uint64_t>> kept;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    g_batch = false;
+    kept.swap(g_kept);
+  }
+  const size_t n = std::min(begin.size(), end.size());
+  std::vector<uint64_t> lo(n, std::numeric_limits<uint64_t>::max()), hi(n, 0);
+  std::vector<int> count(n, 0);
+  for (const auto& [start, stop] : kept) {
+    // The window that holds the record's start: the last one that began at or before it (windows
+    // are in time order and do not overlap); work of the preparation between two windows and of
+    // the warm-up before the first starts outside every window.
+    auto it = std::upper_bound(begin.begin(), begin.begin() + static_cast<ptrdiff_t>(n), start);
+    if (it == begin.begin()) continue;
+    size_t r = static_cast<size_t>(it - begin.begin()) - 1;
+    if (start > end[r]) continue;
+    lo[r] = std::min(lo[r], start);
+    hi[r] = std::max(hi[r], stop);
+    ++count[r];
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (records) records[r] = count[r];
+    if (spans_us) spans_us[r] = count[r] && hi[r] > lo[r] ? double(hi[r] - lo[r]) / 1000.0 : 0.0;
+  }
+}
+
+void CuptiSpans::AbortBatch() {
+  std::lock_guard<std::mutex> l(g_mu);
+  g_batch = false;
+  g_kept.clear();
 }
 
 double CuptiSpans::EndUs(int* records) {

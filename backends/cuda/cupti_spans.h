@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -33,6 +34,20 @@ class CuptiSpans {
   // Flushes (call with the device idle, after the call) and returns the span of the records
   // since Begin() in microseconds, and how many there were. 0 records = 0 us.
   double EndUs(int* records);
+
+  // Batch mode: many calls, ONE flush. BeginBatch() flushes and starts keeping every record;
+  // around call r the caller reads Now() just before it starts (device idle) and again once the
+  // device is idle after it; EndBatch() flushes once and gives each call the span of the records
+  // that started inside its window [begin[r], end[r]] (records outside every window, such as the
+  // preparation between calls, are not counted). The same spans as Begin()/EndUs() per call,
+  // without two forced flushes per call. Needs CUPTI's timestamp (CanBatch()).
+  bool CanBatch() const;
+  uint64_t Now() const;
+  void BeginBatch();
+  void EndBatch(const std::vector<uint64_t>& begin, const std::vector<uint64_t>& end,
+                double* spans_us, int* records);
+  // Leaves batch mode without a flush (a fault: the device may be hung or poisoned).
+  void AbortBatch();
   // The library that was loaded.
   const std::string& library() const { return path_; }
 

@@ -269,6 +269,7 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b
   }
   o.sync_window = mode == "sync";
   o.cupti = mode == "cupti";
+  o.cupti_batch = b->Opt("cupti_batch", "true") != "false";
   auto d = CudaDevice::Open(index, o);
   if (!d.ok()) return ToError(d.status(), HTAM_ERR_UNAVAILABLE);
   auto h = std::make_unique<htam_device>();

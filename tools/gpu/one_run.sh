@@ -121,6 +121,7 @@ fi
 #   noahead  the same queue, compiling ahead off (each runner compiles on the device's turn)
 #   nopool   ahead, every test tensor allocating its own buffer (eval.buffer_pool_mb 0)
 #   pool     ahead with the defaults now (a job's buffers pooled)
+#   nobatch  pool, with a CUPTI flush before and after every timed repetition
 #   lanes2/3 pool with two or three workers per device (eval.device_workers)
 #   noreuse  pool, the reference timed beside every candidate (eval.baseline_reuse_s 0)
 #   pertask  pool, one process and queue per task; prev: the same with the binaries staged in
@@ -141,6 +142,8 @@ if has modes; then
     [noahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends none"
     [nopool]="--queue --eval.buffer_pool_mb 0"
     [pool]="--queue"
+    # nobatch: pool with a CUPTI flush before and after every timed repetition (the old way).
+    [nobatch]="--queue --eval.cuda_cupti_batch false"
     # Two or three lanes per device (eval.device_workers): verification overlaps, timing in turn.
     [lanes2]="--queue --eval.device_workers 2"
     [lanes3]="--queue --eval.device_workers 3"
