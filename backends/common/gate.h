@@ -138,6 +138,12 @@ struct GateResult {
   bool runner_clean = false;
   double flops = 0, bytes = 0;  // of the timed (first seen) shape
   fb::ProfileT profile;
+  // From the device's measured ceilings (the plugin's optional device_roofline; 0 = none):
+  // sol_us, the time the task's bytes and FLOPs need (profile.sol_fraction = sol_us / median_us),
+  // and floor_us, the least time no honest result can beat (up to a last-level cache's worth of
+  // output may be written back after the timed window closes, so those bytes do not count).
+  double sol_us = 0, floor_us = 0;
+  double copy_bytes_per_s = 0, fp32_flops = 0, tensor16_flops = 0;
   // KernelBench tasks: the baseline is PyTorch eager (baseline_us); torch.compile where it works.
   bool golden_computed = false;    // PyTorch ran during this evaluation (golden cache miss)
   double baseline_compile_us = 0;  // 0 = no torch.compile figure (baseline_note says why)
