@@ -72,7 +72,10 @@ po::options_description ToolFlags() {
       "compiles ahead (eval.compile_ahead_threads, eval.cuda_compile_threads)")(
       "plugin", text(), "a backend plugin libhtam_backend_<name>.so (eval.plugin_dir, backend)")(
       "option", list(), "a table option as [section.]name=value (eval.X, or X, or cuda_X)")(
-      "config", text(), "a configuration file (as htamd's; the command line wins)");
+      "config", text(), "a configuration file (as htamd's; the command line wins)")(
+      "in-process", po::bool_switch(),
+      "internal: the gate in this process (for a profiler that watches this process)")(
+      "single-call", po::bool_switch(), "internal, with --in-process: one call, no timing");
   return d;
 }
 
@@ -210,6 +213,10 @@ Status ParseEvalArgs(int argc, const char* const* argv, EvalArgs* a, Config* c, 
   a->write = vm["write"].as<bool>();
   a->queue = vm["queue"].as<bool>();
   a->profile = vm["profile"].as<bool>();
+  a->in_process = vm["in-process"].as<bool>();
+  a->single_call = vm["single-call"].as<bool>();
+  if (a->single_call && !a->in_process)
+    return Status::InvalidArgument("--single-call is a mode of --in-process");
   HTAM_RETURN_IF_ERROR(BuildConfig(vm, c));
   if (vm.count("plugin")) HTAM_RETURN_IF_ERROR(ApplyPlugin(vm["plugin"].as<std::string>(), a, c));
   return CheckCombination(*a);

@@ -22,6 +22,10 @@ struct EvalArgs {
   bool write = false;                // its "expected"; --write fills "measured"
   bool queue = false;                // submit every candidate at once (compiles ahead)
   bool profile = false;              // profile every Ok candidate (EvalJob::profile)
+  // Internal (in_process.h): the gate in this process, for runs a profiler watches from outside;
+  // with single_call, the one call the plugin's profiler watches for --in-process --profile.
+  bool in_process = false;
+  bool single_call = false;
 };
 
 // Parses argv into *args and *config (the configuration table's defaults, then --config FILE,

@@ -22,6 +22,7 @@
 #include "base/paths.h"
 #include "daemon/eval/evaluator.h"
 #include "tools/eval/eval_args.h"
+#include "tools/eval/in_process.h"
 
 namespace {
 
@@ -251,6 +252,55 @@ int Report(const htam::evaltool::EvalArgs& a, const std::string& backend,
   return rc;
 }
 
+// --in-process (in_process.h): the items' results from the gate in this process; 0 or an exit
+// status.
+int InProcess(const htam::evaltool::EvalArgs& a, const htam::Config& config,
+              const std::string& backend, std::vector<Item>* items) {
+  std::vector<htam::evaltool::InProcessJob> jobs;
+  for (const auto& it : *items) {
+    htam::evaltool::InProcessJob j{a.tasks[it.task], it.text, it.source == "reference",
+                                   a.language};
+    if (a.language.empty() && fs::path(it.source).extension() == ".py") j.language = "kernelbench";
+    jobs.push_back(std::move(j));
+  }
+  std::vector<EvalResult> results;
+  htam::Status st =
+      htam::evaltool::RunInProcess(config, backend, jobs, a.profile, a.single_call, &results);
+  if (!st.ok()) {
+    std::cerr << "htam-eval: " << st.message() << "\n";
+    return st.code() == htam::Status::Code::kUnavailable ? kExitNoBackend : kExitUsage;
+  }
+  for (size_t i = 0; i < items->size(); ++i) (*items)[i].result = std::move(results[i]);
+  return 0;
+}
+
+// The items' results through the Evaluator htamd uses; 0 or an exit status. *backend "" = cuda
+// where a CUDA device serves, else cpu.
+int ThroughEvaluator(const htam::evaltool::EvalArgs& a, const htam::Config& config,
+                     std::string* backend, std::vector<Item>* items) {
+  auto ev = htam::eval::Evaluator::Start(htam::eval::EvalOptions::FromConfig(config));
+  if (!ev.ok()) {
+    std::cerr << "htam-eval: " << ev.status().ToString() << "\n";
+    return kExitUsage;
+  }
+  const std::vector<std::string> served = (*ev)->Backends();
+  auto serves = [&](const std::string& b) {
+    return std::find(served.begin(), served.end(), b) != served.end();
+  };
+  if (backend->empty()) *backend = serves("cuda") ? "cuda" : "cpu";
+  int rc = 0;
+  if (!serves(*backend)) {
+    std::cerr << "htam-eval: backend '" << *backend << "' cannot run here (no plugin or no "
+              << "device)\n" << (*ev)->StatusText();
+    rc = kExitNoBackend;
+  } else if (htam::Status st = RunAll(**ev, a, *backend, items); !st.ok()) {
+    std::cerr << "htam-eval: " << st.ToString() << "\n";
+    rc = kExitUsage;
+  }
+  (*ev)->Shutdown();
+  return rc;
+}
+
 // Without a compile cache named (--cache, eval.cache_dir, or a data directory whose eval-cache
 // the evaluator would use), a fresh one that goes at exit: every compile is real, and nothing is
 // left in the working directory.
@@ -304,27 +354,15 @@ int main(int argc, char** argv) {
     (void)config.Set("eval.sdk_include_dir", fs::absolute("sdk/include").string());
   htam::SetLogLevel(htam::LogLevel::kWarn);
   TempCache cache(&config);
-  auto ev = htam::eval::Evaluator::Start(htam::eval::EvalOptions::FromConfig(config));
-  if (!ev.ok()) {
-    std::cerr << "htam-eval: " << ev.status().ToString() << "\n";
-    return kExitUsage;
-  }
-  const std::vector<std::string> served = (*ev)->Backends();
-  auto serves = [&](const std::string& b) {
-    return std::find(served.begin(), served.end(), b) != served.end();
-  };
-  if (backend.empty()) backend = serves("cuda") ? "cuda" : "cpu";
-  if (!serves(backend)) {
-    std::cerr << "htam-eval: backend '" << backend << "' cannot run here (no plugin or no "
-              << "device)\n" << (*ev)->StatusText();
-    (*ev)->Shutdown();
-    return kExitNoBackend;
-  }
-  st = RunAll(**ev, args, backend, &items);
-  if (!st.ok()) {
-    std::cerr << "htam-eval: " << st.ToString() << "\n";
-    (*ev)->Shutdown();
-    return kExitUsage;
+  if (args.in_process) {
+    if (backend.empty()) backend = "cuda";
+    if (int e = InProcess(args, config, backend, &items)) return e;
+    if (args.single_call) {  // the profiled run: its one line, and whether the call ran
+      Report(args, backend, &items);
+      return items[0].result.status == OutcomeStatus::Ok ? 0 : 1;
+    }
+  } else if (int e = ThroughEvaluator(args, config, &backend, &items)) {
+    return e;
   }
   int rc = Report(args, backend, &items);
   for (size_t t = 0; args.write && t < lineages.size(); ++t) {
@@ -335,6 +373,5 @@ int main(int argc, char** argv) {
       rc = kExitUsage;
     }
   }
-  (*ev)->Shutdown();
   return rc;
 }

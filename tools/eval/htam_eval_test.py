@@ -122,6 +122,31 @@ class HtamEvalTest(unittest.TestCase):
         self.assertEqual([r["status"] for r in out], ["Ok", "Ok", "Incorrect", "Ok"], out)
         self.assertEqual(out[1]["candidate_hash"], out[3]["candidate_hash"])
 
+    def test_profile_without_a_profiler_says_so_and_stays_ok(self):
+        rc, out, err = run("--task", SMALL, "--profile", self.files["honest"], *QUICK)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out[0]["status"], "Ok", out[0]["diagnostics"])
+        self.assertIn("profile unavailable", out[0]["profile_note"])
+        self.assertEqual(out[0]["bottleneck"], "Unknown")
+
+    def test_in_process_mode_judges_as_the_pipeline_does(self):
+        f = self.files
+        rc, out, err = run("--in-process", "--backend", "cpu", "--task", SMALL, "--reference",
+                           f["honest"], f["wrong"], f["broken"], "--profile", *QUICK)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([r["status"] for r in out], ["Ok", "Ok", "Incorrect", "CompileError"],
+                         err)
+        self.assertGreater(out[1]["speedup"], 0)
+        self.assertIn("profile unavailable", out[1]["profile_note"])
+        rc, out, err = run("--in-process", "--single-call", "--backend", "cpu", "--task", SMALL,
+                           f["honest"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out[0]["status"], "Ok")
+        self.assertEqual(out[0]["repetitions"], 0)  # one call, not timed
+        rc, _, err = run("--single-call", "--task", SMALL, f["honest"])
+        self.assertEqual(rc, 2)
+        self.assertIn("--in-process", err)
+
     def test_bad_option_value(self):
         for args, words in ((["--seeds", "zero"], "--seeds"),
                             (["--eval.repetitions", "many"], "eval.repetitions"),
