@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backends/common/task_spec.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "base/paths.h"
@@ -113,8 +114,8 @@ json ReadJsonFile(const std::string& path, std::string* err) {
   return j;
 }
 
-// The backend when none is named: the candidates' extension, else the lineage's "backend", else
-// cuda where a CUDA device serves, else cpu (decided after the evaluator started; "" here).
+// The backend when none is named: the candidates' extension, else the lineage's "backend"; ""
+// when neither says.
 std::string GuessBackend(const htam::evaltool::EvalArgs& a, const std::vector<json>& lineages) {
   for (const auto& s : a.sources) {
     const std::string ext = fs::path(s).extension().string();
@@ -168,11 +169,57 @@ int CollectItems(const htam::evaltool::EvalArgs& a, std::vector<json>* lineages,
   return 0;
 }
 
+std::string TaskName(const std::string& dir) {
+  std::string err;
+  json t = ReadJsonFile(dir + "/task.json", &err);
+  if (err.empty() && t.contains("name") && t["name"].is_string()) return t["name"];
+  return fs::path(dir).lexically_normal().filename().string();
+}
+
+// Prints each result as it is ready, in the order of the items (a lineage variant's parent comes
+// before it); failed() when a reference is not Ok or a variant is not as expected.
+class Reporter {
+ public:
+  Reporter(const htam::evaltool::EvalArgs& a, const std::string& backend)
+      : a_(a), backend_(backend), speedups_(a.tasks.size(), {{"reference", 1.0}}) {}
+
+  void Emit(Item& it) {
+    const EvalResult& r = it.result;
+    json out = ToJson(it, TaskName(a_.tasks[it.task]), a_.tasks[it.task], backend_, a_.profile);
+    if (it.source == "reference" && r.status != OutcomeStatus::Ok) failed_ = true;
+    if (it.variant) {
+      json& v = *it.variant;
+      std::map<std::string, double>& speedup = speedups_[it.task];
+      const std::string parent = v.value("parent", "reference");
+      const double ps = speedup.count(parent) ? speedup[parent] : 1.0;
+      speedup[v.value("id", "")] = r.status == OutcomeStatus::Ok ? r.speedup : ps;
+      const bool as_expected = AsExpected(v.value("expected", "ok"), r, ps);
+      out["expected"] = v.value("expected", "ok");
+      out["as_expected"] = as_expected;
+      failed_ |= !as_expected;
+      v["measured"] = {{"device", r.device},
+                       {"sm_clock_mhz", r.profile.sm_clock_mhz},
+                       {"mem_clock_mhz", r.profile.mem_clock_mhz},
+                       {"median_us", r.median_us},
+                       {"speedup", r.speedup},
+                       {"status", htam::fb::EnumNameOutcomeStatus(r.status)}};
+    }
+    std::cout << out.dump() << std::endl;
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  const htam::evaltool::EvalArgs& a_;
+  const std::string backend_;
+  std::vector<std::map<std::string, double>> speedups_;
+  bool failed_ = false;
+};
+
 // Every item through the evaluator: one after another, or all queued at once (--queue), as a
 // busy daemon queues them: later candidates wait (and compile ahead) while earlier ones run; a
 // full queue waits for the oldest.
 htam::Status RunAll(htam::eval::Evaluator& ev, const htam::evaltool::EvalArgs& a,
-                    const std::string& backend, std::vector<Item>* items) {
+                    const std::string& backend, std::vector<Item>* items, Reporter* report) {
   uint64_t id = 1;
   auto job_of = [&](const Item& it) {
     EvalJob j;
@@ -190,6 +237,7 @@ htam::Status RunAll(htam::eval::Evaluator& ev, const htam::evaltool::EvalArgs& a
       auto r = ev.Evaluate(job_of(it));
       if (!r.ok()) return r.status();
       it.result = std::move(*r);
+      report->Emit(it);
     }
     return htam::Status::OK();
   }
@@ -210,52 +258,17 @@ htam::Status RunAll(htam::eval::Evaluator& ev, const htam::evaltool::EvalArgs& a
       futures[waited++].wait();
     }
   }
-  for (size_t i = 0; i < items->size(); ++i) (*items)[i].result = futures[i].get();
-  return htam::Status::OK();
-}
-
-std::string TaskName(const std::string& dir) {
-  std::string err;
-  json t = ReadJsonFile(dir + "/task.json", &err);
-  if (err.empty() && t.contains("name") && t["name"].is_string()) return t["name"];
-  return fs::path(dir).lexically_normal().filename().string();
-}
-
-// Prints every result; returns 1 when a reference is not Ok or a variant is not as expected.
-int Report(const htam::evaltool::EvalArgs& a, const std::string& backend,
-           std::vector<Item>* items) {
-  int rc = 0;
-  std::vector<std::map<std::string, double>> speedups(a.tasks.size(), {{"reference", 1.0}});
-  for (auto& it : *items) {
-    const EvalResult& r = it.result;
-    json out = ToJson(it, TaskName(a.tasks[it.task]), a.tasks[it.task], backend, a.profile);
-    if (it.source == "reference" && r.status != OutcomeStatus::Ok) rc = 1;
-    if (it.variant) {
-      json& v = *it.variant;
-      std::map<std::string, double>& speedup = speedups[it.task];
-      const std::string parent = v.value("parent", "reference");
-      const double ps = speedup.count(parent) ? speedup[parent] : 1.0;
-      speedup[v.value("id", "")] = r.status == OutcomeStatus::Ok ? r.speedup : ps;
-      const bool as_expected = AsExpected(v.value("expected", "ok"), r, ps);
-      out["expected"] = v.value("expected", "ok");
-      out["as_expected"] = as_expected;
-      if (!as_expected) rc = 1;
-      v["measured"] = {{"device", r.device},
-                       {"sm_clock_mhz", r.profile.sm_clock_mhz},
-                       {"mem_clock_mhz", r.profile.mem_clock_mhz},
-                       {"median_us", r.median_us},
-                       {"speedup", r.speedup},
-                       {"status", htam::fb::EnumNameOutcomeStatus(r.status)}};
-    }
-    std::cout << out.dump() << std::endl;
+  for (size_t i = 0; i < items->size(); ++i) {
+    (*items)[i].result = futures[i].get();
+    report->Emit((*items)[i]);
   }
-  return rc;
+  return htam::Status::OK();
 }
 
 // --in-process (in_process.h): the items' results from the gate in this process; 0 or an exit
 // status.
 int InProcess(const htam::evaltool::EvalArgs& a, const htam::Config& config,
-              const std::string& backend, std::vector<Item>* items) {
+              const std::string& backend, std::vector<Item>* items, Reporter* report) {
   std::vector<htam::evaltool::InProcessJob> jobs;
   for (const auto& it : *items) {
     htam::evaltool::InProcessJob j{a.tasks[it.task], it.text, it.source == "reference",
@@ -263,21 +276,21 @@ int InProcess(const htam::evaltool::EvalArgs& a, const htam::Config& config,
     if (a.language.empty() && fs::path(it.source).extension() == ".py") j.language = "kernelbench";
     jobs.push_back(std::move(j));
   }
-  std::vector<EvalResult> results;
-  htam::Status st =
-      htam::evaltool::RunInProcess(config, backend, jobs, a.profile, a.single_call, &results);
+  htam::Status st = htam::evaltool::RunInProcess(
+      config, backend, jobs, a.profile, a.single_call, [&](size_t i, EvalResult r) {
+        (*items)[i].result = std::move(r);
+        report->Emit((*items)[i]);
+      });
   if (!st.ok()) {
     std::cerr << "htam-eval: " << st.message() << "\n";
     return st.code() == htam::Status::Code::kUnavailable ? kExitNoBackend : kExitUsage;
   }
-  for (size_t i = 0; i < items->size(); ++i) (*items)[i].result = std::move(results[i]);
   return 0;
 }
 
-// The items' results through the Evaluator htamd uses; 0 or an exit status. *backend "" = cuda
-// where a CUDA device serves, else cpu.
+// The items' results through the Evaluator htamd uses; 0 or an exit status.
 int ThroughEvaluator(const htam::evaltool::EvalArgs& a, const htam::Config& config,
-                     std::string* backend, std::vector<Item>* items) {
+                     const std::string& backend, std::vector<Item>* items, Reporter* report) {
   auto ev = htam::eval::Evaluator::Start(htam::eval::EvalOptions::FromConfig(config));
   if (!ev.ok()) {
     std::cerr << "htam-eval: " << ev.status().ToString() << "\n";
@@ -287,13 +300,12 @@ int ThroughEvaluator(const htam::evaltool::EvalArgs& a, const htam::Config& conf
   auto serves = [&](const std::string& b) {
     return std::find(served.begin(), served.end(), b) != served.end();
   };
-  if (backend->empty()) *backend = serves("cuda") ? "cuda" : "cpu";
   int rc = 0;
-  if (!serves(*backend)) {
-    std::cerr << "htam-eval: backend '" << *backend << "' cannot run here (no plugin or no "
+  if (!serves(backend)) {
+    std::cerr << "htam-eval: backend '" << backend << "' cannot run here (no plugin or no "
               << "device)\n" << (*ev)->StatusText();
     rc = kExitNoBackend;
-  } else if (htam::Status st = RunAll(**ev, a, *backend, items); !st.ok()) {
+  } else if (htam::Status st = RunAll(**ev, a, backend, items, report); !st.ok()) {
     std::cerr << "htam-eval: " << st.ToString() << "\n";
     rc = kExitUsage;
   }
@@ -339,11 +351,20 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (exit_now) return 0;
+  for (const auto& t : args.tasks) {  // a task that does not parse is a usage error, GPU or not
+    auto task = htam::ParseTaskFile(t, uint64_t(config.GetInt("eval.max_case_mb")) << 20);
+    if (!task.ok()) {
+      std::cerr << "htam-eval: --task " << t << ": " << task.status().message() << "\n";
+      return kExitUsage;
+    }
+  }
   std::vector<json> lineages;
   std::vector<Item> items;
   if (int rc = CollectItems(args, &lineages, &items)) return rc;
   std::string backend = args.backend.empty() ? GuessBackend(args, lineages) : args.backend;
-  if (!backend.empty() && config.GetString("eval.backends").empty())
+  // No backend named or implied: cuda where its plugin is installed, else cpu.
+  if (backend.empty()) backend = htam::evaltool::PluginFound(config, "cuda") ? "cuda" : "cpu";
+  if (config.GetString("eval.backends").empty())
     (void)config.Set("eval.backends", backend);  // start that plugin's workers only
   // The kernel ABI headers: configured, else shipped beside this binary (an install or a build
   // tree), else, as htam-eval-cli did for binaries staged into one flat folder, a source
@@ -354,17 +375,13 @@ int main(int argc, char** argv) {
     (void)config.Set("eval.sdk_include_dir", fs::absolute("sdk/include").string());
   htam::SetLogLevel(htam::LogLevel::kWarn);
   TempCache cache(&config);
-  if (args.in_process) {
-    if (backend.empty()) backend = "cuda";
-    if (int e = InProcess(args, config, backend, &items)) return e;
-    if (args.single_call) {  // the profiled run: its one line, and whether the call ran
-      Report(args, backend, &items);
-      return items[0].result.status == OutcomeStatus::Ok ? 0 : 1;
-    }
-  } else if (int e = ThroughEvaluator(args, config, &backend, &items)) {
+  Reporter report(args, backend);
+  if (int e = args.in_process ? InProcess(args, config, backend, &items, &report)
+                              : ThroughEvaluator(args, config, backend, &items, &report))
     return e;
-  }
-  int rc = Report(args, backend, &items);
+  // The profiled run (--single-call): whether the call ran.
+  if (args.single_call) return items[0].result.status == OutcomeStatus::Ok ? 0 : 1;
+  int rc = report.failed() ? 1 : 0;
   for (size_t t = 0; args.write && t < lineages.size(); ++t) {
     std::ofstream out(args.tasks[t] + "/lineage.json", std::ios::binary | std::ios::trunc);
     out << lineages[t].dump(2) << "\n";

@@ -23,11 +23,10 @@ namespace fs = std::filesystem;
 std::string FindPlugin(const Config& c, const std::string& backend) {
   const std::string name = "libhtam_backend_" + backend + ".so";
   const std::string dir = c.GetString("eval.plugin_dir"), self = ExecutableDir();
-  std::vector<std::string> candidates;
-  if (!dir.empty()) candidates = {dir + "/" + name};
-  else
-    candidates = {self + "/" + name, self + "/../../backends/" + backend + "/" + name,
-                  FindLibFile("backends/" + name)};
+  std::vector<std::string> candidates = {dir + "/" + name};
+  if (dir.empty())  // as the evaluator looks: beside this binary, an install, a build tree
+    candidates = {self + "/" + name, self + "/plugins/" + name, FindLibFile("backends/" + name),
+                  self + "/../../backends/" + backend + "/" + name};
   for (const auto& p : candidates)
     if (!p.empty() && fs::exists(p)) return fs::canonical(p).string();
   return name;  // let dlopen search
@@ -154,9 +153,13 @@ void Profile(BackendInstance& b, const Config& c, const std::string& backend,
 
 }  // namespace
 
+bool PluginFound(const Config& config, const std::string& backend) {
+  return fs::path(FindPlugin(config, backend)).is_absolute();
+}
+
 Status RunInProcess(const Config& config, const std::string& backend,
                     const std::vector<InProcessJob>& jobs, bool profile, bool single_call,
-                    std::vector<eval::EvalResult>* out) {
+                    const std::function<void(size_t, eval::EvalResult)>& done) {
   const std::string plugin = FindPlugin(config, backend);
   auto lib = PluginLibrary::Open(plugin);
   if (!lib.ok()) return Status::Unavailable(lib.status().ToString());
@@ -186,7 +189,8 @@ Status RunInProcess(const Config& config, const std::string& backend,
   GateOptions go = GateOptionsFrom(config::Eval::From(config), desc.devices[0].index, &baselines);
   go.single_call = single_call;
   const uint64_t max_case = uint64_t(config.GetInt("eval.max_case_mb")) << 20;
-  for (const auto& job : jobs) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const InProcessJob& job = jobs[i];
     const auto t0 = std::chrono::steady_clock::now();
     auto task = ParseTaskFile(job.task_dir, max_case);
     eval::EvalResult r;
@@ -204,7 +208,7 @@ Status RunInProcess(const Config& config, const std::string& backend,
                     .count();
     if (profile && !single_call && r.status == fb::OutcomeStatus::Ok)
       Profile(**b, config, backend, plugin, job, work, &r);
-    out->push_back(std::move(r));
+    done(i, std::move(r));
   }
   api.device_close(device);
   b->reset();

@@ -6,6 +6,7 @@
 // Thread-safety: one call at a time.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,12 @@ struct InProcessJob {
 // else beside this binary or in the build tree), with the gate's settings from the table's eval.*
 // options and the plugin's from eval.<backend>_*. `profile`: Ok results again under the plugin's
 // profiler (this binary with --in-process --single-call). Unavailable when the backend cannot
-// run here, InvalidArgument for a bad task, otherwise one EvalResult per job in *out.
+// run here; otherwise `done` gets each job's index and result, in order, as it is ready.
 Status RunInProcess(const Config& config, const std::string& backend,
                     const std::vector<InProcessJob>& jobs, bool profile, bool single_call,
-                    std::vector<eval::EvalResult>* out);
+                    const std::function<void(size_t, eval::EvalResult)>& done);
+
+// Whether `backend`'s plugin file is found where RunInProcess (and the evaluator) look for it.
+bool PluginFound(const Config& config, const std::string& backend);
 
 }  // namespace htam::evaltool
