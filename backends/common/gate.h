@@ -35,8 +35,8 @@ class CandidateExec;  // exec.h
 // that serves many candidates of one task times its reference again only when its last figure is
 // older (the slow reference of a GEMM task took 1.7 s a candidate, more than the candidate's own
 // verification and timing). Owned by the process that runs the gates (htam-eval-worker,
-// htam-eval-cli) and handed to each through GateOptions::baselines; keyed by everything a figure
-// depends on (the gate builds the key).
+// htam-eval --in-process) and handed to each through GateOptions::baselines; keyed by everything a
+// figure depends on (the gate builds the key).
 // Thread-safety: safe for concurrent use.
 class BaselineCache {
  public:
@@ -93,7 +93,8 @@ struct GateOptions {
   // buffer_fill / buffer_compare); false = on the host, as every backend without them.
   bool device_data = true;
   // Device buffers a job keeps for reuse by its later cases and timing sets (same kind and size),
-  // at most this many bytes idle; 0 = every tensor allocates and frees its own (eval.buffer_pool_mb).
+  // at most this many bytes idle; 0 = every tensor allocates and frees its own
+  // (eval.buffer_pool_mb).
   uint64_t buffer_pool_bytes = uint64_t(4096) << 20;
   // The device's index on this host: evaluations sharing the cache directory take turns on it
   // (timing_lock.h DeviceLock: shared while verifying, exclusive while timing); -1 = no turns.

@@ -443,7 +443,8 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
     c = local->Compile(source, cs);
   } else {
     if (runner.pid <= 0)
-      return Fatal("InfraError", "--compile-only compiles a candidate in a runner: it needs --split");
+      return Fatal("InfraError",
+                   "--compile-only compiles a candidate in a runner: it needs --split");
     auto remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
     c = remote->Compile(Get<std::string>(j, "source", ""), cs);
     remote.reset();  // closes the runner's socket: it ends

@@ -94,7 +94,7 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   ASSERT_EQ(ok->status, fb::OutcomeStatus::Ok) << ok->diagnostics << "\n" << d.Log();
   EXPECT_GT(ok->median_us, 1.0);
   EXPECT_NEAR(ok->speedup, 1.0, 0.15) << "the baseline is the same kernel";
-  // htamd fills the speed-of-light fraction from the plugin's ceilings (not only htam-eval-cli).
+  // htamd fills the speed-of-light fraction from the plugin's ceilings (not only htam-eval).
   ASSERT_NE(ok->profile, nullptr);
   EXPECT_GT(ok->profile->sol_fraction, 0.0f) << ok->diagnostics;
   EXPECT_LT(ok->profile->sol_fraction, 1.3f) << ok->diagnostics;

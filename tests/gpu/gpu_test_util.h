@@ -1,5 +1,6 @@
 // Helpers of the GPU tests: run htam-eval as a child process (each evaluation batch in its own
-// process, through the evaluator htamd uses) and parse its JSON lines; skip cleanly where no GPU is present.
+// process, through the evaluator htamd uses) and parse its JSON lines; skip cleanly where no GPU
+// is present.
 #pragma once
 
 #include <sys/wait.h>

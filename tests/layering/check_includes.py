@@ -142,7 +142,6 @@ def self_test():
             "daemon/eval/worker_main.cc": '#include "backends/common/gate.h"\n',
             "backends/common/gate.h": "// gate\n",
             "tools/worker/worker.cc": '#include "daemon/eval/evaluator.h"\n',
-            "tools/eval_cli/eval_cli.cc": '#include "backends/cuda/compile_pool.h"\n',
         }
         for path, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Builds (here, on the x86-64 build machine) and stages everything the one GPU session needs into
 # .gpu-stage/ (git-ignored through the repository's info/exclude, carried to the GPU machine):
-# the CUDA and HIP plugins, htam-eval (and htam-eval-worker, which it runs), htam-bench, the GPU tests, and libcupti (the GPU
-# machine's toolkit may keep it where the loader does not look). Then checks that the staged
+# the CUDA and HIP plugins, htam-eval (and htam-eval-worker, which it runs), htam-bench, the GPU
+# tests, and libcupti (the GPU machine's toolkit may keep it where the loader does not look). Then checks that the staged
 # binaries start here and skip cleanly without a GPU.
 #   usage: bash tools/gpu/stage_all.sh [BUILD_DIR]     (default build-gpu; configured if missing)
 # Then, on the GPU machine (repository root): bash tools/gpu/one_run.sh   (writes to $OUT)
