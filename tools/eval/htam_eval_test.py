@@ -147,6 +147,24 @@ class HtamEvalTest(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("--in-process", err)
 
+    def test_config_file_then_command_line(self):
+        conf = os.path.join(self.tmp, "eval.conf")
+        with open(conf, "w") as f:
+            f.write("[eval]\nrepetitions = 4\nseeds = 1\n")
+        rc, out, err = run("--task", SMALL, "--config", conf, self.files["honest"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out[0]["repetitions"], 4, err)
+        rc, out, err = run("--task", SMALL, "--config", conf, "--eval.repetitions", "5",
+                           self.files["honest"])
+        self.assertEqual(out[0]["repetitions"], 5, err)
+        rc, out, err = run("--task", SMALL, "--config", conf, "--option", "repetitions=6",
+                           "--reps", "7", self.files["honest"])
+        self.assertEqual(out[0]["repetitions"], 7, err)
+        rc, out, err = run("--task", SMALL, "--config", os.path.join(self.tmp, "none.conf"),
+                           self.files["honest"])
+        self.assertEqual(rc, 2)
+        self.assertIn("none.conf", err)
+
     def test_bad_option_value(self):
         for args, words in ((["--seeds", "zero"], "--seeds"),
                             (["--eval.repetitions", "many"], "eval.repetitions"),
