@@ -57,7 +57,8 @@ class KbModelNewGpu(unittest.TestCase):
         files = [os.path.join(MN, "relu_inline.py"), os.path.join(MN, "relu_inline.py"),
                  os.path.join(MN, "relu_inline_wrong.py"),
                  os.path.join(MN, "relu_hidden_side_stream.py"),
-                 os.path.join(HACKS, "cuda_side_stream.py"), os.path.join(HACKS, "honest_triton.py"),
+                 os.path.join(HACKS, "cuda_side_stream.py"),
+                 os.path.join(HACKS, "honest_triton.py"),
                  os.path.join(MN, "relu_load_cuda.py"), os.path.join(MN, "relu_load_cuda_wrong.py"),
                  os.path.join(MN, "relu_inline_no_torch.py")]
         cmd = [EVALUATE, "--task", TASK, "--backend", "cuda", "--language", "kernelbench",
@@ -77,7 +78,8 @@ class KbModelNewGpu(unittest.TestCase):
             for r in cls.results:
                 f.write(json.dumps(r) + "\n")
         for r in cls.results:
-            print("kb_modelnew %-28s %-12s %9.2f us  eager %9.2f us  speedup %5.2fx  wall %6.1f s  %s"
+            print("kb_modelnew %-28s %-12s %9.2f us  eager %9.2f us  speedup %5.2fx  "
+                  "wall %6.1f s  %s"
                   % (os.path.basename(r["file"]), r["status"], r["median_us"], r["baseline_us"],
                      r["speedup"], r["wall_ms"] / 1e3, r["diagnostics"][:200]), flush=True)
         if len(cls.results) != len(files):

@@ -26,7 +26,8 @@ RULES = [
     ("backends/include", ["sdk/include"]),  # the plugin ABI names the kernel ABI's entry point
     ("backends/common", ["base", "htam/schema", "backends/include", "sdk/include"]),
     ("backends/cpu", ["base", "htam/schema", "backends/include", "sdk/include", "backends/common"]),
-    ("backends/cuda", ["base", "htam/schema", "backends/include", "sdk/include", "backends/common"]),
+    ("backends/cuda", ["base", "htam/schema", "backends/include", "sdk/include",
+                       "backends/common"]),
     ("backends/hip", ["base", "htam/schema", "backends/include", "sdk/include", "backends/common"]),
     ("daemon/config", ["base"]),
     ("daemon/common", ["base"]),

@@ -9,7 +9,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 for run in 1 2; do
-  out=$("$cli" --backend cpu --task "$task" --reference --seeds 1 --reps 3 --cache "$tmp/new/cache" 2>"$tmp/err") || {
+  out=$("$cli" --backend cpu --task "$task" --reference --seeds 1 --reps 3 \
+          --cache "$tmp/new/cache" 2>"$tmp/err") || {
     echo "run $run: htam-eval failed"; cat "$tmp/err"; exit 1; }
   line=$(printf '%s\n' "$out" | grep '"status"' | tail -1)
   case "$line" in
@@ -18,5 +19,6 @@ for run in 1 2; do
   esac
 done
 [ -n "$(ls -A "$tmp/new/cache")" ] || { echo "the cache folder is empty"; exit 1; }
-[ ! -e "$tmp/htam-data" ] || { echo "htam-eval wrote htam-data into the working directory"; exit 1; }
+[ ! -e "$tmp/htam-data" ] || {
+  echo "htam-eval wrote htam-data into the working directory"; exit 1; }
 echo "htam-eval: Ok outside the source tree, cache created"

@@ -9,7 +9,8 @@
 set -u
 bin=$1; out=$2; per=$3; seeds=$4; shift 4
 specs=("$@")
-[ ${#specs[@]} -eq 0 ] && specs=(gelu rowsum softmax rmsnorm transpose stencil2d sgemm bf16_gemm scan gemm_bias_gelu)
+[ ${#specs[@]} -eq 0 ] &&
+  specs=(gelu rowsum softmax rmsnorm transpose stencil2d sgemm bf16_gemm scan gemm_bias_gelu)
 mkdir -p "$out"
 cli() {
   timeout -k 5 "$per" "$bin/htam-eval" --plugin "$bin/libhtam_backend_cuda.so" --seeds "$seeds" \
@@ -25,7 +26,8 @@ for spec in "${specs[@]}"; do
   for f in $(python3 -c "
 import json, sys
 ids = set(x for x in sys.argv[1].split(',') if x)
-print(' '.join(v['file'] for v in json.load(open('$d/lineage.json'))['variants'] if not ids or v['id'] in ids))" "$ids"); do
+print(' '.join(v['file'] for v in json.load(open('$d/lineage.json'))['variants']
+               if not ids or v['id'] in ids))" "$ids"); do
     srcs+=(--source "$d/$f")
   done
   [ ${#srcs[@]} -gt 0 ] && cli --task "$d" --queue "${srcs[@]}"

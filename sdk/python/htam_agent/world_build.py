@@ -341,7 +341,8 @@ def add_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--only", nargs="*", help="family names (default: all)")
     ap.add_argument("--shapes", nargs="*", help="shape ids (default: all)")
     ap.add_argument("--out", default=DEFAULT_TABLE, help="the table (.jsonl.gz)")
-    ap.add_argument("--work", default="/tmp/htam-world", help="materialized tasks and compile cache")
+    ap.add_argument("--work", default="/tmp/htam-world",
+                    help="materialized tasks and compile cache")
     ap.add_argument("--bin", default=os.environ.get("HTAM_WORLD_BIN", "build/backends/cuda"),
                     help="folder with htam-eval, htam-eval-worker, libhtam_backend_cuda.so, "
                     "htam-world-compile")

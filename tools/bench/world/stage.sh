@@ -32,7 +32,8 @@ CUPTI=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/lib/libcupti.so.
           /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 2>/dev/null | head -1 || true)
 [ -n "$CUPTI" ] && cp -L "$CUPTI" "$D/lib/"
 cp -r sdk/include "$D/sdk/"
-cp sdk/python/htam_agent/__init__.py sdk/python/htam_agent/__main__.py sdk/python/htam_agent/world_*.py \
+cp sdk/python/htam_agent/__init__.py sdk/python/htam_agent/__main__.py \
+   sdk/python/htam_agent/world_*.py \
    "$D/sdk/python/htam_agent/"
 cp configs/seed_taxonomy.json "$D/configs/"
 cp -r configs/world/families "$D/configs/world/"
