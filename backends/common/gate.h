@@ -35,8 +35,8 @@ class CandidateExec;  // exec.h
 // that serves many candidates of one task times its reference again only when its last figure is
 // older (the slow reference of a GEMM task took 1.7 s a candidate, more than the candidate's own
 // verification and timing). Owned by the process that runs the gates (htam-eval-worker,
-// htam-eval-cli) and handed to each through GateOptions::baselines; keyed by everything a figure
-// depends on (the gate builds the key).
+// htam-eval --in-process) and handed to each through GateOptions::baselines; keyed by everything a
+// figure depends on (the gate builds the key).
 // Thread-safety: safe for concurrent use.
 class BaselineCache {
  public:
@@ -93,7 +93,8 @@ struct GateOptions {
   // buffer_fill / buffer_compare); false = on the host, as every backend without them.
   bool device_data = true;
   // Device buffers a job keeps for reuse by its later cases and timing sets (same kind and size),
-  // at most this many bytes idle; 0 = every tensor allocates and frees its own (eval.buffer_pool_mb).
+  // at most this many bytes idle; 0 = every tensor allocates and frees its own
+  // (eval.buffer_pool_mb).
   uint64_t buffer_pool_bytes = uint64_t(4096) << 20;
   // The device's index on this host: evaluations sharing the cache directory take turns on it
   // (timing_lock.h DeviceLock: shared while verifying, exclusive while timing); -1 = no turns.
@@ -138,6 +139,12 @@ struct GateResult {
   bool runner_clean = false;
   double flops = 0, bytes = 0;  // of the timed (first seen) shape
   fb::ProfileT profile;
+  // From the device's measured ceilings (the plugin's optional device_roofline; 0 = none):
+  // sol_us, the time the task's bytes and FLOPs need (profile.sol_fraction = sol_us / median_us),
+  // and floor_us, the least time no honest result can beat (up to a last-level cache's worth of
+  // output may be written back after the timed window closes, so those bytes do not count).
+  double sol_us = 0, floor_us = 0;
+  double copy_bytes_per_s = 0, fp32_flops = 0, tensor16_flops = 0;
   // KernelBench tasks: the baseline is PyTorch eager (baseline_us); torch.compile where it works.
   bool golden_computed = false;    // PyTorch ran during this evaluation (golden cache miss)
   double baseline_compile_us = 0;  // 0 = no torch.compile figure (baseline_note says why)

@@ -265,7 +265,7 @@ bool Fill(HostTensor* t, const InitSpec& init, bool integral, uint64_t seed) {
 }
 
 // Generated inputs of this process, by everything that determines them: a batch of candidates of
-// one task (htam-eval-cli, a worker that evaluates several) draws the same (shape, seed) inputs
+// one task (htam-eval, a worker that evaluates several) draws the same (shape, seed) inputs
 // again and again. Bounded; the oldest entries go first.
 class InputCache {
  public:

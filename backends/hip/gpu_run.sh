@@ -10,13 +10,15 @@ mkdir -p "$OUT"
 ROOT=$PWD
 export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-# The binaries name the plugin and the CLI by their build path on the build machine.
+# The binaries name the plugins, htam-eval and its worker by their build path on the build machine.
 B=$(cat build-hip/gpu-stage/build_dir)
 if [ ! -e "$B" ]; then mkdir -p "$(dirname "$(dirname "$B")")" && ln -sfn "$ROOT" "$(dirname "$B")" 2>/dev/null; fi
-mkdir -p "$B/backends/hip" "$B/backends/cuda" "$B/tests/gpu"
+mkdir -p "$B/backends/hip" "$B/backends/cuda" "$B/tests/gpu" "$B/tools/eval" "$B/daemon/eval"
 S=$ROOT/build-hip/gpu-stage
 cp "$S/libhtam_backend_hip.so" "$B/backends/hip/"
-cp "$S/libhtam_backend_cuda.so" "$S/htam-eval-cli" "$B/backends/cuda/"
+cp "$S/libhtam_backend_cuda.so" "$B/backends/cuda/"
+cp "$S/htam-eval" "$B/tools/eval/"
+cp "$S/htam-eval-worker" "$B/daemon/eval/"
 cp "$S/hip_on_nvidia_gpu_test" "$B/tests/gpu/"
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv; nvcc --version | tail -2; } 2>&1 | tee "$OUT/info.txt"
 echo "=== hip_on_nvidia_gpu_test"
@@ -26,7 +28,7 @@ echo "=== references: hip vs cuda"
 for t in configs/tasks/*/; do
   [ -f "$t/reference.hip" ] || continue
   for be in hip cuda; do
-    timeout -s KILL 120 "$B/tools/eval_cli/htam-eval-cli" --backend $be --option hip_platform=nvidia \
+    timeout -s KILL 120 "$B/tools/eval/htam-eval" --backend $be --option hip_platform=nvidia \
       --task "$t" --reference --seeds 1 --reps 50 2>/dev/null | sed "s|^{|{\"backend_run\":\"$be\",\"task_dir\":\"$t\",|"
   done
 done | tee "$OUT/references.jsonl" | python3 -c "

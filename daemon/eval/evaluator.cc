@@ -88,6 +88,39 @@ struct Pending {
 
 }  // namespace
 
+namespace {
+
+// The result frame's figures beyond status and timing (worker_main.cc ResultJson); a field of the
+// wrong type reads as absent.
+void ReadFigures(const nlohmann::json& f, EvalResult* r) {
+  auto num = [&](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : 0.0;
+  };
+  auto str = [&](const char* k) {
+    return f.contains(k) && f[k].is_string() ? f[k].get<std::string>() : std::string();
+  };
+  r->compile_ms = num(f, "compile_ms");
+  r->cases = int(num(f, "cases"));
+  r->flops = num(f, "flops");
+  r->bytes = num(f, "bytes");
+  r->sol_us = num(f, "sol_us");
+  r->floor_us = num(f, "floor_us");
+  if (f.contains("roofline") && f["roofline"].is_object()) {
+    r->copy_bytes_per_s = num(f["roofline"], "copy_bytes_per_s");
+    r->fp32_flops = num(f["roofline"], "fp32_flops");
+    r->tensor16_flops = num(f["roofline"], "tensor16_flops");
+  }
+  r->golden_computed = f.contains("golden_computed") && f["golden_computed"].is_boolean() &&
+                       f["golden_computed"].get<bool>();
+  r->baseline_compile_us = num(f, "baseline_compile_us");
+  r->baseline_note = str("baseline_note");
+  r->profile_note = str("profile_note");
+  r->profiled_kernels = int(num(f, "profiled_kernels"));
+  r->profiled_us = num(f, "profiled_us");
+}
+
+}  // namespace
+
 EvalOptions EvalOptions::FromConfig(const Config& config) {
   EvalOptions o;
   o.config = config;
@@ -769,6 +802,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         r.baseline_us = f->value("baseline_us", 0.0);
         r.speedup = f->value("speedup", 0.0);
         r.compile_cached = f->value("compile_cached", false);
+        ReadFigures(*f, &r);
         if (ahead && r.compile_cached) ahead_->CountHit();
         if (f->contains("candidate_hash")) r.candidate_hash = (*f)["candidate_hash"];
         if (f->contains("profile")) r.profile = ProfileFromJson((*f)["profile"]);

@@ -65,6 +65,23 @@ struct EvalResult {
   std::vector<std::pair<std::string, double>> op_ms;  // GateResult::op_ms
   // The candidate's build came from a cache (compiled ahead, or the same source before).
   bool compile_cached = false;
+  double compile_ms = 0;
+  int cases = 0;                // verification cases passed
+  double flops = 0, bytes = 0;  // of the timed (first seen) shape
+  // GateResult's speed-of-light figures: the time the task's bytes and FLOPs need at the device's
+  // measured ceilings, the floor no honest result beats, and those ceilings (0 = none measured).
+  double sol_us = 0, floor_us = 0;
+  double copy_bytes_per_s = 0, fp32_flops = 0, tensor16_flops = 0;
+  // KernelBench tasks: PyTorch ran for this evaluation; its torch.compile time (0 = none, the
+  // note says why).
+  bool golden_computed = false;
+  double baseline_compile_us = 0;
+  std::string baseline_note;
+  // The profiling run (EvalJob::profile): its note ("ncu: Memory-bound", "profile unavailable:
+  // ..."), the kernels it saw and their summed time; empty and 0 when not profiled.
+  std::string profile_note;
+  int profiled_kernels = 0;
+  double profiled_us = 0;
 };
 
 // All fields default from the `eval` section of the configuration table (options.inc).

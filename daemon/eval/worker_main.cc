@@ -152,8 +152,11 @@ T Get(const json& j, const char* k, T def) {
   }
 }
 
-json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck bottleneck) {
-  return {{"type", "result"},
+// `profiled`: what the profiling run said (profile_note, profiled_kernels, profiled_us), when the
+// job asked for a profile; added as it is.
+json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck bottleneck,
+                const json& profiled) {
+  json out = {{"type", "result"},
           {"bottleneck", int(bottleneck)},
           {"job_id", job_id},
           {"status", int(r.status)},
@@ -183,7 +186,18 @@ json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck
           {"cases", r.cases},
           {"flops", r.flops},
           {"bytes", r.bytes},
+          {"sol_us", r.sol_us},
+          {"floor_us", r.floor_us},
+          {"roofline",
+           {{"copy_bytes_per_s", r.copy_bytes_per_s},
+            {"fp32_flops", r.fp32_flops},
+            {"tensor16_flops", r.tensor16_flops}}},
+          {"golden_computed", r.golden_computed},
+          {"baseline_compile_us", r.baseline_compile_us},
+          {"baseline_note", r.baseline_note},
           {"profile", htam::eval::ProfileToJson(r.profile)}};
+  if (profiled.is_object()) out.update(profiled);
+  return out;
 }
 
 // The gate's options of a job ("gate" object, "arch"), the same in the one-call mode.
@@ -231,10 +245,11 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
 
 // Profiles an Ok result: this binary in its one-call mode under the plugin's profiler (see the
 // file comment). `self_args` are the worker's own arguments (plugin, device, options) for the
-// child. Returns the bottleneck class (Unknown when the profile is unavailable).
+// child. Returns the bottleneck class (Unknown when the profile is unavailable); *profiled gets
+// the profiler's note, the number of kernels it saw and their summed time.
 htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, const json& request,
                              const std::vector<std::string>& self_args, const std::string& work_dir,
-                             htam::GateResult* r) {
+                             htam::GateResult* r, json* profiled) {
   auto add_note = [&](const std::string& note) {
     r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") + note;
   };
@@ -247,6 +262,7 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, co
   pr.launch_us = Get<double>(request, "launch_us", -1);
   auto command = htam::GetProfileCommand(b, pr);
   if (!command.ok()) {
+    *profiled = {{"profile_note", command.status().message()}};
     add_note(command.status().message());
     return htam::fb::Bottleneck::Unknown;
   }
@@ -261,6 +277,7 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, co
     std::ofstream out(job_file, std::ios::trunc);
     out << one.dump();
     if (!out) {
+      *profiled = {{"profile_note", "profile unavailable: cannot write " + job_file}};
       add_note("profile unavailable: cannot write " + job_file);
       return htam::fb::Bottleneck::Unknown;
     }
@@ -275,6 +292,9 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, co
   htam::ProfileOutcome p = htam::RunProfile(b, *command, argv, work_dir, pr);
   std::remove(job_file.c_str());
   std::string note = p.note;
+  *profiled = {{"profile_note", p.note},
+               {"profiled_kernels", p.kernels},
+               {"profiled_us", p.total_us}};
   if (p.available) {
     auto frac = [](double pct) { return pct < 0 ? -1.0f : float(pct / 100.0); };
     r->profile.dram_throughput = frac(p.dram_pct);
@@ -423,7 +443,8 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
     c = local->Compile(source, cs);
   } else {
     if (runner.pid <= 0)
-      return Fatal("InfraError", "--compile-only compiles a candidate in a runner: it needs --split");
+      return Fatal("InfraError",
+                   "--compile-only compiles a candidate in a runner: it needs --split");
     auto remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
     c = remote->Compile(Get<std::string>(j, "source", ""), cs);
     remote.reset();  // closes the runner's socket: it ends
@@ -712,6 +733,7 @@ int main(int argc, char** argv) {
     progress("parse task");
     htam::GateResult r;
     htam::fb::Bottleneck bottleneck = htam::fb::Bottleneck::Unknown;
+    json profiled;  // the profiling run's note and counts (only when the job asked for one)
     auto task = htam::ParseTaskFile(Get<std::string>(j, "task_dir", ""),
                                     Get<uint64_t>(j, "max_case_bytes", 0));
     htam::GateOptions o = GateOptionsFromJob(j, b, device);
@@ -734,7 +756,7 @@ int main(int argc, char** argv) {
       // A profiler measures every kernel on the device: the other lanes wait (timing_lock.h).
       htam::DeviceLock turn(htam::DeviceLockPathFor(o, b), o.timing_lock_wait_s);
       turn.Exclusive();
-      bottleneck = Profile(b, j, j["profile"], self_args, work_dir, &r);
+      bottleneck = Profile(b, j, j["profile"], self_args, work_dir, &r, &profiled);
     }
     if (remote && r.status != htam::fb::OutcomeStatus::Ok &&
         r.diagnostics.find("the runner process died") != std::string::npos) {
@@ -742,7 +764,7 @@ int main(int argc, char** argv) {
       (void)htam::eval::WriteFrame(kFd, RunnerDeath(runner.pid));
       _exit(0);
     }
-    if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r, bottleneck)).ok()) break;
+    if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r, bottleneck, profiled)).ok()) break;
     // A runner whose candidate crashed, timed out, failed an integrity check or could not load is
     // not reused: the next job gets a fresh pair (GateResult::runner_clean).
     if (remote && r.status != htam::fb::OutcomeStatus::Ok && !r.runner_clean) break;

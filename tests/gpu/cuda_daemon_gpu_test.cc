@@ -43,7 +43,8 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   const std::string ncu = htam::cuda::FindNcu();  // the lookup htamd makes for an empty eval.ncu
   DaemonProcess d(dir, {{"eval.backends", "cuda"},
                         {"eval.plugin_dir", std::filesystem::path(plugin).parent_path().string()},
-                        {"eval.worker_path", PathFromEnv("HTAM_EVAL_WORKER", HTAM_EVAL_WORKER_BUILT)},
+                        {"eval.worker_path",
+                         PathFromEnv("HTAM_EVAL_WORKER", HTAM_EVAL_WORKER_BUILT)},
                         {"eval.sdk_include_dir", root + "/sdk/include"},
                         {"memory.seed_file", root + "/configs/seed_taxonomy.json"},
                         {"eval.seeds", "1"},
@@ -94,14 +95,15 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   ASSERT_EQ(ok->status, fb::OutcomeStatus::Ok) << ok->diagnostics << "\n" << d.Log();
   EXPECT_GT(ok->median_us, 1.0);
   EXPECT_NEAR(ok->speedup, 1.0, 0.15) << "the baseline is the same kernel";
-  // htamd fills the speed-of-light fraction from the plugin's ceilings (not only htam-eval-cli).
+  // htamd fills the speed-of-light fraction from the plugin's ceilings (not only htam-eval).
   ASSERT_NE(ok->profile, nullptr);
   EXPECT_GT(ok->profile->sol_fraction, 0.0f) << ok->diagnostics;
   EXPECT_LT(ok->profile->sol_fraction, 1.3f) << ok->diagnostics;
   printf("daemon sol_fraction %.3f at %.2f us\n", ok->profile->sol_fraction, ok->median_us);
 
   // A sticky CUDA fault: classified, and the daemon goes on.
-  auto crash = submit(ReadFile(root + "/tests/hacks/cuda/illegal_address.cu"), "wild-pointer", false);
+  auto crash =
+      submit(ReadFile(root + "/tests/hacks/cuda/illegal_address.cu"), "wild-pointer", false);
   ASSERT_TRUE(crash.ok()) << crash.status().ToString();
   EXPECT_EQ(crash->status, fb::OutcomeStatus::Crash) << crash->diagnostics;
   EXPECT_NE(crash->diagnostics.find("illegal"), std::string::npos) << crash->diagnostics;
@@ -119,7 +121,8 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   ASSERT_TRUE(prof.ok()) << prof.status().ToString();
   ASSERT_EQ(prof->status, fb::OutcomeStatus::Ok) << prof->diagnostics;
   ASSERT_NE(prof->profile, nullptr);
-  printf("daemon ncu profile: dram %.3f sm %.3f occupancy %.3f | %s\n", prof->profile->dram_throughput,
+  printf("daemon ncu profile: dram %.3f sm %.3f occupancy %.3f | %s\n",
+         prof->profile->dram_throughput,
          prof->profile->sm_throughput, prof->profile->occupancy, prof->diagnostics.c_str());
   // A 16M-element gelu streams 128 MiB: DRAM is busy (on an H100 about 56 % of peak, SM about 54 %:
   // under the 60 % lines, so ncu's rule calls it latency-bound; relu 16M at 61 % is memory-bound).

@@ -1,5 +1,6 @@
-// Helpers of the GPU tests: run htam-eval-cli as a child process (each evaluation batch in its own
-// process, as a worker would) and parse its JSON lines; skip cleanly where no GPU is present.
+// Helpers of the GPU tests: run htam-eval as a child process (each evaluation batch in its own
+// process, through the evaluator htamd uses) and parse its JSON lines; skip cleanly where no GPU
+// is present.
 #pragma once
 
 #include <sys/wait.h>
@@ -15,7 +16,7 @@
 namespace htam::gputest {
 
 // A path compiled in (the build tree), unless the environment names another one: the GPU session
-// runs binaries built elsewhere (tools/gpu/one_run.sh sets HTAM_EVAL_CLI, HTAM_CUDA_PLUGIN_PATH,
+// runs binaries built elsewhere (tools/gpu/one_run.sh sets HTAM_EVAL, HTAM_CUDA_PLUGIN_PATH,
 // HTAM_HIP_PLUGIN_PATH to the staged copies).
 inline std::string PathFromEnv(const char* env, const char* built) {
   const char* e = getenv(env);
@@ -32,7 +33,7 @@ struct CliRun {
 inline CliRun RunCli(const std::string& args, int limit_s = 300) {
   CliRun r;
   std::string cmd = "timeout -s KILL " + std::to_string(limit_s) + " " +
-                    PathFromEnv("HTAM_EVAL_CLI", HTAM_EVAL_CLI) + " " + args + " 2>&1";
+                    PathFromEnv("HTAM_EVAL", HTAM_EVAL) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[8192];
@@ -53,7 +54,7 @@ inline CliRun RunCli(const std::string& args, int limit_s = 300) {
   return r;
 }
 
-// Exit code 4 of htam-eval-cli: the backend cannot run here (no driver / no GPU).
+// Exit code 4 of htam-eval: the backend cannot run here (no driver / no GPU).
 constexpr int kCliNoDevice = 4;
 
 }  // namespace htam::gputest

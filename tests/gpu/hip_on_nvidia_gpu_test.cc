@@ -1,7 +1,7 @@
 // The HIP backend on an NVIDIA GPU (platform nvidia): HIP candidates compiled by nvcc through
 // htam/hip_on_cuda.h, run and timed on the CUDA backend's runtime path. In process through the
 // host-side loader (describe, buffers, a wavefront-aware shuffle reduction checked against the
-// host, the timing protocol, a device fault), then the real gate through htam-eval-cli over every
+// host, the timing protocol, a device fault), then the real gate through htam-eval over every
 // task's reference.hip and the HIP variants of rowsum. Skipped where no CUDA device is present.
 #include <gtest/gtest.h>
 
@@ -208,7 +208,7 @@ HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor*, int, htam_tensor*, int, ht
   api().module_release(m);
 }
 
-// ---- the real gate, in htam-eval-cli processes -------------------------------------------------
+// ---- the real gate, in htam-eval processes -----------------------------------------------------
 
 std::string CliPrefix() {
   return std::string("--backend hip --plugin ") + HipPluginPath() +

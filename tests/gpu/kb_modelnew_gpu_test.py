@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """ModelNew candidates (language "kernelbench") on the CUDA backend, on a real GPU, through
-htam-evaluate (the evaluator htamd uses: a sandboxed worker with the golden data, and its runner
+htam-eval (the evaluator htamd uses: a sandboxed worker with the golden data, and its runner
 whose child Python runs the candidate). Task tests/gpu/kernelbench/kb_relu (ReLU over 4M floats).
 
   - a load_inline CUDA ReLU is Ok and timed against PyTorch eager; evaluated again, its build
@@ -16,7 +16,7 @@ whose child Python runs the candidate). Task tests/gpu/kernelbench/kb_relu (ReLU
 
 Skips (with the reason) where no CUDA device is usable by the interpreter. Environment:
   HTAM_KB_PYTHON   python with PyTorch+CUDA (default: python3 on PATH)
-  HTAM_EVALUATE    htam-evaluate (default: build/tools/worker/htam-evaluate)
+  HTAM_EVAL        htam-eval (default: build/tools/eval/htam-eval)
   OUT              where to write kb_modelnew_gpu.jsonl (default /tmp)
 Run: python3 tests/gpu/kb_modelnew_gpu_test.py -v   (tools/gpu/one_run.sh kbmodelnew does)
 """
@@ -30,7 +30,7 @@ import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PY = os.environ.get("HTAM_KB_PYTHON") or shutil.which("python3") or "/usr/bin/python3"
-EVALUATE = os.environ.get("HTAM_EVALUATE") or os.path.join(ROOT, "build/tools/worker/htam-evaluate")
+EVALUATE = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/htam-eval")
 TASK = os.path.join(ROOT, "tests/gpu/kernelbench/kb_relu")
 MN = os.path.join(TASK, "modelnew")
 HACKS = os.path.join(ROOT, "tests/hacks/kernelbench")
@@ -47,8 +47,8 @@ def cuda_torch():
 
 @unittest.skipUnless(cuda_torch(), "no CUDA device usable by %s (set HTAM_KB_PYTHON to a "
                      "Python with PyTorch+CUDA on a GPU machine)" % PY)
-@unittest.skipUnless(os.access(EVALUATE, os.X_OK), "htam-evaluate not found at %s (set "
-                     "HTAM_EVALUATE)" % EVALUATE)
+@unittest.skipUnless(os.access(EVALUATE, os.X_OK), "htam-eval not found at %s (set "
+                     "HTAM_EVAL)" % EVALUATE)
 class KbModelNewGpu(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -57,7 +57,8 @@ class KbModelNewGpu(unittest.TestCase):
         files = [os.path.join(MN, "relu_inline.py"), os.path.join(MN, "relu_inline.py"),
                  os.path.join(MN, "relu_inline_wrong.py"),
                  os.path.join(MN, "relu_hidden_side_stream.py"),
-                 os.path.join(HACKS, "cuda_side_stream.py"), os.path.join(HACKS, "honest_triton.py"),
+                 os.path.join(HACKS, "cuda_side_stream.py"),
+                 os.path.join(HACKS, "honest_triton.py"),
                  os.path.join(MN, "relu_load_cuda.py"), os.path.join(MN, "relu_load_cuda_wrong.py"),
                  os.path.join(MN, "relu_inline_no_torch.py")]
         cmd = [EVALUATE, "--task", TASK, "--backend", "cuda", "--language", "kernelbench",
@@ -77,11 +78,12 @@ class KbModelNewGpu(unittest.TestCase):
             for r in cls.results:
                 f.write(json.dumps(r) + "\n")
         for r in cls.results:
-            print("kb_modelnew %-28s %-12s %9.2f us  eager %9.2f us  speedup %5.2fx  wall %6.1f s  %s"
+            print("kb_modelnew %-28s %-12s %9.2f us  eager %9.2f us  speedup %5.2fx  "
+                  "wall %6.1f s  %s"
                   % (os.path.basename(r["file"]), r["status"], r["median_us"], r["baseline_us"],
                      r["speedup"], r["wall_ms"] / 1e3, r["diagnostics"][:200]), flush=True)
         if len(cls.results) != len(files):
-            raise AssertionError("htam-evaluate gave %d results for %d files:\n%s" %
+            raise AssertionError("htam-eval gave %d results for %d files:\n%s" %
                                  (len(cls.results), len(files), cls.output[-4000:]))
 
     @classmethod

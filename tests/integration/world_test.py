@@ -77,18 +77,18 @@ class FamiliesTest(unittest.TestCase):
         self.assertNotEqual(wf.source(f, a, "f32"), wf.source(f, f.baseline(), "f32"))
 
     def test_task_json_parses_with_the_cuda_evaluator_where_it_is_built(self):
-        cli = os.path.join(os.environ.get("HTAM_BUILD_DIR", "build"), "tools", "eval_cli",
-                           "htam-eval-cli")
+        cli = os.path.join(os.environ.get("HTAM_BUILD_DIR", "build"), "tools", "eval",
+                           "htam-eval")
         if not os.path.exists(cli):
-            self.skipTest("htam-eval-cli is not built here (CUDA backend off)")
+            self.skipTest("htam-eval is not built here")
         with tempfile.TemporaryDirectory() as tmp:
             for f in self.fams:
                 sh = f.shapes[0]
                 d = os.path.join(tmp, f.task_name(sh))
                 wf.materialize(f, sh, d, [f.baseline()])
-                r = subprocess.run([cli, "--task", d, "--reference", "--option",
-                                    "cuda_roofline=false"], capture_output=True, text=True,
-                                   timeout=120, cwd=REPO)
+                r = subprocess.run([cli, "--task", d, "--reference", "--backend", "cuda",
+                                    "--option", "cuda_roofline=false"], capture_output=True,
+                                   text=True, timeout=120, cwd=REPO)
                 # 2 = the task did not parse; 4 = parsed, but no GPU here; 0 = evaluated.
                 self.assertNotEqual(r.returncode, 2, f"{f.name}: {r.stderr}")
 

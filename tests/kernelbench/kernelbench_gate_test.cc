@@ -368,7 +368,7 @@ TEST_F(KernelBenchGateTest, ATaskThatDisagreesWithItsProblemFileIsAnInfraError) 
   EXPECT_NE(r.diagnostics.find("re-run kb_helper.py import"), std::string::npos) << r.diagnostics;
 }
 
-// The profiling run (htam-eval-cli --single-call under ncu): one call, no reference, no timing.
+// The profiling run (htam-eval-worker --single-call under ncu): one call, no reference, no timing.
 TEST_F(KernelBenchGateTest, SingleCallRunsTheCandidateOnceAndChecksNothing) {
   auto task = ParseTaskFile("configs/tasks/cpu_relu");
   ASSERT_TRUE(task.ok()) << task.status().ToString();

@@ -1,11 +1,12 @@
-// htam-bench eval: evaluation throughput and timing fidelity of a backend, through htam-eval-cli
-// (the plugin + verification gate the daemon's workers use). Needs a device of that backend.
+// htam-bench eval: evaluation throughput and timing fidelity of a backend, through htam-eval (the
+// evaluator, sandboxed workers and verification gate htamd uses). Needs a device of that backend.
 //   htam-bench eval [--cli PATH] [--backend cuda] [--tasks a,b,...] [--repeat 10]
 //                   [--seeds 1] [--reps 20] [--compile-threads 8] [--cache DIR]
 //                   [--deadline-s S] [--json PATH] [--option k=v ...one only]
 // Every task's reference and lineage variants (configs/tasks/<t>/variants/<backend>/) go through
-// one htam-eval-cli process per task: compile (into a compile cache that starts EMPTY unless
-// --cache names one, so every compile is real), verify, time candidate and baseline. Prints per
+// one htam-eval process per task, queued at once (--queue: later candidates compile ahead): compile
+// (into a compile cache that starts EMPTY unless --cache names one, so every compile is real),
+// verify, time candidate and baseline. Prints per
 // task: candidates, wall seconds, candidates/min, median compile ms, statuses; the total
 // candidates/min; then the reference of the first task measured --repeat times (median of medians
 // and CV). Tasks that would start after --deadline-s are skipped (and listed). --json writes the
@@ -66,8 +67,8 @@ int RunEvalBench(int argc, char** argv) {
   }
   namespace fs = std::filesystem;
   std::string self_dir = fs::path(SelfExe()).parent_path().string();
-  std::string def_cli = self_dir + "/htam-eval-cli";
-  if (!fs::exists(def_cli)) def_cli = self_dir + "/../eval_cli/htam-eval-cli";
+  std::string def_cli = self_dir + "/htam-eval";
+  if (!fs::exists(def_cli)) def_cli = self_dir + "/../eval/htam-eval";
   std::string cli = f.Get("cli", def_cli);
   std::string backend = f.Get("backend", "cuda");
   std::string tasks_dir = f.Get("tasks-dir", htam::ShippedPath("", "tasks"));
@@ -127,7 +128,7 @@ int RunEvalBench(int argc, char** argv) {
     std::string dir = tasks_dir + "/" + t;
     std::vector<std::string> args = {
         cli,   "--task", dir,  "--backend",         backend, "--reference", "--seeds",
-        seeds, "--reps", reps, "--compile-threads", threads, "--cache",     cache};
+        seeds, "--reps", reps, "--compile-threads", threads, "--cache",     cache, "--queue"};
     if (!option.empty()) {
       args.push_back("--option");
       args.push_back(option);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Timing fidelity over the task suite, on the GPU machine (called by tools/gpu/one_run.sh, which
 # sets PATH, LD_LIBRARY_PATH and S=.gpu-stage). For every single-kernel reference of the suite:
-#   htam: ten measurements (the reference evaluated 10 times in one htam-eval-cli process, cupti
+#   htam: ten measurements (the reference evaluated 10 times in one htam-eval run, cupti
 #         mode, 30 repetitions each): median of the medians and the CV of the ten medians;
 #   ncu:  the same binary under `ncu --clock-control none --metrics gpu__time_duration.sum,
 #         launch__grid_size` (caches flushed before every kernel, ncu's default): the median
@@ -24,12 +24,12 @@ for t in $TASKS; do
   [ -d "$dir" ] || dir=tests/gpu/tasks/$t
   kern=$(grep -ho '__global__[^(]*' "$dir/reference.cu" | awk '{print $NF}' | head -1)
   src=""; for _ in 1 2 3 4 5 6 7 8 9; do src="$src --source $dir/reference.cu"; done
-  timeout -s KILL $(( left / 2 )) "$S/htam-eval-cli" --task "$dir" --reference $src --seeds 1 --reps 30 \
+  timeout -s KILL $(( left / 2 )) "$S/htam-eval" --task "$dir" --reference $src --seeds 1 --reps 30 \
     > "$TMP/$t.htam" 2> "$TMP/$t.err"
   left=$(( LIMIT - ($(date +%s) - T0) ))
   timeout -s KILL $(( left > 60 ? 60 : left )) ncu --clock-control none --cache-control "${NCU_CACHE:-all}" \
     --metrics gpu__time_duration.sum,launch__grid_size --kernel-name "$kern" --csv \
-    "$S/htam-eval-cli" --task "$dir" --reference --seeds 1 --reps 20 > "$TMP/$t.ncu" 2>&1
+    "$S/htam-eval" --in-process --task "$dir" --reference --seeds 1 --reps 20 > "$TMP/$t.ncu" 2>&1
   python3 - "$t" "$kern" "$TMP/$t.htam" "$TMP/$t.ncu" >> "$OUTF" <<'PY'
 import csv, json, os, statistics, sys
 task, kern, hf, nf = sys.argv[1:5]

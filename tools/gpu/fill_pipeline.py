@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record htam-eval-cli results (JSON lines from tools/gpu/run_eval_cli.sh) in the lineages.
+"""Record htam-eval results (JSON lines from tools/gpu/run_eval.sh) in the lineages.
 
 For every variant whose source appears in the JSON lines, measured.pipeline = {tool, status
 (OutcomeStatus as a slug), median_us, speedup, baseline_us, sm_clock_mhz, mem_clock_mhz,
@@ -8,7 +8,8 @@ the reference timed in the same worker. Prints the variants where the pipeline's
 disagrees with measured.status (from check_lineages.py) or the two timings differ by more
 than 10%.
 
-Usage: fill_pipeline.py EVALCLI_JSONL [...] [--tasks configs/tasks]
+Usage: fill_pipeline.py EVAL_JSONL [...] [--tasks configs/tasks] [--tool NAME]
+(--tool htam-eval-cli for the files measured before htam-eval replaced it.)
 """
 import argparse
 import json
@@ -30,6 +31,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("jsonl", nargs="+")
     ap.add_argument("--tasks", default=os.path.join(ROOT, "configs", "tasks"))
+    ap.add_argument("--tool", default="htam-eval", help="the tool the files came from")
     args = ap.parse_args()
     by_source = {}
     refs = {}
@@ -57,7 +59,7 @@ def main():
             j = by_source.get(key)
             if not j:
                 continue
-            p = {"tool": "htam-eval-cli", "status": slug(j["status"])}
+            p = {"tool": args.tool, "status": slug(j["status"])}
             if j.get("median_us"):
                 p.update({"median_us": round(j["median_us"], 2),
                           "baseline_us": round(j["baseline_us"], 2),

@@ -9,7 +9,7 @@
 #   against ncu if time is left | summary.json
 # Writes 8 files to $OUT: info.txt, cuda_tests.log, cuda_hacks.log, hip.log, bench_eval.log,
 # kernelbench.jsonl, fidelity.log, summary.json (the last one gathers the numbers).
-# kbmodelnew (ModelNew candidates of language kernelbench through htam-evaluate; by name only).
+# kbmodelnew (ModelNew candidates of language kernelbench through htam-eval; by name only).
 # loadpaths (tools/kernelbench/bench_load_paths.py: load_inline against htam.load_cuda, cold, one
 # JSON line in $OUT/load_paths.json; by name only, about 2 minutes).
 # Parts (arguments; default all, in this order): tests (CUDA plugin, hack catalogue + timing
@@ -41,11 +41,11 @@ ORIG_LD=${LD_LIBRARY_PATH:-}
 LIBS=/tmp/htam-gpu-lib
 mkdir -p $LIBS && tar -C $LIBS -xzf "$S/lib.tar.gz"
 export LD_LIBRARY_PATH=$LIBS:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
-export HTAM_EVAL_CLI=$S/htam-eval-cli HTAM_CUDA_PLUGIN_PATH=$S/libhtam_backend_cuda.so \
+export HTAM_EVAL=$S/htam-eval HTAM_CUDA_PLUGIN_PATH=$S/libhtam_backend_cuda.so \
        HTAM_HTAMD=$S/htamd HTAM_EVAL_WORKER=$S/htam-eval-worker HTAM_SOURCE_ROOT=$ROOT \
        HTAM_HIP_PLUGIN_PATH=$S/libhtam_backend_hip.so PYTHONUNBUFFERED=1 \
        HTAM_KERNELBENCH_HELPER=$ROOT/tools/kernelbench/kb_helper.py
-chmod +x "$S"/htam-eval-cli "$S"/htam-bench "$S"/*_test 2>/dev/null
+chmod +x "$S"/htam-eval "$S"/htam-eval-worker "$S"/htam-bench "$S"/*_test 2>/dev/null
 GREP='^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|^\[  FAILED|Failure|Expected|Which is|actual|^device|^roofline|^relu|^10 rep| mode( asked)?:|^hip on|^rowsum|reference.hip|lost in'
 # run LIMIT LOG CMD...: a part with a wall limit (KILL), output appended to LOG.
 run() {
@@ -91,11 +91,11 @@ gtest_part hacks "${T_HACKS:-150}" cuda_hacks.log cuda_hacks_gpu_test '^ncu prof
 part daemon && chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
 gtest_part daemon "${T_DAEMON:-150}" cuda_daemon.log cuda_daemon_gpu_test '^daemon|^Nsight'
 # ---- runner and verifier (eval.runner): the CUDA hack catalogue and every suite lineage through
-# the Evaluator htamd uses (htam-evaluate), with candidates in the runner and, in the same run,
+# the Evaluator htamd uses (htam-eval), with candidates in the runner and, in the same run,
 # in the verifier's process (eval.runner false): outcomes and candidates/min side by side.
 if has runner; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
-  EV="$S/htam-evaluate --eval.sdk_include_dir $ROOT/sdk/include --eval.runner_backends cpu,cuda"
+  EV="$S/htam-eval --eval.sdk_include_dir $ROOT/sdk/include --eval.runner_backends cpu,cuda"
   for mode in ${RUNNER_MODES:-true false}; do
     run 120 "$OUT/runner.log" $EV --task tests/gpu/tasks/relu_small --backend cuda \
       --eval.runner $mode --eval.seeds 2 $(ls tests/hacks/cuda/*.cu | grep -v -e hang -e early_return)
@@ -131,13 +131,13 @@ fi
 # 16M relu timed as a candidate three times (timing parity). Details: modes_detail.log.
 if has modes; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
-  EV="$S/htam-evaluate --eval.sdk_include_dir $ROOT/sdk/include --eval.runner_backends cpu,cuda"
+  EV="$S/htam-eval --eval.sdk_include_dir $ROOT/sdk/include --eval.runner_backends cpu,cuda"
   declare -A MODE_OPTS=(
     [old]="--eval.runner false --eval.worker_jobs 1 --eval.device_data false"
     [inproc]="--eval.runner false --eval.worker_jobs 1 --eval.device_data true"
     [ipc]="--eval.runner true --eval.runner_allocates none --eval.runner_jobs 1 --eval.device_data false"
     [new]="--eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true"
-    # A task's candidates queued at once (htam-evaluate --queue), compiled ahead or not.
+    # A task's candidates queued at once (htam-eval --queue), compiled ahead or not.
     [ahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends cuda"
     [noahead]="--queue --eval.runner true --eval.runner_allocates cuda --eval.runner_jobs 64 --eval.device_data true --eval.compile_ahead_backends none"
     [nopool]="--queue --eval.buffer_pool_mb 0"
@@ -148,7 +148,8 @@ if has modes; then
     [lanes2]="--queue --eval.device_workers 2"
     [lanes3]="--queue --eval.device_workers 3"
     # Per-task queues (one process per task), new binaries and the previous ones
-    # (.gpu-stage/old: htam-evaluate, htam-eval-worker and the CUDA plugin of an earlier build).
+    # (.gpu-stage/old: htam-eval (or, staged before it, htam-evaluate), htam-eval-worker and the
+    # CUDA plugin of an earlier build).
     [noreuse]="--queue --eval.baseline_reuse_s 0"
     [pertask]="--queue"
     [prev]="--queue"
@@ -164,7 +165,8 @@ if has modes; then
       SMI=$!
       t0=$(date +%s.%N)
       EVM="$EV"
-      [ "$mode" = prev ] || [ "$mode" = prevq ] && EVM="${EV/$S\/htam-evaluate/$S/old/htam-evaluate}"
+      OLD_EV=$S/old/htam-eval; [ -x "$OLD_EV" ] || OLD_EV=$S/old/htam-evaluate
+      [ "$mode" = prev ] || [ "$mode" = prevq ] && EVM="${EV/$S\/htam-eval/$OLD_EV}"
       CACHE="$M/cache_$mode.$rep"; [ "$mode" = warm ] && CACHE="$M/cache_pool.$rep"
       if [[ "${MODE_OPTS[$mode]}" == *--queue* && -z "${MODE_PERTASK[$mode]:-}" ]]; then
         TASK_ARGS=""; for t in ${MODES_TASKS:-gelu rowsum softmax}; do TASK_ARGS+=" --task configs/tasks/$t"; done
@@ -235,12 +237,12 @@ run "${T_HIP:-150}" "$OUT/hip.log" "$S/hip_on_nvidia_gpu_test" --gtest_filter='H
 grep -E "$GREP" "$OUT/hip.log" | head -40
 fi
 
-# ---- ModelNew candidates (language kernelbench) through htam-evaluate: load_inline CUDA, its
+# ---- ModelNew candidates (language kernelbench) through htam-eval: load_inline CUDA, its
 # build-cache hit, a wrong kernel, side streams, Triton (tests/gpu/kb_modelnew_gpu_test.py). Only
 # when asked by name (about 3 minutes: a cold load_inline compile): one_run.sh kbmodelnew
 if [[ "$PARTS" == *" kbmodelnew "* ]]; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
-  HTAM_EVALUATE=$S/htam-evaluate OUT=$OUT run "${T_KBMN:-500}" "$OUT/kb_modelnew.log" \
+  HTAM_EVAL=$S/htam-eval OUT=$OUT run "${T_KBMN:-500}" "$OUT/kb_modelnew.log" \
     "$HTAM_KB_PYTHON" tests/gpu/kb_modelnew_gpu_test.py -v
   grep -E '^kb_modelnew|^load_inline|^(ok|FAIL|ERROR|OK|Ran)|skipped|Error' "$OUT/kb_modelnew.log" | head -40
 fi
@@ -263,7 +265,7 @@ fi
 # ---- throughput: every task's reference + lineage variants, compile + verify + time
 if has bench; then
 BL=$(( $(left) - 40 )); [ "$BL" -gt "${T_BENCH:-75}" ] && BL=${T_BENCH:-75}; [ "$BL" -lt 20 ] && BL=20
-run $(( BL + 20 )) "$OUT/bench_eval.log" "$S/htam-bench" eval --cli "$S/htam-eval-cli" --backend cuda \
+run $(( BL + 20 )) "$OUT/bench_eval.log" "$S/htam-bench" eval --cli "$S/htam-eval" --backend cuda \
   --tasks gelu,rowsum,softmax,transpose,sgemm,bf16_gemm,rmsnorm,scan,stencil2d,gemm_bias_gelu \
   --seeds 1 --reps 20 --compile-threads 12 --repeat 0 --deadline-s "$BL" --json /tmp/htam-bench-eval.json
 cat "$OUT/bench_eval.log" | tail -16
@@ -273,11 +275,11 @@ fi
 if has fidelity && [ "$(left)" -gt 62 ] && command -v ncu > /dev/null; then
   {
     for mode in cupti sync; do
-      timeout -s KILL 15 "$S/htam-eval-cli" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 100 \
+      timeout -s KILL 15 "$S/htam-eval" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 100 \
         --option cuda_timing_mode=$mode 2>/dev/null | sed "s/^{/{\"mode\":\"$mode\",/"
     done
     timeout -s KILL 30 ncu --clock-control none --metrics gpu__time_duration.sum --kernel-name relu_ref --csv \
-      "$S/htam-eval-cli" --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 20 \
+      "$S/htam-eval" --in-process --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 20 \
       --option cuda_timing_mode=sync 2>&1 | grep '^"' | grep gpu__time_duration
   } > "$OUT/fidelity.log" 2>&1
   # The same references under triton.testing.do_bench (events, memset flush), in PyTorch's python.

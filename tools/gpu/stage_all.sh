@@ -1,8 +1,8 @@
 #!/bin/bash
 # Builds (here, on the x86-64 build machine) and stages everything the one GPU session needs into
 # .gpu-stage/ (git-ignored through the repository's info/exclude, carried to the GPU machine):
-# the CUDA and HIP plugins, htam-eval-cli, htam-bench, the GPU tests, and libcupti (the GPU
-# machine's toolkit may keep it where the loader does not look). Then checks that the staged
+# the CUDA and HIP plugins, htam-eval (and htam-eval-worker, which it runs), htam-bench, the GPU
+# tests, and libcupti (the GPU machine's toolkit may keep it where the loader does not look). Then checks that the staged
 # binaries start here and skip cleanly without a GPU.
 #   usage: bash tools/gpu/stage_all.sh [BUILD_DIR]     (default build-gpu; configured if missing)
 # Then, on the GPU machine (repository root): bash tools/gpu/one_run.sh   (writes to $OUT)
@@ -13,9 +13,9 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/htam-ccache} CCACHE_BASEDIR=${CCACH
 if [ ! -f "$B/CMakeCache.txt" ]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHTAM_WITH_CUDA=ON -DHTAM_WITH_HIP=ON > /dev/null
 fi
-TARGETS="htam_backend_cuda htam_backend_hip htam-eval-cli htam-bench cuda_plugin_gpu_test
+TARGETS="htam_backend_cuda htam_backend_hip htam-eval htam-bench cuda_plugin_gpu_test
          cuda_hacks_gpu_test cuda_kernelbench_gpu_test cuda_daemon_gpu_test hip_on_nvidia_gpu_test
-         htamd htam-worker htam-eval-worker htam-evaluate"
+         htamd htam-worker htam-eval-worker"
 nice -n 5 cmake --build "$B" --target $TARGETS -j2
 S=.gpu-stage
 rm -rf "$S" && mkdir -p "$S/lib"
@@ -23,10 +23,10 @@ EXCL="$(git rev-parse --git-common-dir)/info/exclude"
 mkdir -p "$(dirname "$EXCL")"
 grep -qx '/.gpu-stage/' "$EXCL" 2>/dev/null || echo '/.gpu-stage/' >> "$EXCL"
 for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.so \
-         tools/eval_cli/htam-eval-cli tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
+         tools/eval/htam-eval tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
          tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test tests/gpu/cuda_daemon_gpu_test \
          tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \
-         daemon/eval/htam-eval-worker tools/worker/htam-evaluate; do
+         daemon/eval/htam-eval-worker; do
   strip -o "$S/$(basename "$f")" "$B/$f"
 done
 # The flush-gap probe (tools/gpu/flush_gap.sh): a plain CUDA program, static runtime.
@@ -59,7 +59,7 @@ SIZE=$(du -sm "$S" | cut -f1)
 # Starts here and skips cleanly without a GPU (a GPU test binary and the CLI).
 L=$(mktemp -d)
 tar -C "$L" -xzf "$S/lib.tar.gz"
-export HTAM_EVAL_CLI=$PWD/$S/htam-eval-cli HTAM_CUDA_PLUGIN_PATH=$PWD/$S/libhtam_backend_cuda.so \
+export HTAM_EVAL=$PWD/$S/htam-eval HTAM_CUDA_PLUGIN_PATH=$PWD/$S/libhtam_backend_cuda.so \
        HTAM_HIP_PLUGIN_PATH=$PWD/$S/libhtam_backend_hip.so LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-}
 if nvidia-smi -L > /dev/null 2>&1; then
   echo "a GPU is visible here: skipping the no-GPU check"
@@ -73,10 +73,10 @@ else
   # htam-bench starts with the staged libraries only (no GPU needed to print its usage error)
   env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH=$L "$S/htam-bench" eval --no-such-flag > /dev/null 2>&1
   [ $? = 2 ] || { echo "staged htam-bench does not start with the staged libraries"; exit 1; }
-  "$S/htam-eval-cli" --task tests/gpu/tasks/relu_small --source tests/hacks/cuda/good_vec4.cu > /dev/null 2>&1
+  "$S/htam-eval" --task tests/gpu/tasks/relu_small --source tests/hacks/cuda/good_vec4.cu > /dev/null 2>&1
   rc=$?
   set -e
-  [ "$rc" = 4 ] || { echo "staged htam-eval-cli exit $rc, expected 4 (no device)"; exit 1; }
+  [ "$rc" = 4 ] || { echo "staged htam-eval exit $rc, expected 4 (no device)"; exit 1; }
   echo "staged binaries start and skip cleanly without a GPU"
   rm -rf "$L"
 fi

@@ -2,7 +2,7 @@
 
 Times the SAME compiled candidate (.so with htam_kernel) with triton.testing.do_bench (events, L2
 cleared by a 256 MB memset, median) ten times, and prints JSON: median per measurement and the CV.
-Compare with htam-eval-cli's median of the same source (bench/gpu_run.sh does both).
+Compare with htam-eval's median of the same source (bench/gpu_run.sh does both).
 usage: python3 fidelity.py candidate.so N
 """
 import ctypes
@@ -48,12 +48,14 @@ def main():
 
     meds = []
     for _ in range(10):
-        meds.append(1000.0 * triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
+        meds.append(1000.0 * triton.testing.do_bench(call, warmup=25, rep=100,
+                                                     return_mode="median"))
     x, y = sets[0]
     call_ok = torch.equal(y, torch.relu(x)) if k[0] else False
     print(json.dumps({"tool": "triton.testing.do_bench", "n": n, "medians_us": meds,
                       "median_us": statistics.median(meds),
-                      "cv": statistics.stdev(meds) / statistics.mean(meds), "check": bool(call_ok)}))
+                      "cv": statistics.stdev(meds) / statistics.mean(meds),
+                      "check": bool(call_ok)}))
 
 
 if __name__ == "__main__":

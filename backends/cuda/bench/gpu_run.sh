@@ -1,6 +1,6 @@
 #!/bin/bash
 # The CUDA backend's whole GPU session in one command (device time is scarce): environment, unit +
-# GPU tests, the hack catalogue, suite throughput through htam-eval-cli, compile times, timing
+# GPU tests, the hack catalogue, suite throughput through htam-eval, compile times, timing
 # fidelity (triton do_bench, ncu), the KernelBench compile path. Run from the repository root on the
 # GPU machine, with the binaries staged in .gpu-cuda/ (backends/cuda/bench/stage.sh). Writes
 # logs to $OUT; phases have their own time limits so that partial results come back.
@@ -13,14 +13,17 @@ PHASES=${*:-"info tests hacks fidelity ncu suite compile kernelbench"}
 export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
-# The test binaries name their plugin and CLI by the build path on the build machine.
+# The test binaries name their plugin, htam-eval and its worker by the build path on the build
+# machine.
 B=/work/main/build-cuda
 if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$ROOT" /work/main; fi
-mkdir -p $B/backends/cuda $B/tests/gpu
-cp .gpu-cuda/libhtam_backend_cuda.so .gpu-cuda/htam-eval-cli .gpu-cuda/cuda_compile_test \
+mkdir -p $B/backends/cuda $B/tests/gpu $B/tools/eval $B/daemon/eval
+cp .gpu-cuda/htam-eval $B/tools/eval/
+cp .gpu-cuda/htam-eval-worker $B/daemon/eval/
+cp .gpu-cuda/libhtam_backend_cuda.so .gpu-cuda/cuda_compile_test \
    .gpu-cuda/cuda_plugin_test .gpu-cuda/cuda_nvrtc_test $B/backends/cuda/
 cp .gpu-cuda/cuda_plugin_gpu_test .gpu-cuda/cuda_hacks_gpu_test $B/tests/gpu/
-CLI=$B/tools/eval_cli/htam-eval-cli
+CLI=$B/tools/eval/htam-eval
 NVCC_FLAGS="-shared -Xcompiler -fPIC,-fvisibility=hidden -cudart shared -gencode=arch=compute_90a,code=sm_90a -Isdk/include -Xptxas -v -lineinfo -O3"
 now() { date +%s.%N; }
 phase() { echo; echo "=== $1 ($(date -u +%H:%M:%S))"; }
@@ -55,7 +58,8 @@ fidelity)
 ncu)
   phase ncu
   timeout -s KILL 120 ncu --clock-control none --metrics gpu__time_duration.sum,launch__grid_size --kernel-name relu_ref --csv \
-    $CLI --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 30 > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
+    $CLI --in-process --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 30 > "$OUT/ncu.csv" \
+    2> "$OUT/ncu.err"
   python3 - "$OUT/ncu.csv" <<'PY'
 import csv, statistics, sys
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
@@ -110,7 +114,7 @@ clifid)
   phase clifid
   for sets in ${CLIFID_SETS:-4 4 4 3 1}; do
     timeout -s KILL 60 $CLI --task tests/gpu/tasks/relu_large --reference --seeds 1 --reps 100 --sets $sets 2>/dev/null | \
-      python3 -c "import sys,json; [print('htam-eval-cli relu_large reference, %d input sets: median %.2f us IQR %.2f us n=%d wall %.1f s clocks %s/%s' % ($sets, j['median_us'], j['spread_us'], j['repetitions'], j['wall_ms']/1000, j['sm_clock_mhz'], j['mem_clock_mhz'])) for j in map(json.loads, sys.stdin)]"
+      python3 -c "import sys,json; [print('htam-eval relu_large reference, %d input sets: median %.2f us IQR %.2f us n=%d wall %.1f s clocks %s/%s' % ($sets, j['median_us'], j['spread_us'], j['repetitions'], j['wall_ms']/1000, j['sm_clock_mhz'], j['mem_clock_mhz'])) for j in map(json.loads, sys.stdin)]"
   done
   ;;
 onetask)

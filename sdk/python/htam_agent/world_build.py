@@ -2,8 +2,8 @@
 
 build: materializes every (family, shape) task and its knob variants (world_families), compiles
 every distinct variant source ahead on all cores (htam-world-compile, into the cache the CUDA
-plugin reads), then evaluates each task's variants through htam's real gate (htam-eval-cli: the
-CUDA backend plugin and the verification gate of the daemon's workers) and appends one row per
+plugin reads), then evaluates each task's variants through htam's real gate (htam-eval: the
+evaluator, sandboxed workers and verification gate htamd uses) and appends one row per
 (task, variant) to the table: compressed JSON Lines. It resumes where it stopped (rows already in
 the table, or in its .partial file after an interruption, are not measured again) and stops
 starting tasks after --time-limit seconds.
@@ -12,7 +12,7 @@ check: re-measures a fixed-seed sample of Ok rows, one evaluation at a time, and
 agree with the table within timing noise.
 
 A crash with a sticky CUDA error poisons the evaluating process, so after a Crash the remaining
-variants of that task go to a fresh htam-eval-cli process.
+variants of that task go to a fresh htam-eval process.
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ class Builder:
         d = os.path.dirname(os.path.dirname(next(iter(paths.values()))))
         tries: Dict[str, int] = {}
         while pending and time.time() < deadline:
-            cmd = [self.tool("htam-eval-cli", "tools/eval_cli"), "--task", d,
+            cmd = [self.tool("htam-eval", "tools/eval"), "--task", d, "--backend", "cuda",
+                   "--queue",
                    "--plugin", os.path.join(self.bin, "libhtam_backend_cuda.so"),
                    "--cache", self.cache, "--seeds", str(self.a.seeds), "--reps", str(self.a.reps),
                    "--sets", str(self.a.sets), "--compile-threads", "1",
@@ -340,16 +341,18 @@ def add_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--only", nargs="*", help="family names (default: all)")
     ap.add_argument("--shapes", nargs="*", help="shape ids (default: all)")
     ap.add_argument("--out", default=DEFAULT_TABLE, help="the table (.jsonl.gz)")
-    ap.add_argument("--work", default="/tmp/htam-world", help="materialized tasks and compile cache")
+    ap.add_argument("--work", default="/tmp/htam-world",
+                    help="materialized tasks and compile cache")
     ap.add_argument("--bin", default=os.environ.get("HTAM_WORLD_BIN", "build/backends/cuda"),
-                    help="folder with htam-eval-cli, libhtam_backend_cuda.so, htam-world-compile")
+                    help="folder with htam-eval, htam-eval-worker, libhtam_backend_cuda.so, "
+                    "htam-world-compile")
     ap.add_argument("--jobs", type=int, default=1, help="evaluating processes at a time")
     ap.add_argument("--compile-threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--sets", type=int, default=2)
-    ap.add_argument("--option", action="append", help="--option key=value for htam-eval-cli")
+    ap.add_argument("--option", action="append", help="--option key=value for htam-eval")
     ap.add_argument("--max-variants", type=int, default=0)
     ap.add_argument("--time-limit", type=float, default=0, help="seconds; 0 = none")
     ap.add_argument("--grace", type=float, default=60,

@@ -1,6 +1,6 @@
 // htam-world-compile: compiles many CUDA candidate sources ahead of evaluation, on every core,
-// into the compile cache that the CUDA plugin and htam-eval-cli read (same compiler options as
-// htam-eval-cli's own compile pool), so that the gate's compiles are cache hits. Prints one JSON
+// into the compile cache that the CUDA plugin reads under htam-eval (same compiler options as
+// the plugin's compile pool), so that the gate's compiles are cache hits. Prints one JSON
 // object per source: {"source", "ok", "cached", "compile_ms", "registers", "shared_bytes",
 // "spill_bytes", "diagnostics"}.
 //   htam-world-compile --cache DIR --list FILE [--arch sm_90a] [--threads N] [--nvcc nvcc]

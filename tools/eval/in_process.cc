@@ -1,0 +1,219 @@
+// htam-eval --in-process (in_process.h): the plugin host and the gate in this process, with the
+// gate's and the plugin's settings from the configuration table as the evaluator sends them.
+#include "tools/eval/in_process.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "backends/common/gate.h"
+#include "backends/common/plugin_host.h"
+#include "backends/common/profile_run.h"
+#include "backends/common/task_spec.h"
+#include "base/paths.h"
+#include "daemon/config/sections.h"
+
+namespace htam::evaltool {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FindPlugin(const Config& c, const std::string& backend) {
+  const std::string name = "libhtam_backend_" + backend + ".so";
+  const std::string dir = c.GetString("eval.plugin_dir"), self = ExecutableDir();
+  std::vector<std::string> candidates = {dir + "/" + name};
+  if (dir.empty())  // as the evaluator looks: beside this binary, an install, a build tree
+    candidates = {self + "/" + name, self + "/plugins/" + name, FindLibFile("backends/" + name),
+                  self + "/../../backends/" + backend + "/" + name};
+  for (const auto& p : candidates)
+    if (!p.empty() && fs::exists(p)) return fs::canonical(p).string();
+  return name;  // let dlopen search
+}
+
+// eval.<backend>_<key> as "key=value", as the evaluator hands them to its workers.
+std::vector<std::string> PluginOptions(const Config& c, const std::string& backend) {
+  std::vector<std::string> out;
+  const std::string prefix = "eval." + backend + "_";
+  for (const auto& spec : OptionTable())
+    if (spec.name.rfind(prefix, 0) == 0)
+      out.push_back(spec.name.substr(prefix.size()) + "=" + c.GetString(spec.name));
+  return out;
+}
+
+GateOptions GateOptionsFrom(const config::Eval& e, int device_index, BaselineCache* baselines) {
+  GateOptions g;
+  g.seeds = int(e.seeds);
+  g.seed_base = e.seed != 0 ? uint64_t(e.seed)
+                            : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  g.guard_bytes = uint64_t(e.guard_bytes);
+  g.check_threads = e.check_threads;
+  g.thread_grace_ms = double(e.thread_grace_ms);
+  g.warmup_reps = int(e.warmup_reps);
+  g.warmup_ms = double(e.warmup_ms);
+  g.repetitions = int(e.repetitions);
+  g.input_sets = int(e.input_sets);
+  g.flush_bytes = uint64_t(e.flush_bytes);
+  g.compile_timeout_s = double(e.compile_timeout_s);
+  g.time_baseline = e.time_baseline;
+  g.golden_python = e.kernelbench_python;
+  g.golden_helper = e.kernelbench_helper;
+  g.golden_timeout_s = double(e.kernelbench_timeout_s);
+  g.golden_seed_pool = int(e.kernelbench_seed_pool);
+  g.timing_lock_wait_s = double(e.timing_lock_wait_s);
+  g.device_data = e.device_data;
+  g.baseline_reuse_s = double(e.baseline_reuse_s);
+  g.buffer_pool_bytes = uint64_t(std::max<int64_t>(0, e.buffer_pool_mb)) << 20;
+  g.kernelbench_fast_path = e.kernelbench_fast_path;
+  g.kernelbench_nvcc = e.kernelbench_nvcc;
+  g.kernelbench_compile_timeout_s = double(e.kernelbench_compile_timeout_s);
+  g.kernelbench_call_timeout_s = double(e.case_timeout_s);
+  g.device_index = device_index;  // takes turns with other evaluations on this device
+  g.baselines = baselines;
+  return g;
+}
+
+eval::EvalResult FromGate(const GateResult& r) {
+  eval::EvalResult e;
+  e.status = r.status;
+  e.diagnostics = r.diagnostics;
+  e.median_us = r.median_us;
+  e.spread_us = r.spread_us;
+  e.repetitions = r.repetitions;
+  e.baseline_us = r.baseline_us;
+  e.speedup = r.speedup;
+  e.profile = r.profile;
+  e.candidate_hash = r.candidate_hash;
+  e.stage_ms = r.stage_ms;
+  e.op_ms = r.op_ms;
+  e.compile_cached = r.compile_cached;
+  e.compile_ms = r.compile_ms;
+  e.cases = r.cases;
+  e.flops = r.flops;
+  e.bytes = r.bytes;
+  e.sol_us = r.sol_us;
+  e.floor_us = r.floor_us;
+  e.copy_bytes_per_s = r.copy_bytes_per_s;
+  e.fp32_flops = r.fp32_flops;
+  e.tensor16_flops = r.tensor16_flops;
+  e.golden_computed = r.golden_computed;
+  e.baseline_compile_us = r.baseline_compile_us;
+  e.baseline_note = r.baseline_note;
+  return e;
+}
+
+// This binary with --in-process --single-call under the plugin's profiler, for one Ok job.
+void Profile(BackendInstance& b, const Config& c, const std::string& backend,
+             const std::string& plugin, const InProcessJob& job, const std::string& work,
+             eval::EvalResult* r) {
+  const config::Eval e = config::Eval::From(c);
+  ProfileRequest pr;
+  pr.tool = e.ncu;
+  pr.timeout_s = double(e.cuda_profile_timeout_s);
+  pr.memory_pct = e.cuda_profile_memory_pct;
+  pr.compute_pct = e.cuda_profile_compute_pct;
+  pr.launch_us = e.cuda_profile_launch_us;
+  auto command = GetProfileCommand(b, pr);
+  if (!command.ok()) {
+    r->profile_note = command.status().message();
+    return;
+  }
+  std::vector<std::string> argv = {ExecutableDir() + "/htam-eval", "--in-process",
+                                   "--single-call", "--task", fs::absolute(job.task_dir).string(),
+                                   "--backend", backend, "--eval.plugin_dir",
+                                   fs::path(plugin).parent_path().string(), "--cache",
+                                   c.GetString("eval.cache_dir")};
+  if (!job.language.empty()) argv.insert(argv.end(), {"--language", job.language});
+  // This run's settings (those away from the table's defaults) travel on the command line.
+  const Config defaults = Config::Defaults();
+  for (const auto& spec : OptionTable())
+    if (spec.name != "eval.plugin_dir" && spec.name != "eval.cache_dir" &&
+        c.GetString(spec.name) != defaults.GetString(spec.name))
+      argv.insert(argv.end(), {"--" + spec.name, c.GetString(spec.name)});
+  // The plugin's options for the profiled process come last: they win.
+  for (const auto& o : command->child_options) argv.insert(argv.end(), {"--option", o});
+  if (job.reference) {
+    argv.push_back("--reference");
+  } else {
+    const std::string file = work + "/profiled-candidate";
+    std::ofstream(file, std::ios::trunc) << job.source;
+    argv.push_back(file);
+  }
+  ProfileOutcome p = RunProfile(b, *command, argv, fs::current_path().string(), pr);
+  auto frac = [](double pct) { return pct < 0 ? -1.0f : float(pct / 100.0); };
+  r->profile_note = p.note;
+  r->profiled_kernels = p.kernels;
+  r->profiled_us = p.total_us;
+  r->profile.dram_throughput = frac(p.dram_pct);
+  r->profile.sm_throughput = frac(p.sm_pct);
+  r->profile.occupancy = frac(p.occupancy_pct);
+  r->bottleneck = p.available ? p.bottleneck : fb::Bottleneck::Unknown;
+}
+
+}  // namespace
+
+bool PluginFound(const Config& config, const std::string& backend) {
+  return fs::path(FindPlugin(config, backend)).is_absolute();
+}
+
+Status RunInProcess(const Config& config, const std::string& backend,
+                    const std::vector<InProcessJob>& jobs, bool profile, bool single_call,
+                    const std::function<void(size_t, eval::EvalResult)>& done) {
+  const std::string plugin = FindPlugin(config, backend);
+  auto lib = PluginLibrary::Open(plugin);
+  if (!lib.ok()) return Status::Unavailable(lib.status().ToString());
+  const std::string work = fs::temp_directory_path() / ("htam-eval-" + std::to_string(getpid()));
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  HostOptions host;
+  host.sdk_include_dir = ShippedPath(config.GetString("eval.sdk_include_dir"), "include");
+  host.cache_dir = config.GetString("eval.cache_dir");
+  if (host.cache_dir.empty()) host.cache_dir = work + "/cache";
+  fs::create_directories(host.cache_dir, ec);
+  if (ec) return Status::InvalidArgument("cannot create the compile cache " + host.cache_dir);
+  host.work_dir = work;
+  host.options = PluginOptions(config, backend);
+  auto b = BackendInstance::Create((*lib)->api(), host);
+  if (!b.ok()) return Status::Unavailable(b.status().ToString());
+  const htam_backend_description& desc = (*b)->description();
+  if (!desc.can_run || desc.num_devices < 1)
+    return Status::Unavailable("backend '" + backend +
+                               "' cannot run here: " + (desc.notes ? desc.notes : ""));
+  const PluginApi& api = (*b)->api();
+  htam_device* device = nullptr;
+  Status st = ConsumeError(api.device_open((*b)->handle(), desc.devices[0].index, &device),
+                           "device_open");
+  if (!st.ok()) return Status::Unavailable(st.ToString());
+  BaselineCache baselines;  // one reference timing serves this run's candidates
+  GateOptions go = GateOptionsFrom(config::Eval::From(config), desc.devices[0].index, &baselines);
+  go.single_call = single_call;
+  const uint64_t max_case = uint64_t(config.GetInt("eval.max_case_mb")) << 20;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const InProcessJob& job = jobs[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    auto task = ParseTaskFile(job.task_dir, max_case);
+    eval::EvalResult r;
+    if (!task.ok()) {
+      r.status = fb::OutcomeStatus::InfraError;
+      r.diagnostics = task.status().message();
+    } else {
+      go.language = job.language;
+      Gate gate(b->get(), device, *task, go);
+      r = FromGate(job.reference ? gate.EvaluateReference({}) : gate.Evaluate(job.source, {}));
+    }
+    r.device = desc.devices[0].name;
+    r.arch = desc.devices[0].arch;
+    r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+    if (profile && !single_call && r.status == fb::OutcomeStatus::Ok)
+      Profile(**b, config, backend, plugin, job, work, &r);
+    done(i, std::move(r));
+  }
+  api.device_close(device);
+  b->reset();
+  fs::remove_all(work, ec);
+  return Status::OK();
+}
+
+}  // namespace htam::evaltool
