@@ -113,7 +113,9 @@ class HipOnNvidia : public ::testing::Test {
       v.t.shape[1] = cols;
       v.t.strides[1] = 1;
     }
-    if (init) EXPECT_EQ(api().copy_to_device(v.buf, 0, init->data(), n * 4), nullptr);
+    if (init) {
+      EXPECT_EQ(api().copy_to_device(v.buf, 0, init->data(), n * 4), nullptr);
+    }
     return v;
   }
 
