@@ -12,6 +12,10 @@
 # kbmodelnew (ModelNew candidates of language kernelbench through htam-eval; by name only).
 # loadpaths (tools/kernelbench/bench_load_paths.py: load_inline against htam.load_cuda, cold, one
 # JSON line in $OUT/load_paths.json; by name only, about 2 minutes).
+# By name only as well: modes (evaluation settings side by side), runner, klsuite (the KernelBench
+# load_inline path over the suite's own variants), world (`htam-bench world build`), workers
+# (remote-worker scaling on a multi-GPU host). This is the one GPU runner; tools/gpu/stage_all.sh
+# is the one staging script.
 # Parts (arguments; default all, in this order): tests (CUDA plugin, hack catalogue + timing
 # modes + ncu profile, htamd with sandboxed CUDA workers, KernelBench on CUDA, HIP on NVIDIA), bench
 # (htam-bench eval against the KernelBench load_inline path), fidelity (relu 16M modes against ncu,
@@ -260,6 +264,48 @@ if [[ "$PARTS" == *" klsuite "* ]]; then
     ${KLSUITE:-gelu:v1 softmax:v2 sgemm:v3 transpose:v2 rowsum:v1 scan:v2} \
     > "$OUT/klsuite.jsonl" 2> "$OUT/klsuite.err"
   echo "klsuite rc=$?"; cat "$OUT/klsuite.jsonl"; tail -5 "$OUT/klsuite.err"
+fi
+
+# ---- world: `htam-bench world build` (issue 16's measured table) from this stage; resumes where
+# it stopped. WORLD_ARGS adds its arguments (default: --jobs 1 --out $OUT/world_table.jsonl;
+# e.g. "--only hgemm histogram --redo --table configs/world/h100_table.jsonl.gz"). By name only.
+if [[ "$PARTS" == *" world "* ]]; then
+  chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+  PYTHONPATH=$ROOT/sdk/python timeout -s KILL "${T_WORLD:-540}" python3 -m htam_agent world build \
+    --bin "$S" ${WORLD_ARGS:---jobs 1 --out $OUT/world_table.jsonl} > "$OUT/world.log" 2>&1
+  echo "world build rc=$?"; tail -15 "$OUT/world.log"
+fi
+
+# ---- remote workers (a host with two or more GPUs): htam-bench workers with 1 and 2 htam-worker
+# processes, one GPU each, CUDA backend, the suite's references. First finds the worker sandbox
+# settings under which the CUDA runtime starts here ($OUT/sandbox_args; skip with WORKER_ARGS set).
+# WORKERS_JOBS, WORKERS_ROUNDS (24, 2), PHASE_S, T_WORKERS. By name only.
+if [[ "$PARTS" == *" workers "* ]]; then
+  chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+  if [ -z "${WORKER_ARGS+x}" ]; then
+    : > "$OUT/sandbox_args"
+    for args in "" "--eval.sandbox_network false" "--eval.sandbox_user root" \
+                "--eval.sandbox_readonly_fs false" \
+                "--eval.sandbox_network false --eval.sandbox_user root --eval.sandbox_readonly_fs false"; do
+      d=$(mktemp -d); chmod 755 "$d"
+      timeout -s KILL 8 "$S/htam-worker" --general.data_dir "$d" --worker.connect "ipc://$d/none.sock" \
+        --eval.backends cuda --eval.sdk_include_dir "$ROOT/sdk/include" \
+        --eval.worker_path "$S/htam-eval-worker" --eval.plugin_dir "$S" $args > "$d/log" 2>&1
+      if grep -q "cannot run here\|no device can evaluate" "$d/log"; then v="FAILS"; else v="works"; fi
+      echo "sandbox [${args:-defaults}]: $v" | tee -a "$OUT/probe.log"
+      [ "$v" = works ] && [ ! -s "$OUT/sandbox_args" ] && echo "${args:-(defaults)}" > "$OUT/sandbox_args"
+    done
+    WORKER_ARGS=$(sed 's/(defaults)//' "$OUT/sandbox_args" 2>/dev/null)
+  fi
+  { date -u; nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem --format=csv; nproc; } > "$OUT/workers.log" 2>&1
+  timeout -s KILL "${T_WORKERS:-500}" "$S/htam-bench" workers --backend cuda --workers 1,2 \
+    --gpu-per-worker --jobs "${WORKERS_JOBS:-24}" --rounds "${WORKERS_ROUNDS:-2}" --htamd "$S/htamd" \
+    --worker "$S/htam-worker" --timeout-s "${PHASE_S:-150}" \
+    --worker-args="--eval.sdk_include_dir $ROOT/sdk/include --eval.worker_path $S/htam-eval-worker --eval.plugin_dir $S ${WORKER_ARGS:-}" \
+    >> "$OUT/workers.log" 2>&1
+  echo "exit $?" >> "$OUT/workers.log"
+  grep '^{' "$OUT/workers.log" | tail -1 > "$OUT/workers.json"
+  tail -30 "$OUT/workers.log"
 fi
 
 # ---- throughput: every task's reference + lineage variants, compile + verify + time

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Builds (here, on the x86-64 build machine) and stages everything the one GPU session needs into
 # .gpu-stage/ (git-ignored through the repository's info/exclude, carried to the GPU machine):
-# the CUDA and HIP plugins, htam-eval (and htam-eval-worker, which it runs), htam-bench, the GPU
-# tests, and libcupti (the GPU machine's toolkit may keep it where the loader does not look). Then checks that the staged
+# the CUDA and HIP plugins, htam-eval (and htam-eval-worker, which it runs), htam-bench, htamd,
+# htam-worker, htam-world-compile (for `one_run.sh world`), the GPU tests, and libcupti (the GPU machine's toolkit may keep it where the loader does not look). Then checks that the staged
 # binaries start here and skip cleanly without a GPU.
 #   usage: bash tools/gpu/stage_all.sh [BUILD_DIR]     (default build-gpu; configured if missing)
 # Then, on the GPU machine (repository root): bash tools/gpu/one_run.sh   (writes to $OUT)
@@ -15,7 +15,7 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
 fi
 TARGETS="htam_backend_cuda htam_backend_hip htam-eval htam-bench cuda_plugin_gpu_test
          cuda_hacks_gpu_test cuda_kernelbench_gpu_test cuda_daemon_gpu_test hip_on_nvidia_gpu_test
-         htamd htam-worker htam-eval-worker"
+         htamd htam-worker htam-eval-worker htam-world-compile"
 nice -n 5 cmake --build "$B" --target $TARGETS -j2
 S=.gpu-stage
 rm -rf "$S" && mkdir -p "$S/lib"
@@ -26,11 +26,9 @@ for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.
          tools/eval/htam-eval tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
          tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test tests/gpu/cuda_daemon_gpu_test \
          tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \
-         daemon/eval/htam-eval-worker; do
+         daemon/eval/htam-eval-worker tools/bench/htam-world-compile; do
   strip -o "$S/$(basename "$f")" "$B/$f"
 done
-# The flush-gap probe (tools/gpu/flush_gap.sh): a plain CUDA program, static runtime.
-nvcc -O3 -arch=sm_90a -cudart static -o "$S/flush_gap_probe" backends/cuda/bench/flush_gap_probe.cu
 # CUPTI of the toolkit this was built with (the plugin finds it through LD_LIBRARY_PATH there).
 CUPTI=$(ldd "$S/libhtam_backend_cuda.so" | awk '/libcudart.so/ {print $3}' | xargs -r dirname)/libcupti.so.13
 [ -f "$CUPTI" ] || CUPTI=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/lib/libcupti.so.13 \

@@ -2,7 +2,7 @@
 
 Times the SAME compiled candidate (.so with htam_kernel) with triton.testing.do_bench (events, L2
 cleared by a 256 MB memset, median) ten times, and prints JSON: median per measurement and the CV.
-Compare with htam-eval's median of the same source (bench/gpu_run.sh does both).
+Compare with htam-eval's median of the same source (tools/gpu/one_run.sh fidelity does both).
 usage: python3 fidelity.py candidate.so N
 """
 import ctypes
