@@ -14,11 +14,11 @@ namespace {
 TEST(Frame, RoundTripAndEof) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  ASSERT_TRUE(WriteFrame(sv[0], {{"type", "job"}, {"source", std::string(100000, 'x')}}).ok());
+  ASSERT_TRUE(WriteFrame(sv[0], {{"type", "progress"}, {"stage", std::string(100000, 'x')}}).ok());
   auto f = ReadFrame(sv[1]);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_EQ((*f)["type"], "job");
-  EXPECT_EQ((*f)["source"].get<std::string>().size(), 100000u);
+  EXPECT_EQ((*f)["type"], "progress");
+  EXPECT_EQ((*f)["stage"].get<std::string>().size(), 100000u);
   close(sv[0]);
   EXPECT_TRUE(ReadFrame(sv[1]).status().IsNotFound());
   close(sv[1]);
@@ -28,7 +28,7 @@ TEST(Frame, WritingToADeadPeerIsAnErrorNotASignal) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   close(sv[1]);
-  Status st = WriteFrame(sv[0], {{"type", "job"}});
+  Status st = WriteFrame(sv[0], {{"type", "progress"}});
   EXPECT_EQ(st.code(), Status::Code::kIOError);  // and the test process is still alive
   close(sv[0]);
 }
