@@ -2,11 +2,11 @@
 // buffer frames.
 #include "daemon/eval/frame.h"
 
-#include "daemon/eval/job_codec.h"
-
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "daemon/eval/job_codec.h"
 
 namespace htam::eval {
 namespace {

@@ -158,13 +158,17 @@ EvalResult ResultFromSpec(const fb::JobResultT& s) {
   return r;
 }
 
-std::string PackJob(const fb::JobSpecT& spec) { return Pack(spec, kJobIdentifier); }
+std::string PackJob(const fb::JobSpecT& spec) {
+  return Pack(spec, kJobIdentifier);
+}
 
 Result<fb::JobSpecT> UnpackJob(std::string_view buffer, const std::string& what) {
   return Unpack<fb::JobSpec, fb::JobSpecT>(buffer, kJobIdentifier, "job", what);
 }
 
-std::string PackResult(const fb::JobResultT& spec) { return Pack(spec, kResultIdentifier); }
+std::string PackResult(const fb::JobResultT& spec) {
+  return Pack(spec, kResultIdentifier);
+}
 
 Result<fb::JobResultT> UnpackResult(std::string_view buffer, const std::string& what) {
   return Unpack<fb::JobResult, fb::JobResultT>(buffer, kResultIdentifier, "result", what);

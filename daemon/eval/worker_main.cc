@@ -20,10 +20,10 @@
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
 // candidate gets a fresh process, so nothing a candidate leaves behind reaches the next one).
 //
-// Profile on request (a job with a profile_request: {tool, search_path, timeout_s, thresholds}), for a
-// plugin that offers a profiler (backend.h, API 1.3: profile_command / profile_parse; the worker
-// knows no profiler by name, backends/common/profile_run.h): once the gate's result is Ok, the
-// worker asks its plugin for the command and runs ITSELF in its one-call mode under it,
+// Profile on request (a job with a profile_request: {tool, search_path, timeout_s, thresholds}),
+// for a plugin that offers a profiler (backend.h, API 1.3: profile_command / profile_parse; the
+// worker knows no profiler by name, backends/common/profile_run.h): once the gate's result is Ok,
+// the worker asks its plugin for the command and runs ITSELF in its one-call mode under it,
 //   <plugin's command, e.g. ncu --metrics ... --csv> htam-eval-worker --single-call JOBFILE
 //       --plugin ... --device N ... [--option <the plugin's options for the profiled process>]
 // where JOBFILE (in the worker's temp dir) is the job's JobSpec (task dir, source, gate options);

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"

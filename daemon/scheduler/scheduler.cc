@@ -10,10 +10,10 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
-#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "base/clock.h"
@@ -40,8 +40,9 @@ bool ArchMatches(const std::string& want, const std::string& have) {
 
 // What an HTW1 worker is told (it prints the daemon's refusal and stops).
 std::string OldProtocolMessage() {
-  return std::string("protocol version ") + kOldWorkerProtocol + " is no longer served: this daemon speaks " +
-         kWorkerProtocol + " (jobs and results as schema/job.fbs buffers); upgrade htam-worker";
+  return std::string("protocol version ") + kOldWorkerProtocol +
+         " is no longer served: this daemon speaks " + kWorkerProtocol +
+         " (jobs and results as schema/job.fbs buffers); upgrade htam-worker";
 }
 
 std::string Printable(const std::string& id) {
@@ -326,15 +327,15 @@ void SchedulerImpl::Loop() {
         if (parts.size() == 3 && parts[1].to_string_view() == kOldWorkerProtocol) {
           // A worker of the protocol before schema/job.fbs: told in its own protocol, so that it
           // stops with this message instead of retrying in silence.
-          HTAM_LOG(kWarn, kComponent) << "worker " << Printable(parts[0].to_string())
-                                      << " speaks " << kOldWorkerProtocol << "; refused";
+          HTAM_LOG(kWarn, kComponent) << "worker " << Printable(parts[0].to_string()) << " speaks "
+                                      << kOldWorkerProtocol << "; refused";
           SendRaw(parts[0].to_string(), kOldWorkerProtocol, "refused",
                   json{{"type", "refused"}, {"message", OldProtocolMessage()}}.dump());
           continue;
         }
         if (parts.size() != 4 || parts[1].to_string_view() != kWorkerProtocol) {
-          HTAM_LOG(kWarn, kComponent) << "worker " << Printable(parts[0].to_string())
-                                      << ": not an " << kWorkerProtocol << " message; ignored";
+          HTAM_LOG(kWarn, kComponent) << "worker " << Printable(parts[0].to_string()) << ": not an "
+                                      << kWorkerProtocol << " message; ignored";
           continue;
         }
         inbox.push_back({parts[0].to_string(), parts[2].to_string(), parts[3].to_string()});

@@ -117,12 +117,11 @@ TEST(JournalTest, EntriesOfBothFormatsDecodeAndDamagedOnesAreRefused) {
   const std::string entry = JobToJournal(want);
   EXPECT_NE(entry[0], '{');
   EXPECT_EQ(entry.substr(4, 4), "HTJB");
-  auto json_entry = nlohmann::json{{"job_id", 77},          {"backend", "cpu"},
-                                   {"arch", "x86_64"},      {"language", "cpp"},
-                                   {"source", want.source}, {"session_id", 7},
-                                   {"profile", true},       {"task_dir", "/tasks/relu"},
-                                   {"context", want.context}}
-                        .dump();
+  auto json_entry =
+      nlohmann::json{{"job_id", 77},      {"backend", "cpu"},          {"arch", "x86_64"},
+                     {"language", "cpp"}, {"source", want.source},     {"session_id", 7},
+                     {"profile", true},   {"task_dir", "/tasks/relu"}, {"context", want.context}}
+          .dump();
   for (const std::string& value : {entry, json_entry}) {
     auto job = JobFromJournal(value);
     ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -215,7 +214,8 @@ TEST(WireTest, HostileJobsAreRefused) {
   EXPECT_EQ(from(escape).status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(id, 1u);  // verified: a refusal can name the job
   EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) { s->task_name = ".."; })).ok());
-  EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) { s->task_files[0]->name = "reference.cpp"; })).ok());
+  EXPECT_FALSE(
+      from(HandJob([](fb::JobSpecT* s) { s->task_files[0]->name = "reference.cpp"; })).ok());
   EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) { s->backend.clear(); })).ok());
   EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) {
                  auto f = std::make_unique<fb::TaskFileT>(*s->task_files[0]);

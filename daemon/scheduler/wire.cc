@@ -98,8 +98,8 @@ Result<eval::EvalJob> JobFromWire(std::string_view buffer, const std::string& ta
     if (mkdir(tmp.c_str(), 0755) != 0 && errno != EEXIST)
       return Status::IOError("cannot create " + tmp);
     for (const auto& f : spec->task_files)
-      HTAM_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/" + f->name,
-                                           std::string(f->content.begin(), f->content.end())));
+      HTAM_RETURN_IF_ERROR(
+          WriteFileAtomic(tmp + "/" + f->name, std::string(f->content.begin(), f->content.end())));
     if (rename(tmp.c_str(), dir.c_str()) != 0 && stat(dir.c_str(), &st) != 0)
       return Status::IOError("cannot rename " + tmp);
   }

@@ -571,7 +571,8 @@ TEST_F(WorkersTest, AMalformedResultDropsItsWorkerNotTheDaemon) {
     status = s;
     return Num(s, "workers") == 0;
   })) << status;
-  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "malformed result")) << ReadFile(dir_ + "/htamd.log");
+  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "malformed result"))
+      << ReadFile(dir_ + "/htamd.log");
   AddWorker("sound");
   ASSERT_TRUE(WaitStatus(*c, [&](const std::string& s) { return Num(s, "workers") == 1; }));
   uint64_t sid = OpenSession(*c);

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <zmq.hpp>
 
 #include "base/clock.h"
