@@ -4,6 +4,7 @@
 // silent mid-job (no duplicate result), daemon restart with queued work, busy answers, a worker of
 // the older protocol (HTW1) told its version, and malformed worker messages.
 #include <gtest/gtest.h>
+#include <lmdb.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "daemon/eval/job_codec.h"
 #include "tests/integration/daemon_harness.h"
 
 namespace htam {
@@ -425,6 +427,82 @@ TEST_F(WorkersTest, QueuedWorkSurvivesADaemonRestartAndWorkersReconnect) {
   EXPECT_EQ(Num(status, "queue_length"), 0) << status;
   EXPECT_EQ(Transitions(c, sid), 3u);
   EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "3 job(s) queued before the restart will resume"));
+}
+
+// Rewrites every entry of a (closed) durable queue in the format of htamd before schema/job.fbs:
+// one JSON object per job. Returns how many entries it rewrote.
+size_t RewriteQueueAsOldJson(const std::string& queue_dir) {
+  MDB_env* env = nullptr;
+  size_t n = 0;
+  if (mdb_env_create(&env) != 0) return 0;
+  mdb_env_set_mapsize(env, size_t(1) << 30);
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi;
+  MDB_cursor* cur = nullptr;
+  if (mdb_env_open(env, queue_dir.c_str(), 0, 0644) == 0 &&
+      mdb_txn_begin(env, nullptr, 0, &txn) == 0 && mdb_dbi_open(txn, nullptr, 0, &dbi) == 0 &&
+      mdb_cursor_open(txn, dbi, &cur) == 0) {
+    std::vector<std::pair<std::string, std::string>> rewritten;
+    MDB_val k, v;
+    for (int op = MDB_FIRST; mdb_cursor_get(cur, &k, &v, MDB_cursor_op(op)) == 0; op = MDB_NEXT) {
+      auto spec = eval::UnpackJob(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size),
+                                  "queued job");
+      if (!spec.ok()) continue;
+      nlohmann::json old = {{"job_id", spec->job_id},   {"backend", spec->backend},
+                            {"arch", spec->arch},       {"language", spec->language},
+                            {"source", spec->source},   {"session_id", spec->session_id},
+                            {"profile", spec->profile}, {"task_dir", spec->task_dir},
+                            {"context", spec->context}};
+      rewritten.emplace_back(std::string(static_cast<const char*>(k.mv_data), k.mv_size),
+                             old.dump());
+    }
+    mdb_cursor_close(cur);
+    for (auto& [key, value] : rewritten) {
+      MDB_val kk{key.size(), key.data()}, vv{value.size(), value.data()};
+      if (mdb_put(txn, dbi, &kk, &vv, 0) == 0) ++n;
+    }
+    if (mdb_txn_commit(txn) != 0) n = 0;
+  } else if (txn) {
+    mdb_txn_abort(txn);
+  }
+  mdb_env_close(env);
+  return n;
+}
+
+// Jobs queued by an htamd of the JSON queue format (before schema/job.fbs) resume after the
+// upgrade: the new daemon reads the old entries, dispatches them to a worker of the new protocol,
+// and records each once.
+TEST_F(WorkersTest, JobsQueuedBeforeTheUpgradeResume) {
+  auto d = StartDaemon();
+  ASSERT_NE(d, nullptr);
+  ClientOptions o;
+  o.endpoint = d->endpoint();
+  o.timeout = 5s;
+  o.retries = 10;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok());
+  Client& c = **client;
+  uint64_t sid = OpenSession(c);
+  std::vector<uint64_t> jobs;
+  for (int i = 0; i < 2; ++i) {  // no worker yet: both wait in the durable queue
+    auto j = Submit(c, sid, Reference(), "queued " + std::to_string(i));
+    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    jobs.push_back(*j);
+  }
+  d->Kill();
+  ASSERT_EQ(RewriteQueueAsOldJson(dir_ + "/queue"), 2u);
+  d = StartDaemon();
+  ASSERT_NE(d, nullptr) << ReadFile(dir_ + "/htamd.log");
+  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "2 job(s) queued before the restart will resume"))
+      << ReadFile(dir_ + "/htamd.log");
+  AddWorker("upgraded");
+  for (uint64_t id : jobs) {
+    auto r = c.Poll(id, 180s);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->done);
+    EXPECT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics;
+  }
+  EXPECT_EQ(Transitions(c, sid), 2u);
 }
 
 TEST_F(WorkersTest, AFullQueueAnswersBusy) {
