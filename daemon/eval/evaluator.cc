@@ -25,7 +25,7 @@
 #include "base/thread_annotations.h"
 #include "daemon/config/sections.h"
 #include "daemon/eval/compile_ahead.h"
-#include "daemon/eval/profile_json.h"
+#include "daemon/eval/job_codec.h"
 #include "daemon/eval/sandbox.h"
 
 namespace htam::eval {
@@ -89,35 +89,6 @@ struct Pending {
 }  // namespace
 
 namespace {
-
-// The result frame's figures beyond status and timing (worker_main.cc ResultJson); a field of the
-// wrong type reads as absent.
-void ReadFigures(const nlohmann::json& f, EvalResult* r) {
-  auto num = [&](const nlohmann::json& o, const char* k) {
-    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : 0.0;
-  };
-  auto str = [&](const char* k) {
-    return f.contains(k) && f[k].is_string() ? f[k].get<std::string>() : std::string();
-  };
-  r->compile_ms = num(f, "compile_ms");
-  r->cases = int(num(f, "cases"));
-  r->flops = num(f, "flops");
-  r->bytes = num(f, "bytes");
-  r->sol_us = num(f, "sol_us");
-  r->floor_us = num(f, "floor_us");
-  if (f.contains("roofline") && f["roofline"].is_object()) {
-    r->copy_bytes_per_s = num(f["roofline"], "copy_bytes_per_s");
-    r->fp32_flops = num(f["roofline"], "fp32_flops");
-    r->tensor16_flops = num(f["roofline"], "tensor16_flops");
-  }
-  r->golden_computed = f.contains("golden_computed") && f["golden_computed"].is_boolean() &&
-                       f["golden_computed"].get<bool>();
-  r->baseline_compile_us = num(f, "baseline_compile_us");
-  r->baseline_note = str("baseline_note");
-  r->profile_note = str("profile_note");
-  r->profiled_kernels = int(num(f, "profiled_kernels"));
-  r->profiled_us = num(f, "profiled_us");
-}
 
 }  // namespace
 
@@ -183,8 +154,8 @@ class EvaluatorImpl : public Evaluator {
   // Moves the first queued job that slot `s` can run into *p; false if there is none.
   bool TakeJob(const Slot& s, Pending* p) REQUIRES(mu_);
   EvalResult RunJob(Slot* s, const EvalJob& job) EXCLUDES(mu_);
-  json GateJson() const;
-  json ProfileJson() const;
+  std::unique_ptr<fb::GateSpecT> GateSpec() const;
+  std::unique_ptr<fb::ProfileRequestT> ProfileRequest() const;
   void Count(fb::OutcomeStatus st) EXCLUDES(mu_);
   // Whether a job's source is compiled ahead (compile_ahead.h): runner backends' own language.
   bool CompiledAhead(const EvalJob& job) const;
@@ -658,53 +629,56 @@ bool EvaluatorImpl::TakeJob(const Slot& s, Pending* p) {
   return false;
 }
 
-json EvaluatorImpl::GateJson() const {
+std::unique_ptr<fb::GateSpecT> EvaluatorImpl::GateSpec() const {
   uint64_t seed = uint64_t(ev_.seed);
   if (seed == 0) {
     std::random_device rd;
     seed = (uint64_t(rd()) << 32) ^ rd();
   }
-  return {{"seeds", ev_.seeds},
-          {"seed_base", seed},
-          {"guard_bytes", ev_.guard_bytes},
-          {"check_threads", ev_.check_threads},
-          {"thread_grace_ms", ev_.thread_grace_ms},
-          {"warmup_reps", ev_.warmup_reps},
-          {"warmup_ms", ev_.warmup_ms},
-          {"repetitions", ev_.repetitions},
-          {"input_sets", ev_.input_sets},
-          {"flush_bytes", ev_.flush_bytes},
-          {"flush_max_bytes", uint64_t(ev_.flush_max_mb) << 20},
-          {"compile_timeout_s", ev_.compile_timeout_s},
-          {"time_baseline", ev_.time_baseline},
-          {"golden_python", ev_.kernelbench_python},
-          {"golden_helper", ev_.kernelbench_helper},
-          {"golden_timeout_s", ev_.kernelbench_timeout_s},
-          {"golden_seed_pool", ev_.kernelbench_seed_pool},
-          {"timing_lock_wait_s", ev_.timing_lock_wait_s},
-          {"device_data", ev_.device_data},
-          {"baseline_reuse_s", ev_.baseline_reuse_s},
-          {"buffer_pool_bytes", uint64_t(std::max<int64_t>(0, ev_.buffer_pool_mb)) << 20},
-
-          {"kernelbench_build_cache", KbBuildCache()},
-          {"kernelbench_fast_path", ev_.kernelbench_fast_path},
-          {"kernelbench_nvcc", ev_.kernelbench_nvcc},
-          {"kernelbench_compile_timeout_s", ev_.kernelbench_compile_timeout_s},
-          {"kernelbench_call_timeout_s", ev_.case_timeout_s}};
+  auto g = std::make_unique<fb::GateSpecT>();
+  g->seeds = int32_t(ev_.seeds);
+  g->seed_base = seed;
+  g->guard_bytes = uint64_t(ev_.guard_bytes);
+  g->check_threads = ev_.check_threads;
+  g->thread_grace_ms = double(ev_.thread_grace_ms);
+  g->warmup_reps = int32_t(ev_.warmup_reps);
+  g->warmup_ms = double(ev_.warmup_ms);
+  g->repetitions = int32_t(ev_.repetitions);
+  g->input_sets = int32_t(ev_.input_sets);
+  g->flush_bytes = uint64_t(ev_.flush_bytes);
+  g->flush_max_bytes = uint64_t(ev_.flush_max_mb) << 20;
+  g->compile_timeout_s = double(ev_.compile_timeout_s);
+  g->time_baseline = ev_.time_baseline;
+  g->golden_python = ev_.kernelbench_python;
+  g->golden_helper = ev_.kernelbench_helper;
+  g->golden_timeout_s = double(ev_.kernelbench_timeout_s);
+  g->golden_seed_pool = int32_t(ev_.kernelbench_seed_pool);
+  g->timing_lock_wait_s = double(ev_.timing_lock_wait_s);
+  g->device_data = ev_.device_data;
+  g->baseline_reuse_s = double(ev_.baseline_reuse_s);
+  g->buffer_pool_bytes = uint64_t(std::max<int64_t>(0, ev_.buffer_pool_mb)) << 20;
+  g->kernelbench_build_cache = KbBuildCache();
+  g->kernelbench_fast_path = ev_.kernelbench_fast_path;
+  g->kernelbench_nvcc = ev_.kernelbench_nvcc;
+  g->kernelbench_compile_timeout_s = double(ev_.kernelbench_compile_timeout_s);
+  g->kernelbench_call_timeout_s = double(ev_.case_timeout_s);
+  return g;
 }
 
 // What the worker needs to profile an Ok candidate with its plugin's profiler (backend.h, API
 // 1.3; the evaluator knows none by name): the configured binary (eval.ncu, made absolute; "" = the
 // plugin finds its own), where to look for it (this process's PATH: a sandboxed worker's is
 // short), the run's wall limit and the thresholds of the bottleneck classes.
-json EvaluatorImpl::ProfileJson() const {
+std::unique_ptr<fb::ProfileRequestT> EvaluatorImpl::ProfileRequest() const {
   const char* path = getenv("PATH");
-  return {{"tool", ev_.ncu.empty() ? std::string() : MakeAbsolute(ev_.ncu)},
-          {"search_path", path ? path : ""},
-          {"timeout_s", ev_.cuda_profile_timeout_s},
-          {"memory_pct", ev_.cuda_profile_memory_pct},
-          {"compute_pct", ev_.cuda_profile_compute_pct},
-          {"launch_us", ev_.cuda_profile_launch_us}};
+  auto p = std::make_unique<fb::ProfileRequestT>();
+  p->tool = ev_.ncu.empty() ? std::string() : MakeAbsolute(ev_.ncu);
+  p->search_path = path ? path : "";
+  p->timeout_s = double(ev_.cuda_profile_timeout_s);
+  p->memory_pct = double(ev_.cuda_profile_memory_pct);
+  p->compute_pct = double(ev_.cuda_profile_compute_pct);
+  p->launch_us = double(ev_.cuda_profile_launch_us);
+  return p;
 }
 
 EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
@@ -730,16 +704,14 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   }
   WorkerProcess* w = s->worker.get();
   if (job.on_stage) job.on_stage(job.job_id, "running", "on " + s->info.name);
-  json frame = {{"type", "job"},
-                {"job_id", job.job_id},
-                {"task_dir", MakeAbsolute(job.task_dir)},
-                {"source", job.source},
-                {"arch", job.arch},
-                {"reference_only", job.source.empty()},
-                {"language", job.language},
-                {"max_case_bytes", uint64_t(ev_.max_case_mb) << 20},
-                {"gate", GateJson()}};
-  if (job.profile) frame["profile"] = ProfileJson();
+  fb::JobSpecT spec = JobToSpec(job);
+  spec.task_dir = MakeAbsolute(job.task_dir);
+  spec.context.clear();  // the daemon's, not the worker's
+  spec.reference_only = job.source.empty();
+  spec.max_case_bytes = uint64_t(ev_.max_case_mb) << 20;
+  spec.gate = GateSpec();
+  if (job.profile) spec.profile_request = ProfileRequest();
+  const std::string frame = PackJob(spec);
   const int64_t profile_timeout_s = ev_.cuda_profile_timeout_s;
   const size_t capture = size_t(ev_.capture_kb) << 10;
   const size_t flood = size_t(ev_.max_output_kb) << 10;
@@ -762,7 +734,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   std::string stage = "start";
   auto stage_deadline = stage_limit("compile");
   bool finished = false, keep_worker = false;
-  Status sent = w->Send(frame);
+  Status sent = w->SendBuffer(frame);
   if (!sent.ok()) {
     // The idle worker died (killed from outside?): one fresh worker, one more try.
     s->worker.reset();
@@ -770,7 +742,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
     if (fresh.ok()) {
       s->worker = std::move(*fresh);
       w = s->worker.get();
-      sent = w->Send(frame);
+      sent = w->SendBuffer(frame);
     }
   }
   while (sent.ok() && !finished) {
@@ -794,32 +766,54 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         if (job.profile && stage.rfind("profile", 0) == 0)
           job_deadline = std::max(job_deadline, stage_deadline);
       } else if (type == "result") {
-        r.status = fb::OutcomeStatus(f->value("status", int(fb::OutcomeStatus::InfraError)));
-        r.diagnostics = f->value("diagnostics", "");
-        r.median_us = f->value("median_us", 0.0);
-        r.spread_us = f->value("spread_us", 0.0);
-        r.repetitions = f->value("repetitions", 0u);
-        r.baseline_us = f->value("baseline_us", 0.0);
-        r.speedup = f->value("speedup", 0.0);
-        r.compile_cached = f->value("compile_cached", false);
-        ReadFigures(*f, &r);
+        auto spec = UnpackResult(FrameBuffer(*f), "the worker's result");
+        if (!spec.ok()) {
+          // A worker that answers garbage broke the protocol: it goes, the job is InfraError.
+          w->Kill();
+          r.status = fb::OutcomeStatus::InfraError;
+          r.diagnostics = spec.status().message();
+          finished = true;
+          continue;
+        }
+        EvalResult got = ResultFromSpec(*spec);
+        // The device, arch and wall time are the evaluator's to say; the hash the worker's when
+        // it gives one (a KernelBench candidate's is of what it built).
+        r.status = got.status;
+        r.diagnostics = std::move(got.diagnostics);
+        r.median_us = got.median_us;
+        r.spread_us = got.spread_us;
+        r.repetitions = got.repetitions;
+        r.baseline_us = got.baseline_us;
+        r.speedup = got.speedup;
+        r.compile_cached = got.compile_cached;
+        r.compile_ms = got.compile_ms;
+        r.cases = got.cases;
+        r.flops = got.flops;
+        r.bytes = got.bytes;
+        r.sol_us = got.sol_us;
+        r.floor_us = got.floor_us;
+        r.copy_bytes_per_s = got.copy_bytes_per_s;
+        r.fp32_flops = got.fp32_flops;
+        r.tensor16_flops = got.tensor16_flops;
+        r.golden_computed = got.golden_computed;
+        r.baseline_compile_us = got.baseline_compile_us;
+        r.baseline_note = std::move(got.baseline_note);
+        r.profile_note = std::move(got.profile_note);
+        r.profiled_kernels = got.profiled_kernels;
+        r.profiled_us = got.profiled_us;
         if (ahead && r.compile_cached) ahead_->CountHit();
-        if (f->contains("candidate_hash")) r.candidate_hash = (*f)["candidate_hash"];
-        if (f->contains("profile")) r.profile = ProfileFromJson((*f)["profile"]);
-        r.bottleneck = BottleneckFromJson(*f);
+        if (!got.candidate_hash.empty()) r.candidate_hash = std::move(got.candidate_hash);
+        r.profile = got.profile;
+        r.bottleneck = got.bottleneck;
+        r.stage_ms = std::move(got.stage_ms);
+        r.op_ms = std::move(got.op_ms);
         finished = true;
         // A worker whose runner ran a candidate that crashed, timed out, failed an integrity
         // check or did not load ends after answering (worker_main.cc, GateResult::runner_clean);
         // one whose candidate only computed wrong values serves on.
         keep_worker = JobsPerWorker(job.backend) > 1 &&
-                      (r.status == fb::OutcomeStatus::Ok || f->value("runner_clean", false) ||
+                      (r.status == fb::OutcomeStatus::Ok || spec->runner_clean ||
                        !(ev_.runner && RunnerBackend(job.backend)));
-        if (f->contains("stage_ms") && (*f)["stage_ms"].is_object())
-          for (const auto& [k, v] : (*f)["stage_ms"].items())
-            if (v.is_number()) r.stage_ms.emplace_back(k, v.get<double>());
-        if (f->contains("op_ms") && (*f)["op_ms"].is_object())
-          for (const auto& [k, v] : (*f)["op_ms"].items())
-            if (v.is_number()) r.op_ms.emplace_back(k, v.get<double>());
       } else if (type == "fatal") {
         r.status = StatusFromName(f->value("status", "InfraError"));
         r.diagnostics = f->value("message", "") + " (during " + stage + ")";

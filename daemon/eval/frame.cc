@@ -1,4 +1,4 @@
-// Length-prefixed JSON frames; see frame.h.
+// Length-prefixed frames: JSON control messages and schema/job.fbs buffers; see frame.h.
 #include "daemon/eval/frame.h"
 
 #include <errno.h>
@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstring>
+
+#include "daemon/eval/job_codec.h"
 
 namespace htam::eval {
 namespace {
@@ -40,6 +42,17 @@ int ReadAll(int fd, char* p, size_t n) {
 }
 
 Result<nlohmann::json> Parse(const char* p, size_t n) {
+  if (n > 0 && p[0] == kBufferFrameMark) {
+    std::string_view buf(p + 1, n - 1);
+    const std::string id = BufferIdentifier(buf);
+    const char* type = id == kJobIdentifier ? "job" : id == kResultIdentifier ? "result" : nullptr;
+    if (!type)
+      return Status::Corruption("buffer frame of " + std::to_string(buf.size()) +
+                                " bytes is neither a job nor a result (identifier '" + id + "')");
+    nlohmann::json j = {{"type", type}};
+    j["buffer"] = nlohmann::json::binary_t(std::vector<uint8_t>(buf.begin(), buf.end()));
+    return j;
+  }
   try {
     auto j = nlohmann::json::parse(p, p + n);
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
@@ -48,6 +61,15 @@ Result<nlohmann::json> Parse(const char* p, size_t n) {
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("frame is not valid JSON: ") + e.what());
   }
+}
+
+Status WriteBody(int fd, const std::string& text) {
+  if (text.size() > kMaxFrameBytes) return Status::InvalidArgument("frame too large");
+  uint32_t n = uint32_t(text.size());
+  char hdr[4] = {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
+  std::string all(hdr, 4);
+  all += text;
+  return WriteAll(fd, all.data(), all.size());
 }
 
 }  // namespace
@@ -59,12 +81,17 @@ Status WriteFrame(int fd, const nlohmann::json& body) {
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("frame encode: ") + e.what());
   }
-  if (text.size() > kMaxFrameBytes) return Status::InvalidArgument("frame too large");
-  uint32_t n = uint32_t(text.size());
-  char hdr[4] = {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
-  std::string all(hdr, 4);
-  all += text;
-  return WriteAll(fd, all.data(), all.size());
+  return WriteBody(fd, text);
+}
+
+Status WriteBufferFrame(int fd, const std::string& buffer) {
+  return WriteBody(fd, std::string(1, kBufferFrameMark) + buffer);
+}
+
+std::string FrameBuffer(const nlohmann::json& frame) {
+  if (!frame.is_object() || !frame.contains("buffer") || !frame["buffer"].is_binary()) return "";
+  const auto& b = frame["buffer"].get_binary();
+  return std::string(b.begin(), b.end());
 }
 
 Result<nlohmann::json> ReadFrame(int fd) {

@@ -304,6 +304,10 @@ Status WorkerProcess::Send(const nlohmann::json& frame) {
   return WriteFrame(sock_, frame);
 }
 
+Status WorkerProcess::SendBuffer(const std::string& buffer) {
+  return WriteBufferFrame(sock_, buffer);
+}
+
 void WorkerProcess::DrainOutput(size_t cap) {
   if (out_fd_ < 0) return;
   char buf[65536];

@@ -58,6 +58,8 @@ class WorkerProcess {
   ~WorkerProcess();  // kills the process group, reaps, removes the temp dir
 
   Status Send(const nlohmann::json& frame);
+  // A buffer frame: a packed JobSpec (job_codec.h).
+  Status SendBuffer(const std::string& buffer);
   // Waits for the next frame until `deadline`, draining output into the capture (at most
   // `capture_cap` bytes kept). Returns: the frame; Timeout at the deadline; NotFound when the
   // worker closed its socket (exited); ResourceExhausted when output exceeded `flood_limit`.

@@ -1,5 +1,6 @@
 // htam-eval-worker: the sandboxed evaluation process. Loads one backend plugin, opens one device,
-// and evaluates jobs sent by the Evaluator over fd 3 (framed JSON, frame.h) with the shared
+// and evaluates jobs sent by the Evaluator over fd 3 (frames, frame.h: a job is a schema/job.fbs
+// JobSpec, its result a JobResult; the control messages are JSON) with the shared
 // verification gate (backends/common/gate.h). Candidate code runs only here, never in htamd.
 //
 //   htam-eval-worker --plugin PATH --device N [--describe] [--sdk-include DIR] [--cache-dir DIR]
@@ -15,17 +16,17 @@
 // frame names a task ("reference_task"): the worker compiles that task's reference itself into its
 // --cache-dir, the verifiers' cache, where the task's first verification finds it.
 //
-// Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result {...} |
+// Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result (JobResult) |
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
 // candidate gets a fresh process, so nothing a candidate leaves behind reaches the next one).
 //
-// Profile on request (a job with "profile": {tool, search_path, timeout_s, thresholds}), for a
-// plugin that offers a profiler (backend.h, API 1.3: profile_command / profile_parse; the worker
-// knows no profiler by name, backends/common/profile_run.h): once the gate's result is Ok, the
-// worker asks its plugin for the command and runs ITSELF in its one-call mode under it,
+// Profile on request (a job with a profile_request: {tool, search_path, timeout_s, thresholds}),
+// for a plugin that offers a profiler (backend.h, API 1.3: profile_command / profile_parse; the
+// worker knows no profiler by name, backends/common/profile_run.h): once the gate's result is Ok,
+// the worker asks its plugin for the command and runs ITSELF in its one-call mode under it,
 //   <plugin's command, e.g. ncu --metrics ... --csv> htam-eval-worker --single-call JOBFILE
 //       --plugin ... --device N ... [--option <the plugin's options for the profiled process>]
-// where JOBFILE (in the worker's temp dir) holds the task dir, the source and the gate options;
+// where JOBFILE (in the worker's temp dir) is the job's JobSpec (task dir, source, gate options);
 // that process compiles (a cache hit) and loads the candidate, makes its one call on the first
 // seen shape (GateOptions::single_call) and prints one JSON line. The plugin reads what the run
 // printed into the result's profile fractions and bottleneck class. This runs after the gate, so
@@ -60,7 +61,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
-#include "daemon/eval/profile_json.h"
+#include "daemon/eval/job_codec.h"
 #include "daemon/eval/runner_spawn.h"
 #include "daemon/eval/sandbox.h"
 
@@ -152,94 +153,94 @@ T Get(const json& j, const char* k, T def) {
   }
 }
 
-// `profiled`: what the profiling run said (profile_note, profiled_kernels, profiled_us), when the
-// job asked for a profile; added as it is.
-json ResultJson(uint64_t job_id, const htam::GateResult& r, htam::fb::Bottleneck bottleneck,
-                const json& profiled) {
-  json out = {{"type", "result"},
-          {"bottleneck", int(bottleneck)},
-          {"job_id", job_id},
-          {"status", int(r.status)},
-          {"diagnostics", r.diagnostics},
-          {"candidate_hash", r.candidate_hash},
-          {"median_us", r.median_us},
-          {"spread_us", r.spread_us},
-          {"repetitions", r.repetitions},
-          {"baseline_us", r.baseline_us},
-          {"baseline_spread_us", r.baseline_spread_us},
-          {"speedup", r.speedup},
-          {"compile_ms", r.compile_ms},
-          {"compile_cached", r.compile_cached},
-          {"runner_clean", r.runner_clean},
-          {"stage_ms",
-           [&] {
-             json st = json::object();
-             for (const auto& [name, ms] : r.stage_ms) st[name] = ms;
-             return st;
-           }()},
-          {"op_ms",
-           [&] {
-             json st = json::object();
-             for (const auto& [name, ms] : r.op_ms) st[name] = ms;
-             return st;
-           }()},
-          {"cases", r.cases},
-          {"flops", r.flops},
-          {"bytes", r.bytes},
-          {"sol_us", r.sol_us},
-          {"floor_us", r.floor_us},
-          {"roofline",
-           {{"copy_bytes_per_s", r.copy_bytes_per_s},
-            {"fp32_flops", r.fp32_flops},
-            {"tensor16_flops", r.tensor16_flops}}},
-          {"golden_computed", r.golden_computed},
-          {"baseline_compile_us", r.baseline_compile_us},
-          {"baseline_note", r.baseline_note},
-          {"profile", htam::eval::ProfileToJson(r.profile)}};
-  if (profiled.is_object()) out.update(profiled);
-  return out;
+// What the profiling run said (when the job asked for one): its note ("ncu: Memory-bound",
+// "profile unavailable: ..."), the kernels it saw and their summed time.
+struct Profiled {
+  std::string note;
+  int kernels = 0;
+  double us = 0;
+};
+
+// The result frame's buffer: the gate's result as the one job result type (job_codec.h).
+std::string ResultBuffer(uint64_t job_id, const htam::GateResult& g,
+                         htam::fb::Bottleneck bottleneck, const Profiled& profiled) {
+  htam::eval::EvalResult r;
+  r.job_id = job_id;
+  r.status = g.status;
+  r.diagnostics = g.diagnostics;
+  r.candidate_hash = g.candidate_hash;
+  r.median_us = g.median_us;
+  r.spread_us = g.spread_us;
+  r.repetitions = uint32_t(g.repetitions);
+  r.baseline_us = g.baseline_us;
+  r.speedup = g.speedup;
+  r.profile = g.profile;
+  r.bottleneck = bottleneck;
+  r.stage_ms = g.stage_ms;
+  r.op_ms = g.op_ms;
+  r.compile_cached = g.compile_cached;
+  r.compile_ms = g.compile_ms;
+  r.cases = g.cases;
+  r.flops = g.flops;
+  r.bytes = g.bytes;
+  r.sol_us = g.sol_us;
+  r.floor_us = g.floor_us;
+  r.copy_bytes_per_s = g.copy_bytes_per_s;
+  r.fp32_flops = g.fp32_flops;
+  r.tensor16_flops = g.tensor16_flops;
+  r.golden_computed = g.golden_computed;
+  r.baseline_compile_us = g.baseline_compile_us;
+  r.baseline_note = g.baseline_note;
+  r.profile_note = profiled.note;
+  r.profiled_kernels = profiled.kernels;
+  r.profiled_us = profiled.us;
+  htam::fb::JobResultT spec = htam::eval::ResultToSpec(r);
+  spec.runner_clean = g.runner_clean;
+  return htam::eval::PackResult(spec);
 }
 
 // The gate's options of a job ("gate" object, "arch"), the same in the one-call mode.
-htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance& b, int device) {
-  const json g = j.contains("gate") ? j["gate"] : json::object();
+htam::GateOptions GateOptionsFromJob(const htam::fb::JobSpecT& j, const htam::BackendInstance& b,
+                                     int device) {
   htam::GateOptions o;
-  o.seeds = Get<int>(g, "seeds", o.seeds);
-  o.seed_base = Get<uint64_t>(g, "seed_base", o.seed_base);
-  o.guard_bytes = Get<uint64_t>(g, "guard_bytes", o.guard_bytes);
-  o.check_threads = Get<bool>(g, "check_threads", o.check_threads);
-  o.thread_grace_ms = Get<double>(g, "thread_grace_ms", o.thread_grace_ms);
-  o.warmup_reps = Get<int>(g, "warmup_reps", o.warmup_reps);
-  o.warmup_ms = Get<double>(g, "warmup_ms", o.warmup_ms);
-  o.repetitions = Get<int>(g, "repetitions", o.repetitions);
-  o.input_sets = Get<int>(g, "input_sets", o.input_sets);
-  o.flush_bytes = Get<uint64_t>(g, "flush_bytes", o.flush_bytes);
+  o.arch = j.arch;
+  o.language = j.language;
+  o.device_index = device;  // turns on the device with the other lanes (eval.device_workers)
+  uint64_t flush_max_bytes = 64u << 20;
+  if (const htam::fb::GateSpecT* g = j.gate.get()) {
+    o.seeds = g->seeds;
+    o.seed_base = g->seed_base;
+    o.guard_bytes = g->guard_bytes;
+    o.check_threads = g->check_threads;
+    o.thread_grace_ms = g->thread_grace_ms;
+    o.warmup_reps = g->warmup_reps;
+    o.warmup_ms = g->warmup_ms;
+    o.repetitions = g->repetitions;
+    o.input_sets = g->input_sets;
+    o.flush_bytes = g->flush_bytes;
+    flush_max_bytes = g->flush_max_bytes;
+    o.compile_timeout_s = g->compile_timeout_s;
+    o.compile_options = g->compile_options;
+    o.time_baseline = g->time_baseline;
+    o.golden_python = g->golden_python;
+    o.golden_helper = g->golden_helper;
+    o.golden_timeout_s = g->golden_timeout_s;
+    o.golden_seed_pool = g->golden_seed_pool;
+    o.timing_lock_wait_s = g->timing_lock_wait_s;
+    o.device_data = g->device_data;
+    o.baseline_reuse_s = g->baseline_reuse_s;
+    o.buffer_pool_bytes = g->buffer_pool_bytes;
+    o.kernelbench_build_cache = g->kernelbench_build_cache;
+    o.kernelbench_fast_path = g->kernelbench_fast_path;
+    o.kernelbench_nvcc = g->kernelbench_nvcc;
+    o.kernelbench_compile_timeout_s = g->kernelbench_compile_timeout_s;
+    o.kernelbench_call_timeout_s = g->kernelbench_call_timeout_s;
+  }
   if (o.flush_bytes == 0 && device < b.description().num_devices) {
     // 2x the last-level cache, capped (some hosts report the sum of all slices)
     uint64_t llc = b.description().devices[device].cache_bytes;
-    o.flush_bytes = std::min<uint64_t>(2 * llc, Get<uint64_t>(g, "flush_max_bytes", 64u << 20));
+    o.flush_bytes = std::min<uint64_t>(2 * llc, flush_max_bytes);
   }
-  o.compile_timeout_s = Get<double>(g, "compile_timeout_s", o.compile_timeout_s);
-  o.compile_options = Get<std::string>(g, "compile_options", "");
-  o.arch = Get<std::string>(j, "arch", "");
-  o.time_baseline = Get<bool>(g, "time_baseline", true);
-  o.golden_python = Get<std::string>(g, "golden_python", o.golden_python);
-  o.golden_helper = Get<std::string>(g, "golden_helper", o.golden_helper);
-  o.golden_timeout_s = Get<double>(g, "golden_timeout_s", o.golden_timeout_s);
-  o.golden_seed_pool = Get<int>(g, "golden_seed_pool", o.golden_seed_pool);
-  o.timing_lock_wait_s = Get<double>(g, "timing_lock_wait_s", o.timing_lock_wait_s);
-  o.device_data = Get<bool>(g, "device_data", o.device_data);
-  o.baseline_reuse_s = Get<double>(g, "baseline_reuse_s", o.baseline_reuse_s);
-  o.device_index = device;  // turns on the device with the other lanes (eval.device_workers)
-  o.buffer_pool_bytes = Get<uint64_t>(g, "buffer_pool_bytes", o.buffer_pool_bytes);
-  o.language = Get<std::string>(j, "language", "");
-  o.kernelbench_build_cache = Get<std::string>(g, "kernelbench_build_cache", "");
-  o.kernelbench_fast_path = Get<bool>(g, "kernelbench_fast_path", o.kernelbench_fast_path);
-  o.kernelbench_nvcc = Get<std::string>(g, "kernelbench_nvcc", "");
-  o.kernelbench_compile_timeout_s =
-      Get<double>(g, "kernelbench_compile_timeout_s", o.kernelbench_compile_timeout_s);
-  o.kernelbench_call_timeout_s =
-      Get<double>(g, "kernelbench_call_timeout_s", o.kernelbench_call_timeout_s);
   return o;
 }
 
@@ -247,37 +248,35 @@ htam::GateOptions GateOptionsFromJob(const json& j, const htam::BackendInstance&
 // file comment). `self_args` are the worker's own arguments (plugin, device, options) for the
 // child. Returns the bottleneck class (Unknown when the profile is unavailable); *profiled gets
 // the profiler's note, the number of kernels it saw and their summed time.
-htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, const json& request,
+htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const htam::fb::JobSpecT& job,
                              const std::vector<std::string>& self_args, const std::string& work_dir,
-                             htam::GateResult* r, json* profiled) {
+                             htam::GateResult* r, Profiled* profiled) {
   auto add_note = [&](const std::string& note) {
     r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") + note;
   };
+  const htam::fb::ProfileRequestT& request = *job.profile_request;
   htam::ProfileRequest pr;
-  pr.tool = Get<std::string>(request, "tool", "");
-  pr.search_path = Get<std::string>(request, "search_path", "");
-  pr.timeout_s = Get<double>(request, "timeout_s", 300);
-  pr.memory_pct = Get<double>(request, "memory_pct", -1);
-  pr.compute_pct = Get<double>(request, "compute_pct", -1);
-  pr.launch_us = Get<double>(request, "launch_us", -1);
+  pr.tool = request.tool;
+  pr.search_path = request.search_path;
+  pr.timeout_s = request.timeout_s;
+  pr.memory_pct = request.memory_pct;
+  pr.compute_pct = request.compute_pct;
+  pr.launch_us = request.launch_us;
   auto command = htam::GetProfileCommand(b, pr);
   if (!command.ok()) {
-    *profiled = {{"profile_note", command.status().message()}};
+    profiled->note = command.status().message();
     add_note(command.status().message());
     return htam::fb::Bottleneck::Unknown;
   }
-  std::string job_file = work_dir + "/profile-job.json";
+  std::string job_file = work_dir + "/profile-job.htjb";
   {
-    json one = {{"task_dir", job.value("task_dir", "")},
-                {"max_case_bytes", job.value("max_case_bytes", uint64_t(0))},
-                {"source", job.value("source", "")},
-                {"reference_only", job.value("reference_only", false)},
-                {"arch", job.value("arch", "")},
-                {"gate", job.contains("gate") ? job["gate"] : json::object()}};
-    std::ofstream out(job_file, std::ios::trunc);
-    out << one.dump();
+    // The same job (its JobSpec), without the request: the one-call run profiles nothing itself.
+    htam::fb::JobSpecT one = job;
+    one.profile_request.reset();
+    std::ofstream out(job_file, std::ios::binary | std::ios::trunc);
+    out << htam::eval::PackJob(one);
     if (!out) {
-      *profiled = {{"profile_note", "profile unavailable: cannot write " + job_file}};
+      profiled->note = "profile unavailable: cannot write " + job_file;
       add_note("profile unavailable: cannot write " + job_file);
       return htam::fb::Bottleneck::Unknown;
     }
@@ -292,9 +291,9 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, co
   htam::ProfileOutcome p = htam::RunProfile(b, *command, argv, work_dir, pr);
   std::remove(job_file.c_str());
   std::string note = p.note;
-  *profiled = {{"profile_note", p.note},
-               {"profiled_kernels", p.kernels},
-               {"profiled_us", p.total_us}};
+  profiled->note = p.note;
+  profiled->kernels = p.kernels;
+  profiled->us = p.total_us;
   if (p.available) {
     auto frac = [](double pct) { return pct < 0 ? -1.0f : float(pct / 100.0); };
     r->profile.dram_throughput = frac(p.dram_pct);
@@ -310,29 +309,30 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const json& job, co
   return p.available ? p.bottleneck : htam::fb::Bottleneck::Unknown;
 }
 
-// --single-call JOBFILE: the run the profiler watches. One JSON line on stdout; exit 0 when the
-// call ran.
+// --single-call JOBFILE (a JobSpec): the run the profiler watches. One JSON line on stdout; exit 0
+// when the call ran.
 int SingleCall(const std::string& job_file, htam::BackendInstance& b, htam_device* dev,
                int device) {
-  std::ifstream in(job_file);
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    std::cout << json{{"status", "InfraError"}, {"diagnostics", "bad job file " + job_file}}.dump()
+  std::string bytes;
+  auto parsed = htam::ReadWholeFile(job_file, &bytes)
+                    ? htam::eval::UnpackJob(bytes, "job file " + job_file)
+                    : htam::Result<htam::fb::JobSpecT>(
+                          htam::Status::IOError("cannot read job file " + job_file));
+  if (!parsed.ok()) {
+    std::cout << json{{"status", "InfraError"}, {"diagnostics", parsed.status().message()}}.dump()
               << std::endl;
     return 2;
   }
+  const htam::fb::JobSpecT& j = *parsed;
   htam::GateResult r;
-  auto task = htam::ParseTaskFile(Get<std::string>(j, "task_dir", ""),
-                                  Get<uint64_t>(j, "max_case_bytes", 0));
+  auto task = htam::ParseTaskFile(j.task_dir, j.max_case_bytes);
   if (!task.ok()) {
     r.diagnostics = task.status().message();
   } else {
     htam::GateOptions o = GateOptionsFromJob(j, b, device);
     o.single_call = true;
     htam::Gate gate(&b, dev, *task, o);
-    r = Get<bool>(j, "reference_only", false)
-            ? gate.EvaluateReference({})
-            : gate.Evaluate(Get<std::string>(j, "source", ""), {});
+    r = j.reference_only ? gate.EvaluateReference({}) : gate.Evaluate(j.source, {});
   }
   std::cout << json{{"status", htam::fb::EnumNameOutcomeStatus(r.status)},
                     {"diagnostics", r.diagnostics}}
@@ -722,9 +722,11 @@ int main(int argc, char** argv) {
   for (int done = 0; done < jobs; ++done) {
     auto frame = htam::eval::ReadFrame(kFd);
     if (!frame.ok()) break;  // daemon gone or shutting down
-    const json& j = *frame;
-    if (j["type"] != "job") continue;
-    uint64_t job_id = Get<uint64_t>(j, "job_id", 0);
+    if ((*frame)["type"] != "job") continue;
+    auto parsed = htam::eval::UnpackJob(htam::eval::FrameBuffer(*frame), "job frame");
+    if (!parsed.ok()) return Fatal("InfraError", parsed.status().message());
+    const htam::fb::JobSpecT& j = *parsed;
+    uint64_t job_id = j.job_id;
     auto progress = [&](const std::string& stage) {
       (void)htam::eval::WriteFrame(kFd,
                                    {{"type", "progress"}, {"job_id", job_id}, {"stage", stage}});
@@ -733,9 +735,8 @@ int main(int argc, char** argv) {
     progress("parse task");
     htam::GateResult r;
     htam::fb::Bottleneck bottleneck = htam::fb::Bottleneck::Unknown;
-    json profiled;  // the profiling run's note and counts (only when the job asked for one)
-    auto task = htam::ParseTaskFile(Get<std::string>(j, "task_dir", ""),
-                                    Get<uint64_t>(j, "max_case_bytes", 0));
+    Profiled profiled;  // the profiling run's note and counts (only when the job asked for one)
+    auto task = htam::ParseTaskFile(j.task_dir, j.max_case_bytes);
     htam::GateOptions o = GateOptionsFromJob(j, b, device);
     o.baselines = &baselines;
     if (!task.ok()) {
@@ -745,18 +746,17 @@ int main(int argc, char** argv) {
       // A KernelBench-only runner takes ModelNew candidates; lean-ABI ones run here as before.
       o.runner = kb_only && o.language != htam::kKernelBenchLanguage ? nullptr : remote.get();
       htam::Gate gate(&b, dev, *task, o);
-      if (Get<bool>(j, "reference_only", false))
+      if (j.reference_only)
         r = gate.EvaluateReference(progress);
       else
-        r = gate.Evaluate(Get<std::string>(j, "source", ""), progress);
+        r = gate.Evaluate(j.source, progress);
     }
-    if (r.status == htam::fb::OutcomeStatus::Ok && j.contains("profile") &&
-        j["profile"].is_object()) {
+    if (r.status == htam::fb::OutcomeStatus::Ok && j.profile_request) {
       progress("profile");
       // A profiler measures every kernel on the device: the other lanes wait (timing_lock.h).
       htam::DeviceLock turn(htam::DeviceLockPathFor(o, b), o.timing_lock_wait_s);
       turn.Exclusive();
-      bottleneck = Profile(b, j, j["profile"], self_args, work_dir, &r, &profiled);
+      bottleneck = Profile(b, j, self_args, work_dir, &r, &profiled);
     }
     if (remote && r.status != htam::fb::OutcomeStatus::Ok &&
         r.diagnostics.find("the runner process died") != std::string::npos) {
@@ -764,7 +764,8 @@ int main(int argc, char** argv) {
       (void)htam::eval::WriteFrame(kFd, RunnerDeath(runner.pid));
       _exit(0);
     }
-    if (!htam::eval::WriteFrame(kFd, ResultJson(job_id, r, bottleneck, profiled)).ok()) break;
+    if (!htam::eval::WriteBufferFrame(kFd, ResultBuffer(job_id, r, bottleneck, profiled)).ok())
+      break;
     // A runner whose candidate crashed, timed out, failed an integrity check or could not load is
     // not reused: the next job gets a fresh pair (GateResult::runner_clean).
     if (remote && r.status != htam::fb::OutcomeStatus::Ok && !r.runner_clean) break;

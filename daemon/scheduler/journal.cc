@@ -5,8 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
-#include "daemon/scheduler/wire.h"
+#include "base/log.h"
+#include "daemon/eval/job_codec.h"
 
 namespace htam::scheduler {
 namespace {
@@ -18,7 +20,41 @@ Status QueueError(const Status& s) {
   return s.ok() ? s : Status::IOError("job queue: " + s.message());
 }
 
+// The entries of htamd before schema/job.fbs: one JSON object with job_id, backend, source (all
+// required), arch, language, session_id, profile, task_dir (required) and context. Kept only to
+// read queues written by those versions (testdata/journal_v1).
+Result<eval::EvalJob> JobFromJsonEntry(std::string_view value) {
+  auto j = nlohmann::json::parse(value, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Corruption("queued job: not JSON");
+  try {
+    eval::EvalJob job;
+    job.job_id = j.at("job_id").get<uint64_t>();
+    job.backend = j.at("backend").get<std::string>();
+    job.arch = j.value("arch", "");
+    job.language = j.value("language", "");
+    job.source = j.at("source").get<std::string>();
+    job.session_id = j.value("session_id", uint64_t(0));
+    job.profile = j.value("profile", false);
+    job.task_dir = j.at("task_dir").get<std::string>();
+    job.context = j.value("context", "");
+    return job;
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("queued job: ") + e.what());
+  }
+}
+
 }  // namespace
+
+std::string JobToJournal(const eval::EvalJob& job) {
+  return eval::PackJob(eval::JobToSpec(job));
+}
+
+Result<eval::EvalJob> JobFromJournal(std::string_view value) {
+  if (!value.empty() && value[0] == '{') return JobFromJsonEntry(value);
+  auto spec = eval::UnpackJob(value, "queued job");
+  if (!spec.ok()) return spec.status();
+  return eval::JobFromSpec(*spec);
+}
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::string& dir) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
@@ -40,7 +76,7 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& dir) {
 }
 
 Status Journal::Put(const eval::EvalJob& job) {
-  std::string v = JobToJournal(job).dump();
+  std::string v = JobToJournal(job);
   return QueueError(
       env_->Write([&](lmdb::Txn& t) { return t.Put(db_, lmdb::KeyU64(job.job_id), v); }));
 }
@@ -55,13 +91,13 @@ Result<std::vector<eval::EvalJob>> Journal::List(size_t* bad) {
   auto t = env_->BeginRead();
   if (!t.ok()) return QueueError(t.status());
   HTAM_RETURN_IF_ERROR(QueueError(t->Scan(db_, "", [&](std::string_view, std::string_view value) {
-    auto parsed = nlohmann::json::parse(value, nullptr, false);
-    auto job = parsed.is_discarded() ? Result<eval::EvalJob>(Status::Corruption("not JSON"))
-                                     : JobFromJournal(parsed);
-    if (job.ok())
+    auto job = JobFromJournal(value);
+    if (job.ok()) {
       out.push_back(std::move(*job));
-    else
+    } else {
+      HTAM_LOG(kWarn, "scheduler") << "job queue: an entry is skipped: " << job.status().message();
       ++*bad;
+    }
     return true;
   })));
   return out;

@@ -3,13 +3,18 @@
 // over; after a restart the jobs still there are resumed. Kept apart from the memory store: it
 // changes on every submission and completion, needs no schema migration, and the store's readers
 // (htam CLI, backups) never see it. On disk: the environment's unnamed database, big-endian job id
-// -> the job as JSON (wire.h JobToJournal); LMDB through the daemon's adapter (daemon/lmdb/env.h).
+// -> the job as a schema/job.fbs JobSpec buffer (identifier "HTJB", with task_dir and context;
+// daemon/eval/job_codec.h). Entries written before the job type moved into the schema are JSON
+// objects (first byte '{'): they are still read, so a queue left by an older htamd resumes, and a
+// job rewritten (Put) is rewritten as a buffer. LMDB through the daemon's adapter
+// (daemon/lmdb/env.h).
 // Thread-safety: safe for concurrent use (the adapter serializes writers).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -17,6 +22,10 @@
 #include "daemon/lmdb/env.h"
 
 namespace htam::scheduler {
+
+// One queue entry as stored, and back (either format; Corruption naming what is wrong).
+std::string JobToJournal(const eval::EvalJob& job);
+Result<eval::EvalJob> JobFromJournal(std::string_view value);
 
 class Journal {
  public:
@@ -29,7 +38,8 @@ class Journal {
   Status Put(const eval::EvalJob& job);
   // Forgets a job; not-found is fine.
   Status Erase(uint64_t job_id);
-  // Every recorded job, in job id order. Unreadable entries are skipped and counted in *bad.
+  // Every recorded job, in job id order, of either format. Unreadable entries (a buffer that fails
+  // the verifier, broken JSON) are skipped, logged and counted in *bad.
   Result<std::vector<eval::EvalJob>> List(size_t* bad);
 
  private:

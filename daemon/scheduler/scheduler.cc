@@ -10,6 +10,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -35,6 +36,13 @@ constexpr size_t kMaxDevicesPerWorker = 256;
 
 bool ArchMatches(const std::string& want, const std::string& have) {
   return want.empty() || want == have;
+}
+
+// What an HTW1 worker is told (it prints the daemon's refusal and stops).
+std::string OldProtocolMessage() {
+  return std::string("protocol version ") + kOldWorkerProtocol +
+         " is no longer served: this daemon speaks " + kWorkerProtocol +
+         " (jobs and results as schema/job.fbs buffers); upgrade htam-worker";
 }
 
 std::string Printable(const std::string& id) {
@@ -117,8 +125,13 @@ class SchedulerImpl : public eval::Evaluator {
   void Loop();
   void Wake();
   void Run(Actions& a);
+  // One message of the worker protocol: [id][HTW2][type][body]. A control message's type is its
+  // JSON "type"; a job's body is a JobSpec buffer (wire.h).
   void Send(const std::string& id, const json& body);
-  void OnMessage(const std::string& id, const std::string& body, Actions* a) REQUIRES(mu_);
+  void SendRaw(const std::string& id, const char* protocol, const std::string& type,
+               const std::string& body);
+  void OnMessage(const std::string& id, const std::string& type, const std::string& body,
+                 Actions* a) REQUIRES(mu_);
   void OnRegister(const std::string& id, const json& m, int64_t now, Actions* a) REQUIRES(mu_);
   void OnResult(const std::string& worker, uint32_t attempt, eval::EvalResult r, Actions* a)
       REQUIRES(mu_);
@@ -256,10 +269,19 @@ void SchedulerImpl::Wake() {
 }
 
 void SchedulerImpl::Send(const std::string& id, const json& body) {
+  SendRaw(id, kWorkerProtocol, body.value("type", ""), body.dump());
+}
+
+void SchedulerImpl::SendRaw(const std::string& id, const char* protocol, const std::string& type,
+                            const std::string& body) {
   try {
     router_->send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    router_->send(zmq::str_buffer("HTW1"), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    router_->send(zmq::buffer(body.dump()), zmq::send_flags::dontwait);
+    router_->send(zmq::buffer(std::string_view(protocol)),
+                  zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    // An HTW1 peer reads [protocol][json]: no type frame.
+    if (std::string_view(protocol) == kWorkerProtocol)
+      router_->send(zmq::buffer(type), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router_->send(zmq::buffer(body), zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     // Unroutable (gone) or full: liveness drops the worker and requeues its job.
     HTAM_LOG(kDebug, kComponent) << "send to worker " << Printable(id) << ": " << e.what();
@@ -281,7 +303,10 @@ void SchedulerImpl::Loop() {
       continue;
     }
     Actions a;
-    std::vector<std::pair<std::string, std::string>> inbox;
+    struct Inbound {
+      std::string id, type, body;
+    };
+    std::vector<Inbound> inbox;
     if (router_ && (items[1].revents & ZMQ_POLLIN)) {
       for (int n = 0; n < 1000; ++n) {
         std::vector<zmq::message_t> parts;
@@ -294,23 +319,32 @@ void SchedulerImpl::Loop() {
             zmq::message_t next;
             (void)router_->recv(next, zmq::recv_flags::none);
             more = next.more();
-            if (parts.size() < 4) parts.push_back(std::move(next));
+            if (parts.size() < 5) parts.push_back(std::move(next));
           }
         } catch (const zmq::error_t&) {
           break;
         }
-        if (parts.size() != 3 || parts[1].to_string_view() != kWorkerProtocol) {
-          HTAM_LOG(kWarn, kComponent)
-              << "worker " << Printable(parts[0].to_string()) << ": not an HTW1 message; ignored";
+        if (parts.size() == 3 && parts[1].to_string_view() == kOldWorkerProtocol) {
+          // A worker of the protocol before schema/job.fbs: told in its own protocol, so that it
+          // stops with this message instead of retrying in silence.
+          HTAM_LOG(kWarn, kComponent) << "worker " << Printable(parts[0].to_string()) << " speaks "
+                                      << kOldWorkerProtocol << "; refused";
+          SendRaw(parts[0].to_string(), kOldWorkerProtocol, "refused",
+                  json{{"type", "refused"}, {"message", OldProtocolMessage()}}.dump());
           continue;
         }
-        inbox.emplace_back(parts[0].to_string(), parts[2].to_string());
+        if (parts.size() != 4 || parts[1].to_string_view() != kWorkerProtocol) {
+          HTAM_LOG(kWarn, kComponent) << "worker " << Printable(parts[0].to_string()) << ": not an "
+                                      << kWorkerProtocol << " message; ignored";
+          continue;
+        }
+        inbox.push_back({parts[0].to_string(), parts[2].to_string(), parts[3].to_string()});
       }
     }
     const int64_t now = NowMs();
     {
       MutexLock lock(&mu_);
-      for (auto& [id, body] : inbox) OnMessage(id, body, &a);
+      for (auto& in : inbox) OnMessage(in.id, in.type, in.body, &a);
       if (router_ && now - last_heartbeat >= opt_.heartbeat_ms) {
         last_heartbeat = now;
         const int64_t expiry = int64_t(opt_.heartbeat_ms) * opt_.liveness;
@@ -337,7 +371,7 @@ void SchedulerImpl::Run(Actions& a) {
   for (auto& [id, ja] : a.remote) {
     auto wire = JobToWire(ja.first, ja.second);
     if (wire.ok()) {
-      Send(id, *wire);
+      SendRaw(id, kWorkerProtocol, "job", *wire);
       continue;
     }
     eval::EvalResult r;
@@ -380,15 +414,17 @@ void SchedulerImpl::Run(Actions& a) {
     if (done) done(std::move(r));
 }
 
-void SchedulerImpl::OnMessage(const std::string& id, const std::string& body, Actions* a) {
+void SchedulerImpl::OnMessage(const std::string& id, const std::string& type,
+                              const std::string& body, Actions* a) {
   const int64_t now = NowMs();
-  json m = json::parse(body, nullptr, false);
-  if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) {
-    HTAM_LOG(kWarn, kComponent) << "worker " << Printable(id) << ": malformed message dropped";
-    return;
+  if (type == "register") {
+    json m = json::parse(body, nullptr, false);
+    if (!m.is_object()) {
+      HTAM_LOG(kWarn, kComponent) << "worker " << Printable(id) << ": malformed register dropped";
+      return;
+    }
+    return OnRegister(id, m, now, a);
   }
-  const std::string type = m["type"];
-  if (type == "register") return OnRegister(id, m, now, a);
   auto it = workers_.find(id);
   if (it == workers_.end()) {
     // A worker from before a daemon restart (or one dropped as silent): ask it to register.
@@ -400,11 +436,17 @@ void SchedulerImpl::OnMessage(const std::string& id, const std::string& body, Ac
   if (type == "heartbeat") return;
   if (type == "bye") return DropWorker(id, "it left", a);
   if (type == "result") {
-    uint32_t attempt = m.value("attempt", 0u);
-    return OnResult(id, attempt, ResultFromWire(m), a);
+    uint32_t attempt = 0;
+    auto r = ResultFromWire(body, &attempt);
+    if (!r.ok()) {
+      // A protocol violation: the peer goes (its job is requeued), the daemon goes on.
+      HTAM_LOG(kWarn, kComponent) << "worker " << it->second.name << ": " << r.status().message();
+      return DropWorker(id, "it sent a malformed result", a);
+    }
+    return OnResult(id, attempt, std::move(*r), a);
   }
-  HTAM_LOG(kWarn, kComponent) << "worker " << it->second.name << ": unknown message '" << type
-                              << "' ignored";
+  HTAM_LOG(kWarn, kComponent) << "worker " << it->second.name << ": unknown message '"
+                              << Printable(type) << "' ignored";
 }
 
 void SchedulerImpl::OnRegister(const std::string& id, const json& m, int64_t now, Actions* a) {
@@ -417,7 +459,8 @@ void SchedulerImpl::OnRegister(const std::string& id, const json& m, int64_t now
   w.joined_ms = w.last_seen_ms = now;
   std::string why;
   if (m.value("protocol", std::string()) != kWorkerProtocol)
-    why = "protocol " + m.value("protocol", std::string("?")) + " (this daemon speaks HTW1)";
+    why = "protocol " + m.value("protocol", std::string("?")) + " (this daemon speaks " +
+          kWorkerProtocol + ")";
   if (!m.contains("devices") || !m["devices"].is_array() || m["devices"].empty() ||
       m["devices"].size() > kMaxDevicesPerWorker)
     why = "no devices (or too many)";

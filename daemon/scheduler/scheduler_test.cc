@@ -1,10 +1,14 @@
-// The scheduler's durable queue (real LMDB in a temp dir) and the worker link's job encoding.
+// The scheduler's durable queue (real LMDB in a temp dir; old JSON entries and JobSpec buffers)
+// and the worker link's job and result messages (schema/job.fbs).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
+#include "daemon/eval/job_codec.h"
 #include "daemon/scheduler/journal.h"
 #include "daemon/scheduler/wire.h"
 
@@ -106,6 +110,42 @@ TEST(JournalTest, AQueueWrittenBeforeOpens) {
   EXPECT_EQ((*jobs)[1].job_id, 70000u);
 }
 
+// Entries of both formats decode: the JSON of htamd before schema/job.fbs and the JobSpec buffer
+// written now; a damaged entry is a Corruption that says what is wrong, never a crash.
+TEST(JournalTest, EntriesOfBothFormatsDecodeAndDamagedOnesAreRefused) {
+  const eval::EvalJob want = Job(77, "/tasks/relu");
+  const std::string entry = JobToJournal(want);
+  EXPECT_NE(entry[0], '{');
+  EXPECT_EQ(entry.substr(4, 4), "HTJB");
+  auto json_entry =
+      nlohmann::json{{"job_id", 77},      {"backend", "cpu"},          {"arch", "x86_64"},
+                     {"language", "cpp"}, {"source", want.source},     {"session_id", 7},
+                     {"profile", true},   {"task_dir", "/tasks/relu"}, {"context", want.context}}
+          .dump();
+  for (const std::string& value : {entry, json_entry}) {
+    auto job = JobFromJournal(value);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    EXPECT_EQ(job->job_id, 77u);
+    EXPECT_EQ(job->task_dir, "/tasks/relu");
+    EXPECT_EQ(job->backend, "cpu");
+    EXPECT_EQ(job->arch, "x86_64");
+    EXPECT_EQ(job->language, "cpp");
+    EXPECT_EQ(job->source, want.source);
+    EXPECT_EQ(job->session_id, 7u);
+    EXPECT_EQ(job->context, want.context);
+  }
+  EXPECT_TRUE(JobFromJournal(json_entry)->profile);
+  EXPECT_EQ(JobFromJournal(entry.substr(0, entry.size() / 2)).status().code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(JobFromJournal("{\"job_id\":1}").status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(JobFromJournal("{not json").status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(JobFromJournal("").status().code(), Status::Code::kCorruption);
+  // A result is not a job.
+  auto r = JobFromJournal(eval::PackResult(eval::ResultToSpec(eval::EvalResult())));
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(r.status().message().find("queued job"), std::string::npos) << r.status().message();
+}
+
 TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
   TempDir dir;
   std::string task = dir.path + "/cpu_relu";
@@ -117,42 +157,81 @@ TEST(WireTest, AJobCarriesItsTaskFilesAndUnpacksOnce) {
   sent.profile = true;
   auto wire = JobToWire(sent, 2);
   ASSERT_TRUE(wire.ok()) << wire.status().ToString();
-  EXPECT_EQ((*wire)["attempt"], 2);
-  EXPECT_EQ((*wire)["task"]["files"].size(), 2u);
-  auto job = JobFromWire(*wire, dir.path + "/unpacked");
+  auto spec = eval::UnpackJob(*wire, "test");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->attempt, 2u);
+  EXPECT_EQ(spec->task_files.size(), 2u);
+  EXPECT_EQ(spec->task_name, "cpu_relu");
+  EXPECT_TRUE(spec->task_dir.empty());  // the daemon's path stays home
+  EXPECT_TRUE(spec->context.empty());
+  uint64_t id = 0;
+  uint32_t attempt = 0;
+  auto job = JobFromWire(*wire, dir.path + "/unpacked", &id, &attempt);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(id, 9u);
+  EXPECT_EQ(attempt, 2u);
   EXPECT_EQ(job->job_id, 9u);
   EXPECT_EQ(job->backend, "cpu");
+  EXPECT_EQ(job->arch, "x86_64");
+  EXPECT_EQ(job->language, "cpp");
+  EXPECT_EQ(job->source, sent.source);
+  EXPECT_EQ(job->session_id, 7u);
   EXPECT_TRUE(job->profile);  // the remote worker profiles too
   std::ifstream ref(job->task_dir + "/reference.cpp");
   std::string text((std::istreambuf_iterator<char>(ref)), {});
   EXPECT_EQ(text, "// reference");
-  auto again = JobFromWire(*wire, dir.path + "/unpacked");
+  auto again = JobFromWire(*wire, dir.path + "/unpacked", &id, &attempt);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->task_dir, job->task_dir);
 }
 
+// A job message with its fields set by hand (as a hostile or broken daemon could send it).
+std::string HandJob(const std::function<void(fb::JobSpecT*)>& edit) {
+  fb::JobSpecT s;
+  s.job_id = 1;
+  s.backend = "cpu";
+  s.source = "x";
+  s.task_name = "t";
+  auto f = std::make_unique<fb::TaskFileT>();
+  f->name = "task.json";
+  f->content = {'{', '}'};
+  s.task_files.push_back(std::move(f));
+  edit(&s);
+  return eval::PackJob(s);
+}
+
 TEST(WireTest, HostileJobsAreRefused) {
   TempDir dir;
-  nlohmann::json m = {{"type", "job"},
-                      {"job_id", 1},
-                      {"backend", "cpu"},
-                      {"source", "x"},
-                      {"task", {{"name", "t"}, {"files", {{"task.json", "{}"}}}}}};
-  EXPECT_TRUE(JobFromWire(m, dir.path).ok());
-  auto bad = m;
-  bad["task"]["files"]["../../etc/passwd"] = "x";
-  EXPECT_EQ(JobFromWire(bad, dir.path).status().code(), Status::Code::kInvalidArgument);
-  bad = m;
-  bad["task"]["name"] = "..";
-  EXPECT_FALSE(JobFromWire(bad, dir.path).ok());
-  bad = m;
-  bad["task"]["files"] = {{"reference.cpp", "x"}};
-  EXPECT_FALSE(JobFromWire(bad, dir.path).ok());
-  bad = m;
-  bad.erase("source");
-  EXPECT_FALSE(JobFromWire(bad, dir.path).ok());
-  EXPECT_FALSE(JobFromWire(nlohmann::json::array(), dir.path).ok());
+  uint64_t id = 0;
+  uint32_t attempt = 0;
+  auto from = [&](const std::string& m) { return JobFromWire(m, dir.path, &id, &attempt); };
+  EXPECT_TRUE(from(HandJob([](fb::JobSpecT*) {})).ok());
+  auto escape = HandJob([](fb::JobSpecT* s) {
+    auto f = std::make_unique<fb::TaskFileT>();
+    f->name = "../../etc/passwd";
+    s->task_files.push_back(std::move(f));
+  });
+  EXPECT_EQ(from(escape).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(id, 1u);  // verified: a refusal can name the job
+  EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) { s->task_name = ".."; })).ok());
+  EXPECT_FALSE(
+      from(HandJob([](fb::JobSpecT* s) { s->task_files[0]->name = "reference.cpp"; })).ok());
+  EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) { s->backend.clear(); })).ok());
+  EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) {
+                 auto f = std::make_unique<fb::TaskFileT>(*s->task_files[0]);
+                 s->task_files.push_back(std::move(f));
+               })).ok());
+  // Not a job buffer at all: the JSON of the old protocol, a result, a truncated job.
+  const std::string good = HandJob([](fb::JobSpecT*) {});
+  id = 0;
+  for (const std::string& m :
+       {std::string(R"({"type":"job","job_id":1})"), ResultToWire(eval::EvalResult(), 1),
+        good.substr(0, good.size() - 9), std::string()}) {
+    auto r = from(m);
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_FALSE(r.status().message().empty());
+  }
+  EXPECT_EQ(id, 0u);  // nothing was read from them
 }
 
 TEST(WireTest, ResultsRoundTrip) {
@@ -163,35 +242,27 @@ TEST(WireTest, ResultsRoundTrip) {
   r.speedup = 0;
   r.median_us = 12.5;
   r.profile.registers = 32;
-  r.profile.shared_bytes = 4096;
-  r.profile.spill_bytes = 8;
   r.profile.dram_throughput = 0.85f;
-  r.profile.sm_throughput = 0.4f;
-  r.profile.occupancy = 0.5f;
-  r.profile.sol_fraction = 0.7f;
-  r.profile.sm_clock_mhz = 1980;
   r.profile.mem_clock_mhz = 2619;
   r.bottleneck = fb::Bottleneck::Memory;
-  auto back = ResultFromWire(ResultToWire(r));
-  EXPECT_EQ(back.job_id, 42u);
-  EXPECT_EQ(back.status, fb::OutcomeStatus::Incorrect);
-  EXPECT_EQ(back.diagnostics, "mismatch");
-  EXPECT_DOUBLE_EQ(back.median_us, 12.5);
-  EXPECT_EQ(back.profile.registers, 32);
-  EXPECT_EQ(back.profile.shared_bytes, 4096);
-  EXPECT_EQ(back.profile.spill_bytes, 8);
-  EXPECT_FLOAT_EQ(back.profile.dram_throughput, 0.85f);
-  EXPECT_FLOAT_EQ(back.profile.sm_throughput, 0.4f);
-  EXPECT_FLOAT_EQ(back.profile.occupancy, 0.5f);
-  EXPECT_FLOAT_EQ(back.profile.sol_fraction, 0.7f);
-  EXPECT_EQ(back.profile.sm_clock_mhz, 1980);
-  EXPECT_EQ(back.profile.mem_clock_mhz, 2619);
-  EXPECT_EQ(back.bottleneck, fb::Bottleneck::Memory);
-  auto odd = ResultToWire(r);
-  odd["status"] = 999;
-  odd["bottleneck"] = 99;
-  EXPECT_EQ(ResultFromWire(odd).status, fb::OutcomeStatus::InfraError);
-  EXPECT_EQ(ResultFromWire(odd).bottleneck, fb::Bottleneck::Unknown);
+  r.stage_ms = {{"compile candidate", 3.5}};
+  r.compile_cached = true;
+  uint32_t attempt = 0;
+  auto back = ResultFromWire(ResultToWire(r, 5), &attempt);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(attempt, 5u);
+  EXPECT_EQ(back->job_id, 42u);
+  EXPECT_EQ(back->status, fb::OutcomeStatus::Incorrect);
+  EXPECT_EQ(back->diagnostics, "mismatch");
+  EXPECT_DOUBLE_EQ(back->median_us, 12.5);
+  EXPECT_TRUE(back->profile == r.profile);
+  EXPECT_EQ(back->bottleneck, fb::Bottleneck::Memory);
+  EXPECT_EQ(back->stage_ms, r.stage_ms);  // the remote path now carries stage times too
+  EXPECT_TRUE(back->compile_cached);
+  // Garbage, an old-protocol JSON result, a job: refused, not misread.
+  for (const std::string& m : {std::string("\x01\x02\x03"), std::string(R"({"type":"result"})"),
+                               eval::PackJob(eval::JobToSpec(Job(1, "/t")))})
+    EXPECT_EQ(ResultFromWire(m, &attempt).status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,33 +1,41 @@
-// The worker link's messages (htamd's worker endpoint <-> htam-worker): one JSON object per
-// ZeroMQ message, after a protocol frame "HTW1" (docs/protocol.md, "Worker protocol"). The job
-// carries the task's files so that a worker host needs no copy of the task suite.
+// The worker link's messages (htamd's worker endpoint <-> htam-worker), protocol "HTW2"
+// (docs/protocol.md, "Worker protocol"): every ZeroMQ message is three frames, the protocol name,
+// the message type and its body. A job's body is a schema/job.fbs JobSpec buffer that carries the
+// task's files, so that a worker host needs no copy of the task suite; a result's is a JobResult
+// buffer; the control messages (register, registered, refused, reregister, heartbeat, bye) are
+// JSON objects. Job and result buffers go through daemon/eval/job_codec.h and are verified there.
 // Thread-safety: functions are stateless.
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "daemon/eval/evaluator.h"
 
 namespace htam::scheduler {
 
-inline constexpr const char* kWorkerProtocol = "HTW1";
+inline constexpr const char* kWorkerProtocol = "HTW2";
+// The protocol before the job type moved into schema/job.fbs (one JSON object per message): a
+// worker that speaks it is answered, in its own protocol, with a "refused" naming both versions.
+inline constexpr const char* kOldWorkerProtocol = "HTW1";
 // Task files shipped with a job: top-level regular files of the task directory, each at most this.
 inline constexpr size_t kMaxTaskFileBytes = 4u << 20;
 
-// A job as sent to a worker: backend, arch, language, source, job id, attempt and the task files.
-Result<nlohmann::json> JobToWire(const eval::EvalJob& job, uint32_t attempt);
+// A job as sent to a worker: the JobSpec buffer with its task's name and files and the attempt
+// (its task_dir and context stay on the daemon). NotFound when the task directory has no task.json.
+Result<std::string> JobToWire(const eval::EvalJob& job, uint32_t attempt);
 // Unpacks a job on the worker: writes its task files under `task_root`/<name>-<hash>/ (once) and
-// returns the job with task_dir pointing there. InvalidArgument on a malformed message.
-Result<eval::EvalJob> JobFromWire(const nlohmann::json& msg, const std::string& task_root);
+// returns the job with task_dir pointing there. *job_id and *attempt are set as soon as the buffer
+// is verified (so that a refusal can name them), else left alone. InvalidArgument on a malformed
+// message (a buffer that fails the verifier, a bad task name or file name, no task.json).
+Result<eval::EvalJob> JobFromWire(std::string_view buffer, const std::string& task_root,
+                                  uint64_t* job_id, uint32_t* attempt);
 
-nlohmann::json ResultToWire(const eval::EvalResult& r);
-eval::EvalResult ResultFromWire(const nlohmann::json& msg);
-
-// A job as recorded in the durable queue (task_dir kept as a path; the daemon host has it).
-nlohmann::json JobToJournal(const eval::EvalJob& job);
-Result<eval::EvalJob> JobFromJournal(const nlohmann::json& j);
+// A result with the attempt of the job it answers. ResultFromWire: InvalidArgument on a buffer
+// that is not a verified JobResult.
+std::string ResultToWire(const eval::EvalResult& r, uint32_t attempt);
+Result<eval::EvalResult> ResultFromWire(std::string_view buffer, uint32_t* attempt);
 
 }  // namespace htam::scheduler

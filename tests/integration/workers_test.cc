@@ -1,15 +1,20 @@
 // Remote evaluation workers end to end: a real htamd with a worker endpoint (and no local
 // devices), real htam-worker processes with the CPU backend on loopback, the C++ SDK as client.
 // Registration, backend/arch matching, fair share, requeue when a worker is killed (-9) or goes
-// silent mid-job (no duplicate result), daemon restart with queued work, and busy answers.
+// silent mid-job (no duplicate result), daemon restart with queued work, busy answers, a worker of
+// the older protocol (HTW1) told its version, and malformed worker messages.
 #include <gtest/gtest.h>
+#include <lmdb.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <thread>
+#include <zmq.hpp>
 
+#include "daemon/eval/job_codec.h"
 #include "tests/integration/daemon_harness.h"
 
 namespace htam {
@@ -424,6 +429,82 @@ TEST_F(WorkersTest, QueuedWorkSurvivesADaemonRestartAndWorkersReconnect) {
   EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "3 job(s) queued before the restart will resume"));
 }
 
+// Rewrites every entry of a (closed) durable queue in the format of htamd before schema/job.fbs:
+// one JSON object per job. Returns how many entries it rewrote.
+size_t RewriteQueueAsOldJson(const std::string& queue_dir) {
+  MDB_env* env = nullptr;
+  size_t n = 0;
+  if (mdb_env_create(&env) != 0) return 0;
+  mdb_env_set_mapsize(env, size_t(1) << 30);
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi;
+  MDB_cursor* cur = nullptr;
+  if (mdb_env_open(env, queue_dir.c_str(), 0, 0644) == 0 &&
+      mdb_txn_begin(env, nullptr, 0, &txn) == 0 && mdb_dbi_open(txn, nullptr, 0, &dbi) == 0 &&
+      mdb_cursor_open(txn, dbi, &cur) == 0) {
+    std::vector<std::pair<std::string, std::string>> rewritten;
+    MDB_val k, v;
+    for (int op = MDB_FIRST; mdb_cursor_get(cur, &k, &v, MDB_cursor_op(op)) == 0; op = MDB_NEXT) {
+      auto spec = eval::UnpackJob(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size),
+                                  "queued job");
+      if (!spec.ok()) continue;
+      nlohmann::json old = {{"job_id", spec->job_id},   {"backend", spec->backend},
+                            {"arch", spec->arch},       {"language", spec->language},
+                            {"source", spec->source},   {"session_id", spec->session_id},
+                            {"profile", spec->profile}, {"task_dir", spec->task_dir},
+                            {"context", spec->context}};
+      rewritten.emplace_back(std::string(static_cast<const char*>(k.mv_data), k.mv_size),
+                             old.dump());
+    }
+    mdb_cursor_close(cur);
+    for (auto& [key, value] : rewritten) {
+      MDB_val kk{key.size(), key.data()}, vv{value.size(), value.data()};
+      if (mdb_put(txn, dbi, &kk, &vv, 0) == 0) ++n;
+    }
+    if (mdb_txn_commit(txn) != 0) n = 0;
+  } else if (txn) {
+    mdb_txn_abort(txn);
+  }
+  mdb_env_close(env);
+  return n;
+}
+
+// Jobs queued by an htamd of the JSON queue format (before schema/job.fbs) resume after the
+// upgrade: the new daemon reads the old entries, dispatches them to a worker of the new protocol,
+// and records each once.
+TEST_F(WorkersTest, JobsQueuedBeforeTheUpgradeResume) {
+  auto d = StartDaemon();
+  ASSERT_NE(d, nullptr);
+  ClientOptions o;
+  o.endpoint = d->endpoint();
+  o.timeout = 5s;
+  o.retries = 10;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok());
+  Client& c = **client;
+  uint64_t sid = OpenSession(c);
+  std::vector<uint64_t> jobs;
+  for (int i = 0; i < 2; ++i) {  // no worker yet: both wait in the durable queue
+    auto j = Submit(c, sid, Reference(), "queued " + std::to_string(i));
+    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    jobs.push_back(*j);
+  }
+  d->Kill();
+  ASSERT_EQ(RewriteQueueAsOldJson(dir_ + "/queue"), 2u);
+  d = StartDaemon();
+  ASSERT_NE(d, nullptr) << ReadFile(dir_ + "/htamd.log");
+  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "2 job(s) queued before the restart will resume"))
+      << ReadFile(dir_ + "/htamd.log");
+  AddWorker("upgraded");
+  for (uint64_t id : jobs) {
+    auto r = c.Poll(id, 180s);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->done);
+    EXPECT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics;
+  }
+  EXPECT_EQ(Transitions(c, sid), 2u);
+}
+
 TEST_F(WorkersTest, AFullQueueAnswersBusy) {
   auto d = StartDaemon({{"worker.queue_per_device", "1"}});
   ASSERT_NE(d, nullptr);
@@ -485,6 +566,99 @@ TEST_F(WorkersTcpTest, WithCurveOnlyWorkersWithAnAuthorizedKeyJoin) {
   EXPECT_EQ(Num(status, "workers"), 1) << status;
   EXPECT_FALSE(Has(status, "worker_intruder")) << status;
   EXPECT_FALSE(Has(status, "worker_plain")) << status;
+}
+
+// A raw worker link (what an htam-worker of some version sends), for the protocol's edges.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& endpoint) : sock_(ctx_, zmq::socket_type::dealer) {
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.set(zmq::sockopt::rcvtimeo, 200);
+    sock_.connect(endpoint);
+  }
+  void Send(const std::vector<std::string>& parts) {
+    for (size_t i = 0; i < parts.size(); ++i)
+      sock_.send(zmq::buffer(parts[i]),
+                 i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  // The next message, or {} after `limit`.
+  std::vector<std::string> Receive(std::chrono::milliseconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      std::vector<std::string> parts;
+      zmq::message_t m;
+      if (!sock_.recv(m)) continue;
+      parts.push_back(m.to_string());
+      while (m.more()) {
+        (void)sock_.recv(m);
+        parts.push_back(m.to_string());
+      }
+      return parts;
+    }
+    return {};
+  }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t sock_;
+};
+
+// An htam-worker of the protocol before schema/job.fbs registers as it always did ([HTW1][JSON]):
+// it is answered in its own protocol with a refusal naming both versions, which such a worker
+// prints and stops on ("the daemon refused this worker: protocol version HTW1 ...").
+TEST_F(WorkersTest, AWorkerOfTheOlderProtocolIsToldItsVersion) {
+  auto d = StartDaemon();
+  ASSERT_NE(d, nullptr);
+  RawPeer old(WorkerEndpoint());
+  old.Send({"HTW1", R"({"type":"register","protocol":"HTW1","name":"old","host":"h",)"
+                    R"("devices":[{"backend":"cpu","arch":"x86_64"}]})"});
+  auto reply = old.Receive(30s);
+  ASSERT_EQ(reply.size(), 2u);
+  EXPECT_EQ(reply[0], "HTW1");
+  auto m = nlohmann::json::parse(reply[1], nullptr, false);
+  ASSERT_TRUE(m.is_object()) << reply[1];
+  EXPECT_EQ(m.value("type", ""), "refused");
+  const std::string why = m.value("message", "");
+  EXPECT_TRUE(Has(why, "protocol version HTW1")) << why;
+  EXPECT_TRUE(Has(why, "HTW2")) << why;
+  auto c = d->Connect(120s);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(Num(*c->ServerStatus("workers"), "workers"), 0);
+}
+
+// A registered worker that answers with a result that is not a JobResult (truncated, JSON of the
+// old protocol, garbage) is dropped with a message; the daemon goes on and a sound worker
+// still gets the work done.
+TEST_F(WorkersTest, AMalformedResultDropsItsWorkerNotTheDaemon) {
+  auto d = StartDaemon();
+  ASSERT_NE(d, nullptr);
+  auto c = d->Connect(120s);
+  ASSERT_NE(c, nullptr);
+  RawPeer bad(WorkerEndpoint());
+  bad.Send({"HTW2", "register",
+            R"({"type":"register","protocol":"HTW2","name":"liar","host":"h","instance":"1",)"
+            R"("devices":[{"backend":"cpu","arch":"x86_64","name":"fake"}]})"});
+  auto reply = bad.Receive(30s);
+  ASSERT_EQ(reply.size(), 3u);
+  EXPECT_EQ(reply[0], "HTW2");
+  EXPECT_EQ(reply[1], "registered");
+  std::string status;
+  ASSERT_TRUE(WaitStatus(*c, [&](const std::string& s) { return Num(s, "workers") == 1; }));
+  bad.Send({"HTW2", "result", std::string("\x10\0\0\0HTJRtruncated", 17)});
+  ASSERT_TRUE(WaitStatus(*c, [&](const std::string& s) {
+    status = s;
+    return Num(s, "workers") == 0;
+  })) << status;
+  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "malformed result"))
+      << ReadFile(dir_ + "/htamd.log");
+  AddWorker("sound");
+  ASSERT_TRUE(WaitStatus(*c, [&](const std::string& s) { return Num(s, "workers") == 1; }));
+  uint64_t sid = OpenSession(*c);
+  auto j = Submit(*c, sid, Reference(), "after the liar");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  auto r = c->Poll(*j, 120s);
+  ASSERT_TRUE(r.ok() && r->done);
+  EXPECT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <zmq.hpp>
 
@@ -28,14 +29,14 @@ std::string HostName() {
   return buf;
 }
 
-// Results produced on the evaluator's threads, sent by the loop.
+// Results (JobResult buffers, wire.h) produced on the evaluator's threads, sent by the loop.
 class Outbox {
  public:
   explicit Outbox(zmq::context_t* ctx) : push_(*ctx, zmq::socket_type::push) {
     push_.set(zmq::sockopt::linger, 0);
     push_.connect(kWakeEndpoint);
   }
-  void Put(json m) {
+  void Put(std::string m) {
     std::lock_guard<std::mutex> lock(mu_);
     items_.push_back(std::move(m));
     try {
@@ -44,9 +45,9 @@ class Outbox {
       // The loop also looks on its heartbeat tick.
     }
   }
-  std::deque<json> Take() {
+  std::deque<std::string> Take() {
     std::lock_guard<std::mutex> lock(mu_);
-    std::deque<json> out;
+    std::deque<std::string> out;
     out.swap(items_);
     return out;
   }
@@ -54,7 +55,7 @@ class Outbox {
  private:
   std::mutex mu_;
   zmq::socket_t push_;  // guarded by mu_
-  std::deque<json> items_;
+  std::deque<std::string> items_;
 };
 
 }  // namespace
@@ -109,15 +110,19 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
   bool registered = false;
   uint64_t jobs = 0;
 
-  auto send = [&](const json& body) {
+  // [HTW2][type][body] (wire.h): a control message as JSON, a result as its buffer.
+  auto send_raw = [&](const std::string& type, const std::string& body) {
     try {
-      sock->send(zmq::str_buffer("HTW1"), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      sock->send(zmq::buffer(body.dump()), zmq::send_flags::dontwait);
+      sock->send(zmq::buffer(std::string_view(scheduler::kWorkerProtocol)),
+                 zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      sock->send(zmq::buffer(type), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      sock->send(zmq::buffer(body), zmq::send_flags::dontwait);
       last_sent = NowMs();
     } catch (const zmq::error_t& e) {
       HTAM_LOG(kDebug, kComponent) << "send: " << e.what();
     }
   };
+  auto send = [&](const json& body) { send_raw(body.value("type", ""), body.dump()); };
 
   while (!stop->load()) {
     if (!sock) {
@@ -161,16 +166,40 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
           zmq::message_t next;
           (void)sock->recv(next, zmq::recv_flags::none);
           more = next.more();
-          if (parts.size() < 3) parts.push_back(std::move(next));
+          if (parts.size() < 4) parts.push_back(std::move(next));
         }
       } catch (const zmq::error_t&) {
         break;
       }
       last_heard = NowMs();
-      if (parts.size() != 2 || parts[0].to_string_view() != scheduler::kWorkerProtocol) continue;
-      json m = json::parse(parts[1].to_string_view(), nullptr, false);
+      if (parts.size() != 3 || parts[0].to_string_view() != scheduler::kWorkerProtocol) continue;
+      const std::string type = parts[1].to_string();
+      if (type == "job") {
+        uint64_t id = 0;
+        uint32_t attempt = 0;
+        auto job = scheduler::JobFromWire(parts[2].to_string_view(), opt.task_root, &id, &attempt);
+        Status st = job.status();
+        if (job.ok()) {
+          ++jobs;
+          HTAM_LOG(kDebug, kComponent) << "job " << id << " (attempt " << attempt << ")";
+          st = ev->Submit(std::move(*job), [&outbox, attempt](eval::EvalResult r) {
+            outbox.Put(scheduler::ResultToWire(r, attempt));
+          });
+        }
+        if (!st.ok()) {
+          // A buffer that fails the verifier names no job: its answer (job 0) is dropped by the
+          // daemon as stale, and the job comes back when its attempt expires.
+          HTAM_LOG(kWarn, kComponent) << "job " << id << ": " << st.ToString();
+          eval::EvalResult r;
+          r.job_id = id;
+          r.status = fb::OutcomeStatus::InfraError;
+          r.diagnostics = "worker " + name + " could not run the job: " + st.ToString();
+          send_raw("result", scheduler::ResultToWire(r, attempt));
+        }
+        continue;
+      }
+      json m = json::parse(parts[2].to_string_view(), nullptr, false);
       if (!m.is_object()) continue;
-      const std::string type = m.value("type", "");
       if (type == "registered") {
         registered = true;
         heartbeat_ms = std::max(10, m.value("heartbeat_ms", heartbeat_ms));
@@ -183,32 +212,9 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
       } else if (type == "refused") {
         return Status::FailedPrecondition("the daemon refused this worker: " +
                                           m.value("message", std::string("?")));
-      } else if (type == "job") {
-        const uint32_t attempt = m.value("attempt", 0u);
-        const uint64_t id = m.value("job_id", uint64_t(0));
-        auto job = scheduler::JobFromWire(m, opt.task_root);
-        Status st = job.status();
-        if (job.ok()) {
-          ++jobs;
-          HTAM_LOG(kDebug, kComponent) << "job " << id << " (attempt " << attempt << ")";
-          st = ev->Submit(std::move(*job), [&outbox, attempt](eval::EvalResult r) {
-            json res = scheduler::ResultToWire(r);
-            res["attempt"] = attempt;
-            outbox.Put(std::move(res));
-          });
-        }
-        if (!st.ok()) {
-          eval::EvalResult r;
-          r.job_id = id;
-          r.status = fb::OutcomeStatus::InfraError;
-          r.diagnostics = "worker " + name + " could not run the job: " + st.ToString();
-          json res = scheduler::ResultToWire(r);
-          res["attempt"] = attempt;
-          send(res);
-        }
       }
     }
-    for (auto& res : outbox.Take()) send(res);
+    for (auto& res : outbox.Take()) send_raw("result", res);
     const int64_t now = NowMs();
     if (now - last_sent >= heartbeat_ms) send(json{{"type", "heartbeat"}});
     if (now - last_heard > int64_t(heartbeat_ms) * liveness) {
