@@ -112,9 +112,10 @@ TEST_F(CudaHacks, InputMutationIsRejected) {
 class CudaTimingModes : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaTimingModes, SideStreamsAreTimed) {
-  // In process (htam-eval --in-process): the plugin's own log line, which names the timing mode
-  // in effect, reaches this output only from a plain process (a sandboxed worker keeps its log).
-  CliRun r = RunCli(std::string("--in-process --task ") + kTaskLarge +
+  // In process (htam-eval --in-process) at log level info: the plugin's own log line, which names
+  // the timing mode in effect, reaches this output only from a plain process (a sandboxed worker
+  // keeps its log).
+  CliRun r = RunCli(std::string("--in-process --general.log_level info --task ") + kTaskLarge +
                     " --seeds 1 --reps 30 --option cuda_timing_mode=" + GetParam() +
                     " --source tests/hacks/cuda/good_vec4.cu"
                     " --source tests/hacks/cuda/side_stream_nonblocking.cu"

@@ -30,7 +30,11 @@ bool TorchHasCuda() {
 // One CLI run per task (as one worker would): the candidates given, in order.
 CliRun Evaluate(const std::string& task, const std::vector<std::string>& sources) {
   std::string args = "--task " + task + " --backend cuda --seeds 2 --reps 30 --compile-threads 2" +
-                     " --option kernelbench_python=" + Python();
+                     " --option kernelbench_python=" + Python() +
+                     // Each job draws its seeds from the pool (fresh inputs per evaluation); a pool
+                     // of exactly --seeds makes every job ask for the same golden data, so that the
+                     // second evaluation shows the cache at work.
+                     " --option kernelbench_seed_pool=2";
   for (const auto& s : sources) args += " --source " + s;
   return RunCli(args, 400);
 }

@@ -218,6 +218,7 @@ Status ParseEvalArgs(int argc, const char* const* argv, EvalArgs* a, Config* c, 
   if (a->single_call && !a->in_process)
     return Status::InvalidArgument("--single-call is a mode of --in-process");
   HTAM_RETURN_IF_ERROR(BuildConfig(vm, c));
+  a->log_level_given = vm.count("general.log_level") > 0;
   if (vm.count("plugin")) HTAM_RETURN_IF_ERROR(ApplyPlugin(vm["plugin"].as<std::string>(), a, c));
   return CheckCombination(*a);
 }

@@ -26,6 +26,7 @@ struct EvalArgs {
   // with single_call, the one call the plugin's profiler watches for --in-process --profile.
   bool in_process = false;
   bool single_call = false;
+  bool log_level_given = false;  // --general.log_level (else warnings only)
 };
 
 // Parses argv into *args and *config (the configuration table's defaults, then --config FILE,

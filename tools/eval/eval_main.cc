@@ -373,7 +373,12 @@ int main(int argc, char** argv) {
       htam::FindSharedFile("include/htam/kernel_abi.h").empty() &&
       fs::exists("sdk/include/htam/kernel_abi.h"))
     (void)config.Set("eval.sdk_include_dir", fs::absolute("sdk/include").string());
-  htam::SetLogLevel(htam::LogLevel::kWarn);
+  // Warnings only, unless a level was asked for (--general.log_level info shows the plugin's
+  // device line, e.g. the timing mode in effect).
+  htam::LogLevel level = htam::LogLevel::kWarn;
+  if (args.log_level_given || config.sources().count("general.log_level"))
+    (void)htam::ParseLogLevel(config.GetString("general.log_level"), &level);
+  htam::SetLogLevel(level);
   TempCache cache(&config);
   Reporter report(args, backend);
   if (int e = args.in_process ? InProcess(args, config, backend, &items, &report)
