@@ -61,6 +61,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
+#include "daemon/eval/from_gate.h"
 #include "daemon/eval/job_codec.h"
 #include "daemon/eval/runner_spawn.h"
 #include "daemon/eval/sandbox.h"
@@ -164,33 +165,9 @@ struct Profiled {
 // The result frame's buffer: the gate's result as the one job result type (job_codec.h).
 std::string ResultBuffer(uint64_t job_id, const htam::GateResult& g,
                          htam::fb::Bottleneck bottleneck, const Profiled& profiled) {
-  htam::eval::EvalResult r;
+  htam::eval::EvalResult r = htam::eval::FromGateResult(g);
   r.job_id = job_id;
-  r.status = g.status;
-  r.diagnostics = g.diagnostics;
-  r.candidate_hash = g.candidate_hash;
-  r.median_us = g.median_us;
-  r.spread_us = g.spread_us;
-  r.repetitions = uint32_t(g.repetitions);
-  r.baseline_us = g.baseline_us;
-  r.speedup = g.speedup;
-  r.profile = g.profile;
   r.bottleneck = bottleneck;
-  r.stage_ms = g.stage_ms;
-  r.op_ms = g.op_ms;
-  r.compile_cached = g.compile_cached;
-  r.compile_ms = g.compile_ms;
-  r.cases = g.cases;
-  r.flops = g.flops;
-  r.bytes = g.bytes;
-  r.sol_us = g.sol_us;
-  r.floor_us = g.floor_us;
-  r.copy_bytes_per_s = g.copy_bytes_per_s;
-  r.fp32_flops = g.fp32_flops;
-  r.tensor16_flops = g.tensor16_flops;
-  r.golden_computed = g.golden_computed;
-  r.baseline_compile_us = g.baseline_compile_us;
-  r.baseline_note = g.baseline_note;
   r.profile_note = profiled.note;
   r.profiled_kernels = profiled.kernels;
   r.profiled_us = profiled.us;

@@ -14,6 +14,7 @@
 #include "backends/common/task_spec.h"
 #include "base/paths.h"
 #include "daemon/config/sections.h"
+#include "daemon/eval/from_gate.h"
 
 namespace htam::evaltool {
 namespace {
@@ -72,35 +73,6 @@ GateOptions GateOptionsFrom(const config::Eval& e, int device_index, BaselineCac
   g.device_index = device_index;  // takes turns with other evaluations on this device
   g.baselines = baselines;
   return g;
-}
-
-eval::EvalResult FromGate(const GateResult& r) {
-  eval::EvalResult e;
-  e.status = r.status;
-  e.diagnostics = r.diagnostics;
-  e.median_us = r.median_us;
-  e.spread_us = r.spread_us;
-  e.repetitions = r.repetitions;
-  e.baseline_us = r.baseline_us;
-  e.speedup = r.speedup;
-  e.profile = r.profile;
-  e.candidate_hash = r.candidate_hash;
-  e.stage_ms = r.stage_ms;
-  e.op_ms = r.op_ms;
-  e.compile_cached = r.compile_cached;
-  e.compile_ms = r.compile_ms;
-  e.cases = r.cases;
-  e.flops = r.flops;
-  e.bytes = r.bytes;
-  e.sol_us = r.sol_us;
-  e.floor_us = r.floor_us;
-  e.copy_bytes_per_s = r.copy_bytes_per_s;
-  e.fp32_flops = r.fp32_flops;
-  e.tensor16_flops = r.tensor16_flops;
-  e.golden_computed = r.golden_computed;
-  e.baseline_compile_us = r.baseline_compile_us;
-  e.baseline_note = r.baseline_note;
-  return e;
 }
 
 // This binary with --in-process --single-call under the plugin's profiler, for one Ok job.
@@ -200,7 +172,8 @@ Status RunInProcess(const Config& config, const std::string& backend,
     } else {
       go.language = job.language;
       Gate gate(b->get(), device, *task, go);
-      r = FromGate(job.reference ? gate.EvaluateReference({}) : gate.Evaluate(job.source, {}));
+      r = eval::FromGateResult(job.reference ? gate.EvaluateReference({})
+                                             : gate.Evaluate(job.source, {}));
     }
     r.device = desc.devices[0].name;
     r.arch = desc.devices[0].arch;
