@@ -779,38 +779,17 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
           finished = true;
           continue;
         }
+        // Everything the worker measured; the job id, device, arch and wall time are the
+        // evaluator's to say, the hash the worker's when it gives one (a KernelBench candidate's
+        // is of what it built).
         EvalResult got = ResultFromSpec(*spec);
-        // The device, arch and wall time are the evaluator's to say; the hash the worker's when
-        // it gives one (a KernelBench candidate's is of what it built).
-        r.status = got.status;
-        r.diagnostics = std::move(got.diagnostics);
-        r.median_us = got.median_us;
-        r.spread_us = got.spread_us;
-        r.repetitions = got.repetitions;
-        r.baseline_us = got.baseline_us;
-        r.speedup = got.speedup;
-        r.compile_cached = got.compile_cached;
-        r.compile_ms = got.compile_ms;
-        r.cases = got.cases;
-        r.flops = got.flops;
-        r.bytes = got.bytes;
-        r.sol_us = got.sol_us;
-        r.floor_us = got.floor_us;
-        r.copy_bytes_per_s = got.copy_bytes_per_s;
-        r.fp32_flops = got.fp32_flops;
-        r.tensor16_flops = got.tensor16_flops;
-        r.golden_computed = got.golden_computed;
-        r.baseline_compile_us = got.baseline_compile_us;
-        r.baseline_note = std::move(got.baseline_note);
-        r.profile_note = std::move(got.profile_note);
-        r.profiled_kernels = got.profiled_kernels;
-        r.profiled_us = got.profiled_us;
+        got.job_id = r.job_id;
+        got.device = std::move(r.device);
+        got.arch = std::move(r.arch);
+        got.wall_ms = r.wall_ms;
+        if (got.candidate_hash.empty()) got.candidate_hash = std::move(r.candidate_hash);
+        r = std::move(got);
         if (ahead && r.compile_cached) ahead_->CountHit();
-        if (!got.candidate_hash.empty()) r.candidate_hash = std::move(got.candidate_hash);
-        r.profile = got.profile;
-        r.bottleneck = got.bottleneck;
-        r.stage_ms = std::move(got.stage_ms);
-        r.op_ms = std::move(got.op_ms);
         finished = true;
         // A worker whose runner ran a candidate that crashed, timed out, failed an integrity
         // check or did not load ends after answering (worker_main.cc, GateResult::runner_clean);
