@@ -106,7 +106,7 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
   Outbox outbox(&ctx);
   std::unique_ptr<zmq::socket_t> sock;
   int heartbeat_ms = opt.heartbeat_ms, liveness = opt.liveness;
-  int64_t last_heard = 0, last_sent = 0;
+  int64_t last_heard = 0, last_sent = 0, last_tick = NowMs();
   bool registered = false;
   uint64_t jobs = 0;
 
@@ -148,6 +148,12 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
                                {static_cast<void*>(wake), 0, ZMQ_POLLIN, 0}};
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(heartbeat_ms));
+      // This process was stopped or starved (SIGSTOP, a suspended VM, swap): the silence was
+      // ours, not the daemon's. Read what waits, send a heartbeat, and give the daemon a full
+      // liveness period to answer (with "reregister" if it dropped us) before reconnecting, so
+      // that a job already in the socket is run and its result reaches the daemon.
+      if (NowMs() - last_tick > int64_t(heartbeat_ms) * liveness) last_heard = NowMs();
+      last_tick = NowMs();
       zmq::message_t w;
       while (wake.recv(w, zmq::recv_flags::dontwait)) {
       }
