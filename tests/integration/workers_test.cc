@@ -556,8 +556,11 @@ TEST_F(WorkersTcpTest, WithCurveOnlyWorkersWithAnAuthorizedKeyJoin) {
     status = s;
     return Has(s, "worker_trusted: ");
   })) << status;
-  // The others never get a message through: they give up waiting and reconnect, again and again.
-  auto gave_up = [](WorkerChild* w) { return Has(w->Log(), "the daemon is silent"); };
+  // The others never get a message through: they give up waiting and reconnect, again and again,
+  // saying that their register found no answer and what to check (the endpoint, the protocol).
+  auto gave_up = [](WorkerChild* w) {
+    return Has(w->Log(), "no answer to register from") && Has(w->Log(), "worker protocol HTW2");
+  };
   for (int i = 0; i < 1200 && !(gave_up(bad) && gave_up(plain)); ++i)
     std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(gave_up(bad)) << bad->Log();

@@ -224,8 +224,15 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
     const int64_t now = NowMs();
     if (now - last_sent >= heartbeat_ms) send(json{{"type", "heartbeat"}});
     if (now - last_heard > int64_t(heartbeat_ms) * liveness) {
-      HTAM_LOG(kWarn, kComponent) << name << ": the daemon is silent (" << now - last_heard
-                                  << " ms); reconnecting";
+      if (registered)
+        HTAM_LOG(kWarn, kComponent) << name << ": the daemon is silent (" << now - last_heard
+                                    << " ms); reconnecting";
+      else  // never answered on this connection: nothing there, or a daemon of another protocol
+        HTAM_LOG(kWarn, kComponent)
+            << name << ": no answer to register from " << opt.connect << " in "
+            << now - last_heard << " ms: is htamd running there, with worker.endpoint set, and "
+            << "does it speak worker protocol " << scheduler::kWorkerProtocol
+            << " (an older htamd does not answer it)? retrying";
       sock.reset();
     }
   }
