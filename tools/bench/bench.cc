@@ -51,65 +51,6 @@ uint64_t DirBytes(const std::string& dir) {
   return total;
 }
 
-Flags::Flags(int argc, char** argv) {
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      positional_.push_back(a);
-      continue;
-    }
-    a = a.substr(2);
-    size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      values_[a.substr(0, eq)] = a.substr(eq + 1);
-    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
-      values_[a] = argv[++i];
-    } else {
-      values_[a] = "true";
-    }
-  }
-}
-
-std::string Flags::Get(const std::string& n, const std::string& def) const {
-  auto it = values_.find(n);
-  return it == values_.end() ? def : it->second;
-}
-
-int64_t Flags::GetInt(const std::string& n, int64_t def) const {
-  auto v = GetIntList(n, {def});
-  return v.empty() ? def : v[0];
-}
-
-// Numbers may end in k (thousand) or m (million): 10k, 1m.
-std::vector<int64_t> Flags::GetIntList(const std::string& n,
-                                       const std::vector<int64_t>& def) const {
-  auto it = values_.find(n);
-  if (it == values_.end()) return def;
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  const std::string& s = it->second;
-  while (pos <= s.size()) {
-    size_t c = s.find(',', pos);
-    std::string part = s.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
-    if (!part.empty()) {
-      int64_t mult = 1;
-      char last = part.back();
-      if (last == 'k' || last == 'K') mult = 1000, part.pop_back();
-      if (last == 'm' || last == 'M') mult = 1000000, part.pop_back();
-      out.push_back(std::stoll(part) * mult);
-    }
-    if (c == std::string::npos) break;
-    pos = c + 1;
-  }
-  return out;
-}
-
-std::string Flags::Unknown(const std::vector<std::string>& known) const {
-  for (const auto& [k, v] : values_)
-    if (std::find(known.begin(), known.end(), k) == known.end()) return k;
-  return "";
-}
-
 std::string RunCapture(const std::vector<std::string>& argv, int* status) {
   int fds[2];
   if (pipe(fds) != 0) return "";

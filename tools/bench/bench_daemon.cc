@@ -13,7 +13,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,27 +20,20 @@
 #include "daemon/config/config.h"
 #include "daemon/memory/memory.h"
 #include "htam/client.h"
+#include "tools/bench/args.h"
 #include "tools/bench/bench.h"
 
 namespace {
 
-using htam::bench::Flags;
 using htam::bench::NowSeconds;
 using htam::bench::Percentile;
 namespace fs = std::filesystem;
+namespace po = boost::program_options;
 
-const char* kHelp = R"(htam-bench daemon [flags]
-  --records N       transition records in the store before measuring (default 100000)
-  --clients LIST    concurrent clients (default 1,8,32)
-  --seconds S       measuring time per phase and client count (default 5)
-  --port P          loopback TCP port for htamd (default 17800 + pid % 100)
-  --dir DIR         data directory to use (default: a temp dir, removed at the end; an existing
-                    store there is reused when it already holds enough records)
-  --htamd PATH      the daemon binary (default: ../../daemon/htamd from this binary)
-  --read-threads N  htamd's server.read_threads (default: the daemon's default)
-  --ops LIST        phases among hello,next_step,record (default next_step,record); hello
-                    measures the protocol round trip alone (no memory work)
-)";
+const char kUsage[] =
+    "usage: htam-bench daemon [options]\n"
+    "Fills a store, starts htamd on it over loopback TCP, and measures next-step and record\n"
+    "round trips with each client count. Prints one JSON line at the end.";
 
 #define CHECK_OK(expr)                                                                            \
   do {                                                                                            \
@@ -202,27 +194,47 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
 }  // namespace
 
 int RunDaemonBench(int argc, char** argv) {
-  Flags f(argc, argv);
-  if (f.Has("help")) {
-    std::printf("%s", kHelp);
-    return 0;
-  }
-  std::string unknown =
-      f.Unknown({"records", "clients", "seconds", "port", "dir", "htamd", "read-threads", "ops"});
-  if (!unknown.empty()) {
-    std::fprintf(stderr, "htam-bench daemon: unknown flag %s\n%s", unknown.c_str(), kHelp);
-    return 2;
-  }
-  const size_t records = static_cast<size_t>(f.GetInt("records", 100000));
-  const auto clients = f.GetIntList("clients", {1, 8, 32});
-  const double seconds = static_cast<double>(f.GetInt("seconds", 5));
-  const int port = static_cast<int>(f.GetInt("port", 17800 + getpid() % 100));
-  std::string htamd =
-      f.Get("htamd", (fs::path(htam::bench::SelfExe()).parent_path() / "../../daemon/htamd")
-                         .lexically_normal()
-                         .string());
-  bool temp = !f.Has("dir");
-  std::string dir = f.Get("dir", "");
+  using htam::bench::Count;
+  using htam::bench::CountList;
+  Count records_n{100000}, seconds_n{5}, port_n{17800 + getpid() % 100}, read_threads_n;
+  CountList clients_n{{1, 8, 32}};
+  std::string htamd = (fs::path(htam::bench::SelfExe()).parent_path() / "../../daemon/htamd")
+                          .lexically_normal()
+                          .string();
+  std::string dir, ops_list = "next_step,record";
+  po::options_description d;
+  auto add = d.add_options();
+  add("records", po::value(&records_n)->default_value(records_n, "100000")->value_name("N"),
+      "transition records in the store before measuring");
+  add("clients", po::value(&clients_n)->default_value(clients_n, "1,8,32")->value_name("LIST"),
+      "concurrent clients, one phase each");
+  add("seconds", po::value(&seconds_n)->default_value(seconds_n, "5")->value_name("S"),
+      "measuring time per phase and client count");
+  add("port", po::value(&port_n)->default_value(port_n, "17800 + pid % 100")->value_name("P"),
+      "loopback TCP port for htamd");
+  add("dir", po::value(&dir)->value_name("DIR"),
+      "data directory to use (default: a temp dir, removed at the end; an existing store there "
+      "is reused when it already holds enough records)");
+  add("htamd",
+      po::value(&htamd)
+          ->default_value(htamd, "../../daemon/htamd from this binary")
+          ->value_name("PATH"),
+      "the daemon binary");
+  add("read-threads", po::value(&read_threads_n)->value_name("N"),
+      "htamd's server.read_threads (default: the daemon's default)");
+  add("ops", po::value(&ops_list)->default_value(ops_list)->value_name("LIST"),
+      "phases among hello,next_step,record; hello measures the protocol round trip alone (no "
+      "memory work)");
+  po::variables_map vm;
+  const int exit_now = htam::bench::ParseArgs("htam-bench daemon", kUsage,
+                                              std::vector<std::string>(argv, argv + argc), d,
+                                              po::options_description(), &vm);
+  if (exit_now >= 0) return exit_now;
+  const size_t records = static_cast<size_t>(records_n.n);
+  const std::vector<int64_t> clients = clients_n.v;
+  const double seconds = static_cast<double>(seconds_n.n);
+  const int port = static_cast<int>(port_n.n);
+  bool temp = !vm.count("dir");
   if (temp) {
     char tmpl[] = "/tmp/htam-bench-daemon-XXXXXX";
     dir = mkdtemp(tmpl);
@@ -230,14 +242,9 @@ int RunDaemonBench(int argc, char** argv) {
   fs::create_directories(dir);
   chmod(dir.c_str(), 0755);
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  const std::string read_threads = f.Get("read-threads", "");
-  std::vector<std::string> ops;
-  {
-    std::stringstream ss(f.Get("ops", "next_step,record"));
-    std::string op;
-    while (std::getline(ss, op, ','))
-      if (!op.empty()) ops.push_back(op);
-  }
+  const std::string read_threads =
+      vm.count("read-threads") ? std::to_string(read_threads_n.n) : std::string();
+  const std::vector<std::string> ops = htam::bench::SplitList(ops_list);
 
   htam::Config config = htam::Config::Defaults();
   (void)config.Set("general.data_dir", dir);

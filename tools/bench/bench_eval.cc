@@ -2,7 +2,7 @@
 // evaluator, sandboxed workers and verification gate htamd uses). Needs a device of that backend.
 //   htam-bench eval [--cli PATH] [--backend cuda] [--tasks a,b,...] [--repeat 10]
 //                   [--seeds 1] [--reps 20] [--compile-threads 8] [--cache DIR]
-//                   [--deadline-s S] [--json PATH] [--option k=v ...one only]
+//                   [--deadline-s S] [--json PATH] [--option k=v ...]
 // Every task's reference and lineage variants (configs/tasks/<t>/variants/<backend>/) go through
 // one htam-eval process per task, queued at once (--queue: later candidates compile ahead): compile
 // (into a compile cache that starts EMPTY unless --cache names one, so every compile is real),
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/paths.h"
+#include "tools/bench/args.h"
 #include "tools/bench/bench.h"
 
 namespace htam::bench {
@@ -43,42 +44,64 @@ std::vector<nlohmann::json> JsonLines(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+const char kUsage[] =
+    "usage: htam-bench eval [options]\n"
+    "Every task's reference and lineage variants through one htam-eval process per task (compile\n"
+    "into an empty compile cache unless --cache names one, verify, time); then the first task's\n"
+    "reference --repeat times. Needs a device of the backend.";
 
 }  // namespace
 }  // namespace htam::bench
 
 int RunEvalBench(int argc, char** argv) {
   using namespace htam::bench;  // NOLINT(google-build-using-namespace)
-  Flags f(argc, argv);
-  std::string unknown =
-      f.Unknown({"cli", "backend", "tasks", "repeat", "tasks-dir", "seeds", "reps",
-                 "compile-threads", "cache", "deadline-s", "json", "option"});
-  if (!unknown.empty()) {
-    fprintf(stderr, "htam-bench eval: unknown flag %s\n", unknown.c_str());
-    return 2;
-  }
   namespace fs = std::filesystem;
   std::string self_dir = fs::path(SelfExe()).parent_path().string();
-  std::string def_cli = self_dir + "/htam-eval";
-  if (!fs::exists(def_cli)) def_cli = self_dir + "/../eval/htam-eval";
-  std::string cli = f.Get("cli", def_cli);
-  std::string backend = f.Get("backend", "cuda");
-  std::string tasks_dir = f.Get("tasks-dir", htam::ShippedPath("", "tasks"));
-  int repeat = static_cast<int>(f.GetInt("repeat", 10));
-  std::string seeds = std::to_string(f.GetInt("seeds", 1));
-  std::string reps = std::to_string(f.GetInt("reps", 20));
-  std::string threads = std::to_string(f.GetInt("compile-threads", 8));
-  double deadline = static_cast<double>(f.GetInt("deadline-s", 0));
-  std::string option = f.Get("option", "");
-  std::string cache = f.Get("cache", "");
+  std::string cli = self_dir + "/htam-eval";
+  if (!fs::exists(cli)) cli = self_dir + "/../eval/htam-eval";
+  std::string backend = "cuda", tasks_dir = htam::ShippedPath("", "tasks"), tasks_list, cache,
+              json_path;
+  Count repeat_n{10}, seeds_n{1}, reps_n{20}, threads_n{8}, deadline_n{0};
+  std::vector<std::string> options;
+  po::options_description d;
+  auto add = d.add_options();
+  add("cli",
+      po::value(&cli)
+          ->default_value(cli, "htam-eval beside this binary, or ../eval/")
+          ->value_name("PATH"),
+      "the htam-eval binary");
+  add("backend", po::value(&backend)->default_value(backend)->value_name("B"), "cuda, hip or cpu");
+  add("tasks", po::value(&tasks_list)->value_name("LIST"),
+      "comma-separated task names (default: every task with a reference for the backend)");
+  add("tasks-dir",
+      po::value(&tasks_dir)->default_value(tasks_dir, "the shipped one")->value_name("DIR"),
+      "the task suite (share/htam/tasks)");
+  add("repeat", po::value(&repeat_n)->default_value(repeat_n, "10")->value_name("N"),
+      "measurements of the first task's reference (0 or 1: none)");
+  add("seeds", po::value(&seeds_n)->default_value(seeds_n, "1")->value_name("N"),
+      "seeds per shape in the gate (htam-eval --seeds)");
+  add("reps", po::value(&reps_n)->default_value(reps_n, "20")->value_name("N"),
+      "timed repetitions (htam-eval --reps)");
+  add("compile-threads", po::value(&threads_n)->default_value(threads_n, "8")->value_name("N"),
+      "compiles ahead (htam-eval --compile-threads)");
+  add("cache", po::value(&cache)->value_name("DIR"),
+      "compile cache to use (default: a new, empty one, removed at the end)");
+  add("deadline-s", po::value(&deadline_n)->default_value(deadline_n, "0")->value_name("S"),
+      "tasks that would start after S seconds are skipped and listed (0: no deadline)");
+  add("json", po::value(&json_path)->value_name("PATH"),
+      "also write the numbers as one JSON object (after every task)");
+  add("option", po::value(&options)->composing()->value_name("K=V"),
+      "passed to htam-eval as --option K=V; repeatable");
+  po::variables_map vm;
+  const int exit_now =
+      ParseArgs("htam-bench eval", kUsage, std::vector<std::string>(argv, argv + argc), d,
+                po::options_description(), &vm);
+  if (exit_now >= 0) return exit_now;
+  int repeat = static_cast<int>(repeat_n.n);
+  std::string seeds = std::to_string(seeds_n.n);
+  std::string reps = std::to_string(reps_n.n);
+  std::string threads = std::to_string(threads_n.n);
+  double deadline = static_cast<double>(deadline_n.n);
   bool own_cache = cache.empty();
   if (own_cache) {
     char tmpl[] = "/tmp/htam-bench-eval-XXXXXX";
@@ -89,7 +112,7 @@ int RunEvalBench(int argc, char** argv) {
     cache = tmpl;
   }
   std::string suffix = backend == "cuda" ? ".cu" : backend == "hip" ? ".hip" : ".cpp";
-  std::vector<std::string> tasks = Split(f.Get("tasks", ""));
+  std::vector<std::string> tasks = SplitList(tasks_list);
   if (tasks.empty()) {
     // Tasks of this backend: those with a reference in its language.
     for (const auto& e : fs::directory_iterator(tasks_dir)) {
@@ -107,7 +130,6 @@ int RunEvalBench(int argc, char** argv) {
                            {"fresh_compile_cache", own_cache},
                            {"tasks", nlohmann::json::array()},
                            {"skipped", nlohmann::json::array()}};
-  std::string json_path = f.Get("json", "");
   // Written after every task too, so that a run cut short by its caller still leaves its numbers.
   auto write_json = [&]() {
     if (json_path.empty()) return true;
@@ -129,7 +151,7 @@ int RunEvalBench(int argc, char** argv) {
     std::vector<std::string> args = {
         cli,   "--task", dir,  "--backend",         backend, "--reference", "--seeds",
         seeds, "--reps", reps, "--compile-threads", threads, "--cache",     cache, "--queue"};
-    if (!option.empty()) {
+    for (const auto& option : options) {
       args.push_back("--option");
       args.push_back(option);
     }

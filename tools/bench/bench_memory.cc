@@ -9,40 +9,29 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "base/paths.h"
 #include "daemon/memory/memory.h"
+#include "tools/bench/args.h"
 #include "tools/bench/bench.h"
 
 using nlohmann::json;
 using namespace htam;
 using namespace htam::memory;
-using htam::bench::Flags;
 using htam::bench::NowSeconds;
+namespace po = boost::program_options;
 
 namespace {
 
-const char* kHelp = R"(htam-bench memory [flags]
-  --sizes LIST        transition-record counts, cumulative (default 10k,100k,1m)
-  --strategies N      strategies in the store (default 100k)
-  --decisions N       timed NextStep calls per size (default 2000)
-  --durable N         synced records per throughput measurement (default 2000)
-  --batch N           steps per synced transaction in the batch measurement (default 256)
-  --threads N         concurrent writers in the group-commit measurement (default 32)
-  --retrieval-cache N memory.retrieval_cache of the measuring process (default: the option's
-                      default; 0 measures every decision's strategy search)
-  --strategy-scope S  memory.strategy_scope of the measuring process (all | direction)
-  --top-k N           memory.top_k_strategies of the measuring process
-  --passed-over-weight W          memory.passed_over_weight of the measuring process
-  --passed-over-applied-weight A  memory.passed_over_applied_weight of the measuring process
-  --dir DIR           where the stores are built (default: a new directory under /tmp)
-  --keep              keep the store afterwards
-  --seed-file FILE    seed taxonomy (default: the shipped one, share/htam/seed_taxonomy.json)
-Prints a table and, last, one JSON line with every figure.
-)";
+const char kUsage[] =
+    "usage: htam-bench memory [options]\n"
+    "Builds one synthetic store through the sizes and measures each in a fresh process. Prints a\n"
+    "table and, last, one JSON line with every figure.";
 
 const char* kWords[] = {"tile",     "shared",     "memory",    "vector",   "load",     "store",
                         "warp",     "shuffle",    "reduce",    "fuse",     "epilogue", "unroll",
@@ -176,22 +165,84 @@ void AddTransitions(Builder& b, size_t want) {
   }
 }
 
+// ---------------------------------------------------------------- command line
+
+// The command line; the measuring child gets the same values (and --phase measure, --dir STORE).
+struct Args {
+  bench::CountList sizes;
+  bench::Count strategies, decisions, durable, batch, threads, retrieval_cache, top_k;
+  std::string strategy_scope, dir, seed_file, phase;
+  double passed_over_weight = 0, passed_over_applied_weight = 0;
+  bool keep = false;
+};
+
+void Describe(Args* a, po::options_description* shown, po::options_description* hidden) {
+  const MemoryOptions d;
+  auto count = [](bench::Count* c, int64_t def, const std::string& text) {
+    return po::value(c)->default_value(bench::Count{def}, text)->value_name("N");
+  };
+  auto add = shown->add_options();
+  add("sizes",
+      po::value(&a->sizes)
+          ->default_value(bench::CountList{{10000, 100000, 1000000}}, "10k,100k,1m")
+          ->value_name("LIST"),
+      "transition-record counts, cumulative");
+  add("strategies", count(&a->strategies, 100000, "100k"), "strategies in the store");
+  add("decisions", count(&a->decisions, 2000, "2000"), "timed NextStep calls per size");
+  add("durable", count(&a->durable, 2000, "2000"), "synced records per throughput measurement");
+  add("batch", count(&a->batch, 256, "256"),
+      "steps per synced transaction in the batch measurement");
+  add("threads", count(&a->threads, 32, "32"),
+      "concurrent writers in the group-commit measurement");
+  add("retrieval-cache",
+      count(&a->retrieval_cache, d.retrieval_cache, std::to_string(d.retrieval_cache)),
+      "memory.retrieval_cache of the measuring process (0 measures every decision's strategy "
+      "search)");
+  add("strategy-scope",
+      po::value(&a->strategy_scope)->default_value(d.strategy_scope)->value_name("S"),
+      "memory.strategy_scope of the measuring process (all | direction)");
+  add("top-k", count(&a->top_k, d.top_k_strategies, std::to_string(d.top_k_strategies)),
+      "memory.top_k_strategies of the measuring process");
+  add("passed-over-weight",
+      po::value(&a->passed_over_weight)->default_value(d.passed_over_weight)->value_name("W"),
+      "memory.passed_over_weight of the measuring process");
+  add("passed-over-applied-weight",
+      po::value(&a->passed_over_applied_weight)
+          ->default_value(d.passed_over_applied_weight)
+          ->value_name("A"),
+      "memory.passed_over_applied_weight of the measuring process");
+  add("dir", po::value(&a->dir)->value_name("DIR"),
+      "where the stores are built (default: a new directory under /tmp)");
+  add("keep", po::bool_switch(&a->keep), "keep the store afterwards");
+  add("seed-file",
+      po::value(&a->seed_file)
+          ->default_value(htam::ShippedPath("", "seed_taxonomy.json"), "the shipped one")
+          ->value_name("FILE"),
+      "seed taxonomy (share/htam/seed_taxonomy.json)");
+  hidden->add_options()("phase", po::value(&a->phase), "internal: measure (the child process)");
+}
+
+// A double as text that reads back as the same double.
+std::string Exact(double v) {
+  std::ostringstream s;
+  s << std::setprecision(17) << v;
+  return s.str();
+}
+
 // ---------------------------------------------------------------- measure (child)
 
-int MeasurePhase(const Flags& f) {
-  std::string dir = f.Get("dir", "");
-  int decisions = static_cast<int>(f.GetInt("decisions", 2000));
-  int durable = static_cast<int>(f.GetInt("durable", 2000));
-  int batch = static_cast<int>(f.GetInt("batch", 256));
-  int threads = static_cast<int>(f.GetInt("threads", 32));
+int MeasurePhase(const Args& args) {
+  std::string dir = args.dir;
+  int decisions = static_cast<int>(args.decisions.n);
+  int durable = static_cast<int>(args.durable.n);
+  int batch = static_cast<int>(args.batch.n);
+  int threads = static_cast<int>(args.threads.n);
   MemoryOptions o;
-  o.retrieval_cache = static_cast<int>(f.GetInt("retrieval-cache", o.retrieval_cache));
-  o.strategy_scope = f.Get("strategy-scope", o.strategy_scope);
-  o.top_k_strategies = static_cast<int>(f.GetInt("top-k", o.top_k_strategies));
-  o.passed_over_weight =
-      std::stod(f.Get("passed-over-weight", std::to_string(o.passed_over_weight)));
-  o.passed_over_applied_weight = std::stod(
-      f.Get("passed-over-applied-weight", std::to_string(o.passed_over_applied_weight)));
+  o.retrieval_cache = static_cast<int>(args.retrieval_cache.n);
+  o.strategy_scope = args.strategy_scope;
+  o.top_k_strategies = static_cast<int>(args.top_k.n);
+  o.passed_over_weight = args.passed_over_weight;
+  o.passed_over_applied_weight = args.passed_over_applied_weight;
   o.dir = dir;
   o.map_size_mb = 4096;
   o.seed_file = "";
@@ -328,25 +379,23 @@ int MeasurePhase(const Flags& f) {
 }  // namespace
 
 int RunMemoryBench(int argc, char** argv) {
-  Flags f(argc, argv);
-  if (f.Has("help")) {
-    std::printf("%s", kHelp);
-    return 0;
-  }
-  std::string unknown =
-      f.Unknown({"sizes", "strategies", "decisions", "durable", "batch", "threads", "dir", "keep",
-                 "seed-file", "phase", "retrieval-cache", "strategy-scope", "top-k",
-                 "passed-over-weight", "passed-over-applied-weight"});
-  if (!unknown.empty()) {
-    std::fprintf(stderr, "htam-bench memory: unknown flag --%s\n%s", unknown.c_str(), kHelp);
+  Args a;
+  po::options_description shown, hidden;
+  Describe(&a, &shown, &hidden);
+  po::variables_map vm;
+  const int exit_now = bench::ParseArgs(
+      "htam-bench memory", kUsage, std::vector<std::string>(argv, argv + argc), shown, hidden, &vm);
+  if (exit_now >= 0) return exit_now;
+  if (a.phase == "measure") return MeasurePhase(a);
+
+  std::vector<int64_t> sizes = a.sizes.v;
+  if (sizes.empty()) {
+    std::fprintf(stderr, "htam-bench memory: --sizes names no size\n");
     return 2;
   }
-  if (f.Get("phase", "") == "measure") return MeasurePhase(f);
-
-  std::vector<int64_t> sizes = f.GetIntList("sizes", {10000, 100000, 1000000});
   std::sort(sizes.begin(), sizes.end());
-  size_t strategies = static_cast<size_t>(f.GetInt("strategies", 100000));
-  std::string dir = f.Get("dir", "");
+  size_t strategies = static_cast<size_t>(a.strategies.n);
+  std::string dir = a.dir;
   bool made_dir = false;
   if (dir.empty()) {
     char tmpl[] = "/tmp/htam-bench-memory-XXXXXX";
@@ -364,8 +413,7 @@ int RunMemoryBench(int argc, char** argv) {
     double t0 = NowSeconds();
     {
       Builder b;
-      auto opened =
-          Memory::Open(BuildOptions(store, f.Get("seed-file", htam::ShippedPath("", "seed_taxonomy.json"))));
+      auto opened = Memory::Open(BuildOptions(store, a.seed_file));
       CHECK_OK(opened);
       b.m = std::move(opened).value();
       auto dirs = b.m->ListDirections();
@@ -390,21 +438,31 @@ int RunMemoryBench(int argc, char** argv) {
     }  // closing writes the index snapshots
     double build_s = NowSeconds() - t0;
     int status = 0;
-    std::string out = bench::RunCapture(
-        {bench::SelfExe(), "memory", "--phase", "measure", "--dir", store, "--decisions",
-         std::to_string(f.GetInt("decisions", 2000)), "--durable",
-         std::to_string(f.GetInt("durable", 2000)), "--batch",
-         std::to_string(f.GetInt("batch", 256)), "--threads",
-         std::to_string(f.GetInt("threads", 32)), "--retrieval-cache",
-         std::to_string(f.GetInt("retrieval-cache", MemoryOptions().retrieval_cache)),
-         "--strategy-scope", f.Get("strategy-scope", MemoryOptions().strategy_scope), "--top-k",
-         std::to_string(f.GetInt("top-k", MemoryOptions().top_k_strategies)),
-         "--passed-over-weight",
-         f.Get("passed-over-weight", std::to_string(MemoryOptions().passed_over_weight)),
-         "--passed-over-applied-weight",
-         f.Get("passed-over-applied-weight",
-               std::to_string(MemoryOptions().passed_over_applied_weight))},
-        &status);
+    std::string out = bench::RunCapture({bench::SelfExe(),
+                                         "memory",
+                                         "--phase",
+                                         "measure",
+                                         "--dir",
+                                         store,
+                                         "--decisions",
+                                         std::to_string(a.decisions.n),
+                                         "--durable",
+                                         std::to_string(a.durable.n),
+                                         "--batch",
+                                         std::to_string(a.batch.n),
+                                         "--threads",
+                                         std::to_string(a.threads.n),
+                                         "--retrieval-cache",
+                                         std::to_string(a.retrieval_cache.n),
+                                         "--strategy-scope",
+                                         a.strategy_scope,
+                                         "--top-k",
+                                         std::to_string(a.top_k.n),
+                                         "--passed-over-weight",
+                                         Exact(a.passed_over_weight),
+                                         "--passed-over-applied-weight",
+                                         Exact(a.passed_over_applied_weight)},
+                                        &status);
     size_t at = out.find("PHASE_RESULT ");
     if (status != 0 || at == std::string::npos) {
       std::fprintf(stderr, "htam-bench memory: measurement of %lld records failed (status %d)\n%s",
@@ -444,6 +502,6 @@ int RunMemoryBench(int argc, char** argv) {
         {"startup", last["startup_s"].get<double>() <= 5},
         {"rss", last["rss_mib"].get<double>() <= 1024}}}};
   std::printf("%s\n", summary.dump().c_str());
-  if (made_dir && !f.Has("keep")) std::filesystem::remove_all(dir);
+  if (made_dir && !a.keep) std::filesystem::remove_all(dir);
   return 0;
 }

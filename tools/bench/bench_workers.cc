@@ -22,31 +22,72 @@
 #include "base/file.h"
 #include "base/paths.h"
 #include "htam/client.h"
+#include "tools/bench/args.h"
 #include "tools/bench/bench.h"
 
 namespace {
 
 using htam::ReadFileOrEmpty;
-using htam::bench::Flags;
 using htam::bench::NowSeconds;
 namespace fs = std::filesystem;
+namespace po = boost::program_options;
 
-const char* kHelp = R"(htam-bench workers [flags]
-  --backend B        cpu, cuda or hip (default cpu)
-  --workers LIST     worker counts to compare (default 1,2)
-  --jobs N           candidates per phase (default 24)
-  --rounds R         phases per worker count; the median throughput is reported (default 1)
-  --tasks LIST       comma-separated task names (default: every suite task with a reference for B)
-  --tasks-dir DIR    the task suite (default: the shipped one, share/htam/tasks)
-  --gpu-per-worker   worker i sees only GPU i (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)
-  --htamd PATH       default: ../../daemon/htamd from this binary
-  --worker PATH      default: ../worker/htam-worker from this binary
-  --worker-args "A"  extra options for every worker, space-separated (e.g. "--eval.repetitions 20")
-  --timeout-s S      per phase (default 1800)
-  --device-ms N      cpu only: every call of a candidate also sleeps N ms, standing in for device
-                     time during which the host CPU idles (as it does while a GPU runs a kernel);
-                     shows the scheduler's parallelism where the host's cores are the limit
-)";
+const char kUsage[] =
+    "usage: htam-bench workers [options]\n"
+    "Evaluation throughput of htamd with 1 vs N remote htam-worker processes, one phase per "
+    "worker\n"
+    "count (a fresh daemon and workers each). Prints a table and one JSON line.";
+
+// The command line.
+struct Args {
+  std::string backend = "cpu", tasks, tasks_dir, htamd, worker, worker_args;
+  htam::bench::CountList workers{{1, 2}};
+  htam::bench::Count jobs{24}, rounds{1}, timeout_s{1800}, device_ms{0};
+  bool gpu_per_worker = false;
+};
+
+po::options_description Describe(Args* a) {
+  const std::string self = fs::path(htam::bench::SelfExe()).parent_path().string();
+  a->tasks_dir = htam::ShippedPath("", "tasks");
+  a->htamd = self + "/../../daemon/htamd";
+  a->worker = self + "/../worker/htam-worker";
+  po::options_description d;
+  auto add = d.add_options();
+  add("backend", po::value(&a->backend)->default_value(a->backend)->value_name("B"),
+      "cpu, cuda or hip");
+  add("workers", po::value(&a->workers)->default_value(a->workers, "1,2")->value_name("LIST"),
+      "worker counts to compare");
+  add("jobs", po::value(&a->jobs)->default_value(a->jobs, "24")->value_name("N"),
+      "candidates per phase");
+  add("rounds", po::value(&a->rounds)->default_value(a->rounds, "1")->value_name("R"),
+      "phases per worker count; the median throughput is reported");
+  add("tasks", po::value(&a->tasks)->value_name("LIST"),
+      "comma-separated task names (default: every suite task with a reference for B)");
+  add("tasks-dir",
+      po::value(&a->tasks_dir)->default_value(a->tasks_dir, "the shipped one")->value_name("DIR"),
+      "the task suite (share/htam/tasks)");
+  add("gpu-per-worker", po::bool_switch(&a->gpu_per_worker),
+      "worker i sees only GPU i (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)");
+  add("htamd",
+      po::value(&a->htamd)
+          ->default_value(a->htamd, "../../daemon/htamd from this binary")
+          ->value_name("PATH"),
+      "the daemon binary");
+  add("worker",
+      po::value(&a->worker)
+          ->default_value(a->worker, "../worker/htam-worker from this binary")
+          ->value_name("PATH"),
+      "the worker binary");
+  add("worker-args", po::value(&a->worker_args)->value_name("\"A\""),
+      "extra options for every worker, space-separated (--worker-args=\"--eval.repetitions 20\")");
+  add("timeout-s", po::value(&a->timeout_s)->default_value(a->timeout_s, "1800")->value_name("S"),
+      "per phase");
+  add("device-ms", po::value(&a->device_ms)->value_name("N"),
+      "cpu only: every call of a candidate also sleeps N ms, standing in for device time during "
+      "which the host CPU idles (as it does while a GPU runs a kernel); shows the scheduler's "
+      "parallelism where the host's cores are the limit");
+  return d;
+}
 
 // The reference, renamed, behind an entry point that first sleeps (see --device-ms).
 std::string WithDeviceTime(const std::string& reference, int64_t ms) {
@@ -59,15 +100,6 @@ std::string WithDeviceTime(const std::string& reference, int64_t ms) {
          std::to_string(ms) +
          "));\n"
          "  return htam_bench_reference(in, nin, out, nout, stream);\n}\n";
-}
-
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
@@ -117,21 +149,20 @@ struct Phase {
 
 // One phase: a fresh daemon, `n` workers, `jobs` candidates over `tasks`; wall time to the last
 // result.
-Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& tasks,
+Phase RunPhase(const Args& opt, int n, int jobs, const std::vector<std::string>& tasks,
                const std::map<std::string, std::string>& sources) {
   Phase p;
   p.workers = n;
   char tmpl[] = "/tmp/htam-bench-workers-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   chmod(dir.c_str(), 0755);
-  const std::string self = fs::path(htam::bench::SelfExe()).parent_path().string();
-  const std::string htamd = f.Get("htamd", self + "/../../daemon/htamd");
-  const std::string worker = f.Get("worker", self + "/../worker/htam-worker");
-  const std::string backend = f.Get("backend", "cpu");
+  const std::string& htamd = opt.htamd;
+  const std::string& worker = opt.worker;
+  const std::string& backend = opt.backend;
   const std::string front = "ipc://" + dir + "/htamd.sock", back = "ipc://" + dir + "/w.sock";
   pid_t d = Spawn(
       {htamd, "--general.data_dir", dir, "--server.bind", front, "--server.tasks_dir",
-       f.Get("tasks-dir", htam::ShippedPath("", "tasks")), "--worker.endpoint", back, "--worker.local", "false",
+       opt.tasks_dir, "--worker.endpoint", back, "--worker.local", "false",
        "--worker.queue_per_device", std::to_string(jobs + 1), "--server.max_wait_ms", "3600000"},
       dir + "/htamd.log");
   std::vector<pid_t> ws;
@@ -148,9 +179,9 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
                                      "w" + std::to_string(i),
                                      "--eval.backends",
                                      backend};
-    for (const auto& a : Split(f.Get("worker-args", ""), ' ')) args.push_back(a);
+    for (const auto& w : htam::bench::SplitList(opt.worker_args, ' ')) args.push_back(w);
     std::vector<std::string> env;
-    if (f.Has("gpu-per-worker"))
+    if (opt.gpu_per_worker)
       env = {"CUDA_VISIBLE_DEVICES=" + std::to_string(i),
              "HIP_VISIBLE_DEVICES=" + std::to_string(i)};
     ws.push_back(Spawn(args, wdir + "/worker.log", env));
@@ -165,7 +196,7 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
                  c.status().ToString().c_str(), ReadFileOrEmpty(dir + "/htamd.log").c_str());
     std::exit(1);
   }
-  const double limit = NowSeconds() + double(f.GetInt("timeout-s", 1800));
+  const double limit = NowSeconds() + double(opt.timeout_s.n);
   for (;;) {  // every worker registered
     auto st = (*c)->ServerStatus("workers");
     if (st.ok() && StatusValue(*st, "workers") == std::to_string(n)) break;
@@ -234,21 +265,15 @@ Phase RunPhase(const Flags& f, int n, int jobs, const std::vector<std::string>& 
 }  // namespace
 
 int RunWorkersBench(int argc, char** argv) {
-  Flags f(argc, argv);
-  if (f.Has("help")) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
-  std::string unknown =
-      f.Unknown({"backend", "workers", "jobs", "rounds", "tasks", "tasks-dir", "gpu-per-worker",
-                 "htamd", "worker", "worker-args", "timeout-s", "device-ms"});
-  if (!unknown.empty()) {
-    std::fprintf(stderr, "htam-bench workers: unknown flag --%s\n%s", unknown.c_str(), kHelp);
-    return 2;
-  }
-  const std::string backend = f.Get("backend", "cpu");
-  const std::string tasks_dir = f.Get("tasks-dir", htam::ShippedPath("", "tasks"));
-  std::vector<std::string> tasks = Split(f.Get("tasks", ""), ',');
+  Args a;
+  po::variables_map vm;
+  const int exit_now = htam::bench::ParseArgs("htam-bench workers", kUsage,
+                                              std::vector<std::string>(argv, argv + argc),
+                                              Describe(&a), po::options_description(), &vm);
+  if (exit_now >= 0) return exit_now;
+  const std::string& backend = a.backend;
+  const std::string& tasks_dir = a.tasks_dir;
+  std::vector<std::string> tasks = htam::bench::SplitList(a.tasks);
   std::map<std::string, std::string> sources;
   if (tasks.empty())
     for (const auto& e : fs::directory_iterator(tasks_dir))
@@ -261,8 +286,7 @@ int RunWorkersBench(int argc, char** argv) {
     if (!j.is_object() || !j.contains("references") || !j["references"].contains(backend)) continue;
     sources[t] =
         ReadFileOrEmpty(tasks_dir + "/" + t + "/" + j["references"][backend].get<std::string>());
-    if (f.GetInt("device-ms", 0) > 0)
-      sources[t] = WithDeviceTime(sources[t], f.GetInt("device-ms", 0));
+    if (a.device_ms.n > 0) sources[t] = WithDeviceTime(sources[t], a.device_ms.n);
     usable.push_back(t);
   }
   if (usable.empty()) {
@@ -270,13 +294,12 @@ int RunWorkersBench(int argc, char** argv) {
                  tasks_dir.c_str(), backend.c_str());
     return 1;
   }
-  const int jobs = int(f.GetInt("jobs", 24)),
-            rounds = int(std::max<int64_t>(1, f.GetInt("rounds", 1)));
+  const int jobs = int(a.jobs.n), rounds = int(std::max<int64_t>(1, a.rounds.n));
   std::vector<Phase> medians;
-  for (int64_t n : f.GetIntList("workers", {1, 2})) {
+  for (int64_t n : a.workers.v) {
     std::vector<Phase> runs;
     for (int r = 0; r < rounds; ++r) {
-      runs.push_back(RunPhase(f, int(n), jobs, usable, sources));
+      runs.push_back(RunPhase(a, int(n), jobs, usable, sources));
       std::fprintf(stderr, "workers=%d round %d: %d ok, %d failed, %.1f s, %.1f jobs/min\n", int(n),
                    r + 1, runs.back().ok, runs.back().failed, runs.back().seconds,
                    runs.back().per_min);
@@ -287,8 +310,8 @@ int RunWorkersBench(int argc, char** argv) {
   }
   std::printf("backend %s, %d jobs over %zu task(s) per phase, median of %d round(s)%s\n",
               backend.c_str(), jobs, usable.size(), rounds,
-              f.Has("device-ms")
-                  ? (", device time " + f.Get("device-ms", "") + " ms per call").c_str()
+              vm.count("device-ms")
+                  ? (", device time " + std::to_string(a.device_ms.n) + " ms per call").c_str()
                   : "");
   std::printf("%-8s %8s %8s %10s %12s %10s\n", "workers", "ok", "failed", "wall_s", "jobs/min",
               "vs_first");

@@ -20,31 +20,54 @@
 
 #include "backends/cuda/compile_pool.h"
 #include "base/file.h"
+#include "tools/bench/args.h"
 
 namespace fs = std::filesystem;
 
+namespace {
+
+const char kUsage[] =
+    "usage: htam-world-compile --cache DIR --list FILE [options]\n"
+    "Compiles every source FILE lists (one path a line) into the CUDA plugin's compile cache,\n"
+    "on every core, and prints one JSON object per source.";
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  namespace po = boost::program_options;
   std::string cache, list, arch = "sm_90a", nvcc = "nvcc", flags = "-O3", sdk = "sdk/include";
-  int threads = static_cast<int>(std::thread::hardware_concurrency());
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--cache") cache = v;
-    else if (k == "--list") list = v;
-    else if (k == "--arch") arch = v;
-    else if (k == "--nvcc") nvcc = v;
-    else if (k == "--flags") flags = v;
-    else if (k == "--sdk-include") sdk = v;
-    else if (k == "--threads") threads = std::atoi(v.c_str());
-    else {
-      std::cerr << "htam-world-compile: unknown argument " << k << "\n";
-      return 2;
-    }
-  }
-  if (cache.empty() || list.empty() || threads < 1) {
-    std::cerr << "usage: htam-world-compile --cache DIR --list FILE [--arch sm_90a] [--threads N]"
-                 " [--nvcc nvcc] [--flags -O3] [--sdk-include DIR]\n";
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  htam::bench::Count threads_n{cores};
+  po::options_description d;
+  auto add = d.add_options();
+  add("cache", po::value(&cache)->required()->value_name("DIR"),
+      "the compile cache (the CUDA plugin's eval.cache_dir)");
+  add("list", po::value(&list)->required()->value_name("FILE"), "one source path per line");
+  add("arch", po::value(&arch)->default_value(arch)->value_name("SM"), "the target architecture");
+  add("threads",
+      po::value(&threads_n)
+          ->default_value(threads_n, std::to_string(cores) + ": the cores")
+          ->value_name("N"),
+      "compiles at once");
+  add("nvcc", po::value(&nvcc)->default_value(nvcc)->value_name("PATH"), "the compiler");
+  add("flags", po::value(&flags)->default_value(flags)->value_name("F"),
+      "compiler options (as the plugin's; a value starting with - is taken as is)");
+  add("sdk-include", po::value(&sdk)->default_value(sdk)->value_name("DIR"),
+      "the SDK's include folder (htam/kernel.h)");
+  po::variables_map vm;
+  const int exit_now = htam::bench::ParseArgs("htam-world-compile", kUsage,
+                                              std::vector<std::string>(argv + 1, argv + argc), d,
+                                              po::options_description(), &vm);
+  if (exit_now >= 0) return exit_now;
+  if (cache.empty() || list.empty()) {
+    std::cerr << "htam-world-compile: --cache and --list need a value\n";
     return 2;
   }
+  if (threads_n.n < 1 || threads_n.n > 4096) {
+    std::cerr << "htam-world-compile: --threads needs 1 to 4096, not " << threads_n.n << "\n";
+    return 2;
+  }
+  const int threads = static_cast<int>(threads_n.n);
   std::vector<std::string> paths;
   {
     std::ifstream in(list);
