@@ -1,6 +1,7 @@
 """htam-bench world bench, smoke configuration over the committed H100 table: a held-out family,
 one task, one seed, a short budget, the memory trained on one other family through a real htamd.
-Checks what a user reads: every policy ran, the oracle bounds them, the table and plot are
+Checks what a user reads: every policy ran, the oracle bounds them, the sequence bound lies
+between the oracle and every policy that names one strategy per step, the table and plot are
 written."""
 
 import io
@@ -16,7 +17,7 @@ from htam_agent.htamd import find_htamd
 
 class WorldBenchSmokeTest(unittest.TestCase):
     def test_smoke(self):
-        policies = ["ucb", "random", "oracle"]
+        policies = ["ucb", "random", "oracle", "seq-bound"]
         if find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
             policies = ["full", "cold", "no-history", "flat"] + policies
         with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
@@ -40,6 +41,11 @@ class WorldBenchSmokeTest(unittest.TestCase):
                 self.assertEqual(r["runs"], 1, p)
                 self.assertLessEqual(r["geo_speedup_at_6"], oracle + 1e-9, p)
                 self.assertGreaterEqual(r["geo_speedup_at_6"], 1.0, p)
+            bound = rows["seq-bound"]["steps_to_5pct_at_6"]
+            self.assertGreaterEqual(bound, rows["oracle"]["steps_to_5pct_at_6"])
+            for p, r in rows.items():
+                if p not in ("oracle", "seq-bound"):
+                    self.assertGreaterEqual(r["steps_to_5pct_at_6"], bound, p)
             with open(out + ".svg") as fh:
                 svg = fh.read()
             self.assertTrue(svg.startswith("<svg") and "polyline" in svg)

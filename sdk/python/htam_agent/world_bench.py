@@ -26,7 +26,11 @@ Policies:
               the task, no directions, transitions or state (client-side over the store's stats)
   ucb         per-task UCB1 over directions, the direction's strategies in taxonomy order
   random      a random direction each step, its strategies in random order
-  oracle      the bound: the table's fastest improving path (world_env.oracle)
+  oracle      the bound: the table's fastest improving path (world_env.oracle), any knob to any
+              value in one step
+  seq-bound   the bound of a policy that names one strategy per step (world_env.strategy_bound):
+              the sequence of the family's strategies, stepped by the world's own rule, that
+              reaches within 5 % soonest (searched up to 7 steps)
 
 Metrics (over tasks x seeds): steps to within 5 % of the task's best variant (not reached =
 budget + 1), geometric-mean best speedup after 6 and after 12 steps (sessions are opened with the
@@ -55,10 +59,11 @@ from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
-                        WorldSession, WorldTable, load_split, oracle, split_advice)
+                        WorldSession, WorldTable, load_split, oracle, split_advice,
+                        strategy_bound)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
-ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle")
+ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound")
 FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
 
 
@@ -410,6 +415,10 @@ def run_benchmark(a, log) -> List[RunResult]:
                             r = run_session(RandomPolicy(rng), task, a.budget, seed)
                         elif p == "oracle":
                             best_at, steps = oracle(task, a.budget)
+                            r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
+                                          steps)
+                        elif p == "seq-bound":
+                            best_at, steps = strategy_bound(task, a.budget)
                             r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
                                           steps)
                         else:

@@ -328,3 +328,47 @@ def oracle(task: TaskView, budget: int) -> Tuple[List[float], Optional[int]]:
         if reached is None and best >= 0.95 * task.best:
             reached = step
     return best_at, reached
+
+
+def strategy_bound(task: TaskView, budget: int, depth: int = 7) -> Tuple[List[float], Optional[int]]:
+    """The bound of a policy that hands the world one strategy per step (what every policy here
+    does): over every sequence of the family's strategies, stepped by WorldSession's own rule (the
+    first untried value in value order, failures and slower variants kept out of the current
+    kernel), the one that reaches within 5 % of the task's best in the fewest steps (searched up to
+    `depth` steps), then its curve held for the rest of the budget. Tighter than `oracle`, which
+    may set any knob to any value in one step: a policy without value hints cannot beat this.
+    Returns (best speedup after each step, steps to within 5 % or None)."""
+    strategies: List[str] = []
+    for k in task.family.knobs:
+        for v in k.values:
+            if v != k.baseline and k.names(v)[0] not in strategies:
+                strategies.append(k.names(v)[0])
+    target = 0.95 * task.best
+    found: Dict[str, object] = {"steps": None, "curve": []}
+
+    def clone(s: WorldSession) -> WorldSession:
+        c = WorldSession(task)
+        c.knobs, c.current, c.best, c.tried = dict(s.knobs), s.current, s.best, set(s.tried)
+        return c
+
+    def walk(s: WorldSession, curve: List[float]) -> None:
+        if s.best >= target and curve:
+            if found["steps"] is None or len(curve) < found["steps"]:
+                found["steps"], found["curve"] = len(curve), list(curve)
+            return
+        limit = found["steps"] if found["steps"] is not None else depth + 1
+        if len(curve) + 1 >= limit:
+            return
+        for st in strategies:
+            if s.applicable(st):
+                c = clone(s)
+                c.step("", [st])
+                walk(c, curve + [c.best])
+
+    walk(WorldSession(task), [])
+    if found["steps"] is None and task.best * 0.95 <= 1.0:
+        found["steps"], found["curve"] = 1, [1.0]  # the baseline is already within 5 %
+    curve = list(found["curve"]) or [1.0]
+    steps = found["steps"] if found["steps"] is not None and found["steps"] <= budget else None
+    curve = (curve + [curve[-1]] * budget)[:budget]
+    return curve, steps
