@@ -1,95 +1,344 @@
-// HTG records <-> JSON. Field names are the schema's; enums are written by name.
+// HTG records <-> JSON through one generic mapper driven by the reflection schema of
+// schema/htg.fbs (embedded, schema/bfbs.h): a record is packed and its table walked field by
+// field, and JSON is read back into a table built field by field, then unpacked. Field names and
+// order are the schema's, enums are written by name. The few places where the JSON differs from
+// that plain dump are explicit steps in the per-record functions at the bottom ("Compat:").
 #include "tools/cli/records_json.h"
 
-#include <cmath>
+#include <flatbuffers/reflection.h>
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+#include <vector>
+
+#include "schema/bfbs.h"
 
 namespace htam::cli {
 namespace {
 
-template <typename E>
-Json EnumList(const std::vector<E>& v, std::string (*name)(E)) {
-  Json a = Json::array();
-  for (E e : v) a.push_back(name(e));
-  return a;
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+using flatbuffers::ReadScalar;
+using flatbuffers::uoffset_t;
+using reflection::BaseType;
+
+const reflection::Schema& Schema() {
+  static const reflection::Schema* schema = [] {
+    auto b = fb::HtgBinarySchema();
+    flatbuffers::Verifier v(b.data(), b.size());
+    if (!reflection::VerifySchemaBuffer(v)) throw std::logic_error("embedded htg.bfbs is corrupt");
+    return reflection::GetSchema(b.data());
+  }();
+  return *schema;
 }
 
-Json ToJson(const fb::ProvenanceT& p) {
-  return Json{{"source", p.source},   {"task_ids", p.task_ids}, {"session_ids", p.session_ids},
-              {"backend", p.backend}, {"arch", p.arch},         {"model", p.model},
-              {"site", p.site}};
+const reflection::Object& Object(int index) {
+  return *Schema().objects()->Get(index);
+}
+const reflection::Object& Object(const char* name) {
+  const auto* o = Schema().objects()->LookupByKey((std::string("htam.fb.") + name).c_str());
+  if (!o) throw std::logic_error(std::string("no table ") + name + " in htg.bfbs");
+  return *o;
 }
 
-Json ToJson(const fb::ProfileT& p) {
-  return Json{{"registers", p.registers},         {"shared_bytes", p.shared_bytes},
-              {"spill_bytes", p.spill_bytes},     {"dram_throughput", p.dram_throughput},
-              {"sm_throughput", p.sm_throughput}, {"occupancy", p.occupancy},
-              {"sol_fraction", p.sol_fraction},   {"sm_clock_mhz", p.sm_clock_mhz},
-              {"mem_clock_mhz", p.mem_clock_mhz}};
+// Fields in declaration order (the schema keeps them sorted by name).
+std::vector<const reflection::Field*> Fields(const reflection::Object& o) {
+  std::vector<const reflection::Field*> f(o.fields()->begin(), o.fields()->end());
+  std::sort(f.begin(), f.end(), [](auto* a, auto* b) { return a->id() < b->id(); });
+  return f;
 }
 
-Json ToJson(const fb::StateT& s, bool with_vector) {
-  Json j{{"category", s.category},   {"log_size", s.log_size},
-         {"intensity", s.intensity}, {"bottleneck", BottleneckName(s.bottleneck)},
-         {"speedup", s.speedup},     {"step", s.step},
-         {"backend", s.backend},     {"arch", s.arch}};
-  if (with_vector) j["vector"] = s.vector;
+const reflection::Enum* EnumOf(const reflection::Type& t, BaseType scalar) {
+  return flatbuffers::IsInteger(scalar) && t.index() >= 0 ? Schema().enums()->Get(t.index())
+                                                          : nullptr;
+}
+std::string ShortName(const reflection::Enum& e) {
+  std::string n = e.name()->str();
+  return n.substr(n.rfind('.') + 1);
+}
+
+// Compat: the names written for enum values the schema does not know ("Status9", "Bottleneck7";
+// a session state other than Closed is "Open").
+std::string UnknownEnumName(const reflection::Enum& e, int64_t v) {
+  std::string n = ShortName(e);
+  if (n == "SessionState") return "Open";
+  if (n == "OutcomeStatus") n = "Status";
+  return n + std::to_string(v);
+}
+
+// ---------------------------------------------------------------- table -> JSON
+
+Json ScalarJson(BaseType t, const uint8_t* p, const reflection::Enum* e) {
+  int64_t i = 0;
+  switch (t) {
+    case BaseType::Bool: return ReadScalar<uint8_t>(p) != 0;
+    case BaseType::Byte: i = ReadScalar<int8_t>(p); break;
+    case BaseType::UByte: i = ReadScalar<uint8_t>(p); break;
+    case BaseType::Short: i = ReadScalar<int16_t>(p); break;
+    case BaseType::UShort: i = ReadScalar<uint16_t>(p); break;
+    case BaseType::Int: i = ReadScalar<int32_t>(p); break;
+    case BaseType::UInt: return ReadScalar<uint32_t>(p);
+    case BaseType::Long: i = ReadScalar<int64_t>(p); break;
+    case BaseType::ULong: return ReadScalar<uint64_t>(p);
+    case BaseType::Float: return ReadScalar<float>(p);
+    case BaseType::Double: return ReadScalar<double>(p);
+    default: throw std::logic_error("not a scalar type");
+  }
+  if (!e) return i;
+  for (const auto* v : *e->values())
+    if (v->value() == i) return v->name()->str();
+  return UnknownEnumName(*e, i);
+}
+
+Json StructJson(const reflection::Object& o, const uint8_t* p) {
+  Json j = Json::object();
+  for (const auto* f : Fields(o)) {
+    const auto* t = f->type();
+    const uint8_t* fp = p + f->offset();
+    j[f->name()->str()] = t->base_type() == BaseType::Obj
+                              ? StructJson(Object(t->index()), fp)
+                              : ScalarJson(t->base_type(), fp, EnumOf(*t, t->base_type()));
+  }
   return j;
 }
 
-bool ParseStatus(const std::string& n, fb::OutcomeStatus* out) {
-  for (int i = 0; i <= static_cast<int>(fb::OutcomeStatus::MAX); ++i)
-    if (n == fb::EnumNamesOutcomeStatus()[i]) return *out = static_cast<fb::OutcomeStatus>(i), true;
-  return false;
-}
-bool ParseBottleneck(const std::string& n, fb::Bottleneck* out) {
-  for (int i = 0; i <= static_cast<int>(fb::Bottleneck::MAX); ++i)
-    if (n == fb::EnumNamesBottleneck()[i]) return *out = static_cast<fb::Bottleneck>(i), true;
-  return false;
+Json TableJson(const reflection::Object& o, const flatbuffers::Table& t);
+
+// One element of a vector, or a field's value, at p (offsets already followed for Obj/String).
+Json ElementJson(BaseType bt, const reflection::Type& type, const uint8_t* p) {
+  if (bt == BaseType::String) return reinterpret_cast<const flatbuffers::String*>(p)->str();
+  if (bt == BaseType::Obj) {
+    const auto& o = Object(type.index());
+    return o.is_struct() ? StructJson(o, p)
+                         : TableJson(o, *reinterpret_cast<const flatbuffers::Table*>(p));
+  }
+  return ScalarJson(bt, p, EnumOf(type, bt));
 }
 
-// Typed optional field readers; a missing field keeps the default, a wrong type throws (caught
-// in Guard and turned into InvalidArgument).
-template <typename T>
-void Get(const Json& j, const char* key, T* out) {
-  auto it = j.find(key);
-  if (it != j.end() && !it->is_null()) *out = it->template get<T>();
+Json TableJson(const reflection::Object& o, const flatbuffers::Table& t) {
+  Json j = Json::object();
+  for (const auto* f : Fields(o)) {
+    const auto& type = *f->type();
+    const BaseType bt = type.base_type();
+    const std::string name = f->name()->str();
+    const uint8_t* p = t.GetAddressOf(f->offset());
+    if (bt == BaseType::Vector) {
+      Json a = Json::array();  // absent: []
+      if (p) {
+        p += ReadScalar<uoffset_t>(p);
+        const BaseType et = type.element();
+        const bool obj = et == BaseType::Obj;
+        if (obj && Object(type.index()).is_struct())
+          throw std::logic_error("vectors of structs are not mapped");
+        const size_t size =
+            obj || et == BaseType::String ? sizeof(uoffset_t) : flatbuffers::GetTypeSize(et);
+        const uint32_t n = ReadScalar<uoffset_t>(p);
+        const uint8_t* d = p + sizeof(uoffset_t);
+        for (uint32_t i = 0; i < n; ++i) {
+          const uint8_t* e = d + i * size;
+          if (obj || et == BaseType::String) e += ReadScalar<uoffset_t>(e);
+          a.push_back(ElementJson(et, type, e));
+        }
+      }
+      j[name] = std::move(a);
+    } else if (bt == BaseType::String) {
+      j[name] = p ? ElementJson(bt, type, p + ReadScalar<uoffset_t>(p)) : Json("");
+    } else if (bt == BaseType::Obj) {
+      const auto& sub = Object(type.index());
+      if (sub.is_struct()) {
+        // An absent struct is written as all zeros.
+        std::vector<uint8_t> zero(sub.bytesize(), 0);
+        j[name] = StructJson(sub, p ? p : zero.data());
+      } else {
+        j[name] = p ? ElementJson(bt, type, p + ReadScalar<uoffset_t>(p)) : Json(nullptr);
+      }
+    } else if (flatbuffers::IsScalar(bt)) {
+      // An absent scalar is the schema default.
+      uint8_t def[8] = {};
+      if (!p) {
+        if (flatbuffers::IsFloat(bt)) {
+          if (bt == BaseType::Float)
+            flatbuffers::WriteScalar<float>(def, static_cast<float>(f->default_real()));
+          else
+            flatbuffers::WriteScalar<double>(def, f->default_real());
+        } else {
+          flatbuffers::WriteScalar<int64_t>(def, f->default_integer());  // little-endian: low bytes
+        }
+        p = def;
+      }
+      j[name] = ScalarJson(bt, p, EnumOf(type, bt));
+    } else {
+      throw std::logic_error("field " + name + ": unions are not mapped");
+    }
+  }
+  return j;
 }
-void GetBottlenecks(const Json& j, const char* key, std::vector<fb::Bottleneck>* out) {
-  std::vector<std::string> names;
-  Get(j, key, &names);
-  out->clear();
-  for (const auto& n : names) {
-    fb::Bottleneck b;
-    if (!ParseBottleneck(n, &b)) throw std::invalid_argument("unknown bottleneck \"" + n + "\"");
-    out->push_back(b);
+
+template <typename T>
+Json RecordJson(const char* table, const T& record) {
+  FlatBufferBuilder fbb;
+  fbb.Finish(T::TableType::Pack(fbb, &record));
+  return TableJson(Object(table),
+                   *flatbuffers::GetRoot<flatbuffers::Table>(fbb.GetBufferPointer()));
+}
+
+// ---------------------------------------------------------------- JSON -> table
+
+// "OutcomeStatus" -> "outcome status", for messages.
+std::string Words(const std::string& camel) {
+  std::string w;
+  for (char c : camel) {
+    if (std::isupper(static_cast<unsigned char>(c)) && !w.empty()) w += ' ';
+    w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return w;
+}
+
+int64_t EnumValue(const reflection::Enum& e, const Json& j) {
+  const std::string n = j.get<std::string>();  // names only, as written
+  // Compat: a session state other than "Closed" reads as Open.
+  if (ShortName(e) == "SessionState") return n == "Closed" ? 1 : 0;
+  for (const auto* v : *e.values())
+    if (v->name()->str() == n) return v->value();
+  throw std::invalid_argument("unknown " + Words(ShortName(e)) + " \"" + n + "\"");
+}
+
+// Writes the scalar j (the field's C++ type, nlohmann's checks) at p.
+void PutScalar(BaseType t, const reflection::Enum* e, const Json& j, uint8_t* p) {
+  if (e) return PutScalar(t, nullptr, Json(EnumValue(*e, j)), p);
+  switch (t) {
+    case BaseType::Bool: return flatbuffers::WriteScalar<uint8_t>(p, j.get<bool>() ? 1 : 0);
+    case BaseType::Byte: return flatbuffers::WriteScalar(p, j.get<int8_t>());
+    case BaseType::UByte: return flatbuffers::WriteScalar(p, j.get<uint8_t>());
+    case BaseType::Short: return flatbuffers::WriteScalar(p, j.get<int16_t>());
+    case BaseType::UShort: return flatbuffers::WriteScalar(p, j.get<uint16_t>());
+    case BaseType::Int: return flatbuffers::WriteScalar(p, j.get<int32_t>());
+    case BaseType::UInt: return flatbuffers::WriteScalar(p, j.get<uint32_t>());
+    case BaseType::Long: return flatbuffers::WriteScalar(p, j.get<int64_t>());
+    case BaseType::ULong: return flatbuffers::WriteScalar(p, j.get<uint64_t>());
+    case BaseType::Float: return flatbuffers::WriteScalar(p, j.get<float>());
+    case BaseType::Double: return flatbuffers::WriteScalar(p, j.get<double>());
+    default: throw std::logic_error("not a scalar type");
   }
 }
-fb::OutcomeStatus GetStatus(const Json& j, const char* key) {
-  std::string n = "Unverified";
-  Get(j, key, &n);
-  fb::OutcomeStatus s;
-  if (!ParseStatus(n, &s)) throw std::invalid_argument("unknown outcome status \"" + n + "\"");
-  return s;
-}
-std::unique_ptr<fb::GainStats> GetStats(const Json& j) {
-  auto it = j.find("stats");
-  if (it == j.end() || it->is_null()) return std::make_unique<fb::GainStats>();
-  const Json& s = *it;
-  return std::make_unique<fb::GainStats>(s.value("uses", 0u), s.value("successes", 0u),
-                                         s.value("compile_failures", 0u), s.value("incorrect", 0u),
-                                         s.value("other_failures", 0u), s.value("sum_gain", 0.0),
-                                         s.value("sum_gain_sq", 0.0), s.value("max_gain", 0.0));
+
+// The bytes of a struct from j: missing fields are 0; j must be an object.
+void PutStruct(const reflection::Object& o, const Json& j, uint8_t* p) {
+  if (!j.is_object()) (void)j.value("", 0);  // throws nlohmann's type_error (as before)
+  for (const auto* f : Fields(o)) {
+    auto it = j.find(f->name()->str());
+    if (it == j.end() || it->is_null()) continue;
+    const auto* t = f->type();
+    if (t->base_type() == BaseType::Obj)
+      PutStruct(Object(t->index()), *it, p + f->offset());
+    else
+      PutScalar(t->base_type(), EnumOf(*t, t->base_type()), *it, p + f->offset());
+  }
 }
 
-template <typename F>
-Status Guard(const char* what, const Json& j, F&& body) {
+uoffset_t BuildTable(FlatBufferBuilder& fbb, const reflection::Object& o, const Json& j);
+
+// A vector field from the array j; returns its offset.
+uoffset_t BuildVector(FlatBufferBuilder& fbb, const reflection::Type& type, const Json& j) {
+  if (!j.is_array()) (void)j.get<std::vector<int>>();  // throws nlohmann's type_error (as before)
+  const BaseType et = type.element();
+  const size_t n = j.size();
+  if (et == BaseType::String || et == BaseType::Obj) {
+    std::vector<uoffset_t> offs(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (et == BaseType::String) {
+        offs[i] = fbb.CreateString(j[i].get<std::string>()).o;
+      } else {
+        const auto& sub = Object(type.index());
+        if (sub.is_struct()) throw std::logic_error("vectors of structs are not mapped");
+        // Compat (as before): an element that is not an object is a default record.
+        offs[i] = BuildTable(fbb, sub, j[i].is_object() ? j[i] : Json::object());
+      }
+    }
+    fbb.StartVector(n, sizeof(uoffset_t));
+    for (size_t i = n; i-- > 0;) fbb.PushElement(Offset<void>(offs[i]));
+    return fbb.EndVector(n);
+  }
+  const size_t size = flatbuffers::GetTypeSize(et);
+  std::vector<uint8_t> bytes(n * size);
+  const reflection::Enum* e = EnumOf(type, et);
+  for (size_t i = 0; i < n; ++i) PutScalar(et, e, j[i], bytes.data() + i * size);
+  fbb.StartVector(n, size);
+  fbb.PushBytes(bytes.data(), bytes.size());
+  return fbb.EndVector(n);
+}
+
+// A table from the object j: missing or null fields are absent (the schema default); unknown keys
+// are ignored; a wrong type throws.
+uoffset_t BuildTable(FlatBufferBuilder& fbb, const reflection::Object& o, const Json& j) {
+  const auto fields = Fields(o);
+  std::vector<uoffset_t> offs(fields.size(), 0);
+  std::vector<const Json*> vals(fields.size(), nullptr);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    auto it = j.find(fields[i]->name()->str());
+    if (it != j.end() && !it->is_null()) vals[i] = &*it;
+  }
+  // Strings, vectors and sub-tables first: they cannot be built inside the table.
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto& type = *fields[i]->type();
+    const Json* v = vals[i];
+    if (type.base_type() == BaseType::String && v) {
+      offs[i] = fbb.CreateString(v->get<std::string>()).o;
+    } else if (type.base_type() == BaseType::Vector && v) {
+      offs[i] = BuildVector(fbb, type, *v);
+    } else if (type.base_type() == BaseType::Obj && !Object(type.index()).is_struct()) {
+      // Compat (as before): a sub-record that is not an object is left out.
+      if (v && v->is_object()) offs[i] = BuildTable(fbb, Object(type.index()), *v);
+    } else if (type.base_type() == BaseType::Union || type.base_type() == BaseType::UType) {
+      throw std::logic_error("unions are not mapped");
+    }
+  }
+  const uoffset_t start = fbb.StartTable();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto& f = *fields[i];
+    const auto& type = *f.type();
+    const BaseType bt = type.base_type();
+    if (offs[i]) {
+      fbb.AddOffset(f.offset(), Offset<void>(offs[i]));
+    } else if (bt == BaseType::Obj && Object(type.index()).is_struct()) {
+      // Structs are always written: missing fields (or the whole struct) are zeros.
+      const auto& sub = Object(type.index());
+      std::vector<uint8_t> bytes(sub.bytesize(), 0);
+      if (vals[i]) PutStruct(sub, *vals[i], bytes.data());
+      fbb.Align(sub.minalign());
+      fbb.PushBytes(bytes.data(), bytes.size());
+      fbb.TrackField(f.offset(), fbb.GetSize());
+    } else if (flatbuffers::IsScalar(bt) && vals[i]) {
+      const size_t size = flatbuffers::GetTypeSize(bt);
+      uint8_t bytes[8] = {};
+      PutScalar(bt, EnumOf(type, bt), *vals[i], bytes);
+      fbb.Align(size);
+      fbb.PushBytes(bytes, size);
+      fbb.TrackField(f.offset(), fbb.GetSize());
+    }
+  }
+  return fbb.EndTable(start);
+}
+
+// Fills *out from the object j through the table `table`; errors become InvalidArgument.
+template <typename T, typename Check>
+Status RecordFromJson(const char* what, const char* table, const Json& j, T* out, Check&& check) {
   if (!j.is_object()) return Status::InvalidArgument(std::string(what) + " must be a JSON object");
   try {
-    body();
+    FlatBufferBuilder fbb;
+    fbb.Finish(Offset<void>(BuildTable(fbb, Object(table), j)));
+    *out = T();
+    flatbuffers::GetRoot<typename T::TableType>(fbb.GetBufferPointer())->UnPackTo(out);
+    check(j, out);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("bad ") + what + " record: " + e.what());
   }
   return Status::OK();
+}
+
+void Require(bool ok, const char* message) {
+  if (!ok) throw std::invalid_argument(message);
 }
 
 }  // namespace
@@ -110,323 +359,92 @@ double MeanGain(const fb::GainStats& s) {
   return s.uses() ? s.sum_gain() / s.uses() : 0.0;
 }
 
+// ---------------------------------------------------------------- the records
+
 Json ToJson(const fb::GainStats& s) {
-  return Json{{"uses", s.uses()},
-              {"successes", s.successes()},
-              {"compile_failures", s.compile_failures()},
-              {"incorrect", s.incorrect()},
-              {"other_failures", s.other_failures()},
-              {"sum_gain", s.sum_gain()},
-              {"sum_gain_sq", s.sum_gain_sq()},
-              {"max_gain", s.max_gain()}};
+  return StructJson(Object("GainStats"), reinterpret_cast<const uint8_t*>(&s));
 }
 
 Json ToJson(const fb::DirectionT& d) {
-  return Json{{"id", d.id},
-              {"name", d.name},
-              {"title", d.title},
-              {"description", d.description},
-              {"targets", EnumList(d.targets, BottleneckName)},
-              {"backends", d.backends},
-              {"min_arch", d.min_arch},
-              {"prior", d.prior},
-              {"stats", ToJson(d.stats ? *d.stats : fb::GainStats())},
-              {"created_ns", d.created_ns}};
+  return RecordJson("Direction", d);
 }
 
 Json ToJson(const fb::StrategyT& s, bool with_embedding) {
-  Json j{{"id", s.id},
-         {"direction_id", s.direction_id},
-         {"name", s.name},
-         {"title", s.title},
-         {"description", s.description},
-         {"code_pattern", s.code_pattern},
-         {"preconditions", s.preconditions},
-         {"failure_modes", s.failure_modes},
-         {"backends", s.backends},
-         {"min_arch", s.min_arch},
-         {"targets", EnumList(s.targets, BottleneckName)},
-         {"provenance", s.provenance ? ToJson(*s.provenance) : Json(nullptr)},
-         {"stats", ToJson(s.stats ? *s.stats : fb::GainStats())},
-         {"example_candidate", s.example_candidate},
-         {"merged_into", s.merged_into},
-         {"created_ns", s.created_ns},
-         {"updated_ns", s.updated_ns}};
-  if (with_embedding) j["embedding"] = s.embedding;
+  Json j = RecordJson("Strategy", s);
+  // Compat: the embedding is written only on request, and then last.
+  Json embedding = std::move(j["embedding"]);
+  j.erase("embedding");
+  if (with_embedding) j["embedding"] = std::move(embedding);
   return j;
 }
 
 Json ToJson(const fb::TransitionRecordT& r, bool with_vector) {
-  return Json{{"id", r.id},
-              {"session_id", r.session_id},
-              {"task_id", r.task_id},
-              {"backend", r.backend},
-              {"arch", r.arch},
-              {"step", r.step},
-              {"state", r.state ? ToJson(*r.state, with_vector) : Json(nullptr)},
-              {"history", r.history},
-              {"direction_id", r.direction_id},
-              {"strategy_ids", r.strategy_ids},
-              {"summary", r.summary},
-              {"status", StatusName(r.status)},
-              {"speedup_before", r.speedup_before},
-              {"speedup_after", r.speedup_after},
-              {"median_us", r.median_us},
-              {"spread_us", r.spread_us},
-              {"profile", r.profile ? ToJson(*r.profile) : Json(nullptr)},
-              {"verified", r.verified},
-              {"candidate_hash", r.candidate_hash},
-              {"diagnostics", r.diagnostics},
-              {"model", r.model},
-              {"created_ns", r.created_ns},
-              {"learned_strategy_id", r.learned_strategy_id},
-              {"learned_merged", r.learned_merged},
-              {"passed_over_ids", r.passed_over_ids}};
+  Json j = RecordJson("TransitionRecord", r);
+  // Compat: the state vector is written only on request.
+  if (!with_vector && j["state"].is_object()) j["state"].erase("vector");
+  return j;
 }
 
 Json ToJson(const fb::TransitionEdgeT& e) {
-  return Json{{"from_direction", e.from_direction},
-              {"to_direction", e.to_direction},
-              {"cluster", e.cluster},
-              {"stats", ToJson(e.stats ? *e.stats : fb::GainStats())}};
+  return RecordJson("TransitionEdge", e);
 }
 
 Json ToJson(const fb::TaskT& t) {
-  Json b = Json::array();
-  for (const auto& x : t.baselines)
-    if (x)
-      b.push_back(Json{{"backend", x->backend}, {"arch", x->arch}, {"median_us", x->median_us}});
-  return Json{{"id", t.id},
-              {"name", t.name},
-              {"category", t.category},
-              {"description", t.description},
-              {"spec_hash", t.spec_hash},
-              {"rtol", t.rtol},
-              {"atol", t.atol},
-              {"bad_budget", t.bad_budget},
-              {"flops", t.flops},
-              {"bytes", t.bytes},
-              {"baselines", b},
-              {"created_ns", t.created_ns}};
+  // Compat: null baselines (possible only in a hand-made TaskT) are skipped, not packed.
+  if (std::any_of(t.baselines.begin(), t.baselines.end(), [](const auto& b) { return !b; })) {
+    fb::TaskT copy(t);
+    std::erase_if(copy.baselines, [](const auto& b) { return !b; });
+    return RecordJson("Task", copy);
+  }
+  return RecordJson("Task", t);
 }
 
 Json ToJson(const fb::CandidateT& c) {
-  return Json{{"hash", c.hash},
-              {"language", c.language},
-              {"source", c.source},
-              {"compile_log", c.compile_log},
-              {"transition_ids", c.transition_ids},
-              {"created_ns", c.created_ns}};
+  return RecordJson("Candidate", c);
 }
-
 Json ToJson(const fb::SessionT& s) {
-  Json st = Json::array();
-  for (auto x : s.last_status) st.push_back(StatusName(x));
-  return Json{{"id", s.id},
-              {"task_id", s.task_id},
-              {"task_name", s.task_name},
-              {"backend", s.backend},
-              {"arch", s.arch},
-              {"client", s.client},
-              {"model", s.model},
-              {"budget", s.budget},
-              {"steps", s.steps},
-              {"state", s.state == fb::SessionState::Closed ? "Closed" : "Open"},
-              {"best_candidate", s.best_candidate},
-              {"best_speedup", s.best_speedup},
-              {"history", s.history},
-              {"last_status", st},
-              {"created_ns", s.created_ns},
-              {"updated_ns", s.updated_ns}};
+  return RecordJson("Session", s);
 }
-
 Json ToJson(const fb::StoreMetaT& m) {
-  return Json{{"magic", m.magic},
-              {"schema_version", m.schema_version},
-              {"embedder_model", m.embedder_model},
-              {"embedder_dim", m.embedder_dim},
-              {"created_ns", m.created_ns},
-              {"writer_version", m.writer_version}};
+  return RecordJson("StoreMeta", m);
 }
 
 Status FromJson(const Json& j, fb::DirectionT* d) {
-  return Guard("direction", j, [&] {
-    *d = fb::DirectionT();
-    Get(j, "id", &d->id);
-    Get(j, "name", &d->name);
-    Get(j, "title", &d->title);
-    Get(j, "description", &d->description);
-    GetBottlenecks(j, "targets", &d->targets);
-    Get(j, "backends", &d->backends);
-    Get(j, "min_arch", &d->min_arch);
-    Get(j, "prior", &d->prior);
-    d->stats = GetStats(j);
-    Get(j, "created_ns", &d->created_ns);
-    if (d->name.empty()) throw std::invalid_argument("a direction needs a name");
+  return RecordFromJson("direction", "Direction", j, d, [](const Json&, fb::DirectionT* d) {
+    Require(!d->name.empty(), "a direction needs a name");  // Compat: required field
   });
 }
 
 Status FromJson(const Json& j, fb::StrategyT* s) {
-  return Guard("strategy", j, [&] {
-    *s = fb::StrategyT();
-    Get(j, "id", &s->id);
-    Get(j, "direction_id", &s->direction_id);
-    Get(j, "name", &s->name);
-    Get(j, "title", &s->title);
-    Get(j, "description", &s->description);
-    Get(j, "code_pattern", &s->code_pattern);
-    Get(j, "preconditions", &s->preconditions);
-    Get(j, "failure_modes", &s->failure_modes);
-    Get(j, "backends", &s->backends);
-    Get(j, "min_arch", &s->min_arch);
-    GetBottlenecks(j, "targets", &s->targets);
-    auto p = j.find("provenance");
-    if (p != j.end() && p->is_object()) {
-      s->provenance = std::make_unique<fb::ProvenanceT>();
-      Get(*p, "source", &s->provenance->source);
-      Get(*p, "task_ids", &s->provenance->task_ids);
-      Get(*p, "session_ids", &s->provenance->session_ids);
-      Get(*p, "backend", &s->provenance->backend);
-      Get(*p, "arch", &s->provenance->arch);
-      Get(*p, "model", &s->provenance->model);
-      Get(*p, "site", &s->provenance->site);
-    }
-    Get(j, "embedding", &s->embedding);
-    s->stats = GetStats(j);
-    Get(j, "example_candidate", &s->example_candidate);
-    Get(j, "merged_into", &s->merged_into);
-    Get(j, "created_ns", &s->created_ns);
-    Get(j, "updated_ns", &s->updated_ns);
-    if (s->name.empty()) throw std::invalid_argument("a strategy needs a name");
+  return RecordFromJson("strategy", "Strategy", j, s, [](const Json&, fb::StrategyT* s) {
+    Require(!s->name.empty(), "a strategy needs a name");  // Compat: required field
   });
 }
 
 Status FromJson(const Json& j, fb::TransitionRecordT* r) {
-  return Guard("transition", j, [&] {
-    *r = fb::TransitionRecordT();
-    Get(j, "id", &r->id);
-    Get(j, "session_id", &r->session_id);
-    Get(j, "task_id", &r->task_id);
-    Get(j, "backend", &r->backend);
-    Get(j, "arch", &r->arch);
-    Get(j, "step", &r->step);
-    auto st = j.find("state");
-    if (st != j.end() && st->is_object()) {
-      r->state = std::make_unique<fb::StateT>();
-      Get(*st, "category", &r->state->category);
-      Get(*st, "log_size", &r->state->log_size);
-      Get(*st, "intensity", &r->state->intensity);
-      std::string b = "Unknown";
-      Get(*st, "bottleneck", &b);
-      if (!ParseBottleneck(b, &r->state->bottleneck))
-        throw std::invalid_argument("unknown bottleneck \"" + b + "\"");
-      Get(*st, "speedup", &r->state->speedup);
-      Get(*st, "step", &r->state->step);
-      Get(*st, "backend", &r->state->backend);
-      Get(*st, "arch", &r->state->arch);
-      Get(*st, "vector", &r->state->vector);
-    }
-    Get(j, "history", &r->history);
-    Get(j, "direction_id", &r->direction_id);
-    Get(j, "strategy_ids", &r->strategy_ids);
-    Get(j, "summary", &r->summary);
-    r->status = GetStatus(j, "status");
-    Get(j, "speedup_before", &r->speedup_before);
-    Get(j, "speedup_after", &r->speedup_after);
-    Get(j, "median_us", &r->median_us);
-    Get(j, "spread_us", &r->spread_us);
-    auto p = j.find("profile");
-    if (p != j.end() && p->is_object()) {
-      r->profile = std::make_unique<fb::ProfileT>();
-      Get(*p, "registers", &r->profile->registers);
-      Get(*p, "shared_bytes", &r->profile->shared_bytes);
-      Get(*p, "spill_bytes", &r->profile->spill_bytes);
-      Get(*p, "dram_throughput", &r->profile->dram_throughput);
-      Get(*p, "sm_throughput", &r->profile->sm_throughput);
-      Get(*p, "occupancy", &r->profile->occupancy);
-      Get(*p, "sol_fraction", &r->profile->sol_fraction);
-      Get(*p, "sm_clock_mhz", &r->profile->sm_clock_mhz);
-      Get(*p, "mem_clock_mhz", &r->profile->mem_clock_mhz);
-    }
-    Get(j, "verified", &r->verified);
-    Get(j, "candidate_hash", &r->candidate_hash);
-    Get(j, "diagnostics", &r->diagnostics);
-    Get(j, "model", &r->model);
-    Get(j, "created_ns", &r->created_ns);
-    Get(j, "learned_strategy_id", &r->learned_strategy_id);
-    Get(j, "learned_merged", &r->learned_merged);
-    Get(j, "passed_over_ids", &r->passed_over_ids);  // absent in older exports: none
-  });
+  return RecordFromJson("transition", "TransitionRecord", j, r,
+                        [](const Json& j, fb::TransitionRecordT* r) {
+                          // Compat: a missing status is Unverified (the schema default is Ok).
+                          auto it = j.find("status");
+                          if (it == j.end() || it->is_null())
+                            r->status = fb::OutcomeStatus::Unverified;
+                        });
 }
 
 Status FromJson(const Json& j, fb::TaskT* t) {
-  return Guard("task", j, [&] {
-    *t = fb::TaskT();
-    Get(j, "id", &t->id);
-    Get(j, "name", &t->name);
-    Get(j, "category", &t->category);
-    Get(j, "description", &t->description);
-    Get(j, "spec_hash", &t->spec_hash);
-    Get(j, "rtol", &t->rtol);
-    Get(j, "atol", &t->atol);
-    Get(j, "bad_budget", &t->bad_budget);
-    Get(j, "flops", &t->flops);
-    Get(j, "bytes", &t->bytes);
-    auto b = j.find("baselines");
-    if (b != j.end() && b->is_array())
-      for (const auto& x : *b) {
-        auto bl = std::make_unique<fb::BaselineT>();
-        Get(x, "backend", &bl->backend);
-        Get(x, "arch", &bl->arch);
-        Get(x, "median_us", &bl->median_us);
-        t->baselines.push_back(std::move(bl));
-      }
-    Get(j, "created_ns", &t->created_ns);
-    if (t->name.empty()) throw std::invalid_argument("a task needs a name");
+  return RecordFromJson("task", "Task", j, t, [](const Json&, fb::TaskT* t) {
+    Require(!t->name.empty(), "a task needs a name");  // Compat: required field
   });
 }
 
 Status FromJson(const Json& j, fb::CandidateT* c) {
-  return Guard("candidate", j, [&] {
-    *c = fb::CandidateT();
-    Get(j, "hash", &c->hash);
-    Get(j, "language", &c->language);
-    Get(j, "source", &c->source);
-    Get(j, "compile_log", &c->compile_log);
-    Get(j, "transition_ids", &c->transition_ids);
-    Get(j, "created_ns", &c->created_ns);
-    if (c->hash.empty()) throw std::invalid_argument("a candidate needs a hash");
+  return RecordFromJson("candidate", "Candidate", j, c, [](const Json&, fb::CandidateT* c) {
+    Require(!c->hash.empty(), "a candidate needs a hash");  // Compat: required field
   });
 }
 
 Status FromJson(const Json& j, fb::SessionT* s) {
-  return Guard("session", j, [&] {
-    *s = fb::SessionT();
-    Get(j, "id", &s->id);
-    Get(j, "task_id", &s->task_id);
-    Get(j, "task_name", &s->task_name);
-    Get(j, "backend", &s->backend);
-    Get(j, "arch", &s->arch);
-    Get(j, "client", &s->client);
-    Get(j, "model", &s->model);
-    Get(j, "budget", &s->budget);
-    Get(j, "steps", &s->steps);
-    std::string state = "Open";
-    Get(j, "state", &state);
-    s->state = state == "Closed" ? fb::SessionState::Closed : fb::SessionState::Open;
-    Get(j, "best_candidate", &s->best_candidate);
-    Get(j, "best_speedup", &s->best_speedup);
-    Get(j, "history", &s->history);
-    std::vector<std::string> st;
-    Get(j, "last_status", &st);
-    for (const auto& n : st) {
-      fb::OutcomeStatus x;
-      if (!ParseStatus(n, &x)) throw std::invalid_argument("unknown outcome status \"" + n + "\"");
-      s->last_status.push_back(x);
-    }
-    Get(j, "created_ns", &s->created_ns);
-    Get(j, "updated_ns", &s->updated_ns);
-  });
+  return RecordFromJson("session", "Session", j, s, [](const Json&, fb::SessionT*) {});
 }
 
 }  // namespace htam::cli

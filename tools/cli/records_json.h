@@ -1,5 +1,6 @@
 // HTG records <-> JSON: what `--json` prints and what export/import read and write. Every field of
-// schema/htg.fbs is written; reading checks types and fails with InvalidArgument, never throws.
+// schema/htg.fbs is written, by one mapper that walks the embedded reflection schema (a new field
+// needs no code here); reading checks types and fails with InvalidArgument, never throws.
 // Thread-safety: plain functions; safe for concurrent use.
 #pragma once
 

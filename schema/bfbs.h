@@ -1,0 +1,13 @@
+// The binary schemas (reflection::Schema, `flatc --binary --schema`) built into the program, for
+// code that walks records generically (tools/cli/records_json.cc). Library htam_schema_bfbs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace htam::fb {
+
+// schema/htg.fbs; a verified reflection::Schema buffer that lives as long as the program.
+std::span<const uint8_t> HtgBinarySchema();
+
+}  // namespace htam::fb
