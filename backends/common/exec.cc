@@ -403,10 +403,14 @@ class RemoteExec : public CandidateExec {
   }
 
   void Reset() override {
-    if (!dead_) (void)Call({{"op", "reset"}}, {});
+    if (!dead_) {
+      auto r = Call({{"op", "reset"}}, {});
+      if (r.ok() && r->value("retire", false)) retired_ = r->value("message", std::string());
+    }
     ids_.clear();
     owned_.clear();
   }
+  std::string Retired() const override { return retired_; }
 
   std::string Where() const override { return "runner (pid " + std::to_string(pid_) + ")"; }
 
@@ -499,6 +503,7 @@ class RemoteExec : public CandidateExec {
   int pid_;
   bool runner_allocates_;
   bool dead_ = false;
+  std::string retired_;  // the runner's reason to serve no more jobs (Retired())
   uint64_t next_id_ = 1;
   std::map<htam_buffer*, uint64_t> ids_;
   std::set<htam_buffer*> owned_;  // imported views of buffers the runner allocated
@@ -548,7 +553,9 @@ bool ReadAll(int fd, char* p, size_t n, std::vector<int>* fds, bool* eof_at_star
 class RunnerServer {
  public:
   RunnerServer(BackendInstance* b, htam_device* d, LocalExecOptions o)
-      : b_(b), dev_(d), exec_(b, d, o), options_(o) {}
+      : b_(b), dev_(d), exec_(b, d, o), options_(o) {
+    used_at_start_ = DeviceMemoryUsed();
+  }
   ~RunnerServer() {
     for (auto& [id, buf] : bufs_) b_->api().buffer_free(buf);
   }
@@ -578,6 +585,15 @@ class RunnerServer {
   }
 
  private:
+  // Device memory in use on the runner's device (0: unknown; the plugin lacks API 1.4's entry).
+  uint64_t DeviceMemoryUsed() {
+    if (!dev_ || !b_->api().device_memory_used) return 0;
+    uint64_t used = 0;
+    if (ConsumeError(b_->api().device_memory_used(dev_, &used), "device_memory_used").ok())
+      return used;
+    return 0;
+  }
+
   json Handle(const json& r, std::vector<int>* fds, bool* failed) {
     const std::string op = r.value("op", "");
     if (op == "compile") {
@@ -609,6 +625,21 @@ class RunnerServer {
       sizes_.clear();
       // Nothing a candidate wrote here (files, compile outputs) is left for the next job.
       if (!EmptyDir(options_.reset_dir)) return OutcomeJson(ExecOutcome{HTAM_ERR_INTERNAL, 0, "cannot empty the runner's directory"});
+      // Device memory that a candidate allocated and never freed outlives its module: past the
+      // limit this runner retires (the verifier ends it after this job; the next gets a fresh one).
+      const uint64_t used = DeviceMemoryUsed();
+      if (options_.leak_limit_bytes && used_at_start_ && used &&
+          used > used_at_start_ + options_.leak_limit_bytes) {
+        json j = OutcomeJson(ExecOutcome{HTAM_ERR_OUT_OF_MEMORY, 0,
+                                         "candidates left " +
+                                             std::to_string((used - used_at_start_) >> 20) +
+                                             " MiB of device memory allocated in the runner "
+                                             "(eval.runner_leak_mb " +
+                                             std::to_string(options_.leak_limit_bytes >> 20) +
+                                             ")"});
+        j["retire"] = true;
+        return j;
+      }
       return OutcomeJson(ExecOutcome{});
     }
     std::vector<BoundTensor> in, out;
@@ -778,6 +809,7 @@ class RunnerServer {
   std::map<uint64_t, uint64_t> sizes_;
   LocalExecOptions options_;
   std::vector<int> reply_fds_;  // descriptors sent with the reply being built
+  uint64_t used_at_start_ = 0;  // device memory in use when the runner began (0: unknown)
 };
 
 }  // namespace

@@ -93,6 +93,9 @@ class CandidateExec {
   }
   // "in-process" or "runner (pid N)": said in diagnostics where it helps.
   virtual std::string Where() const = 0;
+  // Why this exec must not serve another job ("" = it may): a runner whose reset found that its
+  // candidates left device memory allocated (LocalExecOptions::leak_limit_bytes).
+  virtual std::string Retired() const { return ""; }
 };
 
 struct LocalExecOptions {
@@ -100,6 +103,10 @@ struct LocalExecOptions {
   double thread_grace_ms = 50;
   // ServeRunner only: the runner's private working directory, emptied at every reset ("" = none).
   std::string reset_dir;
+  // ServeRunner only: device memory (bytes) that candidates may leave allocated, beyond what was
+  // in use when the runner opened its device, before a reset retires the runner (0 = not checked;
+  // needs the plugin's device_memory_used, API 1.4).
+  uint64_t leak_limit_bytes = 0;
 };
 
 // Candidate code in this process.

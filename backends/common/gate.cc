@@ -1270,7 +1270,15 @@ GateResult Gate::Evaluate(const std::string& source, const ProgressFn& progress)
     impl.StartCompileBaseline();
   }
   // The runner keeps nothing of this job (module, artifact, mapped buffers) for the next one.
-  if (options_.runner) options_.runner->Reset();
+  if (options_.runner) {
+    options_.runner->Reset();
+    // What it cannot release (device memory the candidate allocated itself) retires it.
+    if (std::string why = options_.runner->Retired(); !why.empty()) {
+      r.runner_clean = false;
+      r.diagnostics += (r.diagnostics.empty() ? "" : "\n") + std::string("note: ") + why +
+                       ": the runner is replaced for the next candidate";
+    }
+  }
   return r;
 }
 

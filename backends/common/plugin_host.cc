@@ -61,6 +61,8 @@ Result<PluginApi> ResolvePlugin(const SymbolLookup& lookup, const std::string& l
       {"htam_backend_buffer_compare", reinterpret_cast<void**>(&api.buffer_compare), false},
       {"htam_backend_buffer_copy", reinterpret_cast<void**>(&api.buffer_copy), false},
       {"htam_backend_profile_command", reinterpret_cast<void**>(&api.profile_command), false},
+      {"htam_backend_device_memory_used", reinterpret_cast<void**>(&api.device_memory_used),
+       false},
       {"htam_backend_profile_parse", reinterpret_cast<void**>(&api.profile_parse), false},
   };
   // Version first: a plugin of another major may not even have the same symbol set.

@@ -48,6 +48,7 @@ struct PluginApi {
   htam_backend_buffer_copy_fn buffer_copy = nullptr;          // optional (1.2)
   htam_backend_profile_command_fn profile_command = nullptr;  // optional (1.3), with parse
   htam_backend_profile_parse_fn profile_parse = nullptr;      // optional (1.3)
+  htam_backend_device_memory_used_fn device_memory_used = nullptr;  // optional (1.4)
   uint32_t major = 0, minor = 0;              // the plugin's API version
 };
 

@@ -536,6 +536,17 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* ds
               "copy");
 }
 
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_memory_used(htam_device* d,
+                                                                        uint64_t* used_bytes) {
+  if (!d || !used_bytes) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_memory_used: null");
+  if (htam_backend_error* e = Select(d)) return e;
+  size_t free_b = 0, total_b = 0;
+  cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+  if (e != cudaSuccess) return ToError(d->dev->FromCuda(e, "cudaMemGetInfo"));
+  *used_bytes = uint64_t(total_b - free_b);
+  return nullptr;
+}
+
 HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
     htam_device* d, const htam_compare_request* req, htam_compare_result* out) {
   if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || req->dtype < 0 ||

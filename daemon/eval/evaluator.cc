@@ -304,7 +304,8 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
   } else if (ev_.runner && (RunnerBackend(backend) || kb)) {
     // Candidates run in a runner process that cannot see these (runner_spawn.h).
     a.insert(a.end(), {"--split", "--check-threads", ev_.check_threads ? "1" : "0",
-                       "--thread-grace-ms", std::to_string(ev_.thread_grace_ms)});
+                       "--thread-grace-ms", std::to_string(ev_.thread_grace_ms),
+                       "--runner-leak-mb", std::to_string(std::max<int64_t>(0, ev_.runner_leak_mb))});
     for (const auto& b : SplitList(ev_.runner_allocates))
       if (b == backend || b == "all") a.push_back("--runner-allocates");
     AddHidden(&a);

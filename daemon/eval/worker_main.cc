@@ -447,6 +447,7 @@ int main(int argc, char** argv) {
   bool no_device = false;      // --runner: open no device (a compile-only runner)
   std::string kb_build_cache;  // load_inline build cache the runner may write
   double thread_grace_ms = 50;
+  uint64_t leak_mb = 0;  // --runner-leak-mb (the verifier) / --leak-mb (its runner); 0 = unchecked
   std::vector<std::string> hide;
   std::string runner_cache;
   std::string reset_dir;          // --runner: emptied at every reset (its own working directory)
@@ -504,6 +505,8 @@ int main(int argc, char** argv) {
       check_threads = next() != "0";
     else if (a == "--thread-grace-ms")
       thread_grace_ms = std::atof(next().c_str());
+    else if (a == "--runner-leak-mb" || a == "--leak-mb")
+      leak_mb = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--log-level") {
       htam::LogLevel l;
       if (htam::ParseLogLevel(next(), &l)) htam::SetLogLevel(l);
@@ -544,7 +547,8 @@ int main(int argc, char** argv) {
       std::cerr << "htam runner: --reset-dir must be its working directory\n";
       return 2;
     }
-    int rc = htam::ServeRunner(inst->get(), dev, 4, {check_threads, thread_grace_ms, reset_dir});
+    int rc = htam::ServeRunner(inst->get(), dev, 4,
+                               {check_threads, thread_grace_ms, reset_dir, leak_mb << 20});
     std::cout.flush();
     _exit(rc);  // what candidates left in this process is not torn down
   }
@@ -565,7 +569,9 @@ int main(int argc, char** argv) {
                "--check-threads",
                check_threads ? "1" : "0",
                "--thread-grace-ms",
-               std::to_string(thread_grace_ms)};
+               std::to_string(thread_grace_ms),
+               "--leak-mb",
+               std::to_string(leak_mb)};
     if (!runner_cache.empty()) rs.argv.insert(rs.argv.end(), {"--cache-dir", runner_cache});
     if (compile_only) rs.argv.push_back("--no-device");
     for (const auto& o : options) rs.argv.insert(rs.argv.end(), {"--option", o});
@@ -746,6 +752,8 @@ int main(int argc, char** argv) {
     // A runner whose candidate crashed, timed out, failed an integrity check or could not load is
     // not reused: the next job gets a fresh pair (GateResult::runner_clean).
     if (remote && r.status != htam::fb::OutcomeStatus::Ok && !r.runner_clean) break;
+    // A runner retired by its reset (device memory its candidates left allocated) is replaced too.
+    if (remote && !remote->Retired().empty()) break;
   }
   b.api().device_close(dev);
   // Leave without running destructors of whatever the candidates left in this process.

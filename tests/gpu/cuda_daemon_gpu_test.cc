@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <vector>
 #include <string>
 
 #include "backends/cuda/ncu_profile.h"
@@ -36,20 +38,27 @@ std::string ReadFile(const std::string& path) {
   return htam::ReadWholeFile(path, &s) ? s : "";
 }
 
-TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
+// htamd's options for CUDA workers from this build (or the staged copies), plus `more`.
+std::map<std::string, std::string> CudaDaemonOptions(std::map<std::string, std::string> more) {
   const std::string root = HTAM_SOURCE_DIR;
   const std::string plugin = PathFromEnv("HTAM_CUDA_PLUGIN_PATH", HTAM_CUDA_PLUGIN_PATH);
+  std::map<std::string, std::string> o = {
+      {"eval.backends", "cuda"},
+      {"eval.plugin_dir", std::filesystem::path(plugin).parent_path().string()},
+      {"eval.worker_path", PathFromEnv("HTAM_EVAL_WORKER", HTAM_EVAL_WORKER_BUILT)},
+      {"eval.sdk_include_dir", root + "/sdk/include"},
+      {"memory.seed_file", root + "/configs/seed_taxonomy.json"},
+      {"eval.seeds", "1"},
+      {"eval.repetitions", "20"}};
+  for (auto& [k, v] : more) o[k] = v;
+  return o;
+}
+
+TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
+  const std::string root = HTAM_SOURCE_DIR;
   const std::string dir = MakeTempDir("htam-cuda-daemon");
   const std::string ncu = htam::cuda::FindNcu();  // the lookup htamd makes for an empty eval.ncu
-  DaemonProcess d(dir, {{"eval.backends", "cuda"},
-                        {"eval.plugin_dir", std::filesystem::path(plugin).parent_path().string()},
-                        {"eval.worker_path",
-                         PathFromEnv("HTAM_EVAL_WORKER", HTAM_EVAL_WORKER_BUILT)},
-                        {"eval.sdk_include_dir", root + "/sdk/include"},
-                        {"memory.seed_file", root + "/configs/seed_taxonomy.json"},
-                        {"eval.seeds", "1"},
-                        {"eval.repetitions", "20"},
-                        {"eval.ncu", ncu.empty() ? "/nonexistent/ncu" : ncu}});
+  DaemonProcess d(dir, CudaDaemonOptions({{"eval.ncu", ncu.empty() ? "/nonexistent/ncu" : ncu}}));
   ASSERT_TRUE(d.Start()) << d.Log();
   auto c = d.Connect(600s);
   ASSERT_NE(c, nullptr) << d.Log();
@@ -161,6 +170,65 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   ASSERT_NE(last, tr->transitions.end());
   ASSERT_NE((*last)->state, nullptr);
   EXPECT_EQ((*last)->state->bottleneck, named);
+}
+
+// Device memory a candidate allocates and never frees outlives its module. One lane per device,
+// so one runner would serve every job: a candidate holding 60 % of the free memory is Ok, and
+// with eval.runner_leak_mb (1024) its runner is retired after the job (a note says so) and the
+// same candidate again runs in a fresh one: Ok. With the check off (0) the second one finds 40 %
+// of the device left, cannot allocate its 60 % and fails: the harm the limit prevents.
+TEST(CudaDaemon, DeviceMemoryACandidateLeftAllocatedRetiresItsRunner) {
+  const std::string root = HTAM_SOURCE_DIR;
+  const std::string leak = ReadFile(root + "/tests/hacks/cuda/leak_device_memory.cu");
+  ASSERT_FALSE(leak.empty());
+  for (const std::string limit : {"1024", "0"}) {
+    const std::string dir = MakeTempDir("htam-cuda-leak");
+    DaemonProcess d(dir, CudaDaemonOptions({{"eval.device_workers", "1"},
+                                            {"eval.runner_leak_mb", limit},
+                                            {"eval.ncu", "/nonexistent/ncu"}}));
+    ASSERT_TRUE(d.Start()) << d.Log();
+    auto c = d.Connect(600s);
+    ASSERT_NE(c, nullptr) << d.Log();
+    auto hello = c->Hello();
+    ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+    bool have_cuda = false;
+    for (const auto& dev : hello->devices)
+      if (dev && dev->backend == "cuda") have_cuda = true;
+    if (!have_cuda) GTEST_SKIP() << "no CUDA device here (htamd offers none):\n" << d.Log();
+    OpenSessionArgs open;
+    open.task = "gelu";
+    open.backend = "cuda";
+    open.budget = 10;
+    auto info = c->OpenSession(open);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    std::vector<fb::OutcomeStatus> got;
+    for (int i = 0; i < 2; ++i) {
+      SubmitArgs a;
+      a.session_id = info->session->id;
+      a.source = leak;
+      a.summary = "leak " + std::to_string(i);
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = c->SubmitAndWait(a, 600s);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      printf("runner_leak_mb %s: leaking candidate %d %s in %.2f s | %s\n", limit.c_str(), i,
+             fb::EnumNameOutcomeStatus(r->status), s, r->diagnostics.c_str());
+      got.push_back(r->status);
+      if (limit != "0") {
+        EXPECT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics << "\n" << d.Log();
+        EXPECT_NE(r->diagnostics.find("MiB of device memory allocated in the runner"),
+                  std::string::npos)
+            << r->diagnostics;
+        EXPECT_NE(r->diagnostics.find("the runner is replaced"), std::string::npos)
+            << r->diagnostics;
+      }
+    }
+    if (limit == "0") {
+      EXPECT_EQ(got[0], fb::OutcomeStatus::Ok);
+      EXPECT_NE(got[1], fb::OutcomeStatus::Ok) << "the same runner served both: the second "
+                                                  "candidate should have found the device full";
+    }
+  }
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ extern "C" {
 #endif
 
 #define HTAM_BACKEND_API_VERSION_MAJOR 1
-#define HTAM_BACKEND_API_VERSION_MINOR 3
+#define HTAM_BACKEND_API_VERSION_MINOR 4
 
 #if defined(__GNUC__)
 #define HTAM_BACKEND_EXPORT __attribute__((visibility("default")))
@@ -564,6 +564,16 @@ typedef htam_backend_error* (*htam_backend_profile_parse_fn)(htam_backend*,
                                                              const htam_profile_output*,
                                                              htam_profile_summary*);
 
+/* ---- device memory in use (API 1.4) -----------------------------------------------------------
+ * OPTIONAL. Bytes of the device's memory in use (its total less what the driver reports free:
+ * what other processes on the same device hold counts too). The evaluation runner reads it after
+ * opening its device and after every job, and is replaced when candidates left more than
+ * eval.runner_leak_mb allocated (memory allocated in htam_kernel and never freed outlives the
+ * module and would reach the next candidate run by the same process). */
+HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_memory_used(htam_device* device,
+                                                                        uint64_t* used_bytes);
+typedef htam_backend_error* (*htam_backend_device_memory_used_fn)(htam_device*, uint64_t*);
+
 /* Names, for loaders: every REQUIRED symbol, then every OPTIONAL one. */
 #define HTAM_BACKEND_REQUIRED_SYMBOLS                                                           \
   "htam_backend_api_version", "htam_backend_initialize", "htam_backend_finalize",               \
@@ -576,7 +586,8 @@ typedef htam_backend_error* (*htam_backend_profile_parse_fn)(htam_backend*,
 #define HTAM_BACKEND_OPTIONAL_SYMBOLS \
   "htam_backend_profile", "htam_backend_buffer_export", "htam_backend_buffer_import", \
       "htam_backend_device_roofline", "htam_backend_buffer_fill", "htam_backend_buffer_compare", \
-      "htam_backend_buffer_copy", "htam_backend_profile_command", "htam_backend_profile_parse"
+      "htam_backend_buffer_copy", "htam_backend_profile_command", "htam_backend_profile_parse", \
+      "htam_backend_device_memory_used"
 
 #ifdef __cplusplus
 } /* extern "C" */
