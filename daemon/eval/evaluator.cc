@@ -795,7 +795,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         // A worker whose runner ran a candidate that crashed, timed out, failed an integrity
         // check or did not load ends after answering (worker_main.cc, GateResult::runner_clean);
         // one whose candidate only computed wrong values serves on.
-        keep_worker = JobsPerWorker(job.backend) > 1 &&
+        // A worker whose runner retired (device memory left allocated) ends too.
+        keep_worker = JobsPerWorker(job.backend) > 1 && !spec->runner_retired &&
                       (r.status == fb::OutcomeStatus::Ok || spec->runner_clean ||
                        !(ev_.runner && RunnerBackend(job.backend)));
       } else if (type == "fatal") {

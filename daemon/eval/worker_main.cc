@@ -164,7 +164,8 @@ struct Profiled {
 
 // The result frame's buffer: the gate's result as the one job result type (job_codec.h).
 std::string ResultBuffer(uint64_t job_id, const htam::GateResult& g,
-                         htam::fb::Bottleneck bottleneck, const Profiled& profiled) {
+                         htam::fb::Bottleneck bottleneck, const Profiled& profiled,
+                         bool runner_retired) {
   htam::eval::EvalResult r = htam::eval::FromGateResult(g);
   r.job_id = job_id;
   r.bottleneck = bottleneck;
@@ -173,6 +174,7 @@ std::string ResultBuffer(uint64_t job_id, const htam::GateResult& g,
   r.profiled_us = profiled.us;
   htam::fb::JobResultT spec = htam::eval::ResultToSpec(r);
   spec.runner_clean = g.runner_clean;
+  spec.runner_retired = runner_retired;
   return htam::eval::PackResult(spec);
 }
 
@@ -747,13 +749,15 @@ int main(int argc, char** argv) {
       (void)htam::eval::WriteFrame(kFd, RunnerDeath(runner.pid));
       _exit(0);
     }
-    if (!htam::eval::WriteBufferFrame(kFd, ResultBuffer(job_id, r, bottleneck, profiled)).ok())
+    const bool retired = remote && !remote->Retired().empty();
+    if (!htam::eval::WriteBufferFrame(kFd, ResultBuffer(job_id, r, bottleneck, profiled, retired))
+             .ok())
       break;
     // A runner whose candidate crashed, timed out, failed an integrity check or could not load is
     // not reused: the next job gets a fresh pair (GateResult::runner_clean).
     if (remote && r.status != htam::fb::OutcomeStatus::Ok && !r.runner_clean) break;
     // A runner retired by its reset (device memory its candidates left allocated) is replaced too.
-    if (remote && !remote->Retired().empty()) break;
+    if (retired) break;
   }
   b.api().device_close(dev);
   // Leave without running destructors of whatever the candidates left in this process.

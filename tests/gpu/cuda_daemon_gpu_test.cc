@@ -173,7 +173,7 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
 }
 
 // Device memory a candidate allocates and never frees outlives its module. One lane per device,
-// so one runner would serve every job: a candidate holding 60 % of the free memory is Ok, and
+// so one runner would serve every job: a candidate holding 60 % of the device's memory is Ok, and
 // with eval.runner_leak_mb (1024) its runner is retired after the job (a note says so) and the
 // same candidate again runs in a fresh one: Ok. With the check off (0) the second one finds 40 %
 // of the device left, cannot allocate its 60 % and fails: the harm the limit prevents.
@@ -228,6 +228,76 @@ TEST(CudaDaemon, DeviceMemoryACandidateLeftAllocatedRetiresItsRunner) {
       EXPECT_NE(got[1], fb::OutcomeStatus::Ok) << "the same runner served both: the second "
                                                   "candidate should have found the device full";
     }
+  }
+}
+
+// Containment through htamd's sandboxed workers: each fault (a kernel that never ends, a fork
+// bomb, an output flood, a sticky illegal address, an allocation larger than the device) is not
+// Ok, and the reference submitted right after it is Ok: the device is back. The submit-to-result
+// time of that reference (a fresh worker and runner included) is printed for docs/benchmarks.md.
+TEST(CudaDaemon, FaultsAreContainedAndTheDeviceIsBackForTheNextCandidate) {
+  const std::string root = HTAM_SOURCE_DIR;
+  const std::string dir = MakeTempDir("htam-cuda-contain");
+  DaemonProcess d(dir, CudaDaemonOptions({{"eval.device_workers", "1"},
+                                          {"eval.cuda_call_timeout_ms", "2000"},
+                                          {"eval.ncu", "/nonexistent/ncu"}}));
+  ASSERT_TRUE(d.Start()) << d.Log();
+  auto c = d.Connect(600s);
+  ASSERT_NE(c, nullptr) << d.Log();
+  auto hello = c->Hello();
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  bool have_cuda = false;
+  for (const auto& dev : hello->devices)
+    if (dev && dev->backend == "cuda") have_cuda = true;
+  if (!have_cuda) GTEST_SKIP() << "no CUDA device here (htamd offers none):\n" << d.Log();
+  OpenSessionArgs open;
+  open.task = "gelu";
+  open.backend = "cuda";
+  open.budget = 20;
+  auto info = c->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  auto submit = [&](const std::string& source, const std::string& summary, double* secs) {
+    SubmitArgs a;
+    a.session_id = info->session->id;
+    a.source = source;
+    a.summary = summary;
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = c->SubmitAndWait(a, 600s);
+    *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  };
+  const std::string reference = ReadFile(root + "/configs/tasks/gelu/reference.cu");
+  double s = 0;
+  auto first = submit(reference, "reference", &s);
+  ASSERT_TRUE(first.ok() && first->status == fb::OutcomeStatus::Ok) << d.Log();
+  printf("containment: reference first %.2f s\n", s);
+  const std::string too_big = R"(#include <htam/kernel_abi.h>
+#include <cuda_runtime.h>
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  void* p = nullptr;
+  return cudaMalloc(&p, total_b * 2) == cudaSuccess ? 0 : 5;
+})";
+  const std::vector<std::pair<std::string, std::string>> faults = {
+      {"hang", ReadFile(root + "/tests/hacks/cuda/hang.cu")},
+      {"fork-bomb", ReadFile(root + "/tests/hacks/cuda/fork_bomb.cu")},
+      {"output-flood", ReadFile(root + "/tests/hacks/cuda/output_flood.cu")},
+      {"illegal-address", ReadFile(root + "/tests/hacks/cuda/illegal_address.cu")},
+      {"device-oom", too_big}};
+  for (const auto& [name, source] : faults) {
+    ASSERT_FALSE(source.empty()) << name;
+    double fs = 0, rs = 0;
+    auto f = submit(source, name, &fs);
+    ASSERT_TRUE(f.ok()) << name << ": " << f.status().ToString();
+    EXPECT_NE(f->status, fb::OutcomeStatus::Ok) << name << ": " << f->diagnostics;
+    auto r = submit(reference, "after " + name, &rs);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    EXPECT_EQ(r->status, fb::OutcomeStatus::Ok) << "after " << name << ": " << r->diagnostics;
+    printf("containment: %-16s %-14s in %6.2f s; the reference after it %s in %.2f s | %.160s\n",
+           name.c_str(), fb::EnumNameOutcomeStatus(f->status), fs,
+           fb::EnumNameOutcomeStatus(r->status), rs, f->diagnostics.c_str());
   }
 }
 

@@ -1,0 +1,29 @@
+// FAULT: forks children that sleep forever, then computes a correct GELU. Expected: not Ok (the
+// call left processes behind); the runner's PID namespace ends them, and the next candidate runs
+// in a fresh runner (tests/gpu/cuda_daemon_gpu_test.cc, containment).
+#include <htam/kernel_abi.h>
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+__global__ void gelu(const float* __restrict__ x, float* __restrict__ y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) {
+    float v = x[i];
+    y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  }
+}
+
+HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out, int nout,
+                                  htam_stream stream) {
+  for (int i = 0; i < 32; ++i) {
+    pid_t p = fork();
+    if (p == 0) {
+      for (;;) pause();
+    }
+    if (p < 0) break;
+  }
+  long n = htam_numel(&in[0]);
+  gelu<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
+      (const float*)in[0].data, (float*)out[0].data, n);
+  return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
