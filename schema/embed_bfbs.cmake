@@ -4,7 +4,7 @@ file(READ ${IN} hex HEX)
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
 file(WRITE ${OUT}
      "// Generated from ${IN} by schema/embed_bfbs.cmake; do not edit.\n"
-     "#include \"schema/bfbs.h\"\n\n"
+     "#include \"htam/schema/bfbs.h\"\n\n"
      "namespace htam::fb {\n"
      "namespace {\n"
      "alignas(16) const unsigned char kData[] = {${bytes}};\n"

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "schema/bfbs.h"
+#include "htam/schema/bfbs.h"
 
 namespace htam::cli {
 namespace {
