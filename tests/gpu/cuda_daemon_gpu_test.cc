@@ -4,7 +4,9 @@
 // wild pointer (a sticky CUDA error: the worker reports it and is replaced), then the reference
 // again (Ok: the crash did not spill over), and with Nsight Compute present one profiled submission
 // (Submit.profile): DRAM and SM throughput and occupancy come back, the class they make is named,
-// and the session's next states carry it.
+// and the session's next states carry it. Two more: device memory a candidate leaves allocated
+// retires its runner (eval.runner_leak_mb, on and off), and a hang, fork bomb, output flood, sticky
+// fault and device OOM are each contained, the reference Ok right after (times printed).
 // Skipped where no CUDA device is present (the daemon reports no cuda device).
 #include <gtest/gtest.h>
 
@@ -54,28 +56,56 @@ std::map<std::string, std::string> CudaDaemonOptions(std::map<std::string, std::
   return o;
 }
 
-TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
-  const std::string root = HTAM_SOURCE_DIR;
-  const std::string dir = MakeTempDir("htam-cuda-daemon");
-  const std::string ncu = htam::cuda::FindNcu();  // the lookup htamd makes for an empty eval.ncu
-  DaemonProcess d(dir, CudaDaemonOptions({{"eval.ncu", ncu.empty() ? "/nonexistent/ncu" : ncu}}));
-  ASSERT_TRUE(d.Start()) << d.Log();
-  auto c = d.Connect(600s);
-  ASSERT_NE(c, nullptr) << d.Log();
-  auto hello = c->Hello();
-  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
-  bool have_cuda = false;
-  for (const auto& dev : hello->devices)
-    if (dev && dev->backend == "cuda") have_cuda = true;
-  if (!have_cuda) GTEST_SKIP() << "no CUDA device here (htamd offers none):\n" << d.Log();
+// A started htamd with CUDA workers, a client, and a session on the suite's gelu task; `skip`
+// says why there is none (no CUDA device: the daemon offers none).
+struct GeluSession {
+  std::unique_ptr<DaemonProcess> d;
+  std::unique_ptr<Client> c;
+  uint64_t sid = 0;
+  std::string skip;
+};
 
+GeluSession StartGeluSession(const std::string& prefix, std::map<std::string, std::string> more,
+                             uint32_t budget) {
+  GeluSession g;
+  g.d = std::make_unique<DaemonProcess>(MakeTempDir(prefix.c_str()),
+                                        CudaDaemonOptions(std::move(more)));
+  EXPECT_TRUE(g.d->Start()) << g.d->Log();
+  g.c = g.d->Connect(600s);
+  if (!g.c) {
+    ADD_FAILURE() << g.d->Log();
+    return g;
+  }
+  auto hello = g.c->Hello();
+  EXPECT_TRUE(hello.ok()) << hello.status().ToString();
+  bool have_cuda = false;
+  if (hello.ok())
+    for (const auto& dev : hello->devices)
+      if (dev && dev->backend == "cuda") have_cuda = true;
+  if (!have_cuda) {
+    g.skip = "no CUDA device here (htamd offers none):\n" + g.d->Log();
+    return g;
+  }
   OpenSessionArgs open;
   open.task = "gelu";
   open.backend = "cuda";
-  open.budget = 10;
-  auto info = c->OpenSession(open);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
-  const uint64_t sid = info->session->id;
+  open.budget = budget;
+  auto info = g.c->OpenSession(open);
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  if (info.ok()) g.sid = info->session->id;
+  return g;
+}
+
+TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
+  const std::string root = HTAM_SOURCE_DIR;
+  const std::string ncu = htam::cuda::FindNcu();  // the lookup htamd makes for an empty eval.ncu
+  GeluSession g = StartGeluSession(
+      "htam-cuda-daemon", {{"eval.ncu", ncu.empty() ? "/nonexistent/ncu" : ncu}}, 10);
+  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  ASSERT_TRUE(g.c && g.sid);
+  DaemonProcess& d = *g.d;
+  auto& c = g.c;
+  const uint64_t sid = g.sid;
   const std::string reference = ReadFile(root + "/configs/tasks/gelu/reference.cu");
   ASSERT_FALSE(reference.empty());
 
@@ -182,29 +212,19 @@ TEST(CudaDaemon, DeviceMemoryACandidateLeftAllocatedRetiresItsRunner) {
   const std::string leak = ReadFile(root + "/tests/hacks/cuda/leak_device_memory.cu");
   ASSERT_FALSE(leak.empty());
   for (const std::string limit : {"1024", "0"}) {
-    const std::string dir = MakeTempDir("htam-cuda-leak");
-    DaemonProcess d(dir, CudaDaemonOptions({{"eval.device_workers", "1"},
-                                            {"eval.runner_leak_mb", limit},
-                                            {"eval.ncu", "/nonexistent/ncu"}}));
-    ASSERT_TRUE(d.Start()) << d.Log();
-    auto c = d.Connect(600s);
-    ASSERT_NE(c, nullptr) << d.Log();
-    auto hello = c->Hello();
-    ASSERT_TRUE(hello.ok()) << hello.status().ToString();
-    bool have_cuda = false;
-    for (const auto& dev : hello->devices)
-      if (dev && dev->backend == "cuda") have_cuda = true;
-    if (!have_cuda) GTEST_SKIP() << "no CUDA device here (htamd offers none):\n" << d.Log();
-    OpenSessionArgs open;
-    open.task = "gelu";
-    open.backend = "cuda";
-    open.budget = 10;
-    auto info = c->OpenSession(open);
-    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    GeluSession g = StartGeluSession("htam-cuda-leak",
+                                     {{"eval.device_workers", "1"},
+                                      {"eval.runner_leak_mb", limit},
+                                      {"eval.ncu", "/nonexistent/ncu"}},
+                                     10);
+    if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+    ASSERT_TRUE(g.c && g.sid);
+    DaemonProcess& d = *g.d;
+    auto& c = g.c;
     std::vector<fb::OutcomeStatus> got;
     for (int i = 0; i < 2; ++i) {
       SubmitArgs a;
-      a.session_id = info->session->id;
+      a.session_id = g.sid;
       a.source = leak;
       a.summary = "leak " + std::to_string(i);
       auto t0 = std::chrono::steady_clock::now();
@@ -237,28 +257,18 @@ TEST(CudaDaemon, DeviceMemoryACandidateLeftAllocatedRetiresItsRunner) {
 // time of that reference (a fresh worker and runner included) is printed for docs/benchmarks.md.
 TEST(CudaDaemon, FaultsAreContainedAndTheDeviceIsBackForTheNextCandidate) {
   const std::string root = HTAM_SOURCE_DIR;
-  const std::string dir = MakeTempDir("htam-cuda-contain");
-  DaemonProcess d(dir, CudaDaemonOptions({{"eval.device_workers", "1"},
-                                          {"eval.cuda_call_timeout_ms", "2000"},
-                                          {"eval.ncu", "/nonexistent/ncu"}}));
-  ASSERT_TRUE(d.Start()) << d.Log();
-  auto c = d.Connect(600s);
-  ASSERT_NE(c, nullptr) << d.Log();
-  auto hello = c->Hello();
-  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
-  bool have_cuda = false;
-  for (const auto& dev : hello->devices)
-    if (dev && dev->backend == "cuda") have_cuda = true;
-  if (!have_cuda) GTEST_SKIP() << "no CUDA device here (htamd offers none):\n" << d.Log();
-  OpenSessionArgs open;
-  open.task = "gelu";
-  open.backend = "cuda";
-  open.budget = 20;
-  auto info = c->OpenSession(open);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  GeluSession g = StartGeluSession("htam-cuda-contain",
+                                   {{"eval.device_workers", "1"},
+                                    {"eval.cuda_call_timeout_ms", "2000"},
+                                    {"eval.ncu", "/nonexistent/ncu"}},
+                                   20);
+  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  ASSERT_TRUE(g.c && g.sid);
+  DaemonProcess& d = *g.d;
+  auto& c = g.c;
   auto submit = [&](const std::string& source, const std::string& summary, double* secs) {
     SubmitArgs a;
-    a.session_id = info->session->id;
+    a.session_id = g.sid;
     a.source = source;
     a.summary = summary;
     auto t0 = std::chrono::steady_clock::now();
