@@ -132,6 +132,15 @@ class WorkersTest : public ::testing::Test {
   }
   virtual std::string WorkerEndpoint() { return "ipc://" + dir_ + "/workers.sock"; }
 
+  // A client that rides out a daemon restart on the same endpoint (short timeout, many retries).
+  static Result<std::unique_ptr<Client>> ClientSurvivingRestarts(const DaemonProcess& d) {
+    ClientOptions o;
+    o.endpoint = d.endpoint();
+    o.timeout = 5s;
+    o.retries = 10;
+    return Client::Connect(o);
+  }
+
   WorkerChild* AddWorker(const std::string& name, const std::string& connect = "",
                          std::vector<std::string> extra = {}) {
     std::string wdir = dir_ + "/w-" + name;
@@ -391,11 +400,7 @@ TEST_F(WorkersTest, ASilentWorkerIsDroppedAndItsLateResultIsNotRecordedTwice) {
 TEST_F(WorkersTest, QueuedWorkSurvivesADaemonRestartAndWorkersReconnect) {
   auto d = StartDaemon();
   ASSERT_NE(d, nullptr);
-  ClientOptions o;
-  o.endpoint = d->endpoint();
-  o.timeout = 5s;
-  o.retries = 10;
-  auto client = Client::Connect(o);
+  auto client = ClientSurvivingRestarts(*d);
   ASSERT_TRUE(client.ok());
   Client& c = **client;
   AddWorker("steady");
@@ -475,11 +480,7 @@ size_t RewriteQueueAsOldJson(const std::string& queue_dir) {
 TEST_F(WorkersTest, JobsQueuedBeforeTheUpgradeResume) {
   auto d = StartDaemon();
   ASSERT_NE(d, nullptr);
-  ClientOptions o;
-  o.endpoint = d->endpoint();
-  o.timeout = 5s;
-  o.retries = 10;
-  auto client = Client::Connect(o);
+  auto client = ClientSurvivingRestarts(*d);
   ASSERT_TRUE(client.ok());
   Client& c = **client;
   uint64_t sid = OpenSession(c);
