@@ -344,7 +344,7 @@ def strategy_bound(task: TaskView, budget: int, depth: int = 7) -> Tuple[List[fl
             if v != k.baseline and k.names(v)[0] not in strategies:
                 strategies.append(k.names(v)[0])
     target = 0.95 * task.best
-    found: Dict[str, object] = {"steps": None, "curve": []}
+    best_curve: List[float] = []  # the shortest curve found that reaches the target
 
     def clone(s: WorldSession) -> WorldSession:
         c = WorldSession(task)
@@ -352,12 +352,12 @@ def strategy_bound(task: TaskView, budget: int, depth: int = 7) -> Tuple[List[fl
         return c
 
     def walk(s: WorldSession, curve: List[float]) -> None:
+        nonlocal best_curve
         if s.best >= target and curve:
-            if found["steps"] is None or len(curve) < found["steps"]:
-                found["steps"], found["curve"] = len(curve), list(curve)
+            if not best_curve or len(curve) < len(best_curve):
+                best_curve = list(curve)
             return
-        limit = found["steps"] if found["steps"] is not None else depth + 1
-        if len(curve) + 1 >= limit:
+        if len(curve) + 1 >= (len(best_curve) if best_curve else depth + 1):
             return
         for st in strategies:
             if s.applicable(st):
@@ -366,9 +366,8 @@ def strategy_bound(task: TaskView, budget: int, depth: int = 7) -> Tuple[List[fl
                 walk(c, curve + [c.best])
 
     walk(WorldSession(task), [])
-    if found["steps"] is None and task.best * 0.95 <= 1.0:
-        found["steps"], found["curve"] = 1, [1.0]  # the baseline is already within 5 %
-    curve = list(found["curve"]) or [1.0]
-    steps = found["steps"] if found["steps"] is not None and found["steps"] <= budget else None
-    curve = (curve + [curve[-1]] * budget)[:budget]
-    return curve, steps
+    if not best_curve and target <= 1.0:
+        best_curve = [1.0]  # the baseline is already within 5 %
+    steps = len(best_curve) if best_curve and len(best_curve) <= budget else None
+    curve = best_curve or [1.0]
+    return (curve + [curve[-1]] * budget)[:budget], steps
