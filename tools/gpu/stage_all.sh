@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds (here, on the x86-64 build machine) and stages everything the one GPU session needs into
 # .gpu-stage/ (git-ignored through the repository's info/exclude, carried to the GPU machine):
-# the CUDA and HIP plugins, htam-eval (and htam-eval-worker, which it runs), htam-bench, htamd,
+# the CUDA, HIP and CPU plugins (the CPU one for the world's CPU families), htam-eval (and htam-eval-worker, which it runs), htam-bench, htamd,
 # htam-worker, htam-world-compile (for `one_run.sh world`), the GPU tests, and libcupti (the GPU machine's toolkit may keep it where the loader does not look). Then checks that the staged
 # binaries start here and skip cleanly without a GPU.
 #   usage: bash tools/gpu/stage_all.sh [BUILD_DIR]     (default build-gpu; configured if missing)
@@ -13,7 +13,7 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/htam-ccache} CCACHE_BASEDIR=${CCACH
 if [ ! -f "$B/CMakeCache.txt" ]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHTAM_WITH_CUDA=ON -DHTAM_WITH_HIP=ON > /dev/null
 fi
-TARGETS="htam_backend_cuda htam_backend_hip htam-eval htam-bench cuda_plugin_gpu_test
+TARGETS="htam_backend_cuda htam_backend_hip htam_backend_cpu htam-eval htam-bench cuda_plugin_gpu_test
          cuda_hacks_gpu_test cuda_kernelbench_gpu_test cuda_daemon_gpu_test hip_on_nvidia_gpu_test
          htamd htam-worker htam-eval-worker htam-world-compile"
 nice -n 5 cmake --build "$B" --target $TARGETS -j2
@@ -22,7 +22,7 @@ rm -rf "$S" && mkdir -p "$S/lib"
 EXCL="$(git rev-parse --git-common-dir)/info/exclude"
 mkdir -p "$(dirname "$EXCL")"
 grep -qx '/.gpu-stage/' "$EXCL" 2>/dev/null || echo '/.gpu-stage/' >> "$EXCL"
-for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.so \
+for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.so backends/cpu/libhtam_backend_cpu.so \
          tools/eval/htam-eval tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
          tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test tests/gpu/cuda_daemon_gpu_test \
          tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \

@@ -191,11 +191,13 @@ class DaemonPolicy(Policy):
 
     def begin(self, task, budget):
         self.task = task
-        self.session = self.d.open_session(task.name, "cuda", budget=budget,
+        self.session = self.d.open_session(task.name, task.family.backend, budget=budget,
                                            client="htam-bench world", model="world").session_id
 
     def choose(self, session):
-        bottleneck = session.bottleneck(self.roofline) if self.roofline else ""
+        # The derived bottleneck uses the H100's ceilings: none for another backend's tasks.
+        bottleneck = (session.bottleneck(self.roofline)
+                      if self.roofline and self.task.family.backend == "cuda" else "")
         self.last = self.d.next_step(self.session, bottleneck=bottleneck)
         out: List[str] = []
         self.advised_dir: Dict[str, int] = {}  # applied strategy -> direction of its advice
@@ -317,13 +319,13 @@ def strategy_ids(d) -> Dict[str, int]:
 
 
 def materialize_tasks(table: WorldTable, out_dir: str) -> str:
-    """task.json + reference.cu of every world task: htamd opens sessions on them by name."""
+    """task.json + reference of every world task: htamd opens sessions on them by name."""
     for t in table.tasks.values():
         d = os.path.join(out_dir, t.name)
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "task.json"), "w") as f:
             json.dump(wf.task_json(t.family, t.shape), f, indent=1)
-        with open(os.path.join(d, "reference.cu"), "w") as f:
+        with open(os.path.join(d, "reference" + t.family.ext), "w") as f:
             f.write(wf.source(t.family, t.family.baseline(), t.shape.dtype))
     return out_dir
 
@@ -344,7 +346,12 @@ def bottleneck_roofline(a) -> Optional[Roofline]:
 def run_benchmark(a, log) -> List[RunResult]:
     table = WorldTable.load(a.table, a.families)
     dev, held = load_split(a.split)
-    evaluated = held if a.on == "held-out" else dev if a.on == "dev" else a.on.split(",")
+    if a.on.startswith("backend:"):  # every measured family of that backend
+        want = a.on.split(":", 1)[1]
+        evaluated = sorted({t.family.name for t in table.tasks.values()
+                            if t.family.backend == want})
+    else:
+        evaluated = held if a.on == "held-out" else dev if a.on == "dev" else a.on.split(",")
     if a.only_families:
         evaluated = [f for f in evaluated if f in a.only_families]
     work = a.work or tempfile.mkdtemp(prefix="htam-world-bench-")
@@ -376,7 +383,8 @@ def run_benchmark(a, log) -> List[RunResult]:
 
         def train_without(left_out) -> List[dict]:
             train = [t for n, t in sorted(table.tasks.items()) if not left_out(t)
-                     and (not a.train_families or t.family.name in a.train_families)]
+                     and (not a.train_families or t.family.name in a.train_families)
+                     and (not a.train_backends or t.family.backend in a.train_backends)]
             _, st = mem.train(base, train, a.budget, 0, options)
             log(f"world: memory without {fam if a.leave == 'family' else task.name}: "
                 f"{len(train)} training sessions, {time.monotonic() - t0:.0f} s")
@@ -511,14 +519,21 @@ def svg_plot(results: List[RunResult], title: str) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="htam-bench world bench")
-    ap.add_argument("--table", default=DEFAULT_TABLE)
+    ap.add_argument("--table", default=DEFAULT_TABLE,
+                    help="the measured table; several separated by commas (e.g. the H100 table "
+                         "and configs/world/cpu_table.jsonl.gz)")
     ap.add_argument("--families", default=None, help="folder of family folders")
     ap.add_argument("--split", default=DEFAULT_SPLIT)
     ap.add_argument("--on", default="held-out",
-                    help="held-out | dev | comma-separated family names")
+                    help="held-out | dev | backend:NAME (every measured family of that backend) | "
+                         "comma-separated family names")
     ap.add_argument("--only-families", nargs="*")
     ap.add_argument("--train-families", nargs="*",
                     help="families whose sessions the memory learns from (default: all others)")
+    ap.add_argument("--train-backends", nargs="*",
+                    help="backends whose families the memory learns from (default: all; e.g. "
+                         "`--on backend:cpu --train-backends cuda` asks whether CUDA experience "
+                         "helps CPU tasks)")
     ap.add_argument("--leave", choices=("family", "shape"), default="family",
                     help="leave one family out (default) or one task (shape) out of the memory")
     ap.add_argument("--policies", default=",".join(ALL_POLICIES))

@@ -109,16 +109,22 @@ class Builder:
         return out
 
     def compile_all(self, plan) -> Dict[str, dict]:
-        """Compiles every distinct source once (shapes of a family share sources)."""
+        """Compiles every distinct CUDA source once, ahead (shapes of a family share sources).
+        Sources of other backends are compiled by their runner on their turn: a CPU backend's
+        compiles would share the cores its timings run on."""
         first: Dict[str, str] = {}
         for fam, sh, paths, _ in plan:
+            if fam.backend != "cuda":
+                continue
             for vid, p in paths.items():
                 with open(p) as f:
                     first.setdefault(f.read(), p)
             ref = os.path.join(os.path.dirname(os.path.dirname(next(iter(paths.values())))),
-                               "reference.cu")
+                               "reference" + fam.ext)
             with open(ref) as f:
                 first.setdefault(f.read(), ref)
+        if not first:
+            return {}
         lst = os.path.join(self.work, "compile_list.txt")
         with open(lst, "w") as f:
             f.write("\n".join(first.values()) + "\n")
@@ -154,17 +160,21 @@ class Builder:
             path = os.path.join(self.bin, "..", "..", build_folder, name)
         return path
 
+    def plugin(self, backend: str) -> str:
+        """libhtam_backend_<backend>.so of the bin folder, else of the build tree."""
+        return self.tool(f"libhtam_backend_{backend}.so", f"backends/{backend}")
+
     def eval_task(self, fam: wf.Family, sh: wf.Shape, pending: List[str], paths: Dict[str, str],
                   knobs: Dict[str, dict], deadline: float) -> None:
         d = os.path.dirname(os.path.dirname(next(iter(paths.values()))))
         tries: Dict[str, int] = {}
         while pending and time.time() < deadline:
-            cmd = [self.tool("htam-eval", "tools/eval"), "--task", d, "--backend", "cuda",
-                   "--queue",
-                   "--plugin", os.path.join(self.bin, "libhtam_backend_cuda.so"),
+            cmd = [self.tool("htam-eval", "tools/eval"), "--task", d, "--backend", fam.backend,
+                   "--queue", "--plugin", self.plugin(fam.backend),
                    "--cache", self.cache, "--seeds", str(self.a.seeds), "--reps", str(self.a.reps),
-                   "--sets", str(self.a.sets), "--compile-threads", "1",
-                   "--option", "cuda_roofline=false"]
+                   "--sets", str(self.a.sets), "--compile-threads", "1"]
+            if fam.backend == "cuda":
+                cmd += ["--option", "cuda_roofline=false"]
             for o in self.a.option or []:
                 cmd += ["--option", o]
             for v in pending:
@@ -345,7 +355,7 @@ def add_args(ap: argparse.ArgumentParser) -> None:
                     help="materialized tasks and compile cache")
     ap.add_argument("--bin", default=os.environ.get("HTAM_WORLD_BIN", "build/backends/cuda"),
                     help="folder with htam-eval, htam-eval-worker, libhtam_backend_cuda.so, "
-                    "htam-world-compile")
+                    "htam-world-compile (and libhtam_backend_cpu.so for CPU families)")
     ap.add_argument("--jobs", type=int, default=1, help="evaluating processes at a time")
     ap.add_argument("--compile-threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--arch", default="sm_90a")

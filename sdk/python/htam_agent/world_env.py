@@ -177,15 +177,18 @@ class WorldTable:
 
     @classmethod
     def load(cls, table: str = DEFAULT_TABLE, families_dir: Optional[str] = None) -> "WorldTable":
+        """The families and the rows of `table`: one file, or several separated by commas (e.g. the
+        H100 table and the CPU table; their tasks are distinct)."""
         rows = []
-        opener = gzip.open if table.endswith(".gz") else open
-        with opener(table, "rt") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise TableError(f"{table}:{n}: not JSON ({e})") from e
+        for path in [p for p in table.split(",") if p]:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except json.JSONDecodeError as e:
+                            raise TableError(f"{path}:{n}: not JSON ({e})") from e
         return cls(wf.load_families(families_dir), rows)
 
     def family_tasks(self, family: str) -> List[TaskView]:

@@ -1,14 +1,17 @@
 """World families: a folder per kernel family (configs/world/families/<family>/) holding
 
   family.json  the task template (task.json fields; "$T" stands for the shape's dtype, "$B" for its
-               size in bytes) with tolerances per dtype and the CUDA template's file name
-  kernel.cu    the CUDA template; every knob is a preprocessor macro the materializer defines
+               size in bytes) with tolerances per dtype, the template's file name and the backend
+               ("backend": "cuda" by default, or "cpu")
+  kernel.cu    the CUDA template (kernel.cc, C++, for a "cpu" family); every knob is a
+               preprocessor macro the materializer defines
   knobs.json   the knobs: values, the "unoptimized" baseline value, and the taxonomy strategy and
                direction each knob (or, through "value_strategies", each value) applies
   shapes.json  the shapes (dims and dtype) of the family's tasks
 
 and the materializer that turns (family, shape, knob assignment) into a task directory the gate
-reads (task.json, reference.cu = the template at its baseline knob values, variants/<id>.cu).
+reads (task.json, reference.cu = the template at its baseline knob values, variants/<id>.cu; .cpp
+for a "cpu" family).
 A variant's source depends on the knobs and the dtype only, never on the shape, so the shapes of a
 family share compiled artifacts.
 """
@@ -27,6 +30,9 @@ DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u8": 1}
 DTYPE_MACROS = {"f16": "DT_F16", "bf16": "DT_BF16"}
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 DEFAULT_FAMILIES = os.path.join(REPO, "configs", "world", "families")
+# The backends a family can target: the candidate files' extension and the template's default name.
+BACKEND_EXT = {"cuda": ".cu", "cpu": ".cpp"}
+DEFAULT_TEMPLATE = {"cuda": "kernel.cu", "cpu": "kernel.cc"}
 
 
 class FamilyError(ValueError):
@@ -87,6 +93,16 @@ class Family:
     def task_name(self, shape: Shape) -> str:
         return f"world_{self.name}_{shape.id}"
 
+    @property
+    def backend(self) -> str:
+        """The backend the family's kernels are written for ("cuda" unless family.json says)."""
+        return self.spec.get("backend", "cuda")
+
+    @property
+    def ext(self) -> str:
+        """The extension of its candidate files (.cu, or .cpp for the CPU backend)."""
+        return BACKEND_EXT[self.backend]
+
 
 def variant_id(assign: Dict[str, int]) -> str:
     return "-".join(f"{k.lower()}{v}" for k, v in assign.items())
@@ -112,6 +128,10 @@ def load_family(folder: str, taxonomy: Optional[Dict[str, set]] = None) -> Famil
     kj = _read_json(os.path.join(folder, "knobs.json"))
     sj = _read_json(os.path.join(folder, "shapes.json"))
     name = spec.get("name") or os.path.basename(folder.rstrip("/"))
+    backend = spec.get("backend", "cuda")
+    if backend not in BACKEND_EXT:
+        raise FamilyError(f"{folder}/family.json: backend '{backend}' is not one of "
+                          f"{sorted(BACKEND_EXT)}")
     knobs = []
     for i, k in enumerate(kj.get("knobs", [])):
         where = f"{folder}/knobs.json: knobs[{i}]"
@@ -141,8 +161,11 @@ def load_family(folder: str, taxonomy: Optional[Dict[str, set]] = None) -> Famil
         if missing:
             raise FamilyError(f"{folder}/shapes.json: shapes[{i}]: dims {sorted(missing)} unbound")
         shapes.append(Shape(s["id"], dict(s["dims"]), dt, s.get("why", ""), s.get("init", {})))
-    with open(os.path.join(folder, spec.get("template", "kernel.cu"))) as f:
-        template = f.read()
+    try:
+        with open(os.path.join(folder, spec.get("template", DEFAULT_TEMPLATE[backend]))) as f:
+            template = f.read()
+    except OSError as e:
+        raise FamilyError(f"{folder}/family.json: template: {e}") from e
     return Family(name, folder, spec, knobs, shapes, template, int(kj.get("sample", 0)))
 
 
@@ -199,7 +222,7 @@ def task_json(fam: Family, shape: Shape) -> dict:
         "tolerance": tol,
         "flops": _subst(s["flops"], shape.dtype),
         "bytes": _subst(s["bytes"], shape.dtype),
-        "references": {"cuda": "reference.cu"},
+        "references": {fam.backend: "reference" + fam.ext},
     }
 
 
@@ -208,11 +231,11 @@ def materialize(fam: Family, shape: Shape, out_dir: str,
     """Writes the task directory; returns variant id -> source path."""
     os.makedirs(os.path.join(out_dir, "variants"), exist_ok=True)
     _write(os.path.join(out_dir, "task.json"), json.dumps(task_json(fam, shape), indent=1) + "\n")
-    _write(os.path.join(out_dir, "reference.cu"), source(fam, fam.baseline(), shape.dtype))
+    _write(os.path.join(out_dir, "reference" + fam.ext), source(fam, fam.baseline(), shape.dtype))
     paths = {}
     for a in (assigns if assigns is not None else fam.space()):
         vid = variant_id(a)
-        p = os.path.join(out_dir, "variants", vid + ".cu")
+        p = os.path.join(out_dir, "variants", vid + fam.ext)
         _write(p, source(fam, a, shape.dtype))
         paths[vid] = p
     return paths
