@@ -172,9 +172,13 @@ class Builder:
             cmd = [self.tool("htam-eval", "tools/eval"), "--task", d, "--backend", fam.backend,
                    "--queue", "--plugin", self.plugin(fam.backend),
                    "--cache", self.cache, "--seeds", str(self.a.seeds), "--reps", str(self.a.reps),
-                   "--sets", str(self.a.sets), "--compile-threads", "1"]
+                   "--sets", str(self.a.sets)]
             if fam.backend == "cuda":
-                cmd += ["--option", "cuda_roofline=false"]
+                cmd += ["--compile-threads", "1", "--option", "cuda_roofline=false"]
+            elif self.a.cpu_compile_ahead:
+                # Compile-only processes on other cores while this task's candidates are timed.
+                cmd += ["--compile-threads", str(self.a.cpu_compile_ahead),
+                        "--option", "compile_ahead_backends=" + fam.backend]
             for o in self.a.option or []:
                 cmd += ["--option", o]
             for v in pending:
@@ -363,6 +367,10 @@ def add_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--sets", type=int, default=2)
     ap.add_argument("--option", action="append", help="--option key=value for htam-eval")
+    ap.add_argument("--cpu-compile-ahead", type=int, default=0,
+                    help="CPU families: compile-only processes that compile queued candidates "
+                         "ahead on other cores (0 = each runner compiles its candidate on its "
+                         "turn, htamd's default for the CPU backend)")
     ap.add_argument("--max-variants", type=int, default=0)
     ap.add_argument("--time-limit", type=float, default=0, help="seconds; 0 = none")
     ap.add_argument("--grace", type=float, default=60,
