@@ -354,20 +354,8 @@ int RunDaemonBench(int argc, char** argv) {
   const std::vector<int64_t> clients = clients_n.v;
   const double seconds = static_cast<double>(seconds_n.n);
   const int port = static_cast<int>(port_n.n);
-  bool temp = !vm.count("dir");
-  if (temp) {
-    char tmpl[] = "/tmp/htam-bench-daemon-XXXXXX";
-    dir = mkdtemp(tmpl);
-  }
-  fs::create_directories(dir);
-  chmod(dir.c_str(), 0755);
-  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  const std::string read_threads =
-      vm.count("read-threads") ? std::to_string(read_threads_n.n) : std::string();
-  const std::vector<std::string> ops = htam::bench::SplitList(ops_list);
-
+  // Checked by the daemon's own option table before anything is created.
   htam::Config config = htam::Config::Defaults();
-  (void)config.Set("general.data_dir", dir);
   std::vector<std::string> htamd_options;  // --key value pairs for htamd's command line
   for (const std::string& kv : options) {
     const size_t eq = kv.find('=');
@@ -381,6 +369,19 @@ int RunDaemonBench(int argc, char** argv) {
     htamd_options.push_back("--" + kv.substr(0, eq));
     htamd_options.push_back(kv.substr(eq + 1));
   }
+  bool temp = !vm.count("dir");
+  if (temp) {
+    char tmpl[] = "/tmp/htam-bench-daemon-XXXXXX";
+    dir = mkdtemp(tmpl);
+  }
+  fs::create_directories(dir);
+  chmod(dir.c_str(), 0755);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::string read_threads =
+      vm.count("read-threads") ? std::to_string(read_threads_n.n) : std::string();
+  const std::vector<std::string> ops = htam::bench::SplitList(ops_list);
+
+  (void)config.Set("general.data_dir", dir);
   std::fprintf(stderr, "filling the store in %s with %zu records...\n", dir.c_str(), records);
   Populate(config, records, learned);
 
