@@ -150,5 +150,21 @@ TEST(HtamBench, ABadIntegerIsRefused) {
   EXPECT_NE(r.output.find("'--clients'"), std::string::npos) << r.output;
 }
 
+// htamd options go through the daemon's own table, and a bad one stops the run before a store
+// is filled or a daemon started.
+TEST(HtamBench, ADaemonOptionIsCheckedBeforeAnythingRuns) {
+  Outcome r = HtamBench("daemon --option memory.no_such_option=1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("memory.no_such_option"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "one line: " << r.output;
+  r = HtamBench("daemon --option memory.top_k_strategies");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("KEY=VALUE"), std::string::npos) << r.output;
+  r = HtamBench("daemon --option memory.top_k_strategies=many");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("memory.top_k_strategies"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("filling the store"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace htam::bench

@@ -1,7 +1,8 @@
 // htam-bench daemon: round trips to a real htamd over loopback TCP with the C++ SDK. Fills a
 // store with synthetic transition records (memory library), starts htamd on it, then measures
-// next-step and record latency (p50, p99) and throughput with 1, 8 and 32 concurrent clients.
-// Prints one JSON line at the end (docs/benchmarks.md, section "daemon").
+// next-step and record latency (p50, p99) and throughput with 1, 8 and 32 concurrent clients, and
+// the size of one next-step answer. Prints one JSON line at the end (docs/benchmarks.md, section
+// "daemon").
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -19,6 +21,7 @@
 
 #include "daemon/config/config.h"
 #include "daemon/memory/memory.h"
+#include "daemon/server/codec.h"
 #include "htam/client.h"
 #include "tools/bench/args.h"
 #include "tools/bench/bench.h"
@@ -33,7 +36,8 @@ namespace po = boost::program_options;
 const char kUsage[] =
     "usage: htam-bench daemon [options]\n"
     "Fills a store, starts htamd on it over loopback TCP, and measures next-step and record\n"
-    "round trips with each client count. Prints one JSON line at the end.";
+    "round trips with each client count, then the size of one next-step answer. Prints one JSON\n"
+    "line at the end.";
 
 #define CHECK_OK(expr)                                                                            \
   do {                                                                                            \
@@ -49,8 +53,41 @@ const htam::Status& StatusOf(const htam::Result<T>& r) {
   return r.status();
 }
 
-// Fills the store through the memory library (the daemon is not running yet).
-void Populate(const htam::Config& config, size_t want) {
+// The summary and the source of the k-th learned strategy: distinct words, so that summaries do
+// not merge, and a source of the size of a real candidate (2.9 KB: the median of the world
+// benchmark's kernels, 1.6-5.9 KB), stored as its example.
+std::string LearnedSummary(size_t k) {
+  static const char* const kVerb[] = {"vectorize", "tile",     "unroll",  "fuse",  "pipeline",
+                                      "coalesce",  "prefetch", "swizzle", "split", "pack"};
+  static const char* const kWhat[] = {
+      "loads",          "stores",     "the reduction",    "the epilogue",   "shared memory",
+      "the inner loop", "the K loop", "the warp shuffle", "register tiles", "the grid"};
+  static const char* const kHow[] = {
+      "float4 access", "cp.async", "two stages",    "warp tiles",        "a persistent grid",
+      "bank padding",  "ldmatrix", "vector stores", "a block-wide scan", "tensor cores"};
+  return std::string(kVerb[k % 10]) + " " + kWhat[(k / 10) % 10] + " with " + kHow[(k / 100) % 10] +
+         " (block " + std::to_string(64 << (k % 4)) + ", variant " + std::to_string(k) + ")";
+}
+
+std::string LearnedSource(size_t k) {
+  std::string s =
+      "// learned example " + std::to_string(k) +
+      "\n#include <htam/kernel_abi.h>\n#include <cuda_runtime.h>\n\n"
+      "__global__ void relu_kernel(const float4* __restrict__ x, float4* __restrict__ y,"
+      " long long n4) {\n";
+  for (int line = 0; line < 24; ++line)
+    s += "  for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += "
+         "gridDim.x * blockDim.x) { /* " +
+         std::to_string(line) + " */ }\n";
+  s += "}\n\nHTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* out,"
+       " int nout, htam_stream stream) { return 0; }\n";
+  return s;
+}
+
+// Fills the store through the memory library (the daemon is not running yet). `learned`: that
+// many successful steps carry a new summary and a source, so the store holds up to that many
+// learned strategies with verified examples (what an agent's Submit leaves), beside the seed's.
+void Populate(const htam::Config& config, size_t want, size_t learned) {
   htam::memory::MemoryOptions o = htam::memory::MemoryOptions::FromConfig(config);
   o.sync_commits = false;  // bulk load; synced at close (the daemon then syncs every commit)
   auto opened = htam::memory::Memory::Open(o);
@@ -78,18 +115,31 @@ void Populate(const htam::Config& config, size_t want) {
       htam::fb::OutcomeStatus::Ok, htam::fb::OutcomeStatus::Ok, htam::fb::OutcomeStatus::Ok,
       htam::fb::OutcomeStatus::CompileError, htam::fb::OutcomeStatus::Incorrect};
   double t0 = NowSeconds(), last = t0;
+  size_t learned_made = 0;
+  const size_t learn_every = learned ? std::max<size_t>(1, (want - have) / learned) : 1;
   while (have < want) {
     auto s = m.OpenSession(*task_id, "cuda", "sm_90", "bench", "synthetic", 0);
     CHECK_OK(s);
     std::vector<htam::memory::StepInput> batch;
-    double speedup = 1;
+    double speedup = 1, best = 1;
     for (size_t k = 0; k < 100 && have + k < want; ++k) {
       htam::memory::StepInput in;
       in.session_id = s->id;
       in.direction_id = (*dirs)[rng() % dirs->size()].id;
       in.status = statuses[rng() % 5];
       speedup *= 0.9 + static_cast<double>(rng() % 40) / 100.0;
+      // A step that teaches a strategy is a verified success: it beats the session's best.
+      const bool teach = learned_made < learned && (have + k) % learn_every == 0;
+      if (teach) {
+        in.status = htam::fb::OutcomeStatus::Ok;
+        speedup = std::max(speedup, best * 1.1);
+        in.summary = LearnedSummary(learned_made);
+        in.language = "cuda";
+        in.source = LearnedSource(learned_made);
+        ++learned_made;
+      }
       in.speedup_after = in.status == htam::fb::OutcomeStatus::Ok ? speedup : 0;
+      if (in.speedup_after > best) best = in.speedup_after;
       in.verified = true;
       in.state =
           htam::memory::StateInput{static_cast<htam::fb::Bottleneck>(rng() % 5), std::nullopt, ""};
@@ -103,6 +153,10 @@ void Populate(const htam::Config& config, size_t want) {
     }
   }
   CHECK_OK(m.ListTransitions(0, 1));
+  auto strategies = m.ListStrategies(htam::memory::StrategyFilter());
+  CHECK_OK(strategies);
+  std::fprintf(stderr, "store: %zu strategies (%zu learned steps asked for)\n", strategies->size(),
+               learned);
   auto snap = m.SnapshotIndexes();
   if (!snap.ok()) std::fprintf(stderr, "snapshot: %s\n", snap.ToString().c_str());
   std::fprintf(stderr, "store filled: %zu records in %.1f s\n", have, NowSeconds() - t0);
@@ -114,11 +168,30 @@ struct PhaseResult {
   size_t requests = 0;
   double seconds = 0;
   double p50_ms = 0, p99_ms = 0, mean_ms = 0;
+  double daemon_cpu_s = 0;  // user + system time htamd spent during the phase
   double rps() const { return seconds > 0 ? requests / seconds : 0; }
+  // htamd's own CPU per request: what the clients' share of a shared machine does not blur.
+  double daemon_cpu_us() const { return requests ? daemon_cpu_s * 1e6 / requests : 0; }
 };
 
+// User + system CPU seconds of process `pid` so far (/proc/PID/stat); 0 when unreadable.
+double ProcessCpuSeconds(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return 0;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces
+  unsigned long utime = 0, stime = 0;
+  if (!p || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
+                        &stime) != 2)
+    return 0;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int clients,
-                     double seconds) {
+                     double seconds, pid_t daemon) {
   std::vector<std::unique_ptr<htam::Client>> conns;
   std::vector<uint64_t> sessions, directions;
   for (int i = 0; i < clients; ++i) {
@@ -170,12 +243,14 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
     });
   }
   // Warm-up outside the window is done by the Connect/OpenSession round trips above.
+  const double cpu0 = ProcessCpuSeconds(daemon);
   double t0 = NowSeconds();
   go = true;
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
   for (auto& t : threads) t.join();
   PhaseResult r;
+  r.daemon_cpu_s = ProcessCpuSeconds(daemon) - cpu0;
   r.op = op;
   r.clients = clients;
   r.seconds = NowSeconds() - t0;
@@ -191,21 +266,62 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
   return r;
 }
 
+// The size of one next-step answer in a fresh session: strategies it carries, its serialized
+// reply (the envelope as htamd encodes it, without the transport's framing) and its
+// prompt_context (characters the agent's prompt gains from the daemon's own text).
+void AnswerSize(const std::string& endpoint, nlohmann::json* out) {
+  htam::ClientOptions o;
+  o.endpoint = endpoint;
+  o.client_name = "bench-size";
+  auto c = htam::Client::Connect(o);
+  CHECK_OK(c);
+  htam::OpenSessionArgs open;
+  open.task = "bench_relu";
+  open.backend = "cuda";
+  auto s = (*c)->OpenSession(open);
+  CHECK_OK(s);
+  auto step = (*c)->NextStep(s->session->id);
+  CHECK_OK(step);
+  size_t examples = 0, example_chars = 0;
+  for (const auto& h : step->strategies) {
+    examples += h->example_source.empty() ? 0 : 1;
+    example_chars += h->example_source.size();
+  }
+  const size_t strategies = step->strategies.size();
+  const size_t prompt_chars = step->prompt_context.size();
+  const size_t bytes = htam::server::EncodeReply(1, std::move(*step)).size();
+  (void)(*c)->CloseSession(s->session->id);
+  std::fprintf(stderr,
+               "answer: %zu strategies (%zu with an example, %zu example chars), %zu bytes, "
+               "prompt_context %zu chars\n",
+               strategies, examples, example_chars, bytes, prompt_chars);
+  (*out)["answer_strategies"] = strategies;
+  (*out)["answer_examples"] = examples;
+  (*out)["answer_example_chars"] = example_chars;
+  (*out)["answer_bytes"] = bytes;
+  (*out)["answer_prompt_context_chars"] = prompt_chars;
+}
+
 }  // namespace
 
 int RunDaemonBench(int argc, char** argv) {
   using htam::bench::Count;
   using htam::bench::CountList;
-  Count records_n{100000}, seconds_n{5}, port_n{17800 + getpid() % 100}, read_threads_n;
+  Count records_n{100000}, learned_n{0}, seconds_n{5}, port_n{17800 + getpid() % 100},
+      read_threads_n;
   CountList clients_n{{1, 8, 32}};
   std::string htamd = (fs::path(htam::bench::SelfExe()).parent_path() / "../../daemon/htamd")
                           .lexically_normal()
                           .string();
   std::string dir, ops_list = "next_step,record";
+  std::vector<std::string> options;
   po::options_description d;
   auto add = d.add_options();
   add("records", po::value(&records_n)->default_value(records_n, "100000")->value_name("N"),
       "transition records in the store before measuring");
+  add("learned", po::value(&learned_n)->default_value(learned_n, "0")->value_name("N"),
+      "of those records, N verified successes that each teach a new strategy with a ~2.9 KB "
+      "example source (what agents' Submits leave; 0: the seed taxonomy's strategies alone)");
   add("clients", po::value(&clients_n)->default_value(clients_n, "1,8,32")->value_name("LIST"),
       "concurrent clients, one phase each");
   add("seconds", po::value(&seconds_n)->default_value(seconds_n, "5")->value_name("S"),
@@ -222,6 +338,9 @@ int RunDaemonBench(int argc, char** argv) {
       "the daemon binary");
   add("read-threads", po::value(&read_threads_n)->value_name("N"),
       "htamd's server.read_threads (default: the daemon's default)");
+  add("option", po::value(&options)->composing()->value_name("KEY=VALUE"),
+      "an htamd option for the daemon and the store fill, e.g. memory.top_k_strategies=64 "
+      "(repeatable)");
   add("ops", po::value(&ops_list)->default_value(ops_list)->value_name("LIST"),
       "phases among hello,next_step,record; hello measures the protocol round trip alone (no "
       "memory work)");
@@ -231,9 +350,25 @@ int RunDaemonBench(int argc, char** argv) {
                                               po::options_description(), &vm);
   if (exit_now >= 0) return exit_now;
   const size_t records = static_cast<size_t>(records_n.n);
+  const size_t learned = static_cast<size_t>(learned_n.n);
   const std::vector<int64_t> clients = clients_n.v;
   const double seconds = static_cast<double>(seconds_n.n);
   const int port = static_cast<int>(port_n.n);
+  // Checked by the daemon's own option table before anything is created.
+  htam::Config config = htam::Config::Defaults();
+  std::vector<std::string> htamd_options;  // --key value pairs for htamd's command line
+  for (const std::string& kv : options) {
+    const size_t eq = kv.find('=');
+    htam::Status st = eq == std::string::npos ? htam::Status::InvalidArgument("expected KEY=VALUE")
+                                              : config.Set(kv.substr(0, eq), kv.substr(eq + 1));
+    if (!st.ok()) {
+      std::fprintf(stderr, "htam-bench daemon: --option %s: %s\n", kv.c_str(),
+                   st.ToString().c_str());
+      return 2;
+    }
+    htamd_options.push_back("--" + kv.substr(0, eq));
+    htamd_options.push_back(kv.substr(eq + 1));
+  }
   bool temp = !vm.count("dir");
   if (temp) {
     char tmpl[] = "/tmp/htam-bench-daemon-XXXXXX";
@@ -246,10 +381,9 @@ int RunDaemonBench(int argc, char** argv) {
       vm.count("read-threads") ? std::to_string(read_threads_n.n) : std::string();
   const std::vector<std::string> ops = htam::bench::SplitList(ops_list);
 
-  htam::Config config = htam::Config::Defaults();
   (void)config.Set("general.data_dir", dir);
   std::fprintf(stderr, "filling the store in %s with %zu records...\n", dir.c_str(), records);
-  Populate(config, records);
+  Populate(config, records, learned);
 
   // The daemon, on loopback TCP, without evaluation workers' output in our way.
   pid_t pid = fork();
@@ -266,6 +400,7 @@ int RunDaemonBench(int argc, char** argv) {
       args.push_back("--server.read_threads");
       args.push_back(read_threads);
     }
+    args.insert(args.end(), htamd_options.begin(), htamd_options.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -296,24 +431,32 @@ int RunDaemonBench(int argc, char** argv) {
   out["hardware_threads"] = std::thread::hardware_concurrency();
   nlohmann::json phases = nlohmann::json::array();
   out["read_threads"] = read_threads.empty() ? "default" : read_threads;
+  out["learned"] = learned;
+  out["options"] = options;
   for (const std::string& op : ops) {
     for (int64_t c : clients) {
-      PhaseResult r = RunPhase(endpoint, op, static_cast<int>(c), seconds);
-      std::fprintf(stderr, "%-9s clients=%-3d requests=%-7zu rps=%-8.0f p50=%.3f ms p99=%.3f ms\n",
-                   op.c_str(), r.clients, r.requests, r.rps(), r.p50_ms, r.p99_ms);
+      PhaseResult r = RunPhase(endpoint, op, static_cast<int>(c), seconds, pid);
+      std::fprintf(stderr,
+                   "%-9s clients=%-3d requests=%-7zu rps=%-8.0f p50=%.3f ms p99=%.3f ms "
+                   "htamd cpu=%.0f us/request\n",
+                   op.c_str(), r.clients, r.requests, r.rps(), r.p50_ms, r.p99_ms,
+                   r.daemon_cpu_us());
       phases.push_back({{"op", op},
                         {"clients", r.clients},
                         {"requests", r.requests},
                         {"rps", r.rps()},
                         {"p50_ms", r.p50_ms},
                         {"p99_ms", r.p99_ms},
-                        {"mean_ms", r.mean_ms}});
+                        {"mean_ms", r.mean_ms},
+                        {"daemon_cpu_us", r.daemon_cpu_us()}});
       out[op + "_c" + std::to_string(c) + "_p50_ms"] = r.p50_ms;
       out[op + "_c" + std::to_string(c) + "_p99_ms"] = r.p99_ms;
       out[op + "_c" + std::to_string(c) + "_rps"] = r.rps();
+      out[op + "_c" + std::to_string(c) + "_daemon_cpu_us"] = r.daemon_cpu_us();
     }
   }
   out["phases"] = phases;
+  AnswerSize(endpoint, &out);
   kill(pid, SIGTERM);
   int st = 0;
   waitpid(pid, &st, 0);
