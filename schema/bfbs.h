@@ -1,5 +1,6 @@
 // The binary schemas (reflection::Schema, `flatc --binary --schema`) built into the program, for
-// code that walks records generically (tools/cli/records_json.cc). Library htam_schema_bfbs.
+// code that walks records or jobs generically (tools/cli/records_json.cc, the job codec's test).
+// Library htam_schema_bfbs.
 #pragma once
 
 #include <cstdint>
@@ -9,5 +10,7 @@ namespace htam::fb {
 
 // schema/htg.fbs; a verified reflection::Schema buffer that lives as long as the program.
 std::span<const uint8_t> HtgBinarySchema();
+// schema/job.fbs (with the htg.fbs tables it uses), the same way.
+std::span<const uint8_t> JobBinarySchema();
 
 }  // namespace htam::fb

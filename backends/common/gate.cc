@@ -513,11 +513,11 @@ class Gate::Impl {
     if (!stage_name_.empty()) {
       double ms = std::chrono::duration<double, std::milli>(now - stage_start_).count();
       auto it = std::find_if(stage_ms_.begin(), stage_ms_.end(),
-                             [&](const auto& e) { return e.first == stage_name_; });
+                             [&](const auto& e) { return e.name == stage_name_; });
       if (it == stage_ms_.end())
-        stage_ms_.emplace_back(stage_name_, ms);
+        stage_ms_.push_back(fb::MakeStageTime(stage_name_, ms));
       else
-        it->second += ms;
+        it->ms += ms;
     }
     std::string name = stage;
     for (const char* cut : {" (", ", "}) {
@@ -535,10 +535,12 @@ class Gate::Impl {
     if (golden_ && baseline_.compile_pending) golden_->MeasureCompileInBackground(golden_timing_);
   }
 
-  std::vector<std::pair<std::string, double>> TakeOps() {
-    return std::vector<std::pair<std::string, double>>(ops_.begin(), ops_.end());
+  std::vector<fb::StageTimeT> TakeOps() {
+    std::vector<fb::StageTimeT> out;
+    for (const auto& [name, ms] : ops_) out.push_back(fb::MakeStageTime(name, ms));
+    return out;
   }
-  std::vector<std::pair<std::string, double>> TakeStages() {
+  std::vector<fb::StageTimeT> TakeStages() {
     StageBoundary("");
     return std::move(stage_ms_);
   }
@@ -939,8 +941,8 @@ class Gate::Impl {
       if (timing_note_.empty()) timing_note_ = turn_.Note();
     }
     if (!o.ok()) return Classify(o, "", " (during timing)");
-    if (tr.sm_clock_mhz > 0) res->profile.sm_clock_mhz = tr.sm_clock_mhz;
-    if (tr.mem_clock_mhz > 0) res->profile.mem_clock_mhz = tr.mem_clock_mhz;
+    if (tr.sm_clock_mhz > 0) fb::MutableProfile(res).sm_clock_mhz = tr.sm_clock_mhz;
+    if (tr.mem_clock_mhz > 0) fb::MutableProfile(res).mem_clock_mhz = tr.mem_clock_mhz;
     for (int k = 0; k < sets; ++k) {
       Verdict v = CheckGuardsAndInputs(in[k], out[k], &host_in[k], " (during timing)");
       if (!v.ok()) return v;
@@ -1143,7 +1145,7 @@ class Gate::Impl {
       return us;
     };
     res->sol_us = time_us(res->bytes);
-    if (res->sol_us > 0) res->profile.sol_fraction = float(res->sol_us / res->median_us);
+    if (res->sol_us > 0) fb::MutableProfile(res).sol_fraction = float(res->sol_us / res->median_us);
     double out_bytes = 0;
     for (const auto& t : task_.outputs) {
       double n = double(htam_dtype_size(t.dtype));
@@ -1171,14 +1173,15 @@ class Gate::Impl {
     rep.dram_throughput = rep.sm_throughput = rep.occupancy = -1;
     rep.sm_clock_mhz = rep.mem_clock_mhz = -1;
     if (!cand_->Profile(Bound(in), Bound(out), &rep).ok()) return;
-    res->profile.registers = rep.registers;
-    res->profile.shared_bytes = rep.shared_bytes;
-    res->profile.spill_bytes = rep.spill_bytes;
-    res->profile.dram_throughput = rep.dram_throughput;
-    res->profile.sm_throughput = rep.sm_throughput;
-    res->profile.occupancy = rep.occupancy;
-    if (rep.sm_clock_mhz > 0) res->profile.sm_clock_mhz = rep.sm_clock_mhz;
-    if (rep.mem_clock_mhz > 0) res->profile.mem_clock_mhz = rep.mem_clock_mhz;
+    fb::ProfileT& p = fb::MutableProfile(res);
+    p.registers = rep.registers;
+    p.shared_bytes = rep.shared_bytes;
+    p.spill_bytes = rep.spill_bytes;
+    p.dram_throughput = rep.dram_throughput;
+    p.sm_throughput = rep.sm_throughput;
+    p.occupancy = rep.occupancy;
+    if (rep.sm_clock_mhz > 0) p.sm_clock_mhz = rep.sm_clock_mhz;
+    if (rep.mem_clock_mhz > 0) p.mem_clock_mhz = rep.mem_clock_mhz;
   }
 
   BackendInstance* backend_;
@@ -1205,7 +1208,7 @@ class Gate::Impl {
   std::string data_note_;
   std::string timing_note_;    // a timed phase did not get the timing lock in time
   std::string baseline_note_;  // the baseline came from an earlier job of this process
-  std::vector<std::pair<std::string, double>> stage_ms_;
+  std::vector<fb::StageTimeT> stage_ms_;
   std::string stage_name_;
   std::chrono::steady_clock::time_point stage_start_;
 };

@@ -26,6 +26,8 @@
 #include "backends/common/task_spec.h"
 #include "base/thread_annotations.h"
 #include "htam/schema/htg_generated.h"
+#include "htam/schema/job_generated.h"
+#include "htam/schema/job_result.h"
 
 namespace htam {
 
@@ -120,43 +122,13 @@ struct GateOptions {
   double kernelbench_call_timeout_s = 60;  // not the table's: htamd passes eval.case_timeout_s
 };
 
-struct GateResult {
-  fb::OutcomeStatus status = fb::OutcomeStatus::InfraError;
-  std::string diagnostics;
-  std::string candidate_hash;  // sha256 of language + "\n" + source
-  double median_us = 0, spread_us = 0;
-  uint32_t repetitions = 0;
-  double baseline_us = 0, baseline_spread_us = 0;
-  double speedup = 0;
-  double compile_ms = 0;
-  bool compile_cached = false;
-  int cases = 0;                // verification cases passed
-  // Whether the runner that ran the candidate may serve the next job: Ok, a compile error (nothing
-  // of the candidate ran), or a failure of its outputs only (wrong values, not written, two calls
-  // disagreeing). A crash, a timeout, an integrity failure (out-of-bounds writes, modified inputs,
-  // threads or child processes left behind), a failed load and every failure during timing end
-  // it: the next job gets a fresh runner and worker.
-  bool runner_clean = false;
-  double flops = 0, bytes = 0;  // of the timed (first seen) shape
-  fb::ProfileT profile;
-  // From the device's measured ceilings (the plugin's optional device_roofline; 0 = none):
-  // sol_us, the time the task's bytes and FLOPs need (profile.sol_fraction = sol_us / median_us),
-  // and floor_us, the least time no honest result can beat (up to a last-level cache's worth of
-  // output may be written back after the timed window closes, so those bytes do not count).
-  double sol_us = 0, floor_us = 0;
-  double copy_bytes_per_s = 0, fp32_flops = 0, tensor16_flops = 0;
-  // KernelBench tasks: the baseline is PyTorch eager (baseline_us); torch.compile where it works.
-  bool golden_computed = false;    // PyTorch ran during this evaluation (golden cache miss)
-  double baseline_compile_us = 0;  // 0 = no torch.compile figure (baseline_note says why)
-  std::string baseline_note;
-  // Wall time per stage of this evaluation, in the order first entered (compile candidate,
-  // verify, time candidate, ...): where an evaluation's time goes.
-  std::vector<std::pair<std::string, double>> stage_ms;
-  // Wall time of the gate's own operations inside those stages, by name, summed (allocate,
-  // allocate shared, free, write guards, fill, copy, poison, check guards, compare, call
-  // candidate, call reference): what a stage's time is made of.
-  std::vector<std::pair<std::string, double>> op_ms;
-};
+// The gate's result is the one evaluation result type, the schema's JobResultT (schema/job.fbs):
+// the gate fills the verdict and its figures (status, diagnostics, candidate_hash, timing,
+// baseline, compile, cases, FLOPs and bytes, speed of light, profile clocks and registers,
+// KernelBench's baseline details, stage and operation times, runner_clean); the worker and the
+// evaluator add theirs (job id, bottleneck and profiling run, device, arch, wall time) to the same
+// object, which is what travels (daemon/eval/job_codec.h).
+using GateResult = fb::JobResultT;
 
 // The golden-data options of a KernelBench task from the gate's options: the interpreter, helper,
 // cache (GateOptions::golden_cache_dir, else the backend's cache dir, else a /tmp folder), time

@@ -13,17 +13,14 @@
 #include "backends/common/plugin_host.h"
 #include "base/status.h"
 #include "htam/schema/htg_generated.h"
+#include "htam/schema/job_generated.h"
 
 namespace htam {
 
-struct ProfileRequest {
-  std::string tool;         // the configured profiler binary; "" = the plugin finds its own
-  std::string search_path;  // where it looks (PATH form); "" = the process's own PATH
-  double timeout_s = 300;   // wall limit of the profiled run
-  double memory_pct = -1;   // thresholds of the classes; < 0 = the plugin's defaults
-  double compute_pct = -1;
-  double launch_us = -1;
-};
+// How to profile: the job's own table (schema/job.fbs ProfileRequest: the profiler binary, "" = the
+// plugin finds its own; its search path, "" = the process's PATH; the wall limit of the profiled
+// run; the thresholds of the classes, < 0 = the plugin's defaults), as the worker frame carries it.
+using ProfileRequest = fb::ProfileRequestT;
 
 struct ProfileCommand {
   std::vector<std::string> argv;           // the profiler and its flags

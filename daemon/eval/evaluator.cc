@@ -709,7 +709,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   }
   WorkerProcess* w = s->worker.get();
   if (job.on_stage) job.on_stage(job.job_id, "running", "on " + s->info.name);
-  fb::JobSpecT spec = JobToSpec(job);
+  fb::JobSpecT spec = job;  // the job as the worker frame carries it, with the frame's fields
   spec.task_dir = MakeAbsolute(job.task_dir);
   spec.context.clear();  // the daemon's, not the worker's
   spec.reference_only = job.source.empty();
@@ -783,7 +783,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         // Everything the worker measured; the job id, device, arch and wall time are the
         // evaluator's to say, the hash the worker's when it gives one (a KernelBench candidate's
         // is of what it built).
-        EvalResult got = ResultFromSpec(*spec);
+        EvalResult got = std::move(*spec);
         got.job_id = r.job_id;
         got.device = std::move(r.device);
         got.arch = std::move(r.arch);
@@ -796,8 +796,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         // check or did not load ends after answering (worker_main.cc, GateResult::runner_clean);
         // one whose candidate only computed wrong values serves on.
         // A worker whose runner retired (device memory left allocated) ends too.
-        keep_worker = JobsPerWorker(job.backend) > 1 && !spec->runner_retired &&
-                      (r.status == fb::OutcomeStatus::Ok || spec->runner_clean ||
+        keep_worker = JobsPerWorker(job.backend) > 1 && !r.runner_retired &&
+                      (r.status == fb::OutcomeStatus::Ok || r.runner_clean ||
                        !(ev_.runner && RunnerBackend(job.backend)));
       } else if (type == "fatal") {
         r.status = StatusFromName(f->value("status", "InfraError"));

@@ -16,25 +16,21 @@
 #include "base/status.h"
 #include "daemon/config/config.h"
 #include "htam/schema/htg_generated.h"
+#include "htam/schema/job_generated.h"
+#include "htam/schema/job_result.h"
 #include "htam/schema/protocol_generated.h"
 
 namespace htam::eval {
 
-// One candidate to evaluate on one backend.
-struct EvalJob {
-  uint64_t job_id = 0;
-  std::string task_dir;     // configs/tasks/<name> (holds task.json and references)
-  std::string backend;      // "cpu", "cuda", "hip"
-  std::string arch;         // "" = any device of that backend; else e.g. "sm_90", "x86_64"
-  std::string language;     // "" = the backend's language; else must match it ("cpp", "cuda")
-  std::string source;       // the candidate's source text (hostile input)
-  uint64_t session_id = 0;  // fair share between sessions (daemon/scheduler); 0 = none
-  std::string context;      // opaque to evaluation: kept with a durably queued job, handed back
-                            // by Recovered() after a daemon restart
-  bool profile = false;     // when the candidate is Ok: its one call again under its plugin's
-                            // profiler (Nsight Compute for CUDA, eval.ncu), filling profile
-                            // dram/sm throughput, occupancy and bottleneck; without one a
-                            // "profile unavailable" note, still Ok
+// One candidate to evaluate on one backend: the schema's job (schema/job.fbs JobSpec, whose
+// comments say what each field means) plus what never travels, the progress callback. The daemon
+// fills job_id, task_dir (configs/tasks/<name>), backend, arch, language, source, session_id,
+// context and profile; the other JobSpec fields belong to the carriers (worker frames, remote
+// protocol), which fill them on their own copy.
+struct EvalJob : fb::JobSpecT {
+  EvalJob() = default;
+  explicit EvalJob(fb::JobSpecT spec) : fb::JobSpecT(std::move(spec)) {}
+
   // Optional: told each stage as it begins ("running" with the device's name when a device takes
   // the job, then the worker's stages: "compile candidate", "verify (seen shape #1)", "time
   // candidate", ...). Called on an evaluator thread; must not block. Jobs on remote workers
@@ -43,46 +39,12 @@ struct EvalJob {
       on_stage;
 };
 
-struct EvalResult {
-  uint64_t job_id = 0;
-  fb::OutcomeStatus status = fb::OutcomeStatus::InfraError;
-  std::string diagnostics;  // compiler output, gate failure reason, crash signal, ...
-  double median_us = 0;     // candidate, per call, over `repetitions` timed calls
-  double spread_us = 0;     // interquartile range
-  uint32_t repetitions = 0;
-  double baseline_us = 0;      // the task's reference, timed the same way in the same worker
-  double speedup = 0;          // baseline_us / median_us (0 unless Ok)
-  fb::ProfileT profile;        // sol_fraction, clocks, registers... (-1 where unknown)
-  std::string candidate_hash;  // hex content hash of language + source
-  std::string device;          // device name the job ran on
-  std::string arch;            // its arch
-  double wall_ms = 0;          // compile + verify + time, as seen by the evaluator
-  // From the profile (EvalJob::profile): the class Nsight Compute's metrics give with the
-  // eval.cuda_profile_* thresholds; Unknown when not profiled or unavailable.
-  fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;
-  // Wall time per stage inside the worker (compile candidate, verify, time candidate, ...).
-  std::vector<std::pair<std::string, double>> stage_ms;
-  std::vector<std::pair<std::string, double>> op_ms;  // GateResult::op_ms
-  // The candidate's build came from a cache (compiled ahead, or the same source before).
-  bool compile_cached = false;
-  double compile_ms = 0;
-  int cases = 0;                // verification cases passed
-  double flops = 0, bytes = 0;  // of the timed (first seen) shape
-  // GateResult's speed-of-light figures: the time the task's bytes and FLOPs need at the device's
-  // measured ceilings, the floor no honest result beats, and those ceilings (0 = none measured).
-  double sol_us = 0, floor_us = 0;
-  double copy_bytes_per_s = 0, fp32_flops = 0, tensor16_flops = 0;
-  // KernelBench tasks: PyTorch ran for this evaluation; its torch.compile time (0 = none, the
-  // note says why).
-  bool golden_computed = false;
-  double baseline_compile_us = 0;
-  std::string baseline_note;
-  // The profiling run (EvalJob::profile): its note ("ncu: Memory-bound", "profile unavailable:
-  // ..."), the kernels it saw and their summed time; empty and 0 when not profiled.
-  std::string profile_note;
-  int profiled_kernels = 0;
-  double profiled_us = 0;
-};
+// The outcome of one job: the schema's JobResult (schema/job.fbs, whose comments say what each
+// field means), the same object the gate filled (backends/common/gate.h GateResult) with the
+// worker's and the evaluator's fields added. Its profile is read through fb::ProfileOf
+// (htam/schema/job_result.h). The carrier fields (runner_clean, runner_retired, attempt) mean
+// something only to their carrier (worker frames, remote protocol); nothing else reads them.
+using EvalResult = fb::JobResultT;
 
 // All fields default from the `eval` section of the configuration table (options.inc).
 struct EvalOptions {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "daemon/eval/evaluator.h"
 #include "daemon/eval/job_codec.h"
 
 namespace htam::eval {
@@ -56,14 +57,14 @@ TEST(Frame, AJobAndAResultTravelAsBufferFrames) {
   job.job_id = 12;
   job.backend = "cpu";
   job.source = std::string(100000, 'x');
-  fb::JobSpecT spec = JobToSpec(job);
+  fb::JobSpecT spec = job;
   spec.gate = std::make_unique<fb::GateSpecT>();
   spec.gate->seeds = 4;
   ASSERT_TRUE(WriteBufferFrame(sv[0], PackJob(spec)).ok());
   EvalResult res;
   res.job_id = 12;
   res.status = fb::OutcomeStatus::Ok;
-  ASSERT_TRUE(WriteBufferFrame(sv[0], PackResult(ResultToSpec(res))).ok());
+  ASSERT_TRUE(WriteBufferFrame(sv[0], PackResult(res)).ok());
   auto f = ReadFrame(sv[1]);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ((*f)["type"], "job");

@@ -1,8 +1,16 @@
-// The one job type: EvalJob / EvalResult through schema/job.fbs and back, field by field, and
-// buffers that must be refused (truncated, of another type, failing the verifier).
+// The one job type: EvalJob / EvalResult through their buffers and back, field by field (by hand
+// and, for every field the schema declares, through its reflection data), and buffers that must
+// be refused (truncated, of another type, failing the verifier).
 #include "daemon/eval/job_codec.h"
 
+#include <flatbuffers/reflection.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "daemon/eval/evaluator.h"
+#include "htam/schema/bfbs.h"
 
 namespace htam::eval {
 namespace {
@@ -31,22 +39,24 @@ EvalResult FullResult() {
   r.repetitions = 31;
   r.baseline_us = 40;
   r.speedup = 3.2;
-  r.profile.registers = 64;
-  r.profile.shared_bytes = 4096;
-  r.profile.spill_bytes = 8;
-  r.profile.dram_throughput = 0.5f;
-  r.profile.sm_throughput = 0.25f;
-  r.profile.occupancy = 0.125f;
-  r.profile.sol_fraction = 0.625f;
-  r.profile.sm_clock_mhz = 1980;
-  r.profile.mem_clock_mhz = 2619;
+  fb::ProfileT& p = fb::MutableProfile(&r);
+  p.registers = 64;
+  p.shared_bytes = 4096;
+  p.spill_bytes = 8;
+  p.dram_throughput = 0.5f;
+  p.sm_throughput = 0.25f;
+  p.occupancy = 0.125f;
+  p.sol_fraction = 0.625f;
+  p.sm_clock_mhz = 1980;
+  p.mem_clock_mhz = 2619;
   r.candidate_hash = "ab12";
   r.device = "NVIDIA H100";
   r.arch = "sm_90";
   r.wall_ms = 812.5;
   r.bottleneck = fb::Bottleneck::Latency;
-  r.stage_ms = {{"compile candidate", 300}, {"verify (seen shape #1)", 20.5}};
-  r.op_ms = {{"compare", 1.5}};
+  r.stage_ms = {fb::MakeStageTime("compile candidate", 300),
+                fb::MakeStageTime("verify (seen shape #1)", 20.5)};
+  r.op_ms = {fb::MakeStageTime("compare", 1.5)};
   r.compile_cached = true;
   r.compile_ms = 310.5;
   r.cases = 6;
@@ -63,14 +73,15 @@ EvalResult FullResult() {
   r.profile_note = "ncu: Memory-bound";
   r.profiled_kernels = 2;
   r.profiled_us = 55.5;
+  r.baseline_spread_us = 1.25;
   return r;
 }
 
 TEST(JobCodec, EveryJobFieldRoundTrips) {
   const EvalJob in = FullJob();
-  auto out = UnpackJob(PackJob(JobToSpec(in)), "test");
+  auto out = UnpackJob(PackJob(in), "test");
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EvalJob back = JobFromSpec(*out);
+  EvalJob back(std::move(*out));
   EXPECT_EQ(back.job_id, in.job_id);
   EXPECT_EQ(back.task_dir, in.task_dir);
   EXPECT_EQ(back.backend, in.backend);
@@ -80,10 +91,11 @@ TEST(JobCodec, EveryJobFieldRoundTrips) {
   EXPECT_EQ(back.session_id, in.session_id);
   EXPECT_EQ(back.context, in.context);
   EXPECT_EQ(back.profile, in.profile);
+  EXPECT_TRUE(static_cast<const fb::JobSpecT&>(back) == in);  // and every other field
 }
 
 TEST(JobCodec, CarrierFieldsRoundTrip) {
-  fb::JobSpecT s = JobToSpec(FullJob());
+  fb::JobSpecT s = FullJob();
   s.attempt = 4;
   s.task_name = "softmax";
   auto f = std::make_unique<fb::TaskFileT>();
@@ -108,14 +120,15 @@ TEST(JobCodec, CarrierFieldsRoundTrip) {
 
 TEST(JobCodec, EveryResultFieldRoundTrips) {
   const EvalResult in = FullResult();
-  fb::JobResultT spec = ResultToSpec(in);
+  EvalResult spec = in;
   spec.runner_clean = true;
   spec.attempt = 3;
   auto out = UnpackResult(PackResult(spec), "test");
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_TRUE(out->runner_clean);
   EXPECT_EQ(out->attempt, 3u);
-  EvalResult back = ResultFromSpec(*out);
+  EXPECT_TRUE(*out == spec);  // the generated comparison: every field, nested tables included
+  const EvalResult& back = *out;
   EXPECT_EQ(back.job_id, in.job_id);
   EXPECT_EQ(back.status, in.status);
   EXPECT_EQ(back.diagnostics, in.diagnostics);
@@ -124,7 +137,7 @@ TEST(JobCodec, EveryResultFieldRoundTrips) {
   EXPECT_EQ(back.repetitions, in.repetitions);
   EXPECT_EQ(back.baseline_us, in.baseline_us);
   EXPECT_EQ(back.speedup, in.speedup);
-  EXPECT_TRUE(back.profile == in.profile);
+  EXPECT_TRUE(fb::ProfileOf(back) == fb::ProfileOf(in));
   EXPECT_EQ(back.candidate_hash, in.candidate_hash);
   EXPECT_EQ(back.device, in.device);
   EXPECT_EQ(back.arch, in.arch);
@@ -148,6 +161,7 @@ TEST(JobCodec, EveryResultFieldRoundTrips) {
   EXPECT_EQ(back.profiled_kernels, in.profiled_kernels);
   EXPECT_EQ(back.profiled_us, in.profiled_us);
   EXPECT_EQ(back.compile_cached, in.compile_cached);
+  EXPECT_EQ(back.baseline_spread_us, in.baseline_spread_us);
 }
 
 TEST(JobCodec, AnAbsentProfileIsUnknownAndUnknownEnumsAreNotTrusted) {
@@ -156,16 +170,40 @@ TEST(JobCodec, AnAbsentProfileIsUnknownAndUnknownEnumsAreNotTrusted) {
   spec.bottleneck = fb::Bottleneck(100);
   auto out = UnpackResult(PackResult(spec), "test");
   ASSERT_TRUE(out.ok());
-  EvalResult r = ResultFromSpec(*out);
+  const EvalResult& r = *out;
   EXPECT_EQ(r.status, fb::OutcomeStatus::InfraError);
   EXPECT_EQ(r.bottleneck, fb::Bottleneck::Unknown);
-  EXPECT_EQ(r.profile.registers, -1);
-  EXPECT_EQ(r.profile.sol_fraction, -1.0f);
+  EXPECT_EQ(fb::ProfileOf(r).registers, -1);
+  EXPECT_EQ(fb::ProfileOf(r).sol_fraction, -1.0f);
+}
+
+// A result written before JobResult gained baseline_spread_us (its last field) reads, the new
+// field at its default.
+TEST(JobCodec, AResultOfThePreviousVersionReads) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto diagnostics = fbb.CreateString("ok");
+  fb::JobResultBuilder b(fbb);
+  b.add_job_id(7);
+  b.add_status(fb::OutcomeStatus::Ok);
+  b.add_diagnostics(diagnostics);
+  b.add_median_us(2.5);
+  b.add_runner_retired(true);
+  fbb.Finish(b.Finish(), kResultIdentifier);
+  auto out = UnpackResult(
+      std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()),
+      "test");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->job_id, 7u);
+  EXPECT_EQ(out->status, fb::OutcomeStatus::Ok);
+  EXPECT_EQ(out->diagnostics, "ok");
+  EXPECT_EQ(out->median_us, 2.5);
+  EXPECT_TRUE(out->runner_retired);
+  EXPECT_EQ(out->baseline_spread_us, 0);
 }
 
 TEST(JobCodec, MalformedBuffersAreRefusedWithAClearError) {
-  const std::string job = PackJob(JobToSpec(FullJob()));
-  const std::string result = PackResult(ResultToSpec(FullResult()));
+  const std::string job = PackJob(FullJob());
+  const std::string result = PackResult(FullResult());
   // Too short.
   auto r = UnpackJob(job.substr(0, 6), "queued job");
   EXPECT_EQ(r.status().code(), Status::Code::kCorruption);
@@ -199,11 +237,255 @@ TEST(JobCodec, MalformedBuffersAreRefusedWithAClearError) {
 }
 
 TEST(JobCodec, AnUnalignedBufferIsRead) {
-  const std::string job = PackJob(JobToSpec(FullJob()));
+  const std::string job = PackJob(FullJob());
   std::string shifted = "x" + job;
   auto out = UnpackJob(std::string_view(shifted).substr(1), "job");
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->source, FullJob().source);
+}
+
+// Every field the schema declares, filled and compared through the schema's reflection data
+// (schema/job.fbs, embedded): a field added to JobSpec or JobResult is covered by the two tests
+// below without editing them, and one that a carrier loses fails them by name.
+class SchemaWalk {
+ public:
+  SchemaWalk() {
+    auto b = fb::JobBinarySchema();
+    flatbuffers::Verifier v(b.data(), b.size());
+    EXPECT_TRUE(reflection::VerifySchemaBuffer(v));
+    schema_ = reflection::GetSchema(b.data());
+  }
+
+  const reflection::Object& Table(const char* name) const {
+    const auto* o = schema_->objects()->LookupByKey((std::string("htam.fb.") + name).c_str());
+    EXPECT_NE(o, nullptr) << name;
+    return *o;
+  }
+
+  // A buffer of table `o` whose every field (nested tables and vectors too) holds a value other
+  // than its default, distinct per field; enums take a declared value.
+  std::string Full(const reflection::Object& o, const char* identifier) const {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(flatbuffers::Offset<flatbuffers::Table>(Fill(fbb, o, 0)), identifier);
+    return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+  }
+
+  // Every field of `o` in buffer `sent` kept in buffer `back`, and none of the schema's skipped.
+  void ExpectAllKept(const reflection::Object& o, const std::string& sent,
+                     const std::string& back) const {
+    auto root = [](const std::string& b) {
+      return flatbuffers::GetAnyRoot(reinterpret_cast<const uint8_t*>(b.data()));
+    };
+    EXPECT_GE(ExpectSame(o, *root(sent), *root(back), o.name()->str()), Declared(o));
+  }
+
+  // Every field of `o` in `want` equals its value in `got` (absent = default, so a field that was
+  // dropped differs). Returns the number of fields compared.
+  int ExpectSame(const reflection::Object& o, const flatbuffers::Table& want,
+                 const flatbuffers::Table& got, const std::string& path) const {
+    int n = 0;
+    for (const reflection::Field* f : *o.fields()) {
+      if (f->deprecated()) continue;
+      const std::string at = path + "." + f->name()->str();
+      const reflection::BaseType bt = f->type()->base_type();
+      ++n;
+      if (bt == reflection::Float || bt == reflection::Double) {
+        EXPECT_EQ(flatbuffers::GetAnyFieldF(want, *f), flatbuffers::GetAnyFieldF(got, *f)) << at;
+      } else if (flatbuffers::IsScalar(bt)) {
+        EXPECT_EQ(flatbuffers::GetAnyFieldI(want, *f), flatbuffers::GetAnyFieldI(got, *f)) << at;
+      } else if (bt == reflection::String) {
+        EXPECT_EQ(flatbuffers::GetAnyFieldS(want, *f, schema_),
+                  flatbuffers::GetAnyFieldS(got, *f, schema_))
+            << at;
+      } else if (bt == reflection::Obj) {
+        const auto* w = flatbuffers::GetFieldT(want, *f);
+        const auto* g = flatbuffers::GetFieldT(got, *f);
+        EXPECT_TRUE(w && g) << at << " missing";
+        if (w && g) n += ExpectSame(Object(*f->type()), *w, *g, at);
+      } else if (bt == reflection::Vector) {
+        n += ExpectSameVector(*f, want, got, at);
+      } else {
+        ADD_FAILURE() << at << ": a field kind this test does not fill";
+      }
+    }
+    return n;
+  }
+
+ private:
+  const reflection::Object& Object(const reflection::Type& t) const {
+    return *schema_->objects()->Get(t.index());
+  }
+
+  // A value of scalar field `f` (or vector element of type `t`) that is not the default.
+  int64_t Integer(const reflection::Type& t, int64_t def, int salt) const {
+    if (t.index() >= 0) {  // an enum: its last declared value that is not the default
+      const auto* values = schema_->enums()->Get(t.index())->values();
+      for (size_t i = values->size(); i-- > 0;)
+        if (values->Get(flatbuffers::uoffset_t(i))->value() != def)
+          return values->Get(flatbuffers::uoffset_t(i))->value();
+    }
+    return def + 1 + salt;
+  }
+
+  template <typename T>
+  static flatbuffers::uoffset_t Scalars(flatbuffers::FlatBufferBuilder& fbb, T a, T b) {
+    return fbb.CreateVector(std::vector<T>{a, b}).o;
+  }
+
+  flatbuffers::uoffset_t Vector(flatbuffers::FlatBufferBuilder& fbb, const reflection::Field& f,
+                                int depth) const {
+    const reflection::Type& t = *f.type();
+    const int64_t i = Integer(t, 0, f.id());
+    const double d = 2.5 + f.id();
+    switch (t.element()) {
+      case reflection::String: {
+        std::vector<flatbuffers::Offset<flatbuffers::String>> v = {
+            fbb.CreateString(f.name()->str() + " #1"), fbb.CreateString(f.name()->str() + " #2")};
+        return fbb.CreateVector(v).o;
+      }
+      case reflection::Obj: {
+        std::vector<flatbuffers::Offset<flatbuffers::Table>> v;
+        for (int k = 0; k < 2; ++k) v.emplace_back(Fill(fbb, Object(t), depth + 1));
+        return fbb.CreateVector(v).o;
+      }
+      case reflection::Bool: return Scalars<uint8_t>(fbb, 1, 0);
+      case reflection::Byte: return Scalars<int8_t>(fbb, int8_t(i), 3);
+      case reflection::UByte: return Scalars<uint8_t>(fbb, uint8_t(i), 0xff);
+      case reflection::Short: return Scalars<int16_t>(fbb, int16_t(i), -3);
+      case reflection::UShort: return Scalars<uint16_t>(fbb, uint16_t(i), 3);
+      case reflection::Int: return Scalars<int32_t>(fbb, int32_t(i), -3);
+      case reflection::UInt: return Scalars<uint32_t>(fbb, uint32_t(i), 3);
+      case reflection::Long: return Scalars<int64_t>(fbb, i, -3);
+      case reflection::ULong: return Scalars<uint64_t>(fbb, uint64_t(i), 3);
+      case reflection::Float: return Scalars<float>(fbb, float(d), -0.5f);
+      case reflection::Double: return Scalars<double>(fbb, d, -0.5);
+      default:
+        ADD_FAILURE() << f.name()->str() << ": a vector kind this test does not fill";
+        return 0;
+    }
+  }
+
+  flatbuffers::uoffset_t Fill(flatbuffers::FlatBufferBuilder& fbb, const reflection::Object& o,
+                              int depth) const {
+    EXPECT_FALSE(o.is_struct()) << o.name()->str() << ": a struct field this test does not fill";
+    EXPECT_LT(depth, 8) << "the job tables nest deeper than expected";
+    std::vector<const reflection::Field*> fields(o.fields()->begin(), o.fields()->end());
+    std::vector<flatbuffers::uoffset_t> offsets(fields.size(), 0);
+    for (size_t k = 0; k < fields.size(); ++k) {  // children first, outside the table
+      const reflection::Field& f = *fields[k];
+      const reflection::BaseType bt = f.type()->base_type();
+      if (f.deprecated() || depth >= 8) continue;
+      if (bt == reflection::String)
+        offsets[k] = fbb.CreateString(f.name()->str() + " of " + o.name()->str()).o;
+      else if (bt == reflection::Obj)
+        offsets[k] = Fill(fbb, Object(*f.type()), depth + 1);
+      else if (bt == reflection::Vector)
+        offsets[k] = Vector(fbb, f, depth);
+      else if (!flatbuffers::IsScalar(bt))
+        ADD_FAILURE() << f.name()->str() << ": a field kind this test does not fill";
+    }
+    const flatbuffers::uoffset_t start = fbb.StartTable();
+    for (size_t k = 0; k < fields.size(); ++k) {
+      const reflection::Field& f = *fields[k];
+      if (f.deprecated()) continue;
+      const flatbuffers::voffset_t at = f.offset();
+      const int64_t di = f.default_integer();
+      const int64_t i = Integer(*f.type(), di, f.id());
+      const double d = f.default_real() + 1.5 + f.id();
+      switch (f.type()->base_type()) {
+        case reflection::Bool: fbb.AddElement<uint8_t>(at, di ? 0 : 1, uint8_t(di)); break;
+        case reflection::Byte: fbb.AddElement<int8_t>(at, int8_t(i), int8_t(di)); break;
+        case reflection::UByte: fbb.AddElement<uint8_t>(at, uint8_t(i), uint8_t(di)); break;
+        case reflection::Short: fbb.AddElement<int16_t>(at, int16_t(i), int16_t(di)); break;
+        case reflection::UShort: fbb.AddElement<uint16_t>(at, uint16_t(i), uint16_t(di)); break;
+        case reflection::Int: fbb.AddElement<int32_t>(at, int32_t(i), int32_t(di)); break;
+        case reflection::UInt: fbb.AddElement<uint32_t>(at, uint32_t(i), uint32_t(di)); break;
+        case reflection::Long: fbb.AddElement<int64_t>(at, i, di); break;
+        case reflection::ULong: fbb.AddElement<uint64_t>(at, uint64_t(i), uint64_t(di)); break;
+        case reflection::Float: fbb.AddElement<float>(at, float(d), float(f.default_real())); break;
+        case reflection::Double: fbb.AddElement<double>(at, d, f.default_real()); break;
+        default:
+          if (offsets[k]) fbb.AddOffset(at, flatbuffers::Offset<void>(offsets[k]));
+      }
+    }
+    return fbb.EndTable(start);
+  }
+
+  int ExpectSameVector(const reflection::Field& f, const flatbuffers::Table& want,
+                       const flatbuffers::Table& got, const std::string& at) const {
+    const auto* w = flatbuffers::GetFieldAnyV(want, f);
+    const auto* g = flatbuffers::GetFieldAnyV(got, f);
+    EXPECT_TRUE(w && g) << at << " missing";
+    if (!w || !g) return 0;
+    EXPECT_EQ(w->size(), g->size()) << at;
+    if (w->size() != g->size()) return 0;
+    int n = 0;
+    const reflection::BaseType et = f.type()->element();
+    for (flatbuffers::uoffset_t k = 0; k < w->size(); ++k) {
+      const std::string item = at + "[" + std::to_string(k) + "]";
+      if (et == reflection::Float || et == reflection::Double) {
+        EXPECT_EQ(flatbuffers::GetAnyVectorElemF(w, et, k),
+                  flatbuffers::GetAnyVectorElemF(g, et, k))
+            << item;
+      } else if (flatbuffers::IsScalar(et)) {
+        EXPECT_EQ(flatbuffers::GetAnyVectorElemI(w, et, k),
+                  flatbuffers::GetAnyVectorElemI(g, et, k))
+            << item;
+      } else if (et == reflection::String) {
+        EXPECT_EQ(flatbuffers::GetAnyVectorElemPointer<const flatbuffers::String>(w, k)->str(),
+                  flatbuffers::GetAnyVectorElemPointer<const flatbuffers::String>(g, k)->str())
+            << item;
+      } else if (et == reflection::Obj) {
+        n +=
+            ExpectSame(Object(*f.type()),
+                       *flatbuffers::GetAnyVectorElemPointer<const flatbuffers::Table>(w, k),
+                       *flatbuffers::GetAnyVectorElemPointer<const flatbuffers::Table>(g, k), item);
+      }
+    }
+    return n;
+  }
+
+  // The number of fields a table declares, nested tables included once.
+  int Declared(const reflection::Object& o) const {
+    int n = 0;
+    for (const reflection::Field* f : *o.fields()) {
+      if (f->deprecated()) continue;
+      ++n;
+      const reflection::BaseType bt = f->type()->base_type();
+      if (bt == reflection::Obj ||
+          (bt == reflection::Vector && f->type()->element() == reflection::Obj))
+        n += Declared(Object(*f->type()));
+    }
+    return n;
+  }
+
+  const reflection::Schema* schema_ = nullptr;
+};
+
+TEST(JobCodec, EverySchemaFieldOfAResultSurvivesTheEvaluatorsPath) {
+  SchemaWalk walk;
+  const reflection::Object& o = walk.Table("JobResult");
+  const std::string sent = walk.Full(o, kResultIdentifier);
+  // The worker's frame unpacked by the evaluator, kept as its EvalResult, packed again for a
+  // remote answer or the next carrier.
+  auto got = UnpackResult(sent, "test");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EvalResult r = std::move(*got);
+  EvalResult copy = r;  // results are copied by value (callbacks, promises)
+  walk.ExpectAllKept(o, sent, PackResult(copy));
+}
+
+TEST(JobCodec, EverySchemaFieldOfAJobSurvivesTheEvaluatorsPath) {
+  SchemaWalk walk;
+  const reflection::Object& o = walk.Table("JobSpec");
+  const std::string sent = walk.Full(o, kJobIdentifier);
+  // A job as the durable queue or the remote protocol hands it to the daemon (EvalJob), and as
+  // the evaluator forwards it to its worker.
+  auto got = UnpackJob(sent, "test");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const EvalJob job(std::move(*got));
+  const fb::JobSpecT frame = job;
+  walk.ExpectAllKept(o, sent, PackJob(frame));
 }
 
 }  // namespace

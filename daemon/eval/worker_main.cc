@@ -61,7 +61,6 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
-#include "daemon/eval/from_gate.h"
 #include "daemon/eval/job_codec.h"
 #include "daemon/eval/runner_spawn.h"
 #include "daemon/eval/sandbox.h"
@@ -154,30 +153,6 @@ T Get(const json& j, const char* k, T def) {
   }
 }
 
-// What the profiling run said (when the job asked for one): its note ("ncu: Memory-bound",
-// "profile unavailable: ..."), the kernels it saw and their summed time.
-struct Profiled {
-  std::string note;
-  int kernels = 0;
-  double us = 0;
-};
-
-// The result frame's buffer: the gate's result as the one job result type (job_codec.h).
-std::string ResultBuffer(uint64_t job_id, const htam::GateResult& g,
-                         htam::fb::Bottleneck bottleneck, const Profiled& profiled,
-                         bool runner_retired) {
-  htam::eval::EvalResult r = htam::eval::FromGateResult(g);
-  r.job_id = job_id;
-  r.bottleneck = bottleneck;
-  r.profile_note = profiled.note;
-  r.profiled_kernels = profiled.kernels;
-  r.profiled_us = profiled.us;
-  htam::fb::JobResultT spec = htam::eval::ResultToSpec(r);
-  spec.runner_clean = g.runner_clean;
-  spec.runner_retired = runner_retired;
-  return htam::eval::PackResult(spec);
-}
-
 // The gate's options of a job ("gate" object, "arch"), the same in the one-call mode.
 htam::GateOptions GateOptionsFromJob(const htam::fb::JobSpecT& j, const htam::BackendInstance& b,
                                      int device) {
@@ -225,27 +200,20 @@ htam::GateOptions GateOptionsFromJob(const htam::fb::JobSpecT& j, const htam::Ba
 
 // Profiles an Ok result: this binary in its one-call mode under the plugin's profiler (see the
 // file comment). `self_args` are the worker's own arguments (plugin, device, options) for the
-// child. Returns the bottleneck class (Unknown when the profile is unavailable); *profiled gets
-// the profiler's note, the number of kernels it saw and their summed time.
-htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const htam::fb::JobSpecT& job,
-                             const std::vector<std::string>& self_args, const std::string& work_dir,
-                             htam::GateResult* r, Profiled* profiled) {
+// child. Fills r's bottleneck class (Unknown when the profile is unavailable), the profiler's note,
+// the number of kernels it saw and their summed time.
+void Profile(const htam::BackendInstance& b, const htam::fb::JobSpecT& job,
+             const std::vector<std::string>& self_args, const std::string& work_dir,
+             htam::GateResult* r) {
   auto add_note = [&](const std::string& note) {
     r->diagnostics += std::string(r->diagnostics.empty() ? "" : "\n") + note;
   };
-  const htam::fb::ProfileRequestT& request = *job.profile_request;
-  htam::ProfileRequest pr;
-  pr.tool = request.tool;
-  pr.search_path = request.search_path;
-  pr.timeout_s = request.timeout_s;
-  pr.memory_pct = request.memory_pct;
-  pr.compute_pct = request.compute_pct;
-  pr.launch_us = request.launch_us;
+  const htam::ProfileRequest& pr = *job.profile_request;
   auto command = htam::GetProfileCommand(b, pr);
   if (!command.ok()) {
-    profiled->note = command.status().message();
+    r->profile_note = command.status().message();
     add_note(command.status().message());
-    return htam::fb::Bottleneck::Unknown;
+    return;
   }
   std::string job_file = work_dir + "/profile-job.htjb";
   {
@@ -255,9 +223,9 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const htam::fb::Job
     std::ofstream out(job_file, std::ios::binary | std::ios::trunc);
     out << htam::eval::PackJob(one);
     if (!out) {
-      profiled->note = "profile unavailable: cannot write " + job_file;
+      r->profile_note = "profile unavailable: cannot write " + job_file;
       add_note("profile unavailable: cannot write " + job_file);
-      return htam::fb::Bottleneck::Unknown;
+      return;
     }
   }
   char exe[4096];
@@ -270,14 +238,15 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const htam::fb::Job
   htam::ProfileOutcome p = htam::RunProfile(b, *command, argv, work_dir, pr);
   std::remove(job_file.c_str());
   std::string note = p.note;
-  profiled->note = p.note;
-  profiled->kernels = p.kernels;
-  profiled->us = p.total_us;
+  r->profile_note = p.note;
+  r->profiled_kernels = p.kernels;
+  r->profiled_us = p.total_us;
   if (p.available) {
     auto frac = [](double pct) { return pct < 0 ? -1.0f : float(pct / 100.0); };
-    r->profile.dram_throughput = frac(p.dram_pct);
-    r->profile.sm_throughput = frac(p.sm_pct);
-    r->profile.occupancy = frac(p.occupancy_pct);
+    htam::fb::ProfileT& profile = htam::fb::MutableProfile(r);
+    profile.dram_throughput = frac(p.dram_pct);
+    profile.sm_throughput = frac(p.sm_pct);
+    profile.occupancy = frac(p.occupancy_pct);
     char buf[160];
     std::snprintf(buf, sizeof buf,
                   " (dram %.0f%%, sm %.0f%%, occupancy %.0f%% of peak; %d kernel%s)", p.dram_pct,
@@ -285,7 +254,7 @@ htam::fb::Bottleneck Profile(const htam::BackendInstance& b, const htam::fb::Job
     note += buf;
   }
   add_note(note);
-  return p.available ? p.bottleneck : htam::fb::Bottleneck::Unknown;
+  r->bottleneck = p.available ? p.bottleneck : htam::fb::Bottleneck::Unknown;
 }
 
 // --single-call JOBFILE (a JobSpec): the run the profiler watches. One JSON line on stdout; exit 0
@@ -719,8 +688,6 @@ int main(int argc, char** argv) {
     ReapOrphans(runner.pid);
     progress("parse task");
     htam::GateResult r;
-    htam::fb::Bottleneck bottleneck = htam::fb::Bottleneck::Unknown;
-    Profiled profiled;  // the profiling run's note and counts (only when the job asked for one)
     auto task = htam::ParseTaskFile(j.task_dir, j.max_case_bytes);
     htam::GateOptions o = GateOptionsFromJob(j, b, device);
     o.baselines = &baselines;
@@ -741,7 +708,7 @@ int main(int argc, char** argv) {
       // A profiler measures every kernel on the device: the other lanes wait (timing_lock.h).
       htam::DeviceLock turn(htam::DeviceLockPathFor(o, b), o.timing_lock_wait_s);
       turn.Exclusive();
-      bottleneck = Profile(b, j, self_args, work_dir, &r, &profiled);
+      Profile(b, j, self_args, work_dir, &r);
     }
     if (remote && r.status != htam::fb::OutcomeStatus::Ok &&
         r.diagnostics.find("the runner process died") != std::string::npos) {
@@ -750,9 +717,10 @@ int main(int argc, char** argv) {
       _exit(0);
     }
     const bool retired = remote && !remote->Retired().empty();
-    if (!htam::eval::WriteBufferFrame(kFd, ResultBuffer(job_id, r, bottleneck, profiled, retired))
-             .ok())
-      break;
+    // The gate's result is the frame's (job_codec.h): the worker adds its own fields to it.
+    r.job_id = job_id;
+    r.runner_retired = retired;
+    if (!htam::eval::WriteBufferFrame(kFd, htam::eval::PackResult(r)).ok()) break;
     // A runner whose candidate crashed, timed out, failed an integrity check or could not load is
     // not reused: the next job gets a fresh pair (GateResult::runner_clean).
     if (remote && r.status != htam::fb::OutcomeStatus::Ok && !r.runner_clean) break;

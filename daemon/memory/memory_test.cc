@@ -229,10 +229,16 @@ TEST(MemoryTest, FailuresOnTheCurrentKernelKeepTheirPenalty) {
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   const double p = MemoryOptions{}.failure_penalty;
   for (const auto& x : next->scores) {
-    if (x.direction_id == b) EXPECT_NEAR(x.penalty, 2 * p, 1e-9) << "both failures count";
-    if (x.direction_id == c) EXPECT_NEAR(x.penalty, p, 1e-9);
+    if (x.direction_id == b) {
+      EXPECT_NEAR(x.penalty, 2 * p, 1e-9) << "both failures count";
+    }
+    if (x.direction_id == c) {
+      EXPECT_NEAR(x.penalty, p, 1e-9);
+    }
     // A made the kernel: no penalty, though its gain is older than the last failure_memory steps.
-    if (x.direction_id == a) EXPECT_NEAR(x.penalty, 0, 1e-12);
+    if (x.direction_id == a) {
+      EXPECT_NEAR(x.penalty, 0, 1e-12);
+    }
   }
   EXPECT_NE(next->direction.id, b) << next->why;
 }
@@ -397,8 +403,9 @@ TEST(MemoryTest, AdviceThatDidNotFitTheKernelRanksBelowAdviceThatApplied) {
                                    << after->prompt_context;
     seen_passed = seen_passed || p;
   }
-  if (seen_passed)
+  if (seen_passed) {
     EXPECT_NE(after->prompt_context.find("did not fit the kernel"), std::string::npos);
+  }
 }
 
 TEST(MemoryTest, StrategyAppliedInSimilarStatesRanksHigher) {
@@ -484,8 +491,9 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
   ASSERT_NE(ru, std::string::npos) << d->prompt_context;
   EXPECT_TRUE(rp == std::string::npos || rp > ru) << rp << " vs " << ru << "\n"
                                                   << d->prompt_context;
-  if (rp != std::string::npos)
+  if (rp != std::string::npos) {
     EXPECT_NE(d->prompt_context.find("Passed over in similar states"), std::string::npos);
+  }
 }
 
 TEST(MemoryTest, PassedOverPenaltyIsOffsetByTheAppliedWeightInSimilarStates) {
@@ -1349,7 +1357,6 @@ TEST(MemoryTest, ContinuationSpeedupsAreKeptOnlyWhenWeighed) {
   EXPECT_LT(table_bytes(m.get()), kept) << "no per-session speedups at weight 0";
   EXPECT_EQ(Decisions(m.get(), sessions), nothing_to_credit);
 }
-
 
 // memory.bottleneck_mask on the strategy list: with soft a Latency-bound GEMM is still offered
 // the compute-only tensor-core strategy (hard masks its direction, so none of its strategies is

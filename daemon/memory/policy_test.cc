@@ -144,8 +144,12 @@ TEST(PolicyTest, FailureOnTheCurrentKernelKeepsItsPenaltyUntilTheKernelChanges) 
   PolicyResult r = ScoreDirections(dirs, {}, s, o);
   EXPECT_EQ(r.scores[0].name, "E") << r.why;  // the one direction not yet tried on this kernel
   for (const auto& x : r.scores) {
-    if (x.name == "A") EXPECT_DOUBLE_EQ(x.penalty, 0.5 * o.failure_penalty);
-    if (x.name == "B") EXPECT_DOUBLE_EQ(x.penalty, o.failure_penalty);
+    if (x.name == "A") {
+      EXPECT_DOUBLE_EQ(x.penalty, 0.5 * o.failure_penalty);
+    }
+    if (x.name == "B") {
+      EXPECT_DOUBLE_EQ(x.penalty, o.failure_penalty);
+    }
   }
   // Two failures of the same direction on one kernel weigh twice.
   PolicyState twice = CudaState();
@@ -153,7 +157,9 @@ TEST(PolicyTest, FailureOnTheCurrentKernelKeepsItsPenaltyUntilTheKernelChanges) 
   twice.outcomes = {fb::OutcomeStatus::Incorrect, fb::OutcomeStatus::Incorrect,
                     fb::OutcomeStatus::Incorrect};
   for (const auto& x : ScoreDirections(dirs, {}, twice, o).scores)
-    if (x.name == "B") EXPECT_DOUBLE_EQ(x.penalty, 2 * o.failure_penalty);
+    if (x.name == "B") {
+      EXPECT_DOUBLE_EQ(x.penalty, 2 * o.failure_penalty);
+    }
   // Once D improved the kernel, the failures before it fade with age and drop out after
   // failure_memory steps.
   PolicyState moved = s;
@@ -162,10 +168,15 @@ TEST(PolicyTest, FailureOnTheCurrentKernelKeepsItsPenaltyUntilTheKernelChanges) 
   moved.gains.push_back(0.2);
   moved.path_steps = {4};
   for (const auto& x : ScoreDirections(dirs, {}, moved, o).scores) {
-    if (x.name == "A") EXPECT_DOUBLE_EQ(x.penalty, 0.0);
-    if (x.name == "B") EXPECT_DOUBLE_EQ(x.penalty, 0.0);
-    if (x.name == "C")
+    if (x.name == "A") {
+      EXPECT_DOUBLE_EQ(x.penalty, 0.0);
+    }
+    if (x.name == "B") {
+      EXPECT_DOUBLE_EQ(x.penalty, 0.0);
+    }
+    if (x.name == "C") {
       EXPECT_NEAR(x.penalty, o.failure_penalty * o.history_decay * o.history_decay, 1e-12);
+    }
   }
 }
 
@@ -202,9 +213,14 @@ TEST(PolicyTest, PassedOverCountsStepsThatDidNotFitTheKernel) {
   s.gains = {0.3, 0, 0};
   s.path_steps = {0};
   const auto ok = fb::OutcomeStatus::Ok;
-  s.tried = {{10, 0, ok, 0.3}, {20, 0, ok, 0, true}, {21, 0, ok, 0, true},
-             {20, 1, ok, 0, true}, {22, 1, ok, 0, true}, {22, 1, ok, 0, true},
-             {11, 2, fb::OutcomeStatus::Incorrect, 0}, {20, 2, ok, 0, true}};
+  s.tried = {{10, 0, ok, 0.3},
+             {20, 0, ok, 0, true},
+             {21, 0, ok, 0, true},
+             {20, 1, ok, 0, true},
+             {22, 1, ok, 0, true},
+             {22, 1, ok, 0, true},
+             {11, 2, fb::OutcomeStatus::Incorrect, 0},
+             {20, 2, ok, 0, true}};
   auto counts = PassedOverCounts(s);
   std::map<uint64_t, double> c(counts.begin(), counts.end());
   EXPECT_DOUBLE_EQ(c[20], 2.5) << "0.5 on the kernel step 0 replaced + 1 at steps 1 and 2";
@@ -231,9 +247,12 @@ TEST(PolicyTest, MasksByBottleneckBackendAndArch) {
   EXPECT_EQ(r.scores[0].name, "gpu-only");
   EXPECT_EQ(r.scores[1].name, "any");
   for (const auto& x : r.scores) {
-    if (x.name == "compute-only")
+    if (x.name == "compute-only") {
       EXPECT_NE(x.mask_reason.find("Memory-bound"), std::string::npos) << x.mask_reason;
-    if (x.name == "hopper") EXPECT_NE(x.mask_reason.find("sm_90"), std::string::npos);
+    }
+    if (x.name == "hopper") {
+      EXPECT_NE(x.mask_reason.find("sm_90"), std::string::npos);
+    }
     EXPECT_EQ(x.masked, x.name == "compute-only" || x.name == "hopper");
   }
   PolicyState cpu = s;

@@ -46,14 +46,14 @@ Result<eval::EvalJob> JobFromJsonEntry(std::string_view value) {
 }  // namespace
 
 std::string JobToJournal(const eval::EvalJob& job) {
-  return eval::PackJob(eval::JobToSpec(job));
+  return eval::PackJob(job);
 }
 
 Result<eval::EvalJob> JobFromJournal(std::string_view value) {
   if (!value.empty() && value[0] == '{') return JobFromJsonEntry(value);
   auto spec = eval::UnpackJob(value, "queued job");
   if (!spec.ok()) return spec.status();
-  return eval::JobFromSpec(*spec);
+  return eval::EvalJob(std::move(*spec));
 }
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::string& dir) {

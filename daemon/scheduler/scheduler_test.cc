@@ -141,7 +141,7 @@ TEST(JournalTest, EntriesOfBothFormatsDecodeAndDamagedOnesAreRefused) {
   EXPECT_EQ(JobFromJournal("{not json").status().code(), Status::Code::kCorruption);
   EXPECT_EQ(JobFromJournal("").status().code(), Status::Code::kCorruption);
   // A result is not a job.
-  auto r = JobFromJournal(eval::PackResult(eval::ResultToSpec(eval::EvalResult())));
+  auto r = JobFromJournal(eval::PackResult(eval::EvalResult()));
   EXPECT_EQ(r.status().code(), Status::Code::kCorruption);
   EXPECT_NE(r.status().message().find("queued job"), std::string::npos) << r.status().message();
 }
@@ -241,11 +241,11 @@ TEST(WireTest, ResultsRoundTrip) {
   r.diagnostics = "mismatch";
   r.speedup = 0;
   r.median_us = 12.5;
-  r.profile.registers = 32;
-  r.profile.dram_throughput = 0.85f;
-  r.profile.mem_clock_mhz = 2619;
+  fb::MutableProfile(&r).registers = 32;
+  fb::MutableProfile(&r).dram_throughput = 0.85f;
+  fb::MutableProfile(&r).mem_clock_mhz = 2619;
   r.bottleneck = fb::Bottleneck::Memory;
-  r.stage_ms = {{"compile candidate", 3.5}};
+  r.stage_ms = {fb::MakeStageTime("compile candidate", 3.5)};
   r.compile_cached = true;
   uint32_t attempt = 0;
   auto back = ResultFromWire(ResultToWire(r, 5), &attempt);
@@ -255,13 +255,13 @@ TEST(WireTest, ResultsRoundTrip) {
   EXPECT_EQ(back->status, fb::OutcomeStatus::Incorrect);
   EXPECT_EQ(back->diagnostics, "mismatch");
   EXPECT_DOUBLE_EQ(back->median_us, 12.5);
-  EXPECT_TRUE(back->profile == r.profile);
+  EXPECT_TRUE(fb::ProfileOf(*back) == fb::ProfileOf(r));
   EXPECT_EQ(back->bottleneck, fb::Bottleneck::Memory);
   EXPECT_EQ(back->stage_ms, r.stage_ms);  // the remote path now carries stage times too
   EXPECT_TRUE(back->compile_cached);
   // Garbage, an old-protocol JSON result, a job: refused, not misread.
   for (const std::string& m : {std::string("\x01\x02\x03"), std::string(R"({"type":"result"})"),
-                               eval::PackJob(eval::JobToSpec(Job(1, "/t")))})
+                               eval::PackJob(Job(1, "/t"))})
     EXPECT_EQ(ResultFromWire(m, &attempt).status().code(), Status::Code::kInvalidArgument);
 }
 

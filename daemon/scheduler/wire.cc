@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "base/file.h"
@@ -37,7 +38,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& data) {
 }  // namespace
 
 Result<std::string> JobToWire(const eval::EvalJob& job, uint32_t attempt) {
-  fb::JobSpecT spec = eval::JobToSpec(job);
+  fb::JobSpecT spec = job;
   spec.task_dir.clear();  // a path on this host; the worker writes its own copy
   spec.context.clear();   // the daemon's, not the worker's
   spec.attempt = attempt;
@@ -73,17 +74,20 @@ Result<eval::EvalJob> JobFromWire(std::string_view buffer, const std::string& ta
   if (!spec.ok()) return Status::InvalidArgument(spec.status().message());
   *job_id = spec->job_id;
   *attempt = spec->attempt;
-  eval::EvalJob job = eval::JobFromSpec(*spec);
+  eval::EvalJob job(std::move(*spec));
   job.context.clear();
-  const std::string& name = spec->task_name;
+  // The remote protocol's own fields are read here, not carried further.
+  const std::string name = std::exchange(job.task_name, {});
+  const std::vector<std::unique_ptr<fb::TaskFileT>> files = std::exchange(job.task_files, {});
+  job.attempt = 0;
   if (!SafeName(name)) return Status::InvalidArgument("bad task name '" + name + "'");
   if (job.backend.empty()) return Status::InvalidArgument("job without a backend");
   // Content-addressed directory: the same task version is written once and never rewritten.
   std::string all;
   bool has_task_json = false;
-  for (const auto& f : spec->task_files) {
+  for (const auto& f : files) {
     if (!f || !SafeName(f->name)) return Status::InvalidArgument("bad task file name");
-    for (const auto& g : spec->task_files)
+    for (const auto& g : files)
       if (g != f && g && g->name == f->name)
         return Status::InvalidArgument("task file '" + f->name + "' twice");
     has_task_json |= f->name == "task.json";
@@ -97,7 +101,7 @@ Result<eval::EvalJob> JobFromWire(std::string_view buffer, const std::string& ta
     mkdir(task_root.c_str(), 0755);
     if (mkdir(tmp.c_str(), 0755) != 0 && errno != EEXIST)
       return Status::IOError("cannot create " + tmp);
-    for (const auto& f : spec->task_files)
+    for (const auto& f : files)
       HTAM_RETURN_IF_ERROR(
           WriteFileAtomic(tmp + "/" + f->name, std::string(f->content.begin(), f->content.end())));
     if (rename(tmp.c_str(), dir.c_str()) != 0 && stat(dir.c_str(), &st) != 0)
@@ -108,16 +112,17 @@ Result<eval::EvalJob> JobFromWire(std::string_view buffer, const std::string& ta
 }
 
 std::string ResultToWire(const eval::EvalResult& r, uint32_t attempt) {
-  fb::JobResultT spec = eval::ResultToSpec(r);
-  spec.attempt = attempt;
-  return eval::PackResult(spec);
+  eval::EvalResult sent = r;
+  sent.attempt = attempt;
+  return eval::PackResult(sent);
 }
 
 Result<eval::EvalResult> ResultFromWire(std::string_view buffer, uint32_t* attempt) {
-  auto spec = eval::UnpackResult(buffer, "result message");
-  if (!spec.ok()) return Status::InvalidArgument(spec.status().message());
-  *attempt = spec->attempt;
-  return eval::ResultFromSpec(*spec);
+  auto r = eval::UnpackResult(buffer, "result message");
+  if (!r.ok()) return Status::InvalidArgument(r.status().message());
+  *attempt = r->attempt;
+  r->attempt = 0;  // the protocol's, not the result's
+  return std::move(*r);
 }
 
 }  // namespace htam::scheduler

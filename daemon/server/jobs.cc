@@ -134,7 +134,7 @@ void Server::DrainResults() {
     in.speedup_after = r->speedup;
     in.median_us = r->median_us;
     in.spread_us = r->spread_us;
-    in.profile = r->profile;
+    in.profile = fb::ProfileOf(*r);
     in.verified = true;
     in.candidate_hash = r->candidate_hash.empty() ? j.candidate_hash : r->candidate_hash;
     in.language = j.language;

@@ -34,9 +34,12 @@ namespace htam::memory {
 class Memory;
 struct StepInput;
 }  // namespace htam::memory
+namespace htam::fb {
+struct JobResultT;
+}  // namespace htam::fb
 namespace htam::eval {
 class Evaluator;
-struct EvalResult;
+using EvalResult = fb::JobResultT;  // daemon/eval/evaluator.h
 }  // namespace htam::eval
 
 namespace htam::auth {

@@ -22,19 +22,7 @@
 #include "daemon/common/language.h"
 #include "daemon/eval/evaluator.h"
 #else
-namespace htam::eval {
-struct EvalResult {
-  uint64_t job_id = 0;
-  fb::OutcomeStatus status = fb::OutcomeStatus::InfraError;
-  std::string diagnostics;
-  double median_us = 0, spread_us = 0;
-  uint32_t repetitions = 0;
-  double baseline_us = 0, speedup = 0;
-  fb::ProfileT profile;
-  std::string candidate_hash, device, arch;
-  double wall_ms = 0;
-};
-}  // namespace htam::eval
+#include "htam/schema/job_result.h"  // EvalResult is the schema's JobResultT (server.h)
 #endif
 
 namespace htam::server {

@@ -60,7 +60,7 @@ void Server::FlushWrites() {
     r.repetitions = e.repetitions;
     r.baseline_us = e.baseline_us;
     r.speedup = e.speedup;
-    r.profile = std::make_unique<fb::ProfileT>(e.profile);
+    r.profile = std::make_unique<fb::ProfileT>(fb::ProfileOf(e));
     if (rec.ok()) {
       records_total_++;
       r.transition_id = rec->transition_id;

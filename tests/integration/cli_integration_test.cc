@@ -167,7 +167,9 @@ TEST_F(CliProcessTest, DamagedStoresNeverCrashTheTool) {
                             "trajectory 1", "explain 1", "top", "graph", "export"}) {
       Proc p = Htam("-d " + Quote(d) + " " + cmd);
       EXPECT_FALSE(p.signaled) << d << " " << cmd << " died: " << p.err;
-      if (std::string(cmd) == "check") EXPECT_EQ(p.rc, 1) << d << ": " << p.out;
+      if (std::string(cmd) == "check") {
+        EXPECT_EQ(p.rc, 1) << d << ": " << p.out;
+      }
       if (p.rc != 0) {
         EXPECT_EQ(p.rc, 1) << d << " " << cmd;
         EXPECT_LE(std::count(p.err.begin(), p.err.end(), '\n'), 1)
@@ -177,7 +179,9 @@ TEST_F(CliProcessTest, DamagedStoresNeverCrashTheTool) {
   for (const auto& d : damaged) {
     Proc b = Htam("-d " + Quote(d) + " backup " + Quote(d + "-bk"));
     EXPECT_FALSE(b.signaled);
-    if (b.rc == 0) EXPECT_EQ(Htam("-d " + Quote(d + "-bk") + " check").rc, 0);
+    if (b.rc == 0) {
+      EXPECT_EQ(Htam("-d " + Quote(d + "-bk") + " check").rc, 0);
+    }
   }
 }
 

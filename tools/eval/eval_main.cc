@@ -45,9 +45,9 @@ struct Item {
   EvalResult result;
 };
 
-json Rounded(const std::vector<std::pair<std::string, double>>& ms) {
+json Rounded(const std::vector<htam::fb::StageTimeT>& ms) {
   json o = json::object();
-  for (const auto& [k, v] : ms) o[k] = std::round(v * 10) / 10;
+  for (const auto& t : ms) o[t.name] = std::round(t.ms * 10) / 10;
   return o;
 }
 
@@ -55,7 +55,7 @@ json Rounded(const std::vector<std::pair<std::string, double>>& ms) {
 json ToJson(const Item& it, const std::string& task_name, const std::string& task_dir,
             const std::string& backend, bool profiled) {
   const EvalResult& r = it.result;
-  const auto& p = r.profile;
+  const htam::fb::ProfileT& p = htam::fb::ProfileOf(r);
   json roof = nullptr;
   if (r.copy_bytes_per_s > 0 || r.fp32_flops > 0)
     roof = {{"copy_gb_per_s", r.copy_bytes_per_s / 1e9},
@@ -198,8 +198,8 @@ class Reporter {
       out["as_expected"] = as_expected;
       failed_ |= !as_expected;
       v["measured"] = {{"device", r.device},
-                       {"sm_clock_mhz", r.profile.sm_clock_mhz},
-                       {"mem_clock_mhz", r.profile.mem_clock_mhz},
+                       {"sm_clock_mhz", htam::fb::ProfileOf(r).sm_clock_mhz},
+                       {"mem_clock_mhz", htam::fb::ProfileOf(r).mem_clock_mhz},
                        {"median_us", r.median_us},
                        {"speedup", r.speedup},
                        {"status", htam::fb::EnumNameOutcomeStatus(r.status)}};

@@ -14,7 +14,6 @@
 #include "backends/common/task_spec.h"
 #include "base/paths.h"
 #include "daemon/config/sections.h"
-#include "daemon/eval/from_gate.h"
 
 namespace htam::evaltool {
 namespace {
@@ -117,9 +116,10 @@ void Profile(BackendInstance& b, const Config& c, const std::string& backend,
   r->profile_note = p.note;
   r->profiled_kernels = p.kernels;
   r->profiled_us = p.total_us;
-  r->profile.dram_throughput = frac(p.dram_pct);
-  r->profile.sm_throughput = frac(p.sm_pct);
-  r->profile.occupancy = frac(p.occupancy_pct);
+  fb::ProfileT& profile = fb::MutableProfile(r);
+  profile.dram_throughput = frac(p.dram_pct);
+  profile.sm_throughput = frac(p.sm_pct);
+  profile.occupancy = frac(p.occupancy_pct);
   r->bottleneck = p.available ? p.bottleneck : fb::Bottleneck::Unknown;
 }
 
@@ -172,8 +172,7 @@ Status RunInProcess(const Config& config, const std::string& backend,
     } else {
       go.language = job.language;
       Gate gate(b->get(), device, *task, go);
-      r = eval::FromGateResult(job.reference ? gate.EvaluateReference({})
-                                             : gate.Evaluate(job.source, {}));
+      r = job.reference ? gate.EvaluateReference({}) : gate.Evaluate(job.source, {});
     }
     r.device = desc.devices[0].name;
     r.arch = desc.devices[0].arch;
