@@ -50,6 +50,38 @@ class WorldBenchSmokeTest(unittest.TestCase):
                 svg = fh.read()
             self.assertTrue(svg.startswith("<svg") and "polyline" in svg)
 
+    def test_cpu_tasks_with_a_memory_learned_on_cuda(self):
+        """--on backend:cpu over both committed tables: the CPU family's task runs with the
+        memory trained on a CUDA family (--train-backends cuda), sessions open on the CPU
+        backend (htamd refuses a task whose reference is not for the session's backend)."""
+        if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
+            self.skipTest("no htamd built")
+        tables = ",".join(os.path.join(world_bench.wf.REPO, "configs", "world", t)
+                          for t in ("h100_table.jsonl.gz", "cpu_table.jsonl.gz"))
+        with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
+            out = os.path.join(tmp, "res")
+            buf = io.StringIO()
+            with redirect_stdout(buf):
+                rc = world_bench.main(["--table", tables, "--on", "backend:cpu",
+                                       "--only-families", "cpu_sgemm", "--max-tasks", "1",
+                                       "--seeds", "1", "--budget", "4", "--train-families",
+                                       "sgemm", "cpu_sgemm", "--train-backends", "cuda",
+                                       "--policies", "full,cold,oracle", "--out", out,
+                                       "--work", os.path.join(tmp, "work")])
+            self.assertEqual(rc, 0, buf.getvalue())
+            with open(out + ".json") as fh:
+                res = json.load(fh)
+            self.assertEqual({r["task"] for r in res["runs"]}, {"world_cpu_sgemm_m128_n1k_k128"})
+            self.assertTrue(all(not r["error"] for r in res["runs"]), res["runs"])
+            rows = {r["policy"]: r for r in res["summary"]}
+            self.assertEqual(set(rows), {"full", "cold", "oracle"})
+            # Budget 4 on a task whose best is 12.85x: the first steps move it (ORDER alone is
+            # 4x or more), and no policy passes the oracle.
+            for p in ("full", "cold"):
+                self.assertGreater(rows[p]["geo_speedup_at_6"], 1.0, p)
+                self.assertLessEqual(rows[p]["geo_speedup_at_6"],
+                                     rows["oracle"]["geo_speedup_at_6"] + 1e-9, p)
+
     def test_bottleneck_state_option(self):
         if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
             self.skipTest("no htamd built")

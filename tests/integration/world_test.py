@@ -203,6 +203,32 @@ class TableTest(unittest.TestCase):
                             for r in ok))
         self.assertTrue(all(r["date"] and r["commit"] for r in rows))
 
+    def test_committed_cpu_table_covers_every_cpu_task_and_variant(self):
+        path = os.path.join(REPO, "configs", "world", "cpu_table.jsonl.gz")
+        world = we.WorldTable.load(path)
+        cpu = [f for f in wf.load_families() if f.backend == "cpu"]
+        self.assertEqual(len(world.tasks), sum(len(f.shapes) for f in cpu))
+        for t in world.tasks.values():
+            self.assertEqual(t.family.backend, "cpu")
+            self.assertEqual(len(t.rows), len(t.family.space()), t.name)
+        rows = wb.read_table(path)
+        self.assertLessEqual({r["status"] for r in rows}, set(wb.STATUSES))
+        self.assertTrue(all(r["median_us"] > 0 and r["arch"] == "x86_64"
+                            for r in rows if r["status"] == "Ok"))
+        # Every failure is a no-tail knob on a shape whose size it does not divide.
+        no_tail = {"cpu_elemwise": ("VEC", "N"), "cpu_sgemm": ("REG", "M"),
+                   "cpu_transpose": ("MICRO", "C")}
+        for r in rows:
+            if r["status"] == "Ok":
+                continue
+            knob, dim = no_tail[r["family"]]
+            width = 4 if knob == "MICRO" else r["knobs"][knob]
+            self.assertGreater(r["knobs"][knob], 0 if knob == "MICRO" else 1, r["variant"])
+            self.assertNotEqual(r["dims"][dim] % width, 0, r["task"])
+        # And such a knob is Ok where the size is a multiple of its width.
+        t = world.tasks["world_cpu_elemwise_n1m"]
+        self.assertTrue(all(r["status"] == "Ok" for r in t.rows.values()))
+
     def test_failures_are_the_real_ones_the_knobs_document(self):
         t = self.world.tasks["world_elemwise_n1m_odd"]
         vec4 = next(v for v, r in t.rows.items() if r["knobs"]["VEC"] == 4)
