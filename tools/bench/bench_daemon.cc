@@ -12,11 +12,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "daemon/config/config.h"
@@ -190,26 +192,33 @@ double ProcessCpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// A client connected as `name` with a session open on the bench task (aborts on failure).
+std::pair<std::unique_ptr<htam::Client>, uint64_t> OpenBenchSession(const std::string& endpoint,
+                                                                    const std::string& name) {
+  htam::ClientOptions o;
+  o.endpoint = endpoint;
+  o.client_name = name;
+  auto c = htam::Client::Connect(o);
+  CHECK_OK(c);
+  htam::OpenSessionArgs open;
+  open.task = "bench_relu";
+  open.backend = "cuda";
+  auto s = (*c)->OpenSession(open);
+  CHECK_OK(s);
+  return {std::move(*c), s->session->id};
+}
+
 PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int clients,
                      double seconds, pid_t daemon) {
   std::vector<std::unique_ptr<htam::Client>> conns;
   std::vector<uint64_t> sessions, directions;
   for (int i = 0; i < clients; ++i) {
-    htam::ClientOptions o;
-    o.endpoint = endpoint;
-    o.client_name = "bench-" + std::to_string(i);
-    auto c = htam::Client::Connect(o);
-    CHECK_OK(c);
-    htam::OpenSessionArgs open;
-    open.task = "bench_relu";
-    open.backend = "cuda";
-    auto s = (*c)->OpenSession(open);
-    CHECK_OK(s);
-    sessions.push_back(s->session->id);
-    auto step = (*c)->NextStep(s->session->id);  // a direction for Record, and a warm-up
+    auto [c, session] = OpenBenchSession(endpoint, "bench-" + std::to_string(i));
+    sessions.push_back(session);
+    auto step = c->NextStep(session);  // a direction for Record, and a warm-up
     CHECK_OK(step);
     directions.push_back(step->direction->id);
-    conns.push_back(std::move(*c));
+    conns.push_back(std::move(c));
   }
   std::atomic<bool> go{false}, stop{false};
   std::mutex mu;
@@ -270,17 +279,8 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
 // reply (the envelope as htamd encodes it, without the transport's framing) and its
 // prompt_context (characters the agent's prompt gains from the daemon's own text).
 void AnswerSize(const std::string& endpoint, nlohmann::json* out) {
-  htam::ClientOptions o;
-  o.endpoint = endpoint;
-  o.client_name = "bench-size";
-  auto c = htam::Client::Connect(o);
-  CHECK_OK(c);
-  htam::OpenSessionArgs open;
-  open.task = "bench_relu";
-  open.backend = "cuda";
-  auto s = (*c)->OpenSession(open);
-  CHECK_OK(s);
-  auto step = (*c)->NextStep(s->session->id);
+  auto [c, session] = OpenBenchSession(endpoint, "bench-size");
+  auto step = c->NextStep(session);
   CHECK_OK(step);
   size_t examples = 0, example_chars = 0;
   for (const auto& h : step->strategies) {
@@ -290,7 +290,7 @@ void AnswerSize(const std::string& endpoint, nlohmann::json* out) {
   const size_t strategies = step->strategies.size();
   const size_t prompt_chars = step->prompt_context.size();
   const size_t bytes = htam::server::EncodeReply(1, std::move(*step)).size();
-  (void)(*c)->CloseSession(s->session->id);
+  (void)c->CloseSession(session);
   std::fprintf(stderr,
                "answer: %zu strategies (%zu with an example, %zu example chars), %zu bytes, "
                "prompt_context %zu chars\n",
