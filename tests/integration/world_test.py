@@ -77,7 +77,7 @@ class FamiliesTest(unittest.TestCase):
         self.assertEqual(wf.source_hash(f, a, "f32"), wf.source_hash(f, a, "f32"))
         self.assertNotEqual(wf.source(f, a, "f32"), wf.source(f, f.baseline(), "f32"))
 
-    def test_task_json_parses_with_the_cuda_evaluator_where_it_is_built(self):
+    def test_task_json_parses_with_its_backends_evaluator_where_it_is_built(self):
         cli = os.path.join(os.environ.get("HTAM_BUILD_DIR", "build"), "tools", "eval",
                            "htam-eval")
         if not os.path.exists(cli):
