@@ -1,6 +1,7 @@
 // Memory cgroups of sandboxed workers; see memory_cgroup.h.
 #include "daemon/eval/memory_cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -80,6 +82,19 @@ Status Probe(const CgroupParent& p) {
   return Status::OK();
 }
 
+// Cgroups of daemons that died without removing them (killed): empty ones go, so that they do not
+// pile up under the parent.
+void RemoveStale(const std::string& parent) {
+  DIR* d = opendir(parent.c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = 0;
+    if (std::sscanf(e->d_name, "htamd-%d-w", &pid) != 1 || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) rmdir((parent + "/" + e->d_name).c_str());
+  }
+  closedir(d);
+}
+
 }  // namespace
 
 Result<CgroupParent> FindMemoryCgroupParent() {
@@ -93,14 +108,20 @@ Result<CgroupParent> FindMemoryCgroupParent() {
     if (ReadFile(p.dir + "/cgroup.subtree_control").find("memory") == std::string::npos)
       (void)WriteFile(p.dir + "/cgroup.subtree_control", "+memory");
     Status s = Probe(p);
-    if (s.ok()) return p;
+    if (s.ok()) {
+      RemoveStale(p.dir);
+      return p;
+    }
     why = "cgroup v2 at " + p.dir + ": " + s.message();
   } else if (stat("/sys/fs/cgroup/memory/memory.limit_in_bytes", &st) == 0) {
     std::string own = OwnCgroup(false);
     CgroupParent p{"/sys/fs/cgroup/memory" + own, false};
     if (p.dir.back() == '/') p.dir.pop_back();
     Status s = own.empty() ? Status::NotFound("no memory line in /proc/self/cgroup") : Probe(p);
-    if (s.ok()) return p;
+    if (s.ok()) {
+      RemoveStale(p.dir);
+      return p;
+    }
     why = "cgroup v1 at " + p.dir + ": " + s.message();
   } else {
     why = "no cgroup v2 hierarchy and no v1 memory controller under /sys/fs/cgroup";

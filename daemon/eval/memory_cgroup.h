@@ -18,7 +18,8 @@ namespace htam::eval {
 
 // Where this process may create child memory cgroups: the directory of its own cgroup in the
 // unified (v2) hierarchy with `memory` enabled for children, else in the v1 memory hierarchy.
-// Proven by creating and removing a probe child. The error says why none is usable.
+// Proven by creating and removing a probe child; empty cgroups of dead daemons (killed before they
+// removed theirs) are removed there. The error says why none is usable.
 struct CgroupParent {
   std::string dir;
   bool v2 = false;
