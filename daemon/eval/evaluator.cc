@@ -183,6 +183,8 @@ class EvaluatorImpl : public Evaluator {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::string> notes_;
   bool drop_user_ = true;  // false when eval.sandbox_user cannot reach what workers need
+  // Where workers' memory cgroups go (eval.host_memory_limit_mb); unset when off or unavailable.
+  std::optional<CgroupParent> cgroup_parent_;
   // Null when off (eval.compile_ahead_backends); set before the slots run.
   std::unique_ptr<CompileAhead> ahead_;
 
@@ -280,6 +282,8 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend, bool kb) co
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
   s.env_keep = SplitList(ev_.env_keep);
+  s.cgroup_parent = cgroup_parent_;
+  s.host_memory_bytes = uint64_t(std::max<int64_t>(ev_.host_memory_limit_mb, 0)) << 20;
   return s;
 }
 
@@ -436,6 +440,21 @@ Status EvaluatorImpl::Init() {
       if (!found.count(name)) found[name] = MakeAbsolute(d + "/" + n);
     }
     closedir(dir);
+  }
+  if (ev_.host_memory_limit_mb > 0 && ev_.memory_cgroup != "off") {
+    if (ev_.memory_cgroup != "auto")
+      return Status::InvalidArgument("eval.memory_cgroup must be auto or off, not " +
+                                     std::string(ev_.memory_cgroup));
+    auto parent = FindMemoryCgroupParent();
+    if (parent.ok()) {
+      cgroup_parent_ = *parent;
+      HTAM_LOG(kInfo, "eval") << "workers' host memory: " << ev_.host_memory_limit_mb
+                              << " MiB each (memory cgroups under " << parent->dir << ")";
+    } else {
+      notes_.push_back("memory cgroup not available here (" + parent.status().message() +
+                       "): GPU workers' host memory is bounded only by the host");
+      HTAM_LOG(kWarn, "eval") << notes_.back();
+    }
   }
   const std::string sandbox_user = ev_.sandbox_user;
   if (geteuid() == 0 && !sandbox_user.empty()) {
@@ -739,6 +758,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   std::string stage = "start";
   auto stage_deadline = stage_limit("compile");
   bool finished = false, keep_worker = false;
+  const uint64_t ooms_before = w->cgroup() ? w->cgroup()->OomKills() : 0;
   Status sent = w->SendBuffer(frame);
   if (!sent.ok()) {
     // The idle worker died (killed from outside?): one fresh worker, one more try.
@@ -840,6 +860,15 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
     r.diagnostics = "cannot send the job to the worker: " + sent.message();
     s->worker.reset();
     return r;
+  }
+  // The kernel killed a process of the worker's memory cgroup (the runner, or the worker itself,
+  // whichever used most): the candidate went over eval.host_memory_limit_mb, whatever the worker
+  // could tell of it.
+  if (r.status != fb::OutcomeStatus::Ok && w->cgroup() && w->cgroup()->OomKills() > ooms_before) {
+    r.status = fb::OutcomeStatus::ResourceLimit;
+    r.diagnostics = "host memory limit of " + std::to_string(w->cgroup()->limit_bytes() >> 20) +
+                    " MiB exceeded (memory cgroup) during " + stage + "; " + r.diagnostics;
+    keep_worker = false;
   }
   if (!w->output().empty() && r.status != fb::OutcomeStatus::Ok)
     r.diagnostics += "\n--- worker output ---\n" + Tail(w->output(), 2048);

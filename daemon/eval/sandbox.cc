@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -177,6 +178,17 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
   const bool try_mounts = o.readonly_fs && root;
   if (try_mounts) mounts = ReadMounts();
   std::string temp = w->temp_dir_;
+  if (o.cgroup_parent && o.host_memory_bytes) {
+    static std::atomic<uint64_t> seq{0};
+    auto g = MemoryCgroup::Create(*o.cgroup_parent,
+                                  "htamd-" + std::to_string(getpid()) + "-w" +
+                                      std::to_string(seq.fetch_add(1)),
+                                  o.host_memory_bytes);
+    if (!g.ok())
+      return Status::Unavailable("worker memory cgroup: " + g.status().message());
+    w->cgroup_ = std::move(*g);
+  }
+  const MemoryCgroup* cgroup = w->cgroup_.get();
 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
@@ -198,6 +210,11 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
   if (pid == 0) {
     // ---- child: async-signal-safe calls only ----
     setpgid(0, 0);
+    // Into the memory cgroup first: everything the worker starts inherits it.
+    if (cgroup && !cgroup->AddSelf()) {
+      Say("htam-eval-worker sandbox: cannot join the worker's memory cgroup\n");
+      _exit(126);
+    }
     int s = fcntl(sv[1], F_DUPFD, 100);
     int out = fcntl(pfd[1], F_DUPFD, 100);
     int nul = open("/dev/null", O_RDONLY);

@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "daemon/eval/memory_cgroup.h"
 #include "daemon/eval/frame.h"
 #include "htam/schema/htg_generated.h"
 
@@ -40,6 +42,10 @@ struct SandboxOptions {
   std::string scratch_dir = "/tmp";        // parent of the private temp dir
   std::vector<std::string> writable_dirs;  // e.g. the compile cache
   std::vector<std::string> env_keep;       // names copied from the daemon's environment
+  // A memory cgroup of its own under this parent (memory_cgroup.h), holding the worker and all
+  // it starts from before exec, with a hard limit of host_memory_bytes; none when unset or 0.
+  std::optional<CgroupParent> cgroup_parent;
+  uint64_t host_memory_bytes = 0;
 };
 
 // One line per feature for logs and INFO: "network: isolated", "uid: nobody", ...
@@ -72,6 +78,8 @@ class WorkerProcess {
   int Reap(std::chrono::milliseconds timeout);
 
   pid_t pid() const { return pid_; }
+  // The worker's memory cgroup, or null (none asked for, or its creation failed).
+  const MemoryCgroup* cgroup() const { return cgroup_.get(); }
   const std::string& temp_dir() const { return temp_dir_; }
   const std::string& output() const { return output_; }
   uint64_t output_total() const { return output_total_; }
@@ -92,6 +100,7 @@ class WorkerProcess {
   std::string output_;
   uint64_t output_total_ = 0;
   FrameReader reader_;
+  std::unique_ptr<MemoryCgroup> cgroup_;  // removed after the worker is reaped
 };
 
 // "SIGSEGV (segmentation fault)" / "exit code 3".

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <regex>
 
+#include "daemon/eval/memory_cgroup.h"
 #include "tests/integration/eval_test_util.h"
 
 namespace htam::eval::testing {
@@ -92,6 +93,26 @@ class EvalFaultMemory : public EvalFault {
 TEST_F(EvalFaultMemory, RunawayAllocationIsAResourceLimit) {
   ExpectContained("runaway_alloc.cpp", fb::OutcomeStatus::ResourceLimit, "memory limit");
 }
+// A worker without an address-space limit (as a GPU backend's): its memory cgroup holds it.
+class EvalFaultHostMemory : public EvalFault {
+ protected:
+  void SetUp() override {
+    auto parent = FindMemoryCgroupParent();
+    if (!parent.ok())
+      GTEST_SKIP() << "no writable memory cgroup here: " << parent.status().message();
+    ev_ = StartEvaluator(TestConfig(dir_.path(), {{"eval.case_timeout_s", "60"},
+                                                  {"eval.memory_limit_backends", ""},
+                                                  {"eval.host_memory_limit_mb", "256"},
+                                                  {"eval.seeds", "1"}}));
+    ASSERT_NE(ev_, nullptr);
+  }
+};
+
+TEST_F(EvalFaultHostMemory, HostMemoryHogIsAResourceLimitOfTheCgroup) {
+  ExpectContained("host_memory_hog.cpp", fb::OutcomeStatus::ResourceLimit,
+                  "host memory limit of 256 MiB exceeded (memory cgroup)");
+}
+
 TEST_F(EvalFault, OutputFloodIsAResourceLimit) {
   ExpectContained("output_flood.cpp", fb::OutcomeStatus::ResourceLimit, "output flood");
 }
