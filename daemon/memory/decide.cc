@@ -564,9 +564,13 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     scored.erase(scored.begin() + std::max(0, o_.top_k_strategies), scored.end());
   std::vector<fb::StrategyHitT> hits;
   std::vector<std::string> notes;  // per hit: why it is in the list, beyond its statistics
+  // Past the head, a compact entry: id, name, title, direction, statistics and score; no
+  // description, pattern, preconditions, failure modes, provenance, example or prompt text.
+  const size_t detailed = static_cast<size_t>(std::max(0, o_.detailed_strategies));
   for (const Scored& x : scored) {
+    const bool compact = hits.size() >= detailed;
     std::string note;
-    if (all) {
+    if (all && !compact) {
       const fb::DirectionT& sd = *sources[x.source].dir;
       if (sd.id != dir.id)
         note +=
@@ -591,6 +595,15 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     h.strategy = std::make_unique<fb::StrategyT>();
     x.s->UnPackTo(h.strategy.get());
     h.strategy->embedding.clear();  // not needed by clients; keeps messages small
+    if (compact) {
+      fb::StrategyT& cs = *h.strategy;
+      cs.description.clear();
+      cs.code_pattern.clear();
+      cs.preconditions.clear();
+      cs.failure_modes.clear();
+      cs.provenance.reset();
+      cs.example_candidate.clear();  // and so no example source
+    }
     h.score = x.score;
     h.similarity = x.sim;
     h.success_rate = x.success_rate;
@@ -615,7 +628,15 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   p += "Why: " + d->why + "\n";
   if (!hits.empty()) p += "Strategies that apply here, best first:\n";
   int i = 0;
+  const size_t head = std::min(hits.size(), detailed);
   for (const auto& h : hits) {
+    if (static_cast<size_t>(i) == head) {  // the compact tail: names on one line
+      p += "Also ranked, by name (the strategy list has their titles):";
+      for (size_t j = head; j < hits.size(); ++j)
+        p += std::string(j == head ? " " : ", ") + hits[j].strategy->name;
+      p += "\n";
+      break;
+    }
     const fb::StrategyT& s = *h.strategy;
     const std::string& note = notes[static_cast<size_t>(i)];
     p += std::to_string(++i) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";

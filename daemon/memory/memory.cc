@@ -53,6 +53,7 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.cpu_backend_discount = c.GetDouble("memory.cpu_backend_discount");
   o.policy_seed = static_cast<uint64_t>(c.GetInt("memory.policy_seed"));
   o.top_k_strategies = static_cast<int>(c.GetInt("memory.top_k_strategies"));
+  o.detailed_strategies = static_cast<int>(c.GetInt("memory.detailed_strategies"));
   o.retrieval_candidates = static_cast<int>(c.GetInt("memory.retrieval_candidates"));
   o.retrieval_cache = static_cast<int>(c.GetInt("memory.retrieval_cache"));
   o.rerank_effect_weight = c.GetDouble("memory.rerank_effect_weight");

@@ -547,6 +547,78 @@ TEST(MemoryTest, PassedOverPenaltyIsOffsetByTheAppliedWeightInSimilarStates) {
   EXPECT_NEAR(score(0, second), score(1, second), 1e-6);
 }
 
+// Past memory.detailed_strategies an answer's strategy is a name, a title and its statistics:
+// no description, pattern, preconditions, failure modes or example source, and prompt_context
+// names it on one line instead of a paragraph.
+TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
+  TempDir dir;
+  const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
+  {  // one verified success that applied every listed strategy: each gets an example
+    MemoryOptions o = Opts(dir.path());
+    o.top_k_strategies = 12;
+    auto m = OpenOk(o);
+    uint64_t task = Task(m.get());
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, mem);
+    ASSERT_TRUE(d.ok());
+    ASSERT_EQ(d->strategies.size(), 12u);
+    StepInput in = Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 1.5);
+    for (const auto& h : d->strategies) in.strategy_ids.push_back(h.strategy->id);
+    in.language = "cuda";
+    in.source = "__global__ void k() { /* float4 body */ }";
+    ASSERT_TRUE(m->RecordStep(in).ok());
+  }
+  auto answer = [&](int detailed) {
+    MemoryOptions o = Opts(dir.path());
+    o.top_k_strategies = 12;
+    o.detailed_strategies = detailed;
+    auto m = OpenOk(o);
+    auto s = m->OpenSession(Task(m.get(), "relu2"), "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, mem);
+    EXPECT_TRUE(d.ok());
+    return std::move(d).value();
+  };
+  const auto full = answer(12), head = answer(4);
+  ASSERT_EQ(full.strategies.size(), 12u);
+  ASSERT_EQ(head.strategies.size(), 12u);
+  size_t examples = 0;
+  for (size_t i = 0; i < 12; ++i) {
+    const auto& f = full.strategies[i];
+    const auto& h = head.strategies[i];
+    // The same list in the same order with the same scores: only the content differs.
+    EXPECT_EQ(h.strategy->id, f.strategy->id);
+    EXPECT_EQ(h.strategy->name, f.strategy->name);
+    EXPECT_EQ(h.strategy->title, f.strategy->title);
+    EXPECT_EQ(h.strategy->direction_id, f.strategy->direction_id);
+    EXPECT_NEAR(h.score, f.score, 1e-6);  // a second session is a little older
+    EXPECT_FALSE(f.strategy->description.empty()) << f.strategy->name;
+    if (!f.example_source.empty()) ++examples;
+    if (i < 4) {  // the head: what the agent read before
+      EXPECT_EQ(h.example_source, f.example_source);
+      EXPECT_EQ(h.strategy->description, f.strategy->description);
+      EXPECT_EQ(h.strategy->preconditions, f.strategy->preconditions);
+      EXPECT_NE(head.prompt_context.find(f.strategy->description), std::string::npos);
+    } else {  // the tail: a name and a title
+      EXPECT_EQ(h.example_source, "") << h.strategy->name;
+      EXPECT_EQ(h.strategy->example_candidate, "");
+      EXPECT_EQ(h.strategy->description, "");
+      EXPECT_EQ(h.strategy->code_pattern, "");
+      EXPECT_TRUE(h.strategy->preconditions.empty());
+      EXPECT_TRUE(h.strategy->failure_modes.empty());
+      EXPECT_EQ(head.prompt_context.find(f.strategy->description), std::string::npos)
+          << f.strategy->name;
+      EXPECT_NE(head.prompt_context.find(f.strategy->name,
+                                         head.prompt_context.find("Also ranked, by name")),
+                std::string::npos)
+          << head.prompt_context;
+    }
+  }
+  EXPECT_EQ(examples, 12u);  // every one had an example to leave out
+  EXPECT_NE(head.prompt_context.find("Also ranked, by name"), std::string::npos);
+  EXPECT_EQ(full.prompt_context.find("Also ranked"), std::string::npos);
+  EXPECT_LT(head.prompt_context.size(), full.prompt_context.size());
+}
+
 TEST(MemoryTest, CrossBackendExperienceAnswersAHipSessionDiscounted) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());

@@ -281,6 +281,24 @@ class ModelNewPromptTest(unittest.TestCase):
         self.assertIn("htam_kernel", lean)
         self.assertNotIn("ModelNew", lean)
 
+    def test_compact_tail_is_one_line_each(self):
+        """Past the daemon's memory.detailed_strategies an entry has a name, a title and
+        statistics: the prompt lists it on one line under its own heading, after the detailed
+        head, and never with an evidence line or an example."""
+        from htam_agent.prompt import build_messages
+        step = make_step()
+        step.strategies.append(StrategyView(id=13, name="shared-memory-tiling",
+                                            title="Tile through shared memory", uses=9,
+                                            success_rate=0.6, score=0.4))
+        text = build_messages(make_ctx().session, step, BEST, 1.0, [])[1]["content"]
+        head = "# Other strategies that worked in similar states (name: title)\n"
+        self.assertIn(head + "- read-only-cache-loads: __ldg loads\n"
+                      "- shared-memory-tiling: Tile through shared memory\n", text)
+        self.assertEqual(text.count("shared-memory-tiling"), 1)
+        self.assertEqual(text.count("evidence: used"), 1)  # the detailed one alone
+        self.assertLess(text.index("1. vectorized-16-byte-access"), text.index(head))
+        self.assertIn("verified example:", text)
+
     def test_extract_code_for_modelnew(self):
         self.assertIsNone(extract_code("```python\nx = 1\n```", "kernelbench"))
         # A lean-ABI block is not a ModelNew file, and a ModelNew block is not a lean kernel.

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .model import OutcomeView, Proposal, SessionView, StepView
+from .model import OutcomeView, Proposal, SessionView, StepView, StrategyView
 
 LANGUAGE_NAME = {"cpu": "C++17 (compiled for the host CPU)", "cuda": "CUDA C++",
                  "hip": "HIP C++"}
@@ -136,6 +136,13 @@ SYSTEM_PROMPT = (
     "run for determinism and out-of-bounds guards; then it is timed against the reference.")
 
 
+def is_compact(s: StrategyView) -> bool:
+    """A compact entry of the daemon's list (ranked past memory.detailed_strategies): name,
+    title and statistics, nothing to read beyond them."""
+    return not (s.description or s.code_pattern or s.preconditions or s.failure_modes
+                or s.example_source)
+
+
 def build_messages(session: SessionView, step: StepView, best_source: str, best_speedup: float,
                    history: Sequence[HistoryItem], spec_text: str = "",
                    repair: Optional[HistoryItem] = None, language: str = "",
@@ -173,8 +180,10 @@ def build_messages(session: SessionView, step: StepView, best_source: str, best_
         parts.append("Why the memory chose it: " + step.why)
 
     if step.strategies:
+        detailed = [s for s in step.strategies if not is_compact(s)]
+        compact = [s for s in step.strategies if is_compact(s)]
         lines = ["# Strategies under this direction (with their evidence)"]
-        for i, s in enumerate(step.strategies, 1):
+        for i, s in enumerate(detailed, 1):
             head = f"{i}. {s.name}" + (f" -- {s.title}" if s.title and s.title != s.name else "")
             lines.append(head)
             if s.description:
@@ -191,6 +200,9 @@ def build_messages(session: SessionView, step: StepView, best_source: str, best_
                 ex_fence = _example_fence(s.example_source, fence, session.backend)
                 lines.append(f"   verified example:\n```{ex_fence}\n"
                              f"{_clip(s.example_source, MAX_SNIPPET)}\n```")
+        if compact:  # past the daemon's memory.detailed_strategies: one line each
+            lines.append("\n# Other strategies that worked in similar states (name: title)")
+            lines.extend(f"- {s.name}: {s.title or s.name}" for s in compact)
         parts.append("\n".join(lines))
     else:
         parts.append("# Strategies\nThe memory has no strategy under this direction yet: use your "
