@@ -63,8 +63,8 @@ struct MemoryOptions {
   double cpu_backend_discount = 0.2;    // CPU <-> GPU
   uint64_t policy_seed = 0;             // tie-breaking; same inputs + seed = same decision
   // Retrieval.
-  int top_k_strategies = 64;     // strategies a step returns (memory.top_k_strategies)
-  int detailed_strategies = 8;   // of them, sent in full; the rest as name, title, score
+  int top_k_strategies = 24;     // strategies a step returns
+  int detailed_strategies = 24;  // of them, sent in full; the rest as name, title, score
   int retrieval_candidates = 32;
   int retrieval_cache = 4096;  // strategy searches remembered (exact; cleared on strategy adds)
   double rerank_effect_weight = 1.0;
