@@ -318,7 +318,11 @@ class SchemaWalk {
 
   // A value of scalar field `f` (or vector element of type `t`) that is not the default.
   int64_t Integer(const reflection::Type& t, int64_t def, int salt) const {
-    if (t.index() >= 0) {  // an enum: its last declared value that is not the default
+    // An enum is an integer type (or a vector of one) with an index; a vector of tables also
+    // has an index, into the objects.
+    const reflection::BaseType k = t.base_type() == reflection::Vector ? t.element() : t.base_type();
+    if (k >= reflection::UType && k <= reflection::ULong && t.index() >= 0) {
+      // an enum: its last declared value that is not the default
       const auto* values = schema_->enums()->Get(t.index())->values();
       for (size_t i = values->size(); i-- > 0;)
         if (values->Get(flatbuffers::uoffset_t(i))->value() != def)
