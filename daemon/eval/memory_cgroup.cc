@@ -17,15 +17,10 @@
 #include <sstream>
 #include <thread>
 
+#include "base/file.h"
+
 namespace htam::eval {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 Status WriteFile(const std::string& path, const std::string& value) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -105,7 +100,7 @@ Result<CgroupParent> FindMemoryCgroupParent() {
     if (p.dir.back() == '/') p.dir.pop_back();
     // A v2 cgroup with processes may not have controllers enabled for children (no internal
     // processes rule), unless it is the root: try, and let the probe decide.
-    if (ReadFile(p.dir + "/cgroup.subtree_control").find("memory") == std::string::npos)
+    if (ReadFileOrEmpty(p.dir + "/cgroup.subtree_control").find("memory") == std::string::npos)
       (void)WriteFile(p.dir + "/cgroup.subtree_control", "+memory");
     Status s = Probe(p);
     if (s.ok()) {
@@ -164,7 +159,7 @@ MemoryCgroup::~MemoryCgroup() {
   for (int i = 0; i < 100; ++i) {
     if (rmdir(path_.c_str()) == 0 || errno == ENOENT) return;
     if (errno != EBUSY) return;
-    std::istringstream procs(ReadFile(path_ + "/cgroup.procs"));
+    std::istringstream procs(ReadFileOrEmpty(path_ + "/cgroup.procs"));
     pid_t pid;
     while (procs >> pid)
       if (pid > 0) kill(pid, SIGKILL);
@@ -183,11 +178,11 @@ bool MemoryCgroup::AddSelf() const {
 
 uint64_t MemoryCgroup::OomKills() const {
   if (v2_) {
-    int64_t v = KeyedValue(ReadFile(path_ + "/memory.events"), "oom_kill");
+    int64_t v = KeyedValue(ReadFileOrEmpty(path_ + "/memory.events"), "oom_kill");
     return v > 0 ? uint64_t(v) : 0;
   }
-  int64_t v = KeyedValue(ReadFile(path_ + "/memory.oom_control"), "oom_kill");
-  if (v < 0) v = std::atoll(ReadFile(path_ + "/memory.failcnt").c_str());
+  int64_t v = KeyedValue(ReadFileOrEmpty(path_ + "/memory.oom_control"), "oom_kill");
+  if (v < 0) v = std::atoll(ReadFileOrEmpty(path_ + "/memory.failcnt").c_str());
   return v > 0 ? uint64_t(v) : 0;
 }
 

@@ -13,15 +13,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/file.h"
+
 namespace htam::eval {
 namespace {
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -46,7 +41,7 @@ TEST_F(MemoryCgroupTest, CreatesWithLimitMovesAProcessAndRemovesItself) {
     path = (*g)->path();
     ASSERT_TRUE(Exists(path));
     const uint64_t limit = std::strtoull(
-        Read(path + (parent_.v2 ? "/memory.max" : "/memory.limit_in_bytes")).c_str(), nullptr, 10);
+        ReadFileOrEmpty(path + (parent_.v2 ? "/memory.max" : "/memory.limit_in_bytes")).c_str(), nullptr, 10);
     EXPECT_EQ(limit, 96ull << 20);
     int go[2];
     ASSERT_EQ(pipe(go), 0);
@@ -57,7 +52,7 @@ TEST_F(MemoryCgroupTest, CreatesWithLimitMovesAProcessAndRemovesItself) {
       _exit(0);
     }
     ASSERT_TRUE((*g)->AddProcess(pid).ok());
-    EXPECT_NE(Read(path + "/cgroup.procs").find(std::to_string(pid)), std::string::npos);
+    EXPECT_NE(ReadFileOrEmpty(path + "/cgroup.procs").find(std::to_string(pid)), std::string::npos);
     EXPECT_EQ((*g)->OomKills(), 0u);
     (void)!write(go[1], "x", 1);
     waitpid(pid, nullptr, 0);
