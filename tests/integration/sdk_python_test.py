@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -298,6 +299,32 @@ class SdkPythonTest(unittest.TestCase):
         with self.assertRaises(htam.HtamTimeout):
             htam.Client(d.endpoint, timeout_s=1, retries=0)
         self.assertGreaterEqual(int(htam.parse_status(c.status("server"))["server"]["auth_refused"]), 1)
+        # A refused client whose connection is already gone when it sends: a timeout, not a hang
+        # (a DEALER drops a connection whose CURVE handshake was refused; a blocking send waited
+        # forever on it).
+        refused = int(htam.parse_status(c.status("server"))["server"]["auth_refused"])
+        m = htam.Client(d.endpoint, timeout_s=1, retries=0, server_public_key_file=server_pub,
+                        client_key_file=os.path.join(keys, "mallory.key"), hello=False)
+        for _ in range(100):
+            if int(htam.parse_status(c.status("server"))["server"]["auth_refused"]) > refused:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        outcome = []
+
+        def ask():
+            try:
+                m.status("server")
+                outcome.append("answered")
+            except htam.HtamTimeout:
+                outcome.append("timeout")
+        t = threading.Thread(target=ask, daemon=True)
+        start = time.monotonic()
+        t.start()
+        t.join(timeout=10)
+        self.assertEqual(outcome, ["timeout"], "a refused client's request hung")
+        self.assertLess(time.monotonic() - start, 5)
+        m.close()
         c.close()
 
 

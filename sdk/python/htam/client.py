@@ -226,12 +226,26 @@ class Client:
             env.body = body
             b = flatbuffers.Builder(256)
             b.Finish(env.Pack(b), file_identifier=b"HTAM")
-            self._sock.send(bytes(b.Output()))
-            reply = self._wait(rid, time.monotonic() + timeout)
+            deadline = time.monotonic() + timeout
+            reply = self._wait(rid, deadline) if self._send(bytes(b.Output()), deadline) else None
             if reply is not None:
                 return self._unwrap(reply, name)
             self._open_socket()  # lazy pirate: drop what is queued for a dead peer
         raise HtamTimeout(f"no answer from {self.endpoint} within {timeout:.1f} s", name)
+
+    def _send(self, data: bytes, deadline: float) -> bool:
+        """Queues a request; False when the socket has no connection to queue it on before the
+        deadline (a DEALER whose CURVE handshake was refused drops its connection, and a blocking
+        send would then wait forever)."""
+        while True:
+            try:
+                self._sock.send(data, zmq.NOBLOCK)
+                return True
+            except zmq.Again:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._sock.poll(min(int(left * 1000) + 1, 50), zmq.POLLOUT)
 
     def _wait(self, rid: int, deadline: float) -> Optional[EnvelopeT]:
         while True:
