@@ -13,6 +13,8 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "daemon/eval/frame.h"
+#include "daemon/eval/job_codec.h"
 
 namespace htam::eval {
 namespace {
@@ -217,12 +219,20 @@ bool CompileAhead::Compile(const Entry& e, std::string* why) {
     (*w)->Kill();
     return false;
   }
-  nlohmann::json frame = {{"type", "compile"}, {"arch", e.arch}, {"timeout_s", opt_.compile_timeout_s}};
-  if (reference)
-    frame["reference_task"] = e.reference_task;  // the worker reads it from the task's folder
-  else
-    frame["source"] = e.source;
-  if (Status st = (*w)->Send(frame); !st.ok()) {
+  // The request is a job (schema/job.fbs): the source or, for a reference, the task's folder.
+  fb::JobSpecT job;
+  job.job_id = e.job_id;
+  job.backend = e.backend;
+  job.arch = e.arch;
+  job.gate = std::make_unique<fb::GateSpecT>();
+  job.gate->compile_timeout_s = opt_.compile_timeout_s;
+  if (reference) {
+    job.reference_only = true;
+    job.task_dir = e.reference_task;  // the worker reads the reference from the task's folder
+  } else {
+    job.source = e.source;
+  }
+  if (Status st = (*w)->SendBuffer(PackJob(job)); !st.ok()) {
     *why = st.ToString();
     (*w)->Kill();
     return false;
@@ -243,13 +253,18 @@ bool CompileAhead::Compile(const Entry& e, std::string* why) {
                            flood);
     if (f.ok()) {
       if (f->value("type", "") == "progress") continue;
-      if (f->value("type", "") != "compiled") {
+      if (f->value("type", "") != "result") {
         *why = f->value("message", std::string("unexpected frame"));
         (*w)->Kill();
         return false;
       }
       (*w)->Reap(std::chrono::milliseconds(2000));
-      if (f->value("code", 0) != -1) {
+      auto compiled = UnpackResult(FrameBuffer(*f), "compile-only result");
+      if (!compiled.ok()) {
+        *why = compiled.status().ToString();
+        return false;
+      }
+      if (compiled->status != fb::OutcomeStatus::Ok) {
         *why = "did not compile";  // the runner will say why, with its own diagnostics
         return false;
       }

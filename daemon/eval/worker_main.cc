@@ -1,6 +1,7 @@
 // htam-eval-worker: the sandboxed evaluation process. Loads one backend plugin, opens one device,
 // and evaluates jobs sent by the Evaluator over fd 3 (frames, frame.h: a job is a schema/job.fbs
-// JobSpec, its result a JobResult; the control messages are JSON) with the shared
+// JobSpec, its result a JobResult, a compile-only request too; the control messages hello,
+// describe, progress and fatal are JSON) with the shared
 // verification gate (backends/common/gate.h). Candidate code runs only here, never in htamd.
 //
 //   htam-eval-worker --plugin PATH --device N [--describe] [--sdk-include DIR] [--cache-dir DIR]
@@ -10,11 +11,13 @@
 //
 // Compile-only (compiling ahead, evaluator.cc): the worker opens no device; its runner (same
 // hidden view, user and seccomp filter as a candidate's runner, no device either) compiles the
-// one source of a "compile" frame with STAGE as its plugin's cache, and the worker answers one
-// "compiled" frame {code, diagnostics, ms, cached} and exits. The daemon then moves the one entry
-// from STAGE into the runners' read-only cache. Nothing of the candidate runs. Without --split the
-// frame names a task ("reference_task"): the worker compiles that task's reference itself into its
-// --cache-dir, the verifiers' cache, where the task's first verification finds it.
+// source of one job frame (a JobSpec: source, arch, gate.compile_timeout_s and compile_options)
+// with STAGE as its plugin's cache, and the worker answers one result frame (a JobResult: status
+// Ok or CompileError/Timeout/Crash/InfraError, diagnostics, compile_ms, compile_cached) and exits.
+// The daemon then moves the one entry from STAGE into the runners' read-only cache. Nothing of the
+// candidate runs. Without --split the job is reference_only with the task's folder as task_dir:
+// the worker compiles that task's reference itself into its --cache-dir, the verifiers' cache,
+// where the task's first verification finds it.
 //
 // Frames out: describe | hello {device, sandbox} | progress {job_id, stage} | result (JobResult) |
 // fatal {status, message} (e.g. memory limit reached). It exits after K jobs (default 1: every
@@ -352,7 +355,7 @@ htam::Status AwaitRunner(const htam::eval::RunnerReport& runner, int wait_ms) {
       (hello_r.ok() ? std::string("unexpected frame") : hello_r.status().message()));
 }
 
-// --compile-only: one "compile" frame in, one "compiled" frame out (see the file comment).
+// --compile-only: one job frame in, one result frame out (see the file comment).
 int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner) {
   if (runner.pid > 0)
     if (auto st = AwaitRunner(runner, 120000); !st.ok()) return Fatal("InfraError", st.message());
@@ -366,21 +369,23 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
   if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
   auto frame = htam::eval::ReadFrame(kFd);
   if (!frame.ok()) return 0;  // the daemon changed its mind
-  const json& j = *frame;
-  if (j.value("type", "") != "compile") return Fatal("InfraError", "expected a compile frame");
+  if (frame->value("type", "") != "job") return Fatal("InfraError", "expected a job frame");
+  auto job = htam::eval::UnpackJob(htam::eval::FrameBuffer(*frame), "compile-only job frame");
+  if (!job.ok()) return Fatal("InfraError", job.status().message());
   htam::CompileSettings cs;
   cs.language = b.description().language ? b.description().language : "";
-  cs.arch = Get<std::string>(j, "arch", "");
-  cs.options = Get<std::string>(j, "options", "");
+  cs.arch = job->arch;
   cs.name = "candidate";
-  cs.timeout_s = Get<double>(j, "timeout_s", cs.timeout_s);
+  if (job->gate) {
+    cs.options = job->gate->compile_options;
+    if (job->gate->compile_timeout_s > 0) cs.timeout_s = job->gate->compile_timeout_s;
+  }
   htam::CompileOutcome c;
-  const std::string task_dir = Get<std::string>(j, "reference_task", "");
-  if (!task_dir.empty()) {
+  if (job->reference_only) {
     // A task's reference: trusted code from the tasks folder, compiled here into this worker's
     // --cache-dir (the verifiers' cache), never in a runner. The key is the plugin's own, so the
     // verifier of the task's first candidate finds the build.
-    auto task = htam::ParseTaskFile(task_dir);
+    auto task = htam::ParseTaskFile(job->task_dir);
     auto path = task.ok() ? task->ReferencePath(b.description().name ? b.description().name : "")
                           : htam::Result<std::string>(task.status());
     std::string source;
@@ -394,17 +399,24 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
       return Fatal("InfraError",
                    "--compile-only compiles a candidate in a runner: it needs --split");
     auto remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid);
-    c = remote->Compile(Get<std::string>(j, "source", ""), cs);
+    c = remote->Compile(job->source, cs);
     remote.reset();  // closes the runner's socket: it ends
     int st = 0;
     waitpid(runner.pid, &st, 0);
   }
-  json out = {{"type", "compiled"},
-              {"code", c.code},
-              {"diagnostics", c.diagnostics},
-              {"ms", c.ms},
-              {"cached", c.cached}};
-  return htam::eval::WriteFrame(kFd, out).ok() ? 0 : 2;
+  // The answer is a result (schema/job.fbs): Ok when it compiled; the candidate's fault
+  // (CompileError, Timeout) or the infrastructure's otherwise.
+  htam::fb::JobResultT out;
+  out.job_id = job->job_id;
+  out.status = c.code < 0            ? htam::fb::OutcomeStatus::Ok
+               : c.runner_died       ? htam::fb::OutcomeStatus::Crash
+               : c.code == HTAM_ERR_COMPILE ? htam::fb::OutcomeStatus::CompileError
+               : c.code == HTAM_ERR_TIMEOUT ? htam::fb::OutcomeStatus::Timeout
+                                            : htam::fb::OutcomeStatus::InfraError;
+  out.diagnostics = c.diagnostics;
+  out.compile_ms = c.ms;
+  out.compile_cached = c.cached;
+  return htam::eval::WriteBufferFrame(kFd, htam::eval::PackResult(out)).ok() ? 0 : 2;
 }
 
 int main(int argc, char** argv) {
