@@ -23,9 +23,28 @@ uint64_t NowNs() {
                                    .count());
 }
 
+namespace {
+
+// Section memory of a configuration into o (every field but dir).
+void ReadMemorySection(const Config& c, MemoryOptions& o);
+
+}  // namespace
+
+MemoryOptions::MemoryOptions() {
+  static const Config* const defaults = new Config(Config::Defaults());
+  ReadMemorySection(*defaults, *this);
+}
+
 MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   MemoryOptions o;
   o.dir = c.GetString("general.data_dir") + "/store";
+  ReadMemorySection(c, o);
+  return o;
+}
+
+namespace {
+
+void ReadMemorySection(const Config& c, MemoryOptions& o) {
   o.map_size_mb = static_cast<size_t>(c.GetInt("memory.map_size_mb"));
   o.max_map_size_mb = static_cast<size_t>(c.GetInt("memory.max_map_size_mb"));
   o.embedder = c.GetString("memory.embedder");
@@ -76,8 +95,9 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   o.merge_threshold = c.GetDouble("memory.merge_threshold");
   o.snapshot_interval_s = static_cast<int>(c.GetInt("memory.snapshot_interval_s"));
   o.max_group_commit = static_cast<int>(c.GetInt("memory.max_group_commit"));
-  return o;
 }
+
+}  // namespace
 
 // ---------------------------------------------------------------- opening
 

@@ -33,42 +33,44 @@ inline constexpr uint32_t kStoreSchemaVersion = 2;
 inline constexpr const char* kStoreMagic = "htam-store";
 inline constexpr const char* kBuiltinEmbedder = "builtin-hash-v1";
 
-// Every tunable of the memory; defaults equal those of the configuration table (section memory).
+// Every tunable of the memory. A default-constructed MemoryOptions holds the configuration table's
+// defaults (daemon/config/options.inc, section memory), which are written there only; `dir` is
+// empty. MemoryTest.DefaultOptionsAreTheTables checks that every field is read from the table.
 struct MemoryOptions {
-  std::string dir;                          // store directory (created if missing)
-  size_t map_size_mb = 1024;                // initial LMDB map size; grows when full
-  size_t max_map_size_mb = 262144;          // growth stops here (ResourceExhausted)
-  std::string embedder = kBuiltinEmbedder;  // declared at creation: builtin or a client model name
-  uint32_t embedder_dim = 256;
+  std::string dir;           // store directory (created if missing)
+  size_t map_size_mb{};      // initial LMDB map size; grows when full
+  size_t max_map_size_mb{};  // growth stops here (ResourceExhausted)
+  std::string embedder{};    // declared at creation: builtin or a client model name
+  uint32_t embedder_dim{};
   // Loaded once into an empty store; "" = none. Default: the taxonomy shipped with htam
   // (<prefix>/share/htam/seed_taxonomy.json, found from the running binary; base/paths.h).
-  std::string seed_file = ShippedPath("", "seed_taxonomy.json");
+  std::string seed_file{};
   // Policy.
-  int neighbors = 64;  // k nearest past transitions
-  int hnsw_m = 16;
-  int hnsw_ef_search = 64;
-  int hnsw_ef_construction = 40;
-  int transition_hnsw_m = 8;  // the transition-key index (48-d): cheaper adds, one per step
-  int transition_hnsw_ef_construction = 20;
-  double attention_temperature = 0.1;  // weight = exp((sim - 1) / T)
-  double history_weight = 0.3;         // share of history agreement in a neighbour's similarity
-  double history_decay = 0.5;  // position weight ratio (last step 1, then decay, decay^2...)
-  int history_length = 4;
-  double exploration = 0.05;      // UCB constant c
-  double failure_penalty = 0.15;  // for a direction that failed at the last step (decays)
-  int failure_memory = 3;
-  double prior_strength = 2.0;          // pseudo-count of the seed prior
-  double prior_gain = 0.15;             // log gain of a success with no experience
-  double cross_backend_discount = 0.5;  // CUDA <-> HIP
-  double cpu_backend_discount = 0.2;    // CPU <-> GPU
-  uint64_t policy_seed = 0;             // tie-breaking; same inputs + seed = same decision
+  int neighbors{};  // k nearest past transitions
+  int hnsw_m{};
+  int hnsw_ef_search{};
+  int hnsw_ef_construction{};
+  int transition_hnsw_m{};  // the transition-key index (48-d): cheaper adds, one per step
+  int transition_hnsw_ef_construction{};
+  double attention_temperature{};  // weight = exp((sim - 1) / T)
+  double history_weight{};         // share of history agreement in a neighbour's similarity
+  double history_decay{};          // position weight ratio (last step 1, then decay, decay^2...)
+  int history_length{};
+  double exploration{};      // UCB constant c
+  double failure_penalty{};  // for a direction that failed at the last step (decays)
+  int failure_memory{};
+  double prior_strength{};          // pseudo-count of the seed prior
+  double prior_gain{};              // log gain of a success with no experience
+  double cross_backend_discount{};  // CUDA <-> HIP
+  double cpu_backend_discount{};    // CPU <-> GPU
+  uint64_t policy_seed{};           // tie-breaking; same inputs + seed = same decision
   // Retrieval.
-  int top_k_strategies = 24;     // strategies a step returns
-  int detailed_strategies = 24;  // of them, sent in full; the rest as name, title, score
-  int retrieval_candidates = 32;
-  int retrieval_cache = 4096;  // strategy searches remembered (exact; cleared on strategy adds)
-  double rerank_effect_weight = 1.0;
-  double rerank_precondition_weight = 0.2;
+  int top_k_strategies{};     // strategies a step returns
+  int detailed_strategies{};  // of them, sent in full; the rest as name, title, score
+  int retrieval_candidates{};
+  int retrieval_cache{};  // strategy searches remembered (exact; cleared on strategy adds)
+  double rerank_effect_weight{};
+  double rerank_precondition_weight{};
   // What a known bottleneck does to a direction or strategy whose targets exclude it: "hard"
   // masks the direction and counts in a strategy's precondition match; "soft" masks nothing and
   // takes bottleneck_penalty from the score of each such direction and strategy; "off": the
@@ -76,34 +78,34 @@ struct MemoryOptions {
   // Default off: on the world's development families hard cost the full policy 2.64x -> 1.43x
   // (a GEMM measured Latency-bound lost its tiling and tensor-core directions) and soft was
   // mixed (docs/benchmarks.md, "A soft bottleneck mask").
-  std::string bottleneck_mask = "off";
-  double bottleneck_penalty = 0.05;  // "soft": score lost by a direction or strategy that misses
+  std::string bottleneck_mask{};
+  double bottleneck_penalty{};  // "soft": score lost by a direction or strategy that misses
   // "all": the strategy list draws on every unmasked direction, each strategy weighed by its
   // direction's score; "direction": only the chosen direction's strategies.
-  std::string strategy_scope = "all";
-  double direction_weight = 1.0;  // weight of a strategy's direction score in the "all" ranking
-  double retry_penalty = 0.5;     // per unsuccessful try of a strategy in this session ("all")
+  std::string strategy_scope{};
+  double direction_weight{};  // weight of a strategy's direction score in the "all" ranking
+  double retry_penalty{};     // per unsuccessful try of a strategy in this session ("all")
   // Extra penalty per step of this session that passed the strategy over ("all").
-  double not_applicable_penalty = 1.0;
+  double not_applicable_penalty{};
   // Bonus of a strategy applied in similar states, x w/(w + prior_strength) ("all").
-  double applied_weight = 0.5;
+  double applied_weight{};
   // Penalty of a strategy other sessions passed over in similar states, x w/(w + prior_strength)
   // ("all").
-  double passed_over_weight = 0.0;
+  double passed_over_weight{};
   // Weight of the applied evidence A in that penalty's denominator: P / (P + this x A + m), so
   // that only what similar steps passed over more than they applied is penalized ("all").
-  double passed_over_applied_weight = 0.0;
+  double passed_over_applied_weight{};
   // What a successful step enabled: its gain plus this x the log of its session's best speedup
   // within continuation_horizon later steps over its own (directions' and strategies' effect).
-  double continuation_weight = 0.0;
-  int continuation_horizon = 3;
+  double continuation_weight{};
+  int continuation_horizon{};
   // Similarity candidates of each direction that was not chosen ("all").
-  int other_direction_candidates = 32;
+  int other_direction_candidates{};
   // Learning.
-  double merge_threshold = 0.85;  // cosine similarity: merge a new summary into a strategy
+  double merge_threshold{};  // cosine similarity: merge a new summary into a strategy
   // Operations.
-  int snapshot_interval_s = 300;  // background index snapshots (0: only on close)
-  int max_group_commit = 256;
+  int snapshot_interval_s{};  // background index snapshots (0: only on close)
+  int max_group_commit{};
   // Not in the configuration table on purpose: the daemon always syncs. Bulk loads (benchmarks,
   // imports) may turn it off; a crash may then lose the last commits. Sync() or closing flushes.
   bool sync_commits = true;
@@ -111,6 +113,7 @@ struct MemoryOptions {
   // in-memory transition table (false: from the records; tests compare the two).
   bool transition_table = true;
 
+  MemoryOptions();                                        // the table's defaults
   static MemoryOptions FromConfig(const Config& config);  // data_dir/store + section memory
 };
 

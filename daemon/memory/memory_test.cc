@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include "base/paths.h"
+#include "daemon/config/sections.h"
 #include "daemon/memory/codec.h"
 #include "daemon/memory/seed.h"
 #include "daemon/memory/store.h"
@@ -66,6 +68,48 @@ StepInput Step(uint64_t session, uint64_t dir, fb::OutcomeStatus st, double spee
   s.verified = true;
   s.state = StateInput{b, std::nullopt, ""};
   return s;
+}
+
+// A value of either kind, for comparing a MemoryOptions field with the table's typed field.
+template <typename T>
+auto Comparable(const T& v) {
+  if constexpr (std::is_arithmetic_v<T>)
+    return static_cast<double>(v);
+  else
+    return std::string(v);
+}
+
+// Every row of the table's section memory is a field of MemoryOptions (else this does not
+// compile), and a default-constructed MemoryOptions holds the table's default of each: tests,
+// benchmarks and htamd all start from the same values, written in one place.
+TEST(MemoryTest, DefaultOptionsAreTheTables) {
+  const MemoryOptions o;
+  const config::Memory table = config::Memory::From(Config::Defaults());
+  int compared = 0;
+#define HTAM_OPTION(section, name, type, def, help) HTAM_CMP_##section(name)
+#define HTAM_CMP_general(name)
+#define HTAM_CMP_server(name)
+#define HTAM_CMP_eval(name)
+#define HTAM_CMP_worker(name)
+#define HTAM_CMP_memory(name)                                                 \
+  if (std::string(#name) != "seed_file") {                                    \
+    EXPECT_EQ(Comparable(o.name), Comparable(table.name)) << "memory." #name; \
+  }                                                                           \
+  ++compared;
+#include "daemon/config/options.inc"
+#undef HTAM_CMP_memory
+#undef HTAM_CMP_worker
+#undef HTAM_CMP_eval
+#undef HTAM_CMP_server
+#undef HTAM_CMP_general
+#undef HTAM_OPTION
+  EXPECT_GE(compared, 44) << "rows of section memory";
+  // "" in the table is the taxonomy shipped with htam.
+  EXPECT_EQ(table.seed_file, "");
+  EXPECT_EQ(o.seed_file, ShippedPath("", "seed_taxonomy.json"));
+  EXPECT_EQ(o.top_k_strategies, 64);
+  EXPECT_EQ(o.detailed_strategies, 8);
+  EXPECT_TRUE(o.dir.empty());
 }
 
 TEST(MemoryTest, SeedTaxonomyHasTheThirteenDirections) {
@@ -356,6 +400,10 @@ TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());
   o.retry_penalty = 5;  // far more than any score difference: passed-over advice leaves the list
+  // A list shorter than the taxonomy (65), every piece in full: advice can leave the list, and
+  // a step passes over a part of the taxonomy, not all of it.
+  o.top_k_strategies = 24;
+  o.detailed_strategies = 24;
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
   const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
@@ -373,6 +421,10 @@ TEST(MemoryTest, AdviceThatDidNotFitTheKernelRanksBelowAdviceThatApplied) {
   MemoryOptions o = Opts(dir.path());
   o.retry_penalty = 0;  // only the not-applicable penalty speaks
   o.not_applicable_penalty = 5;
+  // A list shorter than the taxonomy (65), every piece in full: advice can leave the list, and
+  // a step passes over a part of the taxonomy, not all of it.
+  o.top_k_strategies = 24;
+  o.detailed_strategies = 24;
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
   const StateInput mem{fb::Bottleneck::Memory, std::nullopt, ""};
@@ -457,6 +509,7 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
     MemoryOptions o = Opts(dir.path());
     o.applied_weight = 0;  // only the new term speaks for what sessions did
     o.passed_over_weight = 0;
+    o.top_k_strategies = o.detailed_strategies = 24;  // as below
     auto m = OpenOk(o);
     task = Task(m.get(), "relu", "elementwise");
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
@@ -483,6 +536,9 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
   MemoryOptions o = Opts(dir.path());
   o.applied_weight = 0;
   o.passed_over_weight = 5;
+  // Every listed piece in full, so that a passed-over one carries its note (a compact tail line
+  // has none: MemoryTest.StrategiesPastTheDetailedHeadCarryNoExampleOrText).
+  o.top_k_strategies = o.detailed_strategies = 24;
   auto m = OpenOk(o);
   auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
   auto d = m->NextStep(s->id, mem);
