@@ -56,70 +56,77 @@ class BaselineCache {
   std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
 };
 
-// Defaults are the configuration table's eval.* defaults (daemon/config/options.inc; the test
-// GateDefaults.AreTheConfigurationTablesDefaults keeps them equal), except where a field says.
-struct GateOptions {
-  int seeds = 3;                // random seeds per shape set
-  uint64_t seed_base = 1;       // mixed into every seed; the worker draws it per job
-  uint64_t guard_bytes = 4096;  // canary region before and after every buffer
-  bool check_threads = true;    // threads left running after htam_kernel returns fail the run
-  double thread_grace_ms = 50;  // how long a new thread may take to exit after the call
-  int warmup_reps = 5;
-  double warmup_ms = 25;
-  int repetitions = 50;
-  int input_sets = 4;        // rotating input sets for timing
-  uint64_t flush_bytes = 0;  // 0 = backend default (2x last-level cache)
-  double compile_timeout_s = 60;
-  std::string compile_options;  // extra flags (config)
-  std::string arch;             // target arch, "" = device's
-  bool time_baseline = true;
-  // KernelBench tasks (task.json "kernelbench"): inputs, parameters and reference outputs come
-  // from PyTorch in a subprocess (backends/common/kernelbench.h), cached on disk.
+// The gate's options: the job's gate settings, the schema's GateSpecT (schema/job.fbs: what a job
+// carries to its worker, so that they are declared once), with the gate's defaults, plus what only
+// the evaluating process sets. The defaults are the configuration table's eval.* defaults
+// (daemon/config/options.inc; GateDefaults.AreTheConfigurationTablesDefaults keeps them equal),
+// except where a field says.
+struct GateOptions : fb::GateSpecT {
+  GateOptions() {
+    seeds = 3;             // random seeds per shape set
+    seed_base = 1;         // mixed into every seed; the worker draws it per job
+    guard_bytes = 4096;    // canary region before and after every buffer
+    check_threads = true;  // threads left running after htam_kernel returns fail the run
+    thread_grace_ms = 50;  // how long a new thread may take to exit after the call
+    warmup_reps = 5;
+    warmup_ms = 25;
+    repetitions = 50;
+    input_sets = 4;   // rotating input sets for timing
+    flush_bytes = 0;  // 0 = backend default: the worker takes 2x the last-level cache,
+    flush_max_bytes = uint64_t(64) << 20;  // at most this
+    compile_timeout_s = 60;
+    // compile_options: extra flags (config)
+    time_baseline = true;
+    // KernelBench tasks (task.json "kernelbench"): inputs, parameters and reference outputs come
+    // from PyTorch in a subprocess (backends/common/kernelbench.h), cached on disk.
+    golden_python = "/usr/bin/python3";
+    // golden_helper: "" = DefaultKernelBenchHelper()
+    golden_timeout_s = 600;
+    // Every task: how long a timed phase waits for the host-wide timing lock (timing_lock.h)
+    // while the background torch.compile measurement holds it; past that, it times anyway, with
+    // a note.
+    timing_lock_wait_s = 30;
+    // KernelBench tasks: the verification seeds of a job are drawn from a pool of this many (by
+    // seed_base), so that no fixed seed predicts a job's inputs; 0 = seeds 0..seeds-1.
+    golden_seed_pool = 0;
+    // Inputs generated and outputs compared on the device where the plugin offers it (API 1.2
+    // buffer_fill / buffer_compare); false = on the host, as every backend without them.
+    device_data = true;
+    // Device buffers a job keeps for reuse by its later cases and timing sets (same kind and
+    // size), at most this many bytes idle; 0 = every tensor allocates and frees its own
+    // (eval.buffer_pool_mb).
+    buffer_pool_bytes = uint64_t(4096) << 20;
+    // A reference timed less than this many seconds ago (kept in `baselines`), on the same task,
+    // shape, device and timing settings, is the baseline again (not timed per candidate); 0 =
+    // every candidate times its baseline (eval.baseline_reuse_s).
+    baseline_reuse_s = 60;
+    // KernelBench candidates: the load_inline build cache the runner may write
+    // (kernelbench_build_cache, "" = none); on CUDA, load_inline calls that need no PyTorch
+    // headers go through nvcc alone (kb_fastpath.py; kernelbench_nvcc: the nvcc it runs, "" =
+    // CUDA_HOME, PATH, /usr/local/cuda); the wall limit of the import and build, and of one trial
+    // or the timing stage.
+    kernelbench_fast_path = true;
+    kernelbench_compile_timeout_s = 600;
+    kernelbench_call_timeout_s = 60;  // not the table's: htamd passes eval.case_timeout_s
+  }
+
+  std::string arch;              // target arch, "" = device's
   std::string golden_cache_dir;  // "" = <backend cache dir>/kernelbench (else a /tmp folder)
-  std::string golden_python = "/usr/bin/python3";
-  std::string golden_helper;  // "" = DefaultKernelBenchHelper()
-  double golden_timeout_s = 600;
-  // Every task: how long a timed phase waits for the host-wide timing lock (timing_lock.h) while
-  // the background torch.compile measurement holds it; past that, it times anyway, with a note.
-  double timing_lock_wait_s = 30;
   // A profiling run (under Nsight Compute): compile and load the candidate, one call on the first
   // seen shape, nothing else (no reference, no checks, no timing). Status Ok when the call ran.
   bool single_call = false;
   // Where the candidate's code runs: a runner process (exec.h's RemoteExec), not owned; null =
   // in this process. The reference and the expected outputs never leave this process.
   CandidateExec* runner = nullptr;
-  // KernelBench tasks: the verification seeds of a job are drawn from a pool of this many (by
-  // seed_base), so that no fixed seed predicts a job's inputs; 0 = seeds 0..seeds-1.
-  int golden_seed_pool = 0;
-  // Inputs generated and outputs compared on the device where the plugin offers it (API 1.2
-  // buffer_fill / buffer_compare); false = on the host, as every backend without them.
-  bool device_data = true;
-  // Device buffers a job keeps for reuse by its later cases and timing sets (same kind and size),
-  // at most this many bytes idle; 0 = every tensor allocates and frees its own
-  // (eval.buffer_pool_mb).
-  uint64_t buffer_pool_bytes = uint64_t(4096) << 20;
   // The device's index on this host: evaluations sharing the cache directory take turns on it
   // (timing_lock.h DeviceLock: shared while verifying, exclusive while timing); -1 = no turns.
   int device_index = -1;
-  // A reference timed less than this many seconds ago (kept in `baselines`), on the same task,
-  // shape, device and timing settings, is the baseline again (not timed per candidate); 0 = every
-  // candidate times its baseline (eval.baseline_reuse_s).
-  double baseline_reuse_s = 60;
   // Where the evaluating process keeps its reference timings, not owned; null = nothing is kept
   // (every candidate times its baseline).
   BaselineCache* baselines = nullptr;
   // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
   // kb_candidate.h (runner required).
   std::string language;
-  // KernelBench candidates: the load_inline build cache the runner may write ("" = none), the
-  // wall limit of the import and build, and of one trial or the timing stage.
-  std::string kernelbench_build_cache;
-  // KernelBench candidates on CUDA: load_inline calls that need no PyTorch headers go through
-  // nvcc alone (kb_fastpath.py); the nvcc it runs ("" = CUDA_HOME, PATH, /usr/local/cuda).
-  bool kernelbench_fast_path = true;
-  std::string kernelbench_nvcc;
-  double kernelbench_compile_timeout_s = 600;
-  double kernelbench_call_timeout_s = 60;  // not the table's: htamd passes eval.case_timeout_s
 };
 
 // The gate's result is the one evaluation result type, the schema's JobResultT (schema/job.fbs):

@@ -650,42 +650,8 @@ bool EvaluatorImpl::TakeJob(const Slot& s, Pending* p) {
 }
 
 std::unique_ptr<fb::GateSpecT> EvaluatorImpl::GateSpec() const {
-  uint64_t seed = uint64_t(ev_.seed);
-  if (seed == 0) {
-    std::random_device rd;
-    seed = (uint64_t(rd()) << 32) ^ rd();
-  }
-  auto g = std::make_unique<fb::GateSpecT>();
-  g->seeds = int32_t(ev_.seeds);
-  g->seed_base = seed;
-  g->guard_bytes = uint64_t(ev_.guard_bytes);
-  g->check_threads = ev_.check_threads;
-  g->thread_grace_ms = double(ev_.thread_grace_ms);
-  g->warmup_reps = int32_t(ev_.warmup_reps);
-  g->warmup_ms = double(ev_.warmup_ms);
-  g->repetitions = int32_t(ev_.repetitions);
-  g->input_sets = int32_t(ev_.input_sets);
-  g->flush_bytes = uint64_t(ev_.flush_bytes);
-  g->flush_max_bytes = uint64_t(ev_.flush_max_mb) << 20;
-  g->compile_timeout_s = double(ev_.compile_timeout_s);
-  g->time_baseline = ev_.time_baseline;
-  g->golden_python = ev_.kernelbench_python;
-  // $HTAM_KERNELBENCH_HELPER is read here: a sandboxed worker starts with a cleared environment
-  // (the worker falls back to the shipped path beside its own binary).
-  g->golden_helper = ev_.kernelbench_helper;
-  if (const char* e = getenv("HTAM_KERNELBENCH_HELPER"); g->golden_helper.empty() && e && *e)
-    g->golden_helper = e;
-  g->golden_timeout_s = double(ev_.kernelbench_timeout_s);
-  g->golden_seed_pool = int32_t(ev_.kernelbench_seed_pool);
-  g->timing_lock_wait_s = double(ev_.timing_lock_wait_s);
-  g->device_data = ev_.device_data;
-  g->baseline_reuse_s = double(ev_.baseline_reuse_s);
-  g->buffer_pool_bytes = uint64_t(std::max<int64_t>(0, ev_.buffer_pool_mb)) << 20;
+  auto g = std::make_unique<fb::GateSpecT>(GateSpecFromConfig(ev_));
   g->kernelbench_build_cache = KbBuildCache();
-  g->kernelbench_fast_path = ev_.kernelbench_fast_path;
-  g->kernelbench_nvcc = ev_.kernelbench_nvcc;
-  g->kernelbench_compile_timeout_s = double(ev_.kernelbench_compile_timeout_s);
-  g->kernelbench_call_timeout_s = double(ev_.case_timeout_s);
   return g;
 }
 
@@ -1040,6 +1006,43 @@ Result<std::unique_ptr<Evaluator>> Evaluator::Start(const EvalOptions& options) 
   auto e = std::make_unique<EvaluatorImpl>(options);
   HTAM_RETURN_IF_ERROR(e->Init());
   return std::unique_ptr<Evaluator>(std::move(e));
+}
+
+fb::GateSpecT GateSpecFromConfig(const config::Eval& e) {
+  uint64_t seed = uint64_t(e.seed);
+  if (seed == 0) {
+    std::random_device rd;
+    seed = (uint64_t(rd()) << 32) ^ rd();
+  }
+  fb::GateSpecT g;
+  g.seeds = int32_t(e.seeds);
+  g.seed_base = seed;
+  g.guard_bytes = uint64_t(e.guard_bytes);
+  g.check_threads = e.check_threads;
+  g.thread_grace_ms = double(e.thread_grace_ms);
+  g.warmup_reps = int32_t(e.warmup_reps);
+  g.warmup_ms = double(e.warmup_ms);
+  g.repetitions = int32_t(e.repetitions);
+  g.input_sets = int32_t(e.input_sets);
+  g.flush_bytes = uint64_t(e.flush_bytes);
+  g.flush_max_bytes = uint64_t(e.flush_max_mb) << 20;
+  g.compile_timeout_s = double(e.compile_timeout_s);
+  g.time_baseline = e.time_baseline;
+  g.golden_python = e.kernelbench_python;
+  g.golden_helper = e.kernelbench_helper;
+  if (const char* env = getenv("HTAM_KERNELBENCH_HELPER"); g.golden_helper.empty() && env && *env)
+    g.golden_helper = env;
+  g.golden_timeout_s = double(e.kernelbench_timeout_s);
+  g.golden_seed_pool = int32_t(e.kernelbench_seed_pool);
+  g.timing_lock_wait_s = double(e.timing_lock_wait_s);
+  g.device_data = e.device_data;
+  g.baseline_reuse_s = double(e.baseline_reuse_s);
+  g.buffer_pool_bytes = uint64_t(std::max<int64_t>(0, e.buffer_pool_mb)) << 20;
+  g.kernelbench_fast_path = e.kernelbench_fast_path;
+  g.kernelbench_nvcc = e.kernelbench_nvcc;
+  g.kernelbench_compile_timeout_s = double(e.kernelbench_compile_timeout_s);
+  g.kernelbench_call_timeout_s = double(e.case_timeout_s);
+  return g;
 }
 
 }  // namespace htam::eval

@@ -20,7 +20,17 @@
 #include "htam/schema/job_result.h"
 #include "htam/schema/protocol_generated.h"
 
+namespace htam::config {
+struct Eval;
+}  // namespace htam::config
+
 namespace htam::eval {
+
+// The gate settings a job carries to its worker, from the configuration's eval section (one
+// mapping for htamd's workers and htam-eval --in-process): eval.seed 0 draws a seed base;
+// eval.kernelbench_helper "" takes $HTAM_KERNELBENCH_HELPER (read here: a sandboxed worker starts
+// with a cleared environment). kernelbench_build_cache is the caller's.
+fb::GateSpecT GateSpecFromConfig(const config::Eval& e);
 
 // One candidate to evaluate on one backend: the schema's job (schema/job.fbs JobSpec, whose
 // comments say what each field means) plus what never travels, the progress callback. The daemon

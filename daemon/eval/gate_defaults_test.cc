@@ -21,6 +21,7 @@ TEST(GateDefaults, AreTheConfigurationTablesDefaults) {
   EXPECT_EQ(g.repetitions, c.GetInt("eval.repetitions"));
   EXPECT_EQ(g.input_sets, c.GetInt("eval.input_sets"));
   EXPECT_EQ(int64_t(g.flush_bytes), c.GetInt("eval.flush_bytes"));
+  EXPECT_EQ(g.flush_max_bytes, uint64_t(c.GetInt("eval.flush_max_mb")) << 20);
   EXPECT_EQ(g.compile_timeout_s, double(c.GetInt("eval.compile_timeout_s")));
   EXPECT_EQ(g.time_baseline, c.GetBool("eval.time_baseline"));
   EXPECT_EQ(g.golden_python, c.GetString("eval.kernelbench_python"));

@@ -156,47 +156,18 @@ T Get(const json& j, const char* k, T def) {
   }
 }
 
-// The gate's options of a job ("gate" object, "arch"), the same in the one-call mode.
+// The gate's options of a job (its GateSpec, arch and language), the same in the one-call mode.
 htam::GateOptions GateOptionsFromJob(const htam::fb::JobSpecT& j, const htam::BackendInstance& b,
                                      int device) {
   htam::GateOptions o;
+  if (j.gate) static_cast<htam::fb::GateSpecT&>(o) = *j.gate;
   o.arch = j.arch;
   o.language = j.language;
   o.device_index = device;  // turns on the device with the other lanes (eval.device_workers)
-  uint64_t flush_max_bytes = 64u << 20;
-  if (const htam::fb::GateSpecT* g = j.gate.get()) {
-    o.seeds = g->seeds;
-    o.seed_base = g->seed_base;
-    o.guard_bytes = g->guard_bytes;
-    o.check_threads = g->check_threads;
-    o.thread_grace_ms = g->thread_grace_ms;
-    o.warmup_reps = g->warmup_reps;
-    o.warmup_ms = g->warmup_ms;
-    o.repetitions = g->repetitions;
-    o.input_sets = g->input_sets;
-    o.flush_bytes = g->flush_bytes;
-    flush_max_bytes = g->flush_max_bytes;
-    o.compile_timeout_s = g->compile_timeout_s;
-    o.compile_options = g->compile_options;
-    o.time_baseline = g->time_baseline;
-    o.golden_python = g->golden_python;
-    o.golden_helper = g->golden_helper;
-    o.golden_timeout_s = g->golden_timeout_s;
-    o.golden_seed_pool = g->golden_seed_pool;
-    o.timing_lock_wait_s = g->timing_lock_wait_s;
-    o.device_data = g->device_data;
-    o.baseline_reuse_s = g->baseline_reuse_s;
-    o.buffer_pool_bytes = g->buffer_pool_bytes;
-    o.kernelbench_build_cache = g->kernelbench_build_cache;
-    o.kernelbench_fast_path = g->kernelbench_fast_path;
-    o.kernelbench_nvcc = g->kernelbench_nvcc;
-    o.kernelbench_compile_timeout_s = g->kernelbench_compile_timeout_s;
-    o.kernelbench_call_timeout_s = g->kernelbench_call_timeout_s;
-  }
   if (o.flush_bytes == 0 && device < b.description().num_devices) {
     // 2x the last-level cache, capped (some hosts report the sum of all slices)
     uint64_t llc = b.description().devices[device].cache_bytes;
-    o.flush_bytes = std::min<uint64_t>(2 * llc, flush_max_bytes);
+    o.flush_bytes = std::min<uint64_t>(2 * llc, o.flush_max_bytes);
   }
   return o;
 }
@@ -408,8 +379,8 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
   // (CompileError, Timeout) or the infrastructure's otherwise.
   htam::fb::JobResultT out;
   out.job_id = job->job_id;
-  out.status = c.code < 0            ? htam::fb::OutcomeStatus::Ok
-               : c.runner_died       ? htam::fb::OutcomeStatus::Crash
+  out.status = c.code < 0                   ? htam::fb::OutcomeStatus::Ok
+               : c.runner_died              ? htam::fb::OutcomeStatus::Crash
                : c.code == HTAM_ERR_COMPILE ? htam::fb::OutcomeStatus::CompileError
                : c.code == HTAM_ERR_TIMEOUT ? htam::fb::OutcomeStatus::Timeout
                                             : htam::fb::OutcomeStatus::InfraError;

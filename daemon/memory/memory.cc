@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "daemon/config/config.h"
+#include "daemon/config/sections.h"
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
 #include "daemon/memory/seed.h"
@@ -45,56 +46,26 @@ MemoryOptions MemoryOptions::FromConfig(const Config& c) {
 namespace {
 
 void ReadMemorySection(const Config& c, MemoryOptions& o) {
-  o.map_size_mb = static_cast<size_t>(c.GetInt("memory.map_size_mb"));
-  o.max_map_size_mb = static_cast<size_t>(c.GetInt("memory.max_map_size_mb"));
-  o.embedder = c.GetString("memory.embedder");
-  o.embedder_dim = static_cast<uint32_t>(c.GetInt("memory.embedder_dim"));
+  // Every row of the table's section memory onto the field of its name (sections.h types it).
+  const config::Memory m = config::Memory::From(c);
+#define HTAM_OPTION(section, name, type, def, help) HTAM_READ_##section(name)
+#define HTAM_READ_general(name)
+#define HTAM_READ_server(name)
+#define HTAM_READ_eval(name)
+#define HTAM_READ_worker(name)
+#define HTAM_READ_memory(name) o.name = static_cast<decltype(o.name)>(m.name);
+#include "daemon/config/options.inc"
+#undef HTAM_READ_memory
+#undef HTAM_READ_worker
+#undef HTAM_READ_eval
+#undef HTAM_READ_server
+#undef HTAM_READ_general
+#undef HTAM_OPTION
   // "" = the shipped taxonomy (install prefix), "none" = no seed; anything else is a path.
-  const std::string seed = c.GetString("memory.seed_file");
-  o.seed_file = seed == "none" ? "" : ShippedPath(seed, "seed_taxonomy.json");
-  o.neighbors = static_cast<int>(c.GetInt("memory.neighbors"));
-  o.hnsw_m = static_cast<int>(c.GetInt("memory.hnsw_m"));
-  o.hnsw_ef_search = static_cast<int>(c.GetInt("memory.hnsw_ef_search"));
-  o.hnsw_ef_construction = static_cast<int>(c.GetInt("memory.hnsw_ef_construction"));
-  o.transition_hnsw_m = static_cast<int>(c.GetInt("memory.transition_hnsw_m"));
-  o.transition_hnsw_ef_construction =
-      static_cast<int>(c.GetInt("memory.transition_hnsw_ef_construction"));
-  o.attention_temperature = c.GetDouble("memory.attention_temperature");
-  o.history_weight = c.GetDouble("memory.history_weight");
-  o.history_decay = c.GetDouble("memory.history_decay");
-  o.history_length = static_cast<int>(c.GetInt("memory.history_length"));
-  o.exploration = c.GetDouble("memory.exploration");
-  o.failure_penalty = c.GetDouble("memory.failure_penalty");
-  o.failure_memory = static_cast<int>(c.GetInt("memory.failure_memory"));
-  o.prior_strength = c.GetDouble("memory.prior_strength");
-  o.prior_gain = c.GetDouble("memory.prior_gain");
-  o.cross_backend_discount = c.GetDouble("memory.cross_backend_discount");
-  o.cpu_backend_discount = c.GetDouble("memory.cpu_backend_discount");
-  o.policy_seed = static_cast<uint64_t>(c.GetInt("memory.policy_seed"));
-  o.top_k_strategies = static_cast<int>(c.GetInt("memory.top_k_strategies"));
-  o.detailed_strategies = static_cast<int>(c.GetInt("memory.detailed_strategies"));
-  o.retrieval_candidates = static_cast<int>(c.GetInt("memory.retrieval_candidates"));
-  o.retrieval_cache = static_cast<int>(c.GetInt("memory.retrieval_cache"));
-  o.rerank_effect_weight = c.GetDouble("memory.rerank_effect_weight");
-  o.rerank_precondition_weight = c.GetDouble("memory.rerank_precondition_weight");
+  o.seed_file = m.seed_file == "none" ? "" : ShippedPath(m.seed_file, "seed_taxonomy.json");
   // Older configurations wrote the option as a boolean: true was the mask, false no mask.
-  o.bottleneck_mask = c.GetString("memory.bottleneck_mask");
   if (o.bottleneck_mask == "true") o.bottleneck_mask = "hard";
   if (o.bottleneck_mask == "false") o.bottleneck_mask = "off";
-  o.bottleneck_penalty = c.GetDouble("memory.bottleneck_penalty");
-  o.strategy_scope = c.GetString("memory.strategy_scope");
-  o.direction_weight = c.GetDouble("memory.direction_weight");
-  o.retry_penalty = c.GetDouble("memory.retry_penalty");
-  o.not_applicable_penalty = c.GetDouble("memory.not_applicable_penalty");
-  o.applied_weight = c.GetDouble("memory.applied_weight");
-  o.passed_over_weight = c.GetDouble("memory.passed_over_weight");
-  o.passed_over_applied_weight = c.GetDouble("memory.passed_over_applied_weight");
-  o.continuation_weight = c.GetDouble("memory.continuation_weight");
-  o.continuation_horizon = int(c.GetInt("memory.continuation_horizon"));
-  o.other_direction_candidates = static_cast<int>(c.GetInt("memory.other_direction_candidates"));
-  o.merge_threshold = c.GetDouble("memory.merge_threshold");
-  o.snapshot_interval_s = static_cast<int>(c.GetInt("memory.snapshot_interval_s"));
-  o.max_group_commit = static_cast<int>(c.GetInt("memory.max_group_commit"));
 }
 
 }  // namespace

@@ -44,31 +44,7 @@ std::vector<std::string> PluginOptions(const Config& c, const std::string& backe
 
 GateOptions GateOptionsFrom(const config::Eval& e, int device_index, BaselineCache* baselines) {
   GateOptions g;
-  g.seeds = int(e.seeds);
-  g.seed_base = e.seed != 0 ? uint64_t(e.seed)
-                            : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-  g.guard_bytes = uint64_t(e.guard_bytes);
-  g.check_threads = e.check_threads;
-  g.thread_grace_ms = double(e.thread_grace_ms);
-  g.warmup_reps = int(e.warmup_reps);
-  g.warmup_ms = double(e.warmup_ms);
-  g.repetitions = int(e.repetitions);
-  g.input_sets = int(e.input_sets);
-  g.flush_bytes = uint64_t(e.flush_bytes);
-  g.compile_timeout_s = double(e.compile_timeout_s);
-  g.time_baseline = e.time_baseline;
-  g.golden_python = e.kernelbench_python;
-  g.golden_helper = e.kernelbench_helper;
-  g.golden_timeout_s = double(e.kernelbench_timeout_s);
-  g.golden_seed_pool = int(e.kernelbench_seed_pool);
-  g.timing_lock_wait_s = double(e.timing_lock_wait_s);
-  g.device_data = e.device_data;
-  g.baseline_reuse_s = double(e.baseline_reuse_s);
-  g.buffer_pool_bytes = uint64_t(std::max<int64_t>(0, e.buffer_pool_mb)) << 20;
-  g.kernelbench_fast_path = e.kernelbench_fast_path;
-  g.kernelbench_nvcc = e.kernelbench_nvcc;
-  g.kernelbench_compile_timeout_s = double(e.kernelbench_compile_timeout_s);
-  g.kernelbench_call_timeout_s = double(e.case_timeout_s);
+  static_cast<fb::GateSpecT&>(g) = eval::GateSpecFromConfig(e);
   g.device_index = device_index;  // takes turns with other evaluations on this device
   g.baselines = baselines;
   return g;
