@@ -367,7 +367,7 @@ Result<TaskSpec> ParseTaskJson(std::string_view json_text, const std::string& di
   if (!root.is_object()) return c.Err("(root)", "must be an object");
   TaskSpec t;
   t.dir = dir;
-  t.spec_hash = Sha256Hex(json_text);
+  t.spec_hash = SpecKey(json_text);
   HTAM_RETURN_IF_ERROR(GetString(c, root, "name", "name", true, &t.name));
   HTAM_RETURN_IF_ERROR(GetString(c, root, "category", "category", false, &t.category));
   HTAM_RETURN_IF_ERROR(GetString(c, root, "description", "description", false, &t.description));

@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/ncu_profile.h"
 #include "base/file.h"
@@ -34,11 +34,6 @@ namespace {
 using namespace std::chrono_literals;
 using htam::testing::DaemonProcess;
 using htam::testing::MakeTempDir;
-
-std::string ReadFile(const std::string& path) {
-  std::string s;
-  return htam::ReadWholeFile(path, &s) ? s : "";
-}
 
 // htamd's options for CUDA workers from this build (or the staged copies), plus `more`.
 std::map<std::string, std::string> CudaDaemonOptions(std::map<std::string, std::string> more) {
@@ -99,14 +94,14 @@ GeluSession StartGeluSession(const std::string& prefix, std::map<std::string, st
 TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   const std::string root = HTAM_SOURCE_DIR;
   const std::string ncu = htam::cuda::FindNcu();  // the lookup htamd makes for an empty eval.ncu
-  GeluSession g = StartGeluSession(
-      "htam-cuda-daemon", {{"eval.ncu", ncu.empty() ? "/nonexistent/ncu" : ncu}}, 10);
+  GeluSession g = StartGeluSession("htam-cuda-daemon",
+                                   {{"eval.ncu", ncu.empty() ? "/nonexistent/ncu" : ncu}}, 10);
   if (!g.skip.empty()) GTEST_SKIP() << g.skip;
   ASSERT_TRUE(g.c && g.sid);
   DaemonProcess& d = *g.d;
   auto& c = g.c;
   const uint64_t sid = g.sid;
-  const std::string reference = ReadFile(root + "/configs/tasks/gelu/reference.cu");
+  const std::string reference = htam::ReadFileOrEmpty(root + "/configs/tasks/gelu/reference.cu");
   ASSERT_FALSE(reference.empty());
 
   auto submit = [&](const std::string& source, const std::string& summary, bool profile) {
@@ -141,8 +136,8 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   printf("daemon sol_fraction %.3f at %.2f us\n", ok->profile->sol_fraction, ok->median_us);
 
   // A sticky CUDA fault: classified, and the daemon goes on.
-  auto crash =
-      submit(ReadFile(root + "/tests/hacks/cuda/illegal_address.cu"), "wild-pointer", false);
+  auto crash = submit(htam::ReadFileOrEmpty(root + "/tests/hacks/cuda/illegal_address.cu"),
+                      "wild-pointer", false);
   ASSERT_TRUE(crash.ok()) << crash.status().ToString();
   EXPECT_EQ(crash->status, fb::OutcomeStatus::Crash) << crash->diagnostics;
   EXPECT_NE(crash->diagnostics.find("illegal"), std::string::npos) << crash->diagnostics;
@@ -161,8 +156,8 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
   ASSERT_EQ(prof->status, fb::OutcomeStatus::Ok) << prof->diagnostics;
   ASSERT_NE(prof->profile, nullptr);
   printf("daemon ncu profile: dram %.3f sm %.3f occupancy %.3f | %s\n",
-         prof->profile->dram_throughput,
-         prof->profile->sm_throughput, prof->profile->occupancy, prof->diagnostics.c_str());
+         prof->profile->dram_throughput, prof->profile->sm_throughput, prof->profile->occupancy,
+         prof->diagnostics.c_str());
   // A 16M-element gelu streams 128 MiB: DRAM is busy (on an H100 about 56 % of peak, SM about 54 %:
   // under the 60 % lines, so ncu's rule calls it latency-bound; relu 16M at 61 % is memory-bound).
   EXPECT_GT(prof->profile->dram_throughput, 0.3) << prof->diagnostics;
@@ -209,7 +204,7 @@ TEST(CudaDaemon, SandboxedWorkersEvaluateSurviveACrashAndProfileOnRequest) {
 // of the device left, cannot allocate its 60 % and fails: the harm the limit prevents.
 TEST(CudaDaemon, DeviceMemoryACandidateLeftAllocatedRetiresItsRunner) {
   const std::string root = HTAM_SOURCE_DIR;
-  const std::string leak = ReadFile(root + "/tests/hacks/cuda/leak_device_memory.cu");
+  const std::string leak = htam::ReadFileOrEmpty(root + "/tests/hacks/cuda/leak_device_memory.cu");
   ASSERT_FALSE(leak.empty());
   for (const std::string limit : {"1024", "0"}) {
     GeluSession g = StartGeluSession("htam-cuda-leak",
@@ -276,7 +271,7 @@ TEST(CudaDaemon, FaultsAreContainedAndTheDeviceIsBackForTheNextCandidate) {
     *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
-  const std::string reference = ReadFile(root + "/configs/tasks/gelu/reference.cu");
+  const std::string reference = htam::ReadFileOrEmpty(root + "/configs/tasks/gelu/reference.cu");
   double s = 0;
   auto first = submit(reference, "reference", &s);
   ASSERT_TRUE(first.ok() && first->status == fb::OutcomeStatus::Ok) << d.Log();
@@ -291,10 +286,10 @@ HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* o
   return cudaMalloc(&p, total_b * 2) == cudaSuccess ? 0 : 5;
 })";
   const std::vector<std::pair<std::string, std::string>> faults = {
-      {"hang", ReadFile(root + "/tests/hacks/cuda/hang.cu")},
-      {"fork-bomb", ReadFile(root + "/tests/hacks/cuda/fork_bomb.cu")},
-      {"output-flood", ReadFile(root + "/tests/hacks/cuda/output_flood.cu")},
-      {"illegal-address", ReadFile(root + "/tests/hacks/cuda/illegal_address.cu")},
+      {"hang", htam::ReadFileOrEmpty(root + "/tests/hacks/cuda/hang.cu")},
+      {"fork-bomb", htam::ReadFileOrEmpty(root + "/tests/hacks/cuda/fork_bomb.cu")},
+      {"output-flood", htam::ReadFileOrEmpty(root + "/tests/hacks/cuda/output_flood.cu")},
+      {"illegal-address", htam::ReadFileOrEmpty(root + "/tests/hacks/cuda/illegal_address.cu")},
       {"device-oom", too_big}};
   for (const auto& [name, source] : faults) {
     ASSERT_FALSE(source.empty()) << name;

@@ -15,6 +15,7 @@
 
 #include "backends/common/plugin_host.h"
 #include "backends/common/stats.h"
+#include "base/file.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace htam {
@@ -22,13 +23,6 @@ namespace {
 
 std::string PluginPath() {
   return gputest::PathFromEnv("HTAM_CUDA_PLUGIN_PATH", HTAM_CUDA_PLUGIN_PATH);
-}
-
-std::string ReadFile(const std::string& p) {
-  std::ifstream f(p);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 class CudaGpu : public ::testing::Test {
@@ -64,7 +58,7 @@ class CudaGpu : public ::testing::Test {
   const PluginApi& api() { return lib_->api(); }
 
   htam_module* Load(const std::string& file, std::string* diag = nullptr) {
-    std::string src = ReadFile(file);
+    std::string src = htam::ReadFileOrEmpty(file);
     htam_compile_request req{};
     req.struct_size = sizeof req;
     req.source = src.data();

@@ -15,6 +15,7 @@
 
 #include "backends/common/plugin_host.h"
 #include "backends/common/stats.h"
+#include "base/file.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace htam {
@@ -24,13 +25,6 @@ namespace fs = std::filesystem;
 
 std::string HipPluginPath() {
   return gputest::PathFromEnv("HTAM_HIP_PLUGIN_PATH", HTAM_HIP_PLUGIN_PATH);
-}
-
-std::string ReadFile(const std::string& p) {
-  std::ifstream f(p);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 class HipOnNvidia : public ::testing::Test {
@@ -143,7 +137,8 @@ TEST_F(HipOnNvidia, DescribesTheNvidiaPlatform) {
 
 // The rowsum HIP variant (warpSize-sized wavefront shuffles) gives the host's sums.
 TEST_F(HipOnNvidia, WavefrontAwareReductionIsCorrectAndTimed) {
-  htam_module* m = Load(ReadFile("configs/tasks/rowsum/variants/hip/v1_wave_shuffle.hip"));
+  htam_module* m =
+      Load(htam::ReadFileOrEmpty("configs/tasks/rowsum/variants/hip/v1_wave_shuffle.hip"));
   ASSERT_NE(m, nullptr);
   const int64_t rows = 300, cols = 1001;
   std::mt19937 rng(7);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/file.h"
 #include "daemon/eval/job_codec.h"
 #include "tests/integration/daemon_harness.h"
 
@@ -26,13 +27,6 @@ using htam::testing::StatusValue;
 using namespace std::chrono_literals;
 
 const std::string kRelu = "cpu_relu";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Correct, but each call sleeps: an evaluation lasts long enough to kill its worker mid-job.
 std::string SlowRelu(int sleep_ms) {
@@ -95,7 +89,7 @@ class WorkerChild {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
   const std::string& name() const { return name_; }
-  std::string Log() const { return ReadFile(dir_ + "/worker.log"); }
+  std::string Log() const { return htam::ReadFileOrEmpty(dir_ + "/worker.log"); }
 
  private:
   std::string dir_, name_, connect_;
@@ -109,11 +103,11 @@ class WorkersTest : public ::testing::Test {
   void TearDown() override {
     workers_.clear();
     if (HasFailure()) {
-      std::cerr << "---- htamd log ----\n" << ReadFile(dir_ + "/htamd.log") << "\n";
+      std::cerr << "---- htamd log ----\n" << htam::ReadFileOrEmpty(dir_ + "/htamd.log") << "\n";
       for (auto& e : std::filesystem::directory_iterator(dir_))
         if (e.path().filename().string().rfind("w-", 0) == 0)
           std::cerr << "---- " << e.path().filename() << " ----\n"
-                    << ReadFile(e.path().string() + "/worker.log") << "\n";
+                    << htam::ReadFileOrEmpty(e.path().string() + "/worker.log") << "\n";
     }
     std::filesystem::remove_all(dir_);
   }
@@ -206,7 +200,8 @@ class WorkersTest : public ::testing::Test {
 };
 
 std::string Reference() {
-  return ReadFile(std::string(HTAM_SOURCE_DIR) + "/configs/tasks/cpu_relu/reference.cpp");
+  return htam::ReadFileOrEmpty(std::string(HTAM_SOURCE_DIR) +
+                               "/configs/tasks/cpu_relu/reference.cpp");
 }
 
 TEST_F(WorkersTest, WorkersRegisterAndJobsGoToAMatchingDevice) {
@@ -419,7 +414,7 @@ TEST_F(WorkersTest, QueuedWorkSurvivesADaemonRestartAndWorkersReconnect) {
   })) << status;
   d->Kill();  // kill -9, one job running and two queued
   d = StartDaemon();
-  ASSERT_NE(d, nullptr) << ReadFile(dir_ + "/htamd.log");
+  ASSERT_NE(d, nullptr) << htam::ReadFileOrEmpty(dir_ + "/htamd.log");
   // The worker finds the new daemon by itself; the three jobs run and each is recorded once.
   for (uint64_t id : jobs) {
     auto r = c.Poll(id, 180s);
@@ -431,7 +426,8 @@ TEST_F(WorkersTest, QueuedWorkSurvivesADaemonRestartAndWorkersReconnect) {
   EXPECT_EQ(Num(status, "workers"), 1) << status;
   EXPECT_EQ(Num(status, "queue_length"), 0) << status;
   EXPECT_EQ(Transitions(c, sid), 3u);
-  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "3 job(s) queued before the restart will resume"));
+  EXPECT_TRUE(Has(htam::ReadFileOrEmpty(dir_ + "/htamd.log"),
+                  "3 job(s) queued before the restart will resume"));
 }
 
 // Rewrites every entry of a (closed) durable queue in the format of htamd before schema/job.fbs:
@@ -493,9 +489,10 @@ TEST_F(WorkersTest, JobsQueuedBeforeTheUpgradeResume) {
   d->Kill();
   ASSERT_EQ(RewriteQueueAsOldJson(dir_ + "/queue"), 2u);
   d = StartDaemon();
-  ASSERT_NE(d, nullptr) << ReadFile(dir_ + "/htamd.log");
-  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "2 job(s) queued before the restart will resume"))
-      << ReadFile(dir_ + "/htamd.log");
+  ASSERT_NE(d, nullptr) << htam::ReadFileOrEmpty(dir_ + "/htamd.log");
+  EXPECT_TRUE(Has(htam::ReadFileOrEmpty(dir_ + "/htamd.log"),
+                  "2 job(s) queued before the restart will resume"))
+      << htam::ReadFileOrEmpty(dir_ + "/htamd.log");
   AddWorker("upgraded");
   for (uint64_t id : jobs) {
     auto r = c.Poll(id, 180s);
@@ -653,8 +650,8 @@ TEST_F(WorkersTest, AMalformedResultDropsItsWorkerNotTheDaemon) {
     status = s;
     return Num(s, "workers") == 0;
   })) << status;
-  EXPECT_TRUE(Has(ReadFile(dir_ + "/htamd.log"), "malformed result"))
-      << ReadFile(dir_ + "/htamd.log");
+  EXPECT_TRUE(Has(htam::ReadFileOrEmpty(dir_ + "/htamd.log"), "malformed result"))
+      << htam::ReadFileOrEmpty(dir_ + "/htamd.log");
   AddWorker("sound");
   ASSERT_TRUE(WaitStatus(*c, [&](const std::string& s) { return Num(s, "workers") == 1; }));
   uint64_t sid = OpenSession(*c);

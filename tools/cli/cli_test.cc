@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "base/file.h"
 #include "daemon/memory/codec.h"
 #include "daemon/memory/store.h"
 #include "tools/cli/exchange.h"
@@ -31,13 +32,6 @@ CliRun Cli(std::vector<std::string> args) {
   std::ostringstream out, err;
   int rc = RunCli(args, out, err);
   return {rc, out.str(), err.str()};
-}
-
-std::string ReadFile(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 class CliTest : public ::testing::Test {
@@ -63,7 +57,7 @@ class CliTest : public ::testing::Test {
       return;
     }
     ASSERT_TRUE(fs::exists(path)) << path << " missing (run with HTAM_UPDATE_GOLDEN=1)";
-    EXPECT_EQ(text, ReadFile(path)) << "output differs from " << path;
+    EXPECT_EQ(text, htam::ReadFileOrEmpty(path)) << "output differs from " << path;
   }
   fs::path dir_;
   std::string data_;
@@ -202,7 +196,7 @@ TEST_F(CliTest, TrajectoryPlotIsAnSvgWithEveryStep) {
   std::string svg = (dir_ / "t.svg").string();
   CliRun r = Cli({"-d", data_, "trajectory", "2", "--plot", svg});
   ASSERT_EQ(r.rc, 0) << r.err;
-  std::string text = ReadFile(svg);
+  std::string text = htam::ReadFileOrEmpty(svg);
   EXPECT_EQ(text.rfind("<svg", 0), 0u);
   EXPECT_NE(text.find("</svg>"), std::string::npos);
   size_t circles = 0;
@@ -228,7 +222,7 @@ TEST_F(CliTest, GraphFormats) {
     std::string png = (dir_ / "g.png").string();
     CliRun r = Cli({"-d", data_, "graph", "--render", "png", "-o", png});
     ASSERT_EQ(r.rc, 0) << r.err;
-    EXPECT_EQ(ReadFile(png).substr(1, 3), "PNG");
+    EXPECT_EQ(htam::ReadFileOrEmpty(png).substr(1, 3), "PNG");
   }
   EXPECT_EQ(Cli({"-d", data_, "graph", "--render", "png"}).rc, kExitUsage);
 }
@@ -265,7 +259,7 @@ TEST_F(CliTest, ExportImportRoundTrip) {
   ASSERT_EQ(Cli({"-d", other, "import", file}).rc, 0);
   std::string file3 = (dir_ / "c.jsonl").string();
   ASSERT_EQ(Cli({"-d", other, "export", "-o", file3, "--site", "a"}).rc, 0);
-  EXPECT_EQ(ReadFile(file2), ReadFile(file3));
+  EXPECT_EQ(htam::ReadFileOrEmpty(file2), htam::ReadFileOrEmpty(file3));
 }
 
 // An export written by the earlier hand-written mapper (testdata/export_v1_legacy.jsonl: a test
@@ -342,7 +336,7 @@ TEST_F(CliTest, TwoSitesMergeOnceAndOnlyOnce) {
   ASSERT_EQ(Cli({"-d", third, "export", "-o", t1}).rc, 0);
   ASSERT_EQ(Cli({"-d", data_, "import", t1}).rc, 0);  // ... and sends it back
   ASSERT_EQ(Cli({"-d", data_, "export", "-o", after, "--site", "m"}).rc, 0);
-  EXPECT_EQ(ReadFile(before), ReadFile(after));
+  EXPECT_EQ(htam::ReadFileOrEmpty(before), htam::ReadFileOrEmpty(after));
 }
 
 TEST_F(CliTest, ImportRejectsBadFiles) {
@@ -354,7 +348,7 @@ TEST_F(CliTest, ImportRejectsBadFiles) {
   };
   std::string good = (dir_ / "g.jsonl").string();
   ASSERT_EQ(Cli({"-d", data_, "export", "-o", good}).rc, 0);
-  std::string text = ReadFile(good);
+  std::string text = htam::ReadFileOrEmpty(good);
   struct Case {
     std::string file, message;
   };
@@ -385,7 +379,8 @@ TEST_F(CliTest, BackupRestoreCheck) {
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_TRUE(fs::exists(bk + "/store/data.mdb"));
   EXPECT_TRUE(fs::exists(bk + "/MANIFEST.json"));
-  EXPECT_EQ(Json::parse(ReadFile(bk + "/MANIFEST.json"))["records"]["transitions"], 30);
+  EXPECT_EQ(Json::parse(htam::ReadFileOrEmpty(bk + "/MANIFEST.json"))["records"]["transitions"],
+            30);
   EXPECT_EQ(Cli({"-d", data_, "backup", bk}).rc, kExitFail);  // not over a non-empty target
   CliRun r = Cli({"-d", target, "restore", bk});
   ASSERT_EQ(r.rc, 0) << r.err;
