@@ -83,7 +83,9 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   } else if (!st.IsNotFound()) {
     return st;
   }
-  ps->bottleneck = in.bottleneck;
+  // The caller's class, else the one the session's last profiled candidate was measured in.
+  ps->bottleneck =
+      in.bottleneck != fb::Bottleneck::Unknown ? in.bottleneck : s.measured_bottleneck();
   ps->speedup = in.speedup.value_or(s.best_speedup());
   ps->step = s.steps();
   ps->backend = s.backend() ? s.backend()->str() : "";

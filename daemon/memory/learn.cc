@@ -351,6 +351,8 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     session.best_candidate = p.candidate_hash;
     session.path_steps.push_back(rec.step);
   }
+  if (in.measured_bottleneck != fb::Bottleneck::Unknown)
+    session.measured_bottleneck = in.measured_bottleneck;
   session.updated_ns = now;
   HTAM_RETURN_IF_ERROR(t.Put(Db::kSessions, KeyU64(session.id), Encode(session)));
 

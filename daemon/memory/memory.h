@@ -139,6 +139,9 @@ struct StepInput {
   std::string candidate_hash;  // empty: no candidate stored
   std::string language, source, diagnostics;
   std::optional<StateInput> state;  // the state before the step; default: the last NextStep's
+  // The class the step's candidate was measured in (a profiled evaluation; Unknown = not
+  // profiled): kept in the session (Session.measured_bottleneck) as the state of its next steps.
+  fb::Bottleneck measured_bottleneck = fb::Bottleneck::Unknown;
   std::optional<std::vector<float>> embedding;  // client vector of `summary` (client-model stores)
 };
 

@@ -88,10 +88,9 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   std::vector<float> embedding;
   if (m.embedding()) embedding.assign(m.embedding()->begin(), m.embedding()->end());
   const uint64_t sid = m.session_id();
-  // The client's measurement of its current kernel, else what htamd profiled for the session.
-  auto measured = measured_bottleneck_.find(sid);
-  fb::Bottleneck b =
-      measured == measured_bottleneck_.end() ? fb::Bottleneck::Unknown : measured->second;
+  // The client's measurement of its current kernel; Unknown lets the memory take what htamd
+  // profiled for the session (Session.measured_bottleneck).
+  fb::Bottleneck b = fb::Bottleneck::Unknown;
   // (a value this build does not know is ignored)
   if (static_cast<int>(m.bottleneck()) > static_cast<int>(fb::Bottleneck::Unknown) &&
       static_cast<int>(m.bottleneck()) <= static_cast<int>(fb::Bottleneck::MAX))
@@ -241,12 +240,6 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
     if (s.ok()) in.language = LanguageOf(s->backend);
     in.candidate_hash = memory::CandidateHash(in.language, in.source);
   }
-  auto measured = measured_bottleneck_.find(in.session_id);
-  if (measured != measured_bottleneck_.end()) {
-    memory::StateInput state;
-    state.bottleneck = measured->second;
-    in.state = state;
-  }
   peers_with_writes_.insert(peer.identity);
   writes_.push_back(std::move(w));
 }
@@ -255,7 +248,6 @@ void Server::OnCloseSession(const Peer& peer, uint64_t rid, const fb::CloseSessi
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
   auto s = services_.memory->CloseSession(m.session_id());
   if (!s.ok()) return ReplyStatus(peer, rid, s.status());
-  measured_bottleneck_.erase(m.session_id());
   HTAM_LOG(kInfo, kComponent) << "session " << m.session_id() << " closed after " << s->steps
                               << " step(s), best speedup " << s->best_speedup;
   fb::CloseAckT ack;

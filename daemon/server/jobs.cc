@@ -140,16 +140,9 @@ void Server::DrainResults() {
     in.language = j.language;
     in.source = j.source;
     in.diagnostics = r->diagnostics;
-    // A profiled candidate's measured class is the state of the session's next steps (this
-    // step's state is the one it started from).
-    auto measured = measured_bottleneck_.find(j.session_id);
-    if (measured != measured_bottleneck_.end()) {
-      memory::StateInput state;
-      state.bottleneck = measured->second;
-      in.state = state;
-    }
-    if (r->bottleneck != fb::Bottleneck::Unknown)
-      measured_bottleneck_[j.session_id] = r->bottleneck;
+    // A profiled candidate's measured class is the state of the session's next steps: the
+    // memory keeps it in the session (this step's state is the one it started from).
+    in.measured_bottleneck = r->bottleneck;
     w->eval = std::move(r);
     writes_.push_back(std::move(w));
   }

@@ -209,9 +209,6 @@ class Server {
   std::deque<uint64_t> done_order_;
   std::vector<std::unique_ptr<PendingWrite>> writes_;
   std::set<std::string> peers_with_writes_;
-  // Bottleneck class of each session's last profiled candidate (Submit.profile): the state of
-  // its next decisions and steps (kept while the daemon runs; Unknown without one).
-  std::unordered_map<uint64_t, fb::Bottleneck> measured_bottleneck_;
   uint64_t job_counter_ = 0;
   int64_t started_ms_ = 0;
   uint64_t requests_total_ = 0, errors_total_ = 0, malformed_total_ = 0, dropped_total_ = 0;

@@ -185,6 +185,19 @@ class SdkPythonTest(unittest.TestCase):
                         key=lambda t: t["step"])
             self.assertEqual([t["state"]["bottleneck"] for t in tr],
                              [Bottleneck.Unknown, Bottleneck.Memory])
+        # The measured class is the session's, not the daemon process's: after a restart the
+        # session's next step is still recorded in it.
+        self.assertEqual(d.stop(), 0)
+        d.start()
+        with htam.Client(d.endpoint, timeout_s=30) as c:
+            step = c.next_step(sid)
+            after = c.submit(sid, info["baseline_source"], direction_id=step["direction"]["id"],
+                             summary="after a restart")
+            self.assertEqual(after["status_name"], "Ok", after["diagnostics"])
+            tr = sorted(c.query("transitions", session_id=sid)["transitions"],
+                        key=lambda t: t["step"])
+            self.assertEqual([t["state"]["bottleneck"] for t in tr],
+                             [Bottleneck.Unknown, Bottleneck.Memory, Bottleneck.Memory])
 
     def test_next_step_with_a_client_measured_bottleneck(self):
         d = self.daemon(memory__bottleneck_mask="hard").start()

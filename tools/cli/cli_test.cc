@@ -294,6 +294,24 @@ TEST_F(CliTest, LegacyExportImportsAndExportsTheSame) {
   EXPECT_EQ(sessions, 2u);
 }
 
+// A session's measured class travels with it; a session without one exports as before.
+TEST(RecordsJson, SessionMeasuredBottleneckIsWrittenOnlyWhenKnown) {
+  fb::SessionT s;
+  s.id = 7;
+  s.task_name = "relu";
+  Json plain = ToJson(s);
+  EXPECT_FALSE(plain.contains("measured_bottleneck")) << plain.dump();
+  s.measured_bottleneck = fb::Bottleneck::Memory;
+  Json measured = ToJson(s);
+  EXPECT_EQ(measured.value("measured_bottleneck", ""), "Memory") << measured.dump();
+  fb::SessionT back;
+  ASSERT_TRUE(FromJson(measured, &back).ok());
+  EXPECT_EQ(back.measured_bottleneck, fb::Bottleneck::Memory);
+  fb::SessionT old;
+  ASSERT_TRUE(FromJson(plain, &old).ok());
+  EXPECT_EQ(old.measured_bottleneck, fb::Bottleneck::Unknown);
+}
+
 TEST_F(CliTest, TwoSitesMergeOnceAndOnlyOnce) {
   Build();
   std::string site2 = (dir_ / "site2").string();

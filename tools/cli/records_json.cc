@@ -403,7 +403,11 @@ Json ToJson(const fb::CandidateT& c) {
   return RecordJson("Candidate", c);
 }
 Json ToJson(const fb::SessionT& s) {
-  return RecordJson("Session", s);
+  Json j = RecordJson("Session", s);
+  // Compat: the measured class (appended to the schema) is written only when there is one, so
+  // that a session without it exports as before.
+  if (s.measured_bottleneck == fb::Bottleneck::Unknown) j.erase("measured_bottleneck");
+  return j;
 }
 Json ToJson(const fb::StoreMetaT& m) {
   return RecordJson("StoreMeta", m);
