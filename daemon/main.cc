@@ -3,6 +3,7 @@
 
 #include "base/log.h"
 #include "daemon/config/config.h"
+#include "daemon/config/sections.h"
 #ifdef HTAM_HAVE_SERVER
 #include "daemon/server/run.h"
 #endif
@@ -17,17 +18,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (exit_now) return 0;
+  const htam::config::General general = htam::config::General::From(*config);
   htam::LogLevel level;
-  if (!htam::ParseLogLevel(config->GetString("general.log_level"), &level)) {
-    std::cerr << "htamd: bad general.log_level '" << config->GetString("general.log_level")
-              << "'\n";
+  if (!htam::ParseLogLevel(general.log_level, &level)) {
+    std::cerr << "htamd: bad general.log_level '" << general.log_level << "'\n";
     return 2;
   }
   htam::SetLogLevel(level);
   htam::LogFormat format;
-  if (!htam::ParseLogFormat(config->GetString("general.log_format"), &format)) {
-    std::cerr << "htamd: bad general.log_format '" << config->GetString("general.log_format")
-              << "' (text or json)\n";
+  if (!htam::ParseLogFormat(general.log_format, &format)) {
+    std::cerr << "htamd: bad general.log_format '" << general.log_format << "' (text or json)\n";
     return 2;
   }
   htam::SetLogFormat(format);

@@ -88,20 +88,17 @@ struct Pending {
 
 }  // namespace
 
-namespace {
-
-}  // namespace
-
 EvalOptions EvalOptions::FromConfig(const Config& config) {
+  const config::Eval ev = config::Eval::From(config);
   EvalOptions o;
   o.config = config;
-  o.plugin_dir = config.GetString("eval.plugin_dir");
-  o.worker_path = config.GetString("eval.worker_path");
-  o.backends = SplitList(config.GetString("eval.backends"));
-  o.cache_dir = config.GetString("eval.cache_dir");
-  if (o.cache_dir.empty()) o.cache_dir = config.GetString("general.data_dir") + "/eval-cache";
-  o.scratch_dir = config.GetString("eval.scratch_dir");
-  o.sdk_include_dir = config.GetString("eval.sdk_include_dir");
+  o.plugin_dir = ev.plugin_dir;
+  o.worker_path = ev.worker_path;
+  o.backends = SplitList(ev.backends);
+  o.cache_dir = ev.cache_dir;
+  if (o.cache_dir.empty()) o.cache_dir = config::General::From(config).data_dir + "/eval-cache";
+  o.scratch_dir = ev.scratch_dir;
+  o.sdk_include_dir = ev.sdk_include_dir;
   return o;
 }
 
@@ -308,8 +305,8 @@ std::vector<std::string> EvaluatorImpl::WorkerArgs(const Slot& s, bool describe,
   } else if (ev_.runner && (RunnerBackend(backend) || kb)) {
     // Candidates run in a runner process that cannot see these (runner_spawn.h).
     a.insert(a.end(), {"--split", "--check-threads", ev_.check_threads ? "1" : "0",
-                       "--thread-grace-ms", std::to_string(ev_.thread_grace_ms),
-                       "--runner-leak-mb", std::to_string(std::max<int64_t>(0, ev_.runner_leak_mb))});
+                       "--thread-grace-ms", std::to_string(ev_.thread_grace_ms), "--runner-leak-mb",
+                       std::to_string(std::max<int64_t>(0, ev_.runner_leak_mb))});
     for (const auto& b : SplitList(ev_.runner_allocates))
       if (b == backend || b == "all") a.push_back("--runner-allocates");
     AddHidden(&a);
@@ -375,9 +372,10 @@ std::vector<std::string> EvaluatorImpl::ReferenceCompileArgs(const std::string& 
   std::string plugin;
   for (const auto& p : plugins_)
     if (p.name == backend) plugin = p.path;
-  std::vector<std::string> a{worker_path_,     "--plugin",   plugin,        "--device",
-                             "0",              "--sdk-include", sdk_include_, "--log-level",
-                             general_.log_level, "--compile-only", "--cache-dir", opt_.cache_dir};
+  std::vector<std::string> a{worker_path_,     "--plugin",    plugin,
+                             "--device",       "0",           "--sdk-include",
+                             sdk_include_,     "--log-level", general_.log_level,
+                             "--compile-only", "--cache-dir", opt_.cache_dir};
   AddBackendOptions(backend, &a);
   return a;
 }

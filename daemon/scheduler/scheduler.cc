@@ -22,6 +22,7 @@
 #include "base/thread_annotations.h"
 #include "daemon/common/auth.h"
 #include "daemon/common/language.h"
+#include "daemon/config/sections.h"
 #include "daemon/scheduler/journal.h"
 #include "daemon/scheduler/wire.h"
 
@@ -90,18 +91,20 @@ struct Actions {
 }  // namespace
 
 SchedulerOptions SchedulerOptions::FromConfig(const Config& c) {
+  const config::Worker w = config::Worker::From(c);
+  const config::Server s = config::Server::From(c);
   SchedulerOptions o;
-  o.endpoint = c.GetString("worker.endpoint");
-  o.curve = c.GetBool("worker.curve");
-  o.secret_key_file = c.GetString("server.curve_secret_key_file");
-  o.authorized_keys = c.GetString("worker.curve_authorized_keys");
-  o.allow_insecure_bind = c.GetBool("server.allow_insecure_bind");
-  o.heartbeat_ms = static_cast<int>(std::max<int64_t>(10, c.GetInt("worker.heartbeat_ms")));
-  o.liveness = static_cast<int>(std::max<int64_t>(1, c.GetInt("worker.liveness")));
-  o.queue_per_device = static_cast<int>(std::max<int64_t>(1, c.GetInt("worker.queue_per_device")));
-  o.max_attempts = static_cast<int>(std::max<int64_t>(1, c.GetInt("worker.max_attempts")));
-  o.wait_for_device_s = static_cast<int>(c.GetInt("worker.wait_for_device_s"));
-  if (c.GetBool("worker.durable_queue")) o.queue_dir = c.GetString("general.data_dir") + "/queue";
+  o.endpoint = w.endpoint;
+  o.curve = w.curve;
+  o.secret_key_file = s.curve_secret_key_file;
+  o.authorized_keys = w.curve_authorized_keys;
+  o.allow_insecure_bind = s.allow_insecure_bind;
+  o.heartbeat_ms = static_cast<int>(std::max<int64_t>(10, w.heartbeat_ms));
+  o.liveness = static_cast<int>(std::max<int64_t>(1, w.liveness));
+  o.queue_per_device = static_cast<int>(std::max<int64_t>(1, w.queue_per_device));
+  o.max_attempts = static_cast<int>(std::max<int64_t>(1, w.max_attempts));
+  o.wait_for_device_s = static_cast<int>(w.wait_for_device_s);
+  if (w.durable_queue) o.queue_dir = config::General::From(c).data_dir + "/queue";
   return o;
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "daemon/config/sections.h"
 #include "daemon/memory/memory.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/server.h"
@@ -75,12 +76,14 @@ PidLock::~PidLock() {
 }  // namespace server
 
 int RunDaemon(const Config& config) {
-  const std::string log_file = config.GetString("general.log_file");
+  const config::General general = config::General::From(config);
+  const config::Server server_cfg = config::Server::From(config);
+  const std::string log_file = general.log_file;
   if (!log_file.empty() && !SetLogFile(log_file)) {
     HTAM_LOG(kError, "htamd") << "cannot open log file " << log_file;
     return 1;
   }
-  const std::string data_dir = config.GetString("general.data_dir");
+  const std::string data_dir = general.data_dir;
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
   if (ec) {
@@ -88,7 +91,7 @@ int RunDaemon(const Config& config) {
                               << ec.message();
     return 1;
   }
-  auto lock = server::PidLock::Acquire(data_dir + "/" + config.GetString("server.lock_file"));
+  auto lock = server::PidLock::Acquire(data_dir + "/" + server_cfg.lock_file);
   if (!lock.ok()) {
     HTAM_LOG(kError, "htamd") << lock.status().message();
     return 1;
@@ -104,7 +107,7 @@ int RunDaemon(const Config& config) {
   // its indexes load, which may take a while on a big store.
   server::Metrics metrics;
   std::unique_ptr<server::MetricsHttp> metrics_http;
-  if (const std::string ep = config.GetString("server.metrics_endpoint"); !ep.empty()) {
+  if (const std::string ep = server_cfg.metrics_endpoint; !ep.empty()) {
     auto http = server::MetricsHttp::Start(ep, &metrics);
     if (!http.ok()) {
       HTAM_LOG(kError, "htamd") << http.status().ToString();
@@ -135,7 +138,7 @@ int RunDaemon(const Config& config) {
     // This host's devices (unless worker.local = false), behind the scheduler that also serves
     // remote workers (worker.endpoint) and keeps the durable queue.
     std::unique_ptr<eval::Evaluator> local;
-    if (config.GetBool("worker.local")) {
+    if (config::Worker::From(config).local) {
       auto ev = eval::Evaluator::Start(eval::EvalOptions::FromConfig(config));
       if (ev.ok())
         local = std::move(*ev);

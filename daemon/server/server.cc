@@ -3,6 +3,7 @@
 // for the threading model and docs/protocol.md for the messages.
 // Thread-safety: everything here runs on the loop thread (Start, Run), except the destructor,
 // which stops the reader threads first.
+#include "daemon/config/sections.h"
 #include "daemon/server/server_impl.h"
 
 namespace htam::server {
@@ -12,27 +13,28 @@ constexpr const char* kResultsEndpoint = "inproc://htamd-results";
 }  // namespace
 
 ServerOptions ServerOptions::FromConfig(const Config& c) {
+  const config::Server s = config::Server::From(c);
   ServerOptions o;
-  o.bind = c.GetString("server.bind");
-  o.allow_insecure_bind = c.GetBool("server.allow_insecure_bind");
-  o.curve = c.GetBool("server.curve");
-  o.curve_secret_key_file = c.GetString("server.curve_secret_key_file");
-  o.curve_authorized_keys = c.GetString("server.curve_authorized_keys");
-  o.tasks_dir = ShippedPath(c.GetString("server.tasks_dir"), "tasks");
-  o.limits.max_message_bytes = static_cast<size_t>(c.GetInt("server.max_message_bytes"));
-  o.limits.max_source_bytes = static_cast<size_t>(c.GetInt("server.max_source_bytes"));
-  o.max_frames = static_cast<int>(c.GetInt("server.max_frames"));
-  o.poll_interval_ms = static_cast<int>(c.GetInt("server.poll_interval_ms"));
-  o.client_expiry_s = static_cast<int>(c.GetInt("server.client_expiry_s"));
-  o.max_wait_ms = static_cast<int>(c.GetInt("server.max_wait_ms"));
-  o.max_pending_jobs = static_cast<int>(c.GetInt("server.max_pending_jobs"));
-  o.result_retention = static_cast<int>(c.GetInt("server.result_retention"));
-  o.query_limit_max = static_cast<int>(c.GetInt("server.query_limit_max"));
-  o.send_hwm = static_cast<int>(c.GetInt("server.send_hwm"));
-  o.max_clients = static_cast<int>(c.GetInt("server.max_clients"));
-  o.batch_max = static_cast<int>(c.GetInt("server.batch_max"));
-  o.shutdown_grace_ms = static_cast<int>(c.GetInt("server.shutdown_grace_ms"));
-  o.read_threads = static_cast<int>(c.GetInt("server.read_threads"));
+  o.bind = s.bind;
+  o.allow_insecure_bind = s.allow_insecure_bind;
+  o.curve = s.curve;
+  o.curve_secret_key_file = s.curve_secret_key_file;
+  o.curve_authorized_keys = s.curve_authorized_keys;
+  o.tasks_dir = ShippedPath(s.tasks_dir, "tasks");
+  o.limits.max_message_bytes = static_cast<size_t>(s.max_message_bytes);
+  o.limits.max_source_bytes = static_cast<size_t>(s.max_source_bytes);
+  o.max_frames = static_cast<int>(s.max_frames);
+  o.poll_interval_ms = static_cast<int>(s.poll_interval_ms);
+  o.client_expiry_s = static_cast<int>(s.client_expiry_s);
+  o.max_wait_ms = static_cast<int>(s.max_wait_ms);
+  o.max_pending_jobs = static_cast<int>(s.max_pending_jobs);
+  o.result_retention = static_cast<int>(s.result_retention);
+  o.query_limit_max = static_cast<int>(s.query_limit_max);
+  o.send_hwm = static_cast<int>(s.send_hwm);
+  o.max_clients = static_cast<int>(s.max_clients);
+  o.batch_max = static_cast<int>(s.batch_max);
+  o.shutdown_grace_ms = static_cast<int>(s.shutdown_grace_ms);
+  o.read_threads = static_cast<int>(s.read_threads);
   return o;
 }
 

@@ -21,6 +21,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "daemon/config/sections.h"
 #include "daemon/eval/evaluator.h"
 #include "tools/eval/eval_args.h"
 #include "tools/eval/in_process.h"
@@ -37,11 +38,11 @@ constexpr int kExitUsage = 2, kExitNoBackend = 4;
 
 // One candidate to evaluate, and where it came from.
 struct Item {
-  std::string source;        // the path printed as "source" ("reference" for the reference)
-  std::string file;          // the label printed as "file" (a lineage variant's own "file")
-  std::string text;          // the candidate's source text; "" for the reference
-  size_t task = 0;           // index into the tasks
-  json* variant = nullptr;   // its lineage.json entry (--lineage)
+  std::string source;       // the path printed as "source" ("reference" for the reference)
+  std::string file;         // the label printed as "file" (a lineage variant's own "file")
+  std::string text;         // the candidate's source text; "" for the reference
+  size_t task = 0;          // index into the tasks
+  json* variant = nullptr;  // its lineage.json entry (--lineage)
   EvalResult result;
 };
 
@@ -61,24 +62,43 @@ json ToJson(const Item& it, const std::string& task_name, const std::string& tas
     roof = {{"copy_gb_per_s", r.copy_bytes_per_s / 1e9},
             {"fp32_tflops", r.fp32_flops / 1e12},
             {"bf16_mma_tflops", r.tensor16_flops / 1e12}};
-  json j = {{"source", it.source}, {"file", it.file}, {"task", task_name},
-            {"task_dir", task_dir}, {"backend", backend}, {"device", r.device},
-            {"arch", r.arch}, {"status", htam::fb::EnumNameOutcomeStatus(r.status)},
-            {"diagnostics", r.diagnostics}, {"median_us", r.median_us},
-            {"spread_us", r.spread_us}, {"repetitions", r.repetitions},
-            {"baseline_us", r.baseline_us}, {"speedup", r.speedup}, {"cases", r.cases},
-            {"compile_ms", r.compile_ms}, {"compile_cached", r.compile_cached},
-            {"stage_ms", Rounded(r.stage_ms)}, {"op_ms", Rounded(r.op_ms)},
-            {"flops", r.flops}, {"bytes", r.bytes}, {"sol_us", r.sol_us},
-            {"sol_fraction", p.sol_fraction}, {"floor_us", r.floor_us},
-            {"faster_than_sol",
-             r.floor_us > 0 && r.median_us > 0 && r.median_us < 0.9 * r.floor_us},
-            {"sm_clock_mhz", p.sm_clock_mhz}, {"mem_clock_mhz", p.mem_clock_mhz},
-            {"registers", p.registers}, {"shared_bytes", p.shared_bytes},
-            {"spill_bytes", p.spill_bytes}, {"candidate_hash", r.candidate_hash},
-            {"golden_computed", r.golden_computed},
-            {"baseline_compile_us", r.baseline_compile_us},
-            {"baseline_note", r.baseline_note}, {"wall_ms", r.wall_ms}, {"roofline", roof}};
+  json j = {
+      {"source", it.source},
+      {"file", it.file},
+      {"task", task_name},
+      {"task_dir", task_dir},
+      {"backend", backend},
+      {"device", r.device},
+      {"arch", r.arch},
+      {"status", htam::fb::EnumNameOutcomeStatus(r.status)},
+      {"diagnostics", r.diagnostics},
+      {"median_us", r.median_us},
+      {"spread_us", r.spread_us},
+      {"repetitions", r.repetitions},
+      {"baseline_us", r.baseline_us},
+      {"speedup", r.speedup},
+      {"cases", r.cases},
+      {"compile_ms", r.compile_ms},
+      {"compile_cached", r.compile_cached},
+      {"stage_ms", Rounded(r.stage_ms)},
+      {"op_ms", Rounded(r.op_ms)},
+      {"flops", r.flops},
+      {"bytes", r.bytes},
+      {"sol_us", r.sol_us},
+      {"sol_fraction", p.sol_fraction},
+      {"floor_us", r.floor_us},
+      {"faster_than_sol", r.floor_us > 0 && r.median_us > 0 && r.median_us < 0.9 * r.floor_us},
+      {"sm_clock_mhz", p.sm_clock_mhz},
+      {"mem_clock_mhz", p.mem_clock_mhz},
+      {"registers", p.registers},
+      {"shared_bytes", p.shared_bytes},
+      {"spill_bytes", p.spill_bytes},
+      {"candidate_hash", r.candidate_hash},
+      {"golden_computed", r.golden_computed},
+      {"baseline_compile_us", r.baseline_compile_us},
+      {"baseline_note", r.baseline_note},
+      {"wall_ms", r.wall_ms},
+      {"roofline", roof}};
   if (profiled && r.status == OutcomeStatus::Ok) {
     auto pct = [](float f) { return f < 0 ? -1.0 : double(f) * 100.0; };
     j["profile_note"] = r.profile_note;
@@ -271,16 +291,15 @@ int InProcess(const htam::evaltool::EvalArgs& a, const htam::Config& config,
               const std::string& backend, std::vector<Item>* items, Reporter* report) {
   std::vector<htam::evaltool::InProcessJob> jobs;
   for (const auto& it : *items) {
-    htam::evaltool::InProcessJob j{a.tasks[it.task], it.text, it.source == "reference",
-                                   a.language};
+    htam::evaltool::InProcessJob j{a.tasks[it.task], it.text, it.source == "reference", a.language};
     if (a.language.empty() && fs::path(it.source).extension() == ".py") j.language = "kernelbench";
     jobs.push_back(std::move(j));
   }
-  htam::Status st = htam::evaltool::RunInProcess(
-      config, backend, jobs, a.profile, a.single_call, [&](size_t i, EvalResult r) {
-        (*items)[i].result = std::move(r);
-        report->Emit((*items)[i]);
-      });
+  htam::Status st = htam::evaltool::RunInProcess(config, backend, jobs, a.profile, a.single_call,
+                                                 [&](size_t i, EvalResult r) {
+                                                   (*items)[i].result = std::move(r);
+                                                   report->Emit((*items)[i]);
+                                                 });
   if (!st.ok()) {
     std::cerr << "htam-eval: " << st.message() << "\n";
     return st.code() == htam::Status::Code::kUnavailable ? kExitNoBackend : kExitUsage;
@@ -303,7 +322,8 @@ int ThroughEvaluator(const htam::evaltool::EvalArgs& a, const htam::Config& conf
   int rc = 0;
   if (!serves(backend)) {
     std::cerr << "htam-eval: backend '" << backend << "' cannot run here (no plugin or no "
-              << "device)\n" << (*ev)->StatusText();
+              << "device)\n"
+              << (*ev)->StatusText();
     rc = kExitNoBackend;
   } else if (htam::Status st = RunAll(**ev, a, backend, items, report); !st.ok()) {
     std::cerr << "htam-eval: " << st.ToString() << "\n";
@@ -319,10 +339,11 @@ int ThroughEvaluator(const htam::evaltool::EvalArgs& a, const htam::Config& conf
 class TempCache {
  public:
   explicit TempCache(htam::Config* c) {
-    if (!c->GetString("eval.cache_dir").empty() ||
-        c->GetString("general.data_dir") != htam::Config::Defaults().GetString("general.data_dir"))
+    const htam::config::Eval e = htam::config::Eval::From(*c);
+    if (!e.cache_dir.empty() || htam::config::General::From(*c).data_dir !=
+                                    htam::config::General::From(htam::Config::Defaults()).data_dir)
       return;
-    std::string scratch = c->GetString("eval.scratch_dir");
+    std::string scratch = e.scratch_dir;
     std::string tmpl = (scratch.empty() ? std::string("/tmp") : scratch) + "/htam-eval-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) return;
     dir_ = tmpl;
@@ -344,15 +365,17 @@ int main(int argc, char** argv) {
   htam::evaltool::EvalArgs args;
   htam::Config config = htam::Config::Defaults();
   bool exit_now = false;
-  htam::Status st =
-      htam::evaltool::ParseEvalArgs(argc, argv, &args, &config, std::cout, &exit_now);
+  htam::Status st = htam::evaltool::ParseEvalArgs(argc, argv, &args, &config, std::cout, &exit_now);
   if (!st.ok()) {
     std::cerr << "htam-eval: " << st.message() << "\n(htam-eval --help for usage)\n";
     return kExitUsage;
   }
   if (exit_now) return 0;
+  // The eval section as parsed: read below before eval.backends and eval.sdk_include_dir are
+  // filled in.
+  const htam::config::Eval parsed = htam::config::Eval::From(config);
   for (const auto& t : args.tasks) {  // a task that does not parse is a usage error, GPU or not
-    auto task = htam::ParseTaskFile(t, uint64_t(config.GetInt("eval.max_case_mb")) << 20);
+    auto task = htam::ParseTaskFile(t, uint64_t(parsed.max_case_mb) << 20);
     if (!task.ok()) {
       std::cerr << "htam-eval: --task " << t << ": " << task.status().message() << "\n";
       return kExitUsage;
@@ -364,20 +387,19 @@ int main(int argc, char** argv) {
   std::string backend = args.backend.empty() ? GuessBackend(args, lineages) : args.backend;
   // No backend named or implied: cuda where its plugin is installed, else cpu.
   if (backend.empty()) backend = htam::evaltool::PluginFound(config, "cuda") ? "cuda" : "cpu";
-  if (config.GetString("eval.backends").empty())
+  if (parsed.backends.empty())
     (void)config.Set("eval.backends", backend);  // start that plugin's workers only
   // The kernel ABI headers: configured, else shipped beside this binary (an install or a build
   // tree), else, as htam-eval-cli did for binaries staged into one flat folder, a source
   // checkout's sdk/include in the working directory.
-  if (config.GetString("eval.sdk_include_dir").empty() &&
-      htam::FindSharedFile("include/htam/kernel_abi.h").empty() &&
+  if (parsed.sdk_include_dir.empty() && htam::FindSharedFile("include/htam/kernel_abi.h").empty() &&
       fs::exists("sdk/include/htam/kernel_abi.h"))
     (void)config.Set("eval.sdk_include_dir", fs::absolute("sdk/include").string());
   // Warnings only, unless a level was asked for (--general.log_level info shows the plugin's
   // device line, e.g. the timing mode in effect).
   htam::LogLevel level = htam::LogLevel::kWarn;
   if (args.log_level_given || config.sources().count("general.log_level"))
-    (void)htam::ParseLogLevel(config.GetString("general.log_level"), &level);
+    (void)htam::ParseLogLevel(htam::config::General::From(config).log_level, &level);
   htam::SetLogLevel(level);
   TempCache cache(&config);
   Reporter report(args, backend);

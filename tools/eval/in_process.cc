@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 std::string FindPlugin(const Config& c, const std::string& backend) {
   const std::string name = "libhtam_backend_" + backend + ".so";
-  const std::string dir = c.GetString("eval.plugin_dir"), self = ExecutableDir();
+  const std::string dir = config::Eval::From(c).plugin_dir, self = ExecutableDir();
   std::vector<std::string> candidates = {dir + "/" + name};
   if (dir.empty())  // as the evaluator looks: beside this binary, an install, a build tree
     candidates = {self + "/" + name, self + "/plugins/" + name, FindLibFile("backends/" + name),
@@ -66,11 +66,10 @@ void Profile(BackendInstance& b, const Config& c, const std::string& backend,
     r->profile_note = command.status().message();
     return;
   }
-  std::vector<std::string> argv = {ExecutableDir() + "/htam-eval", "--in-process",
-                                   "--single-call", "--task", fs::absolute(job.task_dir).string(),
-                                   "--backend", backend, "--eval.plugin_dir",
-                                   fs::path(plugin).parent_path().string(), "--cache",
-                                   c.GetString("eval.cache_dir")};
+  std::vector<std::string> argv = {
+      ExecutableDir() + "/htam-eval",          "--in-process", "--single-call", "--task",
+      fs::absolute(job.task_dir).string(),     "--backend",    backend,         "--eval.plugin_dir",
+      fs::path(plugin).parent_path().string(), "--cache",      e.cache_dir};
   if (!job.language.empty()) argv.insert(argv.end(), {"--language", job.language});
   // This run's settings (those away from the table's defaults) travel on the command line.
   const Config defaults = Config::Defaults();
@@ -108,6 +107,7 @@ bool PluginFound(const Config& config, const std::string& backend) {
 Status RunInProcess(const Config& config, const std::string& backend,
                     const std::vector<InProcessJob>& jobs, bool profile, bool single_call,
                     const std::function<void(size_t, eval::EvalResult)>& done) {
+  const config::Eval ev = config::Eval::From(config);
   const std::string plugin = FindPlugin(config, backend);
   auto lib = PluginLibrary::Open(plugin);
   if (!lib.ok()) return Status::Unavailable(lib.status().ToString());
@@ -115,8 +115,8 @@ Status RunInProcess(const Config& config, const std::string& backend,
   std::error_code ec;
   fs::create_directories(work, ec);
   HostOptions host;
-  host.sdk_include_dir = ShippedPath(config.GetString("eval.sdk_include_dir"), "include");
-  host.cache_dir = config.GetString("eval.cache_dir");
+  host.sdk_include_dir = ShippedPath(ev.sdk_include_dir, "include");
+  host.cache_dir = ev.cache_dir;
   if (host.cache_dir.empty()) host.cache_dir = work + "/cache";
   fs::create_directories(host.cache_dir, ec);
   if (ec) return Status::InvalidArgument("cannot create the compile cache " + host.cache_dir);
@@ -130,13 +130,13 @@ Status RunInProcess(const Config& config, const std::string& backend,
                                "' cannot run here: " + (desc.notes ? desc.notes : ""));
   const PluginApi& api = (*b)->api();
   htam_device* device = nullptr;
-  Status st = ConsumeError(api.device_open((*b)->handle(), desc.devices[0].index, &device),
-                           "device_open");
+  Status st =
+      ConsumeError(api.device_open((*b)->handle(), desc.devices[0].index, &device), "device_open");
   if (!st.ok()) return Status::Unavailable(st.ToString());
   BaselineCache baselines;  // one reference timing serves this run's candidates
-  GateOptions go = GateOptionsFrom(config::Eval::From(config), desc.devices[0].index, &baselines);
+  GateOptions go = GateOptionsFrom(ev, desc.devices[0].index, &baselines);
   go.single_call = single_call;
-  const uint64_t max_case = uint64_t(config.GetInt("eval.max_case_mb")) << 20;
+  const uint64_t max_case = uint64_t(ev.max_case_mb) << 20;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const InProcessJob& job = jobs[i];
     const auto t0 = std::chrono::steady_clock::now();
@@ -152,8 +152,8 @@ Status RunInProcess(const Config& config, const std::string& backend,
     }
     r.device = desc.devices[0].name;
     r.arch = desc.devices[0].arch;
-    r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count();
+    r.wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (profile && !single_call && r.status == fb::OutcomeStatus::Ok)
       Profile(**b, config, backend, plugin, job, work, &r);
     done(i, std::move(r));

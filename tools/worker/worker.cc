@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "daemon/common/auth.h"
 #include "daemon/common/language.h"
+#include "daemon/config/sections.h"
 #include "daemon/scheduler/wire.h"
 
 namespace htam::worker {
@@ -61,14 +62,15 @@ class Outbox {
 }  // namespace
 
 WorkerOptions WorkerOptions::FromConfig(const Config& c) {
+  const config::Worker w = config::Worker::From(c);
   WorkerOptions o;
-  o.connect = c.GetString("worker.connect");
-  o.name = c.GetString("worker.name");
-  o.server_public_key_file = c.GetString("worker.server_public_key_file");
-  o.key_file = c.GetString("worker.key_file");
-  o.heartbeat_ms = static_cast<int>(std::max<int64_t>(10, c.GetInt("worker.heartbeat_ms")));
-  o.liveness = static_cast<int>(std::max<int64_t>(1, c.GetInt("worker.liveness")));
-  o.task_root = c.GetString("general.data_dir") + "/worker-tasks";
+  o.connect = w.connect;
+  o.name = w.name;
+  o.server_public_key_file = w.server_public_key_file;
+  o.key_file = w.key_file;
+  o.heartbeat_ms = static_cast<int>(std::max<int64_t>(10, w.heartbeat_ms));
+  o.liveness = static_cast<int>(std::max<int64_t>(1, w.liveness));
+  o.task_root = config::General::From(c).data_dir + "/worker-tasks";
   return o;
 }
 
@@ -225,12 +227,12 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
     if (now - last_sent >= heartbeat_ms) send(json{{"type", "heartbeat"}});
     if (now - last_heard > int64_t(heartbeat_ms) * liveness) {
       if (registered)
-        HTAM_LOG(kWarn, kComponent) << name << ": the daemon is silent (" << now - last_heard
-                                    << " ms); reconnecting";
+        HTAM_LOG(kWarn, kComponent)
+            << name << ": the daemon is silent (" << now - last_heard << " ms); reconnecting";
       else  // never answered on this connection: nothing there, or a daemon of another protocol
         HTAM_LOG(kWarn, kComponent)
-            << name << ": no answer to register from " << opt.connect << " in "
-            << now - last_heard << " ms: is htamd running there, with worker.endpoint set, and "
+            << name << ": no answer to register from " << opt.connect << " in " << now - last_heard
+            << " ms: is htamd running there, with worker.endpoint set, and "
             << "does it speak worker protocol " << scheduler::kWorkerProtocol
             << " (an older htamd does not answer it)? retrying";
       sock.reset();

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "daemon/config/config.h"
+#include "daemon/config/sections.h"
 #include "tools/worker/worker.h"
 
 namespace {
@@ -29,19 +30,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (exit_now) return 0;
+  const htam::config::General general = htam::config::General::From(*config);
   htam::LogLevel level;
-  if (!htam::ParseLogLevel(config->GetString("general.log_level"), &level)) {
+  if (!htam::ParseLogLevel(general.log_level, &level)) {
     std::cerr << "htam-worker: bad general.log_level\n";
     return 2;
   }
   htam::SetLogLevel(level);
   htam::LogFormat format;
-  if (!htam::ParseLogFormat(config->GetString("general.log_format"), &format)) {
+  if (!htam::ParseLogFormat(general.log_format, &format)) {
     std::cerr << "htam-worker: bad general.log_format (text or json)\n";
     return 2;
   }
   htam::SetLogFormat(format);
-  const std::string log_file = config->GetString("general.log_file");
+  const std::string log_file = general.log_file;
   if (!log_file.empty() && !htam::SetLogFile(log_file)) {
     std::cerr << "htam-worker: cannot open log file " << log_file << "\n";
     return 1;
