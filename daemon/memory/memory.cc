@@ -38,7 +38,7 @@ MemoryOptions::MemoryOptions() {
 
 MemoryOptions MemoryOptions::FromConfig(const Config& c) {
   MemoryOptions o;
-  o.dir = c.GetString("general.data_dir") + "/store";
+  o.dir = config::General::From(c).data_dir + "/store";
   ReadMemorySection(c, o);
   return o;
 }
