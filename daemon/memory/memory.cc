@@ -27,24 +27,6 @@ uint64_t NowNs() {
 namespace {
 
 // Section memory of a configuration into o (every field but dir).
-void ReadMemorySection(const Config& c, MemoryOptions& o);
-
-}  // namespace
-
-MemoryOptions::MemoryOptions() {
-  static const Config* const defaults = new Config(Config::Defaults());
-  ReadMemorySection(*defaults, *this);
-}
-
-MemoryOptions MemoryOptions::FromConfig(const Config& c) {
-  MemoryOptions o;
-  o.dir = config::General::From(c).data_dir + "/store";
-  ReadMemorySection(c, o);
-  return o;
-}
-
-namespace {
-
 void ReadMemorySection(const Config& c, MemoryOptions& o) {
   // Every row of the table's section memory onto the field of its name (sections.h types it).
   const config::Memory m = config::Memory::From(c);
@@ -69,6 +51,18 @@ void ReadMemorySection(const Config& c, MemoryOptions& o) {
 }
 
 }  // namespace
+
+MemoryOptions::MemoryOptions() {
+  static const Config* const defaults = new Config(Config::Defaults());
+  ReadMemorySection(*defaults, *this);
+}
+
+MemoryOptions MemoryOptions::FromConfig(const Config& c) {
+  MemoryOptions o;
+  o.dir = config::General::From(c).data_dir + "/store";
+  ReadMemorySection(c, o);
+  return o;
+}
 
 // ---------------------------------------------------------------- opening
 
