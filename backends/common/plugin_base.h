@@ -1,7 +1,7 @@
 // The part of a backend plugin that is the same in every plugin (the role of Triton's
 // backend_common): the plugin's instance derives from htam::plugin::Backend, and one macro,
-// HTAM_BACKEND_PLUGIN(htam_backend, "name"), emits the C entry points of backend.h that are not
-// device logic:
+// HTAM_BACKEND_PLUGIN(htam_backend, "name", capabilities...), emits every C entry point of
+// backend.h; the per-call ones call members of the plugin's objects (plugin_entries.h). Here:
 //   htam_backend_api_version   this header's version;
 //   htam_backend_initialize    null and version checks (HTAM_ERR_VERSION naming both versions),
 //                              the host's directories, log sink and "key=value" options parsed
@@ -10,7 +10,7 @@
 //   htam_backend_describe      the plugin's Description, written up to the host's struct_size.
 // A Status from Init() becomes an htam_backend_error of the matching class (ToError); an
 // exception never crosses the C boundary (HTAM_ERR_INTERNAL). The plugin writes the rest: its
-// constructor (options, probing), and the compile, device, memory, run and time entry points.
+// constructor (options, probing), and the device logic behind the per-call entry points.
 //
 //   struct htam_backend : htam::plugin::Backend {
 //     explicit htam_backend(const htam::plugin::HostSettings& h) : Backend("cpu", h) { ... }
@@ -28,8 +28,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "backends/common/plugin_entries.h"
 #include "backends/common/plugin_error.h"
 #include "base/status.h"
 #include "htam/backend.h"
@@ -76,6 +78,22 @@ inline htam_backend_error* ToError(const Status& s) {
     default: break;
   }
   return MakeError(code, s.message());
+}
+
+// A Status as an error of the class `code`, whatever the Status's class (e.g. a device that
+// cannot be opened is HTAM_ERR_UNAVAILABLE).
+inline htam_backend_error* ToError(const Status& s, htam_backend_error_code code) {
+  return s.ok() ? nullptr : MakeError(code, s.message());
+}
+
+// A device's fault ({code, message}, such as the CUDA and AMD devices' Fault) as an error.
+template <typename F>
+requires requires(const F& f) {
+  htam_backend_error_code(f.code);
+  std::string_view(f.message);
+}
+htam_backend_error* ToError(const F& f) {
+  return MakeError(f.code, f.message);
 }
 
 class Backend {
@@ -186,11 +204,15 @@ inline htam_backend_error* Describe(const Backend* b, htam_backend_description* 
 
 }  // namespace htam::plugin
 
-// Emits api_version, initialize, finalize and describe for the plugin's instance type, its
-// `struct htam_backend` (derived from htam::plugin::Backend, constructible from HostSettings);
-// `name` is the backend's name in the version error. Use once, at namespace scope, in the plugin's
-// one .cc file.
-#define HTAM_BACKEND_PLUGIN(BackendType, name)                                                   \
+// Emits every C entry point of backend.h for the plugin's instance type, its `struct htam_backend`
+// (derived from htam::plugin::Backend, constructible from HostSettings): api_version, initialize,
+// finalize and describe (here), the per-call entry points over the plugin's objects
+// (plugin_entries.h says which members they call), and those of each optional capability named
+// after `name` (ROOFLINE, MEMORY_USED, SHARING, DEVICE_DATA, PROFILE, PROFILER). `name` is the
+// backend's name in the version error. Use once, at namespace scope, in the plugin's one .cc file,
+// after its objects are defined:
+//   HTAM_BACKEND_PLUGIN(htam_backend, "cpu", SHARING, DEVICE_DATA)
+#define HTAM_BACKEND_PLUGIN(BackendType, name, ...)                                              \
   extern "C" {                                                                                   \
   HTAM_BACKEND_EXPORT void htam_backend_api_version(uint32_t* major, uint32_t* minor) {          \
     htam::plugin::ApiVersion(major, minor);                                                      \
@@ -206,4 +228,6 @@ inline htam_backend_error* Describe(const Backend* b, htam_backend_description* 
                                                                 htam_backend_description* out) { \
     return htam::plugin::Describe(static_cast<BackendType*>(backend), out);                      \
   }                                                                                              \
+  HTAM_PLUGIN_ENTRIES_REQUIRED_                                                                  \
+  HTAM_PLUGIN_CAPS_(__VA_ARGS__)                                                                 \
   } /* extern "C" */

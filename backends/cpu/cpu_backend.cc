@@ -1,8 +1,8 @@
 // The CPU backend plugin (libhtam_backend_cpu.so): C++ candidates compiled by g++ into a shared
 // object (cached by content hash of source + flags + compiler), loaded with dlopen, run and timed
 // on the host. Implements backends/include/htam/backend.h; exports only its symbols (plugin.map).
-// The entry points every plugin shares (version, initialize, finalize, describe) come from
-// backends/common/plugin_base.h; this file holds the device logic.
+// Its C entry points are emitted by HTAM_BACKEND_PLUGIN (backends/common/plugin_base.h) over the
+// objects below; this file holds the device logic.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -42,6 +42,8 @@ int RunCapture(const std::vector<std::string>& argv, const std::string& cwd, dou
                size_t cap, std::string* output, bool* timed_out);
 }  // namespace
 
+using htam::plugin::Error;
+
 struct htam_backend : htam::plugin::Backend {
   explicit htam_backend(const htam::plugin::HostSettings& host);
   std::string cxx = "g++";
@@ -52,23 +54,40 @@ struct htam_backend : htam::plugin::Backend {
   bool device_open = false;
   const std::string& language() const { return description_.language; }
   const htam_device_info& device() const { return description_.devices[0]; }
-};
 
-struct htam_device {
-  htam_backend* backend;
-  std::vector<uint8_t> flush;  // scratch touched before every timed repetition
+  Error Compile(const htam_compile_request& req, std::string_view source, htam_artifact** out);
+  Error OpenDevice(int32_t index, htam_device** out);
 };
 
 struct htam_artifact {
   std::string path, hash, diagnostics;
   bool from_cache = false;
   double compile_ms = 0;
+
+  Error Info(htam_artifact_info* i) const;
+};
+
+struct htam_device {
+  htam_backend* backend;
+  std::vector<uint8_t> flush;  // scratch touched before every timed repetition
+
+  explicit htam_device(htam_backend* b) : backend(b) { backend->device_open = true; }
+  ~htam_device() { backend->device_open = false; }
+  htam_stream Stream() { return nullptr; }
+  Error Load(const htam_artifact& a, htam_module** out);
+  Error Alloc(uint64_t bytes, htam_buffer** out);
+  Error Import(const htam_buffer_handle& h, htam_buffer** out);
+  Error Compare(const htam_compare_request& req, htam_compare_result* out);
 };
 
 struct htam_module {
   htam_device* device;
   void* handle;
   htam_kernel_fn fn;
+
+  ~htam_module() { dlclose(handle); }
+  Error Run(const htam_tensor* in, int32_t nin, htam_tensor* out, int32_t nout, int32_t* kernel_rc);
+  Error Time(const htam_timing_request& req, htam_timing_result* res);
 };
 
 // Host memory in a memfd (MAP_SHARED), so that a runner process can map the same pages
@@ -78,6 +97,34 @@ struct htam_buffer {
   uint64_t bytes;
   int fd = -1;
   uint64_t mapped = 0;  // mapping length (>= 1 page)
+
+  ~htam_buffer() {
+    munmap(data, mapped);
+    if (fd >= 0) close(fd);
+  }
+  void* Address() { return data; }
+  uint8_t* At(uint64_t offset) { return static_cast<uint8_t*>(data) + offset; }
+  Error CopyToDevice(uint64_t offset, const void* src, uint64_t bytes) {
+    std::memcpy(At(offset), src, bytes);
+    return nullptr;
+  }
+  Error CopyToHost(void* dst, uint64_t offset, uint64_t bytes) {
+    std::memcpy(dst, At(offset), bytes);
+    return nullptr;
+  }
+  Error Memset(uint64_t offset, uint8_t value, uint64_t bytes) {
+    std::memset(At(offset), value, bytes);
+    return nullptr;
+  }
+  Error Fill(uint64_t offset, const htam_fill_request& req) {
+    htam::data::Fill(At(offset), req);
+    return nullptr;
+  }
+  Error CopyFrom(uint64_t offset, htam_buffer& src, uint64_t src_offset, uint64_t bytes) {
+    std::memmove(At(offset), src.At(src_offset), bytes);
+    return nullptr;
+  }
+  Error Export(htam_buffer_handle* out);
 };
 
 namespace {
@@ -233,48 +280,38 @@ htam_backend::htam_backend(const htam::plugin::HostSettings& host) : Backend("cp
   description_.devices = {d};
 }
 
-HTAM_BACKEND_PLUGIN(htam_backend, "cpu")
-
-extern "C" {
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
-                                                             const htam_compile_request* req,
-                                                             htam_artifact** out) {
-  if (!b || !req || !out || !req->source)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad compile arguments");
-  if (req->language && *req->language && b->language() != req->language)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
-                     std::string("cpu backend compiles cpp, not ") + req->language);
-  if (b->compiler_version.empty()) return MakeError(HTAM_ERR_UNAVAILABLE, b->description().notes);
-  std::string source(req->source, req->source_len);
-  std::string extra = req->options ? req->options : "";
+Error htam_backend::Compile(const htam_compile_request& req, std::string_view source_text,
+                            htam_artifact** out) {
+  if (compiler_version.empty()) return MakeError(HTAM_ERR_UNAVAILABLE, description().notes);
+  std::string source(source_text);
+  std::string extra = req.options ? req.options : "";
   htam::Sha256 h;
-  for (const std::string& part : {b->language(), b->compiler_version, b->cxxflags, extra,
-                                  b->host().sdk_include_dir, source}) {
+  for (const std::string& part :
+       {language(), compiler_version, cxxflags, extra, host().sdk_include_dir, source}) {
     h.Update(part);
     h.Update(std::string_view("\0", 1));
   }
   auto art = std::make_unique<htam_artifact>();
   art->hash = h.HexDigest();
-  std::string dir = b->host().cache_dir.empty() ? b->host().work_dir : b->host().cache_dir;
+  std::string dir = host().cache_dir.empty() ? host().work_dir : host().cache_dir;
   art->path = dir + "/cpu-" + art->hash + ".so";
-  if (!b->host().cache_dir.empty() && Exists(art->path)) {
+  if (!host().cache_dir.empty() && Exists(art->path)) {
     art->from_cache = true;
     *out = art.release();
     return nullptr;
   }
   // A cache this process may not write (a runner's compiled-ahead cache, sealed by the daemon) is
   // read only: a miss compiles into the work dir.
-  if (!b->host().cache_dir.empty() && access(b->host().cache_dir.c_str(), W_OK) != 0) {
-    dir = b->host().work_dir;
+  if (!host().cache_dir.empty() && access(host().cache_dir.c_str(), W_OK) != 0) {
+    dir = host().work_dir;
     art->path = dir + "/cpu-" + art->hash + ".so";
   }
-  std::string label = req->name && *req->name ? req->name : "candidate";
+  std::string label = req.name && *req.name ? req.name : "candidate";
   for (char& c : label)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   // Compiled from the work dir under a short name, so diagnostics read "candidate.cpp:12:3".
   std::string src_name = label + ".cpp";
-  std::string src = b->host().work_dir + "/" + src_name;
+  std::string src = host().work_dir + "/" + src_name;
   {
     std::ofstream f(src, std::ios::binary);
     f << source;
@@ -283,22 +320,21 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
   auto unique = htam::CreateUniqueFile(art->path);  // beside the entry, renamed onto it below
   if (!unique.ok()) return MakeError(HTAM_ERR_INTERNAL, unique.status().message());
   const std::string tmp = *unique;
-  std::vector<std::string> argv{b->cxx};
-  for (auto& f : Split(b->cxxflags)) argv.push_back(f);
+  std::vector<std::string> argv{cxx};
+  for (auto& f : Split(cxxflags)) argv.push_back(f);
   for (auto& f : Split(extra)) argv.push_back(f);
-  argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden",
-                           "-I" + b->host().sdk_include_dir, "-o", tmp, src_name});
+  argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden", "-I" + host().sdk_include_dir,
+                           "-o", tmp, src_name});
   auto t0 = std::chrono::steady_clock::now();
   std::string diag;
   bool timed_out = false;
-  int rc =
-      RunCapture(argv, b->host().work_dir, req->timeout_s, b->max_diag_bytes, &diag, &timed_out);
+  int rc = RunCapture(argv, host().work_dir, req.timeout_s, max_diag_bytes, &diag, &timed_out);
   art->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (timed_out) {
     unlink(tmp.c_str());
     return MakeError(HTAM_ERR_TIMEOUT,
-                     "compiler timed out after " + std::to_string(req->timeout_s) + " s\n" + diag);
+                     "compiler timed out after " + std::to_string(req.timeout_s) + " s\n" + diag);
   }
   if (rc != 0) {
     unlink(tmp.c_str());
@@ -312,58 +348,35 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
     return MakeError(HTAM_ERR_INTERNAL, "cannot move artifact into " + dir + ": " + strerror(err));
   }
   art->diagnostics = diag;
-  Log(b, HTAM_LOG_DEBUG, "compiled " + label + " in " + std::to_string(art->compile_ms) + " ms");
+  ::Log(this, HTAM_LOG_DEBUG,
+        "compiled " + label + " in " + std::to_string(art->compile_ms) + " ms");
   *out = art.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_artifact* a,
-                                                                   htam_artifact_info* out) {
-  if (!a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null artifact");
-  htam_artifact_info i{};
-  i.struct_size = out->struct_size;
-  i.path = a->path.c_str();
-  i.content_hash = a->hash.c_str();
-  i.diagnostics = a->diagnostics.c_str();
-  i.from_cache = a->from_cache ? 1 : 0;
-  i.compile_ms = a->compile_ms;
-  std::memcpy(out, &i, std::min<size_t>(out->struct_size, sizeof i));
+Error htam_artifact::Info(htam_artifact_info* i) const {
+  i->path = path.c_str();
+  i->content_hash = hash.c_str();
+  i->diagnostics = diagnostics.c_str();
+  i->from_cache = from_cache ? 1 : 0;
+  i->compile_ms = compile_ms;
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
-  delete a;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
-                                                                 htam_device** out) {
-  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null backend");
+Error htam_backend::OpenDevice(int32_t index, htam_device** out) {
   if (index != 0) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "cpu backend has only device 0");
-  if (b->device_open) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device 0 already open");
-  b->device_open = true;
-  *out = new htam_device{b, {}};
+  if (device_open) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device 0 already open");
+  *out = new htam_device(this);
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_device_close(htam_device* d) {
-  if (!d) return;
-  d->backend->device_open = false;
-  delete d;
-}
-
-HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device*) {
-  return nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const htam_artifact* a,
-                                                          htam_module** out) {
-  if (!d || !a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad load arguments");
+Error htam_device::Load(const htam_artifact& a, htam_module** out) {
   dlerror();
-  void* h = dlopen(a->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(a.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
     std::string msg = e ? e : "dlopen failed";
-    return MakeError(HTAM_ERR_LOAD, "cannot load " + a->path + ": " + msg);
+    return MakeError(HTAM_ERR_LOAD, "cannot load " + a.path + ": " + msg);
   }
   void* fn = dlsym(h, "htam_kernel");
   if (!fn) {
@@ -372,19 +385,11 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const 
                      "candidate does not define the entry point htam_kernel (declare it with "
                      "HTAM_KERNEL_ENTRY from <htam/kernel_abi.h>)");
   }
-  *out = new htam_module{d, h, reinterpret_cast<htam_kernel_fn>(fn)};
+  *out = new htam_module{this, h, reinterpret_cast<htam_kernel_fn>(fn)};
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_module_release(htam_module* m) {
-  if (!m) return;
-  dlclose(m->handle);
-  delete m;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d, uint64_t bytes,
-                                                                  htam_buffer** out) {
-  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad alloc arguments");
+Error htam_device::Alloc(uint64_t bytes, htam_buffer** out) {
   const uint64_t len = bytes ? bytes : 1;
   int fd = memfd_create("htam-buffer", MFD_CLOEXEC);
   if (fd < 0)
@@ -404,154 +409,70 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
-  if (!b) return;
-  munmap(b->data, b->mapped);
-  if (b->fd >= 0) close(b->fd);
-  delete b;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_export(htam_buffer* b,
-                                                                   htam_buffer_handle* out) {
-  if (!b || !out || b->fd < 0) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad export arguments");
-  out->bytes = b->bytes;
-  out->fd = b->fd;
+Error htam_buffer::Export(htam_buffer_handle* out) {
+  if (fd < 0) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "an imported buffer is not exported");
+  out->bytes = bytes;
+  out->fd = fd;
   out->data_len = 0;
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_import(htam_device* d,
-                                                                   const htam_buffer_handle* h,
-                                                                   htam_buffer** out) {
-  if (!d || !h || !out || h->fd < 0) {
-    if (h && h->fd >= 0) close(h->fd);
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad import arguments");
-  }
-  const uint64_t len = h->bytes ? h->bytes : 1;
+// The entry point closes h.fd afterwards; the mapping keeps the pages.
+Error htam_device::Import(const htam_buffer_handle& h, htam_buffer** out) {
+  if (h.fd < 0) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad import arguments");
+  const uint64_t len = h.bytes ? h.bytes : 1;
   struct stat st {};
-  if (fstat(h->fd, &st) != 0 || uint64_t(st.st_size) < len) {
-    close(h->fd);
+  if (fstat(h.fd, &st) != 0 || uint64_t(st.st_size) < len)
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "imported buffer is smaller than announced");
-  }
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
-  close(h->fd);
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, h.fd, 0);
   if (p == MAP_FAILED) return MakeError(HTAM_ERR_OUT_OF_MEMORY, "cannot map an imported buffer");
-  *out = new htam_buffer{p, h->bytes, -1, len};
+  *out = new htam_buffer{p, h.bytes, -1, len};
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {
-  return b ? b->data : nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst,
-                                                                    uint64_t offset,
-                                                                    const void* src,
-                                                                    uint64_t bytes) {
-  if (!dst || offset > dst->bytes || bytes > dst->bytes - offset)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy out of range");
-  if (bytes) std::memcpy(static_cast<uint8_t*>(dst->data) + offset, src, bytes);
+Error htam_device::Compare(const htam_compare_request& req, htam_compare_result* out) {
+  htam::data::Compare(req.a->At(req.a_offset), req.b->At(req.b_offset), req, out);
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
-                                                                  uint64_t offset, uint64_t bytes) {
-  if (!src || offset > src->bytes || bytes > src->bytes - offset)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy out of range");
-  if (bytes) std::memcpy(dst, static_cast<uint8_t*>(src->data) + offset, bytes);
-  return nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, uint64_t offset,
-                                                            uint8_t value, uint64_t bytes) {
-  if (!dst || offset > dst->bytes || bytes > dst->bytes - offset)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "memset out of range");
-  if (bytes) std::memset(static_cast<uint8_t*>(dst->data) + offset, value, bytes);
-  return nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_fill(htam_buffer* b, uint64_t offset,
-                                                                 const htam_fill_request* req) {
-  if (!b || !req || req->struct_size < sizeof(htam_fill_request) || req->dtype < 0 ||
-      req->dtype > HTAM_BOOL || req->count > UINT64_MAX / 8)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill: bad request");
-  const uint64_t bytes = req->count * uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
-  if (offset > b->bytes || bytes > b->bytes - offset)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill out of range");
-  htam::data::Fill(static_cast<uint8_t*>(b->data) + offset, *req);
-  return nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* dst, uint64_t dst_off,
-                                                                 htam_buffer* src, uint64_t src_off,
-                                                                 uint64_t bytes) {
-  if (!dst || !src || dst_off > dst->bytes || bytes > dst->bytes - dst_off ||
-      src_off > src->bytes || bytes > src->bytes - src_off)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_copy out of range");
-  if (bytes)
-    std::memmove(static_cast<uint8_t*>(dst->data) + dst_off,
-                 static_cast<const uint8_t*>(src->data) + src_off, bytes);
-  return nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(htam_device* d,
-                                                                    const htam_compare_request* req,
-                                                                    htam_compare_result* out) {
-  if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || !req->a || !req->b ||
-      req->dtype < 0 || req->dtype > HTAM_BOOL || req->mode < 0 || req->mode > 2 ||
-      req->count > UINT64_MAX / 8 || out->struct_size < sizeof(htam_compare_result))
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: bad request");
-  const uint64_t bytes = req->count * uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
-  if (req->a_offset > req->a->bytes || bytes > req->a->bytes - req->a_offset ||
-      req->b_offset > req->b->bytes || bytes > req->b->bytes - req->b_offset)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare out of range");
-  htam::data::Compare(static_cast<const uint8_t*>(req->a->data) + req->a_offset,
-                      static_cast<const uint8_t*>(req->b->data) + req->b_offset, *req, out);
-  return nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* in,
-                                                         int32_t nin, htam_tensor* out,
-                                                         int32_t nout, int32_t* kernel_rc) {
-  if (!m) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null module");
+Error htam_module::Run(const htam_tensor* in, int32_t nin, htam_tensor* out, int32_t nout,
+                       int32_t* kernel_rc) {
   bool threw = false;
-  int rc = CallKernel(m->fn, in, nin, out, nout, &threw);
+  int rc = CallKernel(fn, in, nin, out, nout, &threw);
   if (kernel_rc) *kernel_rc = rc;
   if (rc != 0 || threw) return KernelError(rc, threw);
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
-                                                          const htam_timing_request* req,
-                                                          htam_timing_result* res) {
-  if (!m || !req || !res || !res->rep_us || req->num_sets < 1 || req->repetitions < 1)
+Error htam_module::Time(const htam_timing_request& req, htam_timing_result* res) {
+  if (!res->rep_us || req.num_sets < 1 || req.repetitions < 1)
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "bad timing request");
-  htam_device* d = m->device;
-  uint64_t flush = req->flush_bytes ? req->flush_bytes : 2 * d->backend->device().cache_bytes;
+  htam_device* d = device;
+  uint64_t flush = req.flush_bytes ? req.flush_bytes : 2 * d->backend->device().cache_bytes;
   if (d->flush.size() < flush) d->flush.assign(flush, 0);
   using clk = std::chrono::steady_clock;
   auto call = [&](int set, bool* threw) {
-    return CallKernel(m->fn, req->inputs + size_t(set) * req->num_inputs, req->num_inputs,
-                      req->outputs + size_t(set) * req->num_outputs, req->num_outputs, threw);
+    return CallKernel(fn, req.inputs + size_t(set) * req.num_inputs, req.num_inputs,
+                      req.outputs + size_t(set) * req.num_outputs, req.num_outputs, threw);
   };
   bool threw = false;
   int rc = 0;
   int warm = 0;
   auto w0 = clk::now();
-  while (warm < req->warmup_reps ||
-         std::chrono::duration<double, std::milli>(clk::now() - w0).count() < req->warmup_ms) {
-    rc = call(warm % req->num_sets, &threw);
+  while (warm < req.warmup_reps ||
+         std::chrono::duration<double, std::milli>(clk::now() - w0).count() < req.warmup_ms) {
+    rc = call(warm % req.num_sets, &threw);
     if (rc != 0 || threw) return KernelError(rc, threw);
     ++warm;
     if (warm > 100000) break;
   }
   res->warmup_done = warm;
-  for (int r = 0; r < req->repetitions; ++r) {
-    int set = r % req->num_sets;
-    if (req->poison) {
-      for (int o = 0; o < req->num_outputs; ++o) {
-        const htam_tensor& t = req->outputs[size_t(set) * req->num_outputs + o];
-        std::memset(t.data, req->poison_byte, size_t(htam_numel(&t)) * htam_dtype_size(t.dtype));
+  for (int r = 0; r < req.repetitions; ++r) {
+    int set = r % req.num_sets;
+    if (req.poison) {
+      for (int o = 0; o < req.num_outputs; ++o) {
+        const htam_tensor& t = req.outputs[size_t(set) * req.num_outputs + o];
+        std::memset(t.data, req.poison_byte, size_t(htam_numel(&t)) * htam_dtype_size(t.dtype));
       }
     }
     if (!d->flush.empty()) {  // evict caches outside the window
@@ -570,4 +491,4 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
   return nullptr;
 }
 
-}  // extern "C"
+HTAM_BACKEND_PLUGIN(htam_backend, "cpu", SHARING, DEVICE_DATA)

@@ -25,7 +25,9 @@
 #include "backends/cuda/nvrtc_module.h"
 #include "htam/backend.h"
 
+using htam::plugin::Error;
 using htam::plugin::MakeError;
+using htam::plugin::ToError;
 using namespace htam::cuda;
 
 namespace {
@@ -50,21 +52,6 @@ std::string FindNvcc(const std::string& name) {
   for (const auto& d : dirs)
     if (access((d + "/" + name).c_str(), X_OK) == 0) return d + "/" + name;
   return name;
-}
-
-// Writes `value` into out->field only when the host's struct is large enough to hold it.
-#define HTAM_SET_FIELD(out, field, value)                                             \
-  do {                                                                                \
-    if ((out)->struct_size >=                                                         \
-        offsetof(std::remove_pointer_t<decltype(out)>, field) + sizeof((out)->field)) \
-      (out)->field = (value);                                                         \
-  } while (0)
-
-htam_backend_error* ToError(const htam::Status& s, htam_backend_error_code code) {
-  return MakeError(code, s.ToString());
-}
-htam_backend_error* ToError(const Fault& f) {
-  return MakeError(f.code, f.message);
 }
 
 double ToDouble(const std::string& s, double def) {
@@ -97,10 +84,21 @@ struct htam_backend : htam::plugin::Backend {
   }
   bool can_run() const { return description().can_run; }
   const std::string& notes() const { return description().notes; }
+
+  Error Compile(const htam_compile_request& req, std::string_view source, htam_artifact** out);
+  Error OpenDevice(int32_t index, htam_device** out);
+  Error ProfileCommand(const htam_profile_command_request* r, htam_profile_command* out) {
+    return NcuProfileCommandEntry(r, &ncu, out);
+  }
+  Error ProfileParse(const htam_profile_output* o, htam_profile_summary* out) {
+    return NcuProfileParseEntry(o, &ncu, out);
+  }
 };
 
 struct htam_artifact {
   CompileOutput out;
+
+  Error Info(htam_artifact_info* i) const;
 };
 
 struct htam_device {
@@ -109,6 +107,18 @@ struct htam_device {
   std::unique_ptr<htam::cuda::DataOps> data;  // after dev: released before the context goes
   double call_timeout_ms = 0;
   int live_objects = 0;
+
+  ~htam_device() {
+    if (backend) --backend->open_devices;
+  }
+  htam_stream Stream() { return static_cast<htam_stream>(dev->stream()); }
+  Error Roofline(htam_roofline_report* out);
+  Error Load(const htam_artifact& a, htam_module** out);
+  Error Alloc(uint64_t bytes, htam_buffer** out);
+  Error MemoryUsed(uint64_t* used_bytes);
+  Error Import(const htam_buffer_handle& h, htam_buffer** out);
+  Error Compare(const htam_compare_request& req, htam_compare_result* out);
+  htam::cuda::DataOps* Data();
 };
 
 struct htam_module {
@@ -117,6 +127,12 @@ struct htam_module {
   htam_kernel_fn fn = nullptr;
   std::vector<KernelResources> kernels;
   int max_registers = -1, max_shared = -1, spills = -1;
+
+  ~htam_module();
+  Error Run(const htam_tensor* in, int32_t n_in, htam_tensor* out, int32_t n_out,
+            int32_t* kernel_rc);
+  Error Time(const htam_timing_request& req, htam_timing_result* res);
+  Error Profile(const htam_tensor*, int32_t, htam_tensor*, int32_t, htam_profile_report* out);
 };
 
 struct htam_buffer {
@@ -124,10 +140,22 @@ struct htam_buffer {
   void* ptr = nullptr;
   uint64_t bytes = 0;
   bool imported = false;  // opened from another process's IPC handle: closed, not freed
+
+  ~htam_buffer();
+  void* Address() { return ptr; }
+  char* At(uint64_t offset) { return static_cast<char*>(ptr) + offset; }
+  Error CopyToDevice(uint64_t offset, const void* src, uint64_t n);
+  Error CopyToHost(void* dst, uint64_t offset, uint64_t n);
+  Error Memset(uint64_t offset, uint8_t value, uint64_t n);
+  Error Export(htam_buffer_handle* out);
+  Error Fill(uint64_t offset, const htam_fill_request& req);
+  Error CopyFrom(uint64_t offset, htam_buffer& src, uint64_t src_offset, uint64_t n);
+  // Waits for the stream after an operation issued on it (e), or reports e.
+  Error Sync(cudaError_t e, const char* what);
 };
 
 namespace {
-htam_backend_error* Select(htam_device* d) {
+Error Select(htam_device* d) {
   if (d->dev->poisoned())
     return MakeError(HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault");
   cudaError_t e = cudaSetDevice(d->dev->props().index);
@@ -199,35 +227,13 @@ htam_backend::htam_backend(const htam::plugin::HostSettings& host) : Backend("cu
                          " device(s), default arch " + default_arch);
 }
 
-HTAM_BACKEND_PLUGIN(htam_backend, "cuda")
-
-extern "C" {
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
-                                                             const htam_compile_request* req,
-                                                             htam_artifact** out) {
-  if (!b || !req || !out || (!req->source && req->source_len)) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "compile: null argument");
-  }
-  if (req->language && *req->language && std::strcmp(req->language, "cuda") != 0) {
-    return MakeError(
-        HTAM_ERR_INVALID_ARGUMENT,
-        std::string("cuda backend compiles language 'cuda', not '") + req->language + "'");
-  }
-  if (!b->compiler) return MakeError(HTAM_ERR_UNAVAILABLE, b->compiler_error);
-  std::string arch = req->arch && *req->arch ? req->arch : b->default_arch;
-  std::string_view source(req->source ? req->source : "", req->source_len);
-  auto r = b->compiler->Compile(source, arch, req->options ? req->options : "",
-                                req->name ? req->name : "candidate", req->timeout_s);
-  if (!r.ok()) {
-    const htam::Status& s = r.status();
-    htam_backend_error_code code =
-        s.code() == htam::Status::Code::kTimeout           ? HTAM_ERR_TIMEOUT
-        : s.code() == htam::Status::Code::kInvalidArgument ? HTAM_ERR_INVALID_ARGUMENT
-        : s.code() == htam::Status::Code::kUnavailable     ? HTAM_ERR_UNAVAILABLE
-                                                           : HTAM_ERR_INTERNAL;
-    return ToError(s, code);
-  }
+Error htam_backend::Compile(const htam_compile_request& req, std::string_view source,
+                            htam_artifact** out) {
+  if (!compiler) return MakeError(HTAM_ERR_UNAVAILABLE, compiler_error);
+  std::string arch = req.arch && *req.arch ? req.arch : default_arch;
+  auto r = compiler->Compile(source, arch, req.options ? req.options : "",
+                             req.name ? req.name : "candidate", req.timeout_s);
+  if (!r.ok()) return ToError(r.status());
   if (!r->ok) return MakeError(HTAM_ERR_COMPILE, r->diagnostics);
   auto a = std::make_unique<htam_artifact>();
   a->out = std::move(r).value();
@@ -235,89 +241,66 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_artifact* a,
-                                                                   htam_artifact_info* out) {
-  if (!a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "artifact_info: null argument");
-  HTAM_SET_FIELD(out, path, a->out.so_path.c_str());
-  HTAM_SET_FIELD(out, content_hash, a->out.hash.c_str());
-  HTAM_SET_FIELD(out, diagnostics, a->out.diagnostics.c_str());
-  HTAM_SET_FIELD(out, from_cache, a->out.from_cache ? 1 : 0);
-  HTAM_SET_FIELD(out, compile_ms, a->out.from_cache ? 0.0 : a->out.compile_ms);
+Error htam_artifact::Info(htam_artifact_info* i) const {
+  i->path = out.so_path.c_str();
+  i->content_hash = out.hash.c_str();
+  i->diagnostics = out.diagnostics.c_str();
+  i->from_cache = out.from_cache ? 1 : 0;
+  i->compile_ms = out.from_cache ? 0.0 : out.compile_ms;
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
-  delete a;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
-                                                                 htam_device** out) {
-  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_open: null argument");
-  if (!b->can_run()) return MakeError(HTAM_ERR_UNAVAILABLE, "no CUDA device: " + b->notes());
-  if (index < 0 || index >= static_cast<int32_t>(b->props.size())) {
+Error htam_backend::OpenDevice(int32_t index, htam_device** out) {
+  if (!can_run()) return MakeError(HTAM_ERR_UNAVAILABLE, "no CUDA device: " + notes());
+  if (index < 0 || index >= static_cast<int32_t>(props.size())) {
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "no CUDA device " + std::to_string(index));
   }
   DeviceOptions o;
-  o.measure_roofline = b->Opt("roofline", "true") != "false";
-  o.flush_bytes = static_cast<uint64_t>(ToDouble(b->Opt("flush_mb", "0"), 0) * (1 << 20));
-  o.lag_slack_us = ToDouble(b->Opt("lag_slack_us", ""), 4.0);
-  o.hold_us = ToDouble(b->Opt("hold_us", ""), 20.0);
-  std::string mode = b->Opt("timing_mode", "cupti");
+  o.measure_roofline = Opt("roofline", "true") != "false";
+  o.flush_bytes = static_cast<uint64_t>(ToDouble(Opt("flush_mb", "0"), 0) * (1 << 20));
+  o.lag_slack_us = ToDouble(Opt("lag_slack_us", ""), 4.0);
+  o.hold_us = ToDouble(Opt("hold_us", ""), 20.0);
+  std::string mode = Opt("timing_mode", "cupti");
   if (mode != "cupti" && mode != "sync" && mode != "hold") {
     return MakeError(HTAM_ERR_INVALID_ARGUMENT,
                      "cuda_timing_mode must be cupti, sync or hold, not '" + mode + "'");
   }
   o.sync_window = mode == "sync";
   o.cupti = mode == "cupti";
-  o.cupti_batch = b->Opt("cupti_batch", "true") != "false";
+  o.cupti_batch = Opt("cupti_batch", "true") != "false";
   auto d = CudaDevice::Open(index, o);
   if (!d.ok()) return ToError(d.status(), HTAM_ERR_UNAVAILABLE);
   auto h = std::make_unique<htam_device>();
-  h->backend = b;
+  h->backend = this;
+  ++open_devices;
   h->dev = std::move(d).value();
-  h->call_timeout_ms = ToDouble(b->Opt("call_timeout_ms", ""), 10000);
+  h->call_timeout_ms = ToDouble(Opt("call_timeout_ms", ""), 10000);
   const Roofline& r = h->dev->roofline();
-  b->Log(HTAM_LOG_INFO,
-         "cuda device " + std::to_string(index) + " (" + h->dev->props().name + "): copy " +
-             std::to_string(r.copy_bytes_per_s / 1e9) + " GB/s, fp32 " +
-             std::to_string(r.fp32_flops / 1e12) + " TFLOP/s, bf16 mma " +
-             std::to_string(r.tensor16_flops / 1e12) + " TFLOP/s (" + r.note + "); timing mode " +
-             h->dev->timing_mode() +
-             (h->dev->timing_note().empty() ? "" : " (" + h->dev->timing_note() + ")"));
-  ++b->open_devices;
+  Log(HTAM_LOG_INFO, "cuda device " + std::to_string(index) + " (" + h->dev->props().name +
+                         "): copy " + std::to_string(r.copy_bytes_per_s / 1e9) + " GB/s, fp32 " +
+                         std::to_string(r.fp32_flops / 1e12) + " TFLOP/s, bf16 mma " +
+                         std::to_string(r.tensor16_flops / 1e12) + " TFLOP/s (" + r.note +
+                         "); timing mode " + h->dev->timing_mode() +
+                         (h->dev->timing_note().empty() ? "" : " (" + h->dev->timing_note() + ")"));
   *out = h.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_device_close(htam_device* d) {
-  if (!d) return;
-  --d->backend->open_devices;
-  delete d;
-}
-
-HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device* d) {
-  return d ? static_cast<htam_stream>(d->dev->stream()) : nullptr;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_roofline(htam_device* d,
-                                                                     htam_roofline_report* out) {
-  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_roofline: null argument");
-  const Roofline& r = d->dev->roofline();
-  ClockReading c = d->dev->ReadClocks();
-  HTAM_SET_FIELD(out, copy_bytes_per_s, r.copy_bytes_per_s);
-  HTAM_SET_FIELD(out, fp32_flops, r.fp32_flops);
-  HTAM_SET_FIELD(out, tensor16_flops, r.tensor16_flops);
-  HTAM_SET_FIELD(out, sm_clock_mhz, c.sm_mhz);
-  HTAM_SET_FIELD(out, mem_clock_mhz, c.mem_mhz);
+Error htam_device::Roofline(htam_roofline_report* out) {
+  const htam::cuda::Roofline& r = dev->roofline();
+  ClockReading c = dev->ReadClocks();
+  out->copy_bytes_per_s = r.copy_bytes_per_s;
+  out->fp32_flops = r.fp32_flops;
+  out->tensor16_flops = r.tensor16_flops;
+  out->sm_clock_mhz = c.sm_mhz;
+  out->mem_clock_mhz = c.mem_mhz;
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const htam_artifact* a,
-                                                          htam_module** out) {
-  if (!d || !a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "load: null argument");
-  if (htam_backend_error* e = Select(d)) return e;
+Error htam_device::Load(const htam_artifact& a, htam_module** out) {
+  if (Error e = Select(this)) return e;
   dlerror();
-  void* h = dlopen(a->out.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(a.out.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* why = dlerror();
     return MakeError(HTAM_ERR_LOAD, std::string("cannot load candidate: ") + (why ? why : "?"));
@@ -330,82 +313,71 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const 
   }
   cudaError_t e = cudaGetLastError();  // static initializers of the candidate may have failed
   if (e != cudaSuccess && ClassifyCudaError(e) == CudaFault::kDeviceFault) {
-    return ToError(d->dev->FromCuda(e, "loading candidate"));
+    return ToError(dev->FromCuda(e, "loading candidate"));
   }
   auto m = std::make_unique<htam_module>();
-  m->device = d;
+  m->device = this;
   m->handle = h;
   m->fn = reinterpret_cast<htam_kernel_fn>(sym);
-  m->kernels = a->out.kernels;
-  m->max_registers = a->out.MaxRegisters();
-  m->max_shared = a->out.MaxSharedBytes();
-  m->spills = a->out.TotalSpillBytes();
-  ++d->live_objects;
+  m->kernels = a.out.kernels;
+  m->max_registers = a.out.MaxRegisters();
+  m->max_shared = a.out.MaxSharedBytes();
+  m->spills = a.out.TotalSpillBytes();
+  ++live_objects;
   *out = m.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_module_release(htam_module* m) {
-  if (!m) return;
+htam_module::~htam_module() {
   // After a device fault the candidate's destructors would touch a dead context: keep it mapped.
-  if (m->handle && !m->device->dev->poisoned()) dlclose(m->handle);
-  --m->device->live_objects;
-  delete m;
+  if (handle && !device->dev->poisoned()) dlclose(handle);
+  --device->live_objects;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d, uint64_t bytes,
-                                                                  htam_buffer** out) {
-  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_alloc: null argument");
-  if (htam_backend_error* e = Select(d)) return e;
+Error htam_device::Alloc(uint64_t bytes, htam_buffer** out) {
+  if (Error e = Select(this)) return e;
   auto b = std::make_unique<htam_buffer>();
-  b->device = d;
   b->bytes = bytes;
   if (bytes > 0) {
     cudaError_t e = cudaMalloc(&b->ptr, bytes);
     if (e != cudaSuccess) {
-      Fault f = d->dev->FromCuda(e, "cudaMalloc(" + std::to_string(bytes) + ")");
+      Fault f = dev->FromCuda(e, "cudaMalloc(" + std::to_string(bytes) + ")");
       cudaGetLastError();
       return ToError(f);
     }
   }
-  ++d->live_objects;
+  b->device = this;
+  ++live_objects;
   *out = b.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
-  if (!b) return;
-  if (b->ptr && !b->device->dev->poisoned()) {
-    cudaSetDevice(b->device->dev->props().index);
-    if (b->imported)
-      cudaIpcCloseMemHandle(b->ptr);
+htam_buffer::~htam_buffer() {
+  if (!device) return;  // never handed out
+  if (ptr && !device->dev->poisoned()) {
+    cudaSetDevice(device->dev->props().index);
+    if (imported)
+      cudaIpcCloseMemHandle(ptr);
     else
-      cudaFree(b->ptr);
+      cudaFree(ptr);
     cudaGetLastError();
   }
-  --b->device->live_objects;
-  delete b;
-}
-
-HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {
-  return b ? b->ptr : nullptr;
+  --device->live_objects;
 }
 
 // Sharing with the runner process: CUDA IPC memory handles (the runner opens the verifier's
 // allocation; both processes see the same device memory).
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_export(htam_buffer* b,
-                                                                   htam_buffer_handle* out) {
-  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_export: null argument");
-  out->bytes = b->bytes;
+Error htam_buffer::Export(htam_buffer_handle* out) {
+  out->bytes = bytes;
   out->fd = -1;
   out->data_len = 0;
-  if (!b->ptr) return nullptr;  // an empty buffer: nothing to share
-  if (htam_backend_error* e = Select(b->device)) return e;
+  if (!ptr) return nullptr;  // an empty buffer: nothing to share
+  if (Error e = Select(device)) return e;
   cudaIpcMemHandle_t h;
   static_assert(sizeof(h) <= sizeof(out->data), "IPC handle larger than the ABI's handle");
-  cudaError_t e = cudaIpcGetMemHandle(&h, b->ptr);
+  cudaError_t e = cudaIpcGetMemHandle(&h, ptr);
   if (e != cudaSuccess) {
-    Fault f = b->device->dev->FromCuda(e, "cudaIpcGetMemHandle");
+    Fault f = device->dev->FromCuda(e, "cudaIpcGetMemHandle");
     cudaGetLastError();
     return ToError(f);
   }
@@ -414,173 +386,105 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_export(htam_buffer* 
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_import(htam_device* d,
-                                                                   const htam_buffer_handle* h,
-                                                                   htam_buffer** out) {
-  if (h && h->fd >= 0) close(h->fd);
-  if (!d || !h || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_import: null argument");
-  if (htam_backend_error* e = Select(d)) return e;
+Error htam_device::Import(const htam_buffer_handle& h, htam_buffer** out) {
+  if (Error e = Select(this)) return e;
   auto b = std::make_unique<htam_buffer>();
-  b->device = d;
-  b->bytes = h->bytes;
+  b->bytes = h.bytes;
   b->imported = true;
-  if (h->data_len) {
+  if (h.data_len) {
     cudaIpcMemHandle_t ih;
-    if (h->data_len != sizeof(ih))
+    if (h.data_len != sizeof(ih))
       return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_import: not a CUDA IPC handle");
-    std::memcpy(&ih, h->data, sizeof(ih));
+    std::memcpy(&ih, h.data, sizeof(ih));
     cudaError_t e = cudaIpcOpenMemHandle(&b->ptr, ih, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess) {
-      Fault f = d->dev->FromCuda(e, "cudaIpcOpenMemHandle");
+      Fault f = dev->FromCuda(e, "cudaIpcOpenMemHandle");
       cudaGetLastError();
       return ToError(f);
     }
   }
-  ++d->live_objects;
+  b->device = this;
+  ++live_objects;
   *out = b.release();
   return nullptr;
 }
 
-namespace {
-htam_backend_error* CheckRange(htam_buffer* b, uint64_t offset, uint64_t bytes) {
-  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null buffer");
-  if (offset > b->bytes || bytes > b->bytes - offset) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
-                     "range [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                         ") outside a buffer of " + std::to_string(b->bytes) + " bytes");
-  }
-  return Select(b->device);
-}
-htam_backend_error* Sync(htam_buffer* b, cudaError_t e, const char* what) {
-  if (e == cudaSuccess) e = cudaStreamSynchronize(b->device->dev->stream());
-  if (e != cudaSuccess) return ToError(b->device->dev->FromCuda(e, what));
+Error htam_buffer::Sync(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) e = cudaStreamSynchronize(device->dev->stream());
+  if (e != cudaSuccess) return ToError(device->dev->FromCuda(e, what));
   return nullptr;
 }
-}  // namespace
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst,
-                                                                    uint64_t offset,
-                                                                    const void* src,
-                                                                    uint64_t bytes) {
-  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
-  if (bytes == 0) return nullptr;
-  if (!src) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_device: null source");
-  cudaStream_t s = dst->device->dev->stream();
-  return Sync(
-      dst,
-      cudaMemcpyAsync(static_cast<char*>(dst->ptr) + offset, src, bytes, cudaMemcpyHostToDevice, s),
-      "copy to device");
+Error htam_buffer::CopyToDevice(uint64_t offset, const void* src, uint64_t n) {
+  if (Error e = Select(device)) return e;
+  return Sync(cudaMemcpyAsync(At(offset), src, n, cudaMemcpyHostToDevice, device->dev->stream()),
+              "copy to device");
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
-                                                                  uint64_t offset, uint64_t bytes) {
-  if (htam_backend_error* e = CheckRange(src, offset, bytes)) return e;
-  if (bytes == 0) return nullptr;
-  if (!dst) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_host: null destination");
+Error htam_buffer::CopyToHost(void* dst, uint64_t offset, uint64_t n) {
+  if (Error e = Select(device)) return e;
   // The whole device first: a candidate's side-stream work must not race with the read-back.
   cudaError_t e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) {
-    e = cudaMemcpyAsync(dst, static_cast<char*>(src->ptr) + offset, bytes, cudaMemcpyDeviceToHost,
-                        src->device->dev->stream());
-  }
-  return Sync(src, e, "copy to host");
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(dst, At(offset), n, cudaMemcpyDeviceToHost, device->dev->stream());
+  return Sync(e, "copy to host");
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, uint64_t offset,
-                                                            uint8_t value, uint64_t bytes) {
-  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
-  if (bytes == 0) return nullptr;
-  return Sync(dst,
-              cudaMemsetAsync(static_cast<char*>(dst->ptr) + offset, value, bytes,
-                              dst->device->dev->stream()),
-              "memset");
+Error htam_buffer::Memset(uint64_t offset, uint8_t value, uint64_t n) {
+  if (Error e = Select(device)) return e;
+  return Sync(cudaMemsetAsync(At(offset), value, n, device->dev->stream()), "memset");
 }
 
 namespace {
-htam::cuda::DataOps* Data(htam_device* d) {
-  if (!d->data) d->data = std::make_unique<htam::cuda::DataOps>(d->dev->props().arch);
-  return d->data.get();
-}
-htam_backend_error* DataError(const htam::Status& s) {
-  return MakeError(s.code() == htam::Status::Code::kUnavailable ? HTAM_ERR_UNSUPPORTED
-                                                                : HTAM_ERR_INTERNAL,
-                   s.message());
+Error DataError(const htam::Status& s) {
+  return MakeError(
+      s.code() == htam::Status::Code::kUnavailable ? HTAM_ERR_UNSUPPORTED : HTAM_ERR_INTERNAL,
+      s.message());
 }
 }  // namespace
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_fill(htam_buffer* b, uint64_t offset,
-                                                                 const htam_fill_request* req) {
-  if (!b || !req || req->struct_size < sizeof(htam_fill_request) || req->dtype < 0 ||
-      req->dtype > HTAM_BOOL)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill: bad request");
-  const uint64_t size = uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
-  if (req->count > (UINT64_MAX / 8)) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_fill: count");
-  if (htam_backend_error* e = CheckRange(b, offset, req->count * size)) return e;
-  htam::Status s = Data(b->device)->Fill(static_cast<char*>(b->ptr) + offset, *req,
-                                         b->device->dev->stream());
+htam::cuda::DataOps* htam_device::Data() {
+  if (!data) data = std::make_unique<htam::cuda::DataOps>(dev->props().arch);
+  return data.get();
+}
+
+Error htam_buffer::Fill(uint64_t offset, const htam_fill_request& req) {
+  if (Error e = Select(device)) return e;
+  htam::Status s = device->Data()->Fill(At(offset), req, device->dev->stream());
   return s.ok() ? nullptr : DataError(s);
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_copy(htam_buffer* dst, uint64_t dst_off,
-                                                                 htam_buffer* src, uint64_t src_off,
-                                                                 uint64_t bytes) {
-  if (htam_backend_error* e = CheckRange(dst, dst_off, bytes)) return e;
-  if (htam_backend_error* e = CheckRange(src, src_off, bytes)) return e;
-  if (dst->device != src->device)
+Error htam_buffer::CopyFrom(uint64_t offset, htam_buffer& src, uint64_t src_offset, uint64_t n) {
+  if (device != src.device)
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_copy: buffers of two devices");
-  if (bytes == 0) return nullptr;
-  return Sync(dst,
-              cudaMemcpyAsync(static_cast<char*>(dst->ptr) + dst_off,
-                              static_cast<const char*>(src->ptr) + src_off, bytes,
-                              cudaMemcpyDeviceToDevice, dst->device->dev->stream()),
+  if (Error e = Select(device)) return e;
+  return Sync(cudaMemcpyAsync(At(offset), src.At(src_offset), n, cudaMemcpyDeviceToDevice,
+                              device->dev->stream()),
               "copy");
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_memory_used(htam_device* d,
-                                                                        uint64_t* used_bytes) {
-  if (!d || !used_bytes) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_memory_used: null");
-  if (htam_backend_error* e = Select(d)) return e;
+Error htam_device::MemoryUsed(uint64_t* used_bytes) {
+  if (Error e = Select(this)) return e;
   size_t free_b = 0, total_b = 0;
   cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
-  if (e != cudaSuccess) return ToError(d->dev->FromCuda(e, "cudaMemGetInfo"));
+  if (e != cudaSuccess) return ToError(dev->FromCuda(e, "cudaMemGetInfo"));
   *used_bytes = uint64_t(total_b - free_b);
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_compare(
-    htam_device* d, const htam_compare_request* req, htam_compare_result* out) {
-  if (!d || !req || !out || req->struct_size < sizeof(htam_compare_request) || req->dtype < 0 ||
-      req->dtype > HTAM_BOOL || !req->a || !req->b || req->a->device != d || req->b->device != d ||
-      req->mode < 0 || req->mode > 2)
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: bad request");
-  const uint64_t size = uint64_t(htam_dtype_size(htam_dtype(req->dtype)));
-  if (req->count > (UINT64_MAX / 8)) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: count");
-  if (htam_backend_error* e = CheckRange(req->a, req->a_offset, req->count * size)) return e;
-  if (htam_backend_error* e = CheckRange(req->b, req->b_offset, req->count * size)) return e;
-  htam_compare_result r{};
-  htam::Status s = Data(d)->Compare(static_cast<const char*>(req->a->ptr) + req->a_offset,
-                                    static_cast<const char*>(req->b->ptr) + req->b_offset, *req,
-                                    d->dev->stream(), &r);
-  if (!s.ok()) return DataError(s);
-  HTAM_SET_FIELD(out, mismatches, r.mismatches);
-  HTAM_SET_FIELD(out, first_mismatch, r.first_mismatch);
-  HTAM_SET_FIELD(out, first_nonfinite, r.first_nonfinite);
-  HTAM_SET_FIELD(out, a_all_zero, r.a_all_zero);
-  HTAM_SET_FIELD(out, b_any_nonzero, r.b_any_nonzero);
-  return nullptr;
+Error htam_device::Compare(const htam_compare_request& req, htam_compare_result* out) {
+  if (req.a->device != this || req.b->device != this)
+    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_compare: buffers of another device");
+  if (Error e = Select(this)) return e;
+  htam::Status s =
+      Data()->Compare(req.a->At(req.a_offset), req.b->At(req.b_offset), req, dev->stream(), out);
+  return s.ok() ? nullptr : DataError(s);
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* inputs,
-                                                         int32_t num_inputs, htam_tensor* outputs,
-                                                         int32_t num_outputs, int32_t* kernel_rc) {
-  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) ||
-      (num_outputs && !outputs)) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "run: bad arguments");
-  }
-  if (htam_backend_error* e = Select(m->device)) return e;
-  if (kernel_rc) *kernel_rc = 0;
-  MaybeFault f = m->device->dev->Call(m->fn, inputs, num_inputs, outputs, num_outputs,
-                                      m->device->call_timeout_ms);
+Error htam_module::Run(const htam_tensor* in, int32_t n_in, htam_tensor* out, int32_t n_out,
+                       int32_t* kernel_rc) {
+  if (Error e = Select(device)) return e;
+  MaybeFault f = device->dev->Call(fn, in, n_in, out, n_out, device->call_timeout_ms);
   if (f) {
     if (kernel_rc) *kernel_rc = f->kernel_rc;
     return ToError(*f);
@@ -588,66 +492,46 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const h
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
-                                                          const htam_timing_request* req,
-                                                          htam_timing_result* res) {
-  if (!m || !req || !res) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "time: null argument");
-  if (htam_backend_error* e = Select(m->device)) return e;
-  htam_timing_request r{};
-  std::memcpy(&r, req, std::min<size_t>(req->struct_size, sizeof r));
-  r.struct_size = sizeof r;
-  if (req->struct_size < sizeof r) r.call_timeout_ms = 0;  // fields the host did not send
-  if (r.call_timeout_ms <= 0) r.call_timeout_ms = m->device->call_timeout_ms;
-  double* rep_us = res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*)
-                       ? res->rep_us
-                       : nullptr;
+Error htam_module::Time(const htam_timing_request& req, htam_timing_result* res) {
+  if (Error e = Select(device)) return e;
+  htam_timing_request r = req;
+  if (r.call_timeout_ms <= 0) r.call_timeout_ms = device->call_timeout_ms;
   TimeStats stats;
-  MaybeFault f = m->device->dev->Time(m->fn, r, rep_us, &stats);
+  MaybeFault f = device->dev->Time(fn, r, res->rep_us, &stats);
   if (f) return ToError(*f);
-  HTAM_SET_FIELD(res, warmup_done, stats.warmup_done);
-  HTAM_SET_FIELD(res, all_streams, m->device->dev->all_streams() ? 1 : 0);
-  HTAM_SET_FIELD(res, sm_clock_mhz, stats.clocks.sm_mhz);
-  HTAM_SET_FIELD(res, mem_clock_mhz, stats.clocks.mem_mhz);
+  res->warmup_done = stats.warmup_done;
+  res->all_streams = device->dev->all_streams() ? 1 : 0;
+  res->sm_clock_mhz = stats.clocks.sm_mhz;
+  res->mem_clock_mhz = stats.clocks.mem_mhz;
   if (stats.off_stream_reps > 0) {
-    m->device->backend->Log(
-        HTAM_LOG_WARN, std::to_string(stats.off_stream_reps) + " of " +
-                           std::to_string(r.repetitions) +
-                           " repetitions had work outliving the candidate's stream (a side stream "
-                           "it did not join); charged up to device idle");
+    device->backend->Log(HTAM_LOG_WARN,
+                         std::to_string(stats.off_stream_reps) + " of " +
+                             std::to_string(r.repetitions) +
+                             " repetitions had work outliving the candidate's stream (a side "
+                             "stream it did not join); charged up to device idle");
   }
   if (stats.empty_reps > 0) {
-    m->device->backend->Log(
-        HTAM_LOG_WARN, std::to_string(stats.empty_reps) + " of " + std::to_string(r.repetitions) +
-                           " repetitions issued no device work CUPTI could see; their event "
-                           "window was used");
+    device->backend->Log(HTAM_LOG_WARN, std::to_string(stats.empty_reps) + " of " +
+                                            std::to_string(r.repetitions) +
+                                            " repetitions issued no device work CUPTI could "
+                                            "see; their event window was used");
   }
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
-    htam_module* m, const htam_tensor* inputs, int32_t num_inputs, htam_tensor* outputs,
-    int32_t num_outputs, htam_profile_report* out) {
-  if (!m || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile: null argument");
-  HTAM_SET_FIELD(out, registers, m->max_registers);
-  HTAM_SET_FIELD(out, shared_bytes, m->max_shared);
-  HTAM_SET_FIELD(out, spill_bytes, m->spills);
-  ClockReading c = m->device->dev->ReadClocks();
-  HTAM_SET_FIELD(out, sm_clock_mhz, c.sm_mhz);
-  HTAM_SET_FIELD(out, mem_clock_mhz, c.mem_mhz);
+Error htam_module::Profile(const htam_tensor*, int32_t, htam_tensor*, int32_t,
+                           htam_profile_report* out) {
+  out->registers = max_registers;
+  out->shared_bytes = max_shared;
+  out->spill_bytes = spills;
+  ClockReading c = device->dev->ReadClocks();
+  out->sm_clock_mhz = c.sm_mhz;
+  out->mem_clock_mhz = c.mem_mhz;
   return nullptr;
 }
 
-// The profiler around a one-call process (API 1.3): Nsight Compute (ncu_profile.h).
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_command(
-    htam_backend* b, const htam_profile_command_request* request, htam_profile_command* out) {
-  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_command: null backend");
-  return NcuProfileCommandEntry(request, &b->ncu, out);
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_parse(
-    htam_backend* b, const htam_profile_output* output, htam_profile_summary* out) {
-  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_parse: null backend");
-  return NcuProfileParseEntry(output, &b->ncu, out);
-}
-
-}  // extern "C"
+// Everything of backend.h: roofline, device memory in use, CUDA IPC sharing, test data on the
+// device, the static profile, and the profiler around a one-call process (Nsight Compute,
+// ncu_profile.h).
+HTAM_BACKEND_PLUGIN(htam_backend, "cuda", ROOFLINE, MEMORY_USED, SHARING, DEVICE_DATA, PROFILE,
+                    PROFILER)

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,19 +33,13 @@
 #include "base/hash.h"
 #include "htam/backend.h"
 
+using htam::plugin::Error;
 using htam::plugin::MakeError;
+using htam::plugin::ToError;
 namespace fs = std::filesystem;
 namespace hh = htam::hip;
 
 namespace {
-
-// Writes `value` into out->field only when the host's struct is large enough to hold it.
-#define HTAM_HIP_SET(out, field, value)                                               \
-  do {                                                                                \
-    if ((out)->struct_size >=                                                         \
-        offsetof(std::remove_pointer_t<decltype(out)>, field) + sizeof((out)->field)) \
-      (out)->field = (value);                                                         \
-  } while (0)
 
 enum class Platform { kAmd, kNvidia };
 
@@ -66,24 +60,6 @@ double ToDouble(const std::string& s, double def) {
   } catch (...) {
     return def;
   }
-}
-
-std::string Status2(const htam::Status& s) {
-  return s.ToString();
-}
-
-htam_backend_error_code CodeOf(const htam::Status& s) {
-  using C = htam::Status::Code;
-  switch (s.code()) {
-    case C::kTimeout: return HTAM_ERR_TIMEOUT;
-    case C::kInvalidArgument: return HTAM_ERR_INVALID_ARGUMENT;
-    case C::kUnavailable: return HTAM_ERR_UNAVAILABLE;
-    default: return HTAM_ERR_INTERNAL;
-  }
-}
-
-htam_backend_error* ToError(const hh::AmdFault& f) {
-  return MakeError(f.code, f.message);
 }
 
 // Directory of this plugin (to find libhtam_backend_cuda.so beside it or in the build tree).
@@ -137,13 +113,25 @@ struct htam_backend : htam::plugin::Backend {
   }
   void Log(int32_t level, const std::string& msg) const { Backend::Log(level, "hip: " + msg); }
   const htam::PluginApi& capi() const { return cuda->api(); }
+
+  Error Compile(const htam_compile_request& req, std::string_view source, htam_artifact** out);
+  Error OpenDevice(int32_t index, htam_device** out);
+  Error ProfileCommand(const htam_profile_command_request* r, htam_profile_command* out);
+  Error ProfileParse(const htam_profile_output* o, htam_profile_summary* out);
 };
 
+// Each object wraps either the AMD path's own or the CUDA plugin's (`inner`, platform nvidia), to
+// which its calls are forwarded.
 struct htam_artifact {
   Platform platform = Platform::kAmd;
   hh::HipCompileOutput amd;
   htam_backend* backend = nullptr;
   htam_artifact* inner = nullptr;  // the CUDA plugin's artifact
+
+  ~htam_artifact() {
+    if (inner) backend->capi().artifact_release(inner);
+  }
+  Error Info(htam_artifact_info* i) const;
 };
 
 struct htam_device {
@@ -151,6 +139,18 @@ struct htam_device {
   std::unique_ptr<hh::AmdDevice> amd;
   htam_device* inner = nullptr;
   double call_timeout_ms = 10000;
+
+  ~htam_device() {
+    if (inner) backend->capi().device_close(inner);
+  }
+  htam_stream Stream() {
+    if (inner) return backend->capi().device_stream(inner);
+    return amd ? amd->stream() : nullptr;
+  }
+  Error Roofline(htam_roofline_report* out);
+  Error MemoryUsed(uint64_t* used_bytes);
+  Error Load(const htam_artifact& a, htam_module** out);
+  Error Alloc(uint64_t bytes, htam_buffer** out);
 };
 
 struct htam_module {
@@ -158,6 +158,13 @@ struct htam_module {
   void* handle = nullptr;
   htam_kernel_fn fn = nullptr;
   htam_module* inner = nullptr;
+
+  ~htam_module();
+  Error Run(const htam_tensor* in, int32_t n_in, htam_tensor* out, int32_t n_out,
+            int32_t* kernel_rc);
+  Error Time(const htam_timing_request& req, htam_timing_result* res);
+  Error Profile(const htam_tensor* in, int32_t n_in, htam_tensor* out, int32_t n_out,
+                htam_profile_report* report);
 };
 
 struct htam_buffer {
@@ -165,6 +172,13 @@ struct htam_buffer {
   void* ptr = nullptr;
   uint64_t bytes = 0;
   htam_buffer* inner = nullptr;
+
+  ~htam_buffer();
+  void* Address() { return inner ? device->backend->capi().buffer_address(inner) : ptr; }
+  char* At(uint64_t offset) { return static_cast<char*>(ptr) + offset; }
+  Error CopyToDevice(uint64_t offset, const void* src, uint64_t n);
+  Error CopyToHost(void* dst, uint64_t offset, uint64_t n);
+  Error Memset(uint64_t offset, uint8_t value, uint64_t n);
 };
 
 namespace {
@@ -344,10 +358,6 @@ bool SetUpNvidia(htam_backend* b, std::string* why) {
   return true;
 }
 
-htam_backend_error* Select(htam_device* d) {
-  return nullptr == d ? MakeError(HTAM_ERR_INVALID_ARGUMENT, "null device") : nullptr;
-}
-
 }  // namespace
 
 htam_backend::htam_backend(const htam::plugin::HostSettings& host) : Backend("hip", host) {
@@ -395,148 +405,114 @@ htam::Status htam_backend::Init() {
   return htam::Status::OK();
 }
 
-HTAM_BACKEND_PLUGIN(htam_backend, "hip")
-
-extern "C" {
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_compile(htam_backend* b,
-                                                             const htam_compile_request* req,
-                                                             htam_artifact** out) {
-  if (!b || !req || !out || (!req->source && req->source_len)) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "compile: null argument");
-  }
-  if (req->language && *req->language && std::strcmp(req->language, "hip") != 0) {
-    return MakeError(
-        HTAM_ERR_INVALID_ARGUMENT,
-        std::string("hip backend compiles language 'hip', not '") + req->language + "'");
-  }
-  std::string arch = req->arch ? req->arch : "";
-  std::string options = req->options ? req->options : "";
+Error htam_backend::Compile(const htam_compile_request& req, std::string_view source,
+                            htam_artifact** out) {
+  std::string arch = req.arch ? req.arch : "";
+  std::string options = req.options ? req.options : "";
   auto a = std::make_unique<htam_artifact>();
-  a->backend = b;
-  if (b->platform == Platform::kNvidia) {
+  a->backend = this;
+  if (platform == Platform::kNvidia) {
     if (arch.rfind("gfx", 0) == 0) {
       return MakeError(HTAM_ERR_INVALID_ARGUMENT,
                        "hip platform nvidia builds for NVIDIA GPUs (sm_NN), not " + arch);
     }
     htam_compile_request r{};
     r.struct_size = sizeof r;
-    r.source = req->source;
-    r.source_len = req->source_len;
+    r.source = source.data();
+    r.source_len = source.size();
     r.language = "cuda";
-    r.arch = arch.empty() ? nullptr : req->arch;
-    std::string flags = b->compat_flags + " " + options;
+    r.arch = arch.empty() ? nullptr : req.arch;
+    std::string flags = compat_flags + " " + options;
     r.options = flags.c_str();
-    r.name = req->name;
-    r.timeout_s = req->timeout_s;
-    if (htam_backend_error* e = b->capi().compile(b->cuda->handle(), &r, &a->inner)) return e;
+    r.name = req.name;
+    r.timeout_s = req.timeout_s;
+    if (Error e = capi().compile(cuda->handle(), &r, &a->inner)) return e;
     a->platform = Platform::kNvidia;
     *out = a.release();
     return nullptr;
   }
-  if (!b->hipcc) return MakeError(HTAM_ERR_UNAVAILABLE, "hipcc unavailable: " + b->hipcc_error);
+  if (!hipcc) return MakeError(HTAM_ERR_UNAVAILABLE, "hipcc unavailable: " + hipcc_error);
   std::vector<std::string> targets;
   if (!arch.empty()) {
     auto t = hh::ParseTargets(arch);
     if (!t.ok()) return MakeError(HTAM_ERR_INVALID_ARGUMENT, t.status().message());
     targets = *t;
   }
-  std::string_view source(req->source ? req->source : "", req->source_len);
-  auto r = b->hipcc->Compile(source, targets, options, req->name ? req->name : "candidate",
-                             req->timeout_s);
-  if (!r.ok()) return MakeError(CodeOf(r.status()), Status2(r.status()));
+  auto r =
+      hipcc->Compile(source, targets, options, req.name ? req.name : "candidate", req.timeout_s);
+  if (!r.ok()) return ToError(r.status());
   if (!r->ok) return MakeError(HTAM_ERR_COMPILE, r->diagnostics);
   a->amd = std::move(r).value();
   *out = a.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_artifact_info(const htam_artifact* a,
-                                                                   htam_artifact_info* out) {
-  if (!a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "artifact_info: null argument");
-  if (a->platform == Platform::kNvidia) return a->backend->capi().artifact_info(a->inner, out);
-  HTAM_HIP_SET(out, path, a->amd.so_path.c_str());
-  HTAM_HIP_SET(out, content_hash, a->amd.hash.c_str());
-  HTAM_HIP_SET(out, diagnostics, a->amd.diagnostics.c_str());
-  HTAM_HIP_SET(out, from_cache, a->amd.from_cache ? 1 : 0);
-  HTAM_HIP_SET(out, compile_ms, a->amd.from_cache ? 0.0 : a->amd.compile_ms);
+Error htam_artifact::Info(htam_artifact_info* i) const {
+  if (platform == Platform::kNvidia) return backend->capi().artifact_info(inner, i);
+  i->path = amd.so_path.c_str();
+  i->content_hash = amd.hash.c_str();
+  i->diagnostics = amd.diagnostics.c_str();
+  i->from_cache = amd.from_cache ? 1 : 0;
+  i->compile_ms = amd.from_cache ? 0.0 : amd.compile_ms;
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_artifact_release(htam_artifact* a) {
-  if (!a) return;
-  if (a->inner) a->backend->capi().artifact_release(a->inner);
-  delete a;
-}
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_open(htam_backend* b, int32_t index,
-                                                                 htam_device** out) {
-  if (!b || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_open: null argument");
-  if (!b->can_run)
-    return MakeError(HTAM_ERR_UNAVAILABLE, "hip backend cannot run here: " + b->notes);
+Error htam_backend::OpenDevice(int32_t index, htam_device** out) {
+  if (!can_run) return MakeError(HTAM_ERR_UNAVAILABLE, "hip backend cannot run here: " + notes);
   auto d = std::make_unique<htam_device>();
-  d->backend = b;
-  d->call_timeout_ms = ToDouble(b->Opt("call_timeout_ms", ""), 10000);
-  if (b->platform == Platform::kNvidia) {
-    if (htam_backend_error* e = b->capi().device_open(b->cuda->handle(), index, &d->inner))
-      return e;
+  d->backend = this;
+  d->call_timeout_ms = ToDouble(Opt("call_timeout_ms", ""), 10000);
+  if (platform == Platform::kNvidia) {
+    if (Error e = capi().device_open(cuda->handle(), index, &d->inner)) return e;
     *out = d.release();
     return nullptr;
   }
-  if (index < 0 || index >= static_cast<int32_t>(b->amd_props.size())) {
+  if (index < 0 || index >= static_cast<int32_t>(amd_props.size())) {
     return MakeError(HTAM_ERR_INVALID_ARGUMENT, "no AMD GPU " + std::to_string(index));
   }
   hh::AmdDeviceOptions o;
-  o.flush_min_bytes = uint64_t(ToDouble(b->Opt("flush_min_mb", ""), 512)) << 20;
-  auto dev = hh::AmdDevice::Open(b->runtime, b->amd_props[size_t(index)], o);
-  if (!dev.ok()) return MakeError(HTAM_ERR_UNAVAILABLE, dev.status().ToString());
+  o.flush_min_bytes = uint64_t(ToDouble(Opt("flush_min_mb", ""), 512)) << 20;
+  auto dev = hh::AmdDevice::Open(runtime, amd_props[size_t(index)], o);
+  if (!dev.ok()) return ToError(dev.status(), HTAM_ERR_UNAVAILABLE);
   d->amd = std::move(dev).value();
   *out = d.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_device_close(htam_device* d) {
-  if (!d) return;
-  if (d->inner) d->backend->capi().device_close(d->inner);
-  delete d;
-}
-
-HTAM_BACKEND_EXPORT htam_stream htam_backend_device_stream(htam_device* d) {
-  if (!d) return nullptr;
-  if (d->inner) return d->backend->capi().device_stream(d->inner);
-  return d->amd ? d->amd->stream() : nullptr;
-}
-
-// The CUDA backend's ceilings (htam_backend_device_roofline), forwarded on NVIDIA.
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_roofline(htam_device* d,
-                                                                     htam_roofline_report* out) {
-  if (!d || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_roofline: null argument");
-  if (d->inner && d->backend->cuda_roofline) return d->backend->cuda_roofline(d->inner, out);
+// The CUDA backend's ceilings, forwarded on NVIDIA.
+Error htam_device::Roofline(htam_roofline_report* out) {
+  if (inner && backend->cuda_roofline) return backend->cuda_roofline(inner, out);
   return MakeError(HTAM_ERR_UNSUPPORTED, "roofline probes are not implemented on the AMD path");
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const htam_artifact* a,
-                                                          htam_module** out) {
-  if (!d || !a || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "load: null argument");
+// Device memory in use: on NVIDIA the CUDA plugin's; not offered on AMD GPUs yet (the runner is
+// then not replaced for memory a candidate left allocated).
+Error htam_device::MemoryUsed(uint64_t* used_bytes) {
+  if (!inner || !backend->capi().device_memory_used)
+    return MakeError(HTAM_ERR_UNSUPPORTED, "the hip backend reads device memory only on NVIDIA");
+  return backend->capi().device_memory_used(inner, used_bytes);
+}
+
+Error htam_device::Load(const htam_artifact& a, htam_module** out) {
   auto m = std::make_unique<htam_module>();
-  m->device = d;
-  if (d->inner) {
-    if (a->platform != Platform::kNvidia)
+  m->device = this;
+  if (inner) {
+    if (a.platform != Platform::kNvidia)
       return MakeError(HTAM_ERR_LOAD, "artifact was built for AMD GPUs");
-    if (htam_backend_error* e = d->backend->capi().load(d->inner, a->inner, &m->inner)) return e;
+    if (Error e = backend->capi().load(inner, a.inner, &m->inner)) return e;
     *out = m.release();
     return nullptr;
   }
-  if (a->platform != Platform::kAmd)
+  if (a.platform != Platform::kAmd)
     return MakeError(HTAM_ERR_LOAD, "artifact was built for NVIDIA GPUs");
-  const std::string& arch = d->amd->props().arch;
-  if (std::find(a->amd.targets.begin(), a->amd.targets.end(), arch) == a->amd.targets.end()) {
+  const std::string& arch = amd->props().arch;
+  if (std::find(a.amd.targets.begin(), a.amd.targets.end(), arch) == a.amd.targets.end()) {
     return MakeError(HTAM_ERR_LOAD, "candidate holds no code object for " + arch + " (built for " +
-                                        ListText(a->amd.targets) +
+                                        ListText(a.amd.targets) +
                                         "); add it to eval.hip_offload_archs");
   }
   dlerror();
-  void* h = dlopen(a->amd.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(a.amd.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* why = dlerror();
     return MakeError(HTAM_ERR_LOAD, std::string("cannot load candidate: ") + (why ? why : "?"));
@@ -547,115 +523,62 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_load(htam_device* d, const 
     return MakeError(HTAM_ERR_LOAD,
                      "candidate does not export htam_kernel (declare it with HTAM_KERNEL_ENTRY)");
   }
-  if (auto f = d->amd->CheckPending("loading candidate")) return ToError(*f);
+  if (auto f = amd->CheckPending("loading candidate")) return ToError(*f);
   m->handle = h;
   m->fn = reinterpret_cast<htam_kernel_fn>(sym);
   *out = m.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_module_release(htam_module* m) {
-  if (!m) return;
-  if (m->inner) m->device->backend->capi().module_release(m->inner);
+htam_module::~htam_module() {
+  if (inner) device->backend->capi().module_release(inner);
   // After a device fault the candidate's destructors would touch a dead runtime: keep it mapped.
-  if (m->handle && m->device->amd && !m->device->amd->poisoned()) dlclose(m->handle);
-  delete m;
+  if (handle && device->amd && !device->amd->poisoned()) dlclose(handle);
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_buffer_alloc(htam_device* d, uint64_t bytes,
-                                                                  htam_buffer** out) {
-  if (htam_backend_error* e = Select(d)) return e;
-  if (!out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "buffer_alloc: null argument");
+Error htam_device::Alloc(uint64_t bytes, htam_buffer** out) {
   auto b = std::make_unique<htam_buffer>();
-  b->device = d;
   b->bytes = bytes;
-  if (d->inner) {
-    if (htam_backend_error* e = d->backend->capi().buffer_alloc(d->inner, bytes, &b->inner))
-      return e;
-  } else if (auto f = d->amd->Alloc(bytes, &b->ptr)) {
+  if (inner) {
+    if (Error e = backend->capi().buffer_alloc(inner, bytes, &b->inner)) return e;
+  } else if (auto f = amd->Alloc(bytes, &b->ptr)) {
     return ToError(*f);
   }
+  b->device = this;
   *out = b.release();
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT void htam_backend_buffer_free(htam_buffer* b) {
-  if (!b) return;
-  if (b->inner)
-    b->device->backend->capi().buffer_free(b->inner);
+htam_buffer::~htam_buffer() {
+  if (!device) return;  // never handed out
+  if (inner)
+    device->backend->capi().buffer_free(inner);
   else
-    b->device->amd->Free(b->ptr);
-  delete b;
+    device->amd->Free(ptr);
 }
 
-HTAM_BACKEND_EXPORT void* htam_backend_buffer_address(htam_buffer* b) {
-  if (!b) return nullptr;
-  return b->inner ? b->device->backend->capi().buffer_address(b->inner) : b->ptr;
-}
-
-namespace {
-htam_backend_error* CheckRange(htam_buffer* b, uint64_t offset, uint64_t bytes) {
-  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "null buffer");
-  if (offset > b->bytes || bytes > b->bytes - offset) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT,
-                     "range [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                         ") outside a buffer of " + std::to_string(b->bytes) + " bytes");
-  }
-  return nullptr;
-}
-}  // namespace
-
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_device(htam_buffer* dst,
-                                                                    uint64_t offset,
-                                                                    const void* src,
-                                                                    uint64_t bytes) {
-  if (dst && dst->inner)
-    return dst->device->backend->capi().copy_to_device(dst->inner, offset, src, bytes);
-  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
-  if (bytes == 0) return nullptr;
-  if (!src) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_device: null source");
-  if (auto f = dst->device->amd->CopyToDevice(static_cast<char*>(dst->ptr) + offset, src, bytes))
-    return ToError(*f);
+Error htam_buffer::CopyToDevice(uint64_t offset, const void* src, uint64_t n) {
+  if (inner) return device->backend->capi().copy_to_device(inner, offset, src, n);
+  if (auto f = device->amd->CopyToDevice(At(offset), src, n)) return ToError(*f);
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_copy_to_host(void* dst, htam_buffer* src,
-                                                                  uint64_t offset, uint64_t bytes) {
-  if (src && src->inner)
-    return src->device->backend->capi().copy_to_host(dst, src->inner, offset, bytes);
-  if (htam_backend_error* e = CheckRange(src, offset, bytes)) return e;
-  if (bytes == 0) return nullptr;
-  if (!dst) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "copy_to_host: null destination");
-  if (auto f = src->device->amd->CopyToHost(dst, static_cast<char*>(src->ptr) + offset, bytes))
-    return ToError(*f);
+Error htam_buffer::CopyToHost(void* dst, uint64_t offset, uint64_t n) {
+  if (inner) return device->backend->capi().copy_to_host(dst, inner, offset, n);
+  if (auto f = device->amd->CopyToHost(dst, At(offset), n)) return ToError(*f);
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_memset(htam_buffer* dst, uint64_t offset,
-                                                            uint8_t value, uint64_t bytes) {
-  if (dst && dst->inner)
-    return dst->device->backend->capi().memset(dst->inner, offset, value, bytes);
-  if (htam_backend_error* e = CheckRange(dst, offset, bytes)) return e;
-  if (bytes == 0) return nullptr;
-  if (auto f = dst->device->amd->Memset(static_cast<char*>(dst->ptr) + offset, value, bytes))
-    return ToError(*f);
+Error htam_buffer::Memset(uint64_t offset, uint8_t value, uint64_t n) {
+  if (inner) return device->backend->capi().memset(inner, offset, value, n);
+  if (auto f = device->amd->Memset(At(offset), value, n)) return ToError(*f);
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const htam_tensor* inputs,
-                                                         int32_t num_inputs, htam_tensor* outputs,
-                                                         int32_t num_outputs, int32_t* kernel_rc) {
-  if (!m || num_inputs < 0 || num_outputs < 0 || (num_inputs && !inputs) ||
-      (num_outputs && !outputs)) {
-    return MakeError(HTAM_ERR_INVALID_ARGUMENT, "run: bad arguments");
-  }
-  if (m->inner) {
-    return m->device->backend->capi().run(m->inner, inputs, num_inputs, outputs, num_outputs,
-                                          kernel_rc);
-  }
-  if (kernel_rc) *kernel_rc = 0;
-  auto f = m->device->amd->Call(m->fn, inputs, num_inputs, outputs, num_outputs,
-                                m->device->call_timeout_ms);
+Error htam_module::Run(const htam_tensor* in, int32_t n_in, htam_tensor* out, int32_t n_out,
+                       int32_t* kernel_rc) {
+  if (inner) return device->backend->capi().run(inner, in, n_in, out, n_out, kernel_rc);
+  auto f = device->amd->Call(fn, in, n_in, out, n_out, device->call_timeout_ms);
   if (f) {
     if (kernel_rc) *kernel_rc = f->kernel_rc;
     return ToError(*f);
@@ -663,75 +586,53 @@ HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_run(htam_module* m, const h
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_time(htam_module* m,
-                                                          const htam_timing_request* req,
-                                                          htam_timing_result* res) {
-  if (!m || !req || !res) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "time: null argument");
-  if (m->inner) return m->device->backend->capi().time(m->inner, req, res);
-  htam_timing_request r{};
-  std::memcpy(&r, req, std::min<size_t>(req->struct_size, sizeof r));
-  r.struct_size = sizeof r;
-  if (req->struct_size < sizeof r) r.call_timeout_ms = 0;  // fields the host did not send
-  if (r.call_timeout_ms <= 0) r.call_timeout_ms = m->device->call_timeout_ms;
-  double* rep_us = res->struct_size >= offsetof(htam_timing_result, rep_us) + sizeof(double*)
-                       ? res->rep_us
-                       : nullptr;
+Error htam_module::Time(const htam_timing_request& req, htam_timing_result* res) {
+  if (inner) return device->backend->capi().time(inner, &req, res);
+  htam_timing_request r = req;
+  if (r.call_timeout_ms <= 0) r.call_timeout_ms = device->call_timeout_ms;
   hh::AmdTimeStats stats;
-  if (auto f = m->device->amd->Time(m->fn, r, rep_us, &stats)) return ToError(*f);
-  HTAM_HIP_SET(res, warmup_done, stats.warmup_done);
-  HTAM_HIP_SET(res, all_streams, 1);
-  HTAM_HIP_SET(res, sm_clock_mhz, stats.clocks.sm_mhz);
-  HTAM_HIP_SET(res, mem_clock_mhz, stats.clocks.mem_mhz);
+  if (auto f = device->amd->Time(fn, r, res->rep_us, &stats)) return ToError(*f);
+  res->warmup_done = stats.warmup_done;
+  res->all_streams = 1;
+  res->sm_clock_mhz = stats.clocks.sm_mhz;
+  res->mem_clock_mhz = stats.clocks.mem_mhz;
   if (stats.off_stream_reps > 0) {
-    m->device->backend->Log(HTAM_LOG_WARN, std::to_string(stats.off_stream_reps) +
-                                               " repetitions had work outliving the candidate's "
-                                               "stream; charged up to device idle");
+    device->backend->Log(HTAM_LOG_WARN, std::to_string(stats.off_stream_reps) +
+                                            " repetitions had work outliving the candidate's "
+                                            "stream; charged up to device idle");
   }
   return nullptr;
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile(
-    htam_module* m, const htam_tensor* inputs, int32_t num_inputs, htam_tensor* outputs,
-    int32_t num_outputs, htam_profile_report* out) {
-  if (!m || !out) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile: null argument");
-  if (m->inner) {
-    const htam::PluginApi& api = m->device->backend->capi();
+Error htam_module::Profile(const htam_tensor* in, int32_t n_in, htam_tensor* out, int32_t n_out,
+                           htam_profile_report* report) {
+  if (inner) {
+    const htam::PluginApi& api = device->backend->capi();
     if (!api.profile)
       return MakeError(HTAM_ERR_UNSUPPORTED, "the CUDA plugin has no profile stage");
-    return api.profile(m->inner, inputs, num_inputs, outputs, num_outputs, out);
+    return api.profile(inner, in, n_in, out, n_out, report);
   }
-  hh::AmdClocks c = m->device->amd->ReadClocks();
-  HTAM_HIP_SET(out, sm_clock_mhz, c.sm_mhz);
-  HTAM_HIP_SET(out, mem_clock_mhz, c.mem_mhz);
+  hh::AmdClocks c = device->amd->ReadClocks();
+  report->sm_clock_mhz = c.sm_mhz;
+  report->mem_clock_mhz = c.mem_mhz;
   return nullptr;
 }
 
-// Device memory in use (API 1.4): on NVIDIA the CUDA plugin's; not offered on AMD GPUs yet (the
-// runner is then not replaced for memory a candidate left allocated).
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_device_memory_used(htam_device* d,
-                                                                        uint64_t* used_bytes) {
-  if (!d || !used_bytes) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "device_memory_used: null");
-  if (!d->inner || !d->backend->capi().device_memory_used)
-    return MakeError(HTAM_ERR_UNSUPPORTED, "the hip backend reads device memory only on NVIDIA");
-  return d->backend->capi().device_memory_used(d->inner, used_bytes);
-}
-
-// The profiler around a one-call process (API 1.3): on NVIDIA the CUDA plugin's (Nsight Compute);
-// none on AMD GPUs.
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_command(
-    htam_backend* b, const htam_profile_command_request* request, htam_profile_command* out) {
-  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_command: null backend");
-  if (b->platform != Platform::kNvidia || !b->cuda || !b->capi().profile_command)
+// The profiler around a one-call process: on NVIDIA the CUDA plugin's (Nsight Compute); none on
+// AMD GPUs.
+Error htam_backend::ProfileCommand(const htam_profile_command_request* r,
+                                   htam_profile_command* out) {
+  if (platform != Platform::kNvidia || !cuda || !capi().profile_command)
     return MakeError(HTAM_ERR_UNAVAILABLE, "the hip backend offers no profiler on AMD GPUs");
-  return b->capi().profile_command(b->cuda->handle(), request, out);
+  return capi().profile_command(cuda->handle(), r, out);
 }
 
-HTAM_BACKEND_EXPORT htam_backend_error* htam_backend_profile_parse(
-    htam_backend* b, const htam_profile_output* output, htam_profile_summary* out) {
-  if (!b) return MakeError(HTAM_ERR_INVALID_ARGUMENT, "profile_parse: null backend");
-  if (b->platform != Platform::kNvidia || !b->cuda || !b->capi().profile_parse)
+Error htam_backend::ProfileParse(const htam_profile_output* o, htam_profile_summary* out) {
+  if (platform != Platform::kNvidia || !cuda || !capi().profile_parse)
     return MakeError(HTAM_ERR_UNAVAILABLE, "the hip backend offers no profiler on AMD GPUs");
-  return b->capi().profile_parse(b->cuda->handle(), output, out);
+  return capi().profile_parse(cuda->handle(), o, out);
 }
 
-}  // extern "C"
+// No buffer sharing and no device-side test data: the gate evaluates HIP candidates in the
+// verifier's process and makes its test data on the host.
+HTAM_BACKEND_PLUGIN(htam_backend, "hip", ROOFLINE, MEMORY_USED, PROFILE, PROFILER)
