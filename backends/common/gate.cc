@@ -52,7 +52,6 @@ struct Verdict {
   }
 };
 
-
 // Wall time of the gate's own operations, summed by name (GateResult::op_ms).
 using OpTimes = std::map<std::string, double>;
 class OpTimer {
@@ -405,10 +404,12 @@ class Gate::Impl {
     }
     ref_ = ref_exec.get();
     sharer_ = cand_ == opt_.runner ? opt_.runner : nullptr;
+    if (golden)
+      reference_ = std::make_unique<GoldenReference>(this);
+    else
+      reference_ = std::make_unique<KernelReference>(this, ref_, ref_source);
     std::string diag;
-    bool have_ref = false;
-    if (Verdict v = PrepareReference(ref_source, &res, &have_ref); !v.ok())
-      return Infra(res, v.reason);
+    if (Verdict v = reference_->Prepare(&res); !v.ok()) return Infra(res, v.reason);
     Progress("compile candidate");
     Status st = Compile(cand_, source, "candidate", &diag, &res.compile_ms, &res.compile_cached);
     if (!st.ok()) {
@@ -420,10 +421,7 @@ class Gate::Impl {
       res.runner_clean = res.status == OutcomeStatus::CompileError;
       return res;
     }
-    if (have_ref) {
-      ExecOutcome o = ref_->Load();
-      if (!o.ok()) return Infra(res, "loading reference: " + o.message);
-    }
+    if (Verdict v = reference_->Load(); !v.ok()) return Infra(res, v.reason);
     {
       Progress("load candidate");
       ExecOutcome o = cand_->Load();
@@ -448,14 +446,13 @@ class Gate::Impl {
       cases.push_back({&task_.held_out_shapes[i], true, i});
     for (const Case& c : cases) {
       for (int s = 0; s < opt_.seeds; ++s) {
-        const GoldenCase* g = Golden(golden_verify_, size_t(s));
         std::string where =
             c.held_out ? " (held-out shape #" + std::to_string(c.index + 1) + ", not shown; seed " +
                              std::to_string(s) + ")"
                        : " (seen shape " + DimsText(*c.dims) + ", seed " + std::to_string(s) + ")";
         Progress("verify" + where);
         uint64_t seed = MixSeed(MixSeed(opt_.seed_base, c.held_out ? 1000 + c.index : c.index), s);
-        Verdict v = VerifyCase(cand_, ref_, *c.dims, seed, where, c.held_out, g);
+        Verdict v = VerifyCase(cand_, *c.dims, seed, size_t(s), where, c.held_out);
         if (!v.ok()) {
           res.status = v.status;
           res.diagnostics = v.reason;
@@ -472,13 +469,13 @@ class Gate::Impl {
     res.flops = f.ok() ? *f : 0;
     res.bytes = b.ok() ? *b : 0;
     TimingStats cand_stats, base_stats;
-    Verdict v = TimeAndVerify(cand_, ref_, dims, &cand_stats, true, &res);
+    Verdict v = TimeAndVerify(cand_, dims, &cand_stats, true, &res);
     if (!v.ok()) {
       res.status = v.status;
       res.diagnostics = v.reason;
       return res;
     }
-    v = Baseline(ref_source, dims, &base_stats, &res);
+    v = reference_->Baseline(dims, &base_stats, &res);
     if (!v.ok()) return Infra(res, v.reason);
     if (cand_->CanProfile()) {
       Progress("profile");
@@ -532,7 +529,7 @@ class Gate::Impl {
   // KernelBench: torch.compile's figure, when still pending, in a detached process started once
   // the candidate is timed (never overlapping its timing; no verdict waits for it).
   void StartCompileBaseline() {
-    if (golden_ && baseline_.compile_pending) golden_->MeasureCompileInBackground(golden_timing_);
+    if (reference_) reference_->AfterTiming();
   }
 
   std::vector<fb::StageTimeT> TakeOps() {
@@ -819,12 +816,14 @@ class Gate::Impl {
     return Verdict{};
   }
 
-  Verdict VerifyCase(CandidateExec* cand, CandidateExec* ref, const DimBinding& dims, uint64_t seed,
-                     const std::string& where, bool hide, const GoldenCase* golden) {
+  // Verification case `index` (of its shape) with inputs from `seed`.
+  Verdict VerifyCase(CandidateExec* cand, const DimBinding& dims, uint64_t seed, size_t index,
+                     const std::string& where, bool hide) {
     Inputs host_in;
-    TensorSet in, out, ref_out, run1_dev;
-    Status st = MakeInputs(dims, seed, &host_in, &in, golden ? &golden->inputs : nullptr);
-    const bool on_device = !host_in.pristine.empty() || (in.empty() && !golden && DeviceData());
+    TensorSet in, out, run1_dev;
+    const std::vector<HostTensor>* given = reference_->GivenInputs(false, index);
+    Status st = MakeInputs(dims, seed, &host_in, &in, given);
+    const bool on_device = !host_in.pristine.empty() || (in.empty() && !given && DeviceData());
     if (st.ok()) st = MakeOutputs(dims, &out);
     // The first call's outputs, kept on the device in the verifier's own memory.
     if (st.ok() && on_device) st = MakeOutputs(dims, &run1_dev, /*local=*/true);
@@ -852,8 +851,10 @@ class Gate::Impl {
     v = CheckGuardsAndInputs(in, out, &host_in, where);
     if (!v.ok()) return v;
     // The reference last (golden outputs: computed by PyTorch beforehand).
-    v = ExpectedOutputs(ref, dims, in, golden, &ref_out, where);
+    Expected expected;
+    v = reference_->Outputs(dims, in, false, index, &expected, where);
     if (!v.ok()) return v;
+    const TensorSet& ref_out = expected.device;
     for (size_t i = 0; i < out.size(); ++i) {
       std::string why, why2, same;
       if (on_device) {
@@ -868,7 +869,7 @@ class Gate::Impl {
         why2 = *w2;
         same = *sm;
       } else {
-        auto r = golden ? Result<HostTensor>(golden->outputs[i]) : ref_out[i]->Download();
+        auto r = expected.Output(i);
         auto c2 = out[i]->Download();
         if (!r.ok() || !c2.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
         why = CheckOutput(run1[i], *r, task_.tolerance, where, hide);
@@ -887,9 +888,9 @@ class Gate::Impl {
   }
 
   // Times `mod` over rotating input sets; when `check` is set, verifies every set's outputs (each
-  // written by a timed call: the plugin poisons before every repetition) against `ref`.
-  Verdict TimeAndVerify(CandidateExec* mod, CandidateExec* ref, const DimBinding& dims,
-                        TimingStats* stats, bool check, GateResult* res) {
+  // written by a timed call: the plugin poisons before every repetition) against the reference's.
+  Verdict TimeAndVerify(CandidateExec* mod, const DimBinding& dims, TimingStats* stats, bool check,
+                        GateResult* res) {
     const int sets = std::max(1, opt_.input_sets);
     const std::string who = check ? "candidate" : "baseline";
     Progress("prepare timing inputs (" + who + ")");
@@ -900,9 +901,8 @@ class Gate::Impl {
     // handle were up to 37 % slower on an H200, which inflated every candidate's speedup.
     const bool local = !check;
     for (int k = 0; k < sets; ++k) {
-      Status st = MakeInputs(
-          dims, MixSeed(opt_.seed_base, 7000 + k), &host_in[k], &in[k],
-          GoldenInputs(Golden(golden_time_, size_t(k))), local);
+      Status st = MakeInputs(dims, MixSeed(opt_.seed_base, 7000 + k), &host_in[k], &in[k],
+                             reference_->GivenInputs(true, size_t(k)), local);
       if (st.ok()) st = MakeOutputs(dims, &out[k], local);
       if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
     }
@@ -950,21 +950,21 @@ class Gate::Impl {
     if (check) {
       for (int k = 0; k < sets; ++k) {
         Progress("verify timed outputs, input set " + std::to_string(k));
-        const GoldenCase* golden = Golden(golden_time_, size_t(k));
-        TensorSet ref_out;
-        Verdict v = ExpectedOutputs(ref, dims, in[k], golden, &ref_out, "");
+        Expected expected;
+        Verdict v = reference_->Outputs(dims, in[k], true, size_t(k), &expected, "");
         if (!v.ok()) return v;
-        for (size_t i = 0; i < out[k].size() && !golden && !host_in[k].pristine.empty(); ++i) {
+        const bool given = expected.given != nullptr;
+        const TensorSet& ref_out = expected.device;
+        for (size_t i = 0; i < out[k].size() && !given && !host_in[k].pristine.empty(); ++i) {
           auto why =
               CheckOutputOnDevice(*out[k][i], *ref_out[i],
                                   " (output of a timed call, input set " + std::to_string(k) + ")");
           if (!why.ok()) return Verdict::Fail(OutcomeStatus::InfraError, why.status().message());
           if (!why->empty()) return Verdict::Fail(OutcomeStatus::Incorrect, *why);
         }
-        for (size_t i = 0; i < out[k].size() && (golden || host_in[k].pristine.empty()); ++i) {
+        for (size_t i = 0; i < out[k].size() && (given || host_in[k].pristine.empty()); ++i) {
           auto c = out[k][i]->Download();
-          auto r =
-              golden ? Result<HostTensor>(golden->outputs[i]) : ref_out[i]->Download();
+          auto r = expected.Output(i);
           if (!c.ok() || !r.ok())
             return Verdict::Fail(OutcomeStatus::InfraError, "download failed");
           std::string why =
@@ -978,69 +978,170 @@ class Gate::Impl {
     return Verdict{};
   }
 
-  // ---- the reference: the task's kernel, run in this process, or golden data and a baseline
-  // figure computed beforehand by PyTorch (KernelBench). These four methods are the only places
-  // that tell the two apart.
+  // ---- the reference: what the candidate's outputs are compared with and what its speedup is
+  // over. One interface with two kinds, the only code that tells them apart: the task's kernel,
+  // run in this process (KernelReference), or golden data and a baseline figure computed
+  // beforehand by PyTorch (GoldenReference, KernelBench tasks).
 
-  // Before the candidate is compiled: golden data (and PyTorch's baseline figures), or the
-  // reference kernel compiled (`*have_ref`: it is to be loaded once the candidate compiled). A
-  // profiling run (single_call) needs neither.
-  Verdict PrepareReference(const std::string& ref_source, GateResult* res, bool* have_ref) {
-    *have_ref = false;
-    if (!task_.kernelbench.empty()) return PrepareGolden(res);
-    if (opt_.single_call) return Verdict{};
-    Progress("compile reference");
-    std::string diag;
-    Status st = Compile(ref_, ref_source, "reference", &diag, nullptr, nullptr);
-    if (!st.ok())
-      return Verdict::Fail(OutcomeStatus::InfraError,
-                           "the task's reference does not compile: " + diag);
-    *have_ref = true;
-    return Verdict{};
-  }
+  // Expected outputs of one case: the reference kernel's, in this process's own memory, or given.
+  struct Expected {
+    TensorSet device;
+    const std::vector<HostTensor>* given = nullptr;
+    Result<HostTensor> Output(size_t i) const {
+      return given ? Result<HostTensor>((*given)[i]) : device[i]->Download();
+    }
+  };
 
-  // The golden case `i` of `cases` (rotating), or null for a task with a reference kernel.
-  static const GoldenCase* Golden(const std::vector<GoldenCase>& cases, size_t i) {
-    return cases.empty() ? nullptr : &cases[i % cases.size()];
-  }
-  static const std::vector<HostTensor>* GoldenInputs(const GoldenCase* g) {
-    return g ? &g->inputs : nullptr;
-  }
+  class Reference {
+   public:
+    virtual ~Reference() = default;
+    // Before the candidate is compiled (a profiling run, single_call, needs no expected outputs).
+    virtual Verdict Prepare(GateResult* res) = 0;
+    // Once the candidate compiled.
+    virtual Verdict Load() = 0;
+    // The inputs of verification case `i` (timing input set `i` when `timing`) when the
+    // reference gives them; null: generated from the task's distributions.
+    virtual const std::vector<HostTensor>* GivenInputs(bool timing, size_t i) const = 0;
+    // The expected outputs for inputs `in` of that case.
+    virtual Verdict Outputs(const DimBinding& dims, const TensorSet& in, bool timing, size_t i,
+                            Expected* out, const std::string& where) = 0;
+    // The baseline the speedup is over.
+    virtual Verdict Baseline(const DimBinding& dims, TimingStats* stats, GateResult* res) = 0;
+    // After the candidate was timed (work that must not overlap its timing).
+    virtual void AfterTiming() {}
+  };
 
-  // The outputs the candidate's are compared with, for inputs `in`: the reference kernel's, in
-  // this process's own memory (`ref_out`), or none to compute when `golden` holds them.
-  Verdict ExpectedOutputs(CandidateExec* ref, const DimBinding& dims, const TensorSet& in,
-                          const GoldenCase* golden, TensorSet* ref_out, const std::string& where) {
-    if (golden) return Verdict{};
-    Status mk = MakeOutputs(dims, ref_out, /*local=*/true);
-    if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
-    Verdict v = Call(ref, in, *ref_out, where);
-    if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
-    return Verdict{};
-  }
+  // The task's reference kernel, compiled and run in this process.
+  class KernelReference : public Reference {
+   public:
+    KernelReference(Impl* gate, CandidateExec* exec, std::string source)
+        : g_(gate), exec_(exec), source_(std::move(source)) {}
+    Verdict Prepare(GateResult*) override {
+      if (g_->opt_.single_call) return Verdict{};
+      g_->Progress("compile reference");
+      std::string diag;
+      Status st = g_->Compile(exec_, source_, "reference", &diag, nullptr, nullptr);
+      if (!st.ok())
+        return Verdict::Fail(OutcomeStatus::InfraError,
+                             "the task's reference does not compile: " + diag);
+      compiled_ = true;
+      return Verdict{};
+    }
+    Verdict Load() override {
+      if (!compiled_) return Verdict{};
+      ExecOutcome o = exec_->Load();
+      if (!o.ok())
+        return Verdict::Fail(OutcomeStatus::InfraError, "loading reference: " + o.message);
+      return Verdict{};
+    }
+    const std::vector<HostTensor>* GivenInputs(bool, size_t) const override { return nullptr; }
+    Verdict Outputs(const DimBinding& dims, const TensorSet& in, bool, size_t, Expected* out,
+                    const std::string& where) override {
+      Status mk = g_->MakeOutputs(dims, &out->device, /*local=*/true);
+      if (!mk.ok()) return Verdict::Fail(OutcomeStatus::InfraError, mk.message());
+      Verdict v = g_->Call(exec_, in, out->device, where);
+      if (!v.ok()) return Verdict::Fail(OutcomeStatus::InfraError, "reference failed: " + v.reason);
+      return Verdict{};
+    }
+    // Timed as the candidate was, or its figure kept from an earlier job of this worker.
+    Verdict Baseline(const DimBinding& dims, TimingStats* stats, GateResult* res) override {
+      if (!g_->opt_.time_baseline) return Verdict{};
+      const std::string key = g_->BaselineKey(source_, dims);
+      if (g_->ReusedBaseline(key, stats)) return Verdict{};
+      Verdict v = g_->TimeAndVerify(exec_, dims, stats, false, res);
+      if (!v.ok())
+        return Verdict::Fail(OutcomeStatus::InfraError, "timing the reference failed: " + v.reason);
+      g_->KeepBaseline(key, *stats);
+      return Verdict{};
+    }
 
-  // The baseline the speedup is over: the reference kernel timed as the candidate was (or its
-  // figure kept from an earlier job of this worker), or PyTorch eager's time from golden data.
-  Verdict Baseline(const std::string& ref_source, const DimBinding& dims, TimingStats* stats,
-                   GateResult* res) {
-    if (!task_.kernelbench.empty()) {
+   private:
+    Impl* g_;
+    CandidateExec* exec_;
+    std::string source_;
+    bool compiled_ = false;
+  };
+
+  // KernelBench: golden data for seeds 0..seeds-1 (verification) and 1000.. (timing input sets),
+  // computed by PyTorch in a subprocess on a cache miss, and PyTorch's baseline figures.
+  class GoldenReference : public Reference {
+   public:
+    explicit GoldenReference(Impl* gate) : g_(gate) {}
+    Verdict Prepare(GateResult* res) override {
+      const GateOptions& opt = g_->opt_;
+      const char* name = g_->backend_->description().name;
+      device_ = std::string(name ? name : "") == "cpu" ? "cpu" : "cuda";
+      GoldenOptions go = MakeGoldenOptions(opt, *g_->backend_, device_);
+      std::vector<uint64_t> verify;
+      // With a seed pool, this job's seeds start at a place seed_base (drawn per job) picks.
+      const uint64_t pool = opt.golden_seed_pool > 0 ? uint64_t(opt.golden_seed_pool) : 0;
+      const uint64_t start = pool ? MixSeed(opt.seed_base, 0x5EED) % pool : 0;
+      auto pick = [&](uint64_t i) { return pool ? (start + i) % pool : i; };
+      if (!opt.single_call)
+        for (int s = 0; s < opt.seeds; ++s) verify.push_back(pick(uint64_t(s)));
+      const int sets = opt.single_call ? 1 : std::max(1, opt.input_sets);
+      for (int k = 0; k < sets; ++k) timing_seeds_.push_back(1000 + pick(uint64_t(k)));
+      golden_ = std::make_unique<KernelBenchGolden>(g_->task_, go);
+      KernelBenchGolden& g = *golden_;
+      g_->Progress("golden data (PyTorch)");
+      Status st = g.Prepare(verify, timing_seeds_, !opt.single_call);
+      res->golden_computed = g.helper_runs() > 0;
+      if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
+      for (auto [seeds, cases] : {std::pair{&verify, &verify_}, {&timing_seeds_, &time_}}) {
+        for (uint64_t s : *seeds) {
+          auto c = g.Load(s);
+          if (!c.ok()) return Verdict::Fail(OutcomeStatus::InfraError, c.status().message());
+          cases->push_back(std::move(*c));
+        }
+      }
+      if (!opt.single_call) {
+        auto b = g.Baseline();
+        if (!b.ok()) return Verdict::Fail(OutcomeStatus::InfraError, b.status().message());
+        baseline_ = *b;
+      }
+      return Verdict{};
+    }
+    Verdict Load() override { return Verdict{}; }
+    const std::vector<HostTensor>* GivenInputs(bool timing, size_t i) const override {
+      const GoldenCase* c = Case(timing, i);
+      return c ? &c->inputs : nullptr;
+    }
+    Verdict Outputs(const DimBinding&, const TensorSet&, bool timing, size_t i, Expected* out,
+                    const std::string&) override {
+      const GoldenCase* c = Case(timing, i);
+      if (!c) return Verdict::Fail(OutcomeStatus::InfraError, "no golden data for this case");
+      out->given = &c->outputs;
+      return Verdict{};
+    }
+    // PyTorch eager's time (and torch.compile's, where measured) from the golden data.
+    Verdict Baseline(const DimBinding&, TimingStats* stats, GateResult* res) override {
       stats->median = baseline_.eager_us;
       stats->iqr = baseline_.eager_spread_us;
       res->baseline_compile_us = baseline_.compile_us;
       res->baseline_note =
-          "PyTorch eager on " + golden_device_ +
+          "PyTorch eager on " + device_ +
           (baseline_.compile_us > 0 ? "; torch.compile measured" : "; " + baseline_.note);
       return Verdict{};
     }
-    if (!opt_.time_baseline) return Verdict{};
-    const std::string key = BaselineKey(ref_source, dims);
-    if (ReusedBaseline(key, stats)) return Verdict{};
-    Verdict v = TimeAndVerify(ref_, nullptr, dims, stats, false, res);
-    if (!v.ok())
-      return Verdict::Fail(OutcomeStatus::InfraError, "timing the reference failed: " + v.reason);
-    KeepBaseline(key, *stats);
-    return Verdict{};
-  }
+    // torch.compile's figure, when still pending, in a detached process started once the
+    // candidate is timed (never overlapping its timing; no verdict waits for it).
+    void AfterTiming() override {
+      if (golden_ && baseline_.compile_pending) golden_->MeasureCompileInBackground(timing_seeds_);
+    }
+
+   private:
+    // The case `i` of its kind (rotating), or null when there is none.
+    const GoldenCase* Case(bool timing, size_t i) const {
+      const std::vector<GoldenCase>& cases = timing ? time_ : verify_;
+      return cases.empty() ? nullptr : &cases[i % cases.size()];
+    }
+    Impl* g_;
+    std::unique_ptr<KernelBenchGolden> golden_;
+    std::vector<GoldenCase> verify_, time_;
+    std::vector<uint64_t> timing_seeds_;
+    TorchBaseline baseline_;
+    std::string device_;
+  };
 
   // What a kept baseline figure depends on: the reference, the task and shape, the device and the
   // timing settings.
@@ -1064,53 +1165,13 @@ class Gate::Impl {
     if (opt_.baseline_reuse_s > 0 && opt_.baselines) opt_.baselines->Keep(key, stats);
   }
 
-  // KernelBench: golden data for seeds 0..seeds-1 (verification) and 1000.. (timing input sets),
-  // computed by PyTorch in a subprocess on a cache miss, and PyTorch's baseline figures.
-  Verdict PrepareGolden(GateResult* res) {
-    const std::string backend = backend_->description().name ? backend_->description().name : "";
-    golden_device_ = backend == "cpu" ? "cpu" : "cuda";
-    GoldenOptions go = MakeGoldenOptions(opt_, *backend_, golden_device_);
-    std::vector<uint64_t> verify, timing;
-    // With a seed pool, this job's seeds start at a place seed_base (drawn per job) picks.
-    const uint64_t pool = opt_.golden_seed_pool > 0 ? uint64_t(opt_.golden_seed_pool) : 0;
-    const uint64_t start = pool ? MixSeed(opt_.seed_base, 0x5EED) % pool : 0;
-    auto pick = [&](uint64_t i) { return pool ? (start + i) % pool : i; };
-    if (!opt_.single_call)
-      for (int s = 0; s < opt_.seeds; ++s) verify.push_back(pick(uint64_t(s)));
-    const int sets = opt_.single_call ? 1 : std::max(1, opt_.input_sets);
-    for (int k = 0; k < sets; ++k) timing.push_back(1000 + pick(uint64_t(k)));
-    golden_ = std::make_unique<KernelBenchGolden>(task_, go);
-    golden_timing_ = timing;
-    KernelBenchGolden& g = *golden_;
-    Progress("golden data (PyTorch)");
-    Status st = g.Prepare(verify, timing, !opt_.single_call);
-    res->golden_computed = g.helper_runs() > 0;
-    if (!st.ok()) return Verdict::Fail(OutcomeStatus::InfraError, st.message());
-    for (uint64_t s : verify) {
-      auto c = g.Load(s);
-      if (!c.ok()) return Verdict::Fail(OutcomeStatus::InfraError, c.status().message());
-      golden_verify_.push_back(std::move(*c));
-    }
-    for (uint64_t s : timing) {
-      auto c = g.Load(s);
-      if (!c.ok()) return Verdict::Fail(OutcomeStatus::InfraError, c.status().message());
-      golden_time_.push_back(std::move(*c));
-    }
-    if (!opt_.single_call) {
-      auto b = g.Baseline();
-      if (!b.ok()) return Verdict::Fail(OutcomeStatus::InfraError, b.status().message());
-      baseline_ = *b;
-    }
-    return Verdict{};
-  }
-
   // One call of the candidate on the first seen shape (the run a profiler watches).
   GateResult SingleCall(GateResult res) {
     const DimBinding& dims = task_.seen_shapes.front();
     Inputs host_in;
     TensorSet in, out;
     Status st = MakeInputs(dims, MixSeed(opt_.seed_base, 9000), &host_in, &in,
-                           golden_time_.empty() ? nullptr : &golden_time_.front().inputs);
+                           reference_->GivenInputs(true, 0));
     if (st.ok()) st = MakeOutputs(dims, &out);
     if (!st.ok()) return Infra(res, st.message());
     Progress("single call");
@@ -1195,15 +1256,10 @@ class Gate::Impl {
   BufferPool pool_;
   DeviceLock turn_;  // the device: shared while this job works on it, exclusive while timing  //
                      // device buffers of this job's tensors (declared before any tensor member)
-  CandidateExec* cand_ = nullptr;    // where the candidate runs (this process or the runner)
-  CandidateExec* ref_ = nullptr;     // the reference, always in this process
-  CandidateExec* sharer_ = nullptr;  // the runner, when buffers are shared with one
-  // KernelBench tasks: golden data per verification seed and per timing input set.
-  std::vector<GoldenCase> golden_verify_, golden_time_;
-  std::unique_ptr<KernelBenchGolden> golden_;
-  std::vector<uint64_t> golden_timing_;
-  TorchBaseline baseline_;
-  std::string golden_device_;
+  CandidateExec* cand_ = nullptr;         // where the candidate runs (this process or the runner)
+  CandidateExec* ref_ = nullptr;          // the reference, always in this process
+  CandidateExec* sharer_ = nullptr;       // the runner, when buffers are shared with one
+  std::unique_ptr<Reference> reference_;  // made by Run
   bool device_data_failed_ = false;
   std::string data_note_;
   std::string timing_note_;    // a timed phase did not get the timing lock in time
