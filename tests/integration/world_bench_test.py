@@ -82,6 +82,36 @@ class WorldBenchSmokeTest(unittest.TestCase):
                 self.assertLessEqual(rows[p]["geo_speedup_at_6"],
                                      rows["oracle"]["geo_speedup_at_6"] + 1e-9, p)
 
+    def test_live_submits_each_answered_variant_through_htamds_gate(self):
+        """--live on a CPU task: every variant the world answers with goes through htamd's gate
+        on this machine (Submit). Whether a variant is correct does not depend on the machine, so
+        each live status is the table's; an Ok variant comes back with a measured speedup."""
+        if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
+            self.skipTest("no htamd built")
+        table = os.path.join(world_bench.wf.REPO, "configs", "world", "cpu_table.jsonl.gz")
+        with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
+            out = os.path.join(tmp, "res")
+            buf = io.StringIO()
+            with redirect_stdout(buf):
+                rc = world_bench.main(["--table", table, "--on", "backend:cpu",
+                                       "--only-families", "cpu_sgemm", "--max-tasks", "1",
+                                       "--seeds", "1", "--budget", "3", "--policies", "cold",
+                                       "--live", "--out", out,
+                                       "--work", os.path.join(tmp, "work")])
+            self.assertEqual(rc, 0, buf.getvalue())
+            self.assertIn("variants through htamd's gate", buf.getvalue())
+            with open(out + ".json") as fh:
+                live = json.load(fh)["live"]
+            outcomes = live["outcomes"]
+            self.assertGreaterEqual(len(outcomes), 2, outcomes)
+            self.assertEqual(live["agreement"]["submitted"], len(outcomes))
+            for o in outcomes:
+                self.assertEqual(o["task"], "world_cpu_sgemm_m128_n1k_k128")
+                self.assertEqual(o["live_status"], o["table_status"], o)
+                if o["live_status"] == "ok":
+                    self.assertGreater(o["live_speedup"], 0.0, o)
+            self.assertEqual(live["agreement"]["same_status"], 1.0)
+
     def test_bottleneck_state_option(self):
         if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
             self.skipTest("no htamd built")

@@ -14,7 +14,8 @@
 # JSON line in $OUT/load_paths.json; by name only, about 2 minutes).
 # By name only as well: modes (evaluation settings side by side), runner, klsuite (the KernelBench
 # load_inline path over the suite's own variants), world (`htam-bench world build`), workers
-# (remote-worker scaling on a multi-GPU host). This is the one GPU runner; tools/gpu/stage_all.sh
+# (remote-worker scaling on a multi-GPU host), worldlive (`htam-bench world bench --live`). This
+# is the one GPU runner; tools/gpu/stage_all.sh
 # is the one staging script.
 # Parts (arguments; default all, in this order): tests (CUDA plugin, hack catalogue + timing
 # modes + ncu profile, htamd with sandboxed CUDA workers, KernelBench on CUDA, HIP on NVIDIA), bench
@@ -274,6 +275,28 @@ if [[ "$PARTS" == *" world "* ]]; then
   PYTHONPATH=$ROOT/sdk/python timeout -s KILL "${T_WORLD:-540}" python3 -m htam_agent world build \
     --bin "$S" ${WORLD_ARGS:---jobs 1 --out $OUT/world_table.jsonl} > "$OUT/world.log" 2>&1
   echo "world build rc=$?"; tail -15 "$OUT/world.log"
+fi
+
+# ---- worldlive: `htam-bench world bench --live` on a held-out family (WORLDLIVE_ARGS; default
+# layernorm, 2 tasks, 1 seed, budget 6, full and cold): htamd, started from this stage, evaluates
+# every variant the world answers with through its gate on this GPU, and the run reports how the
+# live outcomes agree with the committed table's. Needs this machine's python3 to have pyzmq (the
+# SDK and flatbuffers come from the stage). By name only; T_WORLDLIVE (300).
+if [[ "$PARTS" == *" worldlive "* ]]; then
+  chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+  PY=/tmp/htam-gpu-py
+  mkdir -p $PY && tar -C $PY -xzf "$S/py.tar.gz"
+  if PYTHONPATH=$PY python3 -c "import zmq, htam" > "$OUT/world_live.log" 2>&1; then
+    PYTHONPATH=$PY:$ROOT/sdk/python timeout -s KILL "${T_WORLDLIVE:-300}" python3 -m htam_agent.world_bench \
+      --htamd "$S/htamd" --option eval.worker_path="$S/htam-eval-worker" --option eval.plugin_dir="$S" \
+      --option eval.sdk_include_dir="$ROOT/sdk/include" \
+      ${WORLDLIVE_ARGS:---on held-out --only-families layernorm --max-tasks 2 --seeds 1 --budget 6 --policies full,cold} \
+      --live --verbose --out "$OUT/world_live" >> "$OUT/world_live.log" 2>&1
+    echo "world live rc=$?"; tail -12 "$OUT/world_live.log"
+  else
+    echo "world live: skipped, python3 here cannot import zmq (pyzmq) with the staged SDK:"
+    tail -3 "$OUT/world_live.log"
+  fi
 fi
 
 # ---- remote workers (a host with two or more GPUs): htam-bench workers with 1 and 2 htam-worker

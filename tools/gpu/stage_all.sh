@@ -13,7 +13,7 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/htam-ccache} CCACHE_BASEDIR=${CCACH
 if [ ! -f "$B/CMakeCache.txt" ]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHTAM_WITH_CUDA=ON -DHTAM_WITH_HIP=ON > /dev/null
 fi
-TARGETS="htam_backend_cuda htam_backend_hip htam_backend_cpu htam-eval htam-bench cuda_plugin_gpu_test
+TARGETS="htam_backend_cuda htam_backend_hip htam_backend_cpu htam-eval htam-bench htam_python cuda_plugin_gpu_test
          cuda_hacks_gpu_test cuda_kernelbench_gpu_test cuda_daemon_gpu_test hip_on_nvidia_gpu_test
          htamd htam-worker htam-eval-worker htam-world-compile"
 nice -n 5 cmake --build "$B" --target $TARGETS -j2
@@ -50,6 +50,12 @@ done
 ls -la "$S/lib"
 tar -C "$S/lib" -czf "$S/lib.tar.gz" .
 rm -rf "$S/lib"
+# The Python SDK as built (with its generated schema modules) and Debian's pure-Python
+# flatbuffers, for `one_run.sh worldlive` (pyzmq must be the GPU machine's own: a compiled module).
+P=$(mktemp -d)
+cp -r "$B/python/htam" "$P/"
+cp -r "$(/usr/bin/python3 -c 'import flatbuffers, os; print(os.path.dirname(flatbuffers.__file__))')" "$P/"
+tar -C "$P" -czf "$S/py.tar.gz" . && rm -rf "$P"
 git rev-parse HEAD > "$S/commit"
 du -sh "$S"; ls -la "$S"
 SIZE=$(du -sm "$S" | cut -f1)

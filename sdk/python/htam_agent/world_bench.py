@@ -9,6 +9,14 @@ saw? Leave-one-family-out over the measured world (world_env), no GPU needed:
       applies the first applicable strategy, or "not applicable here"; daemon-backed policies
       record every outcome through Record, as in real use.
 
+With --live (on a machine that can run the evaluated families' backend), the evaluated sessions of
+the daemon-backed policies Submit every variant the world answers with to htamd, which compiles,
+verifies and times it through its gate and records the measured outcome (as a real agent's step);
+the world's step rule and the metrics still read the table, so the numbers stay comparable, and
+the run reports how the live outcomes agree with the table's (same status; the live speedup over
+the table's for variants Ok in both). The memory's training sessions record the table's outcomes
+(measured by the same gate when the table was built).
+
 With --leave shape, the memory for each task T is trained on every other task instead, the other
 shapes of T's family included (leave-one-shape-out).
 
@@ -63,6 +71,7 @@ from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, T
                         strategy_bound)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
+LIVE_LANGUAGE = {"cuda": "cuda", "cpu": "cpp", "hip": "hip"}  # a family's backend -> language
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound")
 FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
 
@@ -182,9 +191,10 @@ class DaemonPolicy(Policy):
     world's answer goes back through Record (with the applied strategy and the variant's source)."""
 
     def __init__(self, name: str, daemon, strategy_ids: Dict[str, int], hints: bool = False,
-                 roofline: Optional[Roofline] = None):
+                 roofline: Optional[Roofline] = None, live: Optional[List[dict]] = None):
         self.name, self.d, self.sid, self.hints = name, daemon, strategy_ids, hints
         self.roofline = roofline  # None: no bottleneck in the state (Unknown)
+        self.live = live  # not None: Submit every answered variant; its outcomes are added here
         self.dir_of = {s: d for d, ss in taxonomy_order() for s in ss}
         self.session = 0
         self.last = None
@@ -210,6 +220,10 @@ class DaemonPolicy(Policy):
 
     def feedback(self, res, before, session):
         from .model import OutcomeView
+        direction = self.advised_dir.get(res.applied) or self.last.direction_id
+        if res.applicable and self.live is not None:
+            self.submit(res, session, direction)
+            return
         if res.applicable:
             out = OutcomeView(status=res.status, speedup=res.speedup if res.status == "ok" else 0.0,
                               best_speedup=res.best, verified=False,
@@ -225,8 +239,27 @@ class DaemonPolicy(Policy):
             summary, source, ids = res.note, "", []
         # The direction of the advice the step applied (the answer's own direction when its
         # strategies all come from it), as an agent reports what it did.
-        direction = self.advised_dir.get(res.applied) or self.last.direction_id
         self.d.record(self.session, direction, ids, summary, out, source)
+
+    def submit(self, res, session, direction):
+        """--live: the variant the world answered with goes through htamd's gate (Submit, wait);
+        htamd records what it measured. The table's outcome is kept beside it."""
+        fam = self.task.family
+        knobs = dict(session.knobs)  # the new kernel when the step improved, else the one before
+        knobs[res.knob] = res.value
+        source = wf.source(fam, knobs, self.task.shape.dtype)
+        summary = f"{res.applied}: {res.knob}={res.value} ({res.variant})"
+        ids = [self.sid[res.applied]] if res.applied in self.sid else []
+        row = {"task": self.task.name, "variant": res.variant, "policy": self.name,
+               "table_status": res.status, "table_speedup": res.speedup}
+        try:
+            out = self.d.submit(self.session, source, LIVE_LANGUAGE.get(fam.backend, fam.backend),
+                                direction, ids, summary)
+            row.update(live_status=out.status, live_speedup=out.speedup if out.ok else 0.0,
+                       live_median_us=out.median_us, diagnostics=out.diagnostics[:200])
+        except Exception as e:  # noqa: BLE001 - a refused job is reported, the run goes on
+            row.update(live_status="refused", live_speedup=0.0, diagnostics=str(e)[:200])
+        self.live.append(row)
 
     def end(self):
         try:
@@ -279,9 +312,11 @@ class Memory:
     """Builds and serves stores through real htamd processes."""
 
     def __init__(self, htamd: str, tasks_dir: str, work: str, table: WorldTable, log,
-                 hints: bool = False, roofline: Optional[Roofline] = None):
+                 hints: bool = False, roofline: Optional[Roofline] = None,
+                 live: Optional[List[dict]] = None):
         self.htamd, self.tasks_dir, self.work, self.table = htamd, tasks_dir, work, table
         self.log, self.hints, self.roofline = log, hints, roofline
+        self.live = live  # --live: the evaluated runs Submit their variants (DaemonPolicy.submit)
 
     def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
         from .htamd import HtamdProcess
@@ -310,8 +345,8 @@ class Memory:
             budget: int, seed: int) -> RunResult:
         with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options,
                             wf.REPO) as d:
-            return run_session(DaemonPolicy(name, d, strategy_ids(d), self.hints, self.roofline),
-                               task, budget, seed)
+            return run_session(DaemonPolicy(name, d, strategy_ids(d), self.hints, self.roofline,
+                                            self.live), task, budget, seed)
 
 
 def strategy_ids(d) -> Dict[str, int]:
@@ -367,7 +402,8 @@ def run_benchmark(a, log) -> List[RunResult]:
         from .htamd import find_htamd
         htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
         mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log,
-                     a.value_hints, bottleneck_roofline(a))
+                     a.value_hints, bottleneck_roofline(a),
+                     a.live_outcomes if getattr(a, "live", False) else None)
     results: List[RunResult] = []
     for fam in evaluated:
         tasks = sorted(table.family_tasks(fam), key=lambda t: t.name)
@@ -491,6 +527,25 @@ def summarize(results: List[RunResult]) -> List[dict]:
     return rows
 
 
+def live_agreement(live: List[dict]) -> dict:
+    """--live: how the outcomes htamd measured agree with the table's."""
+    if not live:
+        return {}
+    both_ok = [x for x in live if x["table_status"] == "ok" and x["live_status"] == "ok"
+               and x["table_speedup"] > 0 and x["live_speedup"] > 0]
+    ratios = sorted(x["live_speedup"] / x["table_speedup"] for x in both_ok)
+    return {
+        "submitted": len(live),
+        "same_status": sum(x["table_status"] == x["live_status"] for x in live) / len(live),
+        "refused": sum(x["live_status"] == "refused" for x in live),
+        "ok_in_both": len(both_ok),
+        "speedup_ratio_median": statistics.median(ratios) if ratios else 0.0,
+        "speedup_ratio_within_10pct": (sum(abs(r - 1) <= 0.10 for r in ratios) / len(ratios)
+                                       if ratios else 0.0),
+        "status_pairs": sorted({(x["table_status"], x["live_status"]) for x in live}),
+    }
+
+
 def markdown(rows: List[dict]) -> str:
     out = ["| policy | runs | steps to 5 % (B=6) | steps to 5 % (B=12) | reached 6 / 12 | "
            "geomean best @6 | geomean best @12 | regret area | failed | n/a |",
@@ -547,6 +602,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--work", default="")
     ap.add_argument("--out", default="", help="write results (.json), table (.md), plot (.svg)")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--live", action="store_true",
+                    help="the evaluated sessions of daemon-backed policies Submit each variant to "
+                         "htamd (evaluated on this machine) instead of recording the table's "
+                         "outcome; the run reports how live and table outcomes agree")
     ap.add_argument("--value-hints", action="store_true",
                     help="advice that names a knob setting (a learned 'strategy: KNOB=V' summary) "
                          "applies that setting where it is a move here, as an agent reading it "
@@ -562,6 +621,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     a.policies = [p for p in a.policies.split(",") if p]
     a.seeds = list(range(a.seeds))
+    a.live_outcomes = []
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.monotonic()
     results = run_benchmark(a, log)
@@ -573,15 +633,28 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{', bottleneck state ' + a.bottleneck_thresholds if a.bottleneck_state else ''}), "
           f"{time.monotonic() - t0:.0f} s\n")
     print(md)
+    live = live_agreement(a.live_outcomes)
+    if a.live:
+        if not live:
+            print("\nlive: no variant was submitted (no daemon-backed policy, or nothing applied)")
+        else:
+            print(f"\nlive: {live['submitted']} variants through htamd's gate; same status as the "
+                  f"table {live['same_status']:.0%} ({live['refused']} refused); Ok in both "
+                  f"{live['ok_in_both']}, live speedup / table speedup median "
+                  f"{live['speedup_ratio_median']:.3f}, within 10 % "
+                  f"{live['speedup_ratio_within_10pct']:.0%}")
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
         with open(a.out + ".json", "w") as f:
-            json.dump({"args": {k: v for k, v in vars(a).items()}, "summary": rows,
-                       "runs": [asdict(r) for r in results]}, f, indent=0)
+            json.dump({"args": {k: v for k, v in vars(a).items() if k != "live_outcomes"},
+                       "summary": rows, "runs": [asdict(r) for r in results],
+                       "live": {"agreement": live, "outcomes": a.live_outcomes}}, f, indent=0)
         with open(a.out + ".md", "w") as f:
             f.write(md + "\n")
         with open(a.out + ".svg", "w") as f:
             f.write(svg_plot(results, f"world, leave one {a.leave} out, on {a.on}"))
+    if a.live and (not live or live["refused"]):
+        return 1
     return 0 if rows and all(r["errors"] == 0 for r in rows) else 1
 
 
