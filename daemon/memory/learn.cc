@@ -60,12 +60,6 @@ struct MemoryImpl::Prepared {
   std::vector<uint64_t> advised;
 };
 
-struct MemoryImpl::Pending {
-  const Prepared* p;
-  Result<StepRecorded> out{Status::Internal("step not committed")};
-  bool done = false;
-};
-
 Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   if (read_only_) return Status::PermissionDenied("memory opened read-only");
   if (in.session_id == 0) return Status::InvalidArgument("step without a session");
@@ -88,18 +82,12 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   p.in = in;
   if (in.state) {
     p.state = *in.state;
-  } else {
-    MutexLock l(&pending_mu_);
-    auto it = pending_.find(in.session_id);
-    if (it != pending_.end()) p.state = it->second;
+  } else if (auto last = advice_.LastState(in.session_id)) {
+    p.state = std::move(*last);
   }
-  {
-    MutexLock l(&pending_mu_);
-    auto it = advice_.find(in.session_id);
-    if (it != advice_.end() && !it->second.advised.empty()) {
-      p.advice_step = it->second.step;
-      p.advised = it->second.advised;
-    }
+  if (auto advised = advice_.LastAdvice(in.session_id)) {
+    p.advice_step = advised->step;
+    p.advised = std::move(advised->strategies);
   }
   if (in.embedding)
     p.summary_vec = *in.embedding;
@@ -389,39 +377,30 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
     }));
     // Durable now: the commit was synced. Its delta joins the queue in commit order; the applier
     // adds it to the indexes, and every search waits for it first (WaitApplied).
-    PublishDelta(std::move(delta));
+    deltas_.Publish(std::move(delta));
     group_commits_++;
     steps_recorded_ += steps.size();
     // Back-pressure: writes faster than the indexes can take them for long (a sustained
     // overload) wait below, with the commit lock released, so the queue of deltas (about 1 KiB a
     // step) stays bounded.
     constexpr uint64_t kMaxPendingDeltas = 256;
-    backlog = published_.load() - applied_.load() > kMaxPendingDeltas;
+    backlog = deltas_.backlog() > kMaxPendingDeltas;
   }
   if (backlog) WaitApplied();
   return outs;
 }
 
-void MemoryImpl::RunGroupCommit() {
-  leader_active_ = true;
-  std::vector<Pending*> batch;
-  size_t max = static_cast<size_t>(std::max(1, o_.max_group_commit));
-  while (!queue_.empty() && batch.size() < max) {
-    batch.push_back(queue_.front());
-    queue_.pop_front();
-  }
-  gc_mu_.Unlock();
-  std::vector<const Prepared*> ps;
-  for (Pending* p : batch) ps.push_back(p->p);
+std::vector<Result<StepRecorded>> MemoryImpl::CommitGroup(
+    const std::vector<const Prepared*>& steps) {
   std::vector<Result<StepRecorded>> results;
-  auto all = CommitPrepared(ps);
+  auto all = CommitPrepared(steps);
   if (all.ok()) {
     for (auto& r : all.value()) results.emplace_back(r);
-  } else if (batch.size() == 1) {
+  } else if (steps.size() == 1) {
     results.emplace_back(all.status());
   } else {
     // One bad step must not fail its neighbours: commit them one by one.
-    for (const Prepared* p : ps) {
+    for (const Prepared* p : steps) {
       auto one = CommitPrepared({p});
       if (one.ok())
         results.emplace_back(one.value()[0]);
@@ -429,27 +408,12 @@ void MemoryImpl::RunGroupCommit() {
         results.emplace_back(one.status());
     }
   }
-  gc_mu_.Lock();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    batch[i]->out = std::move(results[i]);
-    batch[i]->done = true;
-  }
-  leader_active_ = false;
-  gc_cv_.SignalAll();
+  return results;
 }
 
 Result<StepRecorded> MemoryImpl::RecordStep(const StepInput& in) {
   HTAM_ASSIGN_OR_RETURN(Prepared p, Prepare(in));
-  Pending me{&p};
-  MutexLock l(&gc_mu_);
-  queue_.push_back(&me);
-  while (!me.done) {
-    if (!leader_active_)
-      RunGroupCommit();
-    else
-      gc_cv_.Wait(&gc_mu_);
-  }
-  return std::move(me.out);
+  return group_commit_.Submit(&p);
 }
 
 Result<std::vector<StepRecorded>> MemoryImpl::RecordSteps(const std::vector<StepInput>& steps) {
@@ -513,7 +477,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
     }
     return Status::OK();
   }));
-  PublishDelta(std::move(delta));
+  deltas_.Publish(std::move(delta));
   one.Unlock();
   WaitApplied();
   return ids;
