@@ -126,9 +126,19 @@ class MemoryImpl final : public Memory {
   // learning (learn.cc)
   Result<Prepared> Prepare(const StepInput& in);
   std::vector<uint64_t> PassedOverIds(const Prepared& p, uint32_t step) EXCLUDES(index_mu_);
-  Status ApplyStep(Txn& t, const Prepared& p,
-                   std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
-                   IndexDelta* delta, StepRecorded* out);
+  // Strategies created earlier in a transaction, with their vectors (not yet in the index).
+  using NewStrategies = std::vector<std::pair<uint64_t, std::vector<float>>>;
+  // Everything one step changes, in the caller's write transaction; the rest of the parts of a
+  // step are free functions of learn.cc.
+  Status ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new, IndexDelta* delta,
+                   StepRecorded* out);
+  // The strategy most like p's summary under its direction (indexed or in batch_new), 0 if none.
+  uint64_t MostSimilarStrategy(Txn& t, const Prepared& p, const NewStrategies& batch_new,
+                               double* similarity) EXCLUDES(index_mu_);
+  Status LearnStrategy(Txn& t, const Prepared& p, const fb::SessionT& session,
+                       const PolicyState& ps, uint64_t now, NewStrategies* batch_new,
+                       IndexDelta* delta, fb::TransitionRecordT* rec, StepRecorded* out)
+      EXCLUDES(index_mu_);
   Result<std::vector<StepRecorded>> CommitPrepared(const std::vector<const Prepared*>& steps)
       EXCLUDES(commit_mu_);
   // One group commit's batch (group_commit_): one result per step; one bad step does not fail
