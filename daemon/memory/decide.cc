@@ -14,7 +14,6 @@
 namespace htam::memory {
 namespace {
 constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decision (message size)
-constexpr size_t kMaxAdvisedSessions = 65536;  // open sessions whose last advice is remembered
 
 // MaskReason(...).empty() of a stored strategy, read from its bytes without copies.
 // use_bottleneck false: the targets are not checked (memory.bottleneck_mask soft or off).
@@ -283,17 +282,13 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     if (t.Get(Db::kTasks, KeyU64(session->task_id()), &tv).ok()) (void)Decode(tv, &task, "task");
   }
   HTAM_RETURN_IF_ERROR(Retrieve(t, ps, task, d.direction, neighbors, state, embedding, &d));
-  {
-    MutexLock l(&pending_mu_);
-    pending_[session_id] = state;
-    if (scope_all) {
-      if (advice_.size() >= kMaxAdvisedSessions && !advice_.count(session_id)) advice_.clear();
-      Advice& a = advice_[session_id];
-      a.step = ps.step;
-      a.advised.clear();
-      for (const auto& h : d.strategies) a.advised.push_back(h.strategy->id);
-    }
+  std::optional<SessionAdvice::Advised> advised;
+  if (scope_all) {
+    advised.emplace();
+    advised->step = ps.step;
+    for (const auto& h : d.strategies) advised->strategies.push_back(h.strategy->id);
   }
+  advice_.Remember(session_id, state, advised);
   return d;
 }
 
@@ -305,55 +300,16 @@ void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
     return p ? p : id;
   };
   for (auto& x : ps->tried) x.strategy_id = canon(x.strategy_id);
-  MutexLock l(&pending_mu_);
-  auto it = advice_.find(session_id);
-  if (it == advice_.end()) return;
-  Advice& a = it->second;
-  if (!a.advised.empty() && a.step < ps->step) {  // the advised step has been recorded
-    std::set<uint64_t> applied;
-    for (const auto& x : ps->tried)
-      if (x.step == a.step) applied.insert(x.strategy_id);
-    for (uint64_t id : a.advised) {
-      if (applied.count(canon(id))) break;
-      a.passed.push_back(
-          PolicyState::Tried{canon(id), a.step, fb::OutcomeStatus::Ok, 0.0, /*passed_over=*/true});
-    }
-    a.advised.clear();
-  }
-  ps->tried.insert(ps->tried.end(), a.passed.begin(), a.passed.end());
+  advice_.AddPassedOver(session_id, canon, ps);
 }
 
 // Caller holds index_mu_ (shared at least).
 std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIndex& index,
                                               const std::vector<float>& query, int k) {
-  if (o_.retrieval_cache <= 0) return index.Search(query.data(), k);
-  uint64_t key =
-      Hash64(query.data(), query.size() * sizeof(float), direction ^ (uint64_t(k) << 56));
-  {
-    MutexLock g(&retrieval_cache_mu_);
-    auto it = retrieval_cache_.find(key);
-    if (it != retrieval_cache_.end() && it->second.epoch == strategy_epoch_ &&
-        it->second.direction == direction && it->second.k == k && it->second.query == query) {
-      retrieval_cache_hits_++;
-      return it->second.hits;
-    }
-  }
-  retrieval_cache_misses_++;
+  if (auto cached = retrieval_cache_.Find(strategy_epoch_, direction, k, query))
+    return std::move(*cached);
   std::vector<Hit> hits = index.Search(query.data(), k);
-  MutexLock g(&retrieval_cache_mu_);
-  if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache)) {
-    // Full: forget the entries of older epochs, or else everything (a new working set).
-    for (auto it = retrieval_cache_.begin(); it != retrieval_cache_.end();)
-      it = it->second.epoch != strategy_epoch_ ? retrieval_cache_.erase(it) : std::next(it);
-    if (retrieval_cache_.size() >= static_cast<size_t>(o_.retrieval_cache))
-      retrieval_cache_.clear();
-  }
-  RetrievalCacheEntry& e = retrieval_cache_[key];
-  e.epoch = strategy_epoch_;
-  e.direction = direction;
-  e.k = k;
-  e.query = query;
-  e.hits = hits;
+  retrieval_cache_.Insert(strategy_epoch_, direction, k, query, hits);
   return hits;
 }
 

@@ -314,81 +314,6 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
   }
 }
 
-void MemoryImpl::PublishDelta(IndexDelta&& d) {
-  {
-    MutexLock l(&deltas_mu_);
-    deltas_.push_back(std::move(d));
-    published_++;
-  }
-  if (applier_.joinable()) {
-    deltas_cv_.Signal();
-  } else {
-    DrainDeltas();  // no applier (read-only handles never publish; tests of the class do)
-  }
-}
-
-void MemoryImpl::WaitApplied() {
-  if (applied_.load() >= published_.load()) return;
-  DrainDeltas();  // waits for the applier's batch in progress, then applies what is left
-}
-
-void MemoryImpl::ApplierLoop() {
-  // Each FAISS HNSW add call costs time in proportion to the whole index (a lock per vector is
-  // set up), so the applier lets a burst of commits accumulate for a moment and adds them at
-  // once. Readers never wait for that moment: they drain at once (WaitApplied).
-  constexpr size_t kBatchVectors = 2048;
-  constexpr auto kLinger = std::chrono::milliseconds(20);
-  auto pending = [this]() REQUIRES(deltas_mu_) {
-    size_t n = 0;
-    for (const auto& d : deltas_) n += d.transition_ids.size() + d.strategies.size();
-    return n;
-  };
-  MutexLock l(&deltas_mu_);
-  while (true) {
-    while (!applier_stop_ && deltas_.empty()) deltas_cv_.Wait(&deltas_mu_);
-    if (applier_stop_) return;
-    const auto linger_end = std::chrono::steady_clock::now() + kLinger;
-    while (!applier_stop_ && pending() < kBatchVectors) {
-      if (!deltas_cv_.WaitUntil(&deltas_mu_, linger_end)) break;
-    }
-    if (applier_stop_) return;
-    l.Unlock();
-    DrainDeltas();
-    l.Lock();
-  }
-}
-
-void MemoryImpl::DrainDeltas() {
-  MutexLock apply(&apply_mu_);
-  while (true) {
-    IndexDelta d;
-    uint64_t merged = 0;
-    {
-      MutexLock l(&deltas_mu_);
-      if (deltas_.empty()) return;
-      d = std::move(deltas_.front());
-      deltas_.pop_front();
-      merged = 1;
-      // Merge what else waits into one FAISS add (kept in commit order).
-      while (!deltas_.empty()) {
-        IndexDelta& n = deltas_.front();
-        d.transition_ids.insert(d.transition_ids.end(), n.transition_ids.begin(),
-                                n.transition_ids.end());
-        d.transition_keys.insert(d.transition_keys.end(), n.transition_keys.begin(),
-                                 n.transition_keys.end());
-        for (auto& r : n.transition_records) d.transition_records.push_back(std::move(r));
-        d.strategies.insert(d.strategies.end(), n.strategies.begin(), n.strategies.end());
-        d.strategy_vectors.insert(d.strategy_vectors.end(), n.strategy_vectors.begin(),
-                                  n.strategy_vectors.end());
-        deltas_.pop_front();
-        ++merged;
-      }
-    }
-    ApplyDelta(d);
-    applied_ += merged;
-  }
-}
-
 bool MemoryImpl::IndexesDirty() const {
   ReaderMutexLock l(&index_mu_);
   return transitions_covered_ != snap_transitions_ || strategies_covered_ != snap_strategies_ ||
@@ -416,23 +341,11 @@ Status MemoryImpl::SnapshotIndexes() {
   return Status::OK();
 }
 
-void MemoryImpl::SnapshotLoop() {
-  MutexLock l(&snap_mu_);
-  while (!stop_) {
-    const auto wake =
-        std::chrono::steady_clock::now() + std::chrono::seconds(o_.snapshot_interval_s);
-    while (!stop_) {
-      if (!snap_cv_.WaitUntil(&snap_mu_, wake)) break;
-    }
-    if (stop_) break;
-    l.Unlock();
-    if (IndexesDirty()) {
-      Status s = SnapshotIndexes();
-      if (!s.ok()) {
-        HTAM_LOG(kWarn, "memory") << "index snapshot failed: " << s.ToString();
-      }
-    }
-    l.Lock();
+void MemoryImpl::SnapshotIfDirty() {
+  if (!IndexesDirty()) return;
+  Status s = SnapshotIndexes();
+  if (!s.ok()) {
+    HTAM_LOG(kWarn, "memory") << "index snapshot failed: " << s.ToString();
   }
 }
 

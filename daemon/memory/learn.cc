@@ -60,12 +60,6 @@ struct MemoryImpl::Prepared {
   std::vector<uint64_t> advised;
 };
 
-struct MemoryImpl::Pending {
-  const Prepared* p;
-  Result<StepRecorded> out{Status::Internal("step not committed")};
-  bool done = false;
-};
-
 Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   if (read_only_) return Status::PermissionDenied("memory opened read-only");
   if (in.session_id == 0) return Status::InvalidArgument("step without a session");
@@ -88,18 +82,12 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
   p.in = in;
   if (in.state) {
     p.state = *in.state;
-  } else {
-    MutexLock l(&pending_mu_);
-    auto it = pending_.find(in.session_id);
-    if (it != pending_.end()) p.state = it->second;
+  } else if (auto last = advice_.LastState(in.session_id)) {
+    p.state = std::move(*last);
   }
-  {
-    MutexLock l(&pending_mu_);
-    auto it = advice_.find(in.session_id);
-    if (it != advice_.end() && !it->second.advised.empty()) {
-      p.advice_step = it->second.step;
-      p.advised = it->second.advised;
-    }
+  if (auto advised = advice_.LastAdvice(in.session_id)) {
+    p.advice_step = advised->step;
+    p.advised = std::move(advised->strategies);
   }
   if (in.embedding)
     p.summary_vec = *in.embedding;
@@ -132,167 +120,126 @@ std::vector<uint64_t> MemoryImpl::PassedOverIds(const Prepared& p, uint32_t step
   return out;
 }
 
-// Everything one step changes, inside the caller's write transaction.
-Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
-                             std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
-                             IndexDelta* delta, StepRecorded* out) {
-  const StepInput& in = p.in;
-  uint64_t now = NowNs();
-  std::string_view v;
-  Status st = t.Get(Db::kSessions, KeyU64(in.session_id), &v);
-  if (st.IsNotFound()) return Status::NotFound("no such session " + std::to_string(in.session_id));
+// ApplyStep's parts that need nothing of MemoryImpl: each reads or writes one kind of record in
+// the caller's write transaction.
+namespace {
+
+// The session of a step, which must be open; *bytes: its stored record (for BuildPolicyState).
+Status ReadOpenSession(Txn& t, uint64_t id, fb::SessionT* session, std::string_view* bytes) {
+  Status st = t.Get(Db::kSessions, KeyU64(id), bytes);
+  if (st.IsNotFound()) return Status::NotFound("no such session " + std::to_string(id));
   HTAM_RETURN_IF_ERROR(st);
-  fb::SessionT session;
-  HTAM_RETURN_IF_ERROR(Decode(v, &session, "session"));
-  if (session.state == fb::SessionState::Closed)
-    return Status::FailedPrecondition("session " + std::to_string(in.session_id) + " is closed");
-  FbView<fb::Session> sview(v);
-  PolicyState ps;
-  HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *sview, p.state, &ps));
-  std::vector<float> key = TransitionKey(ps, o_);
-  for (uint64_t sid : in.strategy_ids) {
+  HTAM_RETURN_IF_ERROR(Decode(*bytes, session, "session"));
+  if (session->state == fb::SessionState::Closed)
+    return Status::FailedPrecondition("session " + std::to_string(id) + " is closed");
+  return Status::OK();
+}
+
+Status CheckStrategiesExist(Txn& t, const std::vector<uint64_t>& ids) {
+  for (uint64_t sid : ids) {
     std::string_view sv;
-    Status s2 = t.Get(Db::kStrategies, KeyU64(sid), &sv);
-    if (s2.IsNotFound()) return Status::InvalidArgument("no such strategy " + std::to_string(sid));
-    HTAM_RETURN_IF_ERROR(s2);
+    Status s = t.Get(Db::kStrategies, KeyU64(sid), &sv);
+    if (s.IsNotFound()) return Status::InvalidArgument("no such strategy " + std::to_string(sid));
+    HTAM_RETURN_IF_ERROR(s);
   }
+  return Status::OK();
+}
 
-  fb::TransitionRecordT rec;
-  HTAM_ASSIGN_OR_RETURN(rec.id, t.NextId(Db::kTransitions));
-  double before = session.best_speedup > 0 ? session.best_speedup : 1.0;
-  // Through float, as stored: the learning decision agrees with what a rebuild sees.
-  double gain =
-      StepGain(in.status, static_cast<float>(before), static_cast<float>(in.speedup_after));
+// A near-duplicate success joins the provenance of the strategy it repeats.
+Status MergeIntoStrategy(Txn& t, uint64_t id, const fb::SessionT& session, uint64_t now) {
+  std::string_view sv;
+  HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(id), &sv));
+  fb::StrategyT s;
+  HTAM_RETURN_IF_ERROR(Decode(sv, &s, "strategy"));
+  if (!s.provenance) s.provenance = std::make_unique<fb::ProvenanceT>();
+  AppendCapped(&s.provenance->task_ids, session.task_id);
+  AppendCapped(&s.provenance->session_ids, session.id);
+  s.updated_ns = now;
+  return t.Put(Db::kStrategies, KeyU64(id), Encode(s));
+}
 
-  // Learning a strategy: a success whose summary is new under this direction creates one; a
-  // near-duplicate is merged into the existing strategy.
-  if (IsSuccess(in.status, gain) && !p.summary_vec.empty() && !in.summary.empty()) {
-    const size_t dim = p.summary_vec.size();
-    uint64_t best_id = 0;
-    double best_sim = -2;
-    std::vector<Hit> hits;
-    {
-      ReaderMutexLock l(&index_mu_);
-      auto it = strategy_index_.find(in.direction_id);
-      if (it != strategy_index_.end()) hits = it->second->Search(p.summary_vec.data(), 8);
-    }
-    for (const Hit& h : hits) {
-      std::string_view sv;
-      if (!t.Get(Db::kStrategies, KeyU64(h.id), &sv).ok()) continue;
-      FbView<fb::Strategy> s(sv);
-      if (!s || s->merged_into()) continue;
-      if (h.similarity > best_sim) best_sim = h.similarity, best_id = h.id;
-    }
-    for (const auto& [nid, vec] : *batch_new) {  // created earlier in this transaction
-      std::string_view sv;
-      if (!t.Get(Db::kStrategies, KeyU64(nid), &sv).ok()) continue;
-      FbView<fb::Strategy> s(sv);
-      if (!s || s->direction_id() != in.direction_id || vec.size() != dim) continue;
-      double sim = Dot(vec.data(), p.summary_vec.data(), dim);
-      if (sim > best_sim) best_sim = sim, best_id = nid;
-    }
-    if (best_id && best_sim >= o_.merge_threshold) {
-      std::string_view sv;
-      HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(best_id), &sv));
-      fb::StrategyT s;
-      HTAM_RETURN_IF_ERROR(Decode(sv, &s, "strategy"));
-      if (!s.provenance) s.provenance = std::make_unique<fb::ProvenanceT>();
-      AppendCapped(&s.provenance->task_ids, session.task_id);
-      AppendCapped(&s.provenance->session_ids, session.id);
-      s.updated_ns = now;
-      HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(best_id), Encode(s)));
-      rec.learned_strategy_id = best_id;
-      rec.learned_merged = true;
-      out->merged_into = best_id;
-    } else {
-      fb::StrategyT s;
-      HTAM_ASSIGN_OR_RETURN(s.id, t.NextId(Db::kStrategies));
-      s.direction_id = in.direction_id;
-      s.name = Slug(in.summary, 6) + "-" + std::to_string(s.id);
-      s.title = in.summary;
-      s.description = "Learned from a verified" +
-                      std::string(in.verified ? "" : " (client-reported)") + " step of task " +
-                      session.task_name + " on " + session.backend +
-                      (session.arch.empty() ? "" : " " + session.arch) + ": " + in.summary;
-      if (ps.bottleneck != fb::Bottleneck::Unknown) {
-        s.targets.push_back(ps.bottleneck);
-        s.preconditions.push_back(std::string("seen to help ") +
-                                  fb::EnumNameBottleneck(ps.bottleneck) + "-bound " + ps.category +
-                                  " kernels");
-      }
-      s.provenance = std::make_unique<fb::ProvenanceT>();
-      s.provenance->source = "learned";
-      s.provenance->task_ids = {session.task_id};
-      s.provenance->session_ids = {session.id};
-      s.provenance->backend = session.backend;
-      s.provenance->arch = session.arch;
-      s.provenance->model = session.model;
-      s.embedding = p.summary_vec;
-      s.stats = std::make_unique<fb::GainStats>();
-      s.created_ns = s.updated_ns = now;
-      HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(s.id), Encode(s)));
-      HTAM_RETURN_IF_ERROR(t.Put(Db::kDirectionStrategies, KeyPair(s.direction_id, s.id), ""));
-      batch_new->emplace_back(s.id, p.summary_vec);
-      delta->strategies.emplace_back(s.direction_id, s.id);
-      delta->strategy_vectors.insert(delta->strategy_vectors.end(), p.summary_vec.begin(),
-                                     p.summary_vec.end());
-      rec.learned_strategy_id = s.id;
-      rec.learned_merged = false;
-      out->new_strategy_id = s.id;
-    }
+// A new strategy learned from the step's summary (embedded as vec); returns its id.
+Result<uint64_t> CreateLearnedStrategy(Txn& t, const StepInput& in, const std::vector<float>& vec,
+                                       const fb::SessionT& session, const PolicyState& ps,
+                                       uint64_t now) {
+  fb::StrategyT s;
+  HTAM_ASSIGN_OR_RETURN(s.id, t.NextId(Db::kStrategies));
+  s.direction_id = in.direction_id;
+  s.name = Slug(in.summary, 6) + "-" + std::to_string(s.id);
+  s.title = in.summary;
+  s.description = "Learned from a verified" + std::string(in.verified ? "" : " (client-reported)") +
+                  " step of task " + session.task_name + " on " + session.backend +
+                  (session.arch.empty() ? "" : " " + session.arch) + ": " + in.summary;
+  if (ps.bottleneck != fb::Bottleneck::Unknown) {
+    s.targets.push_back(ps.bottleneck);
+    s.preconditions.push_back(std::string("seen to help ") + fb::EnumNameBottleneck(ps.bottleneck) +
+                              "-bound " + ps.category + " kernels");
   }
+  s.provenance = std::make_unique<fb::ProvenanceT>();
+  s.provenance->source = "learned";
+  s.provenance->task_ids = {session.task_id};
+  s.provenance->session_ids = {session.id};
+  s.provenance->backend = session.backend;
+  s.provenance->arch = session.arch;
+  s.provenance->model = session.model;
+  s.embedding = vec;
+  s.stats = std::make_unique<fb::GainStats>();
+  s.created_ns = s.updated_ns = now;
+  HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(s.id), Encode(s)));
+  HTAM_RETURN_IF_ERROR(t.Put(Db::kDirectionStrategies, KeyPair(s.direction_id, s.id), ""));
+  return s.id;
+}
 
-  // The transition record.
-  rec.session_id = session.id;
-  rec.task_id = session.task_id;
-  rec.backend = session.backend;
-  rec.arch = session.arch;
-  rec.step = session.steps;
-  rec.state = std::make_unique<fb::StateT>();
-  rec.state->category = ps.category;
-  rec.state->log_size = static_cast<float>(ps.log_size);
-  rec.state->intensity = static_cast<float>(ps.intensity);
-  rec.state->bottleneck = ps.bottleneck;
-  rec.state->speedup = static_cast<float>(ps.speedup);
-  rec.state->step = ps.step;
-  rec.state->backend = ps.backend;
-  rec.state->arch = ps.arch;
-  rec.state->vector = key;
-  rec.history = session.history;
-  rec.direction_id = in.direction_id;
-  rec.strategy_ids = in.strategy_ids;
-  rec.summary = in.summary;
-  rec.status = in.status;
-  rec.speedup_before = static_cast<float>(before);
-  rec.speedup_after = static_cast<float>(in.speedup_after);
-  rec.median_us = in.median_us;
-  rec.spread_us = in.spread_us;
-  rec.profile = std::make_unique<fb::ProfileT>(in.profile);
-  rec.verified = in.verified;
-  rec.candidate_hash = p.candidate_hash;
-  rec.diagnostics = in.diagnostics;
-  rec.model = session.model;
-  rec.created_ns = now;
-  rec.passed_over_ids = PassedOverIds(p, session.steps);
-  std::string rec_bytes = Encode(rec);
-  HTAM_RETURN_IF_ERROR(t.Put(Db::kTransitions, KeyU64(rec.id), rec_bytes));
-  HTAM_RETURN_IF_ERROR(t.Put(Db::kSessionTransitions, KeyPair(session.id, rec.id), ""));
-  FbView<fb::TransitionRecord> r(rec_bytes);
-  // Re-read through the stored bytes: statistics see exactly what a rebuild will see (floats).
-  double stored_gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+// The record's fields that come from the step, its session (before the step) and its state.
+void FillTransitionRecord(const StepInput& in, const fb::SessionT& session, const PolicyState& ps,
+                          const std::vector<float>& key, double before, uint64_t now,
+                          fb::TransitionRecordT* rec) {
+  rec->session_id = session.id;
+  rec->task_id = session.task_id;
+  rec->backend = session.backend;
+  rec->arch = session.arch;
+  rec->step = session.steps;
+  rec->state = std::make_unique<fb::StateT>();
+  rec->state->category = ps.category;
+  rec->state->log_size = static_cast<float>(ps.log_size);
+  rec->state->intensity = static_cast<float>(ps.intensity);
+  rec->state->bottleneck = ps.bottleneck;
+  rec->state->speedup = static_cast<float>(ps.speedup);
+  rec->state->step = ps.step;
+  rec->state->backend = ps.backend;
+  rec->state->arch = ps.arch;
+  rec->state->vector = key;
+  rec->history = session.history;
+  rec->direction_id = in.direction_id;
+  rec->strategy_ids = in.strategy_ids;
+  rec->summary = in.summary;
+  rec->status = in.status;
+  rec->speedup_before = static_cast<float>(before);
+  rec->speedup_after = static_cast<float>(in.speedup_after);
+  rec->median_us = in.median_us;
+  rec->spread_us = in.spread_us;
+  rec->profile = std::make_unique<fb::ProfileT>(in.profile);
+  rec->verified = in.verified;
+  rec->diagnostics = in.diagnostics;
+  rec->model = session.model;
+  rec->created_ns = now;
+}
 
-  // Statistics: direction, edge, credited strategies (same functions as the rebuild).
+// The statistics of the record's direction, edge and credited strategies (the same functions as
+// the rebuild, over the stored record).
+Status AddToStatistics(Txn& t, const fb::TransitionRecord& r, double gain,
+                       const std::string& candidate_hash, uint64_t now) {
   {
     std::string_view dv;
-    HTAM_RETURN_IF_ERROR(t.Get(Db::kDirections, KeyU64(in.direction_id), &dv));
+    HTAM_RETURN_IF_ERROR(t.Get(Db::kDirections, KeyU64(r.direction_id()), &dv));
     fb::DirectionT d;
     HTAM_RETURN_IF_ERROR(Decode(dv, &d, "direction"));
     d.stats = std::make_unique<fb::GainStats>(
-        AddOutcome(d.stats ? *d.stats : fb::GainStats(), r->status(), stored_gain));
+        AddOutcome(d.stats ? *d.stats : fb::GainStats(), r.status(), gain));
     HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, KeyU64(d.id), Encode(d)));
   }
   {
-    auto [from, to, cluster] = EdgeOf(*r);
+    auto [from, to, cluster] = EdgeOf(r);
     std::string ek = KeyEdge(from, to, cluster);
     std::string_view ev;
     fb::TransitionEdgeT e;
@@ -305,56 +252,158 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p,
     e.to_direction = to;
     e.cluster = cluster;
     e.stats = std::make_unique<fb::GainStats>(
-        AddOutcome(e.stats ? *e.stats : fb::GainStats(), r->status(), stored_gain));
+        AddOutcome(e.stats ? *e.stats : fb::GainStats(), r.status(), gain));
     HTAM_RETURN_IF_ERROR(t.Put(Db::kEdges, ek, Encode(e)));
   }
-  bool example = r->verified() && IsSuccess(r->status(), stored_gain) && !p.candidate_hash.empty();
-  for (uint64_t sid : CreditedStrategies(*r)) {
+  bool example = r.verified() && IsSuccess(r.status(), gain) && !candidate_hash.empty();
+  for (uint64_t sid : CreditedStrategies(r)) {
     std::string_view sv;
     HTAM_RETURN_IF_ERROR(t.Get(Db::kStrategies, KeyU64(sid), &sv));
     fb::StrategyT s;
     HTAM_RETURN_IF_ERROR(Decode(sv, &s, "strategy"));
     s.stats = std::make_unique<fb::GainStats>(
-        AddOutcome(s.stats ? *s.stats : fb::GainStats(), r->status(), stored_gain));
-    if (example) s.example_candidate = p.candidate_hash;
+        AddOutcome(s.stats ? *s.stats : fb::GainStats(), r.status(), gain));
+    if (example) s.example_candidate = candidate_hash;
     s.updated_ns = now;
     HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(sid), Encode(s)));
   }
+  return Status::OK();
+}
 
-  // The candidate (content-addressed; the same source met again gains a transition id).
-  if (!p.candidate_hash.empty()) {
-    std::string_view cv;
-    fb::CandidateT c;
-    Status cs = t.Get(Db::kCandidates, p.candidate_hash, &cv);
-    if (cs.ok()) {
-      HTAM_RETURN_IF_ERROR(Decode(cv, &c, "candidate"));
-    } else if (cs.IsNotFound()) {
-      c.hash = p.candidate_hash;
-      c.language = in.language;
-      c.source = in.source;
-      c.created_ns = now;
-    } else {
-      return cs;
-    }
-    if (in.status == fb::OutcomeStatus::CompileError && c.compile_log.empty())
-      c.compile_log = in.diagnostics;
-    c.transition_ids.push_back(rec.id);
-    HTAM_RETURN_IF_ERROR(t.Put(Db::kCandidates, p.candidate_hash, Encode(c)));
+// The candidate (content-addressed; the same source met again gains a transition id).
+Status AddToCandidate(Txn& t, const StepInput& in, const std::string& hash, uint64_t transition_id,
+                      uint64_t now) {
+  std::string_view cv;
+  fb::CandidateT c;
+  Status cs = t.Get(Db::kCandidates, hash, &cv);
+  if (cs.ok()) {
+    HTAM_RETURN_IF_ERROR(Decode(cv, &c, "candidate"));
+  } else if (cs.IsNotFound()) {
+    c.hash = hash;
+    c.language = in.language;
+    c.source = in.source;
+    c.created_ns = now;
+  } else {
+    return cs;
   }
+  if (in.status == fb::OutcomeStatus::CompileError && c.compile_log.empty())
+    c.compile_log = in.diagnostics;
+  c.transition_ids.push_back(transition_id);
+  return t.Put(Db::kCandidates, hash, Encode(c));
+}
 
-  // The session.
-  session.steps += 1;
-  session.history.push_back(in.direction_id);
-  session.last_status.push_back(in.status);
-  if (IsSuccess(r->status(), stored_gain) && r->speedup_after() > session.best_speedup) {
-    session.best_speedup = r->speedup_after();
-    session.best_candidate = p.candidate_hash;
-    session.path_steps.push_back(rec.step);
+// The session after the step (r, stored with gain).
+Status AdvanceSession(Txn& t, const StepInput& in, const fb::TransitionRecord& r, double gain,
+                      const std::string& candidate_hash, uint64_t now, fb::SessionT* session) {
+  session->steps += 1;
+  session->history.push_back(in.direction_id);
+  session->last_status.push_back(in.status);
+  if (IsSuccess(r.status(), gain) && r.speedup_after() > session->best_speedup) {
+    session->best_speedup = r.speedup_after();
+    session->best_candidate = candidate_hash;
+    session->path_steps.push_back(r.step());
   }
   if (in.measured_bottleneck != fb::Bottleneck::Unknown)
-    session.measured_bottleneck = in.measured_bottleneck;
-  session.updated_ns = now;
-  HTAM_RETURN_IF_ERROR(t.Put(Db::kSessions, KeyU64(session.id), Encode(session)));
+    session->measured_bottleneck = in.measured_bottleneck;
+  session->updated_ns = now;
+  return t.Put(Db::kSessions, KeyU64(session->id), Encode(*session));
+}
+
+}  // namespace
+
+uint64_t MemoryImpl::MostSimilarStrategy(Txn& t, const Prepared& p, const NewStrategies& batch_new,
+                                         double* similarity) {
+  const StepInput& in = p.in;
+  const size_t dim = p.summary_vec.size();
+  uint64_t best_id = 0;
+  double best_sim = -2;
+  std::vector<Hit> hits;
+  {
+    ReaderMutexLock l(&index_mu_);
+    auto it = strategy_index_.find(in.direction_id);
+    if (it != strategy_index_.end()) hits = it->second->Search(p.summary_vec.data(), 8);
+  }
+  for (const Hit& h : hits) {
+    std::string_view sv;
+    if (!t.Get(Db::kStrategies, KeyU64(h.id), &sv).ok()) continue;
+    FbView<fb::Strategy> s(sv);
+    if (!s || s->merged_into()) continue;
+    if (h.similarity > best_sim) best_sim = h.similarity, best_id = h.id;
+  }
+  for (const auto& [nid, vec] : batch_new) {  // created earlier in this transaction
+    std::string_view sv;
+    if (!t.Get(Db::kStrategies, KeyU64(nid), &sv).ok()) continue;
+    FbView<fb::Strategy> s(sv);
+    if (!s || s->direction_id() != in.direction_id || vec.size() != dim) continue;
+    double sim = Dot(vec.data(), p.summary_vec.data(), dim);
+    if (sim > best_sim) best_sim = sim, best_id = nid;
+  }
+  *similarity = best_sim;
+  return best_id;
+}
+
+// Learning a strategy: a success whose summary is new under this direction creates one; a
+// near-duplicate is merged into the existing strategy.
+Status MemoryImpl::LearnStrategy(Txn& t, const Prepared& p, const fb::SessionT& session,
+                                 const PolicyState& ps, uint64_t now, NewStrategies* batch_new,
+                                 IndexDelta* delta, fb::TransitionRecordT* rec, StepRecorded* out) {
+  double best_sim = -2;
+  uint64_t best_id = MostSimilarStrategy(t, p, *batch_new, &best_sim);
+  if (best_id && best_sim >= o_.merge_threshold) {
+    HTAM_RETURN_IF_ERROR(MergeIntoStrategy(t, best_id, session, now));
+    rec->learned_strategy_id = best_id;
+    rec->learned_merged = true;
+    out->merged_into = best_id;
+    return Status::OK();
+  }
+  HTAM_ASSIGN_OR_RETURN(uint64_t id,
+                        CreateLearnedStrategy(t, p.in, p.summary_vec, session, ps, now));
+  batch_new->emplace_back(id, p.summary_vec);
+  delta->strategies.emplace_back(p.in.direction_id, id);
+  delta->strategy_vectors.insert(delta->strategy_vectors.end(), p.summary_vec.begin(),
+                                 p.summary_vec.end());
+  rec->learned_strategy_id = id;
+  rec->learned_merged = false;
+  out->new_strategy_id = id;
+  return Status::OK();
+}
+
+// Everything one step changes, inside the caller's write transaction.
+Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new, IndexDelta* delta,
+                             StepRecorded* out) {
+  const StepInput& in = p.in;
+  uint64_t now = NowNs();
+  std::string_view v;
+  fb::SessionT session;
+  HTAM_RETURN_IF_ERROR(ReadOpenSession(t, in.session_id, &session, &v));
+  FbView<fb::Session> sview(v);
+  PolicyState ps;
+  HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *sview, p.state, &ps));
+  std::vector<float> key = TransitionKey(ps, o_);
+  HTAM_RETURN_IF_ERROR(CheckStrategiesExist(t, in.strategy_ids));
+
+  fb::TransitionRecordT rec;
+  HTAM_ASSIGN_OR_RETURN(rec.id, t.NextId(Db::kTransitions));
+  double before = session.best_speedup > 0 ? session.best_speedup : 1.0;
+  // Through float, as stored: the learning decision agrees with what a rebuild sees.
+  double gain =
+      StepGain(in.status, static_cast<float>(before), static_cast<float>(in.speedup_after));
+  if (IsSuccess(in.status, gain) && !p.summary_vec.empty() && !in.summary.empty())
+    HTAM_RETURN_IF_ERROR(LearnStrategy(t, p, session, ps, now, batch_new, delta, &rec, out));
+
+  FillTransitionRecord(in, session, ps, key, before, now, &rec);
+  rec.candidate_hash = p.candidate_hash;
+  rec.passed_over_ids = PassedOverIds(p, session.steps);
+  std::string rec_bytes = Encode(rec);
+  HTAM_RETURN_IF_ERROR(t.Put(Db::kTransitions, KeyU64(rec.id), rec_bytes));
+  HTAM_RETURN_IF_ERROR(t.Put(Db::kSessionTransitions, KeyPair(session.id, rec.id), ""));
+  FbView<fb::TransitionRecord> r(rec_bytes);
+  // Re-read through the stored bytes: statistics see exactly what a rebuild will see (floats).
+  double stored_gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+  HTAM_RETURN_IF_ERROR(AddToStatistics(t, *r, stored_gain, p.candidate_hash, now));
+  if (!p.candidate_hash.empty())
+    HTAM_RETURN_IF_ERROR(AddToCandidate(t, in, p.candidate_hash, rec.id, now));
+  HTAM_RETURN_IF_ERROR(AdvanceSession(t, in, *r, stored_gain, p.candidate_hash, now, &session));
 
   delta->transition_ids.push_back(rec.id);
   delta->transition_records.push_back(std::move(rec_bytes));
@@ -377,7 +426,7 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
                     [](const Prepared* p) { return !p->summary_vec.empty(); }))
       WaitApplied();
     IndexDelta delta;
-    std::vector<std::pair<uint64_t, std::vector<float>>> batch_new;
+    NewStrategies batch_new;
     HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
       // May run again after map growth: start from scratch.
       outs.assign(steps.size(), StepRecorded());
@@ -389,39 +438,30 @@ Result<std::vector<StepRecorded>> MemoryImpl::CommitPrepared(
     }));
     // Durable now: the commit was synced. Its delta joins the queue in commit order; the applier
     // adds it to the indexes, and every search waits for it first (WaitApplied).
-    PublishDelta(std::move(delta));
+    deltas_.Publish(std::move(delta));
     group_commits_++;
     steps_recorded_ += steps.size();
     // Back-pressure: writes faster than the indexes can take them for long (a sustained
     // overload) wait below, with the commit lock released, so the queue of deltas (about 1 KiB a
     // step) stays bounded.
     constexpr uint64_t kMaxPendingDeltas = 256;
-    backlog = published_.load() - applied_.load() > kMaxPendingDeltas;
+    backlog = deltas_.backlog() > kMaxPendingDeltas;
   }
   if (backlog) WaitApplied();
   return outs;
 }
 
-void MemoryImpl::RunGroupCommit() {
-  leader_active_ = true;
-  std::vector<Pending*> batch;
-  size_t max = static_cast<size_t>(std::max(1, o_.max_group_commit));
-  while (!queue_.empty() && batch.size() < max) {
-    batch.push_back(queue_.front());
-    queue_.pop_front();
-  }
-  gc_mu_.Unlock();
-  std::vector<const Prepared*> ps;
-  for (Pending* p : batch) ps.push_back(p->p);
+std::vector<Result<StepRecorded>> MemoryImpl::CommitGroup(
+    const std::vector<const Prepared*>& steps) {
   std::vector<Result<StepRecorded>> results;
-  auto all = CommitPrepared(ps);
+  auto all = CommitPrepared(steps);
   if (all.ok()) {
     for (auto& r : all.value()) results.emplace_back(r);
-  } else if (batch.size() == 1) {
+  } else if (steps.size() == 1) {
     results.emplace_back(all.status());
   } else {
     // One bad step must not fail its neighbours: commit them one by one.
-    for (const Prepared* p : ps) {
+    for (const Prepared* p : steps) {
       auto one = CommitPrepared({p});
       if (one.ok())
         results.emplace_back(one.value()[0]);
@@ -429,27 +469,12 @@ void MemoryImpl::RunGroupCommit() {
         results.emplace_back(one.status());
     }
   }
-  gc_mu_.Lock();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    batch[i]->out = std::move(results[i]);
-    batch[i]->done = true;
-  }
-  leader_active_ = false;
-  gc_cv_.SignalAll();
+  return results;
 }
 
 Result<StepRecorded> MemoryImpl::RecordStep(const StepInput& in) {
   HTAM_ASSIGN_OR_RETURN(Prepared p, Prepare(in));
-  Pending me{&p};
-  MutexLock l(&gc_mu_);
-  queue_.push_back(&me);
-  while (!me.done) {
-    if (!leader_active_)
-      RunGroupCommit();
-    else
-      gc_cv_.Wait(&gc_mu_);
-  }
-  return std::move(me.out);
+  return group_commit_.Submit(&p);
 }
 
 Result<std::vector<StepRecorded>> MemoryImpl::RecordSteps(const std::vector<StepInput>& steps) {
@@ -513,7 +538,7 @@ Result<std::vector<uint64_t>> MemoryImpl::AddStrategies(std::vector<fb::Strategy
     }
     return Status::OK();
   }));
-  PublishDelta(std::move(delta));
+  deltas_.Publish(std::move(delta));
   one.Unlock();
   WaitApplied();
   return ids;

@@ -26,6 +26,8 @@ uint64_t NowNs() {
 
 namespace {
 
+constexpr size_t kMaxAdvisedSessions = 65536;  // open sessions whose last advice is remembered
+
 // Section memory of a configuration into o (every field but dir).
 void ReadMemorySection(const Config& c, MemoryOptions& o) {
   // Every row of the table's section memory onto the field of its name (sections.h types it).
@@ -83,23 +85,21 @@ Result<std::unique_ptr<Memory>> Memory::OpenReadOnly(const std::string& dir) {
 
 // The table keeps each session's speedups only where the continuation term reads them.
 MemoryImpl::MemoryImpl(const MemoryOptions& o, bool read_only)
-    : o_(o), read_only_(read_only), table_(o.continuation_weight != 0) {}
+    : o_(o),
+      read_only_(read_only),
+      table_(o.continuation_weight != 0),
+      retrieval_cache_(static_cast<size_t>(std::max(0, o.retrieval_cache))),
+      advice_(kMaxAdvisedSessions),
+      deltas_([this](const IndexDelta& d) { ApplyDelta(d); }),
+      group_commit_(
+          static_cast<size_t>(std::max(1, o.max_group_commit)),
+          [this](const std::vector<const Prepared*>& steps) { return CommitGroup(steps); }) {}
 
 MemoryImpl::~MemoryImpl() {
-  {
-    MutexLock l(&snap_mu_);
-    stop_ = true;
-  }
-  snap_cv_.SignalAll();
-  if (snap_thread_.joinable()) snap_thread_.join();
-  {
-    MutexLock l(&deltas_mu_);
-    applier_stop_ = true;
-  }
-  deltas_cv_.SignalAll();
-  if (applier_.joinable()) applier_.join();
+  snapshots_.Stop();
+  deltas_.Stop();
   if (store_ && !read_only_) {
-    DrainDeltas();
+    deltas_.Drain();
     if (IndexesDirty()) {
       Status s = SnapshotIndexes();
       if (!s.ok()) {
@@ -124,8 +124,9 @@ Status MemoryImpl::Init() {
   HTAM_RETURN_IF_ERROR(LoadDirections());
   if (!read_only_) {
     HTAM_RETURN_IF_ERROR(EnsureIndexes());
-    applier_ = std::thread([this] { ApplierLoop(); });
-    if (o_.snapshot_interval_s > 0) snap_thread_ = std::thread([this] { SnapshotLoop(); });
+    deltas_.Start();
+    if (o_.snapshot_interval_s > 0)
+      snapshots_.Start(std::chrono::seconds(o_.snapshot_interval_s), [this] { SnapshotIfDirty(); });
   }
   return Status::OK();
 }
@@ -311,14 +312,8 @@ Status MemoryImpl::RebuildSecondary(Txn& t) {
 
 Status MemoryImpl::LoadDirections() {
   HTAM_ASSIGN_OR_RETURN(auto dirs, ListDirections());
-  WriterMutexLock l(&dir_mu_);
-  directions_ = std::make_shared<const std::vector<fb::DirectionT>>(std::move(dirs));
+  directions_.Replace(std::move(dirs));
   return Status::OK();
-}
-
-std::shared_ptr<const std::vector<fb::DirectionT>> MemoryImpl::Directions() const {
-  ReaderMutexLock l(&dir_mu_);
-  return directions_;
 }
 
 std::string StrategyText(const fb::StrategyT& s) {
@@ -454,11 +449,7 @@ Result<fb::SessionT> MemoryImpl::CloseSession(uint64_t id) {
     s.updated_ns = NowNs();
     return t.Put(Db::kSessions, KeyU64(id), Encode(s));
   }));
-  {
-    MutexLock l(&pending_mu_);
-    pending_.erase(id);
-    advice_.erase(id);
-  }
+  advice_.Forget(id);
   return s;
 }
 
@@ -633,8 +624,8 @@ std::string MemoryImpl::StatusText() {
     for (const auto& [d, idx] : strategy_index_) strat += idx->size();
     o << "transition_index_size:" << (transition_index_ ? transition_index_->size() : 0) << "\n";
     o << "strategy_index_size:" << strat << "\n";
-    o << "retrieval_cache_hits:" << retrieval_cache_hits_.load() << "\n";
-    o << "retrieval_cache_misses:" << retrieval_cache_misses_.load() << "\n";
+    o << "retrieval_cache_hits:" << retrieval_cache_.hits() << "\n";
+    o << "retrieval_cache_misses:" << retrieval_cache_.misses() << "\n";
     o << "index_source:" << index_source_ << "\n";
     o << "transition_table_rows:" << table_.rows() << "\n";
     o << "transition_table_bytes:" << table_.bytes() << "\n";

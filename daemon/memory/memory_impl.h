@@ -1,17 +1,20 @@
 // MemoryImpl: the one implementation of Memory. Internal to daemon/memory.
-// Thread-safety: as Memory. Lock order: group-commit (gc_mu_) -> commit_mu_ -> store write ->
-// apply_mu_ -> index_mu_; dir_mu_, pending_mu_ and deltas_mu_ are leaves. What each lock guards is
-// written on the members (GUARDED_BY) and checked by clang's -Wthread-safety (ctest label lint).
+// Thread-safety: as Memory. The state that has a lock of its own lives in parts
+// (memory_parts.h): directions_, advice_, retrieval_cache_, deltas_, group_commit_, snapshots_.
+// MemoryImpl keeps the FAISS indexes and the transition table (index_mu_) and the commit lock.
+// Lock order: group commit (GroupCommit's lock, never held while committing) -> commit_mu_ ->
+// store write -> the delta queue's apply lock -> index_mu_ -> retrieval cache; the directions',
+// the advice's and the delta queue's own locks are leaves (the advice's is taken under index_mu_
+// shared). What each lock guards is written on the members (GUARDED_BY) and checked by clang's
+// -Wthread-safety (ctest label lint).
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <map>
-#include <thread>
-#include <unordered_map>
 
 #include "base/thread_annotations.h"
 #include "daemon/memory/memory.h"
+#include "daemon/memory/memory_parts.h"
 #include "daemon/memory/policy.h"
 #include "daemon/memory/store.h"
 #include "daemon/memory/transition_table.h"
@@ -62,16 +65,7 @@ class MemoryImpl final : public Memory {
   std::string StatusText() override;
 
  private:
-  // What one committed step adds to the in-memory indexes once its transaction is durable.
-  struct IndexDelta {
-    std::vector<uint64_t> transition_ids;
-    std::vector<float> transition_keys;
-    std::vector<std::string> transition_records;  // stored bytes, for the transition table
-    std::vector<std::pair<uint64_t, uint64_t>> strategies;  // (direction, strategy)
-    std::vector<float> strategy_vectors;
-  };
   struct Prepared;  // a StepInput checked and embedded outside the transaction (learn.cc)
-  struct Pending;   // a RecordStep waiting for its group commit
 
   // opening (memory.cc)
   Status OpenMeta();
@@ -80,7 +74,9 @@ class MemoryImpl final : public Memory {
   Status RebuildSecondary(Txn& t);
   Status LoadDirections();
   // The directions' static fields; shared, never modified (replaced by LoadDirections).
-  std::shared_ptr<const std::vector<fb::DirectionT>> Directions() const;
+  std::shared_ptr<const std::vector<fb::DirectionT>> Directions() const {
+    return directions_.Get();
+  }
   template <typename T>
   Result<T> GetRecord(Db db, std::string_view key, const char* what);
   template <typename T>
@@ -96,18 +92,17 @@ class MemoryImpl final : public Memory {
   Status BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from,
                                uint64_t table_from) REQUIRES(index_mu_);
   Status VerifyLoadedIndexes() REQUIRES(index_mu_);
-  void ApplyDelta(const IndexDelta& d) REQUIRES(apply_mu_) EXCLUDES(index_mu_);
-  // Committed deltas wait in commit order (pushed under commit_mu_) and are applied in that order
-  // by DrainDeltas, outside the commit lock and off the acknowledging path: the applier thread
-  // drains them (several commits per FAISS add), and every reader of the indexes (NextStep,
-  // learning, Check, snapshots, rebuild) first waits until all deltas published before it are
-  // applied, so a decision always sees every acknowledged step.
-  void PublishDelta(IndexDelta&& d) EXCLUDES(deltas_mu_);
-  void DrainDeltas() EXCLUDES(apply_mu_, deltas_mu_, index_mu_);
-  void WaitApplied() EXCLUDES(apply_mu_, deltas_mu_, index_mu_);
-  void ApplierLoop() EXCLUDES(deltas_mu_);
+  // Committed deltas wait in deltas_ in commit order (published under commit_mu_) and are
+  // applied there by ApplyDelta, one application at a time, outside the commit lock and off the
+  // acknowledging path: the applier thread drains them (several commits per FAISS add), and every
+  // reader of the indexes (NextStep, learning, Check, snapshots, rebuild) first waits until all
+  // deltas published before it are applied (WaitApplied), so a decision always sees every
+  // acknowledged step.
+  void ApplyDelta(const IndexDelta& d) EXCLUDES(index_mu_);
+  void WaitApplied() EXCLUDES(index_mu_) { deltas_.WaitApplied(); }
   bool IndexesDirty() const EXCLUDES(index_mu_);
-  void SnapshotLoop() EXCLUDES(snap_mu_);
+  // The periodic snapshot: writes one when the indexes changed since the last.
+  void SnapshotIfDirty() EXCLUDES(index_mu_);
   std::string SnapshotPath(const char* kind) const;
 
   // decisions (decide.cc)
@@ -119,26 +114,37 @@ class MemoryImpl final : public Memory {
   Status Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task, const fb::DirectionT& dir,
                   const std::vector<Neighbor>& neighbors, const StateInput& in,
                   const std::optional<std::vector<float>>& embedding, Decision* d);
-  // Adds to ps->tried the advice this session passed over (advice_; see there).
-  void PassedOver(uint64_t session_id, PolicyState* ps) EXCLUDES(pending_mu_);
+  // Adds to ps->tried the advice this session passed over (advice_; see SessionAdvice).
+  void PassedOver(uint64_t session_id, PolicyState* ps) EXCLUDES(index_mu_);
   Status CheckClientVector(const std::optional<std::vector<float>>& v) const;
   // The retrieval_candidates most similar strategies of a direction (index_mu_ held, shared at
   // least), through the retrieval cache.
   std::vector<Hit> SearchStrategies(uint64_t direction, const VectorIndex& index,
                                     const std::vector<float>& query, int k)
-      REQUIRES_SHARED(index_mu_) EXCLUDES(retrieval_cache_mu_);
+      REQUIRES_SHARED(index_mu_);
 
   // learning (learn.cc)
   Result<Prepared> Prepare(const StepInput& in);
   std::vector<uint64_t> PassedOverIds(const Prepared& p, uint32_t step) EXCLUDES(index_mu_);
-  Status ApplyStep(Txn& t, const Prepared& p,
-                   std::vector<std::pair<uint64_t, std::vector<float>>>* batch_new,
-                   IndexDelta* delta, StepRecorded* out);
+  // Strategies created earlier in a transaction, with their vectors (not yet in the index).
+  using NewStrategies = std::vector<std::pair<uint64_t, std::vector<float>>>;
+  // Everything one step changes, in the caller's write transaction; the rest of the parts of a
+  // step are free functions of learn.cc.
+  Status ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new, IndexDelta* delta,
+                   StepRecorded* out);
+  // The strategy most like p's summary under its direction (indexed or in batch_new), 0 if none.
+  uint64_t MostSimilarStrategy(Txn& t, const Prepared& p, const NewStrategies& batch_new,
+                               double* similarity) EXCLUDES(index_mu_);
+  Status LearnStrategy(Txn& t, const Prepared& p, const fb::SessionT& session,
+                       const PolicyState& ps, uint64_t now, NewStrategies* batch_new,
+                       IndexDelta* delta, fb::TransitionRecordT* rec, StepRecorded* out)
+      EXCLUDES(index_mu_);
   Result<std::vector<StepRecorded>> CommitPrepared(const std::vector<const Prepared*>& steps)
       EXCLUDES(commit_mu_);
-  // The leader's turn: takes a batch off queue_, commits it with gc_mu_ released, hands out the
-  // results. Called and returns with gc_mu_ held.
-  void RunGroupCommit() REQUIRES(gc_mu_);
+  // One group commit's batch (group_commit_): one result per step; one bad step does not fail
+  // its neighbours.
+  std::vector<Result<StepRecorded>> CommitGroup(const std::vector<const Prepared*>& steps)
+      EXCLUDES(commit_mu_);
   Status ComputeDerived(Txn& t, struct Derived* d);
 
   MemoryOptions o_;
@@ -146,9 +152,7 @@ class MemoryImpl final : public Memory {
   std::unique_ptr<Store> store_;
   fb::StoreMetaT meta_;
 
-  mutable SharedMutex dir_mu_;
-  std::shared_ptr<const std::vector<fb::DirectionT>> directions_ GUARDED_BY(dir_mu_) =
-      std::make_shared<std::vector<fb::DirectionT>>();  // static fields (stats not kept fresh)
+  DirectionCatalogue directions_;
 
   // FAISS indexes: transitions keyed by (state, history); strategies per direction.
   mutable SharedMutex index_mu_;
@@ -164,18 +168,8 @@ class MemoryImpl final : public Memory {
   std::map<uint64_t, std::vector<uint64_t>> unembedded_ GUARDED_BY(index_mu_);
   // Bumped (under index_mu_ exclusive) whenever a strategy index or unembedded_ changes.
   uint64_t strategy_epoch_ GUARDED_BY(index_mu_) = 0;
-  // Strategy searches by (direction, query vector): the same search of the same index gives the
-  // same hits, so an entry of the current strategy_epoch_ is the search's answer. Leaf lock.
-  struct RetrievalCacheEntry {
-    uint64_t epoch = 0, direction = 0;
-    int k = 0;  // candidates asked for
-    std::vector<float> query;
-    std::vector<Hit> hits;
-  };
-  Mutex retrieval_cache_mu_ ACQUIRED_AFTER(index_mu_);
-  std::unordered_map<uint64_t, RetrievalCacheEntry> retrieval_cache_
-      GUARDED_BY(retrieval_cache_mu_);
-  std::atomic<uint64_t> retrieval_cache_hits_{0}, retrieval_cache_misses_{0};
+  // Strategy searches by (direction, query vector), of the current strategy_epoch_.
+  RetrievalCache retrieval_cache_;
   // The largest ids in the indexes.
   uint64_t transitions_covered_ GUARDED_BY(index_mu_) = 0;
   uint64_t strategies_covered_ GUARDED_BY(index_mu_) = 0;
@@ -185,41 +179,17 @@ class MemoryImpl final : public Memory {
   // "snapshot", "snapshot+records", "rebuilt", ...
   std::string index_source_ GUARDED_BY(index_mu_) = "none";
 
-  // The state each session was in at its last NextStep (default state of its RecordStep).
-  Mutex pending_mu_;
-  std::unordered_map<uint64_t, StateInput> pending_ GUARDED_BY(pending_mu_);
-  // Per open session (under pending_mu_, in memory only): the strategies its last NextStep
-  // advised, in order, at which step, and the advice it passed over so far (ranked above the
-  // strategy the recorded step applied, or all of it when the step applied none). The ranking
-  // counts a passed-over strategy as a try without success (strategy_scope all).
-  struct Advice {
-    uint32_t step = 0;
-    std::vector<uint64_t> advised;
-    std::vector<PolicyState::Tried> passed;
-  };
-  std::unordered_map<uint64_t, Advice> advice_ GUARDED_BY(pending_mu_);
+  // Each open session's state and advice at its last NextStep (in memory only).
+  SessionAdvice advice_;
 
-  // Group commit of concurrent RecordStep calls.
   // One commit at a time; its delta is published in commit order.
-  Mutex commit_mu_ ACQUIRED_BEFORE(apply_mu_);
-  // Held while deltas are applied (after commit_mu_, before index_mu_).
-  Mutex apply_mu_ ACQUIRED_BEFORE(index_mu_);
-  Mutex deltas_mu_;  // leaf
-  CondVar deltas_cv_;
-  std::deque<IndexDelta> deltas_ GUARDED_BY(deltas_mu_);
-  bool applier_stop_ GUARDED_BY(deltas_mu_) = false;
-  std::atomic<uint64_t> published_{0}, applied_{0};  // deltas published / applied so far
-  std::thread applier_;
-  Mutex gc_mu_ ACQUIRED_BEFORE(commit_mu_);
-  CondVar gc_cv_;
-  std::deque<Pending*> queue_ GUARDED_BY(gc_mu_);  // and the Pending each points to
-  bool leader_active_ GUARDED_BY(gc_mu_) = false;
+  Mutex commit_mu_ ACQUIRED_BEFORE(index_mu_);
+  DeltaQueue deltas_;  // applies with ApplyDelta
+  // Concurrent RecordStep calls, committed in groups.
+  GroupCommit<Prepared, Result<StepRecorded>> group_commit_;
   std::atomic<uint64_t> group_commits_{0}, steps_recorded_{0};
 
-  Mutex snap_mu_;
-  CondVar snap_cv_;
-  bool stop_ GUARDED_BY(snap_mu_) = false;
-  std::thread snap_thread_;
+  PeriodicWorker snapshots_;  // runs SnapshotIfDirty every snapshot_interval_s
 };
 
 }  // namespace htam::memory
