@@ -1,73 +1,160 @@
-// Child processes for the toolchain: fork + execvp, output to a file, timeout by process group.
+// Child processes: fork + execvpe, output through a pipe, timeout by process group.
 #include "base/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 extern char** environ;
 
 namespace htam {
+namespace {
 
-Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
-                                 double timeout_s, size_t max_output,
-                                 const std::vector<std::string>& extra_env) {
-  if (argv.empty()) return Status::InvalidArgument("RunProcess: empty argv");
-  std::string tmpl = cwd + "/.htam-proc-XXXXXX";
-  int out_fd = mkstemp(tmpl.data());
-  if (out_fd < 0)
-    return Status::IOError("cannot create output file in " + cwd + ": " + strerror(errno));
-  unlink(tmpl.c_str());  // the descriptor keeps it alive; nothing to clean up later
-
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  // The child's environment, built before fork (nothing but exec-safe calls after it).
-  std::vector<std::string> env_store;
+// The child's environment: ours, with `extra` ("NAME=value") added or replacing.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string kv(*e);
     bool overridden = false;
-    for (const auto& x : extra_env) {
+    for (const auto& x : extra) {
       if (kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0) overridden = true;
     }
-    if (!overridden) env_store.push_back(kv);
+    if (!overridden) env.push_back(kv);
   }
-  for (const auto& x : extra_env) env_store.push_back(x);
+  for (const auto& x : extra) env.push_back(x);
+  return env;
+}
+
+// What the child reports through its close-on-exec pipe when it cannot get to exec.
+struct StartFailure {
+  int stage;  // kChdir or kExec
+  int error;  // errno
+};
+constexpr int kChdir = 1, kExec = 2;
+
+// Keeps the head or the tail of what the child writes, within max_output bytes.
+class OutputSink {
+ public:
+  explicit OutputSink(const ProcessOptions& o) : max_(o.max_output), tail_(o.keep_tail) {}
+  void Add(const char* p, size_t n) {
+    if (!tail_) {
+      out_.append(p, std::min(n, max_ > out_.size() ? max_ - out_.size() : 0));
+      return;
+    }
+    out_.append(p, n);
+    // Amortised: trim now and then, not on every chunk.
+    if (out_.size() > max_ && out_.size() - max_ > max_ / 2 + 65536) Trim();
+  }
+  std::string Take() {
+    if (tail_) Trim();
+    return std::move(out_);
+  }
+
+ private:
+  void Trim() {
+    if (out_.size() > max_) out_.erase(0, out_.size() - max_);
+  }
+  size_t max_;
+  bool tail_;
+  std::string out_;
+};
+
+// Reads what is there now (the descriptor is non-blocking). false at end of file.
+bool ReadAvailable(int fd, OutputSink* sink) {
+  char buf[65536];
+  for (int i = 0; i < 64; ++i) {  // bounded: a writer that never pauses cannot hold us here
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      sink->Add(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && errno == EAGAIN;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
+                                 const ProcessOptions& options) {
+  if (argv.empty()) return Status::InvalidArgument("RunProcess: empty argv");
+  // Everything the child needs, built before fork (nothing but exec-safe calls after it).
+  std::vector<std::string> args_store = argv;
+  std::vector<char*> args;
+  for (auto& a : args_store) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::vector<std::string> env_store = ChildEnvironment(options.extra_env);
   std::vector<char*> envp;
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
+  const char* cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
+
+  // Close-on-exec everywhere: a child started by another thread must not hold our pipe open.
+  int out[2], report[2];
+  if (pipe2(out, O_CLOEXEC) != 0)
+    return Status::IOError(std::string("cannot make a pipe: ") + strerror(errno));
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(out[0]);
+    close(out[1]);
+    return Status::IOError(std::string("cannot make a pipe: ") + strerror(err));
+  }
 
   auto t0 = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid < 0) {
-    close(out_fd);
-    return Status::IOError(std::string("fork failed: ") + strerror(errno));
+    const int err = errno;
+    for (int fd : {out[0], out[1], report[0], report[1]}) close(fd);
+    return Status::IOError(std::string("fork failed: ") + strerror(err));
   }
   if (pid == 0) {
     // Child: only async-signal-safe calls until exec.
-    setpgid(0, 0);
-    dup2(out_fd, 1);
-    dup2(out_fd, 2);
+    if (options.own_group) setpgid(0, 0);
+    dup2(out[1], 1);
+    if (options.stderr_to == StderrTo::kOutput) dup2(out[1], 2);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
-    if (chdir(cwd.c_str()) != 0) _exit(126);
-    execvpe(args[0], args.data(), envp.data());
-    const char msg[] = "exec failed\n";
-    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    StartFailure f{kChdir, 0};
+    if (cwd == nullptr || chdir(cwd) == 0) {
+      execvpe(args[0], args.data(), envp.data());
+      f.stage = kExec;
+    }
+    f.error = errno;
+    ssize_t ignored = write(report[1], &f, sizeof f);
     (void)ignored;
     _exit(127);
   }
-  setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  if (options.own_group) setpgid(pid, pid);  // also from here: the group exists before any kill
+  close(out[1]);
+  close(report[1]);
 
+  // Did it get to exec? The report pipe closes on exec; a failure writes to it first.
+  StartFailure f{};
+  ssize_t got;
+  while ((got = read(report[0], &f, sizeof f)) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof f)) {
+    close(out[0]);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (f.stage == kChdir)
+      return Status::IOError("cannot enter " + options.cwd + ": " + strerror(f.error));
+    return Status::Unavailable("cannot run " + argv[0] + ": " + strerror(f.error));
+  }
+
+  int fd = out[0];
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  OutputSink sink(options);
   ProcessResult r;
   int status = 0;
   bool lost = false;
@@ -79,42 +166,55 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
       break;
     }
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (timeout_s > 0 && elapsed > timeout_s) {
-      kill(-pid, SIGKILL);
+    if (options.timeout_s > 0 && elapsed > options.timeout_s) {
+      if (options.own_group) kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
       r.timed_out = true;
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1.0 ? 2 : 10));
+    const int wait_ms = elapsed < 1.0 ? 2 : 10;
+    if (fd < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      continue;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, wait_ms) > 0 && !ReadAvailable(fd, &sink)) {
+      close(fd);  // end of file: every writer is gone; wait for the exit alone
+      fd = -1;
+    }
   }
   r.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (lost) {
-    close(out_fd);
-    return Status::Internal("lost the exit status of " + argv[0] + " (reaped elsewhere)");
+  // What it wrote before exiting is in the pipe now; a descendant that holds the pipe open after
+  // it is not waited for.
+  if (fd >= 0) {
+    ReadAvailable(fd, &sink);
+    close(fd);
   }
+  r.output = sink.Take();
+  if (lost) return Status::Internal("lost the exit status of " + argv[0] + " (reaped elsewhere)");
   if (!r.timed_out) {
     if (WIFEXITED(status)) {
       r.exit_code = WEXITSTATUS(status);
     } else if (WIFSIGNALED(status)) {
       r.signaled = true;
+      r.signal = WTERMSIG(status);
     }
   }
-  // Read back what it wrote (the head, bounded).
-  lseek(out_fd, 0, SEEK_SET);
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(out_fd, buf, sizeof buf)) > 0) {
-    size_t room = max_output > r.output.size() ? max_output - r.output.size() : 0;
-    r.output.append(buf, std::min<size_t>(room, static_cast<size_t>(n)));
-    if (room == 0) break;
-  }
-  close(out_fd);
-  if (r.exit_code == 127 && r.output.find("exec failed") != std::string::npos) {
-    return Status::Unavailable("cannot execute " + argv[0]);
-  }
   return r;
+}
+
+Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
+                                 double timeout_s, size_t max_output,
+                                 const std::vector<std::string>& extra_env) {
+  ProcessOptions o;
+  o.cwd = cwd;
+  o.timeout_s = timeout_s;
+  o.max_output = max_output;
+  o.extra_env = extra_env;
+  return RunProcess(argv, o);
 }
 
 }  // namespace htam

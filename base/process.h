@@ -1,9 +1,11 @@
-// Runs a tool (nvcc, ncu, hipcc, the offload bundler) as a child process with a wall-clock limit,
-// capturing its output. The child gets its own process group so that a timeout kills the whole
-// tool chain (nvcc spawns cicc, ptxas, gcc; hipcc spawns clang, lld, the bundler).
+// Runs a tool (nvcc, ncu, hipcc, g++, the KernelBench scripts, a benchmark's child) as a child
+// process with a wall-clock limit, capturing its output. By default the child gets its own
+// process group so that a timeout kills the whole tool chain (nvcc spawns cicc, ptxas, gcc; hipcc
+// spawns clang, lld, the bundler).
 // Thread-safety: RunProcess is safe to call from several threads at once.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -11,19 +13,48 @@
 
 namespace htam {
 
+// Where the child's stderr goes.
+enum class StderrTo {
+  kOutput,  // into ProcessResult::output, interleaved with stdout (a tool's diagnostics)
+  kParent,  // this process's stderr, so that output is stdout alone (callers that parse it)
+};
+
+struct ProcessOptions {
+  // The child's working directory; "" keeps this process's. Nothing is written there.
+  std::string cwd;
+  // Wall-clock limit; <= 0 means none.
+  double timeout_s = 0;
+  // Bytes of output kept; the rest is still read (the child never blocks on a full pipe) and
+  // dropped.
+  size_t max_output = 1 << 20;
+  // false: keep the first max_output bytes; true: the last (where a tool's error line ends it).
+  bool keep_tail = false;
+  StderrTo stderr_to = StderrTo::kOutput;
+  // "NAME=value" entries added to (and overriding) this process's environment; nvcc gets
+  // TMPDIR=<its compile dir> so that it never needs a writable /tmp (sandboxed workers).
+  std::vector<std::string> extra_env;
+  // true: the child leads a process group of its own, killed whole on a timeout. false: it stays
+  // in ours (a group kill of this process, or a Ctrl-C, reaches it) and a timeout kills it alone.
+  bool own_group = true;
+};
+
 struct ProcessResult {
   int exit_code = -1;      // valid when !signaled && !timed_out
   bool signaled = false;   // killed by a signal it did not ask for
+  int signal = 0;          // that signal, when signaled
   bool timed_out = false;  // killed by us after timeout_s
-  std::string output;      // stdout and stderr interleaved, at most max_output bytes kept
+  std::string output;      // what StderrTo says, at most max_output bytes kept
   double wall_ms = 0;
 };
 
-// Runs argv[0] (searched in PATH when it has no slash) in `cwd` with stdout+stderr captured
-// through a temporary file in `cwd`. timeout_s <= 0 means no limit. IOError when it cannot start.
-// `extra_env` ("NAME=value") is added to (and overrides) the parent's environment; nvcc gets
-// TMPDIR=<its compile dir> so that it never needs a writable /tmp (sandboxed workers).
-// `cwd` must be a writable folder (the output file is made there).
+// Runs argv[0] (searched in PATH when it has no slash) with stdin on /dev/null. IOError when no
+// pipe or process can be made or `cwd` cannot be entered; Unavailable ("cannot run <argv[0]>:
+// <reason>") when argv[0] cannot be executed; Internal when its exit status was taken by someone
+// else's waitpid.
+Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
+                                 const ProcessOptions& options);
+
+// The same with stdout and stderr interleaved and the child in its own process group.
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
                                  double timeout_s, size_t max_output = 1 << 20,
                                  const std::vector<std::string>& extra_env = {});

@@ -26,6 +26,7 @@
 #include "backends/common/tensor_data.h"
 #include "backends/common/timing_lock.h"
 #include "base/hash.h"
+#include "base/process.h"
 
 namespace htam {
 namespace {
@@ -66,56 +67,6 @@ OutcomeStatus StatusOf(const std::string& cls) {
   if (cls == "ResourceLimit") return OutcomeStatus::ResourceLimit;
   if (cls == "Nondeterministic") return OutcomeStatus::Nondeterministic;
   return OutcomeStatus::InfraError;
-}
-
-// Runs argv with a wall limit; stdout (capped) in *out. Returns the wait status, -1 on a
-// timeout or a failed start.
-int RunCapture(const std::vector<std::string>& argv, double timeout_s, std::string* out) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return -1;
-  std::vector<char*> args;
-  std::vector<std::string> store = argv;
-  for (auto& a : store) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(p[0]);
-    close(p[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    dup2(p[1], 1);
-    int dn = open("/dev/null", O_RDONLY);
-    if (dn >= 0) dup2(dn, 0);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(p[1]);
-  auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
-  char buf[4096];
-  bool timed_out = false;
-  for (;;) {
-    int ms =
-        int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-    if (ms <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd f{p[0], POLLIN, 0};
-    int r = poll(&f, 1, ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    ssize_t n = read(p[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (out->size() < (1u << 20)) out->append(buf, size_t(n));
-  }
-  close(p[0]);
-  if (timed_out) kill(pid, SIGKILL);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return timed_out ? -1 : st;
 }
 
 // ---- comparing ---------------------------------------------------------------------------
@@ -514,10 +465,17 @@ class Judge {
     } else if (!ops.is_null()) {
       return "";
     }
-    std::string out;
-    int st = RunCapture(argv, 60, &out);
+    // Its report on stdout, its stderr where ours goes; in our process group (a kill of the
+    // worker's group takes it too).
+    ProcessOptions o;
+    o.timeout_s = 60;
+    o.stderr_to = StderrTo::kParent;
+    o.own_group = false;
+    auto run = RunProcess(argv, o);
+    const std::string out = run.ok() ? run->output : run.status().message();
     json j = json::parse(out, nullptr, false);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) > 1 || j.is_discarded() || !j.is_object())
+    if (!run.ok() || run->timed_out || run->signaled || run->exit_code > 1 || j.is_discarded() ||
+        !j.is_object())
       return "infra: the static checks (" + argv[1] + ") did not run: " + out.substr(0, 300);
     auto text = [](const json& f) {
       int line = f.value("line", 0);

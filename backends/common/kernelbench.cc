@@ -11,18 +11,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
 #include "backends/common/timing_lock.h"
 #include "base/file.h"
 #include "base/hash.h"
 #include "base/paths.h"
+#include "base/process.h"
 
 namespace htam {
 namespace {
@@ -182,54 +181,24 @@ Status KernelBenchGolden::RunHelper(const std::vector<uint64_t>& seeds,
                           std::to_string(opt_.flush_bytes), std::string("--defer-compile")})
       args.push_back(a);
   }
-  const std::string log = dir_ + "/helper.log." + std::to_string(getpid());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  // Its "kernelbench: ..." error line ends its output: the tail is kept.
+  ProcessOptions o;
+  o.timeout_s = opt_.timeout_s;
+  o.keep_tail = true;
   ++helper_runs_;
-  pid_t pid = fork();
-  if (pid < 0) return Status::ResourceExhausted("fork for the KernelBench helper failed");
-  if (pid == 0) {
-    setpgid(0, 0);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int nul = open("/dev/null", O_RDONLY);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    if (nul >= 0) dup2(nul, 0);
-    execv(argv[0], argv.data());
-    dprintf(2, "kernelbench: cannot execute %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(opt_.timeout_s * 1000));
-  int st = 0;
-  bool timed_out = false;
-  for (;;) {
-    pid_t w = waitpid(pid, &st, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) return Status::Internal("waitpid on the KernelBench helper");
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::string out;
-  ReadWholeFile(log, &out);
-  unlink(log.c_str());
-  if (timed_out)
+  auto run = RunProcess(args, o);
+  if (!run.ok() && run.status().code() == Status::Code::kUnavailable)
+    return Status::InvalidArgument("computing golden data with PyTorch failed: kernelbench: " +
+                                   run.status().message());
+  if (!run.ok()) return run.status().WithContext("running the KernelBench helper");
+  if (run->timed_out)
     return Status::Timeout("the KernelBench helper ran past " + std::to_string(opt_.timeout_s) +
                            " s computing golden data");
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    std::string why = WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st))
-                                      : "exit status " + std::to_string(WEXITSTATUS(st));
+  if (run->signaled || run->exit_code != 0) {
+    std::string why = run->signaled ? "killed by signal " + std::to_string(run->signal)
+                                    : "exit status " + std::to_string(run->exit_code);
     return Status::InvalidArgument("computing golden data with PyTorch failed (" + why +
-                                   "): " + HelperError(out));
+                                   "): " + HelperError(run->output));
   }
   for (uint64_t s : seeds)
     if (!fs::exists(SeedFile(dir_, s)))

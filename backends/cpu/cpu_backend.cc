@@ -5,13 +5,9 @@
 // objects below; this file holds the device logic.
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,17 +25,14 @@
 #include "backends/common/plugin_error.h"
 #include "base/file.h"
 #include "base/hash.h"
+#include "base/process.h"
 #include "htam/backend.h"
-
-extern char** environ;
 
 using htam::plugin::MakeError;
 
 namespace {
 std::string CpuModel();
 int CpuMhz();
-int RunCapture(const std::vector<std::string>& argv, const std::string& cwd, double timeout_s,
-               size_t cap, std::string* output, bool* timed_out);
 }  // namespace
 
 using htam::plugin::Error;
@@ -141,61 +134,9 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-// Runs argv with stdout+stderr captured (capped), in its own process group, killed after
-// timeout_s. Returns the exit status (or -1 on spawn failure / timeout with *timed_out).
-int RunCapture(const std::vector<std::string>& argv, const std::string& cwd, double timeout_s,
-               size_t cap, std::string* output, bool* timed_out) {
-  *timed_out = false;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    *output = "cannot run " + argv[0] + ": " + std::strerror(rc);
-    return -1;
-  }
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(int64_t((timeout_s > 0 ? timeout_s : 60) * 1000));
-  char buf[4096];
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
-    if (left <= 0) {
-      *timed_out = true;
-      kill(-pid, SIGKILL);
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int n = poll(&p, 1, int(std::min<long long>(left, 200)));
-    if (n > 0) {
-      ssize_t r = read(fds[0], buf, sizeof buf);
-      if (r <= 0) break;
-      if (output->size() < cap) output->append(buf, size_t(r));
-    }
-  }
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  if (*timed_out) return -1;
-  if (output->size() > cap) output->resize(cap);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+// The shell's view of how it ended: the exit code, or 128 + the signal that killed it.
+int ExitStatus(const htam::ProcessResult& r) {
+  return r.signaled ? 128 + r.signal : r.exit_code;
 }
 
 bool Exists(const std::string& p) {
@@ -252,10 +193,13 @@ htam_backend::htam_backend(const htam::plugin::HostSettings& host) : Backend("cp
   if (host.Has("cxxflags")) cxxflags = host.Option("cxxflags", "");
   if (host.Has("max_diag_bytes"))
     max_diag_bytes = std::strtoul(host.Option("max_diag_bytes", "").c_str(), nullptr, 10);
-  std::string out_text;
-  bool to = false;
-  int rc = RunCapture({cxx, "--version"}, "", 10, 4096, &out_text, &to);
-  compiler_version = rc == 0 ? out_text.substr(0, out_text.find('\n')) : "";
+  htam::ProcessOptions probe;
+  probe.timeout_s = 10;
+  probe.max_output = 4096;
+  auto version = htam::RunProcess({cxx, "--version"}, probe);
+  const std::string out_text = version.ok() ? version->output : version.status().message();
+  compiler_version =
+      version.ok() && ExitStatus(*version) == 0 ? out_text.substr(0, out_text.find('\n')) : "";
   description_.language = "cpp";
   description_.source_suffix = ".cpp";
   description_.version =
@@ -326,19 +270,25 @@ Error htam_backend::Compile(const htam_compile_request& req, std::string_view so
   argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden", "-I" + host().sdk_include_dir,
                            "-o", tmp, src_name});
   auto t0 = std::chrono::steady_clock::now();
-  std::string diag;
-  bool timed_out = false;
-  int rc = RunCapture(argv, host().work_dir, req.timeout_s, max_diag_bytes, &diag, &timed_out);
+  htam::ProcessOptions run;
+  run.cwd = host().work_dir;
+  run.timeout_s = req.timeout_s > 0 ? req.timeout_s : 60;
+  run.max_output = max_diag_bytes;
+  auto compiled = htam::RunProcess(argv, run);
   art->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (timed_out) {
+  if (!compiled.ok()) {  // the compiler did not start
+    unlink(tmp.c_str());
+    return MakeError(HTAM_ERR_UNAVAILABLE, compiled.status().message());
+  }
+  const std::string& diag = compiled->output;
+  if (compiled->timed_out) {
     unlink(tmp.c_str());
     return MakeError(HTAM_ERR_TIMEOUT,
                      "compiler timed out after " + std::to_string(req.timeout_s) + " s\n" + diag);
   }
-  if (rc != 0) {
+  if (const int rc = ExitStatus(*compiled); rc != 0) {
     unlink(tmp.c_str());
-    if (rc < 0 && diag.rfind("cannot run", 0) == 0) return MakeError(HTAM_ERR_UNAVAILABLE, diag);
     return MakeError(HTAM_ERR_COMPILE,
                      diag.empty() ? "compiler exited with " + std::to_string(rc) : diag);
   }

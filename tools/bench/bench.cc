@@ -1,13 +1,13 @@
 // htam-bench helpers.
 #include "tools/bench/bench.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+
+#include "base/process.h"
 
 namespace htam::bench {
 
@@ -52,29 +52,19 @@ uint64_t DirBytes(const std::string& dir) {
 }
 
 std::string RunCapture(const std::vector<std::string>& argv, int* status) {
-  int fds[2];
-  if (pipe(fds) != 0) return "";
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+  // stdout alone (callers parse it); stderr and a Ctrl-C reach the child as they reach us.
+  ProcessOptions o;
+  o.max_output = std::numeric_limits<size_t>::max();
+  o.stderr_to = StderrTo::kParent;
+  o.own_group = false;
+  auto r = RunProcess(argv, o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "htam-bench: %s\n", r.status().message().c_str());
+    *status = 127;
+    return "";
   }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return out;
+  *status = r->signaled ? 128 + r->signal : r->exit_code;
+  return r->output;
 }
 
 std::string SelfExe() {

@@ -16,7 +16,8 @@ uint64_t PeakRssBytes();                             // VmHWM
 uint64_t RssAnonBytes();                             // RssAnon: private memory, not mapped files
 uint64_t DirBytes(const std::string& dir);           // total size of regular files below dir
 
-// Runs `argv` (argv[0] = program path) and returns its stdout; *status gets the exit status.
+// Runs `argv` (argv[0] = program path) and returns its stdout (its stderr goes to ours); *status
+// gets the exit status, 128 + the signal that killed it, or 127 when it could not start.
 std::string RunCapture(const std::vector<std::string>& argv, int* status);
 std::string SelfExe();
 

@@ -1,0 +1,135 @@
+// Child processes as their callers rely on them: what is captured, where, for how long, and what
+// a failure to start says.
+#include "base/process.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+namespace htam {
+namespace {
+
+Result<ProcessResult> Shell(const std::string& script, ProcessOptions o = {}) {
+  return RunProcess({"sh", "-c", script}, o);
+}
+
+TEST(RunProcess, InterleavesStderrWithStdoutByDefault) {
+  auto r = Shell("echo out; echo err >&2; exit 3");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->output, "out\nerr\n");
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_FALSE(r->signaled);
+  EXPECT_FALSE(r->timed_out);
+}
+
+TEST(RunProcess, StdoutAloneWhenStderrGoesToTheParent) {
+  ProcessOptions o;
+  o.stderr_to = StderrTo::kParent;
+  auto r = Shell("echo '{\"a\":1}'; echo 'a warning' >&2", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->output, "{\"a\":1}\n");
+  EXPECT_EQ(r->exit_code, 0);
+}
+
+TEST(RunProcess, RunsInAFolderItCannotWriteTo) {
+  ProcessOptions o;
+  o.cwd = "/proc";  // not writable, even for root
+  auto r = Shell("pwd", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->output, "/proc\n");
+  char here[4096];
+  ASSERT_NE(getcwd(here, sizeof here), nullptr);
+  auto same = Shell("pwd");  // no cwd: ours
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->output, std::string(here) + "\n");
+}
+
+TEST(RunProcess, StartFailuresAreErrorsThatSayWhy) {
+  auto missing = RunProcess({"/nonexistent/tool", "--version"}, ProcessOptions{});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(missing.status().message(), "cannot run /nonexistent/tool: No such file or directory");
+  auto not_in_path = RunProcess({"htam-no-such-tool"}, ProcessOptions{});
+  ASSERT_FALSE(not_in_path.ok());
+  EXPECT_EQ(not_in_path.status().code(), Status::Code::kUnavailable);
+  ProcessOptions o;
+  o.cwd = "/nonexistent/dir";
+  auto no_dir = Shell("true", o);
+  ASSERT_FALSE(no_dir.ok());
+  EXPECT_EQ(no_dir.status().code(), Status::Code::kIOError);
+  EXPECT_NE(no_dir.status().message().find("cannot enter /nonexistent/dir"), std::string::npos);
+}
+
+TEST(RunProcess, ReportsTheSignalThatKilledIt) {
+  auto r = Shell("kill -TERM $$");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->signaled);
+  EXPECT_EQ(r->signal, SIGTERM);
+}
+
+TEST(RunProcess, StdinIsEmptyAndTheEnvironmentTakesExtras) {
+  setenv("HTAM_PROCESS_TEST", "ours", 1);
+  ProcessOptions o;
+  o.extra_env = {"HTAM_PROCESS_TEST=theirs", "HTAM_PROCESS_TEST_NEW=1"};
+  auto r = Shell("cat; echo $HTAM_PROCESS_TEST $HTAM_PROCESS_TEST_NEW", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->output, "theirs 1\n");
+}
+
+TEST(RunProcess, KeepsTheHeadOrTheTailAndNeverBlocksTheChild) {
+  ProcessOptions o;
+  o.max_output = 10;
+  o.timeout_s = 60;
+  auto head = Shell("seq 1 300000", o);  // about 2 MB: far beyond a pipe's buffer
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(head->exit_code, 0);
+  EXPECT_EQ(head->output, "1\n2\n3\n4\n5\n");
+  o.keep_tail = true;
+  auto tail = Shell("seq 1 300000", o);
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  EXPECT_EQ(tail->output, "99\n300000\n");
+}
+
+// The state letter of /proc/<pid>/stat, or 0 when the process is gone.
+char ProcessState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  size_t p = line.rfind(')');
+  return p + 2 < line.size() ? line[p + 2] : 0;
+}
+
+TEST(RunProcess, ATimeoutKillsTheWholeGroup) {
+  ProcessOptions o;
+  o.timeout_s = 0.3;
+  auto r = Shell("sleep 30 & echo $!; wait", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_LT(r->wall_ms, 5000);
+  const pid_t grandchild = std::atoi(r->output.c_str());
+  ASSERT_GT(grandchild, 0) << r->output;
+  for (int i = 0; i < 100 && ProcessState(grandchild) != 0 && ProcessState(grandchild) != 'Z'; ++i)
+    usleep(10000);
+  const char state = ProcessState(grandchild);
+  EXPECT_TRUE(state == 0 || state == 'Z') << "the background sleep survived: " << state;
+}
+
+TEST(RunProcess, ADescendantHoldingTheOutputOpenIsNotWaitedFor) {
+  ProcessOptions o;
+  o.own_group = false;
+  auto r = Shell("sleep 30 & echo $!", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_LT(r->wall_ms, 5000);
+  const pid_t left = std::atoi(r->output.c_str());
+  ASSERT_GT(left, 0) << r->output;
+  EXPECT_EQ(getpgid(left), getpgrp());  // own_group = false: it stayed in ours
+  kill(left, SIGKILL);
+}
+
+}  // namespace
+}  // namespace htam
