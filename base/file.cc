@@ -1,10 +1,12 @@
-// Whole-file reads and mkdir -p (see file.h).
+// Whole-file reads and writes, mkdir -p, fsync (see file.h).
 #include "base/file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -44,6 +46,44 @@ Result<std::string> CreateUniqueFile(const std::string& prefix) {
   if (fd < 0) return Status::IOError("cannot create " + name + ": " + std::strerror(errno));
   close(fd);
   return name;
+}
+
+Status SyncPath(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  const int rc = fsync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return Status::IOError("cannot fsync " + path + ": " + std::strerror(err));
+  return Status::OK();
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
+  HTAM_ASSIGN_OR_RETURN(std::string tmp, CreateUniqueFile(path));
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return Status::IOError(what + ": " + std::strerror(err));
+  };
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return fail("cannot open " + tmp);
+  bool ok = fchmod(fd, mode) == 0;
+  for (size_t done = 0; ok && done < data.size();) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ok && fsync(fd) == 0;
+  if (!ok) {
+    const Status s = fail("cannot write " + tmp);
+    close(fd);
+    return s;
+  }
+  if (close(fd) != 0) return fail("cannot write " + tmp);
+  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename " + tmp + " onto " + path);
+  const size_t slash = path.find_last_of('/');
+  return SyncPath(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
 }
 
 }  // namespace htam

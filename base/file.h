@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -27,5 +28,14 @@ Status MakeDirs(const std::string& path, mode_t mode);
 // Process ids do not serve: workers in PID namespaces of their own share them, and one removed
 // or renamed the other's file when both compiled the same source into a shared cache.
 Result<std::string> CreateUniqueFile(const std::string& prefix);
+
+// Replaces `path` with `data` so that a reader, or the file system after a crash, finds the old
+// file or the new one and never a part: a temporary beside it (CreateUniqueFile), written and
+// fsynced, renamed over `path`, then the folder fsynced. The file gets `mode` (the umask does not
+// apply). The temporary is removed on failure; IOError names the step that failed.
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+
+// fsync of a file or a folder (a folder after a rename in it, so that the new name is durable).
+Status SyncPath(const std::string& path);
 
 }  // namespace htam

@@ -3,7 +3,6 @@
 
 #include <cuda.h>
 #include <nvrtc.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -90,20 +89,16 @@ Result<NvrtcOutput> NvrtcCompile(std::string_view source, std::string_view name,
     NvrtcOutput hit;
     // A cubin is an ELF image: anything else (a truncated or foreign file) is compiled again.
     if (ReadWholeFile(entry, &hit.cubin) && hit.cubin.size() > 4 &&
-        hit.cubin.compare(0, 4, "\x7f" "ELF") == 0) {
+        hit.cubin.compare(0, 4,
+                          "\x7f"
+                          "ELF") == 0) {
       hit.ok = true;
       return hit;
     }
   }
   auto compiled = NvrtcCompileUncached(source, name, arch, options);
   if (!entry.empty() && compiled.ok() && compiled->ok) {
-    if (auto tmp = CreateUniqueFile(entry); tmp.ok()) {
-      FILE* f = fopen(tmp->c_str(), "wb");
-      bool written = f && fwrite(compiled->cubin.data(), 1, compiled->cubin.size(), f) ==
-                              compiled->cubin.size();
-      if (f && fclose(f) != 0) written = false;
-      if (!written || rename(tmp->c_str(), entry.c_str()) != 0) unlink(tmp->c_str());
-    }
+    (void)WriteFileAtomic(entry, compiled->cubin, 0600);  // a cache: a failed write costs a compile
   }
   return compiled;
 }

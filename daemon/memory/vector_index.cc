@@ -20,6 +20,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/file.h"
+
 namespace htam::memory {
 namespace {
 
@@ -135,15 +137,6 @@ Status HashFileRegion(FILE* f, long offset, uint64_t length, uint64_t* hash) {
     left -= want;
   }
   *hash = h;
-  return Status::OK();
-}
-
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return Status::IOError("open directory " + dir + ": " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return Status::IOError("fsync directory " + dir + ": " + std::strerror(errno));
   return Status::OK();
 }
 
@@ -452,7 +445,7 @@ Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covere
   out.f = nullptr;
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     return Status::IOError("rename " + tmp + ": " + std::strerror(errno));
-  return FsyncDir(std::filesystem::path(path).parent_path().string());
+  return SyncPath(std::filesystem::path(path).parent_path().string());
 }
 
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -21,18 +20,6 @@ namespace {
 bool SafeName(const std::string& n) {
   return !n.empty() && n.size() < 256 && n.find('/') == std::string::npos && n != "." &&
          n != ".." && n[0] != '.';
-}
-
-Status WriteFileAtomic(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::IOError("cannot write " + tmp);
-    out << data;
-    if (!out) return Status::IOError("cannot write " + tmp);
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError("cannot rename " + tmp);
-  return Status::OK();
 }
 
 }  // namespace

@@ -1,23 +1,45 @@
 // htam-keygen: writes CurveZMQ key pairs for htamd and its clients (docs/operations.md).
 //   htam-keygen DIR [NAME...]   writes DIR/NAME.key (secret, 0600) and DIR/NAME.pub per name;
 //                               default names: server client
+#include <boost/program_options.hpp>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "daemon/common/auth.h"
 
+namespace {
+
+const char kUsage[] =
+    "usage: htam-keygen DIR [NAME...]\n"
+    "Writes DIR/NAME.key (public + secret, mode 0600) and DIR/NAME.pub for each NAME\n"
+    "(default: server client). Put client public keys into the file named by\n"
+    "server.curve_authorized_keys; point server.curve_secret_key_file at server.key.\n";
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::cout
-        << "usage: htam-keygen DIR [NAME...]\n"
-           "Writes DIR/NAME.key (public + secret, mode 0600) and DIR/NAME.pub for each NAME\n"
-           "(default: server client). Put client public keys into the file named by\n"
-           "server.curve_authorized_keys; point server.curve_secret_key_file at server.key.\n";
-    return argc < 2 ? 2 : 0;
+  namespace po = boost::program_options;
+  std::string dir;
+  std::vector<std::string> names;
+  po::options_description visible("options");
+  visible.add_options()("help,h", "print this help and exit");
+  po::options_description all;
+  all.add(visible).add_options()("dir", po::value(&dir))("name", po::value(&names));
+  po::positional_options_description positional;
+  positional.add("dir", 1).add("name", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "htam-keygen: " << e.what() << "\n" << kUsage;
+    return 2;
   }
-  std::string dir = argv[1];
-  std::vector<std::string> names(argv + 2, argv + argc);
+  if (vm.count("help") || dir.empty()) {
+    std::cout << kUsage << visible;
+    return dir.empty() && !vm.count("help") ? 2 : 0;
+  }
   if (names.empty()) names = {"server", "client"};
   for (const auto& name : names) {
     auto keys = htam::auth::GenerateKeyPair();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/file.h"
 #include "daemon/memory/store.h"
 #include "daemon/memory/store_file.h"
 #include "tools/cli/cli.h"
@@ -27,19 +28,11 @@ bool EmptyOrMissing(const std::string& dir) {
   return !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec));
 }
 
-Status FsyncPath(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::IOError("open " + path + ": " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  ::close(fd);
-  return rc == 0 ? Status::OK() : Status::IOError("fsync " + path + ": " + std::strerror(errno));
-}
-
 Status CopyFileSynced(const std::string& from, const std::string& to) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
   if (ec) return Status::IOError("copying " + from + " to " + to + ": " + ec.message());
-  return FsyncPath(to);
+  return SyncPath(to);
 }
 
 // The store directory inside a backup (BACKUP/store) or the backup itself when it is one.
@@ -140,7 +133,7 @@ int CmdBackup(Context& c) {
   Status st = RunIsolated([&] { return memory::Store::CopyCompact(store, tmp + "/store"); },
                           "copying " + store);
   if (!st.ok()) return cleanup(), Fail(c, st);
-  st = FsyncPath(tmp + "/store/data.mdb");
+  st = SyncPath(tmp + "/store/data.mdb");
   if (!st.ok()) return cleanup(), Fail(c, st);
   std::vector<std::string> problems;
   if (!no_verify) {
@@ -164,7 +157,7 @@ int CmdBackup(Context& c) {
   fs::rename(tmp, dest, ec);
   if (ec)
     return cleanup(), Fail(c, "cannot move the backup into place at " + dest + ": " + ec.message());
-  (void)FsyncPath(fs::absolute(dest).parent_path().string());
+  (void)SyncPath(fs::absolute(dest).parent_path().string());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uintmax_t bytes = fs::file_size(dest + "/store/data.mdb", ec);
   if (c.g.json) {
@@ -234,7 +227,7 @@ int CmdRestore(Context& c) {
   fs::remove(store, ec);  // an empty directory, if any
   fs::rename(tmp, store, ec);
   if (ec) return Fail(c, "cannot move the restored store into place: " + ec.message());
-  (void)FsyncPath(c.g.data_dir);
+  (void)SyncPath(c.g.data_dir);
   if (c.g.json) {
     PrintJson(c, Json{{"restored", store}, {"from", from}, {"previous_store", moved}});
   } else {

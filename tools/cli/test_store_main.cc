@@ -2,33 +2,22 @@
 // (a write storm for the backup test). Test tool, not installed.
 //   htam-test-store build DATA_DIR [sessions] [steps] [salt]
 //   htam-test-store storm DATA_DIR SECONDS
+#include <boost/program_options.hpp>
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "tools/cli/test_store.h"
 
-int main(int argc, char** argv) {
-  htam::SetLogLevel(htam::LogLevel::kError);
-  std::string mode = argc > 1 ? argv[1] : "";
-  if (argc < 3 || (mode != "build" && mode != "storm")) {
-    std::cerr << "usage: htam-test-store build DATA_DIR [sessions] [steps] [salt] | storm DATA_DIR "
-                 "SECONDS\n";
-    return 2;
-  }
-  std::string dir = argv[2];
-  if (mode == "build") {
-    htam::cli::testing::TestStoreOptions o;
-    if (argc > 3) o.sessions = std::atoi(argv[3]);
-    if (argc > 4) o.steps = std::atoi(argv[4]);
-    if (argc > 5) o.salt = std::atoi(argv[5]);
-    auto s = htam::cli::testing::BuildTestStore(dir, o);
-    if (!s.ok()) std::cerr << s.ToString() << "\n";
-    return s.ok() ? 0 : 1;
-  }
-  double seconds = argc > 3 ? std::atof(argv[3]) : 5;
+namespace {
+
+const char kUsage[] =
+    "usage: htam-test-store build DATA_DIR [sessions] [steps] [salt] | storm DATA_DIR SECONDS\n";
+
+// Appends sessions to the store in `dir` for `seconds`.
+int Storm(const std::string& dir, double seconds) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   int n = 0;
   std::cout << "storming" << std::endl;  // the parent waits for this line
@@ -41,4 +30,44 @@ int main(int argc, char** argv) {
   }
   std::cout << "sessions " << n << std::endl;
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  htam::SetLogLevel(htam::LogLevel::kError);
+  std::string mode, dir;
+  std::vector<double> numbers;  // build: sessions, steps, salt; storm: seconds
+  po::options_description visible("options");
+  visible.add_options()("help,h", "print this help and exit");
+  po::options_description all;
+  all.add(visible).add_options()("mode", po::value(&mode))("dir", po::value(&dir))(
+      "number", po::value(&numbers));
+  po::positional_options_description positional;
+  positional.add("mode", 1).add("dir", 1).add("number", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "htam-test-store: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage << visible;
+    return 0;
+  }
+  if (dir.empty() || (mode != "build" && mode != "storm")) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  if (mode == "storm") return Storm(dir, numbers.empty() ? 5 : numbers[0]);
+  htam::cli::testing::TestStoreOptions o;
+  if (numbers.size() > 0) o.sessions = static_cast<int>(numbers[0]);
+  if (numbers.size() > 1) o.steps = static_cast<int>(numbers[1]);
+  if (numbers.size() > 2) o.salt = static_cast<int>(numbers[2]);
+  auto s = htam::cli::testing::BuildTestStore(dir, o);
+  if (!s.ok()) std::cerr << s.ToString() << "\n";
+  return s.ok() ? 0 : 1;
 }

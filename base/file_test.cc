@@ -1,0 +1,77 @@
+// Whole-file writes that replace a file at once: content, mode, no temporary left behind, and a
+// clear error where the folder is missing.
+#include "base/file.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+namespace htam {
+namespace {
+
+class WriteFileAtomicTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/file_test_" + std::to_string(getpid());
+    ASSERT_TRUE(MakeDirs(dir_, 0755).ok());
+  }
+  void TearDown() override {
+    for (const auto& n : Names()) unlink((dir_ + "/" + n).c_str());
+    rmdir(dir_.c_str());
+  }
+  std::vector<std::string> Names() const {
+    std::vector<std::string> names;
+    if (DIR* d = opendir(dir_.c_str())) {
+      while (dirent* e = readdir(d))
+        if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
+          names.push_back(e->d_name);
+      closedir(d);
+    }
+    return names;
+  }
+  std::string dir_;
+};
+
+TEST_F(WriteFileAtomicTest, ReplacesTheFileAndLeavesNoTemporary) {
+  const std::string path = dir_ + "/task.json";
+  ASSERT_TRUE(WriteFileAtomic(path, "old").ok());
+  const std::string binary("a\0b\n", 4);
+  Status s = WriteFileAtomic(path, binary);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(ReadFileOrEmpty(path), binary);
+  EXPECT_EQ(Names(), std::vector<std::string>{"task.json"});
+}
+
+TEST_F(WriteFileAtomicTest, GivesTheModeAskedFor) {
+  const std::string shared = dir_ + "/shared", secret = dir_ + "/secret";
+  ASSERT_TRUE(WriteFileAtomic(shared, "x").ok());
+  ASSERT_TRUE(WriteFileAtomic(secret, "y", 0600).ok());
+  struct stat st;
+  ASSERT_EQ(stat(shared.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_EQ(stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(WriteFileAtomicTest, AMissingFolderIsAnIOErrorThatNamesIt) {
+  Status s = WriteFileAtomic(dir_ + "/no/such/file", "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kIOError);
+  EXPECT_NE(s.message().find(dir_ + "/no/such/file"), std::string::npos) << s.message();
+  EXPECT_TRUE(Names().empty());
+}
+
+TEST_F(WriteFileAtomicTest, SyncPathTakesFilesAndFolders) {
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/f", "x").ok());
+  EXPECT_TRUE(SyncPath(dir_ + "/f").ok());
+  EXPECT_TRUE(SyncPath(dir_).ok());
+  Status s = SyncPath(dir_ + "/missing");
+  EXPECT_EQ(s.code(), Status::Code::kIOError);
+}
+
+}  // namespace
+}  // namespace htam
