@@ -61,6 +61,7 @@
 #include "backends/common/profile_run.h"
 #include "backends/common/task_spec.h"
 #include "backends/common/timing_lock.h"
+#include "base/args.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "daemon/eval/frame.h"
@@ -407,67 +408,58 @@ int main(int argc, char** argv) {
   std::string reset_dir;          // --runner: emptied at every reset (its own working directory)
   bool runner_allocates = false;  // --split: device buffers come from the runner
   long drop_uid = -1, drop_gid = -1;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--plugin" || a == "--device" || a == "--sdk-include" || a == "--cache-dir" ||
-        a == "--option" || a == "--log-level") {
-      self_args.push_back(a);
-      if (i + 1 < argc) self_args.push_back(argv[i + 1]);
-    }
-    if (a == "--single-call")
-      single_call = next();
-    else if (a == "--plugin")
-      plugin = next();
-    else if (a == "--device")
-      device = std::atoi(next().c_str());
-    else if (a == "--sdk-include")
-      sdk_include = next();
-    else if (a == "--cache-dir")
-      cache_dir = next();
-    else if (a == "--option")
-      options.push_back(next());
-    else if (a == "--jobs")
-      jobs = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--describe")
-      describe = true;
-    else if (a == "--runner")
-      runner_mode = true;
-    else if (a == "--split")
-      split = true;
-    else if (a == "--kb-only")
-      kb_only = true;
-    else if (a == "--compile-only")
-      compile_only = true;
-    else if (a == "--no-device")
-      no_device = true;
-    else if (a == "--kb-build-cache")
-      kb_build_cache = next();
-    else if (a == "--hide")
-      hide.push_back(next());
-    else if (a == "--runner-cache-dir")
-      runner_cache = next();
-    else if (a == "--runner-allocates")
-      runner_allocates = true;
-    else if (a == "--reset-dir")
-      reset_dir = next();
-    else if (a == "--drop-uid")
-      drop_uid = std::atol(next().c_str());
-    else if (a == "--drop-gid")
-      drop_gid = std::atol(next().c_str());
-    else if (a == "--check-threads")
-      check_threads = next() != "0";
-    else if (a == "--thread-grace-ms")
-      thread_grace_ms = std::atof(next().c_str());
-    else if (a == "--runner-leak-mb" || a == "--leak-mb")
-      leak_mb = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--log-level") {
+  {
+    namespace po = boost::program_options;
+    std::string log_level, check_threads_text = "1";
+    uint64_t runner_leak_mb = 0;
+    po::options_description o;
+    o.add_options()("plugin", po::value(&plugin), "the backend plugin (libhtam_backend_<name>.so)")(
+        "device", po::value(&device), "device index")("sdk-include", po::value(&sdk_include),
+                                                      "folder holding htam/kernel_abi.h")(
+        "cache-dir", po::value(&cache_dir), "the plugin's compile cache")(
+        "option", po::value(&options)->composing(), "a plugin option key=value (repeatable)")(
+        "jobs", po::value(&jobs), "jobs to serve before exiting")(
+        "describe", po::bool_switch(&describe), "print the plugin's description and exit")(
+        "single-call", po::value(&single_call), "one call of a job's candidate (a profiled run)")(
+        "runner", po::bool_switch(&runner_mode), "serve as the runner of a verifier")(
+        "split", po::bool_switch(&split), "verify here, run candidates in a runner")(
+        "kb-only", po::bool_switch(&kb_only), "the runner serves KernelBench jobs only")(
+        "compile-only", po::bool_switch(&compile_only), "compile one source ahead and exit")(
+        "no-device", po::bool_switch(&no_device), "--runner: open no device")(
+        "kb-build-cache", po::value(&kb_build_cache), "load_inline build cache the runner writes")(
+        "hide", po::value(&hide)->composing(), "a folder the runner must not see (repeatable)")(
+        "runner-cache-dir", po::value(&runner_cache), "the runner's compile cache")(
+        "runner-allocates", po::bool_switch(&runner_allocates), "device buffers from the runner")(
+        "reset-dir", po::value(&reset_dir), "--runner: emptied at every reset")(
+        "drop-uid", po::value(&drop_uid), "user to drop to")("drop-gid", po::value(&drop_gid),
+                                                             "group to drop to")(
+        "check-threads", po::value(&check_threads_text), "0: no check for threads left running")(
+        "thread-grace-ms", po::value(&thread_grace_ms), "wait for threads to end after a call")(
+        "runner-leak-mb", po::value(&runner_leak_mb),
+        "the verifier: device memory a runner may leave allocated (0 = unchecked)")(
+        "leak-mb", po::value(&leak_mb), "the runner: the same limit")(
+        "log-level", po::value(&log_level), "debug, info, warn, error, off");
+    po::variables_map vm;
+    const int rc = htam::ParseArgs("htam-eval-worker",
+                                   "usage: htam-eval-worker --plugin PATH "
+                                   "--device N [options] (started by htamd's evaluator)",
+                                   std::vector<std::string>(argv + 1, argv + argc), o, {}, &vm);
+    if (rc >= 0) return rc;
+    jobs = std::max(1, jobs);
+    check_threads = check_threads_text != "0";
+    if (!vm.count("leak-mb")) leak_mb = runner_leak_mb;
+    if (!log_level.empty()) {
       htam::LogLevel l;
-      if (htam::ParseLogLevel(next(), &l)) htam::SetLogLevel(l);
-    } else {
-      std::cerr << "htam-eval-worker: unknown argument " << a << "\n";
-      return 2;
+      if (htam::ParseLogLevel(log_level, &l)) htam::SetLogLevel(l);
     }
+    // What the one-call child of a profile gets again.
+    for (const char* key : {"plugin", "device", "sdk-include", "cache-dir", "log-level"}) {
+      if (!vm.count(key) || vm[key].defaulted()) continue;
+      self_args.push_back(std::string("--") + key);
+      self_args.push_back(key == std::string("device") ? std::to_string(device)
+                                                       : vm[key].as<std::string>());
+    }
+    for (const std::string& opt : options) self_args.insert(self_args.end(), {"--option", opt});
   }
   g_single_call = !single_call.empty();
   char cwd[4096];
