@@ -131,6 +131,17 @@ TEST(HtamBench, EverySubcommandParsedHereListsItsOptions) {
   }
 }
 
+// The subcommands written in Python start from the packages found above the binary (the build
+// tree's python/, where the SDK is assembled and the agent linked), run from another folder.
+TEST(HtamBench, PythonSubcommandsFindTheirPackagesAboveTheBinary) {
+  for (const char* sub : {"world bench", "quality"}) {
+    Outcome r = HtamBench(std::string(sub) + " --help");
+    EXPECT_EQ(r.status, 0) << sub << ":\n" << r.output;
+    EXPECT_NE(r.output.find("usage: htam-bench " + std::string(sub)), std::string::npos)
+        << sub << ":\n" << r.output;
+  }
+}
+
 TEST(HtamBench, AnUnknownOptionExits2NamingIt) {
   for (const char* sub : {"memory", "daemon", "eval", "workers"}) {
     Outcome r = HtamBench(std::string(sub) + " --no-such-flag");

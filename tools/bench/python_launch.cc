@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/paths.h"
 #include "tools/bench/bench.h"
 
 namespace htam::bench {
@@ -22,20 +23,36 @@ std::string Parent(const std::string& path, int levels) {
   return p;
 }
 
+// The folder of the Python packages htam ships (htam, htam_agent), found as paths.h finds shipped
+// files: above the running binary, never in the source tree. Installed:
+// <prefix>/lib/python3/dist-packages; a build tree: <build>/python (the SDK assembled there, the
+// agent linked to its sources). "" when neither is found.
+std::string PythonPackagesDir() {
+  std::string dir = ExecutableDir();
+  for (int up = 1; up <= 3 && !dir.empty() && dir != "/"; ++up) {
+    dir = Parent(dir, 1);
+    for (const char* rel : {"/python", "/lib/python3/dist-packages"}) {
+      const std::string p = (dir == "/" ? "" : dir) + rel;
+      if (access((p + "/htam_agent/__init__.py").c_str(), R_OK) == 0) return p;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int ExecPythonSubcommand(const std::string& subcommand, int argc, char** argv,
                          const std::vector<std::pair<std::string, std::string>>& build_paths) {
-  // The source tree: from the build's definition (ccache may compile with relative paths, so
-  // __FILE__ is not always absolute), else from this file's path. The build tree from the
-  // running binary: <build>/tools/bench/htam-bench.
-#ifdef HTAM_SOURCE_DIR
-  const std::string source_root = HTAM_SOURCE_DIR;
-#else
-  const std::string source_root = Parent(__FILE__, 3);
-#endif
+  // The build tree from the running binary: <build>/tools/bench/htam-bench.
   const std::string build_root = Parent(SelfExe(), 3);
-  std::string pythonpath = build_root + "/python:" + source_root + "/sdk/python";
+  std::string pythonpath = PythonPackagesDir();
+  if (pythonpath.empty()) {
+    std::fprintf(stderr,
+                 "htam-bench %s: the Python packages (htam_agent) are neither in a build tree's "
+                 "python/ nor in lib/python3/dist-packages above %s\n",
+                 subcommand.c_str(), ExecutableDir().c_str());
+    return 1;
+  }
   if (const char* old = std::getenv("PYTHONPATH"); old && *old)
     pythonpath += std::string(":") + old;
   setenv("PYTHONPATH", pythonpath.c_str(), 1);

@@ -74,7 +74,7 @@ def default_helper() -> str:
     env = os.environ.get("HTAM_KERNELBENCH_HELPER", "")
     if env:
         return env
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.realpath(__file__))
     for p in (os.path.join(here, "..", "..", "..", "tools", "kernelbench", "kb_helper.py"),
               os.path.join("tools", "kernelbench", "kb_helper.py")):
         if os.path.exists(p):
