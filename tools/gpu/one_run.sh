@@ -291,7 +291,7 @@ if [[ "$PARTS" == *" worldlive "* ]]; then
       --htamd "$S/htamd" --option eval.worker_path="$S/htam-eval-worker" --option eval.plugin_dir="$S" \
       --option eval.sdk_include_dir="$ROOT/sdk/include" \
       ${WORLDLIVE_ARGS:---on held-out --only-families layernorm --max-tasks 2 --seeds 1 --budget 6 --policies full,cold} \
-      --live --verbose --out "$OUT/world_live" >> "$OUT/world_live.log" 2>&1
+      --live --verbose --work /tmp/htam-world-live --out "$OUT/world_live" >> "$OUT/world_live.log" 2>&1
     echo "world live rc=$?"; tail -12 "$OUT/world_live.log"
   else
     echo "world live: skipped, python3 here cannot import zmq (pyzmq) with the staged SDK:"
