@@ -11,18 +11,24 @@ namespace po = boost::program_options;
 int ParseArgs(const std::string& prog, const std::string& usage,
               const std::vector<std::string>& args, const po::options_description& options,
               const po::options_description& hidden, po::variables_map* vm, std::ostream& out,
-              std::ostream& err) {
+              std::ostream& err, const po::positional_options_description* positional) {
   po::options_description shown("options", 100, 50);
   shown.add_options()("help,h", "print this help");
   for (const auto& o : options.options()) shown.add(o);
   po::options_description all;
   all.add(shown).add(hidden);
   try {
-    po::parsed_options parsed =
-        po::command_line_parser(args)
-            .options(all)
-            .style(po::command_line_style::unix_style & ~po::command_line_style::allow_guessing)
-            .run();
+    po::parsed_options parsed = positional ? po::command_line_parser(args)
+                                                 .options(all)
+                                                 .positional(*positional)
+                                                 .style(po::command_line_style::unix_style &
+                                                        ~po::command_line_style::allow_guessing)
+                                                 .run()
+                                           : po::command_line_parser(args)
+                                                 .options(all)
+                                                 .style(po::command_line_style::unix_style &
+                                                        ~po::command_line_style::allow_guessing)
+                                                 .run();
     // The last of an option given more than once wins (the hand-written parser's rule, which
     // scripts that append an override rely on); composing options keep every occurrence.
     std::set<std::string> seen;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/args.h"
 #include "daemon/common/auth.h"
 
 namespace {
@@ -22,23 +23,18 @@ int main(int argc, char** argv) {
   namespace po = boost::program_options;
   std::string dir;
   std::vector<std::string> names;
-  po::options_description visible("options");
-  visible.add_options()("help,h", "print this help and exit");
-  po::options_description all;
-  all.add(visible).add_options()("dir", po::value(&dir))("name", po::value(&names));
+  po::options_description none, words;
+  words.add_options()("dir", po::value(&dir))("name", po::value(&names)->composing());
   po::positional_options_description positional;
   positional.add("dir", 1).add("name", -1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "htam-keygen: " << e.what() << "\n" << kUsage;
+  const int rc =
+      htam::ParseArgs("htam-keygen", kUsage, std::vector<std::string>(argv + 1, argv + argc), none,
+                      words, &vm, std::cout, std::cerr, &positional);
+  if (rc >= 0) return rc;
+  if (dir.empty()) {
+    std::cerr << kUsage;
     return 2;
-  }
-  if (vm.count("help") || dir.empty()) {
-    std::cout << kUsage << visible;
-    return dir.empty() && !vm.count("help") ? 2 : 0;
   }
   if (names.empty()) names = {"server", "client"};
   for (const auto& name : names) {

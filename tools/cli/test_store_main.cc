@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/args.h"
 #include "base/log.h"
 #include "tools/cli/test_store.h"
 
@@ -39,25 +40,16 @@ int main(int argc, char** argv) {
   htam::SetLogLevel(htam::LogLevel::kError);
   std::string mode, dir;
   std::vector<double> numbers;  // build: sessions, steps, salt; storm: seconds
-  po::options_description visible("options");
-  visible.add_options()("help,h", "print this help and exit");
-  po::options_description all;
-  all.add(visible).add_options()("mode", po::value(&mode))("dir", po::value(&dir))(
-      "number", po::value(&numbers));
+  po::options_description none, words;
+  words.add_options()("mode", po::value(&mode))("dir", po::value(&dir))(
+      "number", po::value(&numbers)->composing());
   po::positional_options_description positional;
   positional.add("mode", 1).add("dir", 1).add("number", -1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "htam-test-store: " << e.what() << "\n" << kUsage;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << kUsage << visible;
-    return 0;
-  }
+  const int rc =
+      htam::ParseArgs("htam-test-store", kUsage, std::vector<std::string>(argv + 1, argv + argc),
+                      none, words, &vm, std::cout, std::cerr, &positional);
+  if (rc >= 0) return rc;
   if (dir.empty() || (mode != "build" && mode != "storm")) {
     std::cerr << kUsage;
     return 2;
