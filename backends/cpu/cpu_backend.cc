@@ -28,14 +28,8 @@
 #include "base/process.h"
 #include "htam/backend.h"
 
-using htam::plugin::MakeError;
-
-namespace {
-std::string CpuModel();
-int CpuMhz();
-}  // namespace
-
 using htam::plugin::Error;
+using htam::plugin::MakeError;
 
 struct htam_backend : htam::plugin::Backend {
   explicit htam_backend(const htam::plugin::HostSettings& host);

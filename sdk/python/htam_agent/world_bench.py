@@ -65,13 +65,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
+from .lineage import LANGUAGE_OF_BACKEND
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
                         WorldSession, WorldTable, load_split, oracle, split_advice,
                         strategy_bound)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
-LIVE_LANGUAGE = {"cuda": "cuda", "cpu": "cpp", "hip": "hip"}  # a family's backend -> language
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound")
 FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
 
@@ -253,8 +253,8 @@ class DaemonPolicy(Policy):
         row = {"task": self.task.name, "variant": res.variant, "policy": self.name,
                "table_status": res.status, "table_speedup": res.speedup}
         try:
-            out = self.d.submit(self.session, source, LIVE_LANGUAGE.get(fam.backend, fam.backend),
-                                direction, ids, summary)
+            language = LANGUAGE_OF_BACKEND.get(fam.backend, fam.backend)
+            out = self.d.submit(self.session, source, language, direction, ids, summary)
             row.update(live_status=out.status, live_speedup=out.speedup if out.ok else 0.0,
                        live_median_us=out.median_us, diagnostics=out.diagnostics[:200])
         except Exception as e:  # noqa: BLE001 - a refused job is reported, the run goes on
