@@ -19,6 +19,7 @@ PACKAGES=(
   clang libclang-rt-dev  # fuzz targets; the thread-safety check (ctest label lint)
   graphviz
   systemd
+  slurmctld slurmd slurm-client munge  # a one-node Slurm for the worker pool's test
 )
 
 missing=()
