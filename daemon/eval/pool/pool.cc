@@ -222,10 +222,11 @@ void Pool::Stop() {
   }
   for (const auto& j : *jobs) {
     Status st = cluster_->Cancel(j.id);
-    if (st.ok())
+    if (st.ok()) {
       HTAM_LOG(kInfo, kComponent) << "worker job " << j.id << " cancelled (htamd stops)";
-    else
+    } else {
       HTAM_LOG(kWarn, kComponent) << "worker job " << j.id << ": " << st.ToString();
+    }
   }
 }
 
@@ -243,8 +244,9 @@ void Pool::Tick() {
   auto listed = cluster_->List();
   if (!listed.ok()) {
     const std::string e = listed.status().ToString();
-    if (e != last_list_error_)
+    if (e != last_list_error_) {
       HTAM_LOG(kWarn, kComponent) << "cannot list the worker jobs: " << e;
+    }
     last_list_error_ = e;
     std::lock_guard<std::mutex> lock(status_mu_);
     last_error_ = e;
@@ -262,6 +264,7 @@ void Pool::Tick() {
   running_since_ = std::move(since);
 
   const scheduler::FleetSnapshot fleet = fleet_->Fleet();
+  NoteEndedJobs(jobs, fleet, now);
   for (const auto& q : fleet.queues)
     if (q.queued > 0) last_demand_[q.backend] = now;
   std::map<std::string, int64_t> quiet;
@@ -272,6 +275,7 @@ void Pool::Tick() {
     if (!fleet_->Drain(name)) continue;  // a job still runs there: next tick
     Status st = cluster_->Cancel(id);
     if (st.ok()) {
+      cancelled_by_pool_.insert(id);
       HTAM_LOG(kInfo, kComponent) << "worker job " << id << " idle for "
                                   << opt_.plan.idle_ms / 1000 << " s (pool.idle_s): cancelled";
       std::lock_guard<std::mutex> lock(status_mu_);
@@ -288,6 +292,7 @@ void Pool::Tick() {
       continue;
     }
     HTAM_LOG(kInfo, kComponent) << "worker job " << c.id << " " << c.why << ": cancelled";
+    cancelled_by_pool_.insert(c.id);
     std::lock_guard<std::mutex> lock(status_mu_);
     ++cancelled_other_;
   }
@@ -302,6 +307,34 @@ void Pool::Tick() {
   std::lock_guard<std::mutex> lock(status_mu_);
   jobs_ = std::move(jobs);
   connected_ = std::move(connected);
+}
+
+void Pool::NoteEndedJobs(const std::vector<ClusterJob>& jobs,
+                         const scheduler::FleetSnapshot& fleet, int64_t now) {
+  std::map<std::string, bool> known;
+  for (const auto& j : jobs) {
+    bool connected = known_.count(j.id) && known_[j.id];
+    for (const auto& w : fleet.workers)
+      connected = connected || w.name == WorkerName(opt_.plan.job_name, j.id);
+    known[j.id] = connected;
+  }
+  // A job gone from the list whose worker never connected failed to start (a node without the
+  // backend's device, a worker that cannot reach pool.connect): pause submissions, so that a
+  // broken setup does not become a stream of jobs.
+  for (const auto& [id, connected] : known_) {
+    if (known.count(id) || connected || cancelled_by_pool_.count(id)) continue;
+    retry_after_ms_ = now + int64_t(opt_.submit_retry_s) * 1000;
+    const std::string why = "worker job " + id + " ended before its worker connected (see " +
+                            logs_dir_ + "/" + opt_.plan.job_name + "-" + id + ".out)";
+    HTAM_LOG(kWarn, kComponent) << why << "; next submission in " << opt_.submit_retry_s
+                                << " s (pool.submit_retry_s)";
+    std::lock_guard<std::mutex> lock(status_mu_);
+    ++submit_failures_;
+    last_error_ = why;
+  }
+  for (auto it = cancelled_by_pool_.begin(); it != cancelled_by_pool_.end();)
+    it = known.count(*it) ? std::next(it) : cancelled_by_pool_.erase(it);
+  known_ = std::move(known);
 }
 
 void Pool::SubmitOne(const Submit& s) {
@@ -330,6 +363,7 @@ void Pool::SubmitOne(const Submit& s) {
     return;
   }
   ++submitted_;
+  known_[*id] = false;  // before the next squeue lists it
   HTAM_LOG(kInfo, kComponent) << "submitted worker job " << *id << " for backend '" << s.backend
                               << "'" << (s.arch.empty() ? "" : " arch '" + s.arch + "'")
                               << (r.gres.empty() ? "" : " gres " + r.gres)

@@ -78,6 +78,9 @@ class Pool {
   void Loop();
   void Tick();
   void SubmitOne(const Submit& s);
+  // Jobs that left the cluster's list: one whose worker never connected pauses submissions.
+  void NoteEndedJobs(const std::vector<ClusterJob>& jobs, const scheduler::FleetSnapshot& fleet,
+                     int64_t now);
 
   PoolOptions opt_;
   std::unique_ptr<ClusterManager> cluster_;
@@ -92,6 +95,8 @@ class Pool {
   // Loop state (loop thread only).
   std::map<std::string, int64_t> running_since_;  // job id -> first seen running
   std::map<std::string, int64_t> last_demand_;    // backend -> last time something was queued
+  std::map<std::string, bool> known_;             // listed job id -> its worker connected once
+  std::set<std::string> cancelled_by_pool_;       // ids the pool itself cancelled
   int64_t retry_after_ms_ = 0;
   std::string last_list_error_;
 

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "base/file.h"
 #include "daemon/common/auth.h"
@@ -290,6 +293,57 @@ TEST(PoolTest, CurveWithoutTheServerKeyIsRefused) {
   auto pool = Pool::Create(o, std::make_unique<NoCluster>());
   ASSERT_FALSE(pool.ok());
   EXPECT_NE(pool.status().message().find("server.curve_secret_key_file"), std::string::npos);
+}
+
+// A cluster whose jobs end at once (their worker never starts), and a scheduler with work queued.
+class VanishingCluster : public ClusterManager {
+ public:
+  Result<std::string> Submit(const JobRequest&) override {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::to_string(++submitted);
+  }
+  Result<std::vector<ClusterJob>> List() override { return std::vector<ClusterJob>{}; }
+  Status Cancel(const std::string&) override { return Status::OK(); }
+  std::mutex mu;
+  int submitted = 0;
+};
+
+class QueuedFleet : public scheduler::FleetView {
+ public:
+  FleetSnapshot Fleet() override {
+    FleetSnapshot f;
+    f.queues.push_back(FleetQueue{"cpu", "", 3});
+    return f;
+  }
+  bool Drain(const std::string&) override { return false; }
+  void SetFleetStatus(std::function<std::string()>) override {}
+};
+
+TEST(PoolTest, JobsThatEndBeforeTheirWorkerConnectsPauseSubmissions) {
+  TempDir t;
+  PoolOptions o;
+  o.manager = "slurm";
+  o.plan.backends = {"cpu"};
+  o.plan.job_name = "htam-worker";
+  o.plan.max_jobs = 1;
+  o.plan.queued_per_job = 1;
+  o.interval_ms = 20;
+  o.submit_retry_s = 60;
+  o.cancel_on_exit = false;
+  o.work_dir = t.path + "/pool";
+  auto cluster = std::make_unique<VanishingCluster>();
+  VanishingCluster* c = cluster.get();
+  auto pool = Pool::Create(o, std::move(cluster));
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  QueuedFleet fleet;
+  (*pool)->Start(&fleet);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // about 20 ticks
+  const std::string status = (*pool)->StatusText();
+  (*pool)->Stop();
+  std::lock_guard<std::mutex> lock(c->mu);
+  EXPECT_EQ(c->submitted, 1) << status;
+  EXPECT_NE(status.find("pool_submit_failures: 1"), std::string::npos) << status;
+  EXPECT_NE(status.find("ended before its worker connected"), std::string::npos) << status;
 }
 
 }  // namespace
