@@ -23,7 +23,7 @@
 #include "daemon/common/auth.h"
 #include "daemon/common/language.h"
 #include "daemon/config/sections.h"
-#include "daemon/scheduler/fleet.h"
+#include "daemon/eval/pool/fleet.h"
 #include "daemon/scheduler/journal.h"
 #include "daemon/scheduler/wire.h"
 
@@ -111,7 +111,7 @@ SchedulerOptions SchedulerOptions::FromConfig(const Config& c) {
   return o;
 }
 
-class SchedulerImpl : public eval::Evaluator, public FleetView {
+class SchedulerImpl : public eval::Evaluator, public pool::FleetView {
  public:
   SchedulerImpl(SchedulerOptions o, std::unique_ptr<eval::Evaluator> local)
       : opt_(std::move(o)), local_(std::move(local)), context_(1) {}
@@ -126,7 +126,7 @@ class SchedulerImpl : public eval::Evaluator, public FleetView {
   std::string WorkersStatusText() override;
   std::vector<eval::EvalJob> Recovered() override;
   void Shutdown() override;
-  FleetSnapshot Fleet() override;
+  pool::FleetSnapshot Fleet() override;
   bool Drain(const std::string& name) override;
   void SetFleetStatus(std::function<std::string()> source) override;
 
@@ -874,10 +874,10 @@ void SchedulerImpl::Shutdown() {
   zap_.reset();
 }
 
-FleetSnapshot SchedulerImpl::Fleet() {
+pool::FleetSnapshot SchedulerImpl::Fleet() {
   MutexLock lock(&mu_);
   const int64_t now = NowMs();
-  FleetSnapshot out;
+  pool::FleetSnapshot out;
   std::map<std::pair<std::string, std::string>, size_t> queued;
   for (const auto& [s, q] : queues_)
     for (uint64_t id : q) {
@@ -887,7 +887,7 @@ FleetSnapshot SchedulerImpl::Fleet() {
   for (const auto& [k, n] : queued) out.queues.push_back({k.first, k.second, n});
   for (const auto& [id, w] : workers_) {
     if (w.local) continue;
-    FleetWorker fw;
+    pool::FleetWorker fw;
     fw.name = w.name;
     fw.draining = w.draining;
     bool running = false;

@@ -41,7 +41,7 @@ struct SchedulerOptions {
 
 // Starts the scheduler (binds the worker endpoint, opens the durable queue). `local` may be null
 // (no local devices: remote workers only). The result is the daemon's Evaluator; it is also a
-// FleetView (fleet.h).
+// pool::FleetView (daemon/eval/pool/fleet.h).
 Result<std::unique_ptr<eval::Evaluator>> StartScheduler(const SchedulerOptions& options,
                                                         std::unique_ptr<eval::Evaluator> local);
 

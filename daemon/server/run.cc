@@ -22,7 +22,7 @@
 #ifdef HTAM_SERVER_HAVE_EVAL
 #include "daemon/eval/evaluator.h"
 #include "daemon/eval/pool/pool.h"
-#include "daemon/scheduler/fleet.h"
+#include "daemon/eval/pool/fleet.h"
 #include "daemon/scheduler/scheduler.h"
 #endif
 
@@ -168,7 +168,7 @@ int RunDaemon(const Config& config) {
       HTAM_LOG(kInfo, "htamd") << "evaluation: " << evaluator->Backends().size() << " backend(s), "
                                << evaluator->Devices().size() << " device(s)";
       if (worker_pool)
-        worker_pool->Start(dynamic_cast<scheduler::FleetView*>(evaluator.get()));
+        worker_pool->Start(dynamic_cast<pool::FleetView*>(evaluator.get()));
     } else {
       HTAM_LOG(kWarn, "htamd") << "evaluation unavailable (Submit will be refused)";
     }

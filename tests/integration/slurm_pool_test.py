@@ -101,9 +101,10 @@ class SlurmPoolTest(unittest.TestCase):
             time.sleep(1)
             self.assertEqual(self.slurm.squeue(self.job_name), {})
             sid = c.open_session(task=TASK, backend="cpu", budget=20)["session"]["id"]
+            d = c.next_step(sid)["direction"]["id"]
 
             # 1. A queued evaluation with no worker: the pool submits a job, which evaluates it.
-            ack = c.submit(sid, REFERENCE, summary="the reference", wait=False)
+            ack = c.submit(sid, REFERENCE, direction_id=d, summary="the reference", wait=False)
             first = self.wait_result(c, ack["job_id"])
             self.assertEqual(first["status_name"], "Ok", first)
             w = self.workers(c)
@@ -112,7 +113,7 @@ class SlurmPoolTest(unittest.TestCase):
             self.assertRegex(self.log(), rf"worker {self.job_name}-\d+ joined")
 
             # 2. scancel the worker job under a running evaluation: it completes elsewhere.
-            ack = c.submit(sid, SLOW, summary="slow relu", wait=False)
+            ack = c.submit(sid, SLOW, direction_id=d, summary="slow relu", wait=False)
             victim = None
             deadline = time.monotonic() + 60
             while victim is None and time.monotonic() < deadline:
@@ -134,7 +135,7 @@ class SlurmPoolTest(unittest.TestCase):
                                          r"1 job\(s\) requeued")
 
             # 3. A burst: every candidate evaluated, never more than pool.max_jobs jobs.
-            acks = [c.submit(sid, REFERENCE, summary=f"burst {i}", wait=False)
+            acks = [c.submit(sid, REFERENCE, direction_id=d, summary=f"burst {i}", wait=False)
                     for i in range(5)]
             most = 0
             pending = {a["job_id"] for a in acks}
@@ -165,6 +166,7 @@ class SlurmPoolTest(unittest.TestCase):
             self.assertGreaterEqual(int(w["pool_jobs_cancelled_idle"]), 1, w)
             self.assertEqual(w["jobs_failed"], "0", w)
             self.assertRegex(self.log(), r"idle for \d+ s \(pool\.idle_s\): cancelled")
+            self.assertNotIn("result not recorded", self.log())
 
         # The job script names the key; the key lives in a folder only htamd's user may enter.
         work = os.path.join(self.tmp, "data", "pool")

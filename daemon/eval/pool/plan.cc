@@ -9,10 +9,10 @@ std::string WorkerName(const std::string& job_name, const std::string& job_id) {
   return job_name + "-" + job_id;
 }
 
-Plan MakePlan(const PlanOptions& o, const scheduler::FleetSnapshot& fleet,
+Plan MakePlan(const PlanOptions& o, const FleetSnapshot& fleet,
               const std::vector<ClusterJob>& jobs, const std::map<std::string, int64_t>& quiet_ms) {
   Plan plan;
-  std::map<std::string, const scheduler::FleetWorker*> workers;
+  std::map<std::string, const FleetWorker*> workers;
   for (const auto& w : fleet.workers) workers[w.name] = &w;
 
   // Jobs whose worker has yet to connect count as capacity on the way.
@@ -39,7 +39,7 @@ Plan MakePlan(const PlanOptions& o, const scheduler::FleetSnapshot& fleet,
     } else if (registered) {
       const auto* fw = w->second;
       const bool busy = std::any_of(fw->devices.begin(), fw->devices.end(),
-                                    [](const scheduler::FleetDevice& d) { return d.busy; });
+                                    [](const FleetDevice& d) { return d.busy; });
       if (!busy && (fw->draining || fw->idle_ms >= o.idle_ms))
         plan.drain.emplace_back(fw->name, j.id);
     }

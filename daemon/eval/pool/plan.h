@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/scheduler/fleet.h"
+#include "daemon/eval/pool/fleet.h"
 
 namespace htam::pool {
 
@@ -51,7 +51,7 @@ struct Plan {
 std::string WorkerName(const std::string& job_name, const std::string& job_id);
 
 // `quiet_ms`: per backend, how long nothing of it has been queued (absent = something is).
-Plan MakePlan(const PlanOptions& options, const scheduler::FleetSnapshot& fleet,
+Plan MakePlan(const PlanOptions& options, const FleetSnapshot& fleet,
               const std::vector<ClusterJob>& jobs, const std::map<std::string, int64_t>& quiet_ms);
 
 }  // namespace htam::pool

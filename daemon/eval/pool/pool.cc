@@ -196,7 +196,7 @@ Pool::~Pool() {
   Stop();
 }
 
-void Pool::Start(scheduler::FleetView* fleet) {
+void Pool::Start(FleetView* fleet) {
   fleet_ = fleet;
   fleet_->SetFleetStatus([this] { return StatusText(); });
   const int64_t now = NowMs();
@@ -263,7 +263,7 @@ void Pool::Tick() {
   }
   running_since_ = std::move(since);
 
-  const scheduler::FleetSnapshot fleet = fleet_->Fleet();
+  const FleetSnapshot fleet = fleet_->Fleet();
   NoteEndedJobs(jobs, fleet, now);
   for (const auto& q : fleet.queues)
     if (q.queued > 0) last_demand_[q.backend] = now;
@@ -310,7 +310,7 @@ void Pool::Tick() {
 }
 
 void Pool::NoteEndedJobs(const std::vector<ClusterJob>& jobs,
-                         const scheduler::FleetSnapshot& fleet, int64_t now) {
+                         const FleetSnapshot& fleet, int64_t now) {
   std::map<std::string, bool> known;
   for (const auto& j : jobs) {
     bool connected = known_.count(j.id) && known_[j.id];

@@ -25,7 +25,7 @@
 #include "daemon/eval/pool/kind_map.h"
 #include "daemon/eval/pool/plan.h"
 #include "daemon/eval/pool/slurm.h"
-#include "daemon/scheduler/fleet.h"
+#include "daemon/eval/pool/fleet.h"
 
 namespace htam::pool {
 
@@ -66,7 +66,7 @@ class Pool {
   // The public key the worker jobs present ("" without CURVE): allow it on the worker endpoint.
   const std::string& worker_public_key() const { return worker_public_key_; }
   // Starts the loop over `fleet` (the scheduler), which must outlive Stop().
-  void Start(scheduler::FleetView* fleet);
+  void Start(FleetView* fleet);
   // Ends the loop; with pool.cancel_on_exit, cancels every job of the pool.
   void Stop();
   // "pool_*: value" lines for the "# workers" status section.
@@ -79,14 +79,14 @@ class Pool {
   void Tick();
   void SubmitOne(const Submit& s);
   // Jobs that left the cluster's list: one whose worker never connected pauses submissions.
-  void NoteEndedJobs(const std::vector<ClusterJob>& jobs, const scheduler::FleetSnapshot& fleet,
+  void NoteEndedJobs(const std::vector<ClusterJob>& jobs, const FleetSnapshot& fleet,
                      int64_t now);
 
   PoolOptions opt_;
   std::unique_ptr<ClusterManager> cluster_;
   KindMap partition_, gres_, account_, time_limit_, sbatch_args_;
   std::string script_path_, logs_dir_, worker_public_key_;
-  scheduler::FleetView* fleet_ = nullptr;
+  FleetView* fleet_ = nullptr;
   std::thread thread_;
   std::mutex wait_mu_;
   std::condition_variable wake_;

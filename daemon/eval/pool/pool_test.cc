@@ -22,10 +22,6 @@ namespace htam::pool {
 namespace {
 
 namespace fs = std::filesystem;
-using scheduler::FleetDevice;
-using scheduler::FleetQueue;
-using scheduler::FleetSnapshot;
-using scheduler::FleetWorker;
 
 struct TempDir {
   TempDir() {
@@ -308,7 +304,7 @@ class VanishingCluster : public ClusterManager {
   int submitted = 0;
 };
 
-class QueuedFleet : public scheduler::FleetView {
+class QueuedFleet : public FleetView {
  public:
   FleetSnapshot Fleet() override {
     FleetSnapshot f;

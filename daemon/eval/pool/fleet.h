@@ -1,5 +1,5 @@
-// What the scheduler shows a fleet controller (daemon/eval/pool: worker jobs on Slurm) and the one
-// thing it lets it do: demand by backend and architecture, the remote workers with how long each
+// What the worker pool needs of htamd's scheduler (daemon/scheduler implements it) and the one
+// thing the scheduler lets it do: demand by backend and architecture, the remote workers with how long each
 // has run nothing, and draining a worker (no new job goes to it) before the controller ends it.
 // The scheduler returned by StartScheduler implements FleetView (dynamic_cast from the Evaluator).
 // Thread-safety: every method is safe for concurrent use.
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace htam::scheduler {
+namespace htam::pool {
 
 struct FleetDevice {
   std::string backend, arch;
@@ -45,4 +45,4 @@ class FleetView {
   virtual void SetFleetStatus(std::function<std::string()> source) = 0;
 };
 
-}  // namespace htam::scheduler
+}  // namespace htam::pool
