@@ -8,7 +8,8 @@ Run from the source root, as root, with Slurm installed (tools/setup.sh):
 
   HTAM_HTAMD=build/daemon/htamd HTAM_KEYGEN=build/daemon/server/htam-keygen \\
   HTAM_WORKER=build/tools/worker/htam-worker PYTHONPATH=build/python \\
-    /usr/bin/python3 tests/bench/slurm_pool_bench.py [--batch 12] [--jobs 1,2,4] [--json out.json]
+    /usr/bin/python3 tests/bench/slurm_pool_bench.py [--batch 12] [--jobs 1,2,4] \\
+    [--device-ms 30] [--json out.json]
 
 Every worker (pool or by hand) runs with the same light gate settings (start_daemon's worker.conf:
 1 seed, 10 timed repetitions), so that the figures are about starting and feeding workers, not
@@ -54,11 +55,35 @@ def wait_all(c, job_ids, timeout_s=600):
     return time.monotonic()
 
 
-def batch(c, sid, direction, n, tag):
+def candidate(device_ms):
+    """The task's reference; with device_ms, every call also sleeps that long, a stand-in for
+    device time during which the host's cores idle (as htam-bench workers --device-ms)."""
+    if not device_ms:
+        return REFERENCE
+    return REFERENCE.replace("#include <htam/kernel_abi.h>",
+                             "#include <htam/kernel_abi.h>\n#include <unistd.h>").replace(
+        "  const long n = htam_numel(&in[0]);",
+        f"  usleep({int(device_ms) * 1000});\n  const long n = htam_numel(&in[0]);")
+
+
+def batch(c, sid, direction, n, tag, source):
     t0 = time.monotonic()
-    ids = [c.submit(sid, REFERENCE, direction_id=direction, summary=f"{tag} {i}",
+    ids = [c.submit(sid, source, direction_id=direction, summary=f"{tag} {i}",
                     wait=False)["job_id"] for i in range(n)]
     return n / (wait_all(c, ids) - t0)
+
+
+def log_time(log, pattern):
+    """Seconds since the epoch of the first htamd log line matching `pattern`, or None."""
+    import datetime
+    import re
+    with open(log, errors="replace") as f:
+        for line in f:
+            if re.search(pattern, line):
+                ts = line.split()[0].rstrip("Z")
+                return datetime.datetime.fromisoformat(ts).replace(
+                    tzinfo=datetime.timezone.utc).timestamp()
+    return None
 
 
 def connected(c):
@@ -109,12 +134,17 @@ def run_one(root, slurm, mode, n, args):
                 while connected(c) < n and time.monotonic() < deadline:
                     time.sleep(0.1)
             t0 = time.monotonic()
-            first = c.submit(sid, REFERENCE, direction_id=direction, summary="first",
+            source = candidate(args.device_ms)
+            first = c.submit(sid, source, direction_id=direction, summary="first",
                              wait=False)["job_id"]
             out["first_result_s"] = wait_all(c, [first]) - t0
-            batch(c, sid, direction, args.batch, "warm-up")  # the pool grows to n here
+            if mode == "pool":  # where the cold start goes: sbatch to the worker's registration
+                sub = log_time(log, r"submitted worker job")
+                joined = log_time(log, r"worker htam-bench-\S+ joined")
+                out["submit_to_joined_s"] = round(joined - sub, 2) if sub and joined else None
+            batch(c, sid, direction, args.batch, "warm-up", source)  # the pool grows to n here
             out["workers"] = connected(c)
-            rates = [batch(c, sid, direction, args.batch, f"run {r}")
+            rates = [batch(c, sid, direction, args.batch, f"run {r}", source)
                      for r in range(args.repeats)]
             out["throughput_per_min"] = statistics.median(rates) * 60
             out["throughput_runs"] = [round(r * 60, 1) for r in rates]
@@ -133,6 +163,8 @@ def main():
     p.add_argument("--batch", type=int, default=12)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--jobs", default="1,2,4")
+    p.add_argument("--device-ms", type=int, default=0,
+                   help="every call of the candidate also sleeps this long (device time)")
     p.add_argument("--json", default="")
     args = p.parse_args()
     why = OneNodeSlurm.unavailable()
@@ -155,7 +187,8 @@ def main():
     finally:
         slurm.stop()
         shutil.rmtree(root, ignore_errors=True)
-    print(f"\n{os.cpu_count()} CPU(s); batch {args.batch}, median of {args.repeats}")
+    print(f"\n{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}; batch {args.batch}, "
+          f"median of {args.repeats}; device_ms {args.device_ms}")
     print("| worker jobs | first result, pool (s) | first result, by hand (s) | "
           "evaluations/min, pool | evaluations/min, by hand | pool / by hand |")
     print("| --- | --- | --- | --- | --- | --- |")

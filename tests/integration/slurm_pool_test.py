@@ -8,12 +8,13 @@ pool.max_jobs; once idle it shrinks to zero jobs in Slurm and zero workers in ht
 Where no cluster can start here (not root, Slurm not installed, a daemon that does not come up)
 the test exits 77, which ctest reports as skipped, with the reason.
 
-Needs HTAM_HTAMD, HTAM_KEYGEN and the SDK on PYTHONPATH; ctest sets them.
+Needs HTAM_HTAMD, HTAM_KEYGEN, HTAM_CLI and the SDK on PYTHONPATH; ctest sets them.
 """
 
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import htam  # noqa: E402
 from slurm_cluster import ClusterUnavailable, OneNodeSlurm, start_daemon, stop_daemon  # noqa: E402
 
+CLI = os.environ.get("HTAM_CLI", "build/tools/cli/htam")
 SKIP = 77
 TASK = "cpu_relu"
 MAX_JOBS = 2
@@ -111,6 +113,12 @@ class SlurmPoolTest(unittest.TestCase):
             self.assertGreaterEqual(int(w["pool_jobs_submitted"]), 1, w)
             self.assertRegex(self.log(), rf"submitted worker job \d+ for backend 'cpu'")
             self.assertRegex(self.log(), rf"worker {self.job_name}-\d+ joined")
+            # What an operator reads: the pool's lines in `htam workers`.
+            cli = subprocess.run([CLI, "--connect", self.endpoint, "workers"],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(cli.returncode, 0, cli.stderr)
+            self.assertIn("pool_manager: slurm", cli.stdout)
+            self.assertRegex(cli.stdout, r"pool_jobs_submitted: [1-9]")
 
             # 2. scancel the worker job under a running evaluation: it completes elsewhere.
             ack = c.submit(sid, SLOW, direction_id=d, summary="slow relu", wait=False)
@@ -156,7 +164,9 @@ class SlurmPoolTest(unittest.TestCase):
             deadline = time.monotonic() + IDLE_S + 30
             while time.monotonic() < deadline:
                 w = self.workers(c)
-                if not self.slurm.squeue(self.job_name) and w["workers"] == "0":
+                # The pool's own view (pool_jobs) follows squeue at its next tick.
+                if (not self.slurm.squeue(self.job_name) and w["workers"] == "0"
+                        and w["pool_jobs"] == "0"):
                     break
                 time.sleep(0.5)
             self.assertEqual(self.slurm.squeue(self.job_name), {}, self.log()[-3000:])
