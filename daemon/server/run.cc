@@ -21,9 +21,9 @@
 #include "daemon/server/server.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
 #include "daemon/eval/evaluator.h"
-#include "daemon/eval/pool/pool.h"
 #include "daemon/eval/pool/fleet.h"
-#include "daemon/scheduler/scheduler.h"
+#include "daemon/eval/pool/pool.h"
+#include "daemon/eval/scheduler/scheduler.h"
 #endif
 
 namespace htam {

@@ -7,7 +7,7 @@ the same one-node cluster's machine, in the same run.
 Run from the source root, as root, with Slurm installed (tools/setup.sh):
 
   HTAM_HTAMD=build/daemon/htamd HTAM_KEYGEN=build/daemon/server/htam-keygen \\
-  HTAM_WORKER=build/tools/worker/htam-worker PYTHONPATH=build/python \\
+  HTAM_WORKER=build/daemon/eval/worker/htam-worker PYTHONPATH=build/python \\
     /usr/bin/python3 tests/bench/slurm_pool_bench.py [--batch 12] [--jobs 1,2,4] \\
     [--device-ms 30] [--json out.json]
 
@@ -34,7 +34,7 @@ import htam  # noqa: E402
 from slurm_cluster import (KEYGEN, ClusterUnavailable, OneNodeSlurm, start_daemon,  # noqa: E402
                            stop_daemon)
 
-WORKER = os.environ.get("HTAM_WORKER", "build/tools/worker/htam-worker")
+WORKER = os.environ.get("HTAM_WORKER", "build/daemon/eval/worker/htam-worker")
 with open(os.path.join("configs", "tasks", "cpu_relu", "reference.cpp")) as f:
     REFERENCE = f.read()
 

@@ -1,4 +1,4 @@
-// What the worker pool needs of htamd's scheduler (daemon/scheduler implements it) and the one
+// What the worker pool needs of htamd's scheduler (daemon/eval/scheduler implements it) and the one
 // thing the scheduler lets it do: demand by backend and architecture, the remote workers with how long each
 // has run nothing, and draining a worker (no new job goes to it) before the controller ends it.
 // The scheduler returned by StartScheduler implements FleetView (dynamic_cast from the Evaluator).
