@@ -22,7 +22,7 @@ KEYGEN = os.environ.get("HTAM_KEYGEN", "build/daemon/server/htam-keygen")
 
 PROGRAMS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd",
             "sbatch": "slurm-client", "squeue": "slurm-client", "scancel": "slurm-client",
-            "sinfo": "slurm-client"}
+            "sinfo": "slurm-client", "scontrol": "slurm-client"}
 SBIN = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
 
@@ -209,6 +209,15 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         r = subprocess.run([which("squeue"), "-h", f"--name={name}", "-o", "%i %T"],
                            env=self.env, capture_output=True, text=True, check=True)
         return dict(line.split() for line in r.stdout.splitlines() if line.strip())
+
+    def stored_job(self, job_id):
+        """What Slurm keeps of a job and shows its owner and operators: the batch script as
+        stored (scontrol write batch_script) and the job record with its details."""
+        script = subprocess.run([which("scontrol"), "write", "batch_script", str(job_id), "-"],
+                                env=self.env, capture_output=True, text=True, check=True).stdout
+        record = subprocess.run([which("scontrol"), "show", "job", "-dd", str(job_id)],
+                                env=self.env, capture_output=True, text=True, check=True).stdout
+        return script, record
 
     def scancel(self, job_id):
         subprocess.run([which("scancel"), str(job_id)], env=self.env, check=True)

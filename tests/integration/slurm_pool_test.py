@@ -113,6 +113,16 @@ class SlurmPoolTest(unittest.TestCase):
             self.assertGreaterEqual(int(w["pool_jobs_submitted"]), 1, w)
             self.assertRegex(self.log(), rf"submitted worker job \d+ for backend 'cpu'")
             self.assertRegex(self.log(), rf"worker {self.job_name}-\d+ joined")
+            # What Slurm stores of a worker job names the key file and holds no key.
+            job = next(iter(self.slurm.squeue(self.job_name)))
+            script, record = self.slurm.stored_job(job)
+            work = os.path.join(self.tmp, "data", "pool")
+            with open(os.path.join(work, "keys", "worker.key")) as f:
+                secret = re.search(r"secret = (\S+)", f.read()).group(1)
+            self.assertIn(os.path.join(work, "keys", "worker.key"), script)
+            self.assertNotIn(secret, script)
+            self.assertNotIn(secret, record)
+            self.assertIn("Comment=htam:cpu", record)
             # What an operator reads: the pool's lines in `htam workers`.
             cli = subprocess.run([CLI, "--connect", self.endpoint, "workers"],
                                  capture_output=True, text=True, timeout=60)
