@@ -18,6 +18,7 @@ PACKAGES=(
   hipcc libamdhip64-dev
   clang libclang-rt-dev  # fuzz targets; the thread-safety check (ctest label lint)
   graphviz
+  prometheus  # promtool: the /metrics check of tests/integration/observability_test.py
   systemd
 )
 
