@@ -217,7 +217,7 @@ TEST(MemoryTest, StepLoopRecordsEverythingInOneTransaction) {
   EXPECT_EQ(m->GetSession(s->id)->steps, 1u);
   ASSERT_TRUE(m->CloseSession(s->id).ok());
   EXPECT_FALSE(m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 2.0)).ok());
-  EXPECT_NE(m->StatusText().find("transitions:1"), std::string::npos) << m->StatusText();
+  EXPECT_NE(m->StatusText().find("transitions: 1\n"), std::string::npos) << m->StatusText();
 }
 
 TEST(MemoryTest, LearnsFromExperienceWhatFollowsADirection) {
@@ -995,7 +995,7 @@ TEST(MemoryTest, MapGrowsUnderATinyInitialMap) {
   }
   EXPECT_EQ(m->ListTransitions(s->id, 0)->size(), 192u);
   std::string st = m->StatusText();
-  EXPECT_EQ(st.find("map_grows:0"), std::string::npos) << st;
+  EXPECT_EQ(st.find("map_grows: 0\n"), std::string::npos) << st;
   // Max reached: a clear ResourceExhausted, not a crash.
   TempDir small;
   MemoryOptions so = Opts(small.path());
@@ -1163,7 +1163,7 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
     for (const auto& s : *listed) sessions.push_back(s.id);
     ASSERT_EQ(sessions.size(), 12u);
     want = Decisions(m.get(), sessions);
-    EXPECT_NE(m->StatusText().find("transition_table_rows:60\n"), std::string::npos)
+    EXPECT_NE(m->StatusText().find("transition_table_rows: 60\n"), std::string::npos)
         << m->StatusText();
     std::vector<std::string> problems;
     EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
