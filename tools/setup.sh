@@ -20,6 +20,7 @@ PACKAGES=(
   graphviz
   prometheus  # promtool: the /metrics check of tests/integration/observability_test.py
   systemd
+  podman debootstrap  # tests/packaging/container_test.sh: the htamd image built and run
 )
 
 missing=()
