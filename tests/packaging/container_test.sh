@@ -22,11 +22,13 @@ command -v podman >/dev/null || { echo "container_test: podman is not installed 
 
 BASE_TAG=localhost/htam-test/debian:bookworm-slim
 IMAGE=localhost/htam-test/htamd:test
+NAME=htam-container-test-$$
 TMP=$(mktemp -d /tmp/htam-container-test.XXXXXX)
 CID=""
 cleanup() {
   set +e
   [ -n "$CID" ] && podman rm -f "$CID" >/dev/null 2>&1
+  podman rm -f "$NAME" >/dev/null 2>&1
   podman rmi -f "$IMAGE" >/dev/null 2>&1
   rm -rf "$TMP"
 }
@@ -38,7 +40,7 @@ DOCKERFILE="$SRC/tools/packaging/docker/htamd.Dockerfile"
 if podman pull -q docker.io/library/debian:bookworm-slim >"$TMP/pull.log" 2>&1 &&
    podman pull -q docker.io/library/debian:bookworm >>"$TMP/pull.log" 2>&1; then
   say "podman build -f $DOCKERFILE (both stages, from the registry's bases)"
-  podman build --network host -f "$DOCKERFILE" -t "$IMAGE" "$SRC" >"$TMP/build.log" 2>&1 ||
+  podman build --isolation chroot --network host -f "$DOCKERFILE" -t "$IMAGE" "$SRC" >"$TMP/build.log" 2>&1 ||
     { tail -n 40 "$TMP/build.log" >&2; fail "podman build failed"; }
 else
   say "no registry here: $(grep -m1 -i 'error' "$TMP/pull.log" || tail -n 1 "$TMP/pull.log")"
@@ -61,7 +63,7 @@ else
         >"$TMP/ctx/Dockerfile"
   grep -q "^FROM $BASE_TAG" "$TMP/ctx/Dockerfile" && grep -q '^COPY debs/' "$TMP/ctx/Dockerfile" ||
     fail "htamd.Dockerfile's runtime stage changed shape: $(cat "$TMP/ctx/Dockerfile")"
-  podman build --network host -t "$IMAGE" "$TMP/ctx" >"$TMP/build.log" 2>&1 ||
+  podman build --isolation chroot --network host -t "$IMAGE" "$TMP/ctx" >"$TMP/build.log" 2>&1 ||
     { tail -n 40 "$TMP/build.log" >&2; fail "podman build (runtime stage) failed"; }
 fi
 
@@ -73,22 +75,71 @@ grep -h '^public' "$TMP/keys/ops.pub" >"$TMP/keys/clients"
 grep -h '^public' "$TMP/keys/worker.pub" >"$TMP/keys/workers"
 chmod 0644 "$TMP/keys"/*
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ready_code() {  # the HTTP status of /ready at $1 (0: no answer)
+  /usr/bin/python3 -c "import urllib.request
+try: print(urllib.request.urlopen('http://$1/ready', timeout=2).status)
+except Exception: print(0)"
+}
+IN_NS=()  # how to reach the daemon's network (empty: this host's, through published ports)
 P_CLIENT=$(free_port)
 P_METRICS=$(free_port)
-CID=$(podman run -d -p "127.0.0.1:$P_CLIENT:7878" -p "127.0.0.1:$P_METRICS:9464" \
-        -v "$TMP/keys:/etc/htam/keys:ro" "$IMAGE" 2>"$TMP/run.err") ||
-  fail "podman run failed: $(cat "$TMP/run.err")"
+if CID=$(podman run -d --name "$NAME" -p "127.0.0.1:$P_CLIENT:7878" -p "127.0.0.1:$P_METRICS:9464" \
+           -v "$TMP/keys:/etc/htam/keys:ro" "$IMAGE" 2>"$TMP/run.err"); then
+  METRICS=127.0.0.1:$P_METRICS
+  alive() { [ "$(podman inspect -f '{{.State.Running}}' "$CID")" = true ]; }
+  logs() { podman logs "$CID"; }
+else
+  # podman cannot start containers here (the error says why; in an unprivileged container, crun
+  # may not set the rlimits it is given). The image's entry point then runs another way: the
+  # image's own file system (a created, mounted container), its ENTRYPOINT and CMD as the image
+  # declares them, as its USER, in its WORKDIR, in network, mount and PID namespaces of its own.
+  say "podman run: $(tr '\n' ' ' <"$TMP/run.err")"
+  say "running the image's entry point in its own namespaces (chroot into the image)"
+  CID=$(podman create "$IMAGE")
+  ROOTFS=$(podman mount "$CID")
+  ARGV=$(podman image inspect -f '{{json .Config.Entrypoint}}|{{json .Config.Cmd}}' "$IMAGE" |
+         /usr/bin/python3 -c 'import json,shlex,sys; e,c=sys.stdin.read().strip().split("|",1)
+print(" ".join(shlex.quote(x) for x in json.loads(e)+(json.loads(c) or [])))')
+  USER_OF=$(podman image inspect -f '{{.Config.User}}' "$IMAGE")
+  WD=$(podman image inspect -f '{{.Config.WorkingDir}}' "$IMAGE")
+  say "entry point: $ARGV (user $USER_OF, in $WD)"
+  mkdir -p "$ROOTFS/etc/htam/keys"
+  unshare --net --mount --pid --fork --kill-child bash -c "
+    ip link set lo up
+    mount --bind '$TMP/keys' '$ROOTFS/etc/htam/keys'
+    mount -t proc proc '$ROOTFS/proc'
+    mount --rbind /dev '$ROOTFS/dev'
+    exec chroot --userspec=$USER_OF:$USER_OF '$ROOTFS' /bin/sh -c 'cd $WD && exec $ARGV'
+  " >"$TMP/htamd.log" 2>&1 &
+  NS_PID=$!
+  for _ in $(seq 1 50); do
+    CHILD=$(pgrep -P "$NS_PID" | head -n 1 || true)
+    [ -n "$CHILD" ] && break
+    sleep 0.1
+  done
+  [ -n "$CHILD" ] || fail "the entry point did not start: $(cat "$TMP/htamd.log")"
+  IN_NS=(nsenter --target "$CHILD" --net)
+  P_CLIENT=7878
+  METRICS=127.0.0.1:9464
+  ready_code() {
+    "${IN_NS[@]}" /usr/bin/python3 -c "import urllib.request
+try: print(urllib.request.urlopen('http://$1/ready', timeout=2).status)
+except Exception: print(0)"
+  }
+  alive() { kill -0 "$NS_PID" 2>/dev/null; }
+  logs() { cat "$TMP/htamd.log"; }
+  stop_ns() { kill "$NS_PID" 2>/dev/null; wait "$NS_PID" 2>/dev/null; podman umount "$CID" >/dev/null 2>&1; }
+  trap 'stop_ns; cleanup' EXIT
+fi
 ready=""
 for _ in $(seq 1 120); do
-  if [ "$(/usr/bin/python3 -c "import urllib.request,sys
-try: print(urllib.request.urlopen('http://127.0.0.1:$P_METRICS/ready', timeout=2).status)
-except Exception as e: print(0)")" = 200 ]; then ready=1; break; fi
-  [ "$(podman inspect -f '{{.State.Running}}' "$CID")" = true ] || break
+  if [ "$(ready_code "$METRICS")" = 200 ]; then ready=1; break; fi
+  alive || break
   sleep 1
 done
-[ -n "$ready" ] || { podman logs "$CID" >&2; fail "/ready never answered 200"; }
+[ -n "$ready" ] || { logs >&2; fail "/ready never answered 200"; }
 ENDPOINT="tcp://127.0.0.1:$P_CLIENT"
-PYTHONPATH="$BUILD/python" /usr/bin/python3 - "$ENDPOINT" "$TMP/keys" <<'EOF' || { podman logs "$CID" >&2; fail "client checks failed"; }
+PYTHONPATH="$BUILD/python" "${IN_NS[@]}" /usr/bin/python3 - "$ENDPOINT" "$TMP/keys" <<'EOF' || { logs >&2; fail "client checks failed"; }
 import sys
 import htam
 endpoint, keys = sys.argv[1], sys.argv[2]
