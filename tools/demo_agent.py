@@ -74,7 +74,7 @@ def run(a) -> int:
     sid = d.open_session(task.name, "cpu", budget=a.budget, client="htam demo",
                          model="demo agent: follows the memory's advice").session_id
     print(f"session {sid}: task {task.name} ({fam.spec.get('description', '')})")
-    print(f"{'step':>4}  {'the memory advises':28s}  {'the agent applies':36s}  "
+    print(f"{'step':>4}  {'the memory advises':28s}  {'the agent applies':48s}  "
           f"{'htamd measured':22s}  best")
     best, curve, t0 = 1.0, [], time.monotonic()
     for step in range(1, a.budget + 1):
@@ -93,7 +93,7 @@ def run(a) -> int:
             d.record(sid, st.direction_id, [], note,
                      OutcomeView(status="ok", speedup=best, best_speedup=best, verified=False))
             curve.append(best)
-            print(f"{step:>4}  {st.direction:28s}  {'(nothing applies: reported)':36s}  "
+            print(f"{step:>4}  {st.direction:28s}  {'(no advice applies: reported)':48s}  "
                   f"{'-':22s}  {best:.2f}x")
             continue
         rank, item = pick
@@ -114,7 +114,7 @@ def run(a) -> int:
             measured += " (kept)"
         curve.append(best)
         applied = f"{summary} (advice #{rank + 1})"
-        print(f"{step:>4}  {st.direction:28s}  {applied:36s}  {measured:22s}  {best:.2f}x")
+        print(f"{step:>4}  {st.direction:28s}  {applied:48s}  {measured:22s}  {best:.2f}x")
     d.close(sid)
     d.close_connection()
 
