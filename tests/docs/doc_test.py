@@ -3,14 +3,15 @@ README.md and docs/*.md runs in a fresh folder on the CPU, in the order of its f
 the doc shows output after a `$ command` line, the output must be the one shown.
 
 A marked block is either a transcript (`$ command` lines, each followed by the output it
-prints) or, without `$` lines, a list of commands (one a line, `\\` continues a line). In shown
+prints, or by nothing where the doc does not show it) or, without `$` lines, a list of commands (one a line, `\\` continues a line). In shown
 output, a line `...` stands for any number of lines and `...` inside a line for any text; lines
 are compared without trailing blanks, and the `# comment` after a command is not part of it.
 The marker names what a file's blocks start from (the first marker of a file decides):
 
     <!-- doctest -->              an empty folder
-    <!-- doctest: store -->       a folder holding `data`, the store the CLI's tests build
-                                  (htam-test-store build data), the one docs/cli.md shows
+    <!-- doctest: store -->       a folder holding `htam-data` (htam's default data folder),
+                                  the store the CLI's tests build (htam-test-store build
+                                  htam-data), the one docs/cli.md shows
     <!-- doctest: daemon -->      an empty folder and a fresh htamd (CPU backend) at the
                                   endpoint the docs name, tcp://127.0.0.1:7878 (replaced by a
                                   free port in commands and in output)
@@ -178,7 +179,7 @@ class Folder:
         self.endpoint = DOC_ENDPOINT
         self.daemon: Optional[subprocess.Popen] = None
         if setup == "store":
-            self.run_checked(["htam-test-store", "build", "data"])
+            self.run_checked(["htam-test-store", "build", "htam-data"])
         elif setup == "daemon":
             self.endpoint = f"tcp://127.0.0.1:{free_port()}"
             self.log = open(os.path.join(self.tmp, "htamd.log"), "wb")
@@ -230,7 +231,7 @@ def documents() -> List[str]:
     names = sys.argv[1:] if __name__ == "__main__" and len(sys.argv) > 1 else (
         ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir(
             os.path.join(ROOT, "docs")) if n.endswith(".md")))
-    return [os.path.join(ROOT, n) if not os.path.isabs(n) else n for n in names]
+    return [os.path.abspath(n) if os.path.exists(n) else os.path.join(ROOT, n) for n in names]
 
 
 def failures_of(path: str) -> Tuple[int, List[str]]:
@@ -253,7 +254,7 @@ def failures_of(path: str) -> Tuple[int, List[str]]:
                 if code != 0 and not shows_error:
                     problems.append(f"{where}\n  exit status {code}:\n    " +
                                     "\n    ".join(actual[-30:]))
-                elif shown is not None and not matches(shown, actual):
+                elif shown and not matches(shown, actual):
                     problems.append(f"{where}\n  the doc shows:\n    " + "\n    ".join(shown) +
                                     "\n  it prints:\n    " + "\n    ".join(actual))
     finally:
