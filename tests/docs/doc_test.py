@@ -45,7 +45,7 @@ MARK = re.compile(r"^<!--\s*doctest(?::\s*([a-z]+))?\s*-->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)")
 # The build's programs by the names the docs use.
 PROGRAMS = {"htam": "tools/cli/htam", "htamd": "daemon/htamd", "htam-eval": "tools/eval/htam-eval",
-            "htam-keygen": "daemon/htam-keygen", "htam-bench": "tools/bench/htam-bench",
+            "htam-keygen": "daemon/server/htam-keygen", "htam-bench": "tools/bench/htam-bench",
             "htam-worker": "tools/worker/htam-worker",
             "htam-test-store": "tools/cli/htam-test-store", "htam-agent": "bin/htam-agent",
             "htam-mcp": "bin/htam-mcp"}

@@ -69,7 +69,8 @@ fi
 
 say "run the image: its ENTRYPOINT and CMD, keys mounted, ports published"
 mkdir -p "$TMP/keys"
-"$BUILD/daemon/htam-keygen" "$TMP/keys" server ops worker >/dev/null
+KEYGEN=${HTAM_KEYGEN:-$BUILD/daemon/server/htam-keygen}
+"$KEYGEN" "$TMP/keys" server ops worker >/dev/null
 # The allowed keys: `public = KEY` lines as htam-keygen writes them (docs/operations.md).
 grep -h '^public' "$TMP/keys/ops.pub" >"$TMP/keys/clients"
 grep -h '^public' "$TMP/keys/worker.pub" >"$TMP/keys/workers"
