@@ -129,8 +129,12 @@ except Exception: print(0)"
   }
   alive() { kill -0 "$NS_PID" 2>/dev/null; }
   logs() { cat "$TMP/htamd.log"; }
-  stop_ns() { kill "$NS_PID" 2>/dev/null; wait "$NS_PID" 2>/dev/null; podman umount "$CID" >/dev/null 2>&1; }
-  trap 'stop_ns; cleanup' EXIT
+  stop_ns() {
+    kill "$NS_PID" 2>/dev/null || true
+    wait "$NS_PID" 2>/dev/null || true
+    podman umount "$CID" >/dev/null 2>&1 || true
+  }
+  trap 'set +e; stop_ns; cleanup' EXIT
 fi
 ready=""
 for _ in $(seq 1 120); do
