@@ -129,8 +129,10 @@ except Exception: print(0)"
   }
   alive() { kill -0 "$NS_PID" 2>/dev/null; }
   logs() { cat "$TMP/htamd.log"; }
-  stop_ns() {
-    kill "$NS_PID" 2>/dev/null || true
+  stop_ns() {  # htamd first (SIGTERM: a clean stop), then the namespace's init if it lingers
+    kill -TERM "$CHILD" 2>/dev/null || true
+    for _ in $(seq 1 300); do kill -0 "$NS_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$NS_PID" 2>/dev/null || true
     wait "$NS_PID" 2>/dev/null || true
     podman umount "$CID" >/dev/null 2>&1 || true
   }
