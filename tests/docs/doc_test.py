@@ -43,12 +43,9 @@ BUILD = os.path.abspath(os.environ.get("HTAM_BUILD_DIR", os.path.join(ROOT, "bui
 DOC_ENDPOINT = "tcp://127.0.0.1:7878"
 MARK = re.compile(r"^<!--\s*doctest(?::\s*([a-z]+))?\s*-->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)")
-# The build's programs by the names the docs use.
-PROGRAMS = {"htam": "tools/cli/htam", "htamd": "daemon/htamd", "htam-eval": "tools/eval/htam-eval",
-            "htam-keygen": "daemon/server/htam-keygen", "htam-bench": "tools/bench/htam-bench",
-            "htam-worker": "tools/worker/htam-worker",
-            "htam-test-store": "tools/cli/htam-test-store", "htam-agent": "bin/htam-agent",
-            "htam-mcp": "bin/htam-mcp"}
+# The build's programs by the names the docs use (found anywhere in the build tree).
+PROGRAMS = ("htam", "htamd", "htam-eval", "htam-keygen", "htam-bench", "htam-worker",
+            "htam-test-store", "htam-agent", "htam-mcp")
 COMMAND_TIMEOUT_S = 600
 
 
@@ -158,6 +155,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def build_programs() -> Dict[str, str]:
+    """{name: path} of PROGRAMS in the build tree (bin/ first: the launchers)."""
+    found: Dict[str, str] = {}
+    for d, dirs, files in os.walk(BUILD):
+        dirs[:] = sorted(x for x in dirs if x != "CMakeFiles" and not x.startswith("_CPack"))
+        for f in files:
+            p = os.path.join(d, f)
+            if f in PROGRAMS and os.access(p, os.X_OK) and (
+                    f not in found or os.path.dirname(p) == os.path.join(BUILD, "bin")):
+                found[f] = p
+    return found
+
+
 class Folder:
     """The fresh folder a doc's blocks run in, with what its setup asked for."""
 
@@ -168,9 +178,8 @@ class Folder:
         os.makedirs(self.cwd)
         bindir = os.path.join(self.tmp, "bin")
         os.makedirs(bindir)
-        for name, rel in PROGRAMS.items():
-            if os.path.exists(os.path.join(BUILD, rel)):
-                os.symlink(os.path.join(BUILD, rel), os.path.join(bindir, name))
+        for name, path in build_programs().items():
+            os.symlink(path, os.path.join(bindir, name))
         os.symlink(BUILD, os.path.join(self.cwd, "build"))
         for d in ("tools", "configs", "tests", "sdk"):
             os.symlink(os.path.join(ROOT, d), os.path.join(self.cwd, d))
