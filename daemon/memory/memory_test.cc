@@ -966,7 +966,7 @@ TEST(MemoryTest, RecordWithoutPassedOverAdviceStillReads) {
   EXPECT_TRUE(r->passed_over_ids.empty());
   std::vector<std::string> problems;
   EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
-  EXPECT_NE(m->StatusText().find("transition_table_source:records"), std::string::npos);
+  EXPECT_NE(m->StatusText().find("transition_table_source: records"), std::string::npos);
   auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(m->NextStep(s->id, mem).ok());
@@ -1176,7 +1176,7 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
   }
   {  // Rows from the snapshot written at close.
     auto m = OpenOk(Opts(dir.path()));
-    EXPECT_NE(m->StatusText().find("transition_table_source:snapshot"), std::string::npos)
+    EXPECT_NE(m->StatusText().find("transition_table_source: snapshot"), std::string::npos)
         << m->StatusText();
     EXPECT_EQ(Decisions(m.get(), sessions), want);
     std::vector<std::string> problems;
@@ -1215,7 +1215,7 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
   }
   {
     auto m = OpenOk(Opts(dir.path()));
-    EXPECT_NE(m->StatusText().find("transition_table_source:snapshot"), std::string::npos);
+    EXPECT_NE(m->StatusText().find("transition_table_source: snapshot"), std::string::npos);
     std::vector<std::string> problems;
     EXPECT_FALSE(m->Check(&problems).ok());
     ASSERT_FALSE(problems.empty());
