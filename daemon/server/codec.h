@@ -56,7 +56,9 @@ Status CheckRequestLimits(const fb::Envelope& envelope, const CodecLimits& limit
 
 // Serializes an envelope (object API) with the file identifier.
 std::string Encode(const fb::EnvelopeT& envelope);
-std::string EncodeError(uint64_t request_id, fb::ErrorCode code, std::string_view message);
+// retry_after_ms: the hint sent with Busy (0: none).
+std::string EncodeError(uint64_t request_id, fb::ErrorCode code, std::string_view message,
+                        uint32_t retry_after_ms = 0);
 
 // Wraps any body object (fb::StepT, fb::ResultT, ...) in an envelope and serializes it.
 template <typename BodyT>

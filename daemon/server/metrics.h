@@ -67,10 +67,17 @@ class Metrics {
   const int64_t started_ms_;
 };
 
+// Limits of the HTTP side (server.metrics_max_connections, server.metrics_header_timeout_ms).
+struct MetricsHttpLimits {
+  int max_connections = 64;      // more open connections are closed as they arrive
+  int header_timeout_ms = 5000;  // a request head not complete by then: 408, connection closed
+};
+
 // The HTTP side. `endpoint` is host:port (a ZeroMQ tcp:// endpoint is built from it).
 class MetricsHttp {
  public:
-  static Result<std::unique_ptr<MetricsHttp>> Start(const std::string& endpoint, Metrics* metrics);
+  static Result<std::unique_ptr<MetricsHttp>> Start(const std::string& endpoint, Metrics* metrics,
+                                                    MetricsHttpLimits limits = {});
   ~MetricsHttp();
   MetricsHttp(const MetricsHttp&) = delete;
   MetricsHttp& operator=(const MetricsHttp&) = delete;
@@ -85,6 +92,7 @@ class MetricsHttp {
   void Loop();
 
   Metrics* metrics_ = nullptr;
+  MetricsHttpLimits limits_;
   std::string endpoint_;
   zmq::context_t context_{1};
   zmq::socket_t socket_;  // ZMQ_STREAM; used by the thread only once it runs

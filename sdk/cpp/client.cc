@@ -101,7 +101,13 @@ Status StatusFromError(const fb::ErrorT& e) {
   switch (e.code) {
     case fb::ErrorCode::NotFound: return Status::NotFound(e.message);
     case fb::ErrorCode::InvalidArgument: return Status::InvalidArgument(e.message);
-    case fb::ErrorCode::Busy: return Status::ResourceExhausted(e.message);
+    case fb::ErrorCode::Busy:
+      return Status::ResourceExhausted(
+          e.retry_after_ms ? e.message + " (retry after " + std::to_string(e.retry_after_ms) + " ms)"
+                           : e.message);
+    case fb::ErrorCode::DiskFull:
+    case fb::ErrorCode::MapFull: return Status::ResourceExhausted(m);
+    case fb::ErrorCode::IoError: return Status::IOError(m);
     case fb::ErrorCode::Unauthorized: return Status::PermissionDenied(e.message);
     case fb::ErrorCode::Unavailable: return Status::Unavailable(e.message);
     case fb::ErrorCode::Malformed:
