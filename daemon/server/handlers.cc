@@ -403,7 +403,8 @@ std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m, const Peer& vi
   memory::Memory& mem = *services_.memory;
   const size_t limit = std::min<size_t>(m.limit == 0 ? options_.query_limit_max : m.limit,
                                         static_cast<size_t>(options_.query_limit_max));
-  const uint64_t cursor = m.cursor;
+  // Cursors point into lists of at most a few billion items; a larger one is past the end.
+  const uint64_t cursor = std::min<uint64_t>(m.cursor, uint64_t{1} << 40);
   // Lists are read to one past the page, so that the reply knows whether another page follows.
   const size_t fetch = static_cast<size_t>(std::min<uint64_t>(cursor + limit + 1, SIZE_MAX / 2));
   // Room for the items of the reply; the rest is the envelope's.

@@ -434,7 +434,8 @@ void Server::DrainMonitor() {
     Refusals& r = refused_handshakes_[reason];
     r.total++;
     r.unlogged++;
-    if (now - r.last_log_ms >= static_cast<int64_t>(options_.auth_log_interval_s) * 1000) {
+    if (r.total == 1 ||
+        now - r.last_log_ms >= static_cast<int64_t>(options_.auth_log_interval_s) * 1000) {
       HTAM_LOG(kWarn, "auth") << "refused handshake on " << endpoint_ << ": " << reason << " ("
                               << r.unlogged << " since the last such line, " << r.total
                               << " in all; at most one line per " << options_.auth_log_interval_s

@@ -410,6 +410,8 @@ class Client::Impl {
       s->set(zmq::sockopt::curve_publickey, opt_.client_public_key);
       s->set(zmq::sockopt::curve_secretkey, opt_.client_secret_key);
     }
+    // An IPv6 address (tcp://[::1]:7878) is reached only with IPv6 enabled on the socket.
+    if (opt_.endpoint.rfind("tcp://[", 0) == 0) s->set(zmq::sockopt::ipv6, true);
     s->connect(opt_.endpoint);
     return s;
   }

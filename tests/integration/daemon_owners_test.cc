@@ -207,7 +207,13 @@ TEST_F(OwnersTest, RefusedHandshakesAreCountedAndLoggedByReason) {
   auto status = alice_->ServerStatus("server");
   ASSERT_TRUE(status.ok());
   EXPECT_GE(std::stoi(StatusValue(*status, "handshakes_refused")), 3) << *status;
-  EXPECT_GE(std::stoi("0" + StatusValue(*status, "handshakes_refused_mechanism")), 1) << *status;
+  // Garbage and a wrong server key are told apart.
+  EXPECT_GE(std::stoi("0" + StatusValue(*status, "handshakes_refused_crypto")), 1) << *status;
+  EXPECT_GE(std::stoi("0" + StatusValue(*status, "handshakes_refused_no_detail")) +
+                std::stoi("0" + StatusValue(*status, "handshakes_refused_protocol")) +
+                std::stoi("0" + StatusValue(*status, "handshakes_refused_mechanism")),
+            1)
+      << *status;
   const std::string log = daemon_->Log();
   EXPECT_NE(log.find("refused handshake"), std::string::npos) << log;
 }

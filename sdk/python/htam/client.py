@@ -194,6 +194,8 @@ class Client:
             s.curve_serverkey = server.encode()
             s.curve_publickey = public.encode()
             s.curve_secretkey = secret.encode()
+        if self.endpoint.startswith("tcp://["):  # an IPv6 address needs IPv6 on the socket
+            s.setsockopt(zmq.IPV6, 1)
         s.connect(self.endpoint)
         self._sock = s
 
