@@ -45,6 +45,14 @@ Decoded Fail(Decoded d, fb::ErrorCode code, std::string message) {
 
 }  // namespace
 
+uint64_t PeekRequestId(const AlignedFrame& frame) {
+  uint16_t version = 0;
+  uint64_t request_id = 0;
+  if (frame.size() < 12 || !flatbuffers::BufferHasIdentifier(frame.data(), fb::EnvelopeIdentifier()))
+    return 0;
+  return ReadHeader(frame.data(), frame.size(), &version, &request_id) ? request_id : 0;
+}
+
 Decoded DecodeRequest(const AlignedFrame& frame, const CodecLimits& limits) {
   Decoded d;
   const uint8_t* buf = frame.data();

@@ -50,6 +50,10 @@ class AlignedFrame {
 // Checks `frame` (already aligned). Never reads outside it, whatever its bytes.
 Decoded DecodeRequest(const AlignedFrame& frame, const CodecLimits& limits);
 
+// The request id of `frame` after checking only the envelope header (0 when unreadable): what a
+// reply needs when the request is refused without reading it (Busy).
+uint64_t PeekRequestId(const AlignedFrame& frame);
+
 // Semantic checks the verifier cannot do: string and vector sizes of the request body against
 // the limits. OK or InvalidArgument naming the field.
 Status CheckRequestLimits(const fb::Envelope& envelope, const CodecLimits& limits);

@@ -265,6 +265,7 @@ class Server {
   uint64_t requests_total_ = 0, errors_total_ = 0, malformed_total_ = 0, dropped_total_ = 0;
   uint64_t evaluations_total_ = 0, records_total_ = 0, write_batches_ = 0;
   uint64_t busy_total_ = 0;
+  int64_t last_trim_ms_ = 0;  // last malloc_trim (Tick)
   // The store fault last logged (DiskFull, IoError, MapFull; None while writes succeed): each
   // is logged once when it starts, not once per failed write.
   fb::ErrorCode store_fault_ = fb::ErrorCode::None;

@@ -299,7 +299,7 @@ TEST_F(BoundedTest, QueryRepliesStayWithinTheBudgetAndPageOnACursor) {
   ExpectAlive();
 }
 
-TEST_F(BoundedTest, ListRepliesCarrySourcesOnlyWhenAsked) {
+TEST_F(HostileTest, ListRepliesCarrySourcesOnlyWhenAsked) {
   std::vector<uint64_t> sessions;
   for (int i = 0; i < 3; ++i) {
     OpenSessionArgs open;
@@ -333,7 +333,7 @@ TEST_F(BoundedTest, ListRepliesCarrySourcesOnlyWhenAsked) {
 
 // Records keep the history window the policy reads, not the session's whole path, so a long
 // session's records do not grow with its length.
-TEST_F(BoundedTest, RecordsOfALongSessionKeepABoundedHistory) {
+TEST_F(HostileTest, RecordsOfALongSessionKeepABoundedHistory) {
   for (int i = 0; i < 60; ++i) RecordStep(session_, "", 1.0f);
   fb::QueryT q;
   q.kind = fb::QueryKind::Transitions;
@@ -474,7 +474,7 @@ TEST(DiskFullTest, AFullDiskIsNamedLoggedOnceAndWritesResume) {
     ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
   } unmount{store};
   {
-    DaemonProcess d(dir, {{"memory.snapshot_every_records", "0"}});
+    DaemonProcess d(dir);
     ASSERT_TRUE(d.Start()) << d.Log();
     auto c = d.Connect(10s);
     ASSERT_NE(c, nullptr);

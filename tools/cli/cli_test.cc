@@ -507,7 +507,7 @@ TEST_F(CliTest, UsageErrors) {
 // summary or a source: the JSON outputs replace those bytes (U+FFFD) and never abort.
 TEST_F(CliTest, InvalidUtf8FromAnOlderStorePrintsReplacedNotAborted) {
   Build();
-  uint64_t transition = 0;
+  uint64_t transition = 0, session = 0;
   {
     memory::MemoryOptions o;
     o.dir = data_ + "/store";
@@ -517,8 +517,11 @@ TEST_F(CliTest, InvalidUtf8FromAnOlderStorePrintsReplacedNotAborted) {
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     auto dirs = (*m)->ListDirections();
     ASSERT_TRUE(dirs.ok() && !dirs->empty());
+    auto open = (*m)->OpenSession(2, "cuda", "sm_90", "older htam", "model-a", 0);
+    ASSERT_TRUE(open.ok()) << open.status().ToString();
+    session = open->id;
     memory::StepInput in;
-    in.session_id = 2;
+    in.session_id = session;
     in.direction_id = (*dirs)[0].id;
     in.status = fb::OutcomeStatus::Ok;
     in.speedup_after = 1.0;
@@ -532,7 +535,7 @@ TEST_F(CliTest, InvalidUtf8FromAnOlderStorePrintsReplacedNotAborted) {
   }
   const std::string replacement = "\xEF\xBF\xBD";
   for (std::vector<std::string> args :
-       {std::vector<std::string>{"-d", data_, "--json", "trajectory", "2"},
+       {std::vector<std::string>{"-d", data_, "--json", "trajectory", std::to_string(session)},
         std::vector<std::string>{"-d", data_, "--json", "show",
                                  "transition:" + std::to_string(transition)},
         std::vector<std::string>{"-d", data_, "export"}}) {
