@@ -73,7 +73,7 @@ struct ServerOptions {
   int result_retention = 4096;
   int query_limit_max = 10000;
   size_t reply_max_bytes = 16 << 20;
-  int client_max_in_flight = 64;
+  int client_max_in_flight = 256;
   size_t client_max_queued_bytes = 16 << 20;
   int busy_retry_ms = 100;
   double max_speedup = 1e4;
