@@ -666,6 +666,13 @@ int RunDaemonBench(int argc, char** argv) {
       if (pid <= 0) return 1;
       pid = RestartPhase(htamd, dir, endpoint, by_time, pid, static_cast<size_t>(added_n.n),
                          "by_time", &out);
+      // Then the same from the same state (no snapshot) with the record-count rule on.
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      for (const char* kind : {"transitions", "strategies"})
+        fs::remove(fs::path(dir) / "store" / (std::string(kind) + ".idx"));
+      pid = StartHtamd(htamd, dir, endpoint, base_args);
+      if (pid <= 0) return 1;
       pid = RestartPhase(htamd, dir, endpoint, base_args, pid, static_cast<size_t>(added_n.n),
                          "by_count", &out);
       continue;
