@@ -114,17 +114,37 @@ Result<KeyPair> ReadKeyFile(const std::string& path) {
   return keys;
 }
 
-Result<std::set<std::string>> LoadAuthorizedKeys(const std::string& path) {
-  std::set<std::string> keys;
+Result<std::map<std::string, std::string>> LoadAuthorizedKeyRoles(const std::string& path) {
+  std::map<std::string, std::string> keys;
   HTAM_RETURN_IF_ERROR(ForEachEntry(
       path, "authorized keys file", [&](const std::string& line, const std::string& at) {
         std::string key = line.substr(0, line.find_first_of(" \t"));
-        if (key.rfind("public", 0) == 0 && line.find('=') != std::string::npos)
-          key = Trim(line.substr(line.find('=') + 1)).substr(0, 40);  // accepts a pasted .pub line
+        std::string rest = line.substr(std::min(line.size(), key.size()));
+        if (key.rfind("public", 0) == 0 && line.find('=') != std::string::npos) {
+          rest = Trim(line.substr(line.find('=') + 1));  // accepts a pasted .pub line
+          key = rest.substr(0, 40);
+          rest = rest.substr(key.size());
+        }
         if (!IsZ85Key(key)) return Status::InvalidArgument(at + ": not a Z85 public key");
-        keys.insert(key);
+        std::string role = "agent";
+        const size_t r = rest.find("role=");
+        const size_t hash = rest.find('#');
+        if (r != std::string::npos && (hash == std::string::npos || r < hash)) {
+          role = rest.substr(r + 5, rest.find_first_of(" \t#", r + 5) - (r + 5));
+          if (role != "read" && role != "agent" && role != "admin")
+            return Status::InvalidArgument(at + ": unknown role '" + role +
+                                           "' (read, agent or admin)");
+        }
+        keys[key] = role;
         return Status::OK();
       }));
+  return keys;
+}
+
+Result<std::set<std::string>> LoadAuthorizedKeys(const std::string& path) {
+  HTAM_ASSIGN_OR_RETURN(auto roles, LoadAuthorizedKeyRoles(path));
+  std::set<std::string> keys;
+  for (auto& [key, role] : roles) keys.insert(key);
   return keys;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,9 +30,12 @@ Status WriteKeyPair(const std::string& dir, const std::string& name, const KeyPa
 // A .pub file gives only the public key. InvalidArgument on malformed keys.
 Result<KeyPair> ReadKeyFile(const std::string& path);
 
-// Reads the allowed client keys: one Z85 public key per line, optionally followed by a comment;
-// blank lines and '#' lines are skipped. A malformed key is an error naming its line.
+// Reads the allowed client keys: one Z85 public key per line, optionally followed by
+// `role=read|agent|admin` (default agent) and a comment; blank lines and '#' lines are skipped.
+// A malformed key or an unknown role is an error naming its line.
 Result<std::set<std::string>> LoadAuthorizedKeys(const std::string& path);
+// The same file as key -> role ("read", "agent" or "admin").
+Result<std::map<std::string, std::string>> LoadAuthorizedKeyRoles(const std::string& path);
 
 // True when `key` is 40 characters of the Z85 alphabet that decode to 32 bytes.
 bool IsZ85Key(const std::string& key);

@@ -2,6 +2,7 @@
 #include "daemon/lmdb/env.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -29,6 +30,13 @@ struct Cursor {
 
 }  // namespace
 
+// True when the file system holding `dir` has less than a few pages' room left for us.
+static bool DiskNearlyFull(const std::string& dir) {
+  struct statvfs fs {};
+  if (statvfs(dir.c_str(), &fs) != 0) return false;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < (uint64_t{1} << 20);
+}
+
 Status LmdbStatus(int rc, std::string_view what) {
   if (rc == MDB_SUCCESS) return Status::OK();
   std::string msg = std::string(what) + ": " + mdb_strerror(rc);
@@ -41,7 +49,8 @@ Status LmdbStatus(int rc, std::string_view what) {
     case MDB_VERSION_MISMATCH: return Status::Corruption(msg);
     case EACCES:
     case EROFS: return Status::PermissionDenied(msg);
-    case ENOSPC: return Status::ResourceExhausted(msg);
+    case ENOSPC:
+    case EDQUOT: return Status::ResourceExhausted("disk full: " + msg);
     default: return Status::IOError(msg);
   }
 }
@@ -260,7 +269,8 @@ Status Env::Grow() {
   size_t next = info.me_mapsize * 2;
   if (next > o_.max_map_bytes) {
     if (info.me_mapsize >= o_.max_map_bytes)
-      return Status::ResourceExhausted(o_.name + " map is full at " + o_.limit_name + " (" +
+      return Status::ResourceExhausted("map full: " + o_.name + " map is full at " +
+                                       o_.limit_name + " (" +
                                        std::to_string(o_.max_map_bytes >> 20) + " MiB)");
     next = o_.max_map_bytes;
   }
@@ -287,6 +297,10 @@ Status Env::Write(const std::function<Status(Txn&)>& fn, bool commit) {
       // txn (and its shared hold of resize_mu_) ends here; an uncommitted one is aborted.
     }
     if (s.ok()) return s;
+    // LMDB reports a write cut short by a full disk as EIO: the free space tells them apart.
+    if (s.code() == Status::Code::kIOError && DiskNearlyFull(dir_))
+      return Status::ResourceExhausted("disk full: " + s.message() + " (no space left in " + dir_ +
+                                       ")");
     if (s.code() != Status::Code::kResourceExhausted ||
         s.message().find("MDB_MAP_FULL") == std::string::npos)
       return s;

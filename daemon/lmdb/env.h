@@ -23,7 +23,8 @@
 namespace htam::lmdb {
 
 // LMDB error code -> Status (NotFound, ResourceExhausted for a full map or disk, Corruption,
-// PermissionDenied, else IOError); the message names `what` and LMDB's text.
+// PermissionDenied, else IOError); the message names `what` and LMDB's text. A full disk's
+// message starts "disk full: ", a map at its limit "map full: " (Env::Write).
 Status LmdbStatus(int rc, std::string_view what);
 
 // Big-endian key encoding: scans come out in numeric order.

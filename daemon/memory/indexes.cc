@@ -341,6 +341,21 @@ Status MemoryImpl::SnapshotIndexes() {
   return Status::OK();
 }
 
+void MemoryImpl::SnapshotIfDue() {
+  uint64_t covered = 0;
+  {
+    ReaderMutexLock l(&index_mu_);
+    covered = transitions_covered_;
+  }
+  const bool by_count = o_.snapshot_every_records > 0 &&
+                        covered >= snap_transitions_.load() +
+                                       static_cast<uint64_t>(o_.snapshot_every_records);
+  const uint64_t since = last_snapshot_ns_.load() ? last_snapshot_ns_.load() : opened_ns_;
+  const bool by_time = o_.snapshot_interval_s > 0 &&
+                       NowNs() - since >= static_cast<uint64_t>(o_.snapshot_interval_s) * 1000000000ull;
+  if (by_count || by_time) SnapshotIfDirty();
+}
+
 void MemoryImpl::SnapshotIfDirty() {
   if (!IndexesDirty()) return;
   Status s = SnapshotIndexes();

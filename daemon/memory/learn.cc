@@ -426,6 +426,13 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new
     HTAM_RETURN_IF_ERROR(LearnStrategy(t, p, session, ps, now, batch_new, delta, &rec, out));
 
   FillTransitionRecord(in, session, ps, key, before, now, &rec);
+  // A record keeps the window of history that attention compares (memory.history_length, and
+  // the transition table's rows), not the session's whole path: a long session's records stay
+  // the same size.
+  const size_t window =
+      static_cast<size_t>(std::max(o_.history_length, TransitionTable::kHistory));
+  if (rec.history.size() > window)
+    rec.history.erase(rec.history.begin(), rec.history.end() - static_cast<ptrdiff_t>(window));
   rec.candidate_hash = p.candidate_hash;
   rec.passed_over_ids = PassedOverIds(p, session.steps);
   std::string rec_bytes = Encode(rec);

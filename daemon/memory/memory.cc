@@ -1,5 +1,6 @@
 // Memory: opening (meta, migration, seed, indexes), the query API and maintenance. The decision
 // path lives in decide.cc, the learning path in learn.cc; all share MemoryImpl (memory_impl.h).
+#include <sys/random.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -80,6 +81,7 @@ Result<std::unique_ptr<Memory>> Memory::OpenReadOnly(const std::string& dir) {
   MemoryOptions o;
   o.dir = dir;
   o.snapshot_interval_s = 0;
+  o.snapshot_every_records = 0;
   std::unique_ptr<MemoryImpl> m(new MemoryImpl(o, /*read_only=*/true));
   HTAM_RETURN_IF_ERROR(m->Init());
   return std::unique_ptr<Memory>(std::move(m));
@@ -127,8 +129,16 @@ Status MemoryImpl::Init() {
   if (!read_only_) {
     HTAM_RETURN_IF_ERROR(EnsureIndexes());
     deltas_.Start();
-    if (o_.snapshot_interval_s > 0)
-      snapshots_.Start(std::chrono::seconds(o_.snapshot_interval_s), [this] { SnapshotIfDirty(); });
+    opened_ns_ = NowNs();
+    // With a record count, the worker looks every second whether the count is reached.
+    if (o_.snapshot_interval_s > 0 || o_.snapshot_every_records > 0) {
+      const auto interval = std::chrono::seconds(o_.snapshot_interval_s);
+      const auto tick = o_.snapshot_every_records > 0 && (o_.snapshot_interval_s <= 0 ||
+                                                          interval > std::chrono::seconds(1))
+                            ? std::chrono::seconds(1)
+                            : interval;
+      snapshots_.Start(tick, [this] { SnapshotIfDue(); });
+    }
   }
   return Status::OK();
 }
@@ -402,9 +412,28 @@ Result<std::vector<fb::TaskT>> MemoryImpl::ListTasks() {
   return ScanAll<fb::TaskT>(Db::kTasks, 0, false);
 }
 
+namespace {
+
+// A session id that cannot be guessed from another: the low 32 bits random, the high bits one
+// past the newest session's, so that ids still sort by age (and stay below 2^53 for clients that
+// read JSON numbers as doubles, until 2 million sessions).
+Result<uint64_t> UnguessableSessionId(Txn& t) {
+  HTAM_ASSIGN_OR_RETURN(uint64_t next, t.NextId(Db::kSessions));
+  const uint64_t seq = ((next - 1) >> 32) + 1;
+  uint32_t low = 0;
+  while (low == 0) {
+    if (getrandom(&low, sizeof low, 0) != static_cast<ssize_t>(sizeof low))
+      return Status::Internal("getrandom failed for a session id");
+  }
+  return (seq << 32) | low;
+}
+
+}  // namespace
+
 Result<fb::SessionT> MemoryImpl::OpenSession(uint64_t task_id, std::string_view backend,
                                              std::string_view arch, std::string_view client,
-                                             std::string_view model, uint32_t budget) {
+                                             std::string_view model, uint32_t budget,
+                                             std::string_view owner) {
   fb::SessionT s;
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
     std::string_view v;
@@ -414,8 +443,13 @@ Result<fb::SessionT> MemoryImpl::OpenSession(uint64_t task_id, std::string_view 
     FbView<fb::Task> task(v);
     if (!task) return Status::Corruption("malformed task record");
     s = fb::SessionT();
-    HTAM_ASSIGN_OR_RETURN(s.id, t.NextId(Db::kSessions));
+    if (o_.unguessable_session_ids) {
+      HTAM_ASSIGN_OR_RETURN(s.id, UnguessableSessionId(t));
+    } else {
+      HTAM_ASSIGN_OR_RETURN(s.id, t.NextId(Db::kSessions));
+    }
     s.task_id = task_id;
+    s.owner = owner;
     s.task_name = task->name() ? task->name()->str() : "";
     s.backend = backend;
     s.arch = arch;

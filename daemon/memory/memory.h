@@ -105,7 +105,11 @@ struct MemoryOptions {
   double merge_threshold{};  // cosine similarity: merge a new summary into a strategy
   // Operations.
   int snapshot_interval_s{};  // background index snapshots (0: only on close)
+  int snapshot_every_records{};  // also snapshot after this many new records (0: by time only)
   int max_group_commit{};
+  // Not in the configuration table on purpose: htamd always sets it. Session ids then carry 32
+  // random low bits (still ordered by age); tools and tests that build stores keep 1, 2, 3...
+  bool unguessable_session_ids = false;
   // Not in the configuration table on purpose: the daemon always syncs. Bulk loads (benchmarks,
   // imports) may turn it off; a crash may then lose the last commits. Sync() or closing flushes.
   bool sync_commits = true;
@@ -189,7 +193,8 @@ class Memory {
   virtual Result<std::vector<fb::TaskT>> ListTasks() = 0;
   virtual Result<fb::SessionT> OpenSession(uint64_t task_id, std::string_view backend,
                                            std::string_view arch, std::string_view client,
-                                           std::string_view model, uint32_t budget) = 0;
+                                           std::string_view model, uint32_t budget,
+                                           std::string_view owner = {}) = 0;
   virtual Result<fb::SessionT> GetSession(uint64_t id) = 0;
   virtual Result<fb::SessionT> CloseSession(uint64_t id) = 0;
   virtual Result<std::vector<fb::SessionT>> ListSessions(uint64_t task_id /*0 = all*/,

@@ -38,7 +38,8 @@ class MemoryImpl final : public Memory {
   Result<std::vector<fb::TaskT>> ListTasks() override;
   Result<fb::SessionT> OpenSession(uint64_t task_id, std::string_view backend,
                                    std::string_view arch, std::string_view client,
-                                   std::string_view model, uint32_t budget) override;
+                                   std::string_view model, uint32_t budget,
+                                   std::string_view owner = {}) override;
   Result<fb::SessionT> GetSession(uint64_t id) override;
   Result<fb::SessionT> CloseSession(uint64_t id) override;
   Result<std::vector<fb::SessionT>> ListSessions(uint64_t task_id, size_t limit) override;
@@ -103,6 +104,9 @@ class MemoryImpl final : public Memory {
   bool IndexesDirty() const EXCLUDES(index_mu_);
   // The periodic snapshot: writes one when the indexes changed since the last.
   void SnapshotIfDirty() EXCLUDES(index_mu_);
+  // The snapshot worker's tick: a snapshot once memory.snapshot_every_records records are past
+  // the last one, or memory.snapshot_interval_s has passed with anything new.
+  void SnapshotIfDue() EXCLUDES(index_mu_);
   std::string SnapshotPath(const char* kind) const;
 
   // decisions (decide.cc)
@@ -175,6 +179,7 @@ class MemoryImpl final : public Memory {
   uint64_t strategies_covered_ GUARDED_BY(index_mu_) = 0;
   std::atomic<uint64_t> snap_transitions_{0}, snap_strategies_{0};  // covered by the last snapshot
   std::atomic<uint64_t> last_snapshot_ns_{0};
+  uint64_t opened_ns_ = 0;  // when Init started the workers: the time rule's start
   Mutex snapshot_write_mu_ ACQUIRED_BEFORE(index_mu_);  // one snapshot at a time
   // "snapshot", "snapshot+records", "rebuilt", ...
   std::string index_source_ GUARDED_BY(index_mu_) = "none";
@@ -189,7 +194,7 @@ class MemoryImpl final : public Memory {
   GroupCommit<Prepared, Result<StepRecorded>> group_commit_;
   std::atomic<uint64_t> group_commits_{0}, steps_recorded_{0};
 
-  PeriodicWorker snapshots_;  // runs SnapshotIfDirty every snapshot_interval_s
+  PeriodicWorker snapshots_;  // runs SnapshotIfDue
 };
 
 }  // namespace htam::memory

@@ -45,6 +45,14 @@ Decoded Fail(Decoded d, fb::ErrorCode code, std::string message) {
 
 }  // namespace
 
+uint64_t PeekRequestId(const AlignedFrame& frame) {
+  uint16_t version = 0;
+  uint64_t request_id = 0;
+  if (frame.size() < 12 || !flatbuffers::BufferHasIdentifier(frame.data(), fb::EnvelopeIdentifier()))
+    return 0;
+  return ReadHeader(frame.data(), frame.size(), &version, &request_id) ? request_id : 0;
+}
+
 Decoded DecodeRequest(const AlignedFrame& frame, const CodecLimits& limits) {
   Decoded d;
   const uint8_t* buf = frame.data();
@@ -172,15 +180,23 @@ std::string Encode(const fb::EnvelopeT& envelope) {
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
-std::string EncodeError(uint64_t request_id, fb::ErrorCode code, std::string_view message) {
+std::string EncodeError(uint64_t request_id, fb::ErrorCode code, std::string_view message,
+                        uint32_t retry_after_ms) {
   fb::ErrorT err;
   err.code = code;
   err.message = std::string(message);
+  err.retry_after_ms = retry_after_ms;
   return EncodeReply(request_id, std::move(err));
 }
 
 fb::ErrorCode ErrorCodeFor(const Status& status) {
+  // Store faults (daemon/lmdb/env.h names them in the message), each its own code.
+  if (status.code() == Status::Code::kResourceExhausted) {
+    if (status.message().find("disk full: ") != std::string::npos) return fb::ErrorCode::DiskFull;
+    if (status.message().find("map full: ") != std::string::npos) return fb::ErrorCode::MapFull;
+  }
   switch (status.code()) {
+    case Status::Code::kIOError: return fb::ErrorCode::IoError;
     case Status::Code::kOk: return fb::ErrorCode::None;
     case Status::Code::kNotFound: return fb::ErrorCode::NotFound;
     case Status::Code::kInvalidArgument: return fb::ErrorCode::InvalidArgument;

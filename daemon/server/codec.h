@@ -50,13 +50,19 @@ class AlignedFrame {
 // Checks `frame` (already aligned). Never reads outside it, whatever its bytes.
 Decoded DecodeRequest(const AlignedFrame& frame, const CodecLimits& limits);
 
+// The request id of `frame` after checking only the envelope header (0 when unreadable): what a
+// reply needs when the request is refused without reading it (Busy).
+uint64_t PeekRequestId(const AlignedFrame& frame);
+
 // Semantic checks the verifier cannot do: string and vector sizes of the request body against
 // the limits. OK or InvalidArgument naming the field.
 Status CheckRequestLimits(const fb::Envelope& envelope, const CodecLimits& limits);
 
 // Serializes an envelope (object API) with the file identifier.
 std::string Encode(const fb::EnvelopeT& envelope);
-std::string EncodeError(uint64_t request_id, fb::ErrorCode code, std::string_view message);
+// retry_after_ms: the hint sent with Busy (0: none).
+std::string EncodeError(uint64_t request_id, fb::ErrorCode code, std::string_view message,
+                        uint32_t retry_after_ms = 0);
 
 // Wraps any body object (fb::StepT, fb::ResultT, ...) in an envelope and serializes it.
 template <typename BodyT>

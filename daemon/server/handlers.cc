@@ -58,6 +58,8 @@ void Server::OnOpenSession(const Peer& peer, uint64_t rid, const fb::OpenSession
   if (m.session_id() != 0) {
     auto s = mem.GetSession(m.session_id());
     if (!s.ok()) return ReplyStatus(peer, rid, s.status());
+    Status may = MayDrive(peer, *s);
+    if (!may.ok()) return ReplyStatus(peer, rid, may);
     info.session = std::make_unique<fb::SessionT>(std::move(*s));
     HTAM_LOG(kInfo, kComponent) << "session " << m.session_id() << " resumed by "
                                 << PeerName(peer.identity) << " at step " << info.session->steps;
@@ -66,8 +68,11 @@ void Server::OnOpenSession(const Peer& peer, uint64_t rid, const fb::OpenSession
     if (backend.empty()) backend = "cpu";
     auto task_id = ResolveTask(Str(m.task()));
     if (!task_id.ok()) return ReplyStatus(peer, rid, task_id.status());
+    if (enforce_owners_ && peer.role == "read")
+      return ReplyError(peer, rid, fb::ErrorCode::Unauthorized,
+                        "this client's key has the read role: it cannot open sessions");
     auto s = mem.OpenSession(*task_id, backend, Str(m.arch()), Str(m.client()), Str(m.model()),
-                             m.budget());
+                             m.budget(), enforce_owners_ ? peer.owner : std::string());
     if (!s.ok()) return ReplyStatus(peer, rid, s.status());
     info.session = std::make_unique<fb::SessionT>(std::move(*s));
     LogScope log_new_session("session_id", info.session->id);
@@ -91,6 +96,12 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   std::vector<float> embedding;
   if (m.embedding()) embedding.assign(m.embedding()->begin(), m.embedding()->end());
   const uint64_t sid = m.session_id();
+  if (enforce_owners_) {
+    auto s = services_.memory->GetSession(sid);
+    if (!s.ok()) return ReplyStatus(peer, rid, s.status());
+    Status may = MayDrive(peer, *s);
+    if (!may.ok()) return ReplyStatus(peer, rid, may);
+  }
   // The client's measurement of its current kernel; Unknown lets the memory take what htamd
   // profiled for the session (Session.measured_bottleneck).
   fb::Bottleneck b = fb::Bottleneck::Unknown;
@@ -135,16 +146,23 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
     return ReplyError(peer, rid, fb::ErrorCode::Busy,
                       "too many evaluations in flight (" + std::to_string(jobs_.size()) + ")");
   std::string source = Str(m.source());
-  if (source.empty()) return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument, "empty source");
+  if (source.empty())
+    return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument, "Submit.source: empty source");
   auto session = services_.memory->GetSession(m.session_id());
   if (!session.ok()) return ReplyStatus(peer, rid, session.status());
+  Status may = MayDrive(peer, *session);
+  if (!may.ok()) return ReplyStatus(peer, rid, may);
   if (session->state != fb::SessionState::Open)
     return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument,
                       "session " + std::to_string(m.session_id()) + " is closed");
+  // Every id the result will be recorded under must be known before a device spends time on it.
+  Status ids = CheckStepIds("Submit", m.direction_id(), m.strategy_ids());
+  if (!ids.ok()) return ReplyStatus(peer, rid, ids);
   Job job;
   job.job_id = NextJobId();
   job.session_id = m.session_id();
   job.request_id = rid;
+  job.owner = session->owner;
   job.direction_id = m.direction_id();
   if (m.strategy_ids()) job.strategy_ids.assign(m.strategy_ids()->begin(), m.strategy_ids()->end());
   job.summary = Str(m.summary());
@@ -196,8 +214,37 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
 #endif
 }
 
+Status Server::CheckStepIds(const char* message, uint64_t direction_id,
+                            const flatbuffers::Vector<uint64_t>* strategy_ids) {
+  const std::string m(message);
+  if (direction_id == 0)
+    return Status::InvalidArgument(m + ".direction_id: missing (the direction of this step, " +
+                                   "from NextStep's answer)");
+  auto d = services_.memory->GetDirection(direction_id);
+  if (!d.ok()) {
+    if (d.status().IsNotFound())
+      return Status::NotFound(m + ".direction_id: no direction " + std::to_string(direction_id));
+    return d.status();
+  }
+  if (!strategy_ids) return Status::OK();
+  for (uint64_t id : *strategy_ids) {
+    auto s = services_.memory->GetStrategy(id);
+    if (!s.ok()) {
+      if (s.status().IsNotFound())
+        return Status::NotFound(m + ".strategy_ids: no strategy " + std::to_string(id));
+      return s.status();
+    }
+  }
+  return Status::OK();
+}
+
 void Server::OnPoll(const Peer& peer, uint64_t rid, const fb::Poll& m) {
   auto done = done_.find(m.job_id());
+  if (done != done_.end() && enforce_owners_ && services_.memory) {
+    auto s = services_.memory->GetSession(done->second.session_id);
+    Status may = s.ok() ? MayDrive(peer, *s) : Status::OK();
+    if (!may.ok()) return ReplyStatus(peer, rid, may);
+  }
   if (done != done_.end()) {
     fb::ResultT copy = done->second;
     return Reply(peer, EncodeReply(rid, std::move(copy)));
@@ -207,6 +254,8 @@ void Server::OnPoll(const Peer& peer, uint64_t rid, const fb::Poll& m) {
     return ReplyError(peer, rid, fb::ErrorCode::NotFound,
                       "no evaluation " + std::to_string(m.job_id()) +
                           " (unknown, or its result is no longer kept)");
+  Status may = MayDrive(peer, job->second.owner);
+  if (!may.ok()) return ReplyStatus(peer, rid, may);
   if (m.wait_ms() == 0) {
     fb::ResultT r;
     r.job_id = m.job_id();
@@ -220,6 +269,22 @@ void Server::OnPoll(const Peer& peer, uint64_t rid, const fb::Poll& m) {
 
 void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
+  // Numbers in range at the door (finiteness is the codec's): how much a reported outcome may
+  // weigh is the memory's rule; a time below zero or a speedup past any machine is no outcome.
+  if (m.median_us() < 0)
+    return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument,
+                      "Record.median_us: negative time " + std::to_string(m.median_us()));
+  if (m.speedup_after() < 0 || m.speedup_after() > options_.max_speedup)
+    return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument,
+                      "Record.speedup_after: " + std::to_string(m.speedup_after()) +
+                          " is outside 0.." + std::to_string(options_.max_speedup) +
+                          " (server.max_speedup)");
+  if (enforce_owners_) {
+    auto s = services_.memory->GetSession(m.session_id());
+    if (!s.ok()) return ReplyStatus(peer, rid, s.status());
+    Status may = MayDrive(peer, *s);
+    if (!may.ok()) return ReplyStatus(peer, rid, may);
+  }
   auto w = std::make_unique<PendingWrite>();
   w->peer = peer;
   w->request_id = rid;
@@ -250,6 +315,12 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
 
 void Server::OnCloseSession(const Peer& peer, uint64_t rid, const fb::CloseSession& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
+  if (enforce_owners_) {
+    auto owned = services_.memory->GetSession(m.session_id());
+    if (!owned.ok()) return ReplyStatus(peer, rid, owned.status());
+    Status may = MayDrive(peer, *owned);
+    if (!may.ok()) return ReplyStatus(peer, rid, may);
+  }
   auto s = services_.memory->CloseSession(m.session_id());
   if (!s.ok()) return ReplyStatus(peer, rid, s.status());
   HTAM_LOG(kInfo, kComponent) << "session " << m.session_id() << " closed after " << s->steps
@@ -262,113 +333,228 @@ void Server::OnCloseSession(const Peer& peer, uint64_t rid, const fb::CloseSessi
 void Server::OnQuery(const Peer& peer, uint64_t rid, const fb::Query& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
   std::shared_ptr<fb::QueryT> q(m.UnPack());
-  RunRead(peer, rid, [this, rid, q] { return QueryReply(rid, *q); });
+  RunRead(peer, rid, [this, rid, q, peer] { return QueryReply(rid, *q, peer); });
 }
 
-std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m) {
+namespace {
+
+// The bytes `item` takes packed on its own: what it adds to a reply, give or take its offset.
+template <typename T>
+size_t PackedSize(const T& item) {
+  flatbuffers::FlatBufferBuilder b(1024);
+  b.Finish(T::TableType::Pack(b, &item));
+  return b.GetSize() + 16;
+}
+
+// A page of one list: the items from `cursor` on, at most `limit` of them, as many as fit in
+// `budget` bytes (pairs of items count together, so `v` and `with` stay aligned). Returns the
+// next page's cursor (0: this is the last page); *too_big when not even the first item fits.
+template <typename T, typename U = T>
+uint64_t Page(std::vector<T>& v, uint64_t cursor, size_t limit, size_t* budget, bool* too_big,
+              std::vector<U>* with = nullptr) {
+  auto drop_front = [cursor](auto& list) {
+    list.erase(list.begin(), list.begin() + static_cast<ptrdiff_t>(
+                                                std::min<uint64_t>(cursor, list.size())));
+  };
+  drop_front(v);
+  if (with) drop_front(*with);
+  bool more = v.size() > limit;
+  size_t keep = 0;
+  for (; keep < v.size() && keep < limit; ++keep) {
+    size_t bytes = PackedSize(v[keep]) + (with && keep < with->size() ? PackedSize((*with)[keep]) : 0);
+    if (bytes > *budget) {
+      more = true;
+      *too_big = keep == 0;
+      break;
+    }
+    *budget -= bytes;
+  }
+  v.resize(keep);
+  if (with && with->size() > keep) with->resize(keep);
+  return more ? cursor + keep : 0;
+}
+
+}  // namespace
+
+Status Server::MayDrive(const Peer& peer, const std::string& owner) const {
+  if (!enforce_owners_ || peer.role == "admin") return Status::OK();
+  if (peer.role == "read")
+    return Status::PermissionDenied("this client's key has the read role: it reads, never drives "
+                                    "a session");
+  // Sessions written before owners existed belong to no one.
+  if (owner.empty() || owner == peer.owner) return Status::OK();
+  return Status::PermissionDenied("the session belongs to another client");
+}
+
+Status Server::MayDrive(const Peer& peer, const fb::SessionT& session) const {
+  Status st = MayDrive(peer, session.owner);
+  if (st.ok()) return st;
+  return Status::PermissionDenied("session " + std::to_string(session.id) + ": " + st.message());
+}
+
+bool Server::MayReadOthers(const Peer& peer) const {
+  return !enforce_owners_ || peer.role == "admin" || options_.others_read != "none";
+}
+
+bool Server::MayReadOthersSources(const Peer& peer) const {
+  return !enforce_owners_ || peer.role == "admin" || options_.others_read == "all";
+}
+
+std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m, const Peer& viewer) {
   memory::Memory& mem = *services_.memory;
-  size_t limit = std::min<size_t>(m.limit == 0 ? options_.query_limit_max : m.limit,
-                                  static_cast<size_t>(options_.query_limit_max));
-  auto trim = [limit](auto& v) {
-    if (v.size() > limit) v.resize(limit);
-  };
+  const size_t limit = std::min<size_t>(m.limit == 0 ? options_.query_limit_max : m.limit,
+                                        static_cast<size_t>(options_.query_limit_max));
+  // Cursors point into lists of at most a few billion items; a larger one is past the end.
+  const uint64_t cursor = std::min<uint64_t>(m.cursor, uint64_t{1} << 40);
+  // Lists are read to one past the page, so that the reply knows whether another page follows.
+  const size_t fetch = static_cast<size_t>(std::min<uint64_t>(cursor + limit + 1, SIZE_MAX / 2));
+  // Room for the items of the reply; the rest is the envelope's.
+  size_t budget = options_.reply_max_bytes > 4096 ? options_.reply_max_bytes - 4096 : 0;
+  bool too_big = false;
   fb::QueryReplyT r;
-  Status st;
-  auto take = [&st](auto result, auto* out) {
-    if (!result.ok()) {
-      st = result.status();
-      return;
-    }
-    out->push_back(std::make_unique<typename std::decay_t<decltype(*result)>>(std::move(*result)));
-  };
-  auto take_all = [&st, &trim](auto result, auto* out) {
-    if (!result.ok()) {
-      st = result.status();
-      return;
-    }
-    trim(*result);
+  auto fail = [rid](const Status& st) { return EncodeError(rid, ErrorCodeFor(st), st.message()); };
+  // A list, paged; or the one item the query names.
+  auto list = [&](auto result, auto* out) -> Status {
+    if (!result.ok()) return result.status();
+    r.next_cursor = Page(*result, cursor, limit, &budget, &too_big);
     *out = Boxed(std::move(*result));
+    return Status::OK();
+  };
+  auto one = [&](auto result, auto* out) -> Status {
+    if (!result.ok()) return result.status();
+    using T = typename std::decay_t<decltype(*result)>;
+    out->push_back(std::make_unique<T>(std::move(*result)));
+    return Status::OK();
   };
   uint64_t task_id = 0;
   if (!m.task.empty()) {
     auto t = mem.FindTask(m.task);
-    if (!t.ok()) return EncodeError(rid, ErrorCodeFor(t.status()), t.status().message());
+    if (!t.ok()) return fail(t.status());
     task_id = t->id;
   }
+  // Sessions of other clients: hidden with server.others_read = none, their sources shown only
+  // with all (admins see everything).
+  const bool see_others = MayReadOthers(viewer);
+  const bool see_others_sources = MayReadOthersSources(viewer);
+  std::map<uint64_t, bool> others_cache;
+  auto of_other = [&](uint64_t sid) {
+    if (!enforce_owners_ || viewer.role == "admin" || sid == 0) return false;
+    auto c = others_cache.find(sid);
+    if (c != others_cache.end()) return c->second;
+    auto s = mem.GetSession(sid);
+    bool other = s.ok() && !s->owner.empty() && s->owner != viewer.owner;
+    others_cache.emplace(sid, other);
+    return other;
+  };
+  const Status hidden = Status::PermissionDenied(
+      "the session belongs to another client (server.others_read = none)");
+  if (!see_others && m.session_id && of_other(m.session_id)) return fail(hidden);
+  if (!see_others && m.kind == fb::QueryKind::Sessions && m.id && of_other(m.id))
+    return fail(hidden);
+  auto visible = [&](auto result, auto session_of) {
+    if (result.ok() && !see_others)
+      std::erase_if(*result, [&](const auto& x) { return of_other(session_of(x)); });
+    return result;
+  };
+  Status st;
   switch (m.kind) {
     case fb::QueryKind::Directions:
-      if (m.id)
-        take(mem.GetDirection(m.id), &r.directions);
-      else
-        take_all(mem.ListDirections(), &r.directions);
+      st = m.id ? one(mem.GetDirection(m.id), &r.directions)
+                : list(mem.ListDirections(), &r.directions);
       break;
     case fb::QueryKind::Strategies:
       if (m.id) {
-        take(mem.GetStrategy(m.id), &r.strategies);
+        st = one(mem.GetStrategy(m.id), &r.strategies);
       } else {
         memory::StrategyFilter f;
         f.direction_id = m.direction_id;
         f.backend = m.backend;
-        f.limit = limit;
-        take_all(mem.ListStrategies(f), &r.strategies);
+        f.limit = fetch;
+        st = list(mem.ListStrategies(f), &r.strategies);
       }
       break;
     case fb::QueryKind::Transitions:
-      if (m.id)
-        take(mem.GetTransition(m.id), &r.transitions);
-      else
-        take_all(mem.ListTransitions(m.session_id, limit), &r.transitions);
+      if (m.id) {
+        auto t = mem.GetTransition(m.id);
+        if (t.ok() && !see_others && of_other(t->session_id)) return fail(hidden);
+        st = one(std::move(t), &r.transitions);
+      } else {
+        st = list(visible(mem.ListTransitions(m.session_id, fetch),
+                          [](const fb::TransitionRecordT& t) { return t.session_id; }),
+                  &r.transitions);
+      }
       break;
     case fb::QueryKind::Sessions:
-      if (m.id || m.session_id)
-        take(mem.GetSession(m.id ? m.id : m.session_id), &r.sessions);
-      else
-        take_all(mem.ListSessions(task_id, limit), &r.sessions);
+      st = (m.id || m.session_id)
+               ? one(mem.GetSession(m.id ? m.id : m.session_id), &r.sessions)
+               : list(visible(mem.ListSessions(task_id, fetch),
+                              [](const fb::SessionT& s) { return s.id; }),
+                      &r.sessions);
       break;
     case fb::QueryKind::Tasks:
-      if (m.id)
-        take(mem.GetTask(m.id), &r.tasks);
-      else if (task_id)
-        take(mem.GetTask(task_id), &r.tasks);
+      if (m.id || task_id)
+        st = one(mem.GetTask(m.id ? m.id : task_id), &r.tasks);
       else
-        take_all(mem.ListTasks(), &r.tasks);
+        st = list(mem.ListTasks(), &r.tasks);
       break;
     case fb::QueryKind::BestCandidates: {
-      // The best candidate of each matching session, best speedup first.
+      // The best candidate of each matching session, best speedup first. Sources travel when
+      // asked for, or when the query names its one session.
       std::vector<fb::SessionT> sessions;
       if (m.session_id) {
         auto s = mem.GetSession(m.session_id);
-        if (!s.ok()) return EncodeError(rid, ErrorCodeFor(s.status()), s.status().message());
+        if (!s.ok()) return fail(s.status());
         sessions.push_back(std::move(*s));
       } else {
         auto all = mem.ListSessions(task_id, 0);
-        if (!all.ok()) return EncodeError(rid, ErrorCodeFor(all.status()), all.status().message());
+        if (!all.ok()) return fail(all.status());
         sessions = std::move(*all);
       }
       const std::string backend = m.backend;
       std::erase_if(sessions, [&](const fb::SessionT& s) {
-        return s.best_candidate.empty() || (!backend.empty() && s.backend != backend);
+        return s.best_candidate.empty() || (!backend.empty() && s.backend != backend) ||
+               (!see_others && of_other(s.id));
       });
       std::stable_sort(sessions.begin(), sessions.end(),
                        [](auto& a, auto& b) { return a.best_speedup > b.best_speedup; });
-      trim(sessions);
+      if (cursor < sessions.size()) {
+        sessions.erase(sessions.begin(), sessions.begin() + static_cast<ptrdiff_t>(cursor));
+      } else {
+        sessions.clear();
+      }
+      if (sessions.size() > limit + 1) sessions.resize(limit + 1);
+      const bool sources = m.with_sources || m.session_id != 0;
+      std::vector<fb::CandidateT> candidates;
+      std::vector<fb::SessionT> found;
       for (auto& s : sessions) {
         auto c = mem.GetCandidate(s.best_candidate);
-        if (c.ok()) r.candidates.push_back(std::make_unique<fb::CandidateT>(std::move(*c)));
+        if (!c.ok()) continue;
+        if (!sources || (!see_others_sources && of_other(s.id)))
+          c->source.clear(), c->compile_log.clear();
+        candidates.push_back(std::move(*c));
+        found.push_back(std::move(s));
       }
-      r.sessions = Boxed(std::move(sessions));
+      uint64_t next = Page(found, 0, limit, &budget, &too_big, &candidates);
+      r.next_cursor = next ? cursor + next : 0;
+      r.candidates = Boxed(std::move(candidates));
+      r.sessions = Boxed(std::move(found));
       break;
     }
-    case fb::QueryKind::Edges: take_all(mem.ListEdges(m.direction_id), &r.edges); break;
+    case fb::QueryKind::Edges: st = list(mem.ListEdges(m.direction_id), &r.edges); break;
     default: return EncodeError(rid, fb::ErrorCode::InvalidArgument, "unknown query kind");
   }
-  if (!st.ok()) return EncodeError(rid, ErrorCodeFor(st), st.message());
+  if (!st.ok()) return fail(st);
+  if (too_big)
+    return EncodeError(rid, fb::ErrorCode::InvalidArgument,
+                       "the item at cursor " + std::to_string(cursor) +
+                           " alone is larger than server.reply_max_bytes (" +
+                           std::to_string(options_.reply_max_bytes) + " bytes)");
   return EncodeReply(rid, std::move(r));
 }
 
 void Server::OnStatus(const Peer& peer, uint64_t rid, const fb::StatusRequest& m) {
   fb::StatusReplyT r;
-  r.text = StatusText(Str(m.section()));
+  r.text = StatusText(Str(m.section()), peer);
   Reply(peer, EncodeReply(rid, std::move(r)));
 }
 

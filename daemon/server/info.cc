@@ -4,7 +4,7 @@
 
 namespace htam::server {
 
-std::string Server::StatusText(const std::string& section) {
+std::string Server::StatusText(const std::string& section, const Peer& viewer) {
   std::ostringstream out;
   const int64_t now = NowMs();
   auto want = [&section](const char* s) { return section.empty() || section == s; };
@@ -20,10 +20,20 @@ std::string Server::StatusText(const std::string& section) {
         << "errors_total: " << errors_total_ << "\n"
         << "malformed_total: " << malformed_total_ << "\n"
         << "dropped_total: " << dropped_total_ << "\n"
+        << "busy_total: " << busy_total_ << "\n"
+        << "store_fault: "
+        << (store_fault_ == fb::ErrorCode::None ? "none" : fb::EnumNameErrorCode(store_fault_))
+        << "\n"
+        << "store_faults_total: " << store_faults_total_ << "\n"
         << "records_total: " << records_total_ << "\n"
         << "write_batches: " << write_batches_ << "\n";
     if (zap_)
       out << "auth_accepted: " << zap_->accepted() << "\nauth_refused: " << zap_->refused() << "\n";
+    uint64_t refused = 0;
+    for (const auto& [reason, r] : refused_handshakes_) refused += r.total;
+    out << "handshakes_refused: " << refused << "\n";
+    for (const auto& [reason, r] : refused_handshakes_)
+      out << "handshakes_refused_" << reason << ": " << r.total << "\n";
     out << "\n";
   }
   if (want("clients")) {
@@ -38,8 +48,13 @@ std::string Server::StatusText(const std::string& section) {
       if (shown++ >= 32) break;
       out << "client_" << PeerName(id) << ": name=" << (c.name.empty() ? "-" : c.name)
           << " requests=" << c.requests << " errors=" << c.errors
-          << " idle_ms=" << now - c.last_seen_ms << (c.user.empty() ? "" : " key=" + c.user)
-          << "\n";
+          << " in_flight=" << c.in_flight << " busy=" << c.busy
+          << " idle_ms=" << now - c.last_seen_ms;
+      // Other clients' keys are shown to admins only.
+      if (!c.user.empty() && (!enforce_owners_ || viewer.role == "admin" ||
+                              viewer.owner == "key:" + c.user))
+        out << " key=" << c.user;
+      out << "\n";
     }
     out << "\n";
   }

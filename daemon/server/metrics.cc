@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -125,6 +126,14 @@ void Metrics::SetGauge(const std::string& name, double value, const std::string&
   if (g.help.empty()) g.help = help;
 }
 
+void Metrics::SetCounter(const std::string& name, double value, const std::string& help) {
+  MutexLock l(&mu_);
+  Gauge& g = gauges_[name];
+  g.value = value;
+  g.counter = true;
+  if (g.help.empty()) g.help = help;
+}
+
 void Metrics::SetMemoryStatusSource(std::function<std::string()> source) {
   MutexLock l(&mu_);
   memory_status_ = std::move(source);
@@ -176,7 +185,8 @@ std::string Metrics::Render() {
       o << "htam_outcomes_total{status=\"" << Label(key.first) << "\",verified=\""
         << (key.second ? "true" : "false") << "\"} " << n << "\n";
     for (const auto& [name, g] : gauges_)
-      o << "# HELP " << name << " " << g.help << "\n# TYPE " << name << " gauge\n"
+      o << "# HELP " << name << " " << g.help << "\n# TYPE " << name
+        << (g.counter ? " counter\n" : " gauge\n")
         << name << " " << Num(g.value) << "\n";
   }
   // The memory's status outside the lock: it takes the memory's own locks.
@@ -240,9 +250,11 @@ std::string MetricsHttp::Respond(std::string_view head, Metrics* metrics) {
 }
 
 Result<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(const std::string& endpoint,
-                                                        Metrics* metrics) {
+                                                        Metrics* metrics,
+                                                        MetricsHttpLimits limits) {
   std::unique_ptr<MetricsHttp> h(new MetricsHttp());
   h->metrics_ = metrics;
+  h->limits_ = limits;
   const std::string zep = endpoint.rfind("tcp://", 0) == 0 ? endpoint : "tcp://" + endpoint;
   try {
     h->socket_ = zmq::socket_t(h->context_, zmq::socket_type::stream);
@@ -265,7 +277,13 @@ MetricsHttp::~MetricsHttp() {
 }
 
 void MetricsHttp::Loop() {
-  std::unordered_map<std::string, std::string> heads;  // connection id -> bytes so far
+  struct Conn {
+    std::string head;  // request bytes so far
+    std::chrono::steady_clock::time_point opened;
+  };
+  std::unordered_map<std::string, Conn> conns;  // connection id -> its state
+  // Connections closed from here: their disconnect notification is no new connection.
+  std::unordered_set<std::string> closed;
   // Answers never block: a peer whose connection is closing or full loses its answer (EAGAIN, or
   // EHOSTUNREACH once it is gone), and the loop goes on to the next one.
   auto send = [this](const std::string& id, const std::string& data) {
@@ -276,6 +294,14 @@ void MetricsHttp::Loop() {
       if (e.num() == ETERM) throw;
     }
   };
+  auto close = [&](const std::string& id) {
+    send(id, "");  // an empty frame closes the connection
+    conns.erase(id);
+    if (closed.size() >= 4 * static_cast<size_t>(limits_.max_connections) + 1024) closed.clear();
+    closed.insert(id);
+  };
+  const auto header_timeout = std::chrono::milliseconds(limits_.header_timeout_ms);
+  auto last_sweep = std::chrono::steady_clock::now();
   // A STREAM message is two frames, the connection id (more) and its bytes. Frames are read one
   // at a time without blocking and paired by the `more` flag, so an interruption between the two
   // (EINTR) can never shift every later id by one frame.
@@ -283,6 +309,20 @@ void MetricsHttp::Loop() {
   bool have_id = false;
   while (!stop_.load()) {
     try {
+      // Connections whose request head did not arrive in time are answered 408 and closed, so
+      // half-sent requests hold nothing for long.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_sweep >= std::chrono::milliseconds(100)) {
+        last_sweep = now;
+        std::vector<std::string> late;
+        for (auto& [cid, c] : conns)
+          if (now - c.opened > header_timeout) late.push_back(cid);
+        for (auto& cid : late) {
+          send(cid, HttpResponse(408, "Request Timeout", "text/plain; charset=utf-8",
+                                 "request head not complete in time\n"));
+          close(cid);
+        }
+      }
       zmq::pollitem_t items[] = {{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, std::chrono::milliseconds(100));
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
@@ -295,23 +335,32 @@ void MetricsHttp::Loop() {
         if (!have_id) continue;  // bytes without their id: drop them
         have_id = false;
         if (frame.size() == 0) {  // connect or disconnect notification
-          heads.erase(id);
+          if (conns.erase(id) || closed.erase(id)) continue;  // the end of a connection
+          if (static_cast<int>(conns.size()) >= limits_.max_connections) {
+            send(id, "");  // over the limit: closed at once
+            closed.insert(id);
+            continue;
+          }
+          conns[id].opened = std::chrono::steady_clock::now();
           continue;
         }
-        std::string& head = heads[id];
+        auto it = conns.find(id);
+        if (it == conns.end()) {  // bytes of a connection closed (or refused) here
+          send(id, "");
+          continue;
+        }
+        std::string& head = it->second.head;
         head.append(static_cast<const char*>(frame.data()), frame.size());
         if (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
           if (head.size() > kMaxRequestHead) {
             send(id, HttpResponse(431, "Request Header Fields Too Large",
                                   "text/plain; charset=utf-8", "request head too large\n"));
-            send(id, "");  // an empty frame closes the connection
-            heads.erase(id);
+            close(id);
           }
           continue;
         }
         send(id, Respond(head, metrics_));
-        send(id, "");
-        heads.erase(id);
+        close(id);
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;  // the destructor shut the context down

@@ -35,6 +35,9 @@ class Metrics {
   void CountOutcome(std::string_view status, bool verified) EXCLUDES(mu_);
   // A gauge set by its owner (e.g. htam_evaluation_queue_depth); `help` is kept from the first set.
   void SetGauge(const std::string& name, double value, const std::string& help) EXCLUDES(mu_);
+  // A count that only grows while htamd runs (its owner keeps the total); `name` ends in
+  // `_total` and is exposed as a counter.
+  void SetCounter(const std::string& name, double value, const std::string& help) EXCLUDES(mu_);
   void SetReady(bool ready) { ready_.store(ready); }
   bool ready() const { return ready_.load(); }
   // Called on every scrape (from the HTTP thread): the memory's INFO text, whose numeric
@@ -57,6 +60,7 @@ class Metrics {
   struct Gauge {
     double value = 0;
     std::string help;
+    bool counter = false;
   };
   Mutex mu_;
   std::map<std::string, Histogram, std::less<>> requests_ GUARDED_BY(mu_);
@@ -67,10 +71,17 @@ class Metrics {
   const int64_t started_ms_;
 };
 
+// Limits of the HTTP side (server.metrics_max_connections, server.metrics_header_timeout_ms).
+struct MetricsHttpLimits {
+  int max_connections = 64;      // more open connections are closed as they arrive
+  int header_timeout_ms = 5000;  // a request head not complete by then: 408, connection closed
+};
+
 // The HTTP side. `endpoint` is host:port (a ZeroMQ tcp:// endpoint is built from it).
 class MetricsHttp {
  public:
-  static Result<std::unique_ptr<MetricsHttp>> Start(const std::string& endpoint, Metrics* metrics);
+  static Result<std::unique_ptr<MetricsHttp>> Start(const std::string& endpoint, Metrics* metrics,
+                                                    MetricsHttpLimits limits = {});
   ~MetricsHttp();
   MetricsHttp(const MetricsHttp&) = delete;
   MetricsHttp& operator=(const MetricsHttp&) = delete;
@@ -85,6 +96,7 @@ class MetricsHttp {
   void Loop();
 
   Metrics* metrics_ = nullptr;
+  MetricsHttpLimits limits_;
   std::string endpoint_;
   zmq::context_t context_{1};
   zmq::socket_t socket_;  // ZMQ_STREAM; used by the thread only once it runs

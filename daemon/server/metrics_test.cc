@@ -185,5 +185,43 @@ TEST(MetricsTest, ClientsThatLeaveEarlyNeverStallTheEndpoint) {
   for (int fd : left_open) close(fd);
 }
 
+// Half-sent requests are closed once the header time passes, and open connections past the
+// limit are closed at once: a crowd of idle peers never keeps a scrape out for long.
+TEST(MetricsTest, HalfSentRequestsTimeOutAndConnectionsAreLimited) {
+  Metrics m;
+  MetricsHttpLimits limits;
+  limits.max_connections = 4;
+  limits.header_timeout_ms = 400;
+  auto http = MetricsHttp::Start("127.0.0.1:0", &m, limits);
+  ASSERT_TRUE(http.ok()) << http.status().ToString();
+  const int port = PortOf(**http);
+  std::vector<int> half;
+  for (int i = 0; i < 4; ++i) {
+    half.push_back(Connect(port));
+    ASSERT_GE(half.back(), 0);
+    ASSERT_EQ(write(half.back(), "GET /metr", 9), 9);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // A fifth is over the limit: closed without an answer.
+  const int extra = Connect(port);
+  ASSERT_GE(extra, 0);
+  timeval tv{3, 0};
+  setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[512];
+  EXPECT_EQ(read(extra, buf, sizeof buf), 0) << "a connection past the limit was kept open";
+  close(extra);
+  // The half-sent ones get 408 and are closed once the header time is over.
+  for (int fd : half) {
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string got;
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+    EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+    close(fd);
+  }
+  // And a scrape goes through again.
+  const std::string ok = Get(port, "/healthz");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
+}
+
 }  // namespace
 }  // namespace htam::server

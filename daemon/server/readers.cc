@@ -1,7 +1,7 @@
 // Reader threads: memory reads (NextStep, Query) run off the poll loop; their replies go back to
 // the loop, which alone sends on the front socket.
 // Thread-safety: RunRead and SendReadyReplies run on the loop thread, ReaderLoop on the reader
-// threads; they share read_queue_ and readers_stop_ (read_mu_), ready_ and results_push_
+// threads; they share read_queues_, read_order_ and readers_stop_ (read_mu_), ready_ and results_push_
 // (results_mu_).
 #include "daemon/server/server_impl.h"
 
@@ -23,20 +23,30 @@ void Server::RunRead(const Peer& peer, uint64_t request_id, std::function<std::s
   if (readers_.empty()) return Reply(peer, work());
   {
     MutexLock lock(&read_mu_);
-    read_queue_.emplace_back(peer, std::move(work));
+    auto& queue = read_queues_[peer.identity];
+    if (queue.empty()) read_order_.push_back(peer.identity);
+    queue.emplace_back(peer, std::move(work));
   }
   read_cv_.Signal();
 }
 
 void Server::ReaderLoop() {
   while (true) {
-    std::pair<Peer, std::function<std::string()>> item;
+    ReadItem item;
     {
       MutexLock lock(&read_mu_);
-      while (!readers_stop_ && read_queue_.empty()) read_cv_.Wait(&read_mu_);
-      if (read_queue_.empty()) return;  // stopping, nothing left
-      item = std::move(read_queue_.front());
-      read_queue_.pop_front();
+      while (!readers_stop_ && read_order_.empty()) read_cv_.Wait(&read_mu_);
+      if (read_order_.empty()) return;  // stopping, nothing left
+      // The next client in turn gives one read and goes to the back of the line.
+      std::string identity = std::move(read_order_.front());
+      read_order_.pop_front();
+      auto q = read_queues_.find(identity);
+      item = std::move(q->second.front());
+      q->second.pop_front();
+      if (q->second.empty())
+        read_queues_.erase(q);
+      else
+        read_order_.push_back(std::move(identity));
     }
     std::string reply = item.second();
     MutexLock lock(&results_mu_);

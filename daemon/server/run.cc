@@ -110,7 +110,10 @@ int RunDaemon(const Config& config) {
   server::Metrics metrics;
   std::unique_ptr<server::MetricsHttp> metrics_http;
   if (const std::string ep = server_cfg.metrics_endpoint; !ep.empty()) {
-    auto http = server::MetricsHttp::Start(ep, &metrics);
+    server::MetricsHttpLimits limits;
+    limits.max_connections = static_cast<int>(server_cfg.metrics_max_connections);
+    limits.header_timeout_ms = static_cast<int>(server_cfg.metrics_header_timeout_ms);
+    auto http = server::MetricsHttp::Start(ep, &metrics, limits);
     if (!http.ok()) {
       HTAM_LOG(kError, "htamd") << http.status().ToString();
       return 1;
@@ -118,7 +121,9 @@ int RunDaemon(const Config& config) {
     metrics_http = std::move(*http);
   }
 
-  auto memory = memory::Memory::Open(memory::MemoryOptions::FromConfig(config));
+  memory::MemoryOptions memory_options = memory::MemoryOptions::FromConfig(config);
+  memory_options.unguessable_session_ids = true;  // clients of htamd cannot guess others' ids
+  auto memory = memory::Memory::Open(memory_options);
   if (!memory.ok()) {
     HTAM_LOG(kError, "htamd") << "cannot open the memory: " << memory.status().ToString();
     return 1;

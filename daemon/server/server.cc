@@ -3,6 +3,9 @@
 // for the threading model and docs/protocol.md for the messages.
 // Thread-safety: everything here runs on the loop thread (Start, Run), except the destructor,
 // which stops the reader threads first.
+#include <malloc.h>
+
+#include "base/endpoint.h"
 #include "daemon/config/sections.h"
 #include "daemon/server/server_impl.h"
 
@@ -10,6 +13,7 @@ namespace htam::server {
 
 namespace {
 constexpr const char* kResultsEndpoint = "inproc://htamd-results";
+constexpr const char* kMonitorEndpoint = "inproc://htamd-front-monitor";
 }  // namespace
 
 ServerOptions ServerOptions::FromConfig(const Config& c) {
@@ -30,6 +34,15 @@ ServerOptions ServerOptions::FromConfig(const Config& c) {
   o.max_pending_jobs = static_cast<int>(s.max_pending_jobs);
   o.result_retention = static_cast<int>(s.result_retention);
   o.query_limit_max = static_cast<int>(s.query_limit_max);
+  o.reply_max_bytes = static_cast<size_t>(std::max<int64_t>(s.reply_max_bytes, 4096));
+  o.client_max_in_flight = static_cast<int>(std::max<int64_t>(s.client_max_in_flight, 1));
+  o.client_max_queued_bytes = static_cast<size_t>(std::max<int64_t>(s.client_max_queued_bytes, 1));
+  o.busy_retry_ms = static_cast<int>(s.busy_retry_ms);
+  o.max_speedup = s.max_speedup;
+  o.others_read = s.others_read;
+  o.auth_log_interval_s = static_cast<int>(s.auth_log_interval_s);
+  o.owners_without_curve = s.owners_without_curve;
+  o.data_dir = config::General::From(c).data_dir;
   o.send_hwm = static_cast<int>(s.send_hwm);
   o.max_clients = static_cast<int>(s.max_clients);
   o.batch_max = static_cast<int>(s.batch_max);
@@ -49,6 +62,7 @@ Server::~Server() {
   read_cv_.SignalAll();
   for (auto& t : readers_)
     if (t.joinable()) t.join();
+  monitor_.reset();
   front_.reset();
   results_pull_.reset();
   {
@@ -62,6 +76,11 @@ Server::~Server() {
 Status Server::Start() {
   started_ms_ = NowMs();
   job_counter_ = static_cast<uint64_t>(WallMs()) << 12;
+  if (options_.others_read != "none" && options_.others_read != "records" &&
+      options_.others_read != "all")
+    return Status::InvalidArgument("server.others_read is '" + options_.others_read +
+                                   "': none, records or all");
+  enforce_owners_ = options_.curve || options_.owners_without_curve;
   if (!options_.curve && !IsLocalEndpoint(options_.bind)) {
     if (!options_.allow_insecure_bind)
       return Status::FailedPrecondition(
@@ -87,7 +106,9 @@ Status Server::Start() {
       HTAM_ASSIGN_OR_RETURN(auth::KeyPair keys, auth::ReadKeyFile(options_.curve_secret_key_file));
       if (keys.secret_key.empty())
         return Status::InvalidArgument(options_.curve_secret_key_file + " holds no secret key");
-      HTAM_ASSIGN_OR_RETURN(auto allowed, auth::LoadAuthorizedKeys(options_.curve_authorized_keys));
+      HTAM_ASSIGN_OR_RETURN(roles_, auth::LoadAuthorizedKeyRoles(options_.curve_authorized_keys));
+      std::set<std::string> allowed;
+      for (auto& [key, role] : roles_) allowed.insert(key);
       HTAM_LOG(kInfo, "auth") << "CURVE on: " << allowed.size() << " authorized client key(s) from "
                               << options_.curve_authorized_keys;
       zap_ = std::make_unique<auth::ZapHandler>(&context_, std::move(allowed));
@@ -96,7 +117,20 @@ Status Server::Start() {
       front_->set(zmq::sockopt::curve_secretkey, keys.secret_key);
       front_->set(zmq::sockopt::zap_domain, "htam");
     }
-    front_->bind(options_.bind);
+    // Every refused handshake (a NULL client at a CURVE server, a wrong server key, garbage
+    // bytes, an unknown client key) reaches the loop through the socket monitor.
+    if (zmq_socket_monitor(static_cast<void*>(*front_), kMonitorEndpoint,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
+      monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+      monitor_->set(zmq::sockopt::linger, 0);
+      monitor_->connect(kMonitorEndpoint);
+    }
+    bool ipv6 = false;
+    const std::string bind = BindableEndpoint(options_.bind, &ipv6);
+    if (ipv6) front_->set(zmq::sockopt::ipv6, true);
+    front_->bind(bind);
     endpoint_ = front_->get(zmq::sockopt::last_endpoint);
     results_pull_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pull);
     results_pull_->set(zmq::sockopt::linger, 0);
@@ -129,15 +163,18 @@ Status Server::Run() {
                                   << options_.shutdown_grace_ms << " ms";
     }
     if (stop_deadline != 0 && (jobs_.empty() || NowMs() >= stop_deadline)) break;
-    zmq::pollitem_t items[] = {{static_cast<void*>(*front_), 0, ZMQ_POLLIN, 0},
-                               {static_cast<void*>(*results_pull_), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {
+        {static_cast<void*>(*front_), 0, ZMQ_POLLIN, 0},
+        {static_cast<void*>(*results_pull_), 0, ZMQ_POLLIN, 0},
+        {monitor_ ? static_cast<void*>(*monitor_) : nullptr, 0, ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(options_.poll_interval_ms));
+      zmq::poll(items, monitor_ ? 3 : 2, std::chrono::milliseconds(options_.poll_interval_ms));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;  // a signal: the flag is checked above
       return Status::Internal(std::string("poll: ") + e.what());
     }
     if (items[1].revents & ZMQ_POLLIN) DrainResults();
+    if (monitor_ && (items[2].revents & ZMQ_POLLIN)) DrainMonitor();
     // While stopping, requests are no longer read: clients see a timeout and retry elsewhere.
     if ((items[0].revents & ZMQ_POLLIN) && stop_deadline == 0) {
       for (int n = 0; n < options_.batch_max; ++n) {
@@ -162,6 +199,8 @@ Status Server::Run() {
           break;
         }
         HandleFront(parts);
+        // Answers the readers finished go out during a long batch too, not only after it.
+        if ((n & 3) == 3) SendReadyReplies();
       }
     }
     FlushWrites();
@@ -189,7 +228,27 @@ Status Server::Run() {
   return Status::OK();
 }
 
-void Server::Reply(const Peer& peer, const std::string& payload, ReplyKind kind) {
+void Server::Reply(const Peer& peer, const std::string& payload_in, ReplyKind kind) {
+  // No reply exceeds the budget, whatever built it: an oversized one becomes an error naming it.
+  std::string oversized;
+  if (payload_in.size() > options_.reply_max_bytes) {
+    const uint64_t rid = fb::GetEnvelope(payload_in.data())->request_id();
+    HTAM_LOG(kWarn, kComponent) << "reply of " << payload_in.size() << " bytes to "
+                                << PeerName(peer.identity) << " exceeds server.reply_max_bytes";
+    oversized = EncodeError(rid, fb::ErrorCode::Internal,
+                            "the reply (" + std::to_string(payload_in.size()) +
+                                " bytes) exceeds server.reply_max_bytes (" +
+                                std::to_string(options_.reply_max_bytes) + ")");
+    kind = ReplyKind::kError;
+  }
+  const std::string& payload = oversized.empty() ? payload_in : oversized;
+  if (peer.held_bytes != 0 && kind != ReplyKind::kProgress) {
+    auto c = clients_.find(peer.identity);
+    if (c != clients_.end()) {
+      c->second.in_flight = std::max(0, c->second.in_flight - 1);
+      c->second.queued_bytes -= std::min(c->second.queued_bytes, peer.held_bytes);
+    }
+  }
   if (services_.metrics && peer.received_us != 0 && kind != ReplyKind::kProgress) {
     // Replies built on reader threads (NextStep, Query) may be errors too: our own encoding,
     // so reading its body type is safe.
@@ -254,6 +313,14 @@ void Server::HandleFront(std::vector<zmq::message_t>& parts) {
   }
   ClientInfo* client = &it->second;
   client->last_seen_ms = now;
+  if (options_.curve) {
+    peer.owner = "key:" + client->user;
+    auto role = roles_.find(client->user);
+    peer.role = role != roles_.end() ? role->second : "read";
+  } else {
+    peer.owner = "conn:" + HexId(peer.identity);
+    peer.role = options_.owners_without_curve ? "agent" : "admin";
+  }
   client->requests++;
   requests_total_++;
 
@@ -268,6 +335,25 @@ void Server::HandleFront(std::vector<zmq::message_t>& parts) {
   peer.delimiter = parts.size() == 3;
   thread_local AlignedFrame frame;
   frame.Assign(payload.data(), payload.size());
+  // One client's flood is refused at its own bound, before it costs anyone else a queue slot
+  // (and before the full check of its frame: a refusal costs the loop little).
+  if (client->in_flight >= options_.client_max_in_flight ||
+      client->queued_bytes + payload.size() > options_.client_max_queued_bytes) {
+    busy_total_++;
+    client->busy++;
+    errors_total_++;
+    client->errors++;
+    Reply(peer,
+          EncodeError(PeekRequestId(frame), fb::ErrorCode::Busy,
+                      "busy: " + std::to_string(client->in_flight) +
+                          " request(s) of this client in flight (server.client_max_in_flight " +
+                          std::to_string(options_.client_max_in_flight) +
+                          ", server.client_max_queued_bytes " +
+                          std::to_string(options_.client_max_queued_bytes) + ")",
+                      static_cast<uint32_t>(options_.busy_retry_ms)),
+          ReplyKind::kError);
+    return;
+  }
   Decoded d = DecodeRequest(frame, options_.limits);
   if (!d.ok) {
     if (d.error == fb::ErrorCode::Malformed) malformed_total_++;
@@ -277,6 +363,9 @@ void Server::HandleFront(std::vector<zmq::message_t>& parts) {
     return;
   }
   peer.kind = static_cast<int>(d.envelope->body_type());
+  peer.held_bytes = std::max<size_t>(payload.size(), 1);
+  client->in_flight++;
+  client->queued_bytes += peer.held_bytes;
   // No failure of one request may end the loop that serves everyone: it becomes an error reply
   // and a log line.
   try {
@@ -320,6 +409,48 @@ void Server::Dispatch(const Peer& peer, const fb::Envelope& env, ClientInfo* cli
   }
 }
 
+void Server::DrainMonitor() {
+  const int64_t now = NowMs();
+  while (true) {
+    zmq::message_t event, address;
+    try {
+      if (!monitor_->recv(event, zmq::recv_flags::dontwait)) break;
+      if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::none);
+    } catch (const zmq::error_t&) {
+      break;
+    }
+    if (event.size() < 6) continue;
+    uint16_t id = 0;
+    uint32_t value = 0;
+    std::memcpy(&id, event.data(), 2);
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
+    std::string reason;
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      reason = "auth";  // CURVE key not authorized (ZAP said no)
+    } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+      reason = value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? "mechanism"  // e.g. NULL
+               : value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC    ? "crypto"  // wrong server key
+                                                                   : "protocol";
+    } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+      reason = "no_detail";  // garbage bytes, a connection cut during the handshake
+    } else {
+      continue;
+    }
+    Refusals& r = refused_handshakes_[reason];
+    r.total++;
+    r.unlogged++;
+    if (r.total == 1 ||
+        now - r.last_log_ms >= static_cast<int64_t>(options_.auth_log_interval_s) * 1000) {
+      HTAM_LOG(kWarn, "auth") << "refused handshake on " << endpoint_ << ": " << reason << " ("
+                              << r.unlogged << " since the last such line, " << r.total
+                              << " in all; at most one line per " << options_.auth_log_interval_s
+                              << " s)";
+      r.unlogged = 0;
+      r.last_log_ms = now;
+    }
+  }
+}
+
 void Server::Tick() {
   DrainResults();  // in case a wake-up message was lost
   if (services_.metrics) {
@@ -327,6 +458,15 @@ void Server::Tick() {
                                 "Evaluations accepted and not finished (queued or running).");
     services_.metrics->SetGauge("htam_clients", static_cast<double>(clients_.size()),
                                 "Clients known to htamd (silent ones expire).");
+    for (const auto& [reason, r] : refused_handshakes_)
+      services_.metrics->SetCounter("htam_refused_handshakes_" + reason + "_total",
+                                  static_cast<double>(r.total),
+                                  "Handshakes refused since start for this reason (auth: unknown "
+                                  "client key; mechanism: e.g. a NULL client at a CURVE server; "
+                                  "crypto: wrong server key; protocol, no_detail: garbage).");
+    services_.metrics->SetCounter("htam_busy_refusals_total", static_cast<double>(busy_total_),
+                                "Requests refused Busy since start: their client was over "
+                                "server.client_max_in_flight or server.client_max_queued_bytes.");
   }
   const int64_t now = NowMs();
   for (auto& [id, job] : jobs_) {
@@ -341,6 +481,12 @@ void Server::Tick() {
       Reply(it->peer, EncodeReply(it->request_id, std::move(r)));
     }
     job.waiters.erase(expired, job.waiters.end());
+  }
+  // Memory a burst freed (a flood's queued frames and replies) goes back to the system rather
+  // than staying in the allocator's free lists; once per 100 ticks (10 s by default).
+  if (now - last_trim_ms_ >= 100LL * options_.poll_interval_ms) {
+    ::malloc_trim(0);
+    last_trim_ms_ = now;
   }
   const int64_t expiry = static_cast<int64_t>(options_.client_expiry_s) * 1000;
   std::erase_if(clients_, [&](const auto& kv) { return now - kv.second.last_seen_ms > expiry; });

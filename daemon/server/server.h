@@ -72,6 +72,15 @@ struct ServerOptions {
   int max_pending_jobs = 1024;
   int result_retention = 4096;
   int query_limit_max = 10000;
+  size_t reply_max_bytes = 16 << 20;
+  int client_max_in_flight = 256;
+  size_t client_max_queued_bytes = 16 << 20;
+  int busy_retry_ms = 100;
+  double max_speedup = 1e4;
+  std::string others_read = "records";  // none | records | all
+  bool owners_without_curve = false;
+  std::string data_dir;  // general.data_dir, named in store fault logs
+  int auth_log_interval_s = 60;
   int send_hwm = 10000;
   int max_clients = 10000;
   int batch_max = 256;
@@ -108,12 +117,23 @@ class Server {
     // was received (steady clock, microseconds).
     int kind = 0;
     int64_t received_us = 0;
+    // Bytes this request counts against its client's bound until its final reply (0: not
+    // counted: progress events, replies to requests refused at the door).
+    size_t held_bytes = 0;
+    // Who sent it: the owner string sessions are held to ("key:<Z85>" under CURVE, else
+    // "conn:<hex routing id>") and its role (read, agent, admin).
+    std::string owner;
+    std::string role = "admin";
   };
   enum class ReplyKind { kFinal, kError, kProgress };  // progress replies are not observed
   struct ClientInfo {
     std::string name, user, version;
     int64_t first_seen_ms = 0, last_seen_ms = 0;
     uint64_t requests = 0, errors = 0;
+    // Requests read and not yet finally answered, and their bytes (server.client_max_*).
+    int in_flight = 0;
+    size_t queued_bytes = 0;
+    uint64_t busy = 0;  // requests refused for being over those bounds
   };
   struct Waiter {
     Peer peer;
@@ -123,6 +143,7 @@ class Server {
   struct Job {
     uint64_t job_id = 0, session_id = 0, direction_id = 0;
     uint64_t request_id = 0;  // of the Submit (its log lines carry it); 0 for a resumed job
+    std::string owner;  // the session's owner: who may Poll
     std::vector<uint64_t> strategy_ids;
     std::string summary, language, source, candidate_hash;
     int64_t submitted_ms = 0;
@@ -136,6 +157,9 @@ class Server {
   void Dispatch(const Peer& peer, const fb::Envelope& env, ClientInfo* client);
   void DrainResults();
   void FlushWrites();
+  // Notes the outcome of a store write: logs a store fault once when it starts (with the data
+  // directory), and once when writes succeed again.
+  void NoteStoreWrite(const Status& st);
   void Tick();
   void Reply(const Peer& peer, const std::string& payload, ReplyKind kind = ReplyKind::kFinal);
   void ReplyError(const Peer& peer, uint64_t request_id, fb::ErrorCode code, std::string_view msg);
@@ -148,7 +172,7 @@ class Server {
   void SendReadyReplies() EXCLUDES(results_mu_);
   std::string NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
                             fb::Bottleneck bottleneck);
-  std::string QueryReply(uint64_t rid, const fb::QueryT& q);
+  std::string QueryReply(uint64_t rid, const fb::QueryT& q, const Peer& viewer);
 
   // Requests.
   void OnHello(const Peer& peer, uint64_t rid, const fb::Hello& m, ClientInfo* client);
@@ -161,6 +185,17 @@ class Server {
   void OnQuery(const Peer& peer, uint64_t rid, const fb::Query& m);
   void OnStatus(const Peer& peer, uint64_t rid, const fb::StatusRequest& m);
 
+  // Whether `peer` may drive `session` (resume, NextStep, Submit, Record, Close, Poll): its
+  // owner, an admin, or anyone when owners are not enforced; PermissionDenied otherwise.
+  Status MayDrive(const Peer& peer, const fb::SessionT& session) const;
+  Status MayDrive(const Peer& peer, const std::string& owner) const;
+  // Whether `peer` may read sessions it does not own (server.others_read), and their sources.
+  bool MayReadOthers(const Peer& peer) const;
+  bool MayReadOthersSources(const Peer& peer) const;
+  // The direction (required) and strategies a step names exist in the store; the error names
+  // the field ("Submit.direction_id").
+  Status CheckStepIds(const char* message, uint64_t direction_id,
+                      const flatbuffers::Vector<uint64_t>* strategy_ids);
   // Loads configs/tasks/<name>/task.json into the store (upsert); falls back to the store.
   Result<uint64_t> ResolveTask(const std::string& name);
   void CompleteJob(const eval::EvalResult& result);
@@ -174,7 +209,7 @@ class Server {
   std::function<void(uint64_t, const std::string&, const std::string&)> StageSink();
   void AnswerJob(Job& job, const fb::ResultT& result);
   void RememberResult(const fb::ResultT& result);
-  std::string StatusText(const std::string& section);
+  std::string StatusText(const std::string& section, const Peer& viewer);
   uint64_t NextJobId();
 
   ServerOptions options_;
@@ -182,7 +217,18 @@ class Server {
   zmq::context_t context_;
   std::unique_ptr<zmq::socket_t> front_;
   std::unique_ptr<zmq::socket_t> results_pull_;
+  // Handshake failures of the front socket (its monitor): counted by reason, logged at most
+  // once per server.auth_log_interval_s per reason.
+  std::unique_ptr<zmq::socket_t> monitor_;
+  struct Refusals {
+    uint64_t total = 0, unlogged = 0;
+    int64_t last_log_ms = 0;
+  };
+  std::map<std::string, Refusals> refused_handshakes_;
+  void DrainMonitor();
   std::unique_ptr<auth::ZapHandler> zap_;
+  std::map<std::string, std::string> roles_;  // CURVE key -> role (keys file)
+  bool enforce_owners_ = false;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   const std::atomic<bool>* external_stop_ = nullptr;
@@ -195,10 +241,14 @@ class Server {
   // follow them.
   std::deque<std::tuple<uint64_t, std::string, std::string>> stages_ GUARDED_BY(results_mu_);
 
-  // Reader threads: memory reads (NextStep, Query) off the loop.
+  // Reader threads: memory reads (NextStep, Query) off the loop, taken round-robin over the
+  // clients that have reads waiting, so that one client's many reads never queue ahead of
+  // another client's one.
   Mutex read_mu_ ACQUIRED_BEFORE(results_mu_);
   CondVar read_cv_;
-  std::deque<std::pair<Peer, std::function<std::string()>>> read_queue_ GUARDED_BY(read_mu_);
+  using ReadItem = std::pair<Peer, std::function<std::string()>>;
+  std::unordered_map<std::string, std::deque<ReadItem>> read_queues_ GUARDED_BY(read_mu_);
+  std::deque<std::string> read_order_ GUARDED_BY(read_mu_);  // identities with reads waiting
   bool readers_stop_ GUARDED_BY(read_mu_) = false;
   std::vector<std::thread> readers_;  // loop thread (started in Start, joined in Run or ~Server)
   // Replies the readers produced, sent by the loop.
@@ -215,6 +265,12 @@ class Server {
   int64_t started_ms_ = 0;
   uint64_t requests_total_ = 0, errors_total_ = 0, malformed_total_ = 0, dropped_total_ = 0;
   uint64_t evaluations_total_ = 0, records_total_ = 0, write_batches_ = 0;
+  uint64_t busy_total_ = 0;
+  int64_t last_trim_ms_ = 0;  // last malloc_trim (Tick)
+  // The store fault last logged (DiskFull, IoError, MapFull; None while writes succeed): each
+  // is logged once when it starts, not once per failed write.
+  fb::ErrorCode store_fault_ = fb::ErrorCode::None;
+  uint64_t store_faults_total_ = 0;
 };
 
 }  // namespace htam::server

@@ -41,6 +41,17 @@ std::vector<std::unique_ptr<T>> Boxed(std::vector<T>&& items) {
   return out;
 }
 
+// A ZeroMQ routing id in hex, whole (the owner of sessions opened without CURVE).
+inline std::string HexId(const std::string& identity) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : identity) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
 // A printable form of a ZeroMQ routing id for logs.
 inline std::string PeerName(const std::string& identity) {
   static const char* hex = "0123456789abcdef";

@@ -33,6 +33,7 @@ void Server::FlushWrites() {
   for (size_t i = 0; i < batch.size(); ++i) {
     PendingWrite& w = *batch[i];
     auto& rec = outcomes[i];
+    NoteStoreWrite(rec.status());
     LogScope log_request("request_id", w.request_id), log_session("session_id", w.input.session_id),
         log_job("job_id", w.job_id);
     if (services_.metrics && rec.ok())
@@ -82,6 +83,24 @@ void Server::FlushWrites() {
     }
     RememberResult(r);
   }
+}
+
+void Server::NoteStoreWrite(const Status& st) {
+  const fb::ErrorCode code = st.ok() ? fb::ErrorCode::None : ErrorCodeFor(st);
+  const bool fault = code == fb::ErrorCode::DiskFull || code == fb::ErrorCode::IoError ||
+                     code == fb::ErrorCode::MapFull;
+  if (!st.ok() && !fault) return;  // a refused request, not the store
+  if (fault) store_faults_total_++;
+  if (code == store_fault_) return;
+  if (fault) {
+    HTAM_LOG(kError, kComponent) << "store fault " << fb::EnumNameErrorCode(code) << " in data dir "
+                                 << options_.data_dir << ": " << st.message()
+                                 << " (writes are refused until it clears; logged once)";
+  } else {
+    HTAM_LOG(kWarn, kComponent) << "store writes succeed again in data dir " << options_.data_dir
+                                << " after " << fb::EnumNameErrorCode(store_fault_);
+  }
+  store_fault_ = code;
 }
 
 }  // namespace htam::server

@@ -101,7 +101,13 @@ Status StatusFromError(const fb::ErrorT& e) {
   switch (e.code) {
     case fb::ErrorCode::NotFound: return Status::NotFound(e.message);
     case fb::ErrorCode::InvalidArgument: return Status::InvalidArgument(e.message);
-    case fb::ErrorCode::Busy: return Status::ResourceExhausted(e.message);
+    case fb::ErrorCode::Busy:
+      return Status::ResourceExhausted(
+          e.retry_after_ms ? e.message + " (retry after " + std::to_string(e.retry_after_ms) + " ms)"
+                           : e.message);
+    case fb::ErrorCode::DiskFull:
+    case fb::ErrorCode::MapFull: return Status::ResourceExhausted(m);
+    case fb::ErrorCode::IoError: return Status::IOError(m);
     case fb::ErrorCode::Unauthorized: return Status::PermissionDenied(e.message);
     case fb::ErrorCode::Unavailable: return Status::Unavailable(e.message);
     case fb::ErrorCode::Malformed:
@@ -404,6 +410,8 @@ class Client::Impl {
       s->set(zmq::sockopt::curve_publickey, opt_.client_public_key);
       s->set(zmq::sockopt::curve_secretkey, opt_.client_secret_key);
     }
+    // An IPv6 address (tcp://[::1]:7878) is reached only with IPv6 enabled on the socket.
+    if (opt_.endpoint.rfind("tcp://[", 0) == 0) s->set(zmq::sockopt::ipv6, true);
     s->connect(opt_.endpoint);
     return s;
   }

@@ -3,6 +3,7 @@
 // HTAM_WRITE_CORPUS=DIR writes the seeds there (how the corpus was made).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,29 @@ TEST(DecoderFuzzTest, RandomAndMutatedFramesNeverCrash) {
   }
   // Most mutations are refused; some (padding, values) stay valid, which is fine.
   EXPECT_LT(accepted, total);
+}
+
+// HTAM_FUZZ_FRAMES raises the count (the long run of docs/benchmarks.md).
+TEST(DecoderFuzzTest, StructuredRequestsOfEveryTypeNeverCrash) {
+  const char* env_frames = std::getenv("HTAM_FUZZ_FRAMES");
+  const long frames = env_frames ? std::atol(env_frames) : 60000;
+  std::mt19937_64 rng(20261128);
+  KnownIds ids{{1, 2, 3}, {1, 2, 3, 4, 5}, {1, 2, 3}, {1}};
+  size_t accepted = 0;
+  for (long i = 0; i < frames; ++i) {
+    std::string m = RandomRequest(rng, ids, /*mutate=*/i % 2 == 1);
+    int r = Feed(m);
+    ASSERT_GE(r, 0);
+    accepted += static_cast<size_t>(r);
+    if (const char* dir = std::getenv("HTAM_WRITE_CORPUS"); dir && i < 40) {
+      std::ofstream f(std::string(dir) + "/structured_" + std::to_string(i), std::ios::binary);
+      f << m;
+    }
+  }
+  // The unmutated half reaches the field checks: many pass them, the hostile values do not.
+  EXPECT_GT(accepted, static_cast<size_t>(frames / 60));
+  EXPECT_LT(accepted, static_cast<size_t>(frames));
+  std::fprintf(stderr, "structured decoder fuzz: %ld frames, %zu accepted\n", frames, accepted);
 }
 
 }  // namespace

@@ -47,13 +47,15 @@ class KbModelNewDaemon(unittest.TestCase):
             src = f.read()
         s = self.client.open_session(task="kb_linear_relu_open", backend="cpu")
         sid = s["session"]["id"]
-        r = self.client.submit(sid, src, language="kernelbench", summary="ModelNew, addmm")
+        d = self.client.next_step(sid)["direction"]["id"]
+        r = self.client.submit(sid, src, language="kernelbench", direction_id=d,
+                               summary="ModelNew, addmm")
         self.assertEqual(r.get("status_name"), "Ok", r)
         self.assertGreater(r["speedup"], 0, r)
 
         lean = self.client.open_session(task="cpu_relu", backend="cpu")["session"]["id"]
         with self.assertRaises(htam.HtamError) as e:
-            self.client.submit(lean, src, language="kernelbench")
+            self.client.submit(lean, src, language="kernelbench", direction_id=d)
         self.assertIn("is for KernelBench tasks", str(e.exception))
 
 

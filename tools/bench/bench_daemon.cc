@@ -1,8 +1,8 @@
 // htam-bench daemon: round trips to a real htamd over loopback TCP with the C++ SDK. Fills a
 // store with synthetic transition records (memory library), starts htamd on it, then measures
 // next-step and record latency (p50, p99) and throughput with 1, 8 and 32 concurrent clients, and
-// the size of one next-step answer. Prints one JSON line at the end (docs/benchmarks.md, section
-// "daemon").
+// the size of one next-step answer; with ops "flood", one client's flood against another's
+// latency and htamd's RSS. Prints one JSON line at the end (docs/benchmarks.md, section "daemon").
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -20,11 +20,13 @@
 #include <thread>
 #include <utility>
 #include <vector>
+#include <zmq.hpp>
 
 #include "daemon/config/config.h"
 #include "daemon/memory/memory.h"
 #include "daemon/server/codec.h"
 #include "htam/client.h"
+#include "htam/schema/protocol_generated.h"
 #include "tools/bench/args.h"
 #include "tools/bench/bench.h"
 
@@ -275,6 +277,158 @@ PhaseResult RunPhase(const std::string& endpoint, const std::string& op, int cli
   return r;
 }
 
+// Resident set size of `pid` in KiB (/proc/PID/status); 0 when unreadable.
+long RssKb(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
+  if (!f) return 0;
+  char line[256];
+  long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kb = std::atol(line + 6);
+  std::fclose(f);
+  return kb;
+}
+
+// NextStep latencies (ms) of one client for `seconds`, or until *stop.
+std::vector<double> NextStepLatencies(htam::Client& c, uint64_t session, double seconds,
+                                      const std::atomic<bool>* keep_going = nullptr) {
+  std::vector<double> lat;
+  const double end = NowSeconds() + seconds;
+  while (NowSeconds() < end || (keep_going && keep_going->load())) {
+    double a = NowSeconds();
+    CHECK_OK(c.NextStep(session));
+    lat.push_back((NowSeconds() - a) * 1e3);
+  }
+  return lat;
+}
+
+// One client floods htamd with `n` NextStep requests as fast as its socket takes them and never
+// reads a reply; meanwhile a second client's NextStep round trips are timed, beside the same
+// client's round trips with no flood (the baseline, first). htamd's RSS before, at its peak and
+// `settle_s` after the flooder leaves.
+void FloodPhase(const std::string& endpoint, pid_t daemon, size_t n, double seconds,
+                double settle_s, nlohmann::json* out) {
+  auto [c, session] = OpenBenchSession(endpoint, "bench-victim");
+  CHECK_OK(c->NextStep(session));
+  std::vector<double> base = NextStepLatencies(*c, session, seconds);
+  const long rss_before = RssKb(daemon);
+
+  zmq::context_t ctx(1);
+  zmq::socket_t flood(ctx, zmq::socket_type::dealer);
+  flood.set(zmq::sockopt::linger, 0);
+  flood.set(zmq::sockopt::sndhwm, 0);  // the flooder's own queue is unbounded: all n go out
+  flood.connect(endpoint);
+  htam::fb::NextStepT next;
+  next.session_id = session;
+  htam::fb::EnvelopeT env;
+  env.version = static_cast<uint16_t>(htam::fb::ProtocolVersion::Current);
+  env.request_id = 1;
+  env.body.Set(std::move(next));
+  const std::string frame = htam::server::Encode(env);
+  std::atomic<bool> flooding{true};
+  std::atomic<long> rss_peak{rss_before};
+  std::thread sender([&] {
+    for (size_t i = 0; i < n; ++i) flood.send(zmq::buffer(frame), zmq::send_flags::none);
+    // Until htamd has read them all: its busy counter and answers stop growing.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    flooding = false;
+  });
+  std::thread sampler([&] {
+    while (flooding) {
+      rss_peak = std::max(rss_peak.load(), RssKb(daemon));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const double t0 = NowSeconds();
+  std::vector<double> during = NextStepLatencies(*c, session, seconds, &flooding);
+  const double flood_s = NowSeconds() - t0;
+  sender.join();
+  sampler.join();
+  flood.close();
+  std::this_thread::sleep_for(std::chrono::duration<double>(settle_s));
+  const long rss_after = RssKb(daemon);
+  std::vector<double> after = NextStepLatencies(*c, session, seconds);
+  auto status = c->ServerStatus("server");
+  std::string busy = "?";
+  if (status.ok()) {
+    size_t at = status->find("busy_total: ");
+    if (at != std::string::npos) busy = status->substr(at + 12, status->find('\n', at) - at - 12);
+  }
+  (void)c->CloseSession(session);
+  std::fprintf(stderr,
+               "flood of %zu NextStep from one client (%.1f s): other client next_step p50 %.3f "
+               "ms p99 %.3f ms (%zu requests); baseline p50 %.3f ms p99 %.3f ms; after p50 %.3f "
+               "ms p99 %.3f ms; htamd RSS %.1f -> peak %.1f -> %.1f MiB %.0f s after; busy "
+               "refusals %s\n",
+               n, flood_s, Percentile(during, 50), Percentile(during, 99), during.size(),
+               Percentile(base, 50), Percentile(base, 99), Percentile(after, 50),
+               Percentile(after, 99), rss_before / 1024.0, rss_peak / 1024.0, rss_after / 1024.0,
+               settle_s, busy.c_str());
+  (*out)["flood_requests"] = n;
+  (*out)["flood_seconds"] = flood_s;
+  (*out)["flood_victim_requests"] = during.size();
+  (*out)["flood_victim_p50_ms"] = Percentile(during, 50);
+  (*out)["flood_victim_p99_ms"] = Percentile(during, 99);
+  (*out)["flood_baseline_p50_ms"] = Percentile(base, 50);
+  (*out)["flood_baseline_p99_ms"] = Percentile(base, 99);
+  (*out)["flood_after_p50_ms"] = Percentile(after, 50);
+  (*out)["flood_after_p99_ms"] = Percentile(after, 99);
+  (*out)["flood_rss_before_mib"] = rss_before / 1024.0;
+  (*out)["flood_rss_peak_mib"] = rss_peak / 1024.0;
+  (*out)["flood_rss_after_mib"] = rss_after / 1024.0;
+  (*out)["flood_busy_refusals"] = busy;
+}
+
+// One session of `steps` Record steps through htamd: the store's growth per step, the write
+// rate over the first and the last thousand steps, and the size of one Query of the session's
+// records (bounded by server.reply_max_bytes, paged by its cursor).
+void LongSessionPhase(const std::string& endpoint, const std::string& dir, size_t steps,
+                      nlohmann::json* out) {
+  auto [c, session] = OpenBenchSession(endpoint, "bench-long");
+  auto step = c->NextStep(session);
+  CHECK_OK(step);
+  const uint64_t direction = step->direction->id;
+  auto store_bytes = [&dir] {
+    std::error_code ec;
+    auto n = fs::file_size(fs::path(dir) / "store" / "data.mdb", ec);
+    return ec ? 0.0 : static_cast<double>(n);
+  };
+  const double before = store_bytes();
+  const size_t window = std::min<size_t>(1000, steps / 2);
+  double first_rate = 0, last_rate = 0, t_window = NowSeconds();
+  for (size_t k = 0; k < steps; ++k) {
+    htam::RecordArgs r;
+    r.session_id = session;
+    r.direction_id = direction;
+    r.status = htam::fb::OutcomeStatus::Ok;
+    r.speedup_after = 1.0f + static_cast<float>(k % 10) / 100.0f;
+    r.median_us = 10;
+    CHECK_OK(c->Record(r));
+    if (k + 1 == window) first_rate = window / (NowSeconds() - t_window);
+    if (k + 1 == steps - window) t_window = NowSeconds();
+  }
+  last_rate = window / (NowSeconds() - t_window);
+  const double growth = store_bytes() - before;
+  htam::fb::QueryT q;
+  q.kind = htam::fb::QueryKind::Transitions;
+  q.session_id = session;
+  q.limit = 0;  // the daemon's maximum
+  auto page = c->Query(q);
+  CHECK_OK(page);
+  const size_t reply_bytes = htam::server::EncodeReply(1, std::move(*page)).size();
+  (void)c->CloseSession(session);
+  std::fprintf(stderr,
+               "long session of %zu steps: store +%.1f MB (%.0f bytes/step), writes %.0f/s over "
+               "the first %zu steps, %.0f/s over the last; one Query page %zu bytes\n",
+               steps, growth / 1e6, growth / static_cast<double>(steps), first_rate, window,
+               last_rate, reply_bytes);
+  (*out)["long_session_steps"] = steps;
+  (*out)["long_session_store_growth_mb"] = growth / 1e6;
+  (*out)["long_session_first_writes_per_s"] = first_rate;
+  (*out)["long_session_last_writes_per_s"] = last_rate;
+  (*out)["long_session_query_reply_bytes"] = reply_bytes;
+}
+
 // The size of one next-step answer in a fresh session: strategies it carries, its serialized
 // reply (the envelope as htamd encodes it, without the transport's framing) and its
 // prompt_context (characters the agent's prompt gains from the daemon's own text).
@@ -302,13 +456,90 @@ void AnswerSize(const std::string& endpoint, nlohmann::json* out) {
   (*out)["answer_prompt_context_chars"] = prompt_chars;
 }
 
+// Starts htamd (the daemon, on loopback TCP, its output in DIR/htamd.log) and waits until it
+// answers Hello; its pid, or 0 when it did not start.
+pid_t StartHtamd(const std::string& htamd, const std::string& dir, const std::string& endpoint,
+                 const std::vector<std::string>& options) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string log = dir + "/htamd.log";
+    FILE* lf = fopen(log.c_str(), "a");
+    if (lf) {
+      dup2(fileno(lf), 1);
+      dup2(fileno(lf), 2);
+    }
+    std::vector<std::string> args = {htamd};
+    args.insert(args.end(), options.begin(), options.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  bool ready = false;
+  for (int i = 0; i < 6000 && !ready; ++i) {
+    htam::ClientOptions o;
+    o.endpoint = endpoint;
+    o.connect_timeout = std::chrono::milliseconds(500);
+    ready = htam::Client::Connect(o).ok();
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
+  }
+  if (!ready) {
+    std::fprintf(stderr, "htam-bench daemon: htamd (%s) did not start; see %s/htamd.log\n",
+                 htamd.c_str(), dir.c_str());
+    kill(pid, SIGKILL);
+    return 0;
+  }
+  return pid;
+}
+
+// Restart after kill -9: `added` records reach the running daemon through Record, htamd is
+// killed (-9) and started again; the time from its start to its first answered NextStep, and
+// its RSS then. Returns the new daemon's pid.
+pid_t RestartPhase(const std::string& htamd, const std::string& dir, const std::string& endpoint,
+                   const std::vector<std::string>& options, pid_t pid, size_t added,
+                   const std::string& label, nlohmann::json* out) {
+  {
+    auto [c, session] = OpenBenchSession(endpoint, "bench-restart");
+    auto step = c->NextStep(session);
+    CHECK_OK(step);
+    for (size_t k = 0; k < added; ++k) {
+      htam::RecordArgs r;
+      r.session_id = session;
+      r.direction_id = step->direction->id;
+      r.status = htam::fb::OutcomeStatus::Ok;
+      r.speedup_after = 1.0f + static_cast<float>(k % 10) / 100.0f;
+      r.median_us = 10;
+      CHECK_OK(c->Record(r));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // a snapshot the rule asks for lands
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  const double t0 = NowSeconds();
+  pid = StartHtamd(htamd, dir, endpoint, options);
+  if (pid <= 0) std::exit(1);
+  auto [c, session] = OpenBenchSession(endpoint, "bench-restart");
+  CHECK_OK(c->NextStep(session));
+  const double seconds = NowSeconds() - t0;
+  const long rss = RssKb(pid);
+  std::fprintf(stderr,
+               "restart after kill -9 (%s, %zu records added before the kill): first NextStep "
+               "answered %.3f s after start, RSS %.1f MiB\n",
+               label.c_str(), added, seconds, rss / 1024.0);
+  (*out)["restart_" + label + "_s"] = seconds;
+  (*out)["restart_" + label + "_rss_mib"] = rss / 1024.0;
+  return pid;
+}
+
 }  // namespace
 
 int RunDaemonBench(int argc, char** argv) {
   using htam::bench::Count;
   using htam::bench::CountList;
   Count records_n{100000}, learned_n{0}, seconds_n{5}, port_n{17800 + getpid() % 100},
-      read_threads_n;
+      read_threads_n, flood_n{1000000}, settle_n{5}, steps_n{20000}, added_n{15000};
   CountList clients_n{{1, 8, 32}};
   std::string htamd = (fs::path(htam::bench::SelfExe()).parent_path() / "../../daemon/htamd")
                           .lexically_normal()
@@ -342,8 +573,19 @@ int RunDaemonBench(int argc, char** argv) {
       "an htamd option for the daemon and the store fill, e.g. memory.top_k_strategies=64 "
       "(repeatable)");
   add("ops", po::value(&ops_list)->default_value(ops_list)->value_name("LIST"),
-      "phases among hello,next_step,record; hello measures the protocol round trip alone (no "
-      "memory work)");
+      "phases among hello,next_step,record,flood,long_session,restart; hello measures the protocol round trip alone "
+      "(no memory work); long_session: one session of --steps records (store growth, write rate "
+      "at its start and end); restart: --added records, kill -9, time to the first answer, with "
+      "snapshots by time only and then also by count (memory.snapshot_every_records); flood: one client sends --flood NextStep requests without reading while "
+      "another's next_step is timed (beside its baseline without the flood), and htamd's RSS");
+  add("flood", po::value(&flood_n)->default_value(flood_n, "1000000")->value_name("N"),
+      "requests of the flooding client in the flood phase (ops: flood)");
+  add("steps", po::value(&steps_n)->default_value(steps_n, "20000")->value_name("N"),
+      "steps of the one session of the long_session phase");
+  add("added", po::value(&added_n)->default_value(added_n, "15000")->value_name("N"),
+      "records added through htamd before each kill -9 of the restart phase");
+  add("settle", po::value(&settle_n)->default_value(settle_n, "5")->value_name("S"),
+      "seconds after the flood before htamd's RSS is read again");
   po::variables_map vm;
   const int exit_now = htam::bench::ParseArgs("htam-bench daemon", kUsage,
                                               std::vector<std::string>(argv, argv + argc), d,
@@ -385,43 +627,15 @@ int RunDaemonBench(int argc, char** argv) {
   std::fprintf(stderr, "filling the store in %s with %zu records...\n", dir.c_str(), records);
   Populate(config, records, learned);
 
-  // The daemon, on loopback TCP, without evaluation workers' output in our way.
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::string log = dir + "/htamd.log";
-    FILE* lf = fopen(log.c_str(), "a");
-    if (lf) {
-      dup2(fileno(lf), 1);
-      dup2(fileno(lf), 2);
-    }
-    std::vector<std::string> args = {htamd,    "--general.data_dir",  dir,   "--server.bind",
-                                     endpoint, "--general.log_level", "warn"};
-    if (!read_threads.empty()) {
-      args.push_back("--server.read_threads");
-      args.push_back(read_threads);
-    }
-    args.insert(args.end(), htamd_options.begin(), htamd_options.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+  std::vector<std::string> base_args = {"--general.data_dir", dir, "--server.bind", endpoint,
+                                        "--general.log_level", "warn"};
+  if (!read_threads.empty()) {
+    base_args.push_back("--server.read_threads");
+    base_args.push_back(read_threads);
   }
-  bool ready = false;
-  for (int i = 0; i < 600 && !ready; ++i) {
-    htam::ClientOptions o;
-    o.endpoint = endpoint;
-    o.connect_timeout = std::chrono::milliseconds(500);
-    ready = htam::Client::Connect(o).ok();
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
-  }
-  if (!ready) {
-    std::fprintf(stderr, "htam-bench daemon: htamd (%s) did not start; see %s/htamd.log\n",
-                 htamd.c_str(), dir.c_str());
-    kill(pid, SIGKILL);
-    return 1;
-  }
+  base_args.insert(base_args.end(), htamd_options.begin(), htamd_options.end());
+  pid_t pid = StartHtamd(htamd, dir, endpoint, base_args);
+  if (pid <= 0) return 1;
 
   nlohmann::json out;
   out["bench"] = "daemon";
@@ -434,6 +648,39 @@ int RunDaemonBench(int argc, char** argv) {
   out["learned"] = learned;
   out["options"] = options;
   for (const std::string& op : ops) {
+    if (op == "flood") {
+      FloodPhase(endpoint, pid, static_cast<size_t>(flood_n.n), seconds,
+                 static_cast<double>(settle_n.n), &out);
+      continue;
+    }
+    if (op == "restart") {
+      // The baseline first: snapshots by time only (the default interval is never reached), and
+      // no snapshot yet, as in a daemon's first minutes: the restart replays every record.
+      std::vector<std::string> by_time = base_args;
+      by_time.insert(by_time.end(), {"--memory.snapshot_every_records", "0"});
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+      for (const char* kind : {"transitions", "strategies"})
+        fs::remove(fs::path(dir) / "store" / (std::string(kind) + ".idx"));
+      pid = StartHtamd(htamd, dir, endpoint, by_time);
+      if (pid <= 0) return 1;
+      pid = RestartPhase(htamd, dir, endpoint, by_time, pid, static_cast<size_t>(added_n.n),
+                         "by_time", &out);
+      // Then the same from the same state (no snapshot) with the record-count rule on.
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      for (const char* kind : {"transitions", "strategies"})
+        fs::remove(fs::path(dir) / "store" / (std::string(kind) + ".idx"));
+      pid = StartHtamd(htamd, dir, endpoint, base_args);
+      if (pid <= 0) return 1;
+      pid = RestartPhase(htamd, dir, endpoint, base_args, pid, static_cast<size_t>(added_n.n),
+                         "by_count", &out);
+      continue;
+    }
+    if (op == "long_session") {
+      LongSessionPhase(endpoint, dir, static_cast<size_t>(steps_n.n), &out);
+      continue;
+    }
     for (int64_t c : clients) {
       PhaseResult r = RunPhase(endpoint, op, static_cast<int>(c), seconds, pid);
       std::fprintf(stderr,

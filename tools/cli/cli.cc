@@ -152,7 +152,9 @@ Result<std::unique_ptr<Source>> OpenStore(const Context& c) {
 }
 
 void PrintJson(Context& c, const Json& j) {
-  c.out << j.dump(2) << "\n";
+  // A store written before every field was checked at the door may hold invalid UTF-8: such
+  // bytes print as U+FFFD instead of aborting the command.
+  c.out << j.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
 }
 
 std::string DirName(const std::vector<fb::DirectionT>& dirs, uint64_t id) {

@@ -14,6 +14,7 @@
 
 #include "base/file.h"
 #include "daemon/memory/codec.h"
+#include "daemon/memory/memory.h"
 #include "daemon/memory/store.h"
 #include "tools/cli/exchange.h"
 #include "tools/cli/lock.h"
@@ -518,6 +519,49 @@ TEST_F(CliTest, UsageErrors) {
   EXPECT_NE(none.err.find("no htam store at"), std::string::npos);
   CliRun remote_only = Cli({"-c", "ipc:///nonexistent", "backup", "x"});
   EXPECT_EQ(remote_only.rc, kExitFail);
+}
+
+// A store written before htamd checked every field at the door may hold invalid UTF-8 in a
+// summary or a source: the JSON outputs replace those bytes (U+FFFD) and never abort.
+TEST_F(CliTest, InvalidUtf8FromAnOlderStorePrintsReplacedNotAborted) {
+  Build();
+  uint64_t transition = 0, session = 0;
+  {
+    memory::MemoryOptions o;
+    o.dir = data_ + "/store";
+    o.snapshot_interval_s = 0;
+    o.snapshot_every_records = 0;
+    auto m = memory::Memory::Open(o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    auto dirs = (*m)->ListDirections();
+    ASSERT_TRUE(dirs.ok() && !dirs->empty());
+    auto open = (*m)->OpenSession(2, "cuda", "sm_90", "older htam", "model-a", 0);
+    ASSERT_TRUE(open.ok()) << open.status().ToString();
+    session = open->id;
+    memory::StepInput in;
+    in.session_id = session;
+    in.direction_id = (*dirs)[0].id;
+    in.status = fb::OutcomeStatus::Ok;
+    in.speedup_after = 1.0;
+    in.summary = "fast \xFF\xFE";
+    in.language = "cpp";
+    in.source = "int k; // \xC3\x28";
+    in.candidate_hash = memory::CandidateHash(in.language, in.source);
+    auto rec = (*m)->RecordStep(in);
+    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    transition = rec->transition_id;
+  }
+  const std::string replacement = "\xEF\xBF\xBD";
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"-d", data_, "--json", "trajectory", std::to_string(session)},
+        std::vector<std::string>{"-d", data_, "--json", "show",
+                                 "transition:" + std::to_string(transition)},
+        std::vector<std::string>{"-d", data_, "export"}}) {
+    CliRun r = Cli(args);
+    EXPECT_EQ(r.rc, 0) << args[3] << ": " << r.err;
+    EXPECT_EQ(r.err.find("damaged"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find(replacement), std::string::npos) << args[3];
+  }
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ void Line(std::ostream& out, const char* type, Json record, std::map<std::string
   Json j{{"type", type}};
   if (!origin.empty()) j["origin"] = origin;
   j["record"] = std::move(record);
-  out << j.dump() << "\n";
+  // Invalid UTF-8 from stores written before the door checked it: replaced, never an abort.
+  out << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   (*counts)[type]++;
 }
 

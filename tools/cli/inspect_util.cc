@@ -79,7 +79,10 @@ std::string FormatInfo(const Json& sections) {
     first = false;
     o << "# " << name << "\n";
     for (const auto& [k, v] : kv.items())
-      o << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+      o << k << ": "
+        << (v.is_string() ? v.get<std::string>()
+                          : v.dump(-1, ' ', false, Json::error_handler_t::replace))
+        << "\n";
   }
   return o.str();
 }
@@ -350,7 +353,8 @@ void PrintRecord(std::ostream& out, const Json& rec) {
       source = v.get<std::string>();
       continue;
     }
-    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    std::string text =
+        v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, Json::error_handler_t::replace);
     out << "  " << k << ": " << text << "\n";
   }
   if (!source.empty()) out << "  source:\n" << source << (source.back() == '\n' ? "" : "\n");

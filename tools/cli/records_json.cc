@@ -407,6 +407,8 @@ Json ToJson(const fb::SessionT& s) {
   // Compat: the measured class (appended to the schema) is written only when there is one, so
   // that a session without it exports as before.
   if (s.measured_bottleneck == fb::Bottleneck::Unknown) j.erase("measured_bottleneck");
+  // Likewise the owner (appended): sessions opened without CURVE have none.
+  if (s.owner.empty()) j.erase("owner");
   return j;
 }
 Json ToJson(const fb::StoreMetaT& m) {

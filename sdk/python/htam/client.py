@@ -78,12 +78,14 @@ def bottleneck_value(bottleneck: Any) -> int:
 
 
 class HtamError(Exception):
-    """htamd refused a request. ``code`` is the wire ErrorCode name (e.g. "NotFound", "Busy")."""
+    """htamd refused a request. ``code`` is the wire ErrorCode name (e.g. "NotFound", "Busy");
+    ``retry_after_ms`` the daemon's hint with Busy (0: none)."""
 
-    def __init__(self, code: str, message: str, request: str = ""):
+    def __init__(self, code: str, message: str, request: str = "", retry_after_ms: int = 0):
         super().__init__(f"{request + ': ' if request else ''}{code}: {message}")
         self.code = code
         self.message = message
+        self.retry_after_ms = retry_after_ms
 
 
 class HtamTimeout(HtamError):
@@ -193,6 +195,8 @@ class Client:
             s.curve_serverkey = server.encode()
             s.curve_publickey = public.encode()
             s.curve_secretkey = secret.encode()
+        if self.endpoint.startswith("tcp://["):  # an IPv6 address needs IPv6 on the socket
+            s.setsockopt(zmq.IPV6, 1)
         s.connect(self.endpoint)
         self._sock = s
 
@@ -278,7 +282,8 @@ class Client:
         if env.bodyType == _Body.Body.Error:
             err = env.body
             raise HtamError(ERROR_NAMES.get(err.code, str(err.code)),
-                            to_dict(err.message) or "", request)
+                            to_dict(err.message) or "", request,
+                            int(getattr(err, "retryAfterMs", 0) or 0))
         return env.body
 
     # ---- requests ----
@@ -382,9 +387,13 @@ class Client:
         return to_dict(self._call(m, _Body.Body.CloseSession)).get("session") or {}
 
     def query(self, kind: str, id: int = 0, direction_id: int = 0, session_id: int = 0,
-              task: str = "", backend: str = "", limit: int = 100) -> Dict[str, Any]:
+              task: str = "", backend: str = "", limit: int = 100, cursor: int = 0,
+              with_sources: bool = False) -> Dict[str, Any]:
         """Reads the memory. kind: directions, strategies, transitions, sessions, tasks,
-        bestcandidates, edges. Returns QueryReply lists (only the asked one is filled)."""
+        bestcandidates, edges. Returns QueryReply lists (only the asked one is filled) and
+        ``next_cursor``: non-zero when the list went on past the daemon's reply budget
+        (server.reply_max_bytes) or ``limit``; pass it as ``cursor`` for the next page.
+        Lists carry candidate sources only ``with_sources``."""
         m = QueryT()
         m.kind = QUERY_KINDS[kind.replace("_", "").lower()]
         m.id = id
@@ -393,7 +402,12 @@ class Client:
         m.task = task
         m.backend = backend
         m.limit = limit
-        return {k: (v or []) for k, v in to_dict(self._call(m, _Body.Body.Query)).items()}
+        m.cursor = cursor
+        m.withSources = with_sources
+        reply = to_dict(self._call(m, _Body.Body.Query))
+        out = {k: (v or []) for k, v in reply.items() if k != "next_cursor"}
+        out["next_cursor"] = int(reply.get("next_cursor") or 0)
+        return out
 
     def status(self, section: str = "") -> str:
         """htamd's INFO-style status text (sections: server, clients, memory, evaluation)."""

@@ -403,7 +403,7 @@ class Tools:
             if task and not sid and not _stored_task(c, check_task_name(task)):
                 return {"found": False, "why": f"no session of task '{task}' yet"}
             r = c.query("best_candidates", session_id=sid, task="" if sid else task,
-                        backend=a.get("backend", ""), limit=1)
+                        backend=a.get("backend", ""), limit=1, with_sources=True)
         if not r["candidates"] or not r["sessions"]:
             return {"found": False, "why": "no verified candidate faster than the baseline yet"
                     if sid else f"no session of '{task}' has a best candidate yet"}
