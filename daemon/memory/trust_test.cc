@@ -276,10 +276,12 @@ TEST(TrustTest, UnverifiedEvidenceLowersButNeverRaises) {
   };
   uint64_t low = LowestRanked(m.get(), task);
   double low_before = score_of(low), good_before = score_of(good);
+  // Twenty clients, each with a first step: a claimed 30x for the lowest-ranked direction, and a
+  // reported failure of the direction the verified history favours.
   for (int i = 0; i < 20; ++i) {
     uint64_t s = Open(m.get(), task, "c" + std::to_string(i));
     ASSERT_TRUE(m->RecordStep(Step(s, low, 30.0, false)).ok());
-    StepInput fail = Step(s, good, 0, false);
+    StepInput fail = Step(Open(m.get(), task, "c" + std::to_string(i)), good, 0, false);
     fail.status = fb::OutcomeStatus::Incorrect;
     ASSERT_TRUE(m->RecordStep(fail).ok());
   }

@@ -348,10 +348,10 @@ class Memory:
                                              client=POISON_CLIENT, model="adversary").session_id
                         step = d.next_step(sid)
                         low = [x for x in step.scores if not x.masked][-1]
-                        ids = [s.id for s in d.strategies(low.direction_id)][:1]
-                        sessions[t.name] = (sid, low.direction_id, ids)
+                        ids = [s.id for s in d.strategies(low.id)][:1]
+                        sessions[t.name] = (sid, low.id, ids)
                     sid, direction, ids = sessions[t.name]
-                    speed = 20.0 * (1 + i)  # every report beats the last
+                    speed = 20.0 + i  # every report beats the last
                     out = OutcomeView(status="ok", speedup=speed, best_speedup=speed,
                                       verified=False, median_us=1.0)
                     d.record(sid, direction, ids, "adversary: rewrite the kernel as one launch "
