@@ -130,6 +130,7 @@ void Populate(const htam::Config& config, size_t want, size_t learned) {
       in.direction_id = (*dirs)[rng() % dirs->size()].id;
       in.status = statuses[rng() % 5];
       speedup *= 0.9 + static_cast<double>(rng() % 40) / 100.0;
+      speedup = std::min(speedup, 500.0);  // below memory.max_speedup: a plausible walk
       // A step that teaches a strategy is a verified success: it beats the session's best.
       const bool teach = learned_made < learned && (have + k) % learn_every == 0;
       if (teach) {

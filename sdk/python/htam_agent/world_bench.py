@@ -427,7 +427,7 @@ def run_benchmark(a, log) -> List[RunResult]:
         evaluated = [f for f in evaluated if f in a.only_families]
     work = a.work or tempfile.mkdtemp(prefix="htam-world-bench-")
     os.makedirs(work, exist_ok=True)
-    options = {"memory.trusted_clients": BENCH_CLIENT}
+    options = {} if getattr(a, "no_vouch", False) else {"memory.trusted_clients": BENCH_CLIENT}
     options.update(dict(kv.split("=", 1) for kv in (a.option or [])))
     # --variant NAME:key=value,key=value: the full policy on the same memory with other options.
     variants = {}
@@ -725,6 +725,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--poison", type=int, default=0,
                     help="after training, one adversarial client (not vouched for) Records this "
                          "many unverified fake gains on the evaluated family's tasks")
+    ap.add_argument("--no-vouch", action="store_true",
+                    help="do not vouch for the benchmark's own client (its replayed outcomes are "
+                         "then unverified evidence; also for an htamd without the option)")
     ap.add_argument("--learning-curve", default="",
                     help="COUNTS, e.g. 1,2,4,8,all: run the policies once per count with the "
                          "memory trained on that many development families (a fixed order drawn "
