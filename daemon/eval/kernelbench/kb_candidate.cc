@@ -1,0 +1,659 @@
+// KernelBench candidates: the verifier's judgement and the runner's Python harness; see
+// kb_candidate.h.
+#include "daemon/eval/kernelbench/kb_candidate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "base/hash.h"
+#include "base/process.h"
+#include "daemon/eval/gate/stats.h"
+#include "daemon/eval/gate/tensor_data.h"
+#include "daemon/eval/gate/timing_lock.h"
+#include "daemon/eval/kernelbench/kernelbench.h"
+#include "daemon/eval/runner/exec.h"
+
+namespace htam {
+namespace {
+
+using fb::OutcomeStatus;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// ---- small helpers -------------------------------------------------------------------------
+
+std::string ReadAll(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  *ok = bool(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string DirOf(const std::string& p) {
+  size_t s = p.find_last_of('/');
+  return s == std::string::npos ? "." : p.substr(0, s);
+}
+
+// The directory of the shipped KernelBench scripts (kb_helper.py, kb_static.py, kb_runner.py),
+// links resolved: the build tree links kb_helper.py to the sources.
+std::string ScriptDir(const GateOptions& o) {
+  std::string helper = o.golden_helper.empty() ? DefaultKernelBenchHelper() : o.golden_helper;
+  char real[PATH_MAX];
+  if (realpath(helper.c_str(), real)) helper = real;
+  return DirOf(helper);
+}
+
+OutcomeStatus StatusOf(const std::string& cls) {
+  if (cls == "CompileError") return OutcomeStatus::CompileError;
+  if (cls == "Crash") return OutcomeStatus::Crash;
+  if (cls == "Timeout") return OutcomeStatus::Timeout;
+  if (cls == "Incorrect") return OutcomeStatus::Incorrect;
+  if (cls == "ResourceLimit") return OutcomeStatus::ResourceLimit;
+  if (cls == "Nondeterministic") return OutcomeStatus::Nondeterministic;
+  return OutcomeStatus::InfraError;
+}
+
+// ---- comparing ---------------------------------------------------------------------------
+
+// KernelBench's tolerances by dtype: the task's for 32- and 64-bit outputs, at least 1e-2 for
+// 16-bit ones.
+Tolerance ToleranceFor(const Tolerance& task, htam_dtype dt) {
+  Tolerance t = task;
+  if (dt == HTAM_F16 || dt == HTAM_BF16) {
+    t.atol = std::max(t.atol, 1e-2);
+    t.rtol = std::max(t.rtol, 1e-2);
+  }
+  return t;
+}
+
+// "" when `c` matches the golden `r`.
+std::string Compare(const HostTensor& c, const HostTensor& r, const Tolerance& task_tol,
+                    const std::string& where) {
+  const Tolerance tol = ToleranceFor(task_tol, r.dtype);
+  const int64_t n = c.numel();
+  bool all_zero = true, ref_nonzero = false;
+  int64_t bad = 0, first_bad = -1;
+  constexpr int64_t kBlock = 4096;
+  std::vector<double> cb(kBlock), rb(kBlock);
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const int64_t b1 = std::min(n, b0 + kBlock);
+    ReadAsDouble(c, b0, b1, cb.data());
+    ReadAsDouble(r, b0, b1, rb.data());
+    for (int64_t i = b0; i < b1; ++i) {
+      const double cv = cb[size_t(i - b0)], rv = rb[size_t(i - b0)];
+      all_zero &= cv == 0;
+      ref_nonzero |= rv != 0;
+      if (!std::isfinite(cv)) {
+        if ((std::isnan(cv) && std::isnan(rv)) || (std::isinf(cv) && cv == rv)) continue;
+        return "output '" + r.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + " at element " +
+               std::to_string(i) + " where the reference has " + FormatNumber(rv) + where;
+      }
+      if (!std::isfinite(rv) || std::fabs(cv - rv) > tol.atol + tol.rtol * std::fabs(rv)) {
+        ++bad;
+        if (first_bad < 0) first_bad = i;
+      }
+    }
+  }
+  if (all_zero && ref_nonzero)
+    return "output '" + r.name + "' is all zeros where the reference is not" + where;
+  if (double(bad) > tol.bad_budget * double(n))
+    return std::to_string(bad) + " of " + std::to_string(n) + " elements of '" + r.name +
+           "' outside tolerance (rtol " + FormatNumber(tol.rtol) + ", atol " +
+           FormatNumber(tol.atol) + "); first at element " + std::to_string(first_bad) + ": got " +
+           FormatNumber(c.At(first_bad)) + ", expected " + FormatNumber(r.At(first_bad)) + where;
+  return "";
+}
+
+// The tensors an answer describes ("outputs": [{dtype, shape, nbytes}]), read from its memfd at
+// *offset, checked against the golden outputs' dtypes and shapes first.
+std::string ReadOutputs(const json& meta, int fd, uint64_t* offset,
+                        const std::vector<HostTensor>& golden, std::vector<HostTensor>* out,
+                        const std::string& where) {
+  if (!meta.is_array()) return "the runner's answer has no outputs";
+  if (meta.size() != golden.size())
+    return "ModelNew.forward returned " + std::to_string(meta.size()) + " output(s); the " +
+           "reference returns " + std::to_string(golden.size()) + where;
+  for (size_t i = 0; i < golden.size(); ++i) {
+    const json& m = meta[i];
+    htam_dtype dt;
+    std::vector<int64_t> shape;
+    try {
+      if (!ParseDtype(m.at("dtype").get<std::string>(), &dt)) return "bad dtype from the runner";
+      shape = m.at("shape").get<std::vector<int64_t>>();
+    } catch (const std::exception&) {
+      return "malformed output description from the runner";
+    }
+    const HostTensor& g = golden[i];
+    auto text = [](const std::vector<int64_t>& s) {
+      std::string t = "[";
+      for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
+      return t + "]";
+    };
+    if (dt != g.dtype)
+      return "output " + std::to_string(i) + " has dtype " + DtypeName(dt) +
+             " where the reference has " + DtypeName(g.dtype) + where;
+    if (shape != g.shape)
+      return "output " + std::to_string(i) + " has shape " + text(shape) +
+             " where the reference has " + text(g.shape) + where;
+    HostTensor t = MakeTensor(g.name, g.dtype, g.shape);
+    size_t got = 0;
+    while (got < t.bytes.size()) {
+      ssize_t n = pread(fd, t.bytes.data() + got, t.bytes.size() - got, off_t(*offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return "the runner's outputs are shorter than they say";
+      got += size_t(n);
+    }
+    *offset += t.bytes.size();
+    out->push_back(std::move(t));
+  }
+  return "";
+}
+
+// ---- the verifier --------------------------------------------------------------------------
+
+class Judge {
+ public:
+  Judge(BackendInstance* b, const TaskSpec& t, const GateOptions& o, const ProgressFn& p)
+      : backend_(b),
+        task_(t),
+        opt_(o),
+        progress_(p),
+        turn_(DeviceLockPathFor(o, *b), o.timing_lock_wait_s) {}
+
+  GateResult Run(const std::string& source) {
+    GateResult res;
+    turn_.Shared();  // the device with the other lanes; exclusive while timing
+    res.candidate_hash = CandidateKey(kKernelBenchLanguage, source);
+    if (task_.kernelbench.empty())
+      return Fail(res, OutcomeStatus::InfraError,
+                  "language kernelbench (a ModelNew file) needs a KernelBench task (task.json "
+                  "\"kernelbench\"); task '" +
+                      task_.name + "' is not one");
+    if (!opt_.runner)
+      return Fail(res, OutcomeStatus::InfraError,
+                  "kernelbench candidates run only in the runner process (eval.runner): the "
+                  "verifier holds the golden outputs");
+    const std::string backend = backend_->description().name ? backend_->description().name : "";
+    device_ = backend == "cpu" ? "cpu" : "cuda";
+    scripts_ = ScriptDir(opt_);
+    problem_path_ = task_.dir + "/" + task_.kernelbench;
+    bool ok = false;
+    problem_ = ReadAll(problem_path_, &ok);
+    if (!ok) return Fail(res, OutcomeStatus::InfraError, "cannot read " + problem_path_);
+    // Static checks first: a rejected file never runs.
+    Progress("static checks (kb_static)");
+    std::string scratch = getenv("TMPDIR") ? std::string(getenv("TMPDIR")) : "/tmp";
+    std::string dir_t = scratch + "/htam-kb-XXXXXX";
+    std::vector<char> dir_buf(dir_t.begin(), dir_t.end());
+    dir_buf.push_back(0);
+    if (!mkdtemp(dir_buf.data()))
+      return Fail(res, OutcomeStatus::InfraError, "cannot make a temp dir under " + scratch);
+    work_ = dir_buf.data();
+    cand_path_ = work_ + "/candidate.py";
+    {
+      std::ofstream f(cand_path_, std::ios::binary);
+      f << source;
+    }
+    std::string warnings;
+    std::string why = Static({}, &warnings);
+    if (!why.empty()) {
+      Cleanup();
+      // A file that does not parse or defines no ModelNew does not build: CompileError.
+      const bool infra = why.rfind("infra: ", 0) == 0;
+      const bool syntax = why.find("[syntax]") != std::string::npos;
+      return Fail(res,
+                  infra    ? OutcomeStatus::InfraError
+                  : syntax ? OutcomeStatus::CompileError
+                           : OutcomeStatus::Incorrect,
+                  infra ? why.substr(7) : why);
+    }
+    res = Evaluate(res, source, warnings);
+    Cleanup();
+    return res;
+  }
+
+ private:
+  GateResult Evaluate(GateResult res, const std::string& source, const std::string& warnings) {
+    // Golden data of this job's seeds (drawn from the pool, as the gate draws them).
+    const uint64_t pool = opt_.golden_seed_pool > 0 ? uint64_t(opt_.golden_seed_pool) : 0;
+    const uint64_t start = pool ? MixSeed(opt_.seed_base, 0x5EED) % pool : 0;
+    auto pick = [&](uint64_t i) { return pool ? (start + i) % pool : i; };
+    std::vector<uint64_t> verify, timing;
+    for (int s = 0; s < std::max(1, opt_.seeds); ++s) verify.push_back(pick(uint64_t(s)));
+    for (int k = 0; k < std::max(1, opt_.input_sets); ++k)
+      timing.push_back(1000 + pick(uint64_t(k)));
+    GoldenOptions go = MakeGoldenOptions(opt_, *backend_, device_);
+    KernelBenchGolden golden(task_, go);
+    Progress("golden data (PyTorch)");
+    Status st = golden.Prepare(verify, timing, true);
+    res.golden_computed = golden.helper_runs() > 0;
+    if (!st.ok()) return Fail(res, OutcomeStatus::InfraError, st.message());
+    std::vector<GoldenCase> gv, gt;
+    for (uint64_t s : verify) {
+      auto c = golden.Load(s);
+      if (!c.ok()) return Fail(res, OutcomeStatus::InfraError, c.status().message());
+      gv.push_back(std::move(*c));
+    }
+    for (uint64_t s : timing) {
+      auto c = golden.Load(s);
+      if (!c.ok()) return Fail(res, OutcomeStatus::InfraError, c.status().message());
+      gt.push_back(std::move(*c));
+    }
+    auto base = golden.Baseline();
+    if (!base.ok()) return Fail(res, OutcomeStatus::InfraError, base.status().message());
+
+    // Build: the candidate's import (load_inline) and ModelNew(*get_init_inputs()).
+    Progress("compile kernelbench candidate (Python import, load_inline)");
+    json load = {{"op", "kb_load"},
+                 {"python", opt_.golden_python},
+                 {"script", scripts_ + "/kb_runner.py"},
+                 {"source", source},
+                 {"problem", problem_},
+                 {"device", device_},
+                 {"build_cache", opt_.kernelbench_build_cache},
+                 {"fast_path", opt_.kernelbench_fast_path},
+                 {"nvcc", opt_.kernelbench_nvcc},
+                 {"timeout_s", opt_.kernelbench_compile_timeout_s}};
+    std::vector<int> fds;
+    auto r = Ask(load, &fds);
+    if (!r.ok()) return Fail(res, OutcomeStatus::Crash, r.status().message());
+    if (!r->value("ok", false)) return FromHarness(res, *r, "");
+    res.compile_ms = r->value("seconds", 0.0) * 1000.0;
+    std::string builds;
+    if (r->contains("builds") && (*r)["builds"].is_array() && !(*r)["builds"].empty()) {
+      bool all_hit = true;
+      for (const auto& b : (*r)["builds"]) {
+        all_hit = all_hit && b.value("hit", false);
+        const bool fast = b.value("fast", false);
+        builds += std::string(builds.empty() ? "" : ", ") +
+                  b.value("via", std::string("load_inline")) + ": " + b.value("name", "?") +
+                  (fast ? " (fast path, " : " (") +
+                  (b.value("hit", false) ? "build cache hit, " : "built, ") +
+                  FormatNumber(b.value("seconds", 0.0)) + " s";
+        const std::string why = b.value("fast_failed", std::string());
+        if (!why.empty()) builds += "; the fast path failed: " + why;
+        builds += ")";
+      }
+      res.compile_cached = all_hit;
+    }
+
+    // Correctness trials: fresh inputs per seed; the forward's PyTorch functions on the first.
+    for (size_t i = 0; i < verify.size(); ++i) {
+      const std::string where = " (trial " + std::to_string(i) + ")";
+      Progress("verify" + where);
+      auto t = Ask({{"op", "kb_trial"},
+                    {"seed", verify[i]},
+                    {"record_ops", i == 0},
+                    {"timeout_s", opt_.kernelbench_call_timeout_s}},
+                   &fds);
+      if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
+      if (!t->value("ok", false)) return FromHarness(res, *t, where);
+      std::string why = CheckInputs(*t, gv[i], where);
+      if (why.empty() && t->value("threads_left", 0) > 0)
+        why = "ModelNew.forward left " + std::to_string(t->value("threads_left", 0)) +
+              " Python thread(s) running (work outside the call)" + where;
+      std::vector<HostTensor> outs;
+      uint64_t off = 0;
+      if (why.empty()) {
+        if (fds.empty()) return Fail(res, OutcomeStatus::InfraError, "no outputs from the runner");
+        why = ReadOutputs((*t)["outputs"], fds[0], &off, gv[i].outputs, &outs, where);
+      }
+      CloseAll(&fds);
+      if (!why.empty()) return Fail(res, OutcomeStatus::Incorrect, why);
+      for (size_t k = 0; k < outs.size(); ++k) {
+        why = Compare(outs[k], gv[i].outputs[k], task_.tolerance, where);
+        if (!why.empty()) return Fail(res, OutcomeStatus::Incorrect, why);
+      }
+      if (i == 0 && t->contains("ops")) {
+        std::string w;
+        why = Static((*t)["ops"], &w);
+        if (!why.empty())
+          return Fail(
+              res,
+              why.rfind("infra: ", 0) == 0 ? OutcomeStatus::InfraError : OutcomeStatus::Incorrect,
+              why.rfind("infra: ", 0) == 0 ? why.substr(7) : why);
+        runtime_warnings_ = w;
+      }
+      ++res.cases;
+    }
+
+    // Timing over rotating input sets; the outputs of the last timed call of every set checked.
+    Progress("time kernelbench candidate");
+    json seeds = json::array();
+    for (uint64_t s : timing) seeds.push_back(s);
+    std::string lock_note;
+    auto timed = [&] {
+      // Never while the background torch.compile measurement times on this host; the runner
+      // cannot see the lock (the golden cache is hidden from it): the verifier holds it.
+      SharedTimingLock lock(TimingLockPath(go.cache_dir), opt_.timing_lock_wait_s);
+      lock_note = lock.Note();
+      // And with the device to itself (the other lanes of eval.device_workers wait).
+      turn_.Exclusive();
+      if (lock_note.empty()) lock_note = turn_.Note();
+      struct Back {  // shared again once timed
+        DeviceLock* t;
+        ~Back() { t->Shared(); }
+      } back{&turn_};
+      return Ask({{"op", "kb_time"},
+                  {"seeds", seeds},
+                  {"warmup_reps", opt_.warmup_reps},
+                  {"warmup_ms", opt_.warmup_ms},
+                  {"repetitions", std::max(opt_.repetitions, int(timing.size()))},
+                  {"flush_bytes", opt_.flush_bytes},
+                  {"timeout_s", opt_.kernelbench_call_timeout_s}},
+                 &fds);
+    };
+    auto t = timed();
+    if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
+    if (!t->value("ok", false)) return FromHarness(res, *t, " (during timing)");
+    if (fds.empty() || !(*t)["outputs"].is_array() || (*t)["outputs"].size() != gt.size()) {
+      CloseAll(&fds);
+      return Fail(res, OutcomeStatus::InfraError, "the runner's timing answer is incomplete");
+    }
+    uint64_t off = 0;
+    for (size_t k = 0; k < gt.size(); ++k) {
+      const std::string where = " (output of a timed call, input set " + std::to_string(k) + ")";
+      std::vector<HostTensor> outs;
+      std::string why = ReadOutputs((*t)["outputs"][k], fds[0], &off, gt[k].outputs, &outs, where);
+      for (size_t i = 0; why.empty() && i < outs.size(); ++i)
+        why = Compare(outs[i], gt[k].outputs[i], task_.tolerance, where);
+      if (!why.empty()) {
+        CloseAll(&fds);
+        return Fail(res, OutcomeStatus::Incorrect, why);
+      }
+    }
+    CloseAll(&fds);
+    std::vector<double> rep, wall;
+    try {
+      rep = (*t)["rep_us"].get<std::vector<double>>();
+      wall = (*t)["wall_us"].get<std::vector<double>>();
+    } catch (const std::exception&) {
+      return Fail(res, OutcomeStatus::InfraError, "malformed timings from the runner");
+    }
+    if (rep.size() != wall.size() || rep.empty())
+      return Fail(res, OutcomeStatus::InfraError, "the runner's timings do not pair up");
+    std::string timing_note;
+    TimingStats events = Summarize(rep);
+    if (device_ != "cpu") {
+      // CUDA events see the current stream only; the wall clock ends after a whole-device
+      // synchronize (less its cost on an empty window): a call counts the longer of the two,
+      // so work left on another stream is timed.
+      const double sync_us = std::max(0.0, t->value("sync_us", 0.0));
+      for (size_t i = 0; i < rep.size(); ++i) rep[i] = std::max(rep[i], wall[i] - sync_us);
+    }
+    TimingStats s = Summarize(rep);
+    if (device_ != "cpu" && s.median > 1.2 * events.median + 5.0)
+      timing_note = "; the wall clock counted (" + FormatNumber(s.median) + " us against " +
+                    FormatNumber(events.median) +
+                    " us of CUDA events: work outside the current stream)";
+    res.median_us = s.median;
+    res.spread_us = s.iqr;
+    res.repetitions = s.count;
+    res.baseline_us = base->eager_us;
+    res.baseline_spread_us = base->eager_spread_us;
+    res.baseline_compile_us = base->compile_us;
+    res.baseline_note = "PyTorch eager on " + device_ +
+                        (base->compile_us > 0 ? "; torch.compile measured" : "; " + base->note);
+    // torch.compile's figure, when pending, once the candidate is timed; nobody waits for it.
+    if (base->compile_pending) golden.MeasureCompileInBackground(timing);
+    res.speedup = res.median_us > 0 && res.baseline_us > 0 ? res.baseline_us / res.median_us : 0;
+    res.status = OutcomeStatus::Ok;
+    res.diagnostics = "ModelNew passed " + std::to_string(res.cases) +
+                      " correctness trials; timed " + std::to_string(res.repetitions) +
+                      " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
+                      timing_note;
+    if (!lock_note.empty()) res.diagnostics += "; " + lock_note;
+    if (!builds.empty()) res.diagnostics += "; " + builds;
+    std::string warn = warnings + runtime_warnings_;
+    if (!warn.empty()) res.diagnostics += "; warnings: " + warn.substr(0, 1500);
+    return res;
+  }
+
+  // Inputs the runner generated must be the verifier's (same get_inputs(), same seed), and the
+  // call must not have changed them.
+  std::string CheckInputs(const json& t, const GoldenCase& g, const std::string& where) {
+    std::vector<std::string> before, after;
+    try {
+      before = t.at("inputs_before").get<std::vector<std::string>>();
+      after = t.at("inputs_after").get<std::vector<std::string>>();
+    } catch (const std::exception&) {
+      return "malformed input digests from the runner";
+    }
+    if (before.size() != after.size() || before.size() > g.inputs.size())
+      return "the runner reports " + std::to_string(before.size()) + " inputs; the task has " +
+             std::to_string(g.inputs.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      const HostTensor& x = g.inputs[i];
+      std::string want = Sha256Hex(
+          std::string_view(reinterpret_cast<const char*>(x.bytes.data()), x.bytes.size()));
+      if (before[i] != want)
+        return "infra: the runner's get_inputs() made a different input '" + x.name +
+               "' than the verifier's for the same seed (another PyTorch version?)" + where;
+      if (after[i] != before[i])
+        return "ModelNew.forward modified its input '" + x.name + "' (inputs are read-only)" +
+               where;
+    }
+    return "";
+  }
+
+  // kb_static.py on the source (ops empty) or on the PyTorch functions a forward called.
+  // "" accepted; "infra: ..." when the checker itself failed; else the reasons.
+  std::string Static(const json& ops, std::string* warnings) {
+    std::vector<std::string> argv = {
+        opt_.golden_python, scripts_ + "/kb_static.py", cand_path_, "--problem", problem_path_,
+        "--task",           task_.dir + "/task.json",   "--json"};
+    if (!ops.is_null() && !ops.empty()) {
+      std::string p = work_ + "/ops.json";
+      std::ofstream(p) << ops.dump();
+      argv.insert(argv.end(), {"--runtime-ops", p});
+    } else if (!ops.is_null()) {
+      return "";
+    }
+    // Its report on stdout, its stderr where ours goes; in our process group (a kill of the
+    // worker's group takes it too).
+    ProcessOptions o;
+    o.timeout_s = 60;
+    o.stderr_to = StderrTo::kParent;
+    o.own_group = false;
+    auto run = RunProcess(argv, o);
+    const std::string out = run.ok() ? run->output : run.status().message();
+    json j = json::parse(out, nullptr, false);
+    if (!run.ok() || run->timed_out || run->signaled || run->exit_code > 1 || j.is_discarded() ||
+        !j.is_object())
+      return "infra: the static checks (" + argv[1] + ") did not run: " + out.substr(0, 300);
+    auto text = [](const json& f) {
+      int line = f.value("line", 0);
+      return (line ? "line " + std::to_string(line) + ": " : std::string()) + "[" +
+             f.value("check", "") + "] " + f.value("message", "");
+    };
+    for (const auto& w : j.value("warnings", json::array()))
+      *warnings += (warnings->empty() ? "" : "; ") + text(w);
+    if (j.value("ok", false)) return "";
+    std::string why = ops.is_null() ? "rejected by the static checks of ModelNew: "
+                                    : "rejected by the task's policy at run time: ";
+    bool first = true;
+    for (const auto& e : j.value("errors", json::array())) {
+      why += (first ? "" : "; ") + text(e);
+      first = false;
+    }
+    return why;
+  }
+
+  Result<json> Ask(const json& req, std::vector<int>* fds) {
+    CloseAll(fds);
+    return opt_.runner->Forward(req, fds);
+  }
+
+  GateResult FromHarness(GateResult res, const json& r, const std::string& where) {
+    return Fail(res, StatusOf(r.value("class", "InfraError")), r.value("message", "") + where);
+  }
+
+  static GateResult Fail(GateResult res, OutcomeStatus s, const std::string& why) {
+    res.status = s;
+    res.diagnostics = why;
+    return res;
+  }
+
+  static void CloseAll(std::vector<int>* fds) {
+    for (int f : *fds) close(f);
+    fds->clear();
+  }
+
+  void Progress(const std::string& s) {
+    if (progress_) progress_(s);
+  }
+
+  void Cleanup() {
+    if (work_.empty()) return;
+    for (const char* f : {"/candidate.py", "/ops.json"}) unlink((work_ + f).c_str());
+    rmdir(work_.c_str());
+  }
+
+  BackendInstance* backend_;
+  const TaskSpec& task_;
+  const GateOptions& opt_;
+  ProgressFn progress_;
+  std::string device_, scripts_, problem_path_, problem_, work_, cand_path_, runtime_warnings_;
+  DeviceLock turn_;
+};
+
+}  // namespace
+
+GateResult EvaluateKernelBenchCandidate(BackendInstance* backend, const TaskSpec& task,
+                                        const GateOptions& options, const std::string& source,
+                                        const ProgressFn& progress) {
+  Judge j(backend, task, options, progress);
+  return j.Run(source);
+}
+
+// ---- the runner's side -------------------------------------------------------------------
+
+std::string KernelBenchHarness::Start(const std::string& python, const std::string& script) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return std::string("socketpair: ") + strerror(errno);
+  std::vector<std::string> store = {python, script, "--fd", "3"};
+  std::vector<char*> args;
+  for (auto& a : store) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    return std::string("fork: ") + strerror(errno);
+  }
+  if (pid == 0) {
+    setpgid(0, 0);  // the harness and its compilers: one group to kill
+    if (dup2(sv[1], 3) != 3) _exit(126);
+    // Nothing of the runner's (its socket to the verifier, shared buffers) beyond fd 3.
+    for (int fd = 4; fd < 4096; ++fd) close(fd);
+    setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+    execv(args[0], args.data());
+    dprintf(2, "kb_runner: cannot execute %s: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  close(sv[1]);
+  pid_ = pid;
+  sock_ = sv[0];
+  return "";
+}
+
+void KernelBenchHarness::Stop() {
+  if (sock_ >= 0) close(sock_);
+  sock_ = -1;
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);
+    kill(pid_, SIGKILL);
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+}
+
+json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* failed) {
+  const std::string op = req.value("op", "");
+  auto fail = [&](const std::string& cls, const std::string& msg) {
+    *failed = true;
+    Stop();
+    return json{{"ok", false}, {"class", cls}, {"message", msg}};
+  };
+  if (op == "kb_load") {
+    Stop();
+    std::string why = Start(req.value("python", ""), req.value("script", ""));
+    if (!why.empty()) return fail("InfraError", "cannot start the KernelBench harness: " + why);
+  }
+  if (sock_ < 0) return fail("InfraError", "no ModelNew loaded in this runner");
+  json fwd = req;
+  fwd.erase("python");
+  fwd.erase("script");
+  if (op == "kb_load") {
+    char cwd[4096];
+    fwd["work_dir"] = getcwd(cwd, sizeof cwd) ? cwd : ".";
+  }
+  const double timeout_s = req.value("timeout_s", 60.0);
+  if (!SendFrameFds(sock_, fwd, {}).ok()) {
+    int st = 0;
+    waitpid(pid_, &st, WNOHANG);
+    return fail("Crash", "the KernelBench harness is gone");
+  }
+  pollfd p{sock_, POLLIN, 0};
+  auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  for (;;) {
+    int ms =
+        int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    if (ms <= 0)
+      return fail("Timeout",
+                  op == "kb_load"
+                      ? "importing the candidate and building ModelNew ran past " +
+                            FormatNumber(timeout_s) + " s"
+                      : "ModelNew ran past " + FormatNumber(timeout_s) + " s (" + op + ")");
+    int r = poll(&p, 1, ms);
+    if (r > 0) break;
+    if (r < 0 && errno != EINTR) return fail("InfraError", "poll on the harness failed");
+  }
+  auto ans = RecvFrameFds(sock_, fds);
+  if (!ans.ok()) {
+    for (int f : *fds) close(f);
+    fds->clear();
+    int st = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 100 && got == 0; ++i) {
+      got = waitpid(pid_, &st, WNOHANG);
+      if (got == 0) usleep(10000);
+    }
+    std::string how = got == pid_
+                          ? (WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st)) +
+                                                   " (" + strsignal(WTERMSIG(st)) + ")"
+                                             : "exit status " + std::to_string(WEXITSTATUS(st)))
+                          : "no answer";
+    if (got == pid_) pid_ = -1;
+    if (got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+      return fail("InfraError", "the runner cannot execute " + req.value("python", std::string()) +
+                                    " " + req.value("script", std::string()) +
+                                    " (eval.kernelbench_python; is it in the runner's view?)");
+    return fail("Crash", "the Python process running ModelNew died (" + how + ") during " + op);
+  }
+  if (!ans->value("ok", false)) {
+    *failed = true;
+    Stop();
+  }
+  return *ans;
+}
+
+}  // namespace htam

@@ -1,0 +1,93 @@
+// Golden data of KernelBench tasks (task.json names a problem file: "kernelbench": "problem.py").
+// PyTorch never runs in this process: the inputs (get_inputs() under torch.manual_seed(seed)), the
+// model's parameters and buffers (named as in its state_dict) and the reference outputs come from
+// `/usr/bin/python3 tools/kernelbench/kb_helper.py golden ...`, a subprocess, and are cached on
+// disk under <cache>/<task key>/<device>/seed_<seed>.bin (task key = sha256 of task.json and of the
+// problem file), with the PyTorch baseline (eager, torch.compile where it works) in baseline.json.
+// The golden run times eager only; torch.compile (up to minutes) is measured afterwards by a
+// detached process that no verdict waits for (one per cache directory at a time: compile.lock),
+// whose timing repetitions hold <cache>/timing.lock exclusive, never while a verifier times
+// (timing_lock.h).
+// The file format is kb_helper.py's docstring. Every error is a Status naming what went wrong
+// (the helper's own "kernelbench: ..." line for a malformed problem file).
+// Thread-safety: a KernelBenchGolden is used by one thread; several processes may share a cache
+// (files are written to a temporary name and renamed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "daemon/eval/gate/task_spec.h"
+#include "daemon/eval/gate/tensor_data.h"
+
+namespace htam {
+
+struct GoldenOptions {
+  std::string python = "/usr/bin/python3";
+  std::string helper;     // "" = $HTAM_KERNELBENCH_HELPER, else share/htam/kernelbench/kb_helper.py
+  std::string cache_dir;  // required
+  std::string device = "cpu";  // PyTorch device: "cpu" or "cuda"
+  double timeout_s = 600;      // one helper run (import of torch + every missing seed), and
+                               // the background torch.compile measurement (killed at it)
+  int reps = 30;               // baseline timing
+  int warmup = 3;
+  uint64_t flush_bytes = 8u << 20;
+};
+
+struct GoldenCase {
+  std::vector<HostTensor> inputs;  // task.inputs order: get_inputs() then state_dict entries
+  std::vector<HostTensor> outputs;
+};
+
+struct TorchBaseline {
+  double eager_us = 0, eager_spread_us = 0;
+  double compile_us = 0;         // 0 when torch.compile was unavailable or failed (see note)
+  bool compile_pending = false;  // torch.compile being measured in the background (see note)
+  std::string note;
+};
+
+class KernelBenchGolden {
+ public:
+  KernelBenchGolden(const TaskSpec& task, GoldenOptions options);
+
+  // Makes sure every seed of `seeds` and `time_seeds` is cached, and the baseline when
+  // `with_baseline` (timed over the `time_seeds` input sets); one helper run computes whatever is
+  // missing, the baseline's eager figure only (baseline.json says torch.compile is pending).
+  // Nothing runs when everything is on disk.
+  Status Prepare(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& time_seeds,
+                 bool with_baseline);
+  // While baseline.json says torch.compile is pending and no process measures it (compile.lock
+  // free: a measurement that died holds nothing), starts a detached process that measures it
+  // over the `time_seeds` input sets and rewrites baseline.json, and returns at once; its failure
+  // only changes the note. Called after the candidate is timed; its timing waits for timing.lock,
+  // which verifiers hold shared while they time, so that later candidates' timings are not
+  // disturbed either.
+  // Returns whether it started one.
+  bool MeasureCompileInBackground(const std::vector<uint64_t>& time_seeds);
+  // One seed's tensors, checked against the task (names, dtypes, shapes, byte counts).
+  Result<GoldenCase> Load(uint64_t seed) const;
+  Result<TorchBaseline> Baseline() const;
+
+  int helper_runs() const { return helper_runs_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  Status RunHelper(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& time_seeds,
+                   bool with_baseline);
+
+  const TaskSpec& task_;
+  GoldenOptions opt_;
+  std::string dir_;
+  Status init_;
+  int helper_runs_ = 0;
+};
+
+// Reads one golden file (no check against a task). Exposed for tests and tools.
+Status ReadGoldenFile(const std::string& path, GoldenCase* out);
+
+// The helper script used when GoldenOptions::helper is empty.
+std::string DefaultKernelBenchHelper();
+
+}  // namespace htam
