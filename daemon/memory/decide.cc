@@ -77,6 +77,8 @@ StrategyEvidence GatherStrategyEvidence(const std::vector<Neighbor>& neighbors,
   std::vector<uint64_t> credited;
   for (const Neighbor& n : neighbors) {
     if (trusted_only && !n.trusted()) continue;
+    // A reported success or no change counts for nothing until measured (PolicyResult rules).
+    if (!n.trusted() && !o.unverified_can_promote && !IsFailure(n.status)) continue;
     credited.assign(n.strategy_ids.begin(), n.strategy_ids.end());
     if (n.learned_strategy_id) credited.push_back(n.learned_strategy_id);
     std::sort(credited.begin(), credited.end());

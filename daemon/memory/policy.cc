@@ -279,12 +279,15 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
   double total = 0, trusted_total = 0;
   PolicyResult r;
   for (const Neighbor& nb : neighbors) {
+    if (!nb.trusted()) {
+      r.unverified++;
+      r.unverified_weight += nb.weight;
+      // Without unverified_can_promote only a reported failure counts, as a warning: a claimed
+      // success or no change says nothing until htamd measured it.
+      if (!o.unverified_can_promote && !IsFailure(nb.status)) continue;
+    }
     for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1 && !nb.trusted()) {
-        r.unverified++;
-        r.unverified_weight += nb.weight;
-        break;
-      }
+      if (pass == 1 && !nb.trusted()) break;
       Acc& a = (pass == 0 ? acc : trusted)[nb.direction_id];
       a.n += nb.weight;
       if (IsSuccess(nb.status, nb.gain)) {

@@ -154,25 +154,6 @@ class WorldBenchSmokeTest(unittest.TestCase):
                          world_bench.curve_families("1", world_bench.DEFAULT_SPLIT, []))
         self.assertEqual(world_bench.curve_families("all", world_bench.DEFAULT_SPLIT, []), [])
 
-    def test_poisoned_memory_keeps_the_full_policys_steps(self):
-        """100 unverified fake gains from an adversary on the evaluated task do not change what
-        the full policy does there (the same trace as without them)."""
-        if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
-            self.skipTest("no htamd built")
-        traces = {}
-        for poison in (0, 100):
-            with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
-                out = os.path.join(tmp, "res")
-                with redirect_stdout(io.StringIO()):
-                    rc = world_bench.main(["--on", "scan", "--max-tasks", "1", "--seeds", "1",
-                                           "--budget", "6", "--train-families", "rowreduce",
-                                           "--policies", "full", "--poison", str(poison),
-                                           "--out", out, "--work", os.path.join(tmp, "work")])
-                self.assertEqual(rc, 0)
-                with open(out + ".json") as fh:
-                    traces[poison] = [r["trace"] for r in json.load(fh)["runs"]]
-        self.assertEqual(traces[0], traces[100])
-
 
 if __name__ == "__main__":
     unittest.main()
