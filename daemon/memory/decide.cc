@@ -421,74 +421,98 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
 
     // 1. Attend: nearest past transitions by (state, history).
     thread_local std::vector<const float*> stored;
-    std::vector<Hit> hits = transition_index_->Search(key.data(), o_.neighbors, &stored);
-    neighbors.reserve(hits.size());
-    const bool use_table = o_.transition_table && o_.history_length <= TransitionTable::kHistory;
-    std::vector<float> their;
-    std::vector<uint64_t> hist;
-    for (size_t hi = 0; hi < hits.size(); ++hi) {
-      const Hit& h = hits[hi];
-      const TransitionTable::Row* row = use_table ? table_.Find(h.id) : nullptr;
-      if (row && !(row->flags & TransitionTable::kFallback)) {
-        if (!(row->flags & TransitionTable::kKeyOk)) continue;
-        auto status = static_cast<fb::OutcomeStatus>(row->status);
-        if (!Counts(status)) continue;  // infrastructure errors say nothing about directions
-        const float* theirs = stored[hi];
-        if (!theirs) {
-          if (!transition_index_->Reconstruct(h.id, &their)) continue;
-          theirs = their.data();
+    // A client's claims (unverified, not failures) count for nothing without
+    // unverified_can_promote (policy.h): they must not take the slots of steps that count, so
+    // when some came back the search runs once more, wider, and keeps the nearest `neighbors`
+    // that count (the claims stay, labelled, outside that budget).
+    const bool claims_free = !o_.unverified_can_promote;
+    auto is_claim = [&](const Neighbor& n) {
+      return claims_free && !n.trusted() && !IsFailure(n.status);
+    };
+    int k = std::max(0, o_.neighbors);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      neighbors.clear();
+      std::vector<Hit> hits = transition_index_->Search(key.data(), k, &stored);
+      neighbors.reserve(hits.size());
+      const bool use_table = o_.transition_table && o_.history_length <= TransitionTable::kHistory;
+      std::vector<float> their;
+      std::vector<uint64_t> hist;
+      for (size_t hi = 0; hi < hits.size(); ++hi) {
+        const Hit& h = hits[hi];
+        const TransitionTable::Row* row = use_table ? table_.Find(h.id) : nullptr;
+        if (row && !(row->flags & TransitionTable::kFallback)) {
+          if (!(row->flags & TransitionTable::kKeyOk)) continue;
+          auto status = static_cast<fb::OutcomeStatus>(row->status);
+          if (!Counts(status)) continue;  // infrastructure errors say nothing about directions
+          const float* theirs = stored[hi];
+          if (!theirs) {
+            if (!transition_index_->Reconstruct(h.id, &their)) continue;
+            theirs = their.data();
+          }
+          Neighbor n;
+          n.transition_id = h.id;
+          n.session_id = row->session_id;
+          n.state_similarity = StateSimilarity(key.data(), theirs);
+          hist.assign(row->history, row->history + row->history_size);
+          n.history_agreement =
+              HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+          n.backend = table_.Backend(*row);
+          n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
+          n.direction_id = row->direction_id;
+          n.status = status;
+          n.gain = TransitionTable::Gain(*row);
+          n.verified = row->flags & TransitionTable::kVerified;
+          n.vouched = row->flags & TransitionTable::kVouched;
+          n.no_change = row->flags & TransitionTable::kNoChange;
+          if (o_.continuation_weight != 0)
+            n.future_gain = table_.FutureGain(*row, o_.continuation_horizon);
+          n.strategy_ids.assign(table_.Strategies(*row), table_.Strategies(*row) + row->strategies);
+          n.learned_strategy_id = row->learned_strategy_id;
+          n.passed_over_ids.assign(table_.PassedOver(*row), table_.PassedOver(*row) + row->passed);
+          neighbors.push_back(std::move(n));
+          continue;
         }
+        std::string_view rv;
+        if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
+        FbView<fb::TransitionRecord> r(rv);
+        if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
+          continue;
+        if (!Counts(r->status())) continue;
         Neighbor n;
-        n.transition_id = h.id;
-        n.session_id = row->session_id;
-        n.state_similarity = StateSimilarity(key.data(), theirs);
-        hist.assign(row->history, row->history + row->history_size);
-        n.history_agreement =
-            HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
-        n.backend = table_.Backend(*row);
+        n.transition_id = r->id();
+        n.session_id = r->session_id();
+        n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
+        hist.clear();
+        if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
+        n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+        n.backend = r->backend() ? r->backend()->str() : "";
         n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
-        n.direction_id = row->direction_id;
-        n.status = status;
-        n.gain = TransitionTable::Gain(*row);
-        n.verified = row->flags & TransitionTable::kVerified;
-        n.vouched = row->flags & TransitionTable::kVouched;
-        n.no_change = row->flags & TransitionTable::kNoChange;
-        if (o_.continuation_weight != 0)
-          n.future_gain = table_.FutureGain(*row, o_.continuation_horizon);
-        n.strategy_ids.assign(table_.Strategies(*row), table_.Strategies(*row) + row->strategies);
-        n.learned_strategy_id = row->learned_strategy_id;
-        n.passed_over_ids.assign(table_.PassedOver(*row), table_.PassedOver(*row) + row->passed);
+        n.direction_id = r->direction_id();
+        n.status = r->status();
+        n.gain = RecordGain(*r);
+        n.verified = r->verified();
+        n.vouched = r->vouched();
+        n.no_change = r->no_change();
+        if (r->strategy_ids())
+          n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
+        n.learned_strategy_id = r->learned_strategy_id();
+        if (r->passed_over_ids())
+          n.passed_over_ids.assign(r->passed_over_ids()->begin(), r->passed_over_ids()->end());
         neighbors.push_back(std::move(n));
-        continue;
       }
-      std::string_view rv;
-      if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
-      FbView<fb::TransitionRecord> r(rv);
-      if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
-        continue;
-      if (!Counts(r->status())) continue;
-      Neighbor n;
-      n.transition_id = r->id();
-      n.session_id = r->session_id();
-      n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
-      hist.clear();
-      if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
-      n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
-      n.backend = r->backend() ? r->backend()->str() : "";
-      n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
-      n.direction_id = r->direction_id();
-      n.status = r->status();
-      n.gain = RecordGain(*r);
-      n.verified = r->verified();
-      n.vouched = r->vouched();
-      n.no_change = r->no_change();
-      if (r->strategy_ids())
-        n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
-      n.learned_strategy_id = r->learned_strategy_id();
-      if (r->passed_over_ids())
-        n.passed_over_ids.assign(r->passed_over_ids()->begin(), r->passed_over_ids()->end());
-      neighbors.push_back(std::move(n));
+      const size_t claims = static_cast<size_t>(std::count_if(neighbors.begin(), neighbors.end(), is_claim));
+      if (claims == 0 || attempt == 1 || hits.size() < static_cast<size_t>(k)) break;
+      k *= 4;
     }
+    // The nearest `neighbors` that count, and the claims among them.
+    size_t counted = 0, kept = 0;
+    for (size_t i = 0; i < neighbors.size(); ++i) {
+      if (!is_claim(neighbors[i]) && ++counted > static_cast<size_t>(std::max(0, o_.neighbors)))
+        continue;
+      if (kept != i) neighbors[kept] = std::move(neighbors[i]);
+      ++kept;
+    }
+    neighbors.resize(kept);
   }
   for (Neighbor& n : neighbors) n.client = ClientOf(t, n.session_id);
   WeighNeighbors(&neighbors, o_);

@@ -289,6 +289,32 @@ TEST(TrustTest, UnverifiedEvidenceLowersButNeverRaises) {
   EXPECT_LT(score_of(good), good_before);
 }
 
+// A flood of claims near a state (more than the neighbours a decision attends) neither promotes
+// nor crowds out the verified steps there: the decision is the one without them.
+TEST(TrustTest, ClaimsDoNotCrowdOutVerifiedEvidence) {
+  TempDir dir;
+  auto m = OpenOk(Opts(dir.path()));
+  std::vector<uint64_t> tasks = {Task(m.get(), "rowsum_a"), Task(m.get(), "rowsum_b")};
+  VerifiedHistory(m.get(), tasks);
+  Decision before = Next(m.get(), Open(m.get(), tasks[0], "bob"));
+  uint64_t low = LowestRanked(m.get(), tasks[0]);
+  std::vector<StepInput> claims;
+  for (int i = 0; i < 200; ++i) {
+    StepInput c = Step(Open(m.get(), tasks[i % 2], "mallory-" + std::to_string(i)), low,
+                       20.0 + i, false, "claim " + std::to_string(i));
+    claims.push_back(c);
+  }
+  ASSERT_TRUE(m->RecordSteps(claims).ok());
+  Decision after = Next(m.get(), Open(m.get(), tasks[0], "bob"));
+  EXPECT_EQ(after.direction.id, before.direction.id) << after.why;
+  ASSERT_EQ(after.strategies.size(), before.strategies.size());
+  for (size_t i = 0; i < before.strategies.size(); ++i)
+    EXPECT_EQ(after.strategies[i].strategy->id, before.strategies[i].strategy->id) << i;
+  int verified = 0;
+  for (const auto& e : after.evidence) verified += e.verified ? 1 : 0;
+  EXPECT_GT(verified, 0) << "the verified steps are still attended";
+}
+
 // One client's reports, however many, move a direction's estimate by at most the bound of
 // max_client_weight (with unverified_can_promote, so that the reports could raise it at all);
 // without the bound they move it further.
