@@ -13,7 +13,8 @@
 
 namespace htam::memory {
 namespace {
-constexpr size_t kMaxEvidence = 16;  // attended transitions listed in a decision (message size)
+constexpr size_t kMaxEvidence = 16;     // attended transitions listed in a full answer
+constexpr size_t kCompactEvidence = 4;  // ... in the compact answer (message size)
 
 // MaskReason(...).empty() of a stored strategy, read from its bytes without copies.
 // use_bottleneck false: the targets are not checked (memory.bottleneck_mask soft or off).
@@ -51,7 +52,256 @@ std::string Short(double x) {
   std::snprintf(b, sizeof b, "%.2f", x);
   return b;
 }
+
+// What the attended steps say about strategies: per strategy (by id) the attention-weighted gain
+// of the steps that credited it and their weight; per strategy (as recorded: the one a learned
+// strategy counts as) the weight of other sessions' steps that passed it over.
+struct StrategyEvidence {
+  struct Credit {
+    uint64_t strategy;
+    double wgain, w;
+  };
+  std::vector<Credit> effect;                        // by strategy
+  std::vector<std::pair<uint64_t, double>> passed;   // by strategy
+};
+
+// trusted_only: the verified and vouched steps alone.
+StrategyEvidence GatherStrategyEvidence(const std::vector<Neighbor>& neighbors,
+                                        const PolicyState& ps, const MemoryOptions& o,
+                                        bool trusted_only) {
+  using Credit = StrategyEvidence::Credit;
+  StrategyEvidence ev;
+  // (strategy, w*gain, w) per crediting neighbour, each strategy once per neighbour, in neighbour
+  // order; a stable sort by strategy keeps that order, so the sums add in it.
+  std::vector<Credit> credits;
+  std::vector<uint64_t> credited;
+  for (const Neighbor& n : neighbors) {
+    if (trusted_only && !n.trusted()) continue;
+    // A reported success or no change counts for nothing until measured (PolicyResult rules).
+    if (!n.trusted() && !o.unverified_can_promote && !IsFailure(n.status)) continue;
+    credited.assign(n.strategy_ids.begin(), n.strategy_ids.end());
+    if (n.learned_strategy_id) credited.push_back(n.learned_strategy_id);
+    std::sort(credited.begin(), credited.end());
+    credited.erase(std::unique(credited.begin(), credited.end()), credited.end());
+    for (uint64_t s : credited)
+      credits.push_back(
+          Credit{s, n.weight * (IsSuccess(n.status, n.gain) ? EnabledGain(n, o) : 0.0), n.weight});
+  }
+  std::stable_sort(credits.begin(), credits.end(),
+                   [](const Credit& a, const Credit& b) { return a.strategy < b.strategy; });
+  for (const Credit& c : credits) {
+    if (ev.effect.empty() || ev.effect.back().strategy != c.strategy)
+      ev.effect.push_back(Credit{c.strategy, 0, 0});
+    ev.effect.back().wgain += c.wgain;
+    ev.effect.back().w += c.w;
+  }
+  // Advice that other sessions' steps in similar states passed over (it did not fit such
+  // kernels). This session's own steps count through PassedOverCounts instead.
+  if (o.strategy_scope == "all" && o.passed_over_weight != 0) {
+    auto& p = ev.passed;
+    for (const Neighbor& n : neighbors) {
+      if (n.session_id == ps.session_id || (trusted_only && !n.trusted())) continue;
+      for (uint64_t s : n.passed_over_ids) p.emplace_back(s, n.weight);
+    }
+    std::stable_sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t w = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (w && p[w - 1].first == p[i].first)
+        p[w - 1].second += p[i].second;
+      else
+        p[w++] = p[i];
+    }
+    p.resize(w);
+  }
+  return ev;
+}
+
+double LookUp(const std::vector<std::pair<uint64_t, double>>& v, uint64_t key) {
+  auto it = std::lower_bound(v.begin(), v.end(), key,
+                             [](const auto& p, uint64_t s) { return p.first < s; });
+  return it != v.end() && it->first == key ? it->second : 0.0;
+}
+
+// One candidate strategy's numbers in a decision.
+struct StrategyNumbers {
+  double score = 0, sim = 0, success_rate = 0, mean_gain = 0;
+  bool cross = false;
+  bool held = false;  // held to its verified estimate (unverified evidence would have raised it)
+  size_t source = 0;
+  double local_w = 0, retries = 0, passes = 0, passed_w = 0;
+  uint64_t key = 0;  // the strategy it counts as (its parent for a learned one)
+  uint32_t verified_uses = 0, unverified_uses = 0;
+};
+
+struct ScoredStrategy {
+  FbView<fb::Strategy> s;
+  StrategyNumbers n;
+};
+
+// The re-ranking score of a strategy (docs/memory.md, "Retrieval") from the evidence `ev` and its
+// statistics: every record's (`stats`) or the verified ones' (`verified_stats`).
+void ScoreStrategy(const fb::Strategy& s, const PolicyState& ps, double dir_prior, double dir_score,
+                   const StrategyEvidence& ev, bool verified_stats, bool all,
+                   const MemoryOptions& o, StrategyNumbers* x) {
+  const double m = std::max(1e-9, o.prior_strength);
+  const fb::GainStats zero;
+  const fb::GainStats& every = s.stats() ? *s.stats() : zero;
+  const fb::GainStats& verified = s.verified_stats() ? *s.verified_stats() : zero;
+  const fb::GainStats& gs = verified_stats ? verified : every;
+  x->verified_uses = verified.uses();
+  x->unverified_uses = every.uses() > verified.uses() ? every.uses() - verified.uses() : 0;
+  x->success_rate = (gs.successes() + 1.0) / (gs.uses() + 2.0);
+  double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o.prior_gain * dir_prior;
+  auto e = std::lower_bound(ev.effect.begin(), ev.effect.end(), s.id(),
+                            [](const StrategyEvidence::Credit& c, uint64_t id) {
+                              return c.strategy < id;
+                            });
+  const bool credited_here = e != ev.effect.end() && e->strategy == s.id();
+  x->local_w = credited_here ? e->w : 0.0;
+  const double local_sum = credited_here ? e->wgain : 0.0;
+  x->mean_gain = (local_sum + m * global_mean) / (x->local_w + m);
+  std::string_view origin = s.provenance() && s.provenance()->backend()
+                                ? s.provenance()->backend()->string_view()
+                                : std::string_view();
+  double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o, &x->cross);
+  x->score = x->sim + o.rerank_effect_weight * x->mean_gain * bf + o.rerank_precondition_weight;
+  if (o.bottleneck_mask == "soft" && !StrategyTargetsFit(s, ps.bottleneck))
+    x->score -= o.bottleneck_penalty;
+  if (!all) return;
+  x->score += o.direction_weight * dir_score - o.retry_penalty * x->retries -
+              o.not_applicable_penalty * x->passes + o.applied_weight * x->local_w / (x->local_w + m);
+  x->passed_w = LookUp(ev.passed, x->key);
+  x->score -= o.passed_over_weight * x->passed_w /
+              (x->passed_w + o.passed_over_applied_weight * x->local_w + m);
+}
+
+// Why a strategy of the detailed head is in the list, beyond its statistics (scope all).
+std::string StrategyNote(const StrategyNumbers& x, const fb::DirectionT& source,
+                         const fb::DirectionT& chosen, double source_score, const MemoryOptions& o) {
+  std::string note;
+  if (source.id != chosen.id)
+    note += "   Direction: " + source.title + " (score " + Short(source_score) + ")\n";
+  if (x.local_w > 0)
+    note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
+            ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";
+  if (x.held)
+    note += "   Client-reported (unverified) outcomes would rank it higher: held to its verified "
+            "evidence\n";
+  if (x.passed_w > 0)
+    note += "   Passed over in similar states: attended steps of other sessions that did not "
+            "apply it weigh " + Short(x.passed_w) + ", ranked lower\n";
+  if (x.passes > 0 && o.not_applicable_penalty > 0)
+    note += "   Passed over in this session (" + Short(x.passes) +
+            " counted): it did not fit the kernel, ranked lower\n";
+  if (x.retries > 0)
+    note += "   Tried in this session without success (" + Short(x.retries) +
+            " counted): ranked lower\n";
+  return note;
+}
+
+// The answer's entry for a strategy. compact: id, name, title, direction, statistics and scores;
+// no description, pattern, preconditions, failure modes, provenance, example or prompt text.
+fb::StrategyHitT MakeHit(Txn& t, const fb::Strategy& s, const StrategyNumbers& x, bool compact) {
+  fb::StrategyHitT h;
+  h.strategy = std::make_unique<fb::StrategyT>();
+  if (compact) {  // the few fields, copied from the stored bytes (no unpacking of the rest)
+    fb::StrategyT& cs = *h.strategy;
+    cs.id = s.id();
+    cs.direction_id = s.direction_id();
+    if (s.name()) cs.name = s.name()->str();
+    if (s.title()) cs.title = s.title()->str();
+    if (s.stats()) cs.stats = std::make_unique<fb::GainStats>(*s.stats());
+  } else {
+    s.UnPackTo(h.strategy.get());
+    h.strategy->embedding.clear();  // not needed by clients; keeps messages small
+  }
+  h.score = x.score;
+  h.similarity = x.sim;
+  h.success_rate = x.success_rate;
+  h.mean_gain = x.mean_gain;
+  h.precondition_match = true;  // only strategies that apply are offered
+  h.cross_backend = x.cross;
+  h.verified_uses = x.verified_uses;
+  h.unverified_uses = x.unverified_uses;
+  if (!h.strategy->example_candidate.empty()) {
+    std::string_view cv;
+    if (t.Get(Db::kCandidates, h.strategy->example_candidate, &cv).ok()) {
+      FbView<fb::Candidate> c(cv);
+      if (c && c->source()) h.example_source = c->source()->str();
+    }
+  }
+  return h;
+}
+
+// The prompt context: what the agent reads. The first `detailed` hits in full, the rest by name.
+std::string PromptContext(const fb::DirectionT& dir, const std::string& why,
+                          const std::vector<fb::StrategyHitT>& hits,
+                          const std::vector<std::string>& notes, size_t detailed) {
+  std::string p;
+  p.reserve(1024);
+  p += "Direction: " + dir.title + " (" + dir.name + ")\n" + dir.description + "\n";
+  p += "Why: " + why + "\n";
+  if (!hits.empty()) p += "Strategies that apply here, best first:\n";
+  const size_t head = std::min(hits.size(), detailed);
+  for (size_t i = 0; i < hits.size(); ++i) {
+    if (i == head) {  // the compact tail: names on one line
+      p += "Also ranked, by name (the strategy list has their titles):";
+      for (size_t j = head; j < hits.size(); ++j)
+        p += std::string(j == head ? " " : ", ") + hits[j].strategy->name;
+      p += "\n";
+      break;
+    }
+    const fb::StrategyHitT& h = hits[i];
+    const fb::StrategyT& s = *h.strategy;
+    p += std::to_string(i + 1) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";
+    if (!s.code_pattern.empty()) p += "   Pattern: " + s.code_pattern + "\n";
+    if (!s.preconditions.empty()) {
+      p += "   Preconditions:";
+      for (const auto& x : s.preconditions) p += " " + x + ";";
+      p += "\n";
+    }
+    if (!s.failure_modes.empty()) {
+      p += "   Known failures:";
+      for (const auto& x : s.failure_modes) p += " " + x + ";";
+      p += "\n";
+    }
+    const fb::GainStats* gs = s.stats.get();
+    if (gs && gs->uses()) {
+      p += "   Evidence: " + std::to_string(h.verified_uses) + " verified uses";
+      if (h.unverified_uses)
+        p += " (+" + std::to_string(h.unverified_uses) + " client-reported, unverified)";
+      p += ", success rate " + Short(h.success_rate) + ", mean log gain " + Short(h.mean_gain) +
+           ", " + std::to_string(gs->compile_failures()) + " compile failures, " +
+           std::to_string(gs->incorrect()) + " incorrect" +
+           (h.cross_backend ? " (learned on another backend)" : "") + "\n";
+    }
+    p += notes[i];
+  }
+  return p;
+}
 }  // namespace
+
+uint32_t MemoryImpl::ClientOf(Txn& t, uint64_t session_id) {
+  {
+    MutexLock l(&clients_mu_);
+    auto it = session_client_.find(session_id);
+    if (it != session_client_.end()) return it->second;
+  }
+  std::string_view v;
+  if (!t.Get(Db::kSessions, KeyU64(session_id), &v).ok()) return 0;
+  FbView<fb::Session> s(v);
+  if (!s) return 0;
+  std::string client = s->client() ? s->client()->str() : "";
+  MutexLock l(&clients_mu_);
+  auto [c, added] = client_ids_.emplace(client, static_cast<uint32_t>(client_ids_.size() + 1));
+  session_client_[session_id] = c->second;
+  return c->second;
+}
+
+bool MemoryImpl::Vouched(std::string_view client) const {
+  return !client.empty() &&
+         std::find(trusted_clients_.begin(), trusted_clients_.end(), client) != trusted_clients_.end();
+}
 
 Status MemoryImpl::CheckClientVector(const std::optional<std::vector<float>>& v) const {
   if (!v) return Status::OK();
@@ -113,7 +363,7 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
       const TransitionTable::Row* row = table_.Find(recent[i]);
       if (row && !(row->flags & TransitionTable::kFallback)) {
         auto status = static_cast<fb::OutcomeStatus>(row->status);
-        double gain = StepGain(status, row->speedup_before, row->speedup_after);
+        double gain = TransitionTable::Gain(*row);
         if (i >= first && row->step < ps->gains.size()) ps->gains[row->step] = gain;
         if (tries) {
           for (uint32_t j = 0; j < row->strategies; ++j)
@@ -127,7 +377,7 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
     if (!t.Get(Db::kTransitions, KeyU64(recent[i]), &rv).ok()) continue;
     FbView<fb::TransitionRecord> r(rv);
     if (!r) continue;
-    double gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+    double gain = RecordGain(*r);
     if (i >= first && r->step() < ps->gains.size()) ps->gains[r->step()] = gain;
     if (tries) {
       if (r->strategy_ids())
@@ -171,69 +421,100 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
 
     // 1. Attend: nearest past transitions by (state, history).
     thread_local std::vector<const float*> stored;
-    std::vector<Hit> hits = transition_index_->Search(key.data(), o_.neighbors, &stored);
-    neighbors.reserve(hits.size());
-    const bool use_table = o_.transition_table && o_.history_length <= TransitionTable::kHistory;
-    std::vector<float> their;
-    std::vector<uint64_t> hist;
-    for (size_t hi = 0; hi < hits.size(); ++hi) {
-      const Hit& h = hits[hi];
-      const TransitionTable::Row* row = use_table ? table_.Find(h.id) : nullptr;
-      if (row && !(row->flags & TransitionTable::kFallback)) {
-        if (!(row->flags & TransitionTable::kKeyOk)) continue;
-        auto status = static_cast<fb::OutcomeStatus>(row->status);
-        if (!Counts(status)) continue;  // infrastructure errors say nothing about directions
-        const float* theirs = stored[hi];
-        if (!theirs) {
-          if (!transition_index_->Reconstruct(h.id, &their)) continue;
-          theirs = their.data();
+    // A client's claims (unverified, not failures) count for nothing without
+    // unverified_can_promote (policy.h): they must not take the slots of steps that count, so
+    // when some came back the search runs once more, wider, and keeps the nearest `neighbors`
+    // that count (the claims stay, labelled, outside that budget).
+    const bool claims_free = !o_.unverified_can_promote;
+    auto is_claim = [&](const Neighbor& n) {
+      return claims_free && !n.trusted() && !IsFailure(n.status);
+    };
+    int k = std::max(0, o_.neighbors);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      neighbors.clear();
+      std::vector<Hit> hits = transition_index_->Search(key.data(), k, &stored);
+      neighbors.reserve(hits.size());
+      const bool use_table = o_.transition_table && o_.history_length <= TransitionTable::kHistory;
+      std::vector<float> their;
+      std::vector<uint64_t> hist;
+      for (size_t hi = 0; hi < hits.size(); ++hi) {
+        const Hit& h = hits[hi];
+        const TransitionTable::Row* row = use_table ? table_.Find(h.id) : nullptr;
+        if (row && !(row->flags & TransitionTable::kFallback)) {
+          if (!(row->flags & TransitionTable::kKeyOk)) continue;
+          auto status = static_cast<fb::OutcomeStatus>(row->status);
+          if (!Counts(status)) continue;  // infrastructure errors say nothing about directions
+          const float* theirs = stored[hi];
+          if (!theirs) {
+            if (!transition_index_->Reconstruct(h.id, &their)) continue;
+            theirs = their.data();
+          }
+          Neighbor n;
+          n.transition_id = h.id;
+          n.session_id = row->session_id;
+          n.state_similarity = StateSimilarity(key.data(), theirs);
+          hist.assign(row->history, row->history + row->history_size);
+          n.history_agreement =
+              HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+          n.backend = table_.Backend(*row);
+          n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
+          n.direction_id = row->direction_id;
+          n.status = status;
+          n.gain = TransitionTable::Gain(*row);
+          n.verified = row->flags & TransitionTable::kVerified;
+          n.vouched = row->flags & TransitionTable::kVouched;
+          n.no_change = row->flags & TransitionTable::kNoChange;
+          if (o_.continuation_weight != 0)
+            n.future_gain = table_.FutureGain(*row, o_.continuation_horizon);
+          n.strategy_ids.assign(table_.Strategies(*row), table_.Strategies(*row) + row->strategies);
+          n.learned_strategy_id = row->learned_strategy_id;
+          n.passed_over_ids.assign(table_.PassedOver(*row), table_.PassedOver(*row) + row->passed);
+          neighbors.push_back(std::move(n));
+          continue;
         }
+        std::string_view rv;
+        if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
+        FbView<fb::TransitionRecord> r(rv);
+        if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
+          continue;
+        if (!Counts(r->status())) continue;
         Neighbor n;
-        n.transition_id = h.id;
-        n.session_id = row->session_id;
-        n.state_similarity = StateSimilarity(key.data(), theirs);
-        hist.assign(row->history, row->history + row->history_size);
-        n.history_agreement =
-            HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
-        n.backend = table_.Backend(*row);
+        n.transition_id = r->id();
+        n.session_id = r->session_id();
+        n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
+        hist.clear();
+        if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
+        n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
+        n.backend = r->backend() ? r->backend()->str() : "";
         n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
-        n.direction_id = row->direction_id;
-        n.status = status;
-        n.gain = StepGain(status, row->speedup_before, row->speedup_after);
-        if (o_.continuation_weight != 0)
-          n.future_gain = table_.FutureGain(*row, o_.continuation_horizon);
-        n.strategy_ids.assign(table_.Strategies(*row), table_.Strategies(*row) + row->strategies);
-        n.learned_strategy_id = row->learned_strategy_id;
-        n.passed_over_ids.assign(table_.PassedOver(*row), table_.PassedOver(*row) + row->passed);
+        n.direction_id = r->direction_id();
+        n.status = r->status();
+        n.gain = RecordGain(*r);
+        n.verified = r->verified();
+        n.vouched = r->vouched();
+        n.no_change = r->no_change();
+        if (r->strategy_ids())
+          n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
+        n.learned_strategy_id = r->learned_strategy_id();
+        if (r->passed_over_ids())
+          n.passed_over_ids.assign(r->passed_over_ids()->begin(), r->passed_over_ids()->end());
         neighbors.push_back(std::move(n));
-        continue;
       }
-      std::string_view rv;
-      if (!t.Get(Db::kTransitions, KeyU64(h.id), &rv).ok()) continue;
-      FbView<fb::TransitionRecord> r(rv);
-      if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
-        continue;
-      if (!Counts(r->status())) continue;
-      Neighbor n;
-      n.transition_id = r->id();
-      n.session_id = r->session_id();
-      n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
-      hist.clear();
-      if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
-      n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
-      n.backend = r->backend() ? r->backend()->str() : "";
-      n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
-      n.direction_id = r->direction_id();
-      n.status = r->status();
-      n.gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
-      if (r->strategy_ids())
-        n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
-      n.learned_strategy_id = r->learned_strategy_id();
-      if (r->passed_over_ids())
-        n.passed_over_ids.assign(r->passed_over_ids()->begin(), r->passed_over_ids()->end());
-      neighbors.push_back(std::move(n));
+      const size_t claims = static_cast<size_t>(std::count_if(neighbors.begin(), neighbors.end(), is_claim));
+      if (claims == 0 || attempt == 1 || hits.size() < static_cast<size_t>(k)) break;
+      k *= 4;
     }
+    // The nearest `neighbors` that count, and the claims among them.
+    size_t counted = 0, kept = 0;
+    for (size_t i = 0; i < neighbors.size(); ++i) {
+      if (!is_claim(neighbors[i]) && ++counted > static_cast<size_t>(std::max(0, o_.neighbors)))
+        continue;
+      if (kept != i) neighbors[kept] = std::move(neighbors[i]);
+      ++kept;
+    }
+    neighbors.resize(kept);
   }
+  for (Neighbor& n : neighbors) n.client = ClientOf(t, n.session_id);
   WeighNeighbors(&neighbors, o_);
 
   // Advice of the last step that the session passed over counts as tried without success.
@@ -260,7 +541,8 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return neighbors[a].weight > neighbors[b].weight; });
-  for (size_t i = 0; i < order.size() && i < kMaxEvidence; ++i) {
+  const size_t evidence = state.full ? kMaxEvidence : kCompactEvidence;
+  for (size_t i = 0; i < order.size() && i < evidence; ++i) {
     const Neighbor& n = neighbors[order[i]];
     fb::EvidenceT e;
     e.transition_id = n.transition_id;
@@ -272,6 +554,9 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     e.gain = n.gain;
     e.backend = n.backend;
     e.cross_backend = n.cross_backend;
+    e.verified = n.verified;
+    e.vouched = n.vouched;
+    e.no_change = n.no_change;
     d.evidence.push_back(std::move(e));
   }
 
@@ -386,241 +671,72 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     for (const Cand& c : cands)
       if (uint64_t p = table_.Parent(c.id)) canon[c.id] = p;
   }
-  // Measured effect in similar states: attention-weighted gain of neighbours that credited it.
-  // (strategy, w*gain, w) per crediting neighbour, each strategy once per neighbour, in neighbour
-  // order; a stable sort by strategy keeps that order, so the sums add in it.
-  struct Credit {
-    uint64_t strategy;
-    double wgain, w;
-  };
-  thread_local std::vector<Credit> credits;
-  thread_local std::vector<uint64_t> credited;
-  credits.clear();
-  for (const Neighbor& n : neighbors) {
-    credited.assign(n.strategy_ids.begin(), n.strategy_ids.end());
-    if (n.learned_strategy_id) credited.push_back(n.learned_strategy_id);
-    std::sort(credited.begin(), credited.end());
-    credited.erase(std::unique(credited.begin(), credited.end()), credited.end());
-    for (uint64_t s : credited)
-      credits.push_back(
-          Credit{s, n.weight * (IsSuccess(n.status, n.gain) ? EnabledGain(n, o_) : 0.0), n.weight});
-  }
-  std::stable_sort(credits.begin(), credits.end(),
-                   [](const Credit& a, const Credit& b) { return a.strategy < b.strategy; });
-  thread_local std::vector<Credit> effect;  // strategy -> (sum w*gain, sum w), by strategy
-  effect.clear();
-  for (const Credit& c : credits) {
-    if (effect.empty() || effect.back().strategy != c.strategy)
-      effect.push_back(Credit{c.strategy, 0, 0});
-    effect.back().wgain += c.wgain;
-    effect.back().w += c.w;
-  }
-  // Advice that other sessions' steps in similar states passed over (it did not fit such
-  // kernels): strategy (as recorded: the one a learned strategy counts as) -> their attention
-  // weight. This session's own steps count through `passes` instead.
-  std::vector<std::pair<uint64_t, double>> passed_here;
-  if (all && o_.passed_over_weight != 0) {
-    for (const Neighbor& n : neighbors) {
-      if (n.session_id == ps.session_id) continue;
-      for (uint64_t s : n.passed_over_ids) passed_here.emplace_back(s, n.weight);
-    }
-    std::stable_sort(passed_here.begin(), passed_here.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    size_t w = 0;
-    for (size_t i = 0; i < passed_here.size(); ++i) {
-      if (w && passed_here[w - 1].first == passed_here[i].first)
-        passed_here[w - 1].second += passed_here[i].second;
-      else
-        passed_here[w++] = passed_here[i];
-    }
-    passed_here.resize(w);
-  }
-  // Score from the stored bytes; unpack only the winners (strategies carry their embeddings).
-  struct Scored {
-    FbView<fb::Strategy> s;
-    double score, sim, success_rate, mean_gain;
-    bool match, cross;
-    size_t source;
-    double local_w, retries, passes, passed_w;
-    uint64_t key;  // the strategy it counts as (its parent for a learned one)
-  };
-  std::vector<Scored> scored;
+  const StrategyEvidence all_ev = GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/false);
+  // Without unverified_can_promote a strategy's score is the lower of what every attended step
+  // and what the verified ones give: client-reported evidence may warn, never lift.
+  const bool two_views = !o_.unverified_can_promote &&
+                         std::any_of(neighbors.begin(), neighbors.end(),
+                                     [](const Neighbor& n) { return !n.trusted(); });
+  const StrategyEvidence trusted_ev =
+      two_views ? GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/true) : StrategyEvidence{};
+  std::vector<ScoredStrategy> scored;
   std::set<uint64_t> seen;
-  double m = std::max(1e-9, o_.prior_strength);
   // memory.bottleneck_mask: hard counts the class in the precondition match, soft takes
   // bottleneck_penalty from a strategy whose targets exclude it, off ignores it.
   const bool hard_mask = o_.bottleneck_mask == "hard";
-  const bool soft_mask = o_.bottleneck_mask == "soft";
   for (const Cand& c : cands) {
-    const uint64_t id = c.id;
-    if (!seen.insert(id).second) continue;
-    std::string_view v;
-    if (!t.Get(Db::kStrategies, KeyU64(id), &v).ok()) continue;
-    FbView<fb::Strategy> s(v);
+    if (!seen.insert(c.id).second) continue;
+    std::string_view bytes;
+    if (!t.Get(Db::kStrategies, KeyU64(c.id), &bytes).ok()) continue;
+    FbView<fb::Strategy> s(bytes);
     if (!s || s->merged_into()) continue;
+    // Only what applies here: a strategy for another backend or a newer architecture (and, with
+    // bottleneck_mask hard, another bottleneck) is not offered.
+    if (!PreconditionsHold(*s, ps, hard_mask)) continue;
     const Source& src = sources[c.source];
-    const fb::GainStats zero;
-    const fb::GainStats& gs = s->stats() ? *s->stats() : zero;
-    Scored x{std::move(s),
-             0,
-             c.sim,
-             (gs.successes() + 1.0) / (gs.uses() + 2.0),
-             0,
-             false,
-             false,
-             c.source,
-             0,
-             0,
-             0,
-             0,
-             id};
-    if (auto k = canon.find(id); k != canon.end()) x.key = k->second;
-    double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o_.prior_gain * src.dir->prior;
-    auto e = std::lower_bound(effect.begin(), effect.end(), id,
-                              [](const Credit& c, uint64_t s) { return c.strategy < s; });
-    bool credited_here = e != effect.end() && e->strategy == id;
-    double local_w = credited_here ? e->w : 0.0;
-    double local_sum = credited_here ? e->wgain : 0.0;
-    x.local_w = local_w;
-    x.mean_gain = (local_sum + m * global_mean) / (local_w + m);
-    x.match = PreconditionsHold(*x.s, ps, hard_mask);
-    std::string_view origin = x.s->provenance() && x.s->provenance()->backend()
-                                  ? x.s->provenance()->backend()->string_view()
-                                  : std::string_view();
-    double bf = origin.empty() ? 1.0 : BackendFactor(ps.backend, origin, o_, &x.cross);
-    x.score = c.sim + o_.rerank_effect_weight * x.mean_gain * bf +
-              o_.rerank_precondition_weight * (x.match ? 1.0 : -1.0);
-    if (soft_mask && !StrategyTargetsFit(*x.s, ps.bottleneck)) x.score -= o_.bottleneck_penalty;
-    if (all) {
-      auto r = std::lower_bound(retries.begin(), retries.end(), x.key,
-                                [](const auto& p, uint64_t s) { return p.first < s; });
-      x.retries = r != retries.end() && r->first == x.key ? r->second : 0.0;
-      auto p = std::lower_bound(passes.begin(), passes.end(), x.key,
-                                [](const auto& q, uint64_t s) { return q.first < s; });
-      x.passes = p != passes.end() && p->first == x.key ? p->second : 0.0;
-      x.score += o_.direction_weight * src.dir_score - o_.retry_penalty * x.retries -
-                 o_.not_applicable_penalty * x.passes + o_.applied_weight * local_w / (local_w + m);
-      auto q = std::lower_bound(passed_here.begin(), passed_here.end(), x.key,
-                                [](const auto& e, uint64_t s) { return e.first < s; });
-      x.passed_w = q != passed_here.end() && q->first == x.key ? q->second : 0.0;
-      x.score -= o_.passed_over_weight * x.passed_w /
-                 (x.passed_w + o_.passed_over_applied_weight * local_w + m);
+    StrategyNumbers x;
+    x.sim = c.sim;
+    x.source = c.source;
+    x.key = c.id;
+    if (auto k = canon.find(c.id); k != canon.end()) x.key = k->second;
+    x.retries = LookUp(retries, x.key);
+    x.passes = LookUp(passes, x.key);
+    StrategyNumbers v = x;
+    ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, all_ev, /*verified_stats=*/false, all,
+                  o_, &x);
+    if (two_views) {
+      ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, trusted_ev, /*verified_stats=*/true,
+                    all, o_, &v);
+      if (v.score < x.score) {
+        v.held = true;
+        x = v;
+      }
     }
-    scored.push_back(std::move(x));
+    scored.push_back(ScoredStrategy{std::move(s), x});
   }
-  std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
-    if (a.score != b.score) return a.score > b.score;
+  std::sort(scored.begin(), scored.end(), [](const ScoredStrategy& a, const ScoredStrategy& b) {
+    if (a.n.score != b.n.score) return a.n.score > b.n.score;
     return a.s->id() < b.s->id();
   });
   if (all) {  // one entry per strategy: a learned one and its parent are the same advice
     std::set<uint64_t> keys;
     scored.erase(std::remove_if(scored.begin(), scored.end(),
-                                [&](const Scored& x) { return !keys.insert(x.key).second; }),
+                                [&](const ScoredStrategy& x) { return !keys.insert(x.n.key).second; }),
                  scored.end());
   }
   if (scored.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
     scored.erase(scored.begin() + std::max(0, o_.top_k_strategies), scored.end());
-  std::vector<fb::StrategyHitT> hits;
   std::vector<std::string> notes;  // per hit: why it is in the list, beyond its statistics
-  // Past the head, a compact entry: id, name, title, direction, statistics and score; no
-  // description, pattern, preconditions, failure modes, provenance, example or prompt text.
-  const size_t detailed = static_cast<size_t>(std::max(0, o_.detailed_strategies));
-  for (const Scored& x : scored) {
-    const bool compact = hits.size() >= detailed;
-    std::string note;
-    if (all && !compact) {
-      const fb::DirectionT& sd = *sources[x.source].dir;
-      if (sd.id != dir.id)
-        note +=
-            "   Direction: " + sd.title + " (score " + Short(sources[x.source].dir_score) + ")\n";
-      if (x.local_w > 0)
-        note += "   In similar states: attended steps that applied it weigh " + Short(x.local_w) +
-                ", gain there shrunk to its record: mean log gain " + Short(x.mean_gain) + "\n";
-      if (x.passed_w > 0)
-        note +=
-            "   Passed over in similar states: attended steps of other sessions that did not "
-            "apply it weigh " +
-            Short(x.passed_w) + ", ranked lower\n";
-      if (x.passes > 0 && o_.not_applicable_penalty > 0)
-        note += "   Passed over in this session (" + Short(x.passes) +
-                " counted): it did not fit the kernel, ranked lower\n";
-      if (x.retries > 0)
-        note += "   Tried in this session without success (" + Short(x.retries) +
-                " counted): ranked lower\n";
-    }
-    notes.push_back(std::move(note));
-    fb::StrategyHitT h;
-    h.strategy = std::make_unique<fb::StrategyT>();
-    x.s->UnPackTo(h.strategy.get());
-    h.strategy->embedding.clear();  // not needed by clients; keeps messages small
-    if (compact) {
-      fb::StrategyT& cs = *h.strategy;
-      cs.description.clear();
-      cs.code_pattern.clear();
-      cs.preconditions.clear();
-      cs.failure_modes.clear();
-      cs.provenance.reset();
-      cs.example_candidate.clear();  // and so no example source
-    }
-    h.score = x.score;
-    h.similarity = x.sim;
-    h.success_rate = x.success_rate;
-    h.mean_gain = x.mean_gain;
-    h.precondition_match = x.match;
-    h.cross_backend = x.cross;
-    if (!h.strategy->example_candidate.empty()) {
-      std::string_view cv;
-      if (t.Get(Db::kCandidates, h.strategy->example_candidate, &cv).ok()) {
-        FbView<fb::Candidate> c(cv);
-        if (c && c->source()) h.example_source = c->source()->str();
-      }
-    }
-    hits.push_back(std::move(h));
+  const size_t detailed = in.full ? scored.size() : static_cast<size_t>(std::max(0, o_.detailed_strategies));
+  d->strategies.clear();
+  for (const ScoredStrategy& x : scored) {
+    const bool compact = d->strategies.size() >= detailed;
+    const fb::DirectionT& sd = *sources[x.n.source].dir;
+    notes.push_back(all && !compact ? StrategyNote(x.n, sd, dir, sources[x.n.source].dir_score, o_)
+                                    : std::string());
+    d->strategies.push_back(MakeHit(t, *x.s, x.n, compact));
   }
-
-  // The prompt context: what the agent reads.
-  std::string& p = d->prompt_context;
-  p.clear();
-  p.reserve(1024);
-  p += "Direction: " + dir.title + " (" + dir.name + ")\n" + dir.description + "\n";
-  p += "Why: " + d->why + "\n";
-  if (!hits.empty()) p += "Strategies that apply here, best first:\n";
-  int i = 0;
-  const size_t head = std::min(hits.size(), detailed);
-  for (const auto& h : hits) {
-    if (static_cast<size_t>(i) == head) {  // the compact tail: names on one line
-      p += "Also ranked, by name (the strategy list has their titles):";
-      for (size_t j = head; j < hits.size(); ++j)
-        p += std::string(j == head ? " " : ", ") + hits[j].strategy->name;
-      p += "\n";
-      break;
-    }
-    const fb::StrategyT& s = *h.strategy;
-    const std::string& note = notes[static_cast<size_t>(i)];
-    p += std::to_string(++i) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";
-    if (!s.code_pattern.empty()) p += "   Pattern: " + s.code_pattern + "\n";
-    if (!s.preconditions.empty()) {
-      p += "   Preconditions:";
-      for (const auto& x : s.preconditions) p += " " + x + ";";
-      p += "\n";
-    }
-    if (!s.failure_modes.empty()) {
-      p += "   Known failures:";
-      for (const auto& x : s.failure_modes) p += " " + x + ";";
-      p += "\n";
-    }
-    const fb::GainStats* gs = s.stats.get();
-    if (gs && gs->uses()) {
-      p += "   Evidence: " + std::to_string(gs->uses()) + " uses, success rate " +
-           Short(h.success_rate) + ", mean log gain " + Short(h.mean_gain) + ", " +
-           std::to_string(gs->compile_failures()) + " compile failures, " +
-           std::to_string(gs->incorrect()) + " incorrect" +
-           (h.cross_backend ? " (learned on another backend)" : "") + "\n";
-    }
-    if (!h.precondition_match) p += "   Note: its preconditions do not all hold in this state.\n";
-    p += note;
-  }
-  d->strategies = std::move(hits);
+  d->prompt_context = PromptContext(dir, d->why, d->strategies, notes, detailed);
   return Status::OK();
 }
 

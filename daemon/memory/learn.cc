@@ -70,6 +70,13 @@ Result<MemoryImpl::Prepared> MemoryImpl::Prepare(const StepInput& in) {
     return Status::InvalidArgument("speedup_after must be a finite number >= 0");
   if (in.status == fb::OutcomeStatus::Ok && in.speedup_after <= 0)
     return Status::InvalidArgument("an Ok outcome needs a positive speedup");
+  if (in.speedup_after > o_.max_speedup)
+    return Status::InvalidArgument("speedup_after " + std::to_string(in.speedup_after) +
+                                   " is above the plausible ceiling memory.max_speedup (" +
+                                   std::to_string(o_.max_speedup) + ")");
+  if (!std::isfinite(in.median_us) || in.median_us < 0 || !std::isfinite(in.spread_us) ||
+      in.spread_us < 0)
+    return Status::InvalidArgument("median_us and spread_us must be finite numbers >= 0");
   {
     auto dirs_ptr = Directions();
     const std::vector<fb::DirectionT>& dirs = *dirs_ptr;
@@ -297,6 +304,9 @@ Status AddToStatistics(Txn& t, const fb::TransitionRecord& r, double gain,
     HTAM_RETURN_IF_ERROR(Decode(sv, &s, "strategy"));
     s.stats = std::make_unique<fb::GainStats>(
         AddOutcome(s.stats ? *s.stats : fb::GainStats(), r.status(), gain));
+    if (Trusted(r))
+      s.verified_stats = std::make_unique<fb::GainStats>(
+          AddOutcome(s.verified_stats ? *s.verified_stats : fb::GainStats(), r.status(), gain));
     if (example) s.example_candidate = candidate_hash;
     s.updated_ns = now;
     HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, KeyU64(sid), Encode(s)));
@@ -334,6 +344,7 @@ Status AdvanceSession(Txn& t, const StepInput& in, const fb::TransitionRecord& r
   session->last_status.push_back(in.status);
   if (IsSuccess(r.status(), gain) && r.speedup_after() > session->best_speedup) {
     session->best_speedup = r.speedup_after();
+    session->best_verified = Trusted(r);
     session->best_candidate = candidate_hash;
     session->path_steps.push_back(r.step());
   }
@@ -420,9 +431,15 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new
   HTAM_ASSIGN_OR_RETURN(rec.id, t.NextId(Db::kTransitions));
   double before = session.best_speedup > 0 ? session.best_speedup : 1.0;
   // Through float, as stored: the learning decision agrees with what a rebuild sees.
-  double gain =
-      StepGain(in.status, static_cast<float>(before), static_cast<float>(in.speedup_after));
-  if (IsSuccess(in.status, gain) && !p.summary_vec.empty() && !in.summary.empty())
+  const float before_f = static_cast<float>(before), after_f = static_cast<float>(in.speedup_after);
+  rec.no_change = in.status == fb::OutcomeStatus::Ok &&
+                  NoChange(before_f, after_f, in.median_us, in.spread_us, o_.no_change_ratio);
+  rec.vouched = !in.verified && Vouched(session.client);
+  double gain = rec.no_change ? 0.0 : StepGain(in.status, before_f, after_f);
+  // Only evidence that may promote teaches: a client-reported success creates no strategy
+  // unless its client is vouched for (or memory.unverified_can_promote).
+  const bool may_teach = in.verified || rec.vouched || o_.unverified_can_promote;
+  if (may_teach && IsSuccess(in.status, gain) && !p.summary_vec.empty() && !in.summary.empty())
     HTAM_RETURN_IF_ERROR(LearnStrategy(t, p, session, ps, now, batch_new, delta, &rec, out));
 
   FillTransitionRecord(in, session, ps, key, before, now, &rec);
@@ -440,7 +457,7 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new
   HTAM_RETURN_IF_ERROR(t.Put(Db::kSessionTransitions, KeyPair(session.id, rec.id), ""));
   FbView<fb::TransitionRecord> r(rec_bytes);
   // Re-read through the stored bytes: statistics see exactly what a rebuild will see (floats).
-  double stored_gain = StepGain(r->status(), r->speedup_before(), r->speedup_after());
+  double stored_gain = RecordGain(*r);
   HTAM_RETURN_IF_ERROR(AddToStatistics(t, *r, stored_gain, p.candidate_hash, now));
   if (!p.candidate_hash.empty())
     HTAM_RETURN_IF_ERROR(AddToCandidate(t, in, p.candidate_hash, rec.id, now));
@@ -601,48 +618,58 @@ Status MemoryImpl::ComputeDerived(Txn& t, Derived* d) {
   return inner;
 }
 
+// Edges, direction and strategy statistics and example candidates from a fold of the records,
+// in the caller's write transaction (a rebuild, a migration).
+Status MemoryImpl::WriteDerived(Txn& t) {
+  Derived d;
+  HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
+  HTAM_RETURN_IF_ERROR(t.Clear(Db::kEdges));
+  for (const auto& [k, stats] : d.edges) {
+    fb::TransitionEdgeT e;
+    std::tie(e.from_direction, e.to_direction, e.cluster) = k;
+    e.stats = std::make_unique<fb::GainStats>(stats);
+    HTAM_RETURN_IF_ERROR(
+        t.Put(Db::kEdges, KeyEdge(e.from_direction, e.to_direction, e.cluster), Encode(e)));
+  }
+  std::vector<std::pair<std::string, std::string>> puts;
+  Status inner;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirections, "", [&](std::string_view k, std::string_view v) {
+    fb::DirectionT x;
+    inner = Decode(v, &x, "direction");
+    auto it = d.directions.find(x.id);
+    x.stats =
+        std::make_unique<fb::GainStats>(it == d.directions.end() ? fb::GainStats() : it->second);
+    puts.emplace_back(std::string(k), Encode(x));
+    return inner.ok();
+  }));
+  HTAM_RETURN_IF_ERROR(inner);
+  for (const auto& [k, v] : puts) HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, k, v));
+  puts.clear();
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view k, std::string_view v) {
+    fb::StrategyT x;
+    inner = Decode(v, &x, "strategy");
+    auto it = d.strategies.find(x.id);
+    x.stats =
+        std::make_unique<fb::GainStats>(it == d.strategies.end() ? fb::GainStats() : it->second);
+    auto vt = d.verified_strategies.find(x.id);
+    x.verified_stats = std::make_unique<fb::GainStats>(
+        vt == d.verified_strategies.end() ? fb::GainStats() : vt->second);
+    auto ex = d.examples.find(x.id);
+    x.example_candidate = ex == d.examples.end() ? "" : ex->second;
+    puts.emplace_back(std::string(k), Encode(x));
+    return inner.ok();
+  }));
+  HTAM_RETURN_IF_ERROR(inner);
+  for (const auto& [k, v] : puts) HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, k, v));
+  return Status::OK();
+}
+
 Status MemoryImpl::RebuildDerived() {
   if (read_only_) return Status::PermissionDenied("memory opened read-only");
   MutexLock one(&commit_mu_);
   WaitApplied();  // nothing committed may be applied after the rebuild
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
-    Derived d;
-    HTAM_RETURN_IF_ERROR(ComputeDerived(t, &d));
-    HTAM_RETURN_IF_ERROR(t.Clear(Db::kEdges));
-    for (const auto& [k, stats] : d.edges) {
-      fb::TransitionEdgeT e;
-      std::tie(e.from_direction, e.to_direction, e.cluster) = k;
-      e.stats = std::make_unique<fb::GainStats>(stats);
-      HTAM_RETURN_IF_ERROR(
-          t.Put(Db::kEdges, KeyEdge(e.from_direction, e.to_direction, e.cluster), Encode(e)));
-    }
-    std::vector<std::pair<std::string, std::string>> puts;
-    Status inner;
-    HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirections, "", [&](std::string_view k, std::string_view v) {
-      fb::DirectionT x;
-      inner = Decode(v, &x, "direction");
-      auto it = d.directions.find(x.id);
-      x.stats =
-          std::make_unique<fb::GainStats>(it == d.directions.end() ? fb::GainStats() : it->second);
-      puts.emplace_back(std::string(k), Encode(x));
-      return inner.ok();
-    }));
-    HTAM_RETURN_IF_ERROR(inner);
-    for (const auto& [k, v] : puts) HTAM_RETURN_IF_ERROR(t.Put(Db::kDirections, k, v));
-    puts.clear();
-    HTAM_RETURN_IF_ERROR(t.Scan(Db::kStrategies, "", [&](std::string_view k, std::string_view v) {
-      fb::StrategyT x;
-      inner = Decode(v, &x, "strategy");
-      auto it = d.strategies.find(x.id);
-      x.stats =
-          std::make_unique<fb::GainStats>(it == d.strategies.end() ? fb::GainStats() : it->second);
-      auto ex = d.examples.find(x.id);
-      x.example_candidate = ex == d.examples.end() ? "" : ex->second;
-      puts.emplace_back(std::string(k), Encode(x));
-      return inner.ok();
-    }));
-    HTAM_RETURN_IF_ERROR(inner);
-    for (const auto& [k, v] : puts) HTAM_RETURN_IF_ERROR(t.Put(Db::kStrategies, k, v));
+    HTAM_RETURN_IF_ERROR(WriteDerived(t));
     return RebuildSecondary(t);
   }));
   // The FAISS indexes, from the records.
@@ -695,6 +722,11 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     fb::GainStats want = d.strategies.count(x->id()) ? d.strategies[x->id()] : fb::GainStats();
     if (!SameStats(x->stats() ? *x->stats() : fb::GainStats(), want))
       bad("strategy " + std::to_string(x->id()) + " statistics differ from its records");
+    fb::GainStats want_v = d.verified_strategies.count(x->id()) ? d.verified_strategies[x->id()]
+                                                                 : fb::GainStats();
+    if (!SameStats(x->verified_stats() ? *x->verified_stats() : fb::GainStats(), want_v))
+      bad("strategy " + std::to_string(x->id()) +
+          " verified statistics differ from its verified records");
     std::string ex = d.examples.count(x->id()) ? d.examples[x->id()] : "";
     if ((x->example_candidate() ? x->example_candidate()->str() : "") != ex)
       bad("strategy " + std::to_string(x->id()) + " example candidate differs from its records");

@@ -97,7 +97,18 @@ MemoryImpl::MemoryImpl(const MemoryOptions& o, bool read_only)
       deltas_([this](const IndexDelta& d) { ApplyDelta(d); }),
       group_commit_(
           static_cast<size_t>(std::max(1, o.max_group_commit)),
-          [this](const std::vector<const Prepared*>& steps) { return CommitGroup(steps); }) {}
+          [this](const std::vector<const Prepared*>& steps) { return CommitGroup(steps); }) {
+  std::string name;
+  for (char c : o.trusted_clients + ",") {
+    if (c != ',') {
+      name.push_back(c);
+      continue;
+    }
+    size_t b = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t");
+    if (b != std::string::npos) trusted_clients_.push_back(name.substr(b, e - b + 1));
+    name.clear();
+  }
+}
 
 MemoryImpl::~MemoryImpl() {
   snapshots_.Stop();
@@ -250,8 +261,8 @@ Status MemoryImpl::CreateStore() {
   return Status::OK();
 }
 
-// Version 1 stores have records only; version 2 adds the secondary-index databases. The step
-// rebuilds them from the records. A backup copy of the old store is written first.
+// Version 1 stores have records only; version 2 adds the secondary-index databases; version 3
+// the strategies' verified statistics. The step rebuilds both from the records. A backup copy of the old store is written first.
 Status MemoryImpl::Migrate() {
   uint32_t from = meta_.schema_version;
   if (from < 1)
@@ -266,6 +277,8 @@ Status MemoryImpl::Migrate() {
                             << kStoreSchemaVersion << " (backup in " << backup << ")";
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
     HTAM_RETURN_IF_ERROR(RebuildSecondary(t));
+    // Version 3 adds the strategies' verified statistics: folded from the records.
+    HTAM_RETURN_IF_ERROR(WriteDerived(t));
     fb::StoreMetaT m = meta_;
     m.schema_version = kStoreSchemaVersion;
     m.writer_version = HTAM_VERSION;

@@ -28,8 +28,9 @@ namespace htam::memory {
 namespace fb = ::htam::fb;
 
 // Version of the on-disk layout, recorded in the store's StoreMeta. Version 1 stores (records
-// only, without the secondary-index databases) are migrated on open; newer ones are refused.
-inline constexpr uint32_t kStoreSchemaVersion = 2;
+// only, without the secondary-index databases) and version 2 stores (strategies without verified
+// statistics) are migrated on open; newer ones are refused.
+inline constexpr uint32_t kStoreSchemaVersion = 3;
 inline constexpr const char* kStoreMagic = "htam-store";
 inline constexpr const char* kBuiltinEmbedder = "builtin-hash-v1";
 
@@ -103,6 +104,16 @@ struct MemoryOptions {
   int other_direction_candidates{};
   // Learning.
   double merge_threshold{};  // cosine similarity: merge a new summary into a strategy
+  // Trust (docs/memory.md, "Trust"). Verified = evaluated by htamd's gate; client-reported
+  // (Record) outcomes are unverified unless the session's client is in trusted_clients (vouched).
+  double unverified_weight{};       // attention weight factor of an unverified step
+  bool unverified_can_promote{};    // false: unverified evidence only lowers, never raises
+  std::string trusted_clients{};    // comma-separated client names whose reports are vouched
+  double no_change_ratio{};         // |after/before - 1| within this (or the spread): no change
+  double max_session_weight{};      // attention weight one session may carry in a decision
+  double max_client_weight{};       // ... one client's sessions
+  double max_step_log_gain{};       // a step's |log gain| counts at most this in an estimate
+  double max_speedup{};             // larger speedups are refused (InvalidArgument)
   // Operations.
   int snapshot_interval_s{};  // background index snapshots (0: only on close)
   int snapshot_every_records{};  // also snapshot after this many new records (0: by time only)
@@ -127,6 +138,10 @@ struct StateInput {
   fb::Bottleneck bottleneck = fb::Bottleneck::Unknown;  // from the roofline or profiler
   std::optional<double> speedup;                        // current best; default: the session's best
   std::string query_text;  // extra text for strategy retrieval (e.g. profiler notes)
+  // false (default): the compact answer (strategies that apply here; the first
+  // detailed_strategies in full, the rest by name and score; the heaviest evidence only);
+  // true: every strategy in full and all the attended evidence.
+  bool full = false;
 };
 
 // One evaluated (or client-reported) step.

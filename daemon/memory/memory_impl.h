@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <map>
+#include <unordered_map>
 
 #include "base/thread_annotations.h"
 #include "daemon/memory/memory.h"
@@ -121,6 +122,11 @@ class MemoryImpl final : public Memory {
   // Adds to ps->tried the advice this session passed over (advice_; see SessionAdvice).
   void PassedOver(uint64_t session_id, PolicyState* ps) EXCLUDES(index_mu_);
   Status CheckClientVector(const std::optional<std::vector<float>>& v) const;
+  // The interned client (1, 2, ...) of a session, read once from its record; 0 when unknown.
+  // Sessions never change client, so the answer is cached.
+  uint32_t ClientOf(Txn& t, uint64_t session_id) EXCLUDES(clients_mu_);
+  // memory.trusted_clients names the client: its reported outcomes are vouched for.
+  bool Vouched(std::string_view client) const;
   // The retrieval_candidates most similar strategies of a direction (index_mu_ held, shared at
   // least), through the retrieval cache.
   std::vector<Hit> SearchStrategies(uint64_t direction, const VectorIndex& index,
@@ -150,6 +156,7 @@ class MemoryImpl final : public Memory {
   std::vector<Result<StepRecorded>> CommitGroup(const std::vector<const Prepared*>& steps)
       EXCLUDES(commit_mu_);
   Status ComputeDerived(Txn& t, struct Derived* d);
+  Status WriteDerived(Txn& t);
 
   MemoryOptions o_;
   const bool read_only_;
@@ -193,6 +200,12 @@ class MemoryImpl final : public Memory {
   // Concurrent RecordStep calls, committed in groups.
   GroupCommit<Prepared, Result<StepRecorded>> group_commit_;
   std::atomic<uint64_t> group_commits_{0}, steps_recorded_{0};
+
+  // Session -> interned client name (ClientOf); a leaf lock.
+  Mutex clients_mu_;
+  std::unordered_map<uint64_t, uint32_t> session_client_ GUARDED_BY(clients_mu_);
+  std::unordered_map<std::string, uint32_t> client_ids_ GUARDED_BY(clients_mu_);
+  std::vector<std::string> trusted_clients_;  // memory.trusted_clients, split
 
   PeriodicWorker snapshots_;  // runs SnapshotIfDue
 };

@@ -210,13 +210,36 @@ bool IsFailure(fb::OutcomeStatus status) {
          status != fb::OutcomeStatus::Unverified;
 }
 
+namespace {
+// Scales the weights of each group (by key) of client-reported steps down so that each group's
+// sum is at most cap (cap <= 0: no bound).
+template <typename Key>
+void CapGroups(std::vector<Neighbor>* neighbors, Key key, double cap) {
+  if (!(cap > 0)) return;
+  std::map<uint64_t, double> sum;
+  for (const Neighbor& n : *neighbors)
+    if (key(n) && !n.trusted()) sum[key(n)] += n.weight;
+  for (Neighbor& n : *neighbors) {
+    if (!key(n) || n.trusted()) continue;
+    double s = sum[key(n)];
+    if (s > cap) n.weight *= cap / s;
+  }
+}
+}  // namespace
+
 void WeighNeighbors(std::vector<Neighbor>* neighbors, const MemoryOptions& o) {
   double t = std::max(1e-3, o.attention_temperature);
+  const double clip = std::max(0.0, o.max_step_log_gain);
   for (Neighbor& n : *neighbors) {
     double sim =
         (1 - o.history_weight) * n.state_similarity + o.history_weight * n.history_agreement;
     n.weight = n.backend_factor * std::exp((std::min(1.0, sim) - 1.0) / t);
+    if (!n.trusted()) n.weight *= std::max(0.0, o.unverified_weight);
+    n.gain = std::clamp(n.gain, -clip, clip);
+    n.future_gain = std::clamp(n.future_gain, 0.0, clip);
   }
+  CapGroups(neighbors, [](const Neighbor& n) { return n.session_id; }, o.max_session_weight);
+  CapGroups(neighbors, [](const Neighbor& n) { return uint64_t{n.client}; }, o.max_client_weight);
 }
 
 bool TargetsFit(const std::vector<fb::Bottleneck>& targets, fb::Bottleneck bottleneck) {
@@ -249,18 +272,32 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     double n = 0, succ = 0, gain = 0;
     int raw = 0, cross = 0;
   };
-  std::map<uint64_t, Acc> acc;
-  double total = 0;
+  // acc: every attended step; trusted: the verified and vouched ones only. Without
+  // unverified_can_promote a direction's score is the lower of the two: client-reported
+  // evidence may warn against a direction, never lift it.
+  std::map<uint64_t, Acc> acc, trusted;
+  double total = 0, trusted_total = 0;
+  PolicyResult r;
   for (const Neighbor& nb : neighbors) {
-    Acc& a = acc[nb.direction_id];
-    a.n += nb.weight;
-    if (IsSuccess(nb.status, nb.gain)) {
-      a.succ += nb.weight;
-      a.gain += nb.weight * EnabledGain(nb, o);
+    if (!nb.trusted()) {
+      r.unverified++;
+      r.unverified_weight += nb.weight;
+      // Without unverified_can_promote only a reported failure counts, as a warning: a claimed
+      // success or no change says nothing until htamd measured it.
+      if (!o.unverified_can_promote && !IsFailure(nb.status)) continue;
     }
-    a.raw++;
-    a.cross += nb.cross_backend ? 1 : 0;
-    total += nb.weight;
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1 && !nb.trusted()) break;
+      Acc& a = (pass == 0 ? acc : trusted)[nb.direction_id];
+      a.n += nb.weight;
+      if (IsSuccess(nb.status, nb.gain)) {
+        a.succ += nb.weight;
+        a.gain += nb.weight * EnabledGain(nb, o);
+      }
+      a.raw++;
+      a.cross += nb.cross_backend ? 1 : 0;
+      (pass == 0 ? total : trusted_total) += nb.weight;
+    }
   }
   // Penalty: directions that failed in this session. Attempts on the current kernel (after its
   // last improvement) count in full, each one: the kernel they failed on is still the one to
@@ -287,7 +324,6 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
         penalty[s.history[i]] += 0.5 * o.failure_penalty * w;
     }
   }
-  PolicyResult r;
   r.from_priors = total <= 1e-12;
   double m = std::max(1e-9, o.prior_strength);
   // memory.bottleneck_mask: hard masks by the class (MaskReason reads the targets), soft takes
@@ -302,12 +338,28 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     fb::DirectionScoreT sc;
     sc.direction_id = d.id;
     sc.name = d.name;
-    const Acc a = acc.count(d.id) ? acc[d.id] : Acc{};
     double prior = std::clamp<double>(d.prior, 0.0, 1.0);
-    sc.effective_count = a.n;
-    sc.p_success = (a.succ + m * prior) / (a.n + m);
-    sc.expected_gain = (a.gain + m * prior * o.prior_gain) / (a.n + m);
-    sc.exploration = total > 0 ? o.exploration * std::sqrt(std::log1p(total) / (1.0 + a.n)) : 0.0;
+    auto estimate = [&](const Acc& a, double n_total, fb::DirectionScoreT* out) {
+      out->effective_count = a.n;
+      out->p_success = (a.succ + m * prior) / (a.n + m);
+      out->expected_gain = (a.gain + m * prior * o.prior_gain) / (a.n + m);
+      out->exploration =
+          n_total > 0 ? o.exploration * std::sqrt(std::log1p(n_total) / (1.0 + a.n)) : 0.0;
+    };
+    estimate(acc.count(d.id) ? acc[d.id] : Acc{}, total, &sc);
+    if (!o.unverified_can_promote && r.unverified > 0) {
+      // The lower estimate of the two; exploration from the verified counts alone (reports do
+      // not say a direction was explored, nor that the others were not).
+      fb::DirectionScoreT v;
+      estimate(trusted.count(d.id) ? trusted[d.id] : Acc{}, trusted_total, &v);
+      sc.exploration = v.exploration;
+      if (v.expected_gain < sc.expected_gain) {
+        sc.effective_count = v.effective_count;
+        sc.p_success = v.p_success;
+        sc.expected_gain = v.expected_gain;
+        ++r.held;
+      }
+    }
     sc.penalty = penalty.count(d.id) ? penalty[d.id] : 0.0;
     // Seeded jitter far below any real difference: breaks exact ties reproducibly.
     uint64_t j = Mix(o.policy_seed ^ Mix(s.session_id ^ Mix(s.step ^ Mix(d.id))));
@@ -366,6 +418,15 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     why += ")";
     if (a.cross) why += ", " + std::to_string(a.cross) + " from another backend (discounted)";
     why += ".";
+    if (r.unverified) {
+      why += " " + std::to_string(r.unverified) + " attended step(s) client-reported, unverified (weight ";
+      AppendF(&why, "%.2f", r.unverified_weight);
+      why += ")";
+      if (r.held)
+        why += "; " + std::to_string(r.held) +
+               " direction(s) held to their verified estimate (unverified evidence does not promote)";
+      why += ".";
+    }
   }
   if (r.scores.size() > 1 && !r.scores[1].masked) {
     why += " Runner-up " + r.scores[1].name + " ";

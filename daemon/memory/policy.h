@@ -88,6 +88,12 @@ struct Neighbor {
   double backend_factor = 1;
   bool cross_backend = false;
   double weight = 0;  // attention weight (unnormalized, in (0, 1])
+  // Trust: evaluated by htamd's gate (verified), reported by a vouched client (vouched), or
+  // neither (client-reported: weighed apart). trusted = verified || vouched.
+  bool verified = true, vouched = false;
+  bool trusted() const { return verified || vouched; }
+  bool no_change = false;  // Ok inside the timing spread: gain 0, neither success nor failure
+  uint32_t client = 0;     // interned client of its session (0: unknown); bounds per client
   uint64_t direction_id = 0;
   fb::OutcomeStatus status = fb::OutcomeStatus::Ok;
   double gain = 0;  // log(after / before) when Ok, else 0
@@ -104,7 +110,14 @@ struct Neighbor {
 // A successful neighbour's gain with what it enabled: gain + continuation_weight x future_gain.
 double EnabledGain(const Neighbor& n, const MemoryOptions& o);
 
-// Sets weight = backend_factor * exp((sim - 1) / T), sim = (1-h) state + h history.
+// Sets weight = backend_factor * exp((sim - 1) / T), sim = (1-h) state + h history, times
+// unverified_weight for an untrusted step; clips each gain to +-max_step_log_gain; then scales
+// the weights of each session's client-reported steps down so that they sum to at most
+// max_session_weight, and those of each client's (Neighbor::client, when known) to at most
+// max_client_weight. So no client-reported record, session or client moves an estimate with
+// prior pseudo-count m by more than cap x max_step_log_gain / (cap + m) in expected log gain
+// (and, without unverified_can_promote, never up); a verified record, measured by htamd's gate,
+// by at most its clipped gain (docs/memory.md, "Trust").
 void WeighNeighbors(std::vector<Neighbor>* neighbors, const MemoryOptions& o);
 
 struct PolicyResult {
@@ -112,6 +125,11 @@ struct PolicyResult {
   size_t chosen = 0;                        // index into scores (0 unless everything was masked)
   std::string why;
   bool from_priors = false;  // no attended experience: priors decided
+  // Attended client-reported steps and their weight; directions whose score they would have
+  // raised and were held to the verified estimate (memory.unverified_can_promote false).
+  int unverified = 0;
+  double unverified_weight = 0;
+  int held = 0;
 };
 
 PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,

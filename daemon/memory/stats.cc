@@ -14,6 +14,21 @@ double StepGain(fb::OutcomeStatus status, double before, double after) {
   return std::log(after / before);
 }
 
+double RecordGain(const fb::TransitionRecord& r) {
+  return r.no_change() ? 0.0 : StepGain(r.status(), r.speedup_before(), r.speedup_after());
+}
+
+bool Trusted(const fb::TransitionRecord& r) {
+  return r.verified() || r.vouched();
+}
+
+bool NoChange(double before, double after, double median_us, double spread_us, double ratio) {
+  if (before <= 0 || after <= 0) return false;
+  double band = std::max(0.0, ratio);
+  if (median_us > 0 && spread_us > 0) band = std::max(band, spread_us / median_us);
+  return std::abs(after / before - 1.0) <= band;
+}
+
 bool Counts(fb::OutcomeStatus status) {
   return status != fb::OutcomeStatus::InfraError;
 }
@@ -74,7 +89,7 @@ EdgeKey EdgeOf(const fb::TransitionRecord& r) {
 }
 
 void Accumulate(const fb::TransitionRecord& r, Derived* d) {
-  double gain = StepGain(r.status(), r.speedup_before(), r.speedup_after());
+  double gain = RecordGain(r);
   d->directions[r.direction_id()] = AddOutcome(d->directions[r.direction_id()], r.status(), gain);
   EdgeKey e = EdgeOf(r);
   d->edges[e] = AddOutcome(d->edges[e], r.status(), gain);
@@ -82,6 +97,8 @@ void Accumulate(const fb::TransitionRecord& r, Derived* d) {
                  r.candidate_hash()->size() > 0;
   for (uint64_t s : CreditedStrategies(r)) {
     d->strategies[s] = AddOutcome(d->strategies[s], r.status(), gain);
+    if (Trusted(r))
+      d->verified_strategies[s] = AddOutcome(d->verified_strategies[s], r.status(), gain);
     if (example) d->examples[s] = r.candidate_hash()->str();
   }
 }

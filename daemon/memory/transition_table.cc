@@ -13,7 +13,7 @@ namespace htam::memory {
 namespace {
 
 constexpr uint32_t kTableMagic = 0x48545442;  // "HTTB"
-constexpr uint32_t kTableFormat = 2;          // 2: rows name passed-over strategies
+constexpr uint32_t kTableFormat = 3;          // 3: rows carry trust and no-change flags
 
 template <typename T>
 void Put(std::string* out, const T& v) {
@@ -49,9 +49,15 @@ void TransitionTable::NoteSession(const Row& row) {
   std::vector<float>& after = session_after_[row.session_id];
   if (after.size() <= row.step) after.resize(size_t(row.step) + 1, 0.f);
   auto status = static_cast<fb::OutcomeStatus>(row.status);
-  after[row.step] = IsSuccess(status, StepGain(status, row.speedup_before, row.speedup_after))
+  after[row.step] = IsSuccess(status, Gain(row))
                         ? row.speedup_after
                         : 0.f;
+}
+
+double TransitionTable::Gain(const Row& row) {
+  if (row.flags & kNoChange) return 0.0;
+  return StepGain(static_cast<fb::OutcomeStatus>(row.status), row.speedup_before,
+                  row.speedup_after);
 }
 
 double TransitionTable::FutureGain(const Row& row, int horizon) const {
@@ -77,6 +83,9 @@ void TransitionTable::Fill(const fb::TransitionRecord& r, size_t key_dim, Row* o
   Row& row = *out;
   row = Row();
   row.flags = kPresent;
+  if (r.verified()) row.flags |= kVerified;
+  if (r.vouched()) row.flags |= kVouched;
+  if (r.no_change()) row.flags |= kNoChange;
   if (r.state() && r.state()->vector() && r.state()->vector()->size() == key_dim)
     row.flags |= kKeyOk;
   row.session_id = r.session_id();
@@ -119,7 +128,7 @@ void TransitionTable::Fill(const fb::TransitionRecord& r, size_t key_dim, Row* o
   }
   if (!fits) {
     Row fallback;
-    fallback.flags = kPresent | kFallback | (row.flags & kKeyOk);
+    fallback.flags = kPresent | kFallback | (row.flags & (kKeyOk | kVerified | kVouched | kNoChange));
     row = fallback;
   }
 }

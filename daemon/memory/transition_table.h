@@ -37,13 +37,18 @@ class TransitionTable {
     uint8_t status = 0;          // fb::OutcomeStatus
     uint8_t backend = 0;         // index into backends()
     uint8_t history_size = 0;    // valid entries of history (newest last)
-    uint8_t flags = 0;           // kPresent | kKeyOk | kFallback
+    uint8_t flags = 0;           // kPresent | kKeyOk | kFallback | kVerified | kVouched | kNoChange
     uint16_t passed = 0;         // passed-over strategy ids, in the pool after the credited ones
     uint32_t history[kHistory] = {};
   };
   static constexpr uint8_t kPresent = 1;   // a record with this id exists
   static constexpr uint8_t kKeyOk = 2;     // its key has the index dimension
   static constexpr uint8_t kFallback = 4;  // facts do not fit a row: read the record instead
+  static constexpr uint8_t kVerified = 8;  // evaluated by htamd's gate
+  static constexpr uint8_t kVouched = 16;  // client-reported by a vouched client
+  static constexpr uint8_t kNoChange = 32;  // Ok inside the timing spread: gain counts 0
+  // The step's log gain as the policy counts it (RecordGain of its record).
+  static double Gain(const Row& row);
 
   // Adds (or replaces) the row of record r. Rows are indexed by id (ids are dense).
   void Add(const fb::TransitionRecord& r, size_t key_dim);

@@ -109,17 +109,19 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   if (static_cast<int>(m.bottleneck()) > static_cast<int>(fb::Bottleneck::Unknown) &&
       static_cast<int>(m.bottleneck()) <= static_cast<int>(fb::Bottleneck::MAX))
     b = m.bottleneck();
-  RunRead(peer, rid, [this, rid, sid, b, emb = std::move(embedding)]() mutable {
-    return NextStepReply(rid, sid, std::move(emb), b);
+  const bool full = m.full();  // every strategy in full and all evidence (default: compact)
+  RunRead(peer, rid, [this, rid, sid, b, full, emb = std::move(embedding)]() mutable {
+    return NextStepReply(rid, sid, std::move(emb), b, full);
   });
 }
 
 std::string Server::NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
-                                  fb::Bottleneck bottleneck) {
+                                  fb::Bottleneck bottleneck, bool full) {
   std::optional<std::vector<float>> emb;
   if (!embedding.empty()) emb = std::move(embedding);
   memory::StateInput state;
   state.bottleneck = bottleneck;
+  state.full = full;
   auto d = services_.memory->NextStep(session_id, state, std::move(emb));
   if (!d.ok()) return EncodeError(rid, ErrorCodeFor(d.status()), d.status().message());
   fb::StepT step;

@@ -171,7 +171,7 @@ class Server {
   void ReaderLoop() EXCLUDES(read_mu_, results_mu_);
   void SendReadyReplies() EXCLUDES(results_mu_);
   std::string NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
-                            fb::Bottleneck bottleneck);
+                            fb::Bottleneck bottleneck, bool full = false);
   std::string QueryReply(uint64_t rid, const fb::QueryT& q, const Peer& viewer);
 
   // Requests.

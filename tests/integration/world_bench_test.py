@@ -130,6 +130,30 @@ class WorldBenchSmokeTest(unittest.TestCase):
                 world_bench.main(["--on", "scan", "--policies", "full", "--bottleneck-state",
                                   "--bottleneck-thresholds", "50,60"])
 
+    def test_bootstrap_interval(self):
+        """The 95 % interval holds the mean, narrows with more runs, and is a point for equal
+        runs."""
+        xs = [1, 7, 3, 7, 2, 5, 7, 1, 4, 6]
+        lo, hi = world_bench.bootstrap_ci(xs)
+        mean = sum(xs) / len(xs)
+        self.assertLess(lo, mean)
+        self.assertGreater(hi, mean)
+        lo2, hi2 = world_bench.bootstrap_ci(xs * 10)
+        self.assertLess(hi2 - lo2, hi - lo)
+        self.assertEqual(world_bench.bootstrap_ci([3, 3, 3]), (3, 3))
+
+    def test_learning_curve_families_never_include_the_evaluated_family(self):
+        dev, _ = world_bench.load_split(world_bench.DEFAULT_SPLIT)
+        for n in (1, 2, 4, 8):
+            fams = world_bench.curve_families(str(n), world_bench.DEFAULT_SPLIT, ["sgemm"])
+            self.assertEqual(len(fams), n)
+            self.assertNotIn("sgemm", fams)
+            self.assertTrue(set(fams) <= set(dev))
+        # Nested: a point's families hold the previous point's.
+        self.assertEqual(world_bench.curve_families("2", world_bench.DEFAULT_SPLIT, [])[:1],
+                         world_bench.curve_families("1", world_bench.DEFAULT_SPLIT, []))
+        self.assertEqual(world_bench.curve_families("all", world_bench.DEFAULT_SPLIT, []), [])
+
 
 if __name__ == "__main__":
     unittest.main()

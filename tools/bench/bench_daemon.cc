@@ -132,6 +132,7 @@ void Populate(const htam::Config& config, size_t want, size_t learned) {
       in.direction_id = (*dirs)[rng() % dirs->size()].id;
       in.status = statuses[rng() % 5];
       speedup *= 0.9 + static_cast<double>(rng() % 40) / 100.0;
+      speedup = std::min(speedup, 500.0);  // below memory.max_speedup: a plausible walk
       // A step that teaches a strategy is a verified success: it beats the session's best.
       const bool teach = learned_made < learned && (have + k) % learn_every == 0;
       if (teach) {
@@ -703,6 +704,18 @@ int RunDaemonBench(int argc, char** argv) {
     }
   }
   out["phases"] = phases;
+  // The decision's cost against the protocol's own round trip in the same run (issue 30's
+  // target: next_step p50 at most 2x hello's), per client count measured for both.
+  for (int64_t c : clients) {
+    const std::string n = "next_step_c" + std::to_string(c) + "_p50_ms",
+                      h = "hello_c" + std::to_string(c) + "_p50_ms";
+    if (out.contains(n) && out.contains(h) && out[h].get<double>() > 0) {
+      const double ratio = out[n].get<double>() / out[h].get<double>();
+      out["next_step_over_hello_c" + std::to_string(c)] = ratio;
+      std::fprintf(stderr, "next_step p50 / hello p50, %d client(s): %.2fx\n",
+                   static_cast<int>(c), ratio);
+    }
+  }
   AnswerSize(endpoint, &out);
   kill(pid, SIGTERM);
   int st = 0;

@@ -5,6 +5,7 @@
 // slightly where neighbours tie). Without --step it explains what the policy would choose next.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "daemon/config/config.h"
@@ -15,6 +16,13 @@
 
 namespace htam::cli {
 namespace {
+
+// How far a piece of evidence is trusted: evaluated by htamd's gate, reported by a vouched
+// client, or reported by a client only; "no change" when inside the timing spread.
+std::string Trust(const memory::Neighbor& n) {
+  std::string t = n.verified ? "verified" : n.vouched ? "vouched" : "unverified";
+  return n.no_change ? t + ", no change" : t;
+}
 
 struct Replay {
   memory::PolicyState state;
@@ -82,7 +90,7 @@ Result<Replay> Run(memory::Memory& m, uint64_t session_id, std::optional<uint32_
   for (const auto& r : steps) {
     if (r.id >= horizon) break;
     ps.outcomes.push_back(r.status);
-    ps.gains.push_back(StepGain(r.status, r.speedup_before, r.speedup_after));
+    ps.gains.push_back(r.no_change ? 0.0 : StepGain(r.status, r.speedup_before, r.speedup_after));
   }
   ps.outcomes.resize(ps.history.size(), fb::OutcomeStatus::Ok);
   ps.gains.resize(ps.history.size(), 0.0);
@@ -106,6 +114,7 @@ Result<Replay> Run(memory::Memory& m, uint64_t session_id, std::optional<uint32_
   });
   if (cand.size() > static_cast<size_t>(std::max(0, o.neighbors)))
     cand.resize(static_cast<size_t>(std::max(0, o.neighbors)));
+  std::map<std::string, uint32_t> clients;
   for (const auto& [sim, r] : cand) {
     memory::Neighbor n;
     n.transition_id = r->id;
@@ -117,7 +126,14 @@ Result<Replay> Run(memory::Memory& m, uint64_t session_id, std::optional<uint32_
     n.backend_factor = memory::BackendFactor(ps.backend, n.backend, o, &n.cross_backend);
     n.direction_id = r->direction_id;
     n.status = r->status;
-    n.gain = StepGain(r->status, r->speedup_before, r->speedup_after);
+    n.gain = r->no_change ? 0.0 : StepGain(r->status, r->speedup_before, r->speedup_after);
+    n.verified = r->verified;
+    n.vouched = r->vouched;
+    n.no_change = r->no_change;
+    // The client of its session, interned (the per-client bound of client-reported steps).
+    if (auto sess = m.GetSession(r->session_id); sess.ok())
+      n.client = clients.emplace(sess->client, static_cast<uint32_t>(clients.size() + 1))
+                     .first->second;
     n.strategy_ids = r->strategy_ids;
     n.learned_strategy_id = r->learned_strategy_id;
     rp.neighbors.push_back(std::move(n));
@@ -188,7 +204,8 @@ int CmdExplain(Context& c) {
                         {"status", StatusName(n.status)},
                         {"gain", n.gain},
                         {"backend", n.backend},
-                        {"cross_backend", n.cross_backend}});
+                        {"cross_backend", n.cross_backend},
+                        {"trust", Trust(n)}});
     }
     Json out{{"session_id", *sid},
              {"step", rp->state.step},
@@ -239,13 +256,13 @@ int CmdExplain(Context& c) {
   if (!rp->neighbors.empty()) {
     c.out << "\nEvidence (attended transitions, heaviest first):\n";
     Table e({">transition", ">session", ">weight", ">similarity", ">history", "direction", "status",
-             ">gain", "backend"});
+             ">gain", "backend", "trust"});
     for (size_t i = 0; i < rp->neighbors.size() && i < evidence; ++i) {
       const auto& n = rp->neighbors[i];
       e.Add({std::to_string(n.transition_id), std::to_string(n.session_id), Fixed(n.weight, 3),
              Fixed(n.state_similarity, 3), Fixed(n.history_agreement, 2),
              DirName(*dirs, n.direction_id), StatusName(n.status), Fixed(n.gain, 3),
-             n.backend + (n.cross_backend ? " (cross)" : "")});
+             n.backend + (n.cross_backend ? " (cross)" : ""), Trust(n)});
     }
     e.Print(c.out);
   }

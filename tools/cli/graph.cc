@@ -90,10 +90,14 @@ Result<Graph> BuildGraph(Source& src, const GraphOptions& o) {
     HTAM_ASSIGN_OR_RETURN(auto strategies, src.Strategies(expand, "", false));
     for (const auto& s : strategies) {
       std::string id = "s" + std::to_string(s.id);
-      g.nodes.push_back(
-          {id, "strategy", s.name, s.title, s.stats ? *s.stats : fb::GainStats(), s.id});
-      g.edges.push_back(
-          {"d" + std::to_string(expand), id, "contains", s.stats ? *s.stats : fb::GainStats()});
+      // A strategy is drawn by its verified uses; client-reported ones are named apart.
+      const fb::GainStats verified = s.verified_stats ? *s.verified_stats : fb::GainStats();
+      const uint32_t all = s.stats ? s.stats->uses() : 0;
+      std::string title = s.title;
+      if (all > verified.uses())
+        title += " (+" + std::to_string(all - verified.uses()) + " unverified uses)";
+      g.nodes.push_back({id, "strategy", s.name, title, verified, s.id});
+      g.edges.push_back({"d" + std::to_string(expand), id, "contains", verified});
     }
   }
   return g;

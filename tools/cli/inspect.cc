@@ -343,7 +343,9 @@ int CmdTop(Context& c) {
                          {"stats", ToJson(r.stats)},
                          {"mean_gain", MeanGain(r.stats)},
                          {"success_rate", SuccessRate(r.stats)},
-                         {"best_speedup", r.best_speedup}});
+                         {"best_speedup", r.best_speedup},
+                         {"unverified_uses", r.unverified_uses},
+                         {"best_speedup_unverified", r.best_unverified}});
     PrintJson(c, out);
     return kExitOk;
   }
@@ -352,11 +354,14 @@ int CmdTop(Context& c) {
     return kExitOk;
   }
   Table t({"category", "backend", ">rank", "strategy", "direction", ">uses", ">success",
-           ">mean gain", ">best speedup"});
+           ">mean gain", ">best speedup", ">unverified"});
   for (const auto& r : *rows)
     t.Add({r.category, r.backend, std::to_string(r.rank), r.strategy, r.direction,
            std::to_string(r.stats.uses()), Fixed(100 * SuccessRate(r.stats), 0) + "%",
-           GainFactor(MeanGain(r.stats)), Speedup(r.best_speedup)});
+           GainFactor(MeanGain(r.stats)), Speedup(r.best_speedup),
+           r.unverified_uses ? std::to_string(r.unverified_uses) + " (best " +
+                                   Speedup(r.best_unverified) + ")"
+                             : "-"});
   t.Print(c.out);
   return kExitOk;
 }

@@ -441,8 +441,10 @@ Result<std::vector<TopRow>> TopStrategies(Source& src, size_t per_group, uint32_
   std::map<uint64_t, const fb::StrategyT*> by_id;
   for (const auto& s : strategies) by_id[s.id] = &s;
   struct Acc {
-    fb::GainStats stats;
+    fb::GainStats stats;  // verified (or vouched) steps
     double best = 0;
+    uint32_t unverified = 0;  // client-reported steps, kept apart
+    double best_unverified = 0;
   };
   std::map<std::tuple<std::string, std::string, uint64_t>, Acc> acc;
   HTAM_ASSIGN_OR_RETURN(auto sessions, src.Sessions());
@@ -454,7 +456,8 @@ Result<std::vector<TopRow>> TopStrategies(Source& src, size_t per_group, uint32_
           category.count(r.task_id) ? category[r.task_id] : (r.state ? r.state->category : "");
       std::set<uint64_t> credited(r.strategy_ids.begin(), r.strategy_ids.end());
       if (r.learned_strategy_id) credited.insert(r.learned_strategy_id);
-      double gain = StepGain(r.status, r.speedup_before, r.speedup_after);
+      double gain = r.no_change ? 0.0 : StepGain(r.status, r.speedup_before, r.speedup_after);
+      const bool trusted = r.verified || r.vouched;
       bool success = r.status == fb::OutcomeStatus::Ok && gain > 1e-9;
       fb::GainStats one(1, success, r.status == fb::OutcomeStatus::CompileError,
                         r.status == fb::OutcomeStatus::Incorrect ||
@@ -465,6 +468,12 @@ Result<std::vector<TopRow>> TopStrategies(Source& src, size_t per_group, uint32_
                         gain, gain * gain, gain);
       for (uint64_t id : credited) {
         Acc& a = acc[{cat, r.backend, id}];
+        if (!trusted) {
+          a.unverified++;
+          if (r.status == fb::OutcomeStatus::Ok)
+            a.best_unverified = std::max(a.best_unverified, static_cast<double>(r.speedup_after));
+          continue;
+        }
         a.stats = AddStats(a.stats, one);
         if (r.status == fb::OutcomeStatus::Ok)
           a.best = std::max(a.best, static_cast<double>(r.speedup_after));
@@ -473,7 +482,7 @@ Result<std::vector<TopRow>> TopStrategies(Source& src, size_t per_group, uint32_
   }
   std::map<std::pair<std::string, std::string>, std::vector<TopRow>> groups;
   for (const auto& [k, a] : acc) {
-    if (a.stats.uses() < min_uses) continue;
+    if (a.stats.uses() < min_uses && a.unverified < min_uses) continue;
     TopRow row;
     std::tie(row.category, row.backend, row.strategy_id) = k;
     auto it = by_id.find(row.strategy_id);
@@ -481,6 +490,8 @@ Result<std::vector<TopRow>> TopStrategies(Source& src, size_t per_group, uint32_
     row.direction = it == by_id.end() ? "" : DirName(dirs, it->second->direction_id);
     row.stats = a.stats;
     row.best_speedup = a.best;
+    row.unverified_uses = a.unverified;
+    row.best_unverified = a.best_unverified;
     groups[{row.category, row.backend}].push_back(row);
   }
   std::vector<TopRow> out;

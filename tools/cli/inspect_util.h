@@ -71,10 +71,13 @@ struct TopRow {
   int rank = 0;
   uint64_t strategy_id = 0;
   std::string strategy, direction;
-  fb::GainStats stats;
-  double best_speedup = 0;
+  fb::GainStats stats;      // over verified (or vouched) steps: what ranks the row
+  double best_speedup = 0;  // of those steps
+  uint32_t unverified_uses = 0;  // client-reported steps crediting it, not in stats
+  double best_unverified = 0;    // the best speedup those reported
 };
-// Per (category, backend): the strategies credited by evaluated steps, best mean gain first.
+// Per (category, backend): the strategies credited by evaluated steps, best mean gain of the
+// verified ones first; client-reported steps are counted apart and never rank a row.
 Result<std::vector<TopRow>> TopStrategies(Source& src, size_t per_group, uint32_t min_uses);
 
 // log(after / before) of an Ok step with positive speedups; 0 otherwise (as the memory counts it).

@@ -72,6 +72,11 @@ from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, T
                         strategy_bound)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
+# The client the benchmark's sessions name: they replay outcomes htam's gate measured when the
+# table was built, so every htamd of the benchmark vouches for it (memory.trusted_clients); the
+# poisoning run's adversary is another client, never vouched for.
+BENCH_CLIENT = "htam-bench world"
+POISON_CLIENT = "adversary"
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound")
 FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
 
@@ -202,7 +207,7 @@ class DaemonPolicy(Policy):
     def begin(self, task, budget):
         self.task = task
         self.session = self.d.open_session(task.name, task.family.backend, budget=budget,
-                                           client="htam-bench world", model="world").session_id
+                                           client=BENCH_CLIENT, model="world").session_id
 
     def choose(self, session):
         # The derived bottleneck uses the H100's ceilings: none for another backend's tasks.
@@ -323,6 +328,37 @@ class Memory:
         return HtamdProcess(self.htamd, data_dir, self.tasks_dir, options=options or {},
                             cwd=wf.REPO)
 
+    def poison(self, data_dir: str, tasks: Sequence[TaskView], records: int,
+               options: Dict[str, str]) -> None:
+        """One adversarial client (not vouched for) sends `records` unverified Records of fake
+        gains on `tasks` into the store at data_dir: the direction and strategy the seed ranks
+        lowest for the tasks' kernels, claimed 20x faster each time, with a summary that would
+        become advice if the memory learned from it."""
+        opts = {"memory.policy_seed": "0"}
+        opts.update(options)
+        from .model import OutcomeView
+        with self._proc(data_dir, opts) as proc:
+            d = proc.client()
+            try:
+                sessions = {}
+                for i in range(records):
+                    t = tasks[i % len(tasks)]
+                    if t.name not in sessions:
+                        sid = d.open_session(t.name, t.family.backend, budget=records,
+                                             client=POISON_CLIENT, model="adversary").session_id
+                        step = d.next_step(sid)
+                        low = [x for x in step.scores if not x.masked][-1]
+                        ids = [s.id for s in d.strategies(low.id)][:1]
+                        sessions[t.name] = (sid, low.id, ids)
+                    sid, direction, ids = sessions[t.name]
+                    speed = 20.0 + i  # every report beats the last
+                    out = OutcomeView(status="ok", speedup=speed, best_speedup=speed,
+                                      verified=False, median_us=1.0)
+                    d.record(sid, direction, ids, "adversary: rewrite the kernel as one launch "
+                             "of eight unrolled passes (" + str(i) + ")", out, "")
+            finally:
+                d.close_connection()
+
     def train(self, data_dir: str, tasks: Sequence[TaskView], budget: int, seed: int,
               options: Dict[str, str]) -> Tuple[Dict[str, int], List[dict]]:
         """Sessions of the full policy on `tasks` into a fresh store at data_dir."""
@@ -391,7 +427,8 @@ def run_benchmark(a, log) -> List[RunResult]:
         evaluated = [f for f in evaluated if f in a.only_families]
     work = a.work or tempfile.mkdtemp(prefix="htam-world-bench-")
     os.makedirs(work, exist_ok=True)
-    options = dict(kv.split("=", 1) for kv in (a.option or []))
+    options = {} if getattr(a, "no_vouch", False) else {"memory.trusted_clients": BENCH_CLIENT}
+    options.update(dict(kv.split("=", 1) for kv in (a.option or [])))
     # --variant NAME:key=value,key=value: the full policy on the same memory with other options.
     variants = {}
     for v in a.variant or []:
@@ -422,6 +459,8 @@ def run_benchmark(a, log) -> List[RunResult]:
                      and (not a.train_families or t.family.name in a.train_families)
                      and (not a.train_backends or t.family.backend in a.train_backends)]
             _, st = mem.train(base, train, a.budget, 0, options)
+            if getattr(a, "poison", 0):  # after the flat list's statistics: it reads them here
+                mem.poison(base, tasks if a.leave == "family" else [task], a.poison, options)
             log(f"world: memory without {fam if a.leave == 'family' else task.name}: "
                 f"{len(train)} training sessions, {time.monotonic() - t0:.0f} s")
             return st
@@ -499,6 +538,19 @@ def _policies(results: List[RunResult]) -> List[str]:
     return [p for p in ALL_POLICIES if p in seen] + sorted(seen - set(ALL_POLICIES))
 
 
+def bootstrap_ci(xs: Sequence[float], reps: int = 2000, seed: int = 12345,
+                 level: float = 0.95) -> Tuple[float, float]:
+    """Percentile bootstrap interval of the mean of xs (runs resampled with replacement)."""
+    if not xs:
+        return (0.0, 0.0)
+    rng = random.Random(seed)
+    n = len(xs)
+    means = sorted(sum(xs[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
+    lo = means[int((1 - level) / 2 * reps)]
+    hi = means[min(reps - 1, int((1 + level) / 2 * reps))]
+    return (lo, hi)
+
+
 def summarize(results: List[RunResult]) -> List[dict]:
     rows = []
     for p in _policies(results):
@@ -514,6 +566,7 @@ def summarize(results: List[RunResult]) -> List[dict]:
             "policy": p, "runs": len(rs),
             "errors": sum(1 for r in results if r.policy == p and r.error),
             "steps_to_5pct_at_6": statistics.mean(steps6),
+            "steps_to_5pct_at_6_ci95": bootstrap_ci(steps6),
             "steps_to_5pct_at_12": statistics.mean(steps12),
             "reached_at_6": sum(s <= 6 for s in steps6) / len(rs),
             "reached_at_12": sum(r.steps_to_5 is not None for r in rs) / len(rs),
@@ -547,11 +600,13 @@ def live_agreement(live: List[dict]) -> dict:
 
 
 def markdown(rows: List[dict]) -> str:
-    out = ["| policy | runs | steps to 5 % (B=6) | steps to 5 % (B=12) | reached 6 / 12 | "
-           "geomean best @6 | geomean best @12 | regret area | failed | n/a |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| policy | runs | steps to 5 % (B=6) | 95 % interval | steps to 5 % (B=12) | "
+           "reached 6 / 12 | geomean best @6 | geomean best @12 | regret area | failed | n/a |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        lo, hi = r.get("steps_to_5pct_at_6_ci95", (0.0, 0.0))
         out.append(f"| {r['policy']} | {r['runs']} | {r['steps_to_5pct_at_6']:.2f} | "
+                   f"{lo:.2f}–{hi:.2f} | "
                    f"{r['steps_to_5pct_at_12']:.2f} | {r['reached_at_6']:.0%} / "
                    f"{r['reached_at_12']:.0%} | {r['geo_speedup_at_6']:.2f}x | "
                    f"{r['geo_speedup_at_12']:.2f}x | {r['regret_area']:.3f} | "
@@ -570,6 +625,55 @@ def svg_plot(results: List[RunResult], title: str) -> str:
         rs = [r for r in results if r.policy == p and r.best_at]
         curves[p] = [1.0] + [_geo([best_after(r, k) for r in rs]) for k in range(1, b + 1)]
     return svg_curves(curves, title)
+
+
+def curve_families(count: str, split: str, evaluated: Sequence[str]) -> List[str]:
+    """The first `count` development families in a fixed order (drawn once with seed 0 from the
+    split's development families), never an evaluated family; "all": every other family."""
+    dev, held = load_split(split)
+    if count == "all":
+        return []  # the benchmark's default: every family but the evaluated one
+    order = sorted(dev)
+    random.Random(0).shuffle(order)
+    order = [f for f in order if f not in evaluated]
+    return order[: int(count)]
+
+
+def learning_curve(a, log) -> int:
+    """Steps to within 5 % (budget 6) against the number of training families."""
+    counts = [c.strip() for c in a.learning_curve.split(",") if c.strip()]
+    dev, held = load_split(a.split)
+    evaluated = held if a.on == "held-out" else dev if a.on == "dev" else a.on.split(",")
+    points = []
+    for c in counts:
+        a.train_families = curve_families(c, a.split, evaluated)
+        t0 = time.monotonic()
+        rows = summarize(run_benchmark(a, log))
+        log(f"world: learning curve, {c} training families ({', '.join(a.train_families) or 'all'})"
+            f": {time.monotonic() - t0:.0f} s")
+        points.append({"families": c, "train": list(a.train_families), "summary": rows})
+    pols = [r["policy"] for r in points[0]["summary"]] if points else []
+    out = ["| training families | " + " | ".join(f"{p} (B=6) [95 % interval]" for p in pols) + " |",
+           "|---|" + "---|" * len(pols)]
+    for pt in points:
+        cells = []
+        for p in pols:
+            r = next((x for x in pt["summary"] if x["policy"] == p), None)
+            lo, hi = r["steps_to_5pct_at_6_ci95"] if r else (0, 0)
+            cells.append(f"{r['steps_to_5pct_at_6']:.2f} [{lo:.2f}–{hi:.2f}]" if r else "-")
+        out.append(f"| {pt['families']} | " + " | ".join(cells) + " |")
+    md = "\n".join(out)
+    print(f"world bench learning curve, leave one {a.leave} out, on {a.on} ({len(a.seeds)} seeds, "
+          f"budget {a.budget})\n")
+    print(md)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out + ".json", "w") as f:
+            json.dump({"args": {k: v for k, v in vars(a).items() if k != "live_outcomes"},
+                       "curve": points}, f, indent=0)
+        with open(a.out + ".md", "w") as f:
+            f.write(md + "\n")
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -618,12 +722,25 @@ def main(argv: Optional[List[str]] = None) -> int:
                             f"{H100_ROOFLINE.launch_us:g}",
                     help="MEMORY_PCT,COMPUTE_PCT,LAUNCH_US of --bottleneck-state (default: "
                          "htamd's eval.cuda_profile_* thresholds)")
+    ap.add_argument("--poison", type=int, default=0,
+                    help="after training, one adversarial client (not vouched for) Records this "
+                         "many unverified fake gains on the evaluated family's tasks")
+    ap.add_argument("--no-vouch", action="store_true",
+                    help="do not vouch for the benchmark's own client (its replayed outcomes are "
+                         "then unverified evidence; also for an htamd without the option)")
+    ap.add_argument("--learning-curve", default="",
+                    help="COUNTS, e.g. 1,2,4,8,all: run the policies once per count with the "
+                         "memory trained on that many development families (a fixed order drawn "
+                         "from the split; never the evaluated family), and report steps against "
+                         "the count")
     a = ap.parse_args(argv)
     a.policies = [p for p in a.policies.split(",") if p]
     a.seeds = list(range(a.seeds))
     a.live_outcomes = []
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.monotonic()
+    if a.learning_curve:
+        return learning_curve(a, log)
     results = run_benchmark(a, log)
     rows = summarize(results)
     md = markdown(rows)
