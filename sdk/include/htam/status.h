@@ -1,5 +1,6 @@
 // Status and Result<T>: errors are values. No exception crosses a module boundary; code that
-// calls a throwing library catches at the adapter and returns a Status.
+// calls a throwing library catches at the adapter and returns a Status. Public: the C++ SDK's
+// calls return them (htam/client.h), and every part of htam uses the same type (base/status.h).
 // Thread-safety: immutable values, safe to share after construction.
 #pragma once
 
