@@ -26,11 +26,15 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .shipped import find_shared_file
+
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u8": 1}
 DTYPE_MACROS = {"f16": "DT_F16", "bf16": "DT_BF16"}
 # The source tree (the package resolved through the build tree's link to it).
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
-DEFAULT_FAMILIES = os.path.join(REPO, "configs", "world", "families")
+# Shipped: <prefix>/share/htam/world/families (htam.paths; a build tree links it there).
+DEFAULT_FAMILIES = (find_shared_file("world/families")
+                    or os.path.join(REPO, "configs", "world", "families"))
 # The backends a family can target: the candidate files' extension and the template's default name.
 BACKEND_EXT = {"cuda": ".cu", "cpu": ".cpp"}
 DEFAULT_TEMPLATE = {"cuda": "kernel.cu", "cpu": "kernel.cc"}
