@@ -47,10 +47,9 @@ struct Args {
 };
 
 po::options_description Describe(Args* a) {
-  const std::string self = fs::path(htam::bench::SelfExe()).parent_path().string();
   a->tasks_dir = htam::ShippedPath("", "tasks");
-  a->htamd = self + "/../../daemon/htamd";
-  a->worker = self + "/../../daemon/eval/worker/htam-worker";
+  a->htamd = htam::FindExecutable("htamd");
+  a->worker = htam::FindExecutable("htam-worker");
   po::options_description d;
   auto add = d.add_options();
   add("backend", po::value(&a->backend)->default_value(a->backend)->value_name("B"),
@@ -70,12 +69,12 @@ po::options_description Describe(Args* a) {
       "worker i sees only GPU i (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)");
   add("htamd",
       po::value(&a->htamd)
-          ->default_value(a->htamd, "../../daemon/htamd from this binary")
+          ->default_value(a->htamd, "the shipped one (base/paths.h)")
           ->value_name("PATH"),
       "the daemon binary");
   add("worker",
       po::value(&a->worker)
-          ->default_value(a->worker, "../../daemon/eval/worker/htam-worker from this binary")
+          ->default_value(a->worker, "the shipped one (base/paths.h)")
           ->value_name("PATH"),
       "the worker binary");
   add("worker-args", po::value(&a->worker_args)->value_name("\"A\""),
