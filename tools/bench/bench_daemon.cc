@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/paths.h"
 #include "daemon/config/config.h"
 #include "daemon/memory/memory.h"
 #include "daemon/server/codec.h"
@@ -310,9 +311,7 @@ int RunDaemonBench(int argc, char** argv) {
   Count records_n{100000}, learned_n{0}, seconds_n{5}, port_n{17800 + getpid() % 100},
       read_threads_n;
   CountList clients_n{{1, 8, 32}};
-  std::string htamd = (fs::path(htam::bench::SelfExe()).parent_path() / "../../daemon/htamd")
-                          .lexically_normal()
-                          .string();
+  std::string htamd = htam::FindExecutable("htamd");
   std::string dir, ops_list = "next_step,record";
   std::vector<std::string> options;
   po::options_description d;
@@ -333,7 +332,7 @@ int RunDaemonBench(int argc, char** argv) {
       "is reused when it already holds enough records)");
   add("htamd",
       po::value(&htamd)
-          ->default_value(htamd, "../../daemon/htamd from this binary")
+          ->default_value(htamd, "the shipped one (base/paths.h)")
           ->value_name("PATH"),
       "the daemon binary");
   add("read-threads", po::value(&read_threads_n)->value_name("N"),
