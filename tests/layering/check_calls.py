@@ -51,8 +51,6 @@ EXCEPTIONS = {
     ("daemon/eval/kernelbench/kb_candidate.cc", "starts a process"),
     ("daemon/eval/kernelbench/kernelbench.cc", "starts a process"),
     ("daemon/memory/vector_index.cc", "renames a file"),
-    ("tools/bench/bench_daemon.cc", "starts a process"),
-    ("tools/bench/bench_workers.cc", "starts a process"),
     ("tools/bench/python_launch.cc", "starts a process"),
     ("tools/cli/cli.cc", "parses options with Boost directly"),
     ("tools/cli/exchange.cc", "renames a file"),

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/paths.h"
+#include "base/process.h"
 #include "daemon/config/config.h"
 #include "daemon/memory/memory.h"
 #include "daemon/server/codec.h"
@@ -385,27 +386,19 @@ int RunDaemonBench(int argc, char** argv) {
   Populate(config, records, learned);
 
   // The daemon, on loopback TCP, without evaluation workers' output in our way.
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::string log = dir + "/htamd.log";
-    FILE* lf = fopen(log.c_str(), "a");
-    if (lf) {
-      dup2(fileno(lf), 1);
-      dup2(fileno(lf), 2);
-    }
-    std::vector<std::string> args = {htamd,    "--general.data_dir",  dir,   "--server.bind",
-                                     endpoint, "--general.log_level", "warn"};
-    if (!read_threads.empty()) {
-      args.push_back("--server.read_threads");
-      args.push_back(read_threads);
-    }
-    args.insert(args.end(), htamd_options.begin(), htamd_options.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+  std::vector<std::string> args = {htamd,    "--general.data_dir",  dir,   "--server.bind",
+                                   endpoint, "--general.log_level", "warn"};
+  if (!read_threads.empty()) {
+    args.push_back("--server.read_threads");
+    args.push_back(read_threads);
   }
+  args.insert(args.end(), htamd_options.begin(), htamd_options.end());
+  auto started = htam::StartBackground(args, dir + "/htamd.log");
+  if (!started.ok()) {
+    std::fprintf(stderr, "htam-bench daemon: %s\n", started.status().message().c_str());
+    return 1;
+  }
+  const pid_t pid = *started;
   bool ready = false;
   for (int i = 0; i < 600 && !ready; ++i) {
     htam::ClientOptions o;
@@ -456,9 +449,7 @@ int RunDaemonBench(int argc, char** argv) {
   }
   out["phases"] = phases;
   AnswerSize(endpoint, &out);
-  kill(pid, SIGTERM);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  const int st = htam::StopBackground(pid, /*grace_ms=*/600000);
   out["daemon_exit"] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   if (temp) fs::remove_all(dir);
   std::printf("%s\n", out.dump().c_str());
