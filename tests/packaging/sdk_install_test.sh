@@ -2,7 +2,7 @@
 # The installed C++ SDK as a client project gets it: `cmake --install --component htam-dev` into a
 # temporary prefix, a project outside the tree (sdk_client/) configured with find_package(htam)
 # against that prefix alone, built, and run: against an endpoint where no daemon listens (a
-# Timeout, as a Status of the SDK's own header) and against a live htamd (its Hello answer).
+# Status Unavailable, of the SDK's own header) and against a live htamd (its Hello answer).
 #   usage: sdk_install_test.sh BUILD_DIR HTAMD
 set -euo pipefail
 BUILD=$1 HTAMD=$2
@@ -25,7 +25,7 @@ cmake --build "$T/client" > "$T/build.log" 2>&1 || { cat "$T/build.log"; fail "b
 ldd "$T/client/sdk_client" | grep -q "$T/prefix/.*libhtam_client.so" ||
   { ldd "$T/client/sdk_client"; fail "the client does not use the installed libhtam_client.so"; }
 
-"$T/client/sdk_client" "ipc://$T/nobody.sock" timeout || fail "no daemon: expected a Timeout"
+"$T/client/sdk_client" "ipc://$T/nobody.sock" unavailable || fail "no daemon: expected Unavailable"
 
 mkdir -p "$T/data"
 "$HTAMD" --general.data_dir "$T/data" --server.bind "ipc://$T/htamd.sock" --eval.backends cpu \
