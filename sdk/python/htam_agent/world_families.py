@@ -123,7 +123,8 @@ def _read_json(path: str) -> dict:
 
 def load_taxonomy(path: Optional[str] = None) -> Dict[str, set]:
     """direction -> set of strategy names, from the seed taxonomy."""
-    t = _read_json(path or os.path.join(REPO, "configs", "seed_taxonomy.json"))
+    t = _read_json(path or find_shared_file("seed_taxonomy.json")
+                   or os.path.join(REPO, "configs", "seed_taxonomy.json"))
     return {d["name"]: {s["name"] for s in d["strategies"]} for d in t["directions"]}
 
 
