@@ -37,6 +37,11 @@ std::string FindLibFile(const std::string& relative);
 // <ancestor>/lib/htam/<name> (htam-eval-worker). The canonical path, or "" if none exists.
 std::string FindExecutable(const std::string& name);
 
+// The installed configuration file <name> (htamd.conf, worker.conf): <prefix>/etc/htam/<name>
+// of the running binary's prefix, /etc/htam/<name> for the /usr prefix (Debian). Returns the
+// path if the file exists, else "" (a build tree has none).
+std::string FindConfigFile(const std::string& name);
+
 // A configured path of a shipped file: `configured` when it is not empty (as given), else
 // FindSharedFile(shipped); if nothing is found, the install location that was looked for first
 // (<exe>/../share/htam/<shipped>), so that error messages name a useful path.

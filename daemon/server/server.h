@@ -125,6 +125,7 @@ class Server {
   };
   struct Job {
     uint64_t job_id = 0, session_id = 0, direction_id = 0;
+    uint64_t request_id = 0;  // of the Submit (its log lines carry it); 0 for a resumed job
     std::vector<uint64_t> strategy_ids;
     std::string summary, language, source, candidate_hash;
     int64_t submitted_ms = 0;
@@ -144,7 +145,8 @@ class Server {
   void ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st);
 
   // Runs `work` on a reader thread (or inline without readers); its reply goes to `peer`.
-  void RunRead(const Peer& peer, std::function<std::string()> work) EXCLUDES(read_mu_);
+  void RunRead(const Peer& peer, uint64_t request_id, std::function<std::string()> work)
+      EXCLUDES(read_mu_);
   void ReaderLoop() EXCLUDES(read_mu_, results_mu_);
   void SendReadyReplies() EXCLUDES(results_mu_);
   std::string NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
