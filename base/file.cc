@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -84,6 +85,34 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
   if (rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename " + tmp + " onto " + path);
   const size_t slash = path.find_last_of('/');
   return SyncPath(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+}
+
+Status PublishDir(const std::string& dir, const std::function<Status(const std::string&)>& fill,
+                  mode_t mode) {
+  std::string staging = dir + ".tmp.XXXXXX";
+  if (!mkdtemp(staging.data()))
+    return Status::IOError("cannot create " + staging + ": " + std::strerror(errno));
+  auto discard = [&staging] {
+    std::error_code ec;
+    std::filesystem::remove_all(staging, ec);
+  };
+  if (chmod(staging.c_str(), mode) != 0) {
+    const Status s = Status::IOError("cannot chmod " + staging + ": " + std::strerror(errno));
+    discard();
+    return s;
+  }
+  if (Status s = fill(staging); !s.ok()) {
+    discard();
+    return s;
+  }
+  if (rename(staging.c_str(), dir.c_str()) != 0) {
+    const int err = errno;
+    discard();
+    struct stat st;
+    if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::OK();  // published
+    return Status::IOError("cannot rename " + staging + " to " + dir + ": " + std::strerror(err));
+  }
+  return Status::OK();
 }
 
 }  // namespace htam

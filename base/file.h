@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -37,5 +38,13 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
 
 // fsync of a file or a folder (a folder after a rename in it, so that the new name is durable).
 Status SyncPath(const std::string& path);
+
+// Publishes the folder `dir` whole or not at all: a staging folder beside it with a unique name
+// (`dir` + ".tmp." + six random characters, mode `mode`), filled by `fill(staging)`, then renamed
+// to `dir`. When `dir` exists already (another process published the same content first), the
+// staging folder is removed and the call succeeds. The staging folder is removed on any failure;
+// `fill`'s error is returned as it is, IOError names a step of this function that failed.
+Status PublishDir(const std::string& dir, const std::function<Status(const std::string&)>& fill,
+                  mode_t mode = 0755);
 
 }  // namespace htam

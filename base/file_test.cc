@@ -1,5 +1,5 @@
 // Whole-file writes that replace a file at once: content, mode, no temporary left behind, and a
-// clear error where the folder is missing.
+// clear error where the folder is missing. Folders published whole (PublishDir).
 #include "base/file.h"
 
 #include <dirent.h>
@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,8 @@ class WriteFileAtomicTest : public ::testing::Test {
     ASSERT_TRUE(MakeDirs(dir_, 0755).ok());
   }
   void TearDown() override {
-    for (const auto& n : Names()) unlink((dir_ + "/" + n).c_str());
-    rmdir(dir_.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
   }
   std::vector<std::string> Names() const {
     std::vector<std::string> names;
@@ -71,6 +72,33 @@ TEST_F(WriteFileAtomicTest, SyncPathTakesFilesAndFolders) {
   EXPECT_TRUE(SyncPath(dir_).ok());
   Status s = SyncPath(dir_ + "/missing");
   EXPECT_EQ(s.code(), Status::Code::kIOError);
+}
+
+TEST_F(WriteFileAtomicTest, PublishDirShowsTheWholeFolderOrNothing) {
+  const std::string dir = dir_ + "/task-1";
+  ASSERT_TRUE(PublishDir(dir, [](const std::string& staging) {
+                return WriteFileAtomic(staging + "/task.json", "{}");
+              }).ok());
+  std::string text;
+  EXPECT_TRUE(ReadWholeFile(dir + "/task.json", &text));
+  EXPECT_EQ(text, "{}");
+  EXPECT_EQ(Names(), std::vector<std::string>{"task-1"});  // no staging folder left
+
+  // A fill that fails: its error, and neither the folder nor its staging folder.
+  Status s = PublishDir(dir_ + "/task-2", [](const std::string& staging) {
+    EXPECT_TRUE(WriteFileAtomic(staging + "/part", "x").ok());
+    return Status::IOError("disk full");
+  });
+  EXPECT_EQ(s.message(), "disk full");
+  EXPECT_EQ(Names(), std::vector<std::string>{"task-1"});
+
+  // Published first by someone else: this one succeeds and leaves theirs as it is.
+  ASSERT_TRUE(PublishDir(dir, [](const std::string& staging) {
+                return WriteFileAtomic(staging + "/task.json", "other");
+              }).ok());
+  EXPECT_TRUE(ReadWholeFile(dir + "/task.json", &text));
+  EXPECT_EQ(text, "{}");
+  EXPECT_EQ(Names(), std::vector<std::string>{"task-1"});
 }
 
 }  // namespace

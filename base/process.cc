@@ -217,4 +217,53 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
   return RunProcess(argv, o);
 }
 
+Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::string& log_path,
+                              const std::vector<std::string>& extra_env) {
+  if (argv.empty()) return Status::InvalidArgument("StartBackground: no command");
+  // Everything the child needs is made before fork: after it, only async-signal-safe calls.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_store = ChildEnvironment(extra_env);
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int log_fd = -1;
+  if (!log_path.empty()) {
+    log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0)
+      return Status::IOError("cannot open " + log_path + ": " + std::strerror(errno));
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    if (log_fd >= 0) close(log_fd);
+    return Status::IOError(std::string("fork: ") + std::strerror(err));
+  }
+  if (pid == 0) {
+    if (log_fd >= 0) {
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
+    }
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  if (log_fd >= 0) close(log_fd);
+  return pid;
+}
+
+int StopBackground(pid_t pid, int grace_ms) {
+  if (pid <= 0) return -1;
+  kill(pid, SIGTERM);
+  int status = 0;
+  for (int waited = 0; waited < grace_ms; waited += 50) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  return waitpid(pid, &status, 0) == pid ? status : -1;
+}
+
 }  // namespace htam

@@ -5,6 +5,8 @@
 // Thread-safety: RunProcess is safe to call from several threads at once.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -58,5 +60,16 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
                                  double timeout_s, size_t max_output = 1 << 20,
                                  const std::vector<std::string>& extra_env = {});
+
+// A process left running in the background (a daemon a benchmark drives): argv[0] is a path, its
+// stdout and stderr are appended to `log_path` ("" keeps this process's), `extra_env` entries
+// ("NAME=value") are added to its environment. It stays in this process's group. Returns its pid;
+// IOError when no process can be made. An argv[0] that cannot be executed ends it with status 127.
+Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::string& log_path,
+                              const std::vector<std::string>& extra_env = {});
+
+// Stops a process of StartBackground: SIGTERM, then SIGKILL when it has not ended after
+// `grace_ms`; reaps it. Returns its wait status, or -1 when `pid` is not a child of this process.
+int StopBackground(pid_t pid, int grace_ms = 10000);
 
 }  // namespace htam

@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 
 namespace htam {
 namespace {
@@ -129,6 +133,38 @@ TEST(RunProcess, ADescendantHoldingTheOutputOpenIsNotWaitedFor) {
   ASSERT_GT(left, 0) << r->output;
   EXPECT_EQ(getpgid(left), getpgrp());  // own_group = false: it stayed in ours
   kill(left, SIGKILL);
+}
+
+TEST(StartBackground, RunsWithItsLogAndEnvironmentUntilStopped) {
+  const std::string log = ::testing::TempDir() + "/background_" + std::to_string(getpid()) + ".log";
+  std::remove(log.c_str());
+  auto pid = StartBackground({"/bin/sh", "-c", "echo started $HTAM_BG_TEST; exec sleep 60"}, log,
+                             {"HTAM_BG_TEST=yes"});
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  std::string text;
+  for (int i = 0; i < 200 && text.find("started yes") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  EXPECT_NE(text.find("started yes"), std::string::npos) << text;
+  EXPECT_EQ(kill(*pid, 0), 0);  // still running
+  const int status = StopBackground(*pid, 5000);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_EQ(StopBackground(*pid), -1);  // reaped: no longer a child
+  std::remove(log.c_str());
+}
+
+TEST(StartBackground, AMissingProgramEndsWith127AndAnUnopenableLogIsAnError) {
+  auto pid = StartBackground({"/no/such/program"}, "");
+  ASSERT_TRUE(pid.ok());
+  int status = 0;
+  ASSERT_EQ(waitpid(*pid, &status, 0), *pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+  auto bad = StartBackground({"/bin/true"}, "/no/such/folder/log");
+  EXPECT_EQ(bad.status().code(), Status::Code::kIOError);
 }
 
 }  // namespace

@@ -134,4 +134,12 @@ struct Pool {
 
 #undef HTAM_OPTION
 
+// A section's defaults as the table gives them, read once: where an options struct of a component
+// needs a default for a field, it takes it from here, so that no default is written twice.
+template <class Section>
+const Section& TableDefaults() {
+  static const Section defaults = Section::From(Config::Defaults());
+  return defaults;
+}
+
 }  // namespace htam::config

@@ -51,14 +51,6 @@ bool IsFile(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string ExeDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, size_t(n));
-  return p.substr(0, p.rfind('/'));
-}
-
 std::string MakeAbsolute(const std::string& p) {
   if (p.empty() || p[0] == '/') return p;
   char buf[4096];
@@ -151,6 +143,20 @@ class EvaluatorImpl : public Evaluator {
   // Moves the first queued job that slot `s` can run into *p; false if there is none.
   bool TakeJob(const Slot& s, Pending* p) REQUIRES(mu_);
   EvalResult RunJob(Slot* s, const EvalJob& job) EXCLUDES(mu_);
+  // RunJob's steps: a worker for the slot (started when there is none, or when a KernelBench job
+  // needs one with a runner); the job's frame; sent to the worker (one fresh worker and one more
+  // try when the idle one died); the worker's answer awaited within each stage's limit and the
+  // job's (returns whether the worker serves on); its result taken; the cache entries sealed.
+  Status EnsureWorker(Slot* s, bool kb_worker);
+  std::string WorkerFrame(const EvalJob& job) const;
+  Status SendJob(Slot* s, const std::string& frame);
+  std::chrono::seconds StageLimit(const std::string& stage) const;
+  std::string TimeoutMessage(const std::string& stage) const;
+  bool AwaitAnswer(WorkerProcess* w, const EvalJob& job, bool ahead, EvalResult* r,
+                   std::string* stage) EXCLUDES(mu_);
+  bool TakeResult(WorkerProcess* w, const EvalJob& job, bool ahead, const json& frame,
+                  EvalResult* r);
+  void SealCacheEntries() const;
   std::unique_ptr<fb::GateSpecT> GateSpec() const;
   std::unique_ptr<fb::ProfileRequestT> ProfileRequest() const;
   void Count(fb::OutcomeStatus st) EXCLUDES(mu_);
@@ -381,23 +387,17 @@ std::vector<std::string> EvaluatorImpl::ReferenceCompileArgs(const std::string& 
 }
 
 Status EvaluatorImpl::Init() {
-  const std::string exe = ExeDir();
-  // Worker binary.
-  std::vector<std::string> worker_candidates;
-  if (!opt_.worker_path.empty())
-    worker_candidates.push_back(opt_.worker_path);
-  else
-    worker_candidates = {exe + "/htam-eval-worker", exe + "/../lib/htam/htam-eval-worker",
-                         exe + "/eval/htam-eval-worker", exe + "/../daemon/eval/htam-eval-worker",
-                         std::string(HTAM_BUILD_DIR) + "/daemon/eval/htam-eval-worker"};
-  for (const auto& c : worker_candidates)
-    if (IsFile(c)) {
-      worker_path_ = MakeAbsolute(c);
-      break;
-    }
+  // Worker binary: configured, else shipped (base/paths.h).
+  if (!opt_.worker_path.empty()) {
+    if (IsFile(opt_.worker_path)) worker_path_ = MakeAbsolute(opt_.worker_path);
+  } else {
+    worker_path_ = FindExecutable("htam-eval-worker");
+  }
   if (worker_path_.empty())
     return Status::NotFound("htam-eval-worker not found (set eval.worker_path); looked at " +
-                            worker_candidates.front());
+                            (opt_.worker_path.empty()
+                                 ? ExecutableDir() + "/../lib/htam/htam-eval-worker"
+                                 : opt_.worker_path));
   sdk_include_ = MakeAbsolute(ShippedPath(opt_.sdk_include_dir, "include"));
   if (!opt_.cache_dir.empty()) {
     opt_.cache_dir = MakeAbsolute(opt_.cache_dir);
@@ -413,32 +413,8 @@ Status EvaluatorImpl::Init() {
     if (geteuid() == 0 && !ev_.sandbox_user.empty()) chmod(KbBuildCache().c_str(), 01733);
   }
   if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir, 0755));
-  // Plugins.
-  std::vector<std::string> dirs;
-  if (!opt_.plugin_dir.empty())
-    dirs.push_back(opt_.plugin_dir);
-  else
-    dirs = {exe,
-            exe + "/plugins",
-            exe + "/../lib/htam/backends",
-            std::string(HTAM_BUILD_DIR) + "/backends/cpu",
-            std::string(HTAM_BUILD_DIR) + "/backends/cuda",
-            std::string(HTAM_BUILD_DIR) + "/backends/hip"};
-  std::map<std::string, std::string> found;
-  for (const auto& d : dirs) {
-    DIR* dir = opendir(d.c_str());
-    if (!dir) continue;
-    while (dirent* e = readdir(dir)) {
-      std::string n = e->d_name;
-      const std::string pre = "libhtam_backend_", suf = ".so";
-      if (n.rfind(pre, 0) != 0 || n.size() <= pre.size() + suf.size() ||
-          n.compare(n.size() - suf.size(), suf.size(), suf) != 0)
-        continue;
-      std::string name = n.substr(pre.size(), n.size() - pre.size() - suf.size());
-      if (!found.count(name)) found[name] = MakeAbsolute(d + "/" + n);
-    }
-    closedir(dir);
-  }
+  // Plugins: the one search (base/paths.h).
+  const std::map<std::string, std::string> found = FindPlugins(opt_.plugin_dir);
   if (ev_.host_memory_limit_mb > 0 && ev_.memory_cgroup != "off") {
     if (ev_.memory_cgroup != "auto")
       return Status::InvalidArgument("eval.memory_cgroup must be auto or off, not " +
@@ -683,153 +659,23 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   const bool ahead = CompiledAhead(job);
   if (ahead) ahead_->Claim(job.job_id);
   // A ModelNew job on a backend whose candidates run in the verifier: a worker with a runner.
-  const bool kb_worker = kb && ev_.runner && !RunnerBackend(s->backend);
-  if (kb_worker && s->worker && !s->worker_kb) s->worker.reset();
-  if (!s->worker) {
-    auto w = StartWorker(s, kb_worker);
-    if (!w.ok()) {
-      r.status = fb::OutcomeStatus::InfraError;
-      r.diagnostics = w.status().message();
-      return r;
-    }
-    s->worker = std::move(*w);
+  if (Status st = EnsureWorker(s, kb && ev_.runner && !RunnerBackend(s->backend)); !st.ok()) {
+    r.status = fb::OutcomeStatus::InfraError;
+    r.diagnostics = st.message();
+    return r;
   }
-  WorkerProcess* w = s->worker.get();
   if (job.on_stage) job.on_stage(job.job_id, "running", "on " + s->info.name);
-  fb::JobSpecT spec = job;  // the job as the worker frame carries it, with the frame's fields
-  spec.task_dir = MakeAbsolute(job.task_dir);
-  spec.context.clear();  // the daemon's, not the worker's
-  spec.reference_only = job.source.empty();
-  spec.max_case_bytes = uint64_t(ev_.max_case_mb) << 20;
-  spec.gate = GateSpec();
-  if (job.profile) spec.profile_request = ProfileRequest();
-  const std::string frame = PackJob(spec);
-  const int64_t profile_timeout_s = ev_.cuda_profile_timeout_s;
-  const size_t capture = size_t(ev_.capture_kb) << 10;
-  const size_t flood = size_t(ev_.max_output_kb) << 10;
-  auto job_deadline =
-      Clock::now() +
-      std::chrono::seconds(ev_.job_timeout_s + (kb ? ev_.kernelbench_compile_timeout_s : 0));
-  // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
-  // on the profiler (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's
-  // limit.
-  auto stage_limit = [&](const std::string& stage) {
-    int64_t sec = stage.rfind("compile kernelbench", 0) == 0
-                      ? ev_.kernelbench_compile_timeout_s + 10
-                  : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s + 10
-                  : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
-                  // KernelBench golden data: PyTorch's first run on a device takes its time
-                  : stage.rfind("golden", 0) == 0 ? ev_.kernelbench_timeout_s + 10
-                                                  : ev_.case_timeout_s;
-    return Clock::now() + std::chrono::seconds(sec);
-  };
-  std::string stage = "start";
-  auto stage_deadline = stage_limit("compile");
-  bool finished = false, keep_worker = false;
-  const uint64_t ooms_before = w->cgroup() ? w->cgroup()->OomKills() : 0;
-  Status sent = w->SendBuffer(frame);
-  if (!sent.ok()) {
-    // The idle worker died (killed from outside?): one fresh worker, one more try.
-    s->worker.reset();
-    auto fresh = StartWorker(s);
-    if (fresh.ok()) {
-      s->worker = std::move(*fresh);
-      w = s->worker.get();
-      sent = w->SendBuffer(frame);
-    }
-  }
-  while (sent.ok() && !finished) {
-    {
-      MutexLock lock(&mu_);
-      if (stopping_) {
-        r.status = fb::OutcomeStatus::InfraError;
-        r.diagnostics = "evaluator shutting down";
-        break;
-      }
-    }
-    auto deadline =
-        std::min({stage_deadline, job_deadline, Clock::now() + std::chrono::milliseconds(250)});
-    auto f = w->Receive(deadline, capture, flood);
-    if (f.ok()) {
-      const std::string type = f->value("type", "");
-      if (type == "progress") {
-        stage = f->value("stage", "");
-        stage_deadline = stage_limit(stage);
-        if (job.on_stage) job.on_stage(job.job_id, stage, "");
-        if (job.profile && stage.rfind("profile", 0) == 0)
-          job_deadline = std::max(job_deadline, stage_deadline);
-      } else if (type == "result") {
-        auto spec = UnpackResult(FrameBuffer(*f), "the worker's result");
-        if (!spec.ok()) {
-          // A worker that answers garbage broke the protocol: it goes, the job is InfraError.
-          w->Kill();
-          r.status = fb::OutcomeStatus::InfraError;
-          r.diagnostics = spec.status().message();
-          finished = true;
-          continue;
-        }
-        // Everything the worker measured; the job id, device, arch and wall time are the
-        // evaluator's to say, the hash the worker's when it gives one (a KernelBench candidate's
-        // is of what it built).
-        EvalResult got = std::move(*spec);
-        got.job_id = r.job_id;
-        got.device = std::move(r.device);
-        got.arch = std::move(r.arch);
-        got.wall_ms = r.wall_ms;
-        if (got.candidate_hash.empty()) got.candidate_hash = std::move(r.candidate_hash);
-        r = std::move(got);
-        if (ahead && r.compile_cached) ahead_->CountHit();
-        finished = true;
-        // A worker whose runner ran a candidate that crashed, timed out, failed an integrity
-        // check or did not load ends after answering (verifier/eval_worker_main.cc,
-        // GateResult::runner_clean);
-        // one whose candidate only computed wrong values serves on.
-        // A worker whose runner retired (device memory left allocated) ends too.
-        keep_worker = JobsPerWorker(job.backend) > 1 && !r.runner_retired &&
-                      (r.status == fb::OutcomeStatus::Ok || r.runner_clean ||
-                       !(ev_.runner && RunnerBackend(job.backend)));
-      } else if (type == "fatal") {
-        r.status = StatusFromName(f->value("status", "InfraError"));
-        r.diagnostics = f->value("message", "") + " (during " + stage + ")";
-        finished = true;
-      }
-      continue;
-    }
-    const Status& e = f.status();
-    if (e.code() == Status::Code::kTimeout) {
-      if (Clock::now() < std::min(stage_deadline, job_deadline)) continue;  // poll tick
-      w->Kill();
-      r.status = fb::OutcomeStatus::Timeout;
-      r.diagnostics = "timed out during " + stage + " (limit " +
-                      std::to_string(stage.rfind("compile kernelbench", 0) == 0
-                                         ? ev_.kernelbench_compile_timeout_s
-                                     : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s
-                                     : stage.rfind("profile", 0) == 0 ? profile_timeout_s
-                                                                      : ev_.case_timeout_s) +
-                      " s per stage, " + std::to_string(ev_.job_timeout_s) +
-                      " s per job); the worker was killed";
-      finished = true;
-    } else if (e.code() == Status::Code::kResourceExhausted) {
-      w->Kill();
-      r.status = fb::OutcomeStatus::ResourceLimit;
-      r.diagnostics = "output flood: more than " + std::to_string(flood >> 10) +
-                      " KiB written to stdout/stderr during " + stage + "; the worker was killed";
-      finished = true;
-    } else {
-      // The worker died (or broke the protocol): classify by how it ended.
-      int st = e.IsNotFound() ? w->Reap(std::chrono::milliseconds(500)) : w->Kill();
-      ProcessEnd end = ClassifyProcessEnd(st, "the worker", " during " + stage);
-      r.status = end.status;
-      r.diagnostics = std::move(end.message);
-      finished = true;
-    }
-  }
+  const uint64_t ooms_before = s->worker->cgroup() ? s->worker->cgroup()->OomKills() : 0;
+  const Status sent = SendJob(s, WorkerFrame(job));
   if (!sent.ok()) {
     r.status = fb::OutcomeStatus::InfraError;
     r.diagnostics = "cannot send the job to the worker: " + sent.message();
     s->worker.reset();
     return r;
   }
+  WorkerProcess* w = s->worker.get();
+  std::string stage = "start";
+  bool keep_worker = AwaitAnswer(w, job, ahead, &r, &stage);
   // The kernel killed a process of the worker's memory cgroup (the runner, or the worker itself,
   // whichever used most): the candidate went over eval.host_memory_limit_mb, whatever the worker
   // could tell of it.
@@ -847,9 +693,163 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   } else {
     w->ClearOutput();
   }
-  // Seal compile-cache entries written by the unprivileged worker and its runner.
+  SealCacheEntries();
+  return r;
+}
+
+Status EvaluatorImpl::EnsureWorker(Slot* s, bool kb_worker) {
+  if (kb_worker && s->worker && !s->worker_kb) s->worker.reset();
+  if (s->worker) return Status::OK();
+  auto w = StartWorker(s, kb_worker);
+  if (!w.ok()) return w.status();
+  s->worker = std::move(*w);
+  return Status::OK();
+}
+
+std::string EvaluatorImpl::WorkerFrame(const EvalJob& job) const {
+  fb::JobSpecT spec = job;  // the job as the worker frame carries it, with the frame's fields
+  spec.task_dir = MakeAbsolute(job.task_dir);
+  spec.context.clear();  // the daemon's, not the worker's
+  spec.reference_only = job.source.empty();
+  spec.max_case_bytes = uint64_t(ev_.max_case_mb) << 20;
+  spec.gate = GateSpec();
+  if (job.profile) spec.profile_request = ProfileRequest();
+  return PackJob(spec);
+}
+
+Status EvaluatorImpl::SendJob(Slot* s, const std::string& frame) {
+  Status sent = s->worker->SendBuffer(frame);
+  if (sent.ok()) return sent;
+  // The idle worker died (killed from outside?): one fresh worker, one more try.
+  s->worker.reset();
+  auto fresh = StartWorker(s);
+  if (!fresh.ok()) return sent;
+  s->worker = std::move(*fresh);
+  return s->worker->SendBuffer(frame);
+}
+
+std::chrono::seconds EvaluatorImpl::StageLimit(const std::string& stage) const {
+  // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
+  // on the profiler (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the
+  // job's limit.
+  return std::chrono::seconds(
+      stage.rfind("compile kernelbench", 0) == 0 ? ev_.kernelbench_compile_timeout_s + 10
+      : stage.rfind("compile", 0) == 0           ? ev_.compile_timeout_s + 10
+      : stage.rfind("profile", 0) == 0           ? ev_.cuda_profile_timeout_s + 10
+      // KernelBench golden data: PyTorch's first run on a device takes its time
+      : stage.rfind("golden", 0) == 0 ? ev_.kernelbench_timeout_s + 10
+                                      : ev_.case_timeout_s);
+}
+
+std::string EvaluatorImpl::TimeoutMessage(const std::string& stage) const {
+  return "timed out during " + stage + " (limit " +
+         std::to_string(stage.rfind("compile kernelbench", 0) == 0
+                            ? ev_.kernelbench_compile_timeout_s
+                        : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s
+                        : stage.rfind("profile", 0) == 0 ? ev_.cuda_profile_timeout_s
+                                                         : ev_.case_timeout_s) +
+         " s per stage, " + std::to_string(ev_.job_timeout_s) +
+         " s per job); the worker was killed";
+}
+
+bool EvaluatorImpl::AwaitAnswer(WorkerProcess* w, const EvalJob& job, bool ahead, EvalResult* r,
+                                std::string* stage) {
+  const size_t capture = size_t(ev_.capture_kb) << 10;
+  const size_t flood = size_t(ev_.max_output_kb) << 10;
+  const bool kb = job.language == "kernelbench";
+  auto job_deadline =
+      Clock::now() +
+      std::chrono::seconds(ev_.job_timeout_s + (kb ? ev_.kernelbench_compile_timeout_s : 0));
+  auto stage_deadline = Clock::now() + StageLimit("compile");
+  bool keep_worker = false;
+  for (bool finished = false; !finished;) {
+    {
+      MutexLock lock(&mu_);
+      if (stopping_) {
+        r->status = fb::OutcomeStatus::InfraError;
+        r->diagnostics = "evaluator shutting down";
+        break;
+      }
+    }
+    auto deadline =
+        std::min({stage_deadline, job_deadline, Clock::now() + std::chrono::milliseconds(250)});
+    auto f = w->Receive(deadline, capture, flood);
+    if (f.ok()) {
+      const std::string type = f->value("type", "");
+      if (type == "progress") {
+        *stage = f->value("stage", "");
+        stage_deadline = Clock::now() + StageLimit(*stage);
+        if (job.on_stage) job.on_stage(job.job_id, *stage, "");
+        if (job.profile && stage->rfind("profile", 0) == 0)
+          job_deadline = std::max(job_deadline, stage_deadline);
+      } else if (type == "result") {
+        keep_worker = TakeResult(w, job, ahead, *f, r);
+        finished = true;
+      } else if (type == "fatal") {
+        r->status = StatusFromName(f->value("status", "InfraError"));
+        r->diagnostics = f->value("message", "") + " (during " + *stage + ")";
+        finished = true;
+      }
+      continue;
+    }
+    const Status& e = f.status();
+    if (e.code() == Status::Code::kTimeout) {
+      if (Clock::now() < std::min(stage_deadline, job_deadline)) continue;  // poll tick
+      w->Kill();
+      r->status = fb::OutcomeStatus::Timeout;
+      r->diagnostics = TimeoutMessage(*stage);
+    } else if (e.code() == Status::Code::kResourceExhausted) {
+      w->Kill();
+      r->status = fb::OutcomeStatus::ResourceLimit;
+      r->diagnostics = "output flood: more than " + std::to_string(flood >> 10) +
+                       " KiB written to stdout/stderr during " + *stage +
+                       "; the worker was killed";
+    } else {
+      // The worker died (or broke the protocol): classify by how it ended.
+      int st = e.IsNotFound() ? w->Reap(std::chrono::milliseconds(500)) : w->Kill();
+      ProcessEnd end = ClassifyProcessEnd(st, "the worker", " during " + *stage);
+      r->status = end.status;
+      r->diagnostics = std::move(end.message);
+    }
+    finished = true;
+  }
+  return keep_worker;
+}
+
+bool EvaluatorImpl::TakeResult(WorkerProcess* w, const EvalJob& job, bool ahead,
+                               const json& frame, EvalResult* r) {
+  auto spec = UnpackResult(FrameBuffer(frame), "the worker's result");
+  if (!spec.ok()) {
+    // A worker that answers garbage broke the protocol: it goes, the job is InfraError.
+    w->Kill();
+    r->status = fb::OutcomeStatus::InfraError;
+    r->diagnostics = spec.status().message();
+    return false;
+  }
+  // Everything the worker measured; the job id, device, arch and wall time are the evaluator's to
+  // say, the hash the worker's when it gives one (a KernelBench candidate's is of what it built).
+  EvalResult got = std::move(*spec);
+  got.job_id = r->job_id;
+  got.device = std::move(r->device);
+  got.arch = std::move(r->arch);
+  got.wall_ms = r->wall_ms;
+  if (got.candidate_hash.empty()) got.candidate_hash = std::move(r->candidate_hash);
+  *r = std::move(got);
+  if (ahead && r->compile_cached) ahead_->CountHit();
+  // A worker whose runner ran a candidate that crashed, timed out, failed an integrity check or
+  // did not load ends after answering (verifier/eval_worker_main.cc, GateResult::runner_clean);
+  // one whose candidate only computed wrong values serves on. A worker whose runner retired
+  // (device memory left allocated) ends too.
+  return JobsPerWorker(job.backend) > 1 && !r->runner_retired &&
+         (r->status == fb::OutcomeStatus::Ok || r->runner_clean ||
+          !(ev_.runner && RunnerBackend(job.backend)));
+}
+
+void EvaluatorImpl::SealCacheEntries() const {
+  // Compile-cache entries written by the unprivileged worker and its runner become root's and
+  // read-only.
+  if (geteuid() != 0 || opt_.cache_dir.empty()) return;
   for (const std::string& dir : {opt_.cache_dir, opt_.cache_dir + "/runner", KbBuildCache()}) {
-    if (geteuid() != 0 || opt_.cache_dir.empty()) break;
     if (DIR* d = opendir(dir.c_str())) {
       while (dirent* e = readdir(d)) {
         if (e->d_name[0] == '.') continue;
@@ -862,7 +862,6 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
       closedir(d);
     }
   }
-  return r;
 }
 
 void EvaluatorImpl::Count(fb::OutcomeStatus st) {

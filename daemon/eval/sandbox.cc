@@ -116,6 +116,155 @@ void RemoveTree(const std::string& path) {
       16, FTW_DEPTH | FTW_PHYS);
 }
 
+namespace {
+
+// Processes the current user has now (RLIMIT_NPROC counts every process of the user).
+uint64_t ProcessesOfThisUser() {
+  uint64_t mine = 0;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      struct stat st;
+      if (stat((std::string("/proc/") + e->d_name).c_str(), &st) == 0 && st.st_uid == getuid())
+        ++mine;
+    }
+    closedir(d);
+  }
+  return mine;
+}
+
+// Everything the child of Spawn needs, prepared before fork: after it, the child makes only
+// async-signal-safe calls.
+struct ChildPlan {
+  const SandboxOptions* o = nullptr;
+  bool root = false;
+  bool drop = false;  // switch to uid/gid before exec
+  uid_t uid = 0;
+  gid_t gid = 0;
+  uint64_t nproc_limit = 0;
+  std::vector<char*> args, envp;
+  bool try_mounts = false;
+  std::vector<std::string> binds;  // stay writable under a read-only root
+  std::vector<MountEntry> mounts;  // remounted read-only
+  std::string temp;                // the worker's private temporary directory, its cwd
+  const MemoryCgroup* cgroup = nullptr;
+  int sock = -1, out = -1;  // the protocol socket (fd 3) and the output pipe (fds 1, 2)
+};
+
+// The child's file descriptors: stdin /dev/null, stdout and stderr the output pipe, fd 3 the
+// protocol socket, nothing else; default signal handling.
+void SetUpChildFds(const ChildPlan& p) {
+  int s = fcntl(p.sock, F_DUPFD, 100);
+  int out = fcntl(p.out, F_DUPFD, 100);
+  int nul = open("/dev/null", O_RDONLY);
+  dup2(nul, 0);
+  dup2(out, 1);
+  dup2(out, 2);
+  dup2(s, 3);
+  syscall(SYS_close_range, 4u, ~0u, 0u);
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+// A network namespace of its own, and a mount namespace where the root is read-only but for the
+// binds. Returns whether the mount namespace was made.
+bool EnterNamespaces(const ChildPlan& p) {
+  if (p.o->isolate_network) {
+    if (unshare(CLONE_NEWNET) != 0 && !p.root) unshare(CLONE_NEWUSER | CLONE_NEWNET);
+  }
+  if (!p.try_mounts || unshare(CLONE_NEWNS) != 0 ||
+      mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return false;
+  for (const auto& b : p.binds) mount(b.c_str(), b.c_str(), nullptr, MS_BIND | MS_REC, nullptr);
+  for (const auto& m : p.mounts)
+    mount(nullptr, m.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | m.flags, nullptr);
+  return true;
+}
+
+void SetChildLimits(const ChildPlan& p) {
+  const SandboxOptions& o = *p.o;
+  SetLimit(RLIMIT_AS, o.memory_bytes);
+  SetLimit(RLIMIT_CPU, o.cpu_seconds);
+  if (o.defer_drop && o.file_bytes) {
+    // The worker's runner keeps this as its hard limit; the verifier lifts its own soft one
+    // (its shared buffers are memfd files), so the hard limit stays open here.
+    struct rlimit fs {
+      o.file_bytes, RLIM_INFINITY
+    };
+    setrlimit(RLIMIT_FSIZE, &fs);
+  } else {
+    SetLimit(RLIMIT_FSIZE, o.file_bytes);
+  }
+  SetLimit(RLIMIT_NPROC, p.nproc_limit);
+  SetLimit(RLIMIT_CORE, 0);
+  struct rlimit zero {
+    0, 0
+  };
+  setrlimit(RLIMIT_CORE, &zero);
+}
+
+// In a new PID namespace, this process forks the worker as the namespace's init and only mirrors
+// how it ended (so the Evaluator can classify it); the worker returns from here with a /proc of
+// its own.
+void BecomePidNamespaceInit() {
+  pid_t init = fork();
+  if (init > 0) {
+    int st = 0;
+    while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(st)) {
+      signal(WTERMSIG(st), SIG_DFL);
+      kill(getpid(), WTERMSIG(st));
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 125);
+  }
+  if (init < 0) _exit(125);
+  // The worker is this namespace's init; a /proc of its own (still as root, before the drop).
+  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    Say("htam-eval-worker sandbox: cannot mount a /proc of the PID namespace (GPU runtimes "
+        "may not start; eval.sandbox_pid_namespace = false runs workers without one)\n");
+}
+
+// The child of Spawn, from fork to exec: async-signal-safe calls only.
+[[noreturn]] void RunSandboxedChild(const ChildPlan& p) {
+  setpgid(0, 0);
+  // Into the memory cgroup first: everything the worker starts inherits it.
+  if (p.cgroup && !p.cgroup->AddSelf()) {
+    Say("htam-eval-worker sandbox: cannot join the worker's memory cgroup\n");
+    _exit(126);
+  }
+  SetUpChildFds(p);
+  const bool own_mounts = EnterNamespaces(p);
+  // A PID namespace: when the worker (its init) dies, the kernel kills every process the
+  // candidate started, however it detached (setsid, double fork); nothing outlives the job.
+  // Only with a mount namespace of its own, where the worker gets a /proc of its PID
+  // namespace: the CUDA runtime reads /proc for its own PID and fails to start
+  // (cudaErrorOperatingSystem) when /proc belongs to the parent namespace.
+  const bool pidns = p.o->pid_namespace && p.root && own_mounts && unshare(CLONE_NEWPID) == 0;
+  SetChildLimits(p);
+  if (pidns) BecomePidNamespaceInit();
+  if (p.drop) {
+    if (setgroups(0, nullptr) != 0 || setgid(p.gid) != 0 || setuid(p.uid) != 0) {
+      Say("htam-eval-worker sandbox: cannot drop privileges\n");
+      _exit(126);
+    }
+  }
+  if (chdir(p.temp.c_str()) != 0) {
+    Say("htam-eval-worker sandbox: cannot enter temp dir (every parent of eval.scratch_dir "
+        "must be searchable by eval.sandbox_user)\n");
+    _exit(126);
+  }
+  execve(p.args[0], p.args.data(), p.envp.data());
+  Say("htam-eval-worker sandbox: exec failed: ");
+  Say(p.args[0]);
+  Say("\n");
+  _exit(127);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<std::string>& argv,
                                                             const SandboxOptions& o) {
   std::unique_ptr<WorkerProcess> w(new WorkerProcess);
@@ -128,56 +277,42 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
                            strerror(errno));
   w->temp_dir_ = tbuf.data();
 
-  const bool root = geteuid() == 0;
-  uint64_t nproc_limit = o.max_processes;
-  if (!root && nproc_limit) {
-    // RLIMIT_NPROC counts every process of the user: leave room for the ones it already has.
-    uint64_t mine = 0;
-    if (DIR* d = opendir("/proc")) {
-      while (dirent* e = readdir(d)) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        struct stat st;
-        if (stat((std::string("/proc/") + e->d_name).c_str(), &st) == 0 && st.st_uid == getuid())
-          ++mine;
-      }
-      closedir(d);
-    }
-    nproc_limit += mine;
-  }
-  uid_t uid = 0;
-  gid_t gid = 0;
-  bool drop = false;
-  if (root && !o.user.empty()) {
+  ChildPlan plan;
+  plan.o = &o;
+  plan.root = geteuid() == 0;
+  plan.nproc_limit = o.max_processes;
+  // RLIMIT_NPROC counts every process of the user: leave room for the ones it already has.
+  if (!plan.root && plan.nproc_limit) plan.nproc_limit += ProcessesOfThisUser();
+  if (plan.root && !o.user.empty()) {
     if (struct passwd* pw = getpwnam(o.user.c_str())) {
-      uid = pw->pw_uid;
-      gid = pw->pw_gid;
-      drop = true;
-      if (chown(w->temp_dir_.c_str(), uid, gid) != 0)
+      plan.uid = pw->pw_uid;
+      plan.gid = pw->pw_gid;
+      plan.drop = true;
+      if (chown(w->temp_dir_.c_str(), plan.uid, plan.gid) != 0)
         return Status::IOError("chown of worker temp dir: " + std::string(strerror(errno)));
     }
   }
-  // Everything the child needs, prepared before fork.
+  // The environment: a fixed minimum, the private temporary directory, and eval.sandbox_env_keep.
   std::vector<std::string> env_store{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w->temp_dir_,
                                      "TMPDIR=" + w->temp_dir_, "LANG=C.UTF-8", "LC_ALL=C.UTF-8"};
   for (const auto& name : o.env_keep)
     if (const char* v = getenv(name.c_str())) env_store.push_back(name + "=" + v);
-  std::vector<char*> envp, args;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  for (auto& e : env_store) plan.envp.push_back(e.data());
+  plan.envp.push_back(nullptr);
   std::vector<std::string> argv_store = argv;
-  if (drop && o.defer_drop) {
-    argv_store.insert(argv_store.end(), {"--drop-uid", std::to_string(uid), "--drop-gid",
-                                         std::to_string(gid)});
-    drop = false;
+  if (plan.drop && o.defer_drop) {
+    // The worker drops privileges itself, after starting its runner.
+    argv_store.insert(argv_store.end(), {"--drop-uid", std::to_string(plan.uid), "--drop-gid",
+                                         std::to_string(plan.gid)});
+    plan.drop = false;
   }
-  for (auto& a : argv_store) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<MountEntry> mounts;
-  std::vector<std::string> binds{w->temp_dir_};
-  for (const auto& d : o.writable_dirs) binds.push_back(d);
-  const bool try_mounts = o.readonly_fs && root;
-  if (try_mounts) mounts = ReadMounts();
-  std::string temp = w->temp_dir_;
+  for (auto& a : argv_store) plan.args.push_back(a.data());
+  plan.args.push_back(nullptr);
+  plan.binds = {w->temp_dir_};
+  for (const auto& d : o.writable_dirs) plan.binds.push_back(d);
+  plan.try_mounts = o.readonly_fs && plan.root;
+  if (plan.try_mounts) plan.mounts = ReadMounts();
+  plan.temp = w->temp_dir_;
   if (o.cgroup_parent && o.host_memory_bytes) {
     static std::atomic<uint64_t> seq{0};
     auto g = MemoryCgroup::Create(*o.cgroup_parent,
@@ -188,7 +323,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
       return Status::Unavailable("worker memory cgroup: " + g.status().message());
     w->cgroup_ = std::move(*g);
   }
-  const MemoryCgroup* cgroup = w->cgroup_.get();
+  plan.cgroup = w->cgroup_.get();
 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
@@ -199,6 +334,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
     close(sv[1]);
     return Status::IOError(std::string("pipe: ") + strerror(errno));
   }
+  plan.sock = sv[1];
+  plan.out = pfd[1];
   pid_t pid = fork();
   if (pid < 0) {
     close(sv[0]);
@@ -207,98 +344,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::vector<st
     close(pfd[1]);
     return Status::ResourceExhausted(std::string("fork: ") + strerror(errno));
   }
-  if (pid == 0) {
-    // ---- child: async-signal-safe calls only ----
-    setpgid(0, 0);
-    // Into the memory cgroup first: everything the worker starts inherits it.
-    if (cgroup && !cgroup->AddSelf()) {
-      Say("htam-eval-worker sandbox: cannot join the worker's memory cgroup\n");
-      _exit(126);
-    }
-    int s = fcntl(sv[1], F_DUPFD, 100);
-    int out = fcntl(pfd[1], F_DUPFD, 100);
-    int nul = open("/dev/null", O_RDONLY);
-    dup2(nul, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    dup2(s, 3);
-    syscall(SYS_close_range, 4u, ~0u, 0u);
-    signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (o.isolate_network) {
-      if (unshare(CLONE_NEWNET) != 0 && !root) unshare(CLONE_NEWUSER | CLONE_NEWNET);
-    }
-    bool own_mounts = false;
-    if (try_mounts && unshare(CLONE_NEWNS) == 0 &&
-        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
-      own_mounts = true;
-      for (const auto& b : binds) mount(b.c_str(), b.c_str(), nullptr, MS_BIND | MS_REC, nullptr);
-      for (const auto& m : mounts)
-        mount(nullptr, m.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | m.flags,
-              nullptr);
-    }
-    // A PID namespace: when the worker (its init) dies, the kernel kills every process the
-    // candidate started, however it detached (setsid, double fork); nothing outlives the job.
-    // Only with a mount namespace of its own, where the worker gets a /proc of its PID
-    // namespace: the CUDA runtime reads /proc for its own PID and fails to start
-    // (cudaErrorOperatingSystem) when /proc belongs to the parent namespace.
-    const bool pidns = o.pid_namespace && root && own_mounts && unshare(CLONE_NEWPID) == 0;
-    SetLimit(RLIMIT_AS, o.memory_bytes);
-    SetLimit(RLIMIT_CPU, o.cpu_seconds);
-    if (o.defer_drop && o.file_bytes) {
-      // The worker's runner keeps this as its hard limit; the verifier lifts its own soft one
-      // (its shared buffers are memfd files), so the hard limit stays open here.
-      struct rlimit fs {
-        o.file_bytes, RLIM_INFINITY
-      };
-      setrlimit(RLIMIT_FSIZE, &fs);
-    } else {
-      SetLimit(RLIMIT_FSIZE, o.file_bytes);
-    }
-    SetLimit(RLIMIT_NPROC, nproc_limit);
-    SetLimit(RLIMIT_CORE, 0);
-    struct rlimit zero {
-      0, 0
-    };
-    setrlimit(RLIMIT_CORE, &zero);
-    if (pidns) {
-      pid_t init = fork();
-      if (init > 0) {
-        // This process only mirrors how the worker ended, so the Evaluator can classify it.
-        int st = 0;
-        while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
-        }
-        if (WIFSIGNALED(st)) {
-          signal(WTERMSIG(st), SIG_DFL);
-          kill(getpid(), WTERMSIG(st));
-        }
-        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 125);
-      }
-      if (init < 0) _exit(125);
-      // The worker is this namespace's init; a /proc of its own (still as root, before the drop).
-      if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-        Say("htam-eval-worker sandbox: cannot mount a /proc of the PID namespace (GPU runtimes "
-            "may not start; eval.sandbox_pid_namespace = false runs workers without one)\n");
-    }
-    if (drop) {
-      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
-        Say("htam-eval-worker sandbox: cannot drop privileges\n");
-        _exit(126);
-      }
-    }
-    if (chdir(temp.c_str()) != 0) {
-      Say("htam-eval-worker sandbox: cannot enter temp dir (every parent of eval.scratch_dir "
-          "must be searchable by eval.sandbox_user)\n");
-      _exit(126);
-    }
-    execve(args[0], args.data(), envp.data());
-    Say("htam-eval-worker sandbox: exec failed: ");
-    Say(args[0]);
-    Say("\n");
-    _exit(127);
-  }
+  if (pid == 0) RunSandboxedChild(plan);
   close(sv[1]);
   close(pfd[1]);
   w->pid_ = pid;

@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "base/thread_annotations.h"
 #include "daemon/config/config.h"
+#include "daemon/config/sections.h"
 #include "daemon/server/codec.h"
 
 namespace htam::server {
@@ -56,36 +57,38 @@ struct Services {
   Metrics* metrics = nullptr;  // counts requests and outcomes when set (server.metrics_endpoint)
 };
 
-// The server section of the configuration table, read once.
+// The server section of the configuration table, read once. A default-constructed one holds the
+// table's defaults (config::TableDefaults): no default is written here.
 struct ServerOptions {
-  std::string bind = "tcp://127.0.0.1:7878";
-  bool allow_insecure_bind = false;
-  bool curve = false;
-  std::string curve_secret_key_file;
-  std::string curve_authorized_keys;
-  std::string tasks_dir = ShippedPath("", "tasks");  // default: <prefix>/share/htam/tasks
+  static const config::Server& D() { return config::TableDefaults<config::Server>(); }
+  std::string bind = D().bind;
+  bool allow_insecure_bind = D().allow_insecure_bind;
+  bool curve = D().curve;
+  std::string curve_secret_key_file = D().curve_secret_key_file;
+  std::string curve_authorized_keys = D().curve_authorized_keys;
+  std::string tasks_dir = ShippedPath(D().tasks_dir, "tasks");  // <prefix>/share/htam/tasks
   CodecLimits limits;
-  int max_frames = 3;
-  int poll_interval_ms = 100;
-  int client_expiry_s = 300;
-  int max_wait_ms = 600000;
-  int max_pending_jobs = 1024;
-  int result_retention = 4096;
-  int query_limit_max = 10000;
-  size_t reply_max_bytes = 16 << 20;
-  int client_max_in_flight = 256;
-  size_t client_max_queued_bytes = 16 << 20;
-  int busy_retry_ms = 100;
-  double max_speedup = 1e4;
-  std::string others_read = "records";  // none | records | all
-  bool owners_without_curve = false;
+  int max_frames = int(D().max_frames);
+  int poll_interval_ms = int(D().poll_interval_ms);
+  int client_expiry_s = int(D().client_expiry_s);
+  int max_wait_ms = int(D().max_wait_ms);
+  int max_pending_jobs = int(D().max_pending_jobs);
+  int result_retention = int(D().result_retention);
+  int query_limit_max = int(D().query_limit_max);
+  size_t reply_max_bytes = size_t(D().reply_max_bytes);
+  int client_max_in_flight = int(D().client_max_in_flight);
+  size_t client_max_queued_bytes = size_t(D().client_max_queued_bytes);
+  int busy_retry_ms = int(D().busy_retry_ms);
+  double max_speedup = D().max_speedup;
+  std::string others_read = D().others_read;  // none | records | all
+  bool owners_without_curve = D().owners_without_curve;
   std::string data_dir;  // general.data_dir, named in store fault logs
-  int auth_log_interval_s = 60;
-  int send_hwm = 10000;
-  int max_clients = 10000;
-  int batch_max = 256;
-  int shutdown_grace_ms = 10000;
-  int read_threads = 4;
+  int auth_log_interval_s = int(D().auth_log_interval_s);
+  int send_hwm = int(D().send_hwm);
+  int max_clients = int(D().max_clients);
+  int batch_max = int(D().batch_max);
+  int shutdown_grace_ms = int(D().shutdown_grace_ms);
+  int read_threads = int(D().read_threads);
 
   static ServerOptions FromConfig(const Config& config);
 };

@@ -19,9 +19,11 @@ import tempfile
 # "htam/schema" is the FlatBuffers code generated from schema/ (wire messages and records).
 DAEMON_LOW = ["base", "htam/schema"]
 RULES = [
-    ("base", []),
+    # base/status.h re-exports the public Status of the SDK (sdk/include/htam/status.h).
+    ("base", ["sdk/include"]),
     ("schema", ["htam/schema"]),
-    ("sdk/include", ["base", "htam/schema"]),
+    # The public headers include only each other and the generated messages (an installed SDK).
+    ("sdk/include", ["htam/schema"]),
     ("sdk/cpp", ["base", "htam/schema", "sdk/include"]),
     ("backends/include", ["sdk/include"]),  # the plugin ABI names the kernel ABI's entry point
     # What plugin authors compile against, and the ABI's loader (host and delegating plugins).
@@ -161,6 +163,8 @@ def self_test():
             "daemon/eval/verifier/eval_worker_main.cc": '#include "daemon/eval/gate/gate.h"\n',
             "daemon/eval/gate/gate.h": "// gate\n",
             "daemon/eval/worker/worker.cc": '#include "daemon/eval/evaluator.h"\n',
+            "sdk/include/htam/status.h": "// status\n",
+            "sdk/include/htam/client.h": '#include "htam/status.h"\n',
         }
         for path, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
@@ -171,6 +175,8 @@ def self_test():
             print("self-test: a clean tree was reported:", clean)
             return 1
         planted = [("base/status.h", '#include "daemon/memory/store.h"\n'),
+                   # the installed SDK's headers name no internal header
+                   ("sdk/include/htam/client.h", '#include "base/status.h"\n'),
                    ("backends/cuda/device.cc", '#include "daemon/config/config.h"\n'),
                    ("daemon/memory/store.h", '#include "tools/cli/cli.h"\n'),
                    ("tools/cli/export.cc", '#include <lmdb.h>\n'),

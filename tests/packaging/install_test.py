@@ -83,7 +83,8 @@ class InstalledDaemonTest(unittest.TestCase):
                     "lib/htam/htam-eval-worker", "lib/htam/backends/libhtam_backend_cpu.so",
                     "share/htam/seed_taxonomy.json", "share/htam/tasks/cpu_relu/task.json",
                     "share/htam/include/htam/kernel_abi.h",
-                    "share/htam/kernelbench/kb_helper.py", "etc/htam/htamd.conf",
+                    "share/htam/kernelbench/kb_helper.py", "share/htam/world/families",
+                    "share/htam/world/split.json", "etc/htam/htamd.conf",
                     "lib/systemd/system/htamd.service",
                     "lib/python3/dist-packages/htam/client.py",
                     "lib/python3/dist-packages/htam_agent/__main__.py"]:
@@ -93,6 +94,24 @@ class InstalledDaemonTest(unittest.TestCase):
         self.assertIn(f"ExecStart={self.prefix}/bin/htamd --config {self.prefix}/etc/htam/htamd.conf",
                       unit)
         self.assertIn("\nDelegate=memory\n", unit)
+
+    def test_installed_packages_find_what_htam_ships(self):
+        # The installed Python packages alone, from an unrelated folder: the world bench's families,
+        # the KernelBench helper and htamd come from the prefix, not the source or build tree.
+        code = ("import htam_agent.world_families as wf, htam_agent.kernelbench as kb, "
+                "htam_agent.htamd as h; print(wf.DEFAULT_FAMILIES); print(kb.default_helper()); "
+                "print(h.find_htamd())")
+        r = subprocess.run(["/usr/bin/python3", "-c", code], cwd=self.elsewhere,
+                           env={"PATH": "/usr/bin:/bin", "HOME": self.tmp,
+                                "PYTHONPATH": os.path.join(self.prefix, "lib", "python3",
+                                                           "dist-packages")},
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        prefix = os.path.realpath(self.prefix)
+        self.assertEqual(r.stdout.split(), [
+            os.path.join(prefix, "share", "htam", "world", "families"),
+            os.path.join(prefix, "share", "htam", "kernelbench", "kb_helper.py"),
+            os.path.join(prefix, "bin", "htamd")])
 
     def test_systemd_units_verify(self):
         analyze = shutil.which("systemd-analyze", path="/usr/bin:/bin")

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "base/paths.h"
 #include "base/process.h"
 
 namespace htam::bench {
@@ -68,8 +69,7 @@ std::string RunCapture(const std::vector<std::string>& argv, int* status) {
 }
 
 std::string SelfExe() {
-  std::error_code ec;
-  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  return ExecutablePath();
 }
 
 }  // namespace htam::bench

@@ -22,6 +22,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/paths.h"
+#include "base/process.h"
 #include "daemon/config/config.h"
 #include "daemon/memory/memory.h"
 #include "daemon/server/codec.h"
@@ -461,22 +463,14 @@ void AnswerSize(const std::string& endpoint, nlohmann::json* out) {
 // answers Hello; its pid, or 0 when it did not start.
 pid_t StartHtamd(const std::string& htamd, const std::string& dir, const std::string& endpoint,
                  const std::vector<std::string>& options) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::string log = dir + "/htamd.log";
-    FILE* lf = fopen(log.c_str(), "a");
-    if (lf) {
-      dup2(fileno(lf), 1);
-      dup2(fileno(lf), 2);
-    }
-    std::vector<std::string> args = {htamd};
-    args.insert(args.end(), options.begin(), options.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+  std::vector<std::string> args = {htamd};
+  args.insert(args.end(), options.begin(), options.end());
+  auto started = htam::StartBackground(args, dir + "/htamd.log");
+  if (!started.ok()) {
+    std::fprintf(stderr, "htam-bench daemon: %s\n", started.status().message().c_str());
+    return 0;
   }
+  const pid_t pid = *started;
   bool ready = false;
   for (int i = 0; i < 6000 && !ready; ++i) {
     htam::ClientOptions o;
@@ -542,9 +536,7 @@ int RunDaemonBench(int argc, char** argv) {
   Count records_n{100000}, learned_n{0}, seconds_n{5}, port_n{17800 + getpid() % 100},
       read_threads_n, flood_n{1000000}, settle_n{5}, steps_n{20000}, added_n{15000};
   CountList clients_n{{1, 8, 32}};
-  std::string htamd = (fs::path(htam::bench::SelfExe()).parent_path() / "../../daemon/htamd")
-                          .lexically_normal()
-                          .string();
+  std::string htamd = htam::FindExecutable("htamd");
   std::string dir, ops_list = "next_step,record";
   std::vector<std::string> options;
   po::options_description d;
@@ -565,7 +557,7 @@ int RunDaemonBench(int argc, char** argv) {
       "is reused when it already holds enough records)");
   add("htamd",
       po::value(&htamd)
-          ->default_value(htamd, "../../daemon/htamd from this binary")
+          ->default_value(htamd, "the shipped one (base/paths.h)")
           ->value_name("PATH"),
       "the daemon binary");
   add("read-threads", po::value(&read_threads_n)->value_name("N"),
@@ -717,9 +709,7 @@ int RunDaemonBench(int argc, char** argv) {
     }
   }
   AnswerSize(endpoint, &out);
-  kill(pid, SIGTERM);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  const int st = htam::StopBackground(pid, /*grace_ms=*/600000);
   out["daemon_exit"] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   if (temp) fs::remove_all(dir);
   std::printf("%s\n", out.dump().c_str());

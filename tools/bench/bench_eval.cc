@@ -56,9 +56,8 @@ const char kUsage[] =
 int RunEvalBench(int argc, char** argv) {
   using namespace htam::bench;  // NOLINT(google-build-using-namespace)
   namespace fs = std::filesystem;
-  std::string self_dir = fs::path(SelfExe()).parent_path().string();
-  std::string cli = self_dir + "/htam-eval";
-  if (!fs::exists(cli)) cli = self_dir + "/../eval/htam-eval";
+  std::string cli = htam::FindExecutable("htam-eval");  // beside this binary, or bin/
+  if (cli.empty()) cli = "htam-eval";
   std::string backend = "cuda", tasks_dir = htam::ShippedPath("", "tasks"), tasks_list, cache,
               json_path;
   Count repeat_n{10}, seeds_n{1}, reps_n{20}, threads_n{8}, deadline_n{0};

@@ -21,6 +21,7 @@
 
 #include "base/file.h"
 #include "base/paths.h"
+#include "base/process.h"
 #include "htam/client.h"
 #include "tools/bench/args.h"
 #include "tools/bench/bench.h"
@@ -47,10 +48,9 @@ struct Args {
 };
 
 po::options_description Describe(Args* a) {
-  const std::string self = fs::path(htam::bench::SelfExe()).parent_path().string();
   a->tasks_dir = htam::ShippedPath("", "tasks");
-  a->htamd = self + "/../../daemon/htamd";
-  a->worker = self + "/../../daemon/eval/worker/htam-worker";
+  a->htamd = htam::FindExecutable("htamd");
+  a->worker = htam::FindExecutable("htam-worker");
   po::options_description d;
   auto add = d.add_options();
   add("backend", po::value(&a->backend)->default_value(a->backend)->value_name("B"),
@@ -70,12 +70,12 @@ po::options_description Describe(Args* a) {
       "worker i sees only GPU i (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)");
   add("htamd",
       po::value(&a->htamd)
-          ->default_value(a->htamd, "../../daemon/htamd from this binary")
+          ->default_value(a->htamd, "the shipped one (base/paths.h)")
           ->value_name("PATH"),
       "the daemon binary");
   add("worker",
       po::value(&a->worker)
-          ->default_value(a->worker, "../../daemon/eval/worker/htam-worker from this binary")
+          ->default_value(a->worker, "the shipped one (base/paths.h)")
           ->value_name("PATH"),
       "the worker binary");
   add("worker-args", po::value(&a->worker_args)->value_name("\"A\""),
@@ -102,34 +102,16 @@ std::string WithDeviceTime(const std::string& reference, int64_t ms) {
          "  return htam_bench_reference(in, nin, out, nout, stream);\n}\n";
 }
 
+// htamd or a worker in the background (base/process.h); -1 when it could not be started.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
             const std::vector<std::string>& env = {}) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* f = fopen(log.c_str(), "a");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+  auto pid = htam::StartBackground(args, log, env);
+  if (!pid.ok()) std::fprintf(stderr, "htam-bench workers: %s\n", pid.status().message().c_str());
+  return pid.ok() ? *pid : -1;
 }
 
 void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  for (int i = 0; i < 200; ++i) {
-    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+  (void)htam::StopBackground(pid);
 }
 
 std::string StatusValue(const std::string& text, const std::string& key) {

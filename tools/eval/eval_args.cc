@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "base/paths.h"
+
 namespace htam::evaltool {
 namespace {
 
@@ -131,14 +133,11 @@ Status BuildConfig(const po::variables_map& vm, Config* c) {
 // --plugin PATH: its folder is the plugin directory and its name the backend.
 Status ApplyPlugin(const std::string& path, EvalArgs* a, Config* c) {
   namespace fs = std::filesystem;
-  const std::string file = fs::path(path).filename().string();
-  const std::string pre = "libhtam_backend_", suf = ".so";
-  if (file.rfind(pre, 0) != 0 || file.size() <= pre.size() + suf.size() ||
-      file.compare(file.size() - suf.size(), suf.size(), suf) != 0)
+  const std::string name = PluginBackendName(path);
+  if (name.empty())
     return Status::InvalidArgument("--plugin " + path + ": not a libhtam_backend_<name>.so file");
   if (!fs::is_regular_file(path))
     return Status::InvalidArgument("--plugin " + path + ": no such file");
-  const std::string name = file.substr(pre.size(), file.size() - pre.size() - suf.size());
   if (!a->backend.empty() && a->backend != name)
     return Status::InvalidArgument("--plugin " + path + " is not --backend " + a->backend);
   a->backend = name;

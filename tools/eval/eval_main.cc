@@ -389,12 +389,6 @@ int main(int argc, char** argv) {
   if (backend.empty()) backend = htam::evaltool::PluginFound(config, "cuda") ? "cuda" : "cpu";
   if (parsed.backends.empty())
     (void)config.Set("eval.backends", backend);  // start that plugin's workers only
-  // The kernel ABI headers: configured, else shipped beside this binary (an install or a build
-  // tree), else, as htam-eval-cli did for binaries staged into one flat folder, a source
-  // checkout's sdk/include in the working directory.
-  if (parsed.sdk_include_dir.empty() && htam::FindSharedFile("include/htam/kernel_abi.h").empty() &&
-      fs::exists("sdk/include/htam/kernel_abi.h"))
-    (void)config.Set("eval.sdk_include_dir", fs::absolute("sdk/include").string());
   // Warnings only, unless a level was asked for (--general.log_level info shows the plugin's
   // device line, e.g. the timing mode in effect).
   htam::LogLevel level = htam::LogLevel::kWarn;

@@ -20,16 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The evaluator's plugin search (base/paths.h); the bare file name when none is found, for
+// dlopen's own search.
 std::string FindPlugin(const Config& c, const std::string& backend) {
-  const std::string name = "libhtam_backend_" + backend + ".so";
-  const std::string dir = config::Eval::From(c).plugin_dir, self = ExecutableDir();
-  std::vector<std::string> candidates = {dir + "/" + name};
-  if (dir.empty())  // as the evaluator looks: beside this binary, an install, a build tree
-    candidates = {self + "/" + name, self + "/plugins/" + name, FindLibFile("backends/" + name),
-                  self + "/../../backends/" + backend + "/" + name};
-  for (const auto& p : candidates)
-    if (!p.empty() && fs::exists(p)) return fs::canonical(p).string();
-  return name;  // let dlopen search
+  const auto found = FindPlugins(config::Eval::From(c).plugin_dir);
+  auto it = found.find(backend);
+  return it != found.end() ? it->second : "libhtam_backend_" + backend + ".so";
 }
 
 // eval.<backend>_<key> as "key=value", as the evaluator hands them to its workers.

@@ -29,6 +29,10 @@ for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.
          daemon/eval/htam-eval-worker tools/bench/htam-world-compile; do
   strip -o "$S/$(basename "$f")" "$B/$f"
 done
+# The kernel ABI headers beside the binaries, where a staged htam-eval or htamd finds them
+# (base/paths.h: share/htam in the binary's own folder).
+mkdir -p "$S/share/htam"
+cp -r sdk/include "$S/share/htam/include"
 # CUPTI of the toolkit this was built with (the plugin finds it through LD_LIBRARY_PATH there).
 CUPTI=$(ldd "$S/libhtam_backend_cuda.so" | awk '/libcudart.so/ {print $3}' | xargs -r dirname)/libcupti.so.13
 [ -f "$CUPTI" ] || CUPTI=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/lib/libcupti.so.13 \

@@ -15,22 +15,23 @@
 
 #include "base/status.h"
 #include "daemon/config/config.h"
+#include "daemon/config/sections.h"
 #include "daemon/eval/evaluator.h"
 
 namespace htam::scheduler {
 
-// All fields default from the `worker` section of the configuration table (options.inc).
+// All fields default from the configuration table (options.inc), whose defaults they take.
 struct SchedulerOptions {
   std::string endpoint;              // worker.endpoint: ROUTER for htam-worker; "" = none
-  bool curve = false;                // worker.curve
+  bool curve = config::TableDefaults<config::Worker>().curve;  // worker.curve
   std::string secret_key_file;       // server.curve_secret_key_file (the daemon's key pair)
   std::string authorized_keys;       // worker.curve_authorized_keys
-  bool allow_insecure_bind = false;  // server.allow_insecure_bind
-  int heartbeat_ms = 1000;           // worker.heartbeat_ms
-  int liveness = 5;                  // worker.liveness
-  int queue_per_device = 8;          // worker.queue_per_device
-  int max_attempts = 3;              // worker.max_attempts
-  int wait_for_device_s = 600;       // worker.wait_for_device_s
+  bool allow_insecure_bind = config::TableDefaults<config::Server>().allow_insecure_bind;
+  int heartbeat_ms = int(config::TableDefaults<config::Worker>().heartbeat_ms);
+  int liveness = int(config::TableDefaults<config::Worker>().liveness);
+  int queue_per_device = int(config::TableDefaults<config::Worker>().queue_per_device);
+  int max_attempts = int(config::TableDefaults<config::Worker>().max_attempts);
+  int wait_for_device_s = int(config::TableDefaults<config::Worker>().wait_for_device_s);
   std::string queue_dir;             // <data_dir>/queue when worker.durable_queue; "" = not durable
   // Worker public keys allowed beside worker.curve_authorized_keys: the pool controller's key for
   // the worker jobs it submits (daemon/eval/pool). Not from the configuration.

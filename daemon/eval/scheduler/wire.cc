@@ -84,15 +84,13 @@ Result<eval::EvalJob> JobFromWire(std::string_view buffer, const std::string& ta
   std::string dir = task_root + "/" + name + "-" + Sha256Hex(all).substr(0, 16);
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) {
-    std::string tmp = dir + ".tmp" + std::to_string(getpid());
-    mkdir(task_root.c_str(), 0755);
-    if (mkdir(tmp.c_str(), 0755) != 0 && errno != EEXIST)
-      return Status::IOError("cannot create " + tmp);
-    for (const auto& f : files)
-      HTAM_RETURN_IF_ERROR(
-          WriteFileAtomic(tmp + "/" + f->name, std::string(f->content.begin(), f->content.end())));
-    if (rename(tmp.c_str(), dir.c_str()) != 0 && stat(dir.c_str(), &st) != 0)
-      return Status::IOError("cannot rename " + tmp);
+    HTAM_RETURN_IF_ERROR(MakeDirs(task_root, 0755));
+    HTAM_RETURN_IF_ERROR(PublishDir(dir, [&](const std::string& staging) {
+      for (const auto& f : files)
+        HTAM_RETURN_IF_ERROR(WriteFileAtomic(staging + "/" + f->name,
+                                             std::string(f->content.begin(), f->content.end())));
+      return Status::OK();
+    }));
   }
   job.task_dir = dir;
   return job;

@@ -57,6 +57,7 @@
 #include "base/args.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/paths.h"
 #include "daemon/eval/frame.h"
 #include "daemon/eval/gate/gate.h"
 #include "daemon/eval/gate/task_spec.h"
@@ -203,10 +204,9 @@ void Profile(const htam::BackendInstance& b, const htam::fb::JobSpecT& job,
       return;
     }
   }
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  std::vector<std::string> argv = {n > 0 ? std::string(exe, size_t(n)) : "htam-eval-worker",
-                                   "--single-call", job_file};
+  const std::string exe = htam::ExecutablePath();
+  std::vector<std::string> argv = {exe.empty() ? "htam-eval-worker" : exe, "--single-call",
+                                   job_file};
   argv.insert(argv.end(), self_args.begin(), self_args.end());
   // The plugin's options for the profiled process come last: they win over the worker's own.
   for (const auto& o : command->child_options) argv.insert(argv.end(), {"--option", o});
@@ -391,7 +391,10 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
   return htam::eval::WriteBufferFrame(kFd, htam::eval::PackResult(out)).ok() ? 0 : 2;
 }
 
-int main(int argc, char** argv) {
+namespace {
+
+// htam-eval-worker's command line.
+struct WorkerArgs {
   std::string plugin, sdk_include, cache_dir, single_call;
   std::vector<std::string> options;
   std::vector<std::string> self_args;  // for the one-call child of a profile
@@ -408,247 +411,219 @@ int main(int argc, char** argv) {
   std::string reset_dir;          // --runner: emptied at every reset (its own working directory)
   bool runner_allocates = false;  // --split: device buffers come from the runner
   long drop_uid = -1, drop_gid = -1;
-  {
-    namespace po = boost::program_options;
-    std::string log_level, check_threads_text = "1";
-    uint64_t runner_leak_mb = 0;
-    po::options_description o;
-    o.add_options()("plugin", po::value(&plugin), "the backend plugin (libhtam_backend_<name>.so)")(
-        "device", po::value(&device), "device index")("sdk-include", po::value(&sdk_include),
-                                                      "folder holding htam/kernel_abi.h")(
-        "cache-dir", po::value(&cache_dir), "the plugin's compile cache")(
-        "option", po::value(&options)->composing(), "a plugin option key=value (repeatable)")(
-        "jobs", po::value(&jobs), "jobs to serve before exiting")(
-        "describe", po::bool_switch(&describe), "print the plugin's description and exit")(
-        "single-call", po::value(&single_call), "one call of a job's candidate (a profiled run)")(
-        "runner", po::bool_switch(&runner_mode), "serve as the runner of a verifier")(
-        "split", po::bool_switch(&split), "verify here, run candidates in a runner")(
-        "kb-only", po::bool_switch(&kb_only), "the runner serves KernelBench jobs only")(
-        "compile-only", po::bool_switch(&compile_only), "compile one source ahead and exit")(
-        "no-device", po::bool_switch(&no_device), "--runner: open no device")(
-        "kb-build-cache", po::value(&kb_build_cache), "load_inline build cache the runner writes")(
-        "hide", po::value(&hide)->composing(), "a folder the runner must not see (repeatable)")(
-        "runner-cache-dir", po::value(&runner_cache), "the runner's compile cache")(
-        "runner-allocates", po::bool_switch(&runner_allocates), "device buffers from the runner")(
-        "reset-dir", po::value(&reset_dir), "--runner: emptied at every reset")(
-        "drop-uid", po::value(&drop_uid), "user to drop to")("drop-gid", po::value(&drop_gid),
-                                                             "group to drop to")(
-        "check-threads", po::value(&check_threads_text), "0: no check for threads left running")(
-        "thread-grace-ms", po::value(&thread_grace_ms), "wait for threads to end after a call")(
-        "runner-leak-mb", po::value(&runner_leak_mb),
-        "the verifier: device memory a runner may leave allocated (0 = unchecked)")(
-        "leak-mb", po::value(&leak_mb), "the runner: the same limit")(
-        "log-level", po::value(&log_level), "debug, info, warn, error, off");
-    po::variables_map vm;
-    const int rc = htam::ParseArgs("htam-eval-worker",
-                                   "usage: htam-eval-worker --plugin PATH "
-                                   "--device N [options] (started by htamd's evaluator)",
-                                   std::vector<std::string>(argv + 1, argv + argc), o, {}, &vm);
-    if (rc >= 0) return rc;
-    jobs = std::max(1, jobs);
-    check_threads = check_threads_text != "0";
-    if (!vm.count("leak-mb")) leak_mb = runner_leak_mb;
-    if (!log_level.empty()) {
-      htam::LogLevel l;
-      if (htam::ParseLogLevel(log_level, &l)) htam::SetLogLevel(l);
-    }
-    // What the one-call child of a profile gets again.
-    for (const char* key : {"plugin", "device", "sdk-include", "cache-dir", "log-level"}) {
-      if (!vm.count(key) || vm[key].defaulted()) continue;
-      self_args.push_back(std::string("--") + key);
-      self_args.push_back(key == std::string("device") ? std::to_string(device)
-                                                       : vm[key].as<std::string>());
-    }
-    for (const std::string& opt : options) self_args.insert(self_args.end(), {"--option", opt});
-  }
-  g_single_call = !single_call.empty();
-  char cwd[4096];
-  std::string work_dir = getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
-  // ---- the runner: candidate code only, no daemon socket ----
-  if (runner_mode) {
-    std::set_new_handler(&RunnerOutOfMemory);
-    auto lib = htam::PluginLibrary::Open(plugin);
-    if (!lib.ok()) {
-      std::cerr << "htam runner: " << lib.status().ToString() << "\n";
-      return 2;
-    }
-    htam::HostOptions host{sdk_include, cache_dir, work_dir, options};
-    auto inst = htam::BackendInstance::Create((*lib)->api(), host);
-    if (!inst.ok()) {
-      std::cerr << "htam runner: " << inst.status().ToString() << "\n";
-      return 2;
-    }
-    htam_device* dev = nullptr;
-    auto opened =
-        no_device ? htam::Status::OK()
-                  : htam::ConsumeError((*inst)->api().device_open((*inst)->handle(), device, &dev),
-                                       "opening device");
-    if (!opened.ok()) {
-      std::cerr << "htam runner: " << opened.ToString() << "\n";
-      return 2;
-    }
-    if (!htam::SendFrameFds(4, {{"type", "ready"}, {"pid", getpid()}}, {}).ok()) _exit(2);
-    // The directory emptied between jobs: only the runner's own working directory.
-    if (!reset_dir.empty() && reset_dir != work_dir) {
-      std::cerr << "htam runner: --reset-dir must be its working directory\n";
-      return 2;
-    }
-    int rc = htam::ServeRunner(inst->get(), dev, 4,
-                               {check_threads, thread_grace_ms, reset_dir, leak_mb << 20});
-    std::cout.flush();
-    _exit(rc);  // what candidates left in this process is not torn down
-  }
-  // ---- the verifier: start the runner while privileged, then drop privileges ----
-  htam::eval::RunnerReport runner;
-  if (split && single_call.empty() && !describe) {
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    htam::eval::RunnerSpawn rs;
-    rs.argv = {n > 0 ? std::string(exe, size_t(n)) : "htam-eval-worker",
-               "--runner",
-               "--plugin",
-               plugin,
-               "--device",
-               std::to_string(device),
-               "--sdk-include",
-               sdk_include,
-               "--check-threads",
-               check_threads ? "1" : "0",
-               "--thread-grace-ms",
-               std::to_string(thread_grace_ms),
-               "--leak-mb",
-               std::to_string(leak_mb)};
-    if (!runner_cache.empty()) rs.argv.insert(rs.argv.end(), {"--cache-dir", runner_cache});
-    if (compile_only) rs.argv.push_back("--no-device");
-    for (const auto& o : options) rs.argv.insert(rs.argv.end(), {"--option", o});
-    // The ceilings (sol_fraction) are the verifier's to measure; a runner needs none.
-    rs.argv.insert(rs.argv.end(), {"--option", "cuda_roofline=false"});
-    // Nor a cache of the backend's own kernels: a runner writes nothing a later process reads.
-    rs.argv.insert(rs.argv.end(), {"--option", "cuda_nvrtc_cache=false"});
-    rs.hidden_dirs = hide;
-    rs.hidden_dirs.push_back(work_dir);  // the verifier's own files
-    rs.work_dir = work_dir + "/runner";
-    rs.argv.insert(rs.argv.end(), {"--reset-dir", rs.work_dir});
-    rs.visible_dirs = {rs.work_dir};
-    if (!runner_cache.empty()) rs.visible_dirs.push_back(runner_cache);
-    // What the runner itself needs stays in view, wherever the hidden directories are.
-    auto dir_of = [](const std::string& p) { return p.substr(0, p.find_last_of('/')); };
-    rs.visible_dirs.push_back(dir_of(rs.argv[0]));
-    rs.visible_dirs.push_back(dir_of(plugin));
-    // KernelBench candidates: the harness scripts and the load_inline build cache.
-    if (!kb_build_cache.empty()) rs.visible_dirs.push_back(kb_build_cache);
-    {
-      char real[4096];
-      std::string helper = htam::DefaultKernelBenchHelper();
-      if (realpath(helper.c_str(), real)) rs.visible_dirs.push_back(dir_of(real));
-    }
-    if (!sdk_include.empty()) rs.visible_dirs.push_back(sdk_include);
-    if (const char* ld = getenv("LD_LIBRARY_PATH")) {
-      std::string l = ld;
-      for (size_t a = 0, e; a < l.size(); a = e + 1) {
-        e = l.find(':', a);
-        if (e == std::string::npos) e = l.size();
-        if (e > a) rs.visible_dirs.push_back(l.substr(a, e - a));
-      }
-    }
-    rs.drop = drop_uid >= 0 && geteuid() == 0;
-    rs.uid = uid_t(drop_uid);
-    rs.gid = gid_t(drop_gid);
-    auto r = htam::eval::SpawnRunner(rs);
-    if (!r.ok()) return Fatal("InfraError", "cannot start the runner: " + r.status().message());
-    runner = *r;
-  }
-  if (drop_uid >= 0 && geteuid() == 0) {
-    if (setgroups(0, nullptr) != 0 || setgid(gid_t(drop_gid)) != 0 || setuid(uid_t(drop_uid)) != 0)
-      return Fatal("InfraError", "the worker cannot drop privileges");
-  }
-  // Nobody may trace this process or read its memory (/proc/PID/mem needs a dumpable target).
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (single_call.empty()) {
-    // fd 3 is the protocol socket: not for the processes a profile starts.
-    fcntl(kFd, F_SETFD, FD_CLOEXEC);
-    std::set_new_handler(&OnOutOfMemory);
-    signal(SIGABRT, &OnAbort);
-  }
-  auto lib = htam::PluginLibrary::Open(plugin);
-  if (!lib.ok()) return Fatal("InfraError", lib.status().message());
-  htam::HostOptions host;
-  host.sdk_include_dir = sdk_include;
-  host.cache_dir = cache_dir;
-  host.work_dir = work_dir;
-  host.options = options;
-  auto inst = htam::BackendInstance::Create((*lib)->api(), host);
-  if (!inst.ok()) return Fatal("InfraError", inst.status().message());
-  htam::BackendInstance& b = **inst;
-  if (describe) {
-    auto st = htam::eval::WriteFrame(kFd, DescribeJson(b));
-    return st.ok() ? 0 : 2;
-  }
-  if (compile_only) return CompileOnly(b, runner);
-  if (!b.description().can_run)
-    return Fatal("InfraError", std::string("backend cannot run here: ") +
-                                   (b.description().notes ? b.description().notes : ""));
-  htam_device* dev = nullptr;
-  auto st = htam::ConsumeError(b.api().device_open(b.handle(), device, &dev), "opening device");
-  if (!st.ok()) return Fatal("InfraError", st.message());
-  if (!single_call.empty()) {
-    int rc = SingleCall(single_call, b, dev, device);
-    b.api().device_close(dev);
-    std::cout.flush();
-    _exit(rc);
-  }
+};
 
-  // The runner says it is ready (plugin loaded, device open) or ends; candidates go to it when
-  // the plugin can share buffers, else they run here.
-  std::unique_ptr<htam::CandidateExec> remote;
-  std::string runner_note = "off";
-  if (runner.pid > 0) {
-    if (auto st = AwaitRunner(runner, 120000); !st.ok()) return Fatal("InfraError", st.message());
-    if (kb_only || (b.api().buffer_export && b.api().buffer_import)) {
-      remote = htam::MakeRemoteExec(&b, runner.fd, runner.pid, runner_allocates);
-      runner_note = kb_only ? "kernelbench candidates only" : "on";
-    } else {
-      kill(runner.pid, SIGKILL);
-      waitpid(runner.pid, nullptr, 0);
-      close(runner.fd);
-      runner.pid = -1;
-      runner_note = "unavailable (the plugin cannot share buffers)";
-    }
+// Parses the command line into *a (base/args.h): -1 to go on, else the exit status.
+int ParseWorkerArgs(int argc, char** argv, WorkerArgs* a) {
+  namespace po = boost::program_options;
+  std::string log_level, check_threads_text = "1";
+  uint64_t runner_leak_mb = 0;
+  po::options_description o;
+  o.add_options()("plugin", po::value(&a->plugin),
+                  "the backend plugin (libhtam_backend_<name>.so)")(
+      "device", po::value(&a->device), "device index")(
+      "sdk-include", po::value(&a->sdk_include), "folder holding htam/kernel_abi.h")(
+      "cache-dir", po::value(&a->cache_dir), "the plugin's compile cache")(
+      "option", po::value(&a->options)->composing(), "a plugin option key=value (repeatable)")(
+      "jobs", po::value(&a->jobs), "jobs to serve before exiting")(
+      "describe", po::bool_switch(&a->describe), "print the plugin's description and exit")(
+      "single-call", po::value(&a->single_call), "one call of a job's candidate (a profiled run)")(
+      "runner", po::bool_switch(&a->runner_mode), "serve as the runner of a verifier")(
+      "split", po::bool_switch(&a->split), "verify here, run candidates in a runner")(
+      "kb-only", po::bool_switch(&a->kb_only), "the runner serves KernelBench jobs only")(
+      "compile-only", po::bool_switch(&a->compile_only), "compile one source ahead and exit")(
+      "no-device", po::bool_switch(&a->no_device), "--runner: open no device")(
+      "kb-build-cache", po::value(&a->kb_build_cache), "load_inline build cache the runner writes")(
+      "hide", po::value(&a->hide)->composing(), "a folder the runner must not see (repeatable)")(
+      "runner-cache-dir", po::value(&a->runner_cache), "the runner's compile cache")(
+      "runner-allocates", po::bool_switch(&a->runner_allocates), "device buffers from the runner")(
+      "reset-dir", po::value(&a->reset_dir), "--runner: emptied at every reset")(
+      "drop-uid", po::value(&a->drop_uid), "user to drop to")(
+      "drop-gid", po::value(&a->drop_gid), "group to drop to")(
+      "check-threads", po::value(&check_threads_text), "0: no check for threads left running")(
+      "thread-grace-ms", po::value(&a->thread_grace_ms), "wait for threads to end after a call")(
+      "runner-leak-mb", po::value(&runner_leak_mb),
+      "the verifier: device memory a runner may leave allocated (0 = unchecked)")(
+      "leak-mb", po::value(&a->leak_mb), "the runner: the same limit")(
+      "log-level", po::value(&log_level), "debug, info, warn, error, off");
+  po::variables_map vm;
+  const int rc = htam::ParseArgs("htam-eval-worker",
+                                 "usage: htam-eval-worker --plugin PATH "
+                                 "--device N [options] (started by htamd's evaluator)",
+                                 std::vector<std::string>(argv + 1, argv + argc), o, {}, &vm);
+  if (rc >= 0) return rc;
+  a->jobs = std::max(1, a->jobs);
+  a->check_threads = check_threads_text != "0";
+  if (!vm.count("leak-mb")) a->leak_mb = runner_leak_mb;
+  if (!log_level.empty()) {
+    htam::LogLevel l;
+    if (htam::ParseLogLevel(log_level, &l)) htam::SetLogLevel(l);
   }
+  // What the one-call child of a profile gets again.
+  for (const char* key : {"plugin", "device", "sdk-include", "cache-dir", "log-level"}) {
+    if (!vm.count(key) || vm[key].defaulted()) continue;
+    a->self_args.push_back(std::string("--") + key);
+    a->self_args.push_back(key == std::string("device") ? std::to_string(a->device)
+                                                        : vm[key].as<std::string>());
+  }
+  for (const std::string& opt : a->options)
+    a->self_args.insert(a->self_args.end(), {"--option", opt});
+  return -1;
+}
+
+// --runner: candidate code only, no daemon socket. Ends the process when it has served.
+int RunRunner(const WorkerArgs& a, const std::string& work_dir) {
+  std::set_new_handler(&RunnerOutOfMemory);
+  auto lib = htam::PluginLibrary::Open(a.plugin);
+  if (!lib.ok()) {
+    std::cerr << "htam runner: " << lib.status().ToString() << "\n";
+    return 2;
+  }
+  htam::HostOptions host{a.sdk_include, a.cache_dir, work_dir, a.options};
+  auto inst = htam::BackendInstance::Create((*lib)->api(), host);
+  if (!inst.ok()) {
+    std::cerr << "htam runner: " << inst.status().ToString() << "\n";
+    return 2;
+  }
+  htam_device* dev = nullptr;
+  auto opened = a.no_device ? htam::Status::OK()
+                            : htam::ConsumeError(
+                                  (*inst)->api().device_open((*inst)->handle(), a.device, &dev),
+                                  "opening device");
+  if (!opened.ok()) {
+    std::cerr << "htam runner: " << opened.ToString() << "\n";
+    return 2;
+  }
+  if (!htam::SendFrameFds(4, {{"type", "ready"}, {"pid", getpid()}}, {}).ok()) _exit(2);
+  // The directory emptied between jobs: only the runner's own working directory.
+  if (!a.reset_dir.empty() && a.reset_dir != work_dir) {
+    std::cerr << "htam runner: --reset-dir must be its working directory\n";
+    return 2;
+  }
+  int rc = htam::ServeRunner(inst->get(), dev, 4,
+                             {a.check_threads, a.thread_grace_ms, a.reset_dir, a.leak_mb << 20});
+  std::cout.flush();
+  _exit(rc);  // what candidates left in this process is not torn down
+}
+
+// The runner this verifier starts: its command line, what it sees and whom it runs as.
+htam::eval::RunnerSpawn RunnerSpawnFor(const WorkerArgs& a, const std::string& work_dir) {
+  const std::string exe = htam::ExecutablePath();
+  htam::eval::RunnerSpawn rs;
+  rs.argv = {exe.empty() ? "htam-eval-worker" : exe,
+             "--runner",
+             "--plugin",
+             a.plugin,
+             "--device",
+             std::to_string(a.device),
+             "--sdk-include",
+             a.sdk_include,
+             "--check-threads",
+             a.check_threads ? "1" : "0",
+             "--thread-grace-ms",
+             std::to_string(a.thread_grace_ms),
+             "--leak-mb",
+             std::to_string(a.leak_mb)};
+  if (!a.runner_cache.empty()) rs.argv.insert(rs.argv.end(), {"--cache-dir", a.runner_cache});
+  if (a.compile_only) rs.argv.push_back("--no-device");
+  for (const auto& o : a.options) rs.argv.insert(rs.argv.end(), {"--option", o});
+  // The ceilings (sol_fraction) are the verifier's to measure; a runner needs none.
+  rs.argv.insert(rs.argv.end(), {"--option", "cuda_roofline=false"});
+  // Nor a cache of the backend's own kernels: a runner writes nothing a later process reads.
+  rs.argv.insert(rs.argv.end(), {"--option", "cuda_nvrtc_cache=false"});
+  rs.hidden_dirs = a.hide;
+  rs.hidden_dirs.push_back(work_dir);  // the verifier's own files
+  rs.work_dir = work_dir + "/runner";
+  rs.argv.insert(rs.argv.end(), {"--reset-dir", rs.work_dir});
+  rs.visible_dirs = {rs.work_dir};
+  if (!a.runner_cache.empty()) rs.visible_dirs.push_back(a.runner_cache);
+  // What the runner itself needs stays in view, wherever the hidden directories are.
+  auto dir_of = [](const std::string& p) { return p.substr(0, p.find_last_of('/')); };
+  rs.visible_dirs.push_back(dir_of(rs.argv[0]));
+  rs.visible_dirs.push_back(dir_of(a.plugin));
+  // KernelBench candidates: the harness scripts and the load_inline build cache.
+  if (!a.kb_build_cache.empty()) rs.visible_dirs.push_back(a.kb_build_cache);
   {
-    // Shared buffers are files (memfd): with a runner, the verifier lifts its own soft file-size
-    // limit (the runner made the limit hard for itself, and runs every candidate); without one,
-    // candidates run here and the limit is made hard.
-    struct rlimit fs;
-    if (getrlimit(RLIMIT_FSIZE, &fs) == 0) {
-      if (remote && !kb_only)
-        fs.rlim_cur = fs.rlim_max;
-      else
-        fs.rlim_max = fs.rlim_cur;
-      setrlimit(RLIMIT_FSIZE, &fs);
+    char real[4096];
+    std::string helper = htam::DefaultKernelBenchHelper();
+    if (realpath(helper.c_str(), real)) rs.visible_dirs.push_back(dir_of(real));
+  }
+  if (!a.sdk_include.empty()) rs.visible_dirs.push_back(a.sdk_include);
+  if (const char* ld = getenv("LD_LIBRARY_PATH")) {
+    std::string l = ld;
+    for (size_t b = 0, e; b < l.size(); b = e + 1) {
+      e = l.find(':', b);
+      if (e == std::string::npos) e = l.size();
+      if (e > b) rs.visible_dirs.push_back(l.substr(b, e - b));
     }
   }
+  rs.drop = a.drop_uid >= 0 && geteuid() == 0;
+  rs.uid = uid_t(a.drop_uid);
+  rs.gid = gid_t(a.drop_gid);
+  return rs;
+}
+
+// The runner says it is ready (plugin loaded, device open) or ends; candidates go to it when the
+// plugin can share buffers (*remote), else they run here and the runner goes.
+htam::Status AttachRunner(const WorkerArgs& a, htam::BackendInstance& b,
+                          htam::eval::RunnerReport* runner,
+                          std::unique_ptr<htam::CandidateExec>* remote, std::string* note) {
+  HTAM_RETURN_IF_ERROR(AwaitRunner(*runner, 120000));
+  if (a.kb_only || (b.api().buffer_export && b.api().buffer_import)) {
+    *remote = htam::MakeRemoteExec(&b, runner->fd, runner->pid, a.runner_allocates);
+    *note = a.kb_only ? "kernelbench candidates only" : "on";
+  } else {
+    kill(runner->pid, SIGKILL);
+    waitpid(runner->pid, nullptr, 0);
+    close(runner->fd);
+    runner->pid = -1;
+    *note = "unavailable (the plugin cannot share buffers)";
+  }
+  return htam::Status::OK();
+}
+
+// Shared buffers are files (memfd): with a runner, the verifier lifts its own soft file-size
+// limit (the runner made the limit hard for itself, and runs every candidate); without one,
+// candidates run here and the limit is made hard.
+void SetFileSizeLimit(bool runner_runs_every_candidate) {
+  struct rlimit fs;
+  if (getrlimit(RLIMIT_FSIZE, &fs) != 0) return;
+  if (runner_runs_every_candidate)
+    fs.rlim_cur = fs.rlim_max;
+  else
+    fs.rlim_max = fs.rlim_cur;
+  setrlimit(RLIMIT_FSIZE, &fs);
+}
+
+// The first frame to the evaluator: this process, its device and its sandbox as it sees them.
+json HelloFrame(int device, const htam::eval::RunnerReport& runner, bool remote,
+                const std::string& runner_note) {
   struct rlimit as {
   }, nproc{};
   getrlimit(RLIMIT_AS, &as);
   getrlimit(RLIMIT_NPROC, &nproc);
-  json hello = {
-      {"type", "hello"},
-      {"pid", getpid()},
-      {"device", device},
-      {"sandbox",
-       {{"network_isolated", NetworkIsolated()},
-        {"readonly_root", RootReadOnly()},
-        {"uid", getuid()},
-        {"runner", runner_note},
-        {"runner_files_hidden", remote && runner.files_hidden},
-        {"runner_seccomp", remote && runner.seccomp},
-        {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)},
-        {"nproc_limit", nproc.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(nproc.rlim_cur)}}}};
-  if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
+  return {{"type", "hello"},
+          {"pid", getpid()},
+          {"device", device},
+          {"sandbox",
+           {{"network_isolated", NetworkIsolated()},
+            {"readonly_root", RootReadOnly()},
+            {"uid", getuid()},
+            {"runner", runner_note},
+            {"runner_files_hidden", remote && runner.files_hidden},
+            {"runner_seccomp", remote && runner.seccomp},
+            {"memory_limit", as.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(as.rlim_cur)},
+            {"nproc_limit", nproc.rlim_cur == RLIM_INFINITY ? 0 : uint64_t(nproc.rlim_cur)}}}};
+}
 
+// Serves up to a.jobs job frames: parse the task, run the gate (and the profile when asked),
+// answer with the result. Returns -1 when done (the daemon gone, the jobs served, or a runner
+// not to be reused), else the exit status of a fatal error.
+int ServeJobs(const WorkerArgs& a, htam::BackendInstance& b, htam_device* dev,
+              const htam::eval::RunnerReport& runner, htam::CandidateExec* remote,
+              const std::string& work_dir) {
   htam::BaselineCache baselines;  // the reference timings this worker keeps (baseline_reuse_s)
-  for (int done = 0; done < jobs; ++done) {
+  for (int done = 0; done < a.jobs; ++done) {
     auto frame = htam::eval::ReadFrame(kFd);
     if (!frame.ok()) break;  // daemon gone or shutting down
     if ((*frame)["type"] != "job") continue;
@@ -664,14 +639,14 @@ int main(int argc, char** argv) {
     progress("parse task");
     htam::GateResult r;
     auto task = htam::ParseTaskFile(j.task_dir, j.max_case_bytes);
-    htam::GateOptions o = GateOptionsFromJob(j, b, device);
+    htam::GateOptions o = GateOptionsFromJob(j, b, a.device);
     o.baselines = &baselines;
     if (!task.ok()) {
       r.status = htam::fb::OutcomeStatus::InfraError;
       r.diagnostics = task.status().message();
     } else {
       // A KernelBench-only runner takes ModelNew candidates; lean-ABI ones run here as before.
-      o.runner = kb_only && o.language != htam::kKernelBenchLanguage ? nullptr : remote.get();
+      o.runner = a.kb_only && o.language != htam::kKernelBenchLanguage ? nullptr : remote;
       htam::Gate gate(&b, dev, *task, o);
       if (j.reference_only)
         r = gate.EvaluateReference(progress);
@@ -683,7 +658,7 @@ int main(int argc, char** argv) {
       // A profiler measures every kernel on the device: the other lanes wait (timing_lock.h).
       htam::DeviceLock turn(htam::DeviceLockPathFor(o, b), o.timing_lock_wait_s);
       turn.Exclusive();
-      Profile(b, j, self_args, work_dir, &r);
+      Profile(b, j, a.self_args, work_dir, &r);
     }
     if (remote && r.status != htam::fb::OutcomeStatus::Ok &&
         r.diagnostics.find("the runner process died") != std::string::npos) {
@@ -702,6 +677,76 @@ int main(int argc, char** argv) {
     // A runner retired by its reset (device memory its candidates left allocated) is replaced too.
     if (retired) break;
   }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  WorkerArgs a;
+  if (int rc = ParseWorkerArgs(argc, argv, &a); rc >= 0) return rc;
+  g_single_call = !a.single_call.empty();
+  char cwd[4096];
+  const std::string work_dir = getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
+  if (a.runner_mode) return RunRunner(a, work_dir);
+  // ---- the verifier: start the runner while privileged, then drop privileges ----
+  htam::eval::RunnerReport runner;
+  if (a.split && a.single_call.empty() && !a.describe) {
+    auto r = htam::eval::SpawnRunner(RunnerSpawnFor(a, work_dir));
+    if (!r.ok()) return Fatal("InfraError", "cannot start the runner: " + r.status().message());
+    runner = *r;
+  }
+  if (a.drop_uid >= 0 && geteuid() == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(gid_t(a.drop_gid)) != 0 ||
+        setuid(uid_t(a.drop_uid)) != 0)
+      return Fatal("InfraError", "the worker cannot drop privileges");
+  }
+  // Nobody may trace this process or read its memory (/proc/PID/mem needs a dumpable target).
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (a.single_call.empty()) {
+    // fd 3 is the protocol socket: not for the processes a profile starts.
+    fcntl(kFd, F_SETFD, FD_CLOEXEC);
+    std::set_new_handler(&OnOutOfMemory);
+    signal(SIGABRT, &OnAbort);
+  }
+  auto lib = htam::PluginLibrary::Open(a.plugin);
+  if (!lib.ok()) return Fatal("InfraError", lib.status().message());
+  htam::HostOptions host;
+  host.sdk_include_dir = a.sdk_include;
+  host.cache_dir = a.cache_dir;
+  host.work_dir = work_dir;
+  host.options = a.options;
+  auto inst = htam::BackendInstance::Create((*lib)->api(), host);
+  if (!inst.ok()) return Fatal("InfraError", inst.status().message());
+  htam::BackendInstance& b = **inst;
+  if (a.describe) {
+    auto st = htam::eval::WriteFrame(kFd, DescribeJson(b));
+    return st.ok() ? 0 : 2;
+  }
+  if (a.compile_only) return CompileOnly(b, runner);
+  if (!b.description().can_run)
+    return Fatal("InfraError", std::string("backend cannot run here: ") +
+                                   (b.description().notes ? b.description().notes : ""));
+  htam_device* dev = nullptr;
+  auto st = htam::ConsumeError(b.api().device_open(b.handle(), a.device, &dev), "opening device");
+  if (!st.ok()) return Fatal("InfraError", st.message());
+  if (!a.single_call.empty()) {
+    int rc = SingleCall(a.single_call, b, dev, a.device);
+    b.api().device_close(dev);
+    std::cout.flush();
+    _exit(rc);
+  }
+  std::unique_ptr<htam::CandidateExec> remote;
+  std::string runner_note = "off";
+  if (runner.pid > 0) {
+    if (auto st = AttachRunner(a, b, &runner, &remote, &runner_note); !st.ok())
+      return Fatal("InfraError", st.message());
+  }
+  SetFileSizeLimit(remote && !a.kb_only);
+  if (!htam::eval::WriteFrame(kFd, HelloFrame(a.device, runner, remote != nullptr, runner_note))
+           .ok())
+    return 2;
+  if (int rc = ServeJobs(a, b, dev, runner, remote.get(), work_dir); rc >= 0) return rc;
   b.api().device_close(dev);
   // Leave without running destructors of whatever the candidates left in this process.
   std::cout.flush();

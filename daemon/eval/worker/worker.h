@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "daemon/config/config.h"
+#include "daemon/config/sections.h"
 #include "daemon/eval/evaluator.h"
 
 namespace htam::worker {
@@ -20,8 +21,9 @@ struct WorkerOptions {
   std::string name;                    // worker.name ("" = host:pid)
   std::string server_public_key_file;  // worker.server_public_key_file ("" = no CURVE)
   std::string key_file;                // worker.key_file
-  int heartbeat_ms = 1000;             // worker.heartbeat_ms (the daemon's value wins once known)
-  int liveness = 5;                    // worker.liveness
+  // worker.heartbeat_ms (the daemon's value wins once known), worker.liveness
+  int heartbeat_ms = int(config::TableDefaults<config::Worker>().heartbeat_ms);
+  int liveness = int(config::TableDefaults<config::Worker>().liveness);
   std::string task_root;               // where shipped task files are unpacked
 
   static WorkerOptions FromConfig(const Config& config);

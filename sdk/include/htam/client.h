@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "base/status.h"
 #include "htam/schema/protocol_generated.h"
+#include "htam/status.h"
 
 namespace htam {
 

@@ -14,22 +14,25 @@ import time
 from typing import Dict, List, Optional
 
 from .daemon import Daemon, DaemonError, connect
+from .shipped import find_executable
 
 
 def find_htamd(build_dir: str = "") -> str:
-    """build/daemon/htamd (or HTAM_HTAMD); '' when not built."""
+    """HTAM_HTAMD, else the htamd of the build folder named (build_dir or HTAM_BUILD_DIR), else
+    the one shipped beside this package (htam.paths: an install's bin/, a build tree's bin/), else
+    htamd on PATH; '' when there is none."""
     candidates = []
     if os.environ.get("HTAM_HTAMD"):
         candidates.append(os.environ["HTAM_HTAMD"])
     dirs = [build_dir] if build_dir else []
     if os.environ.get("HTAM_BUILD_DIR"):
         dirs.append(os.environ["HTAM_BUILD_DIR"])
-    for b in dirs + ["build"]:
+    for b in dirs:
         candidates += [os.path.join(b, "daemon", "htamd"), os.path.join(b, "bin", "htamd")]
     for c in candidates:
         if c and os.access(c, os.X_OK):
             return os.path.abspath(c)
-    return shutil.which("htamd") or ""
+    return find_executable("htamd")
 
 
 class HtamdProcess:

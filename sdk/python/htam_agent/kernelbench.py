@@ -25,6 +25,8 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set
 
+from .shipped import find_shared_file
+
 PROBLEM_NUMBER = re.compile(r"^(\d+)_")
 
 
@@ -71,15 +73,12 @@ def level_problems(root: str, level: int, numbers: Optional[Set[int]]) -> List[s
 
 
 def default_helper() -> str:
+    """HTAM_KERNELBENCH_HELPER, else the shipped share/htam/kernelbench/kb_helper.py (htam.paths);
+    its bare name when none is found (the error then names it)."""
     env = os.environ.get("HTAM_KERNELBENCH_HELPER", "")
     if env:
         return env
-    here = os.path.dirname(os.path.realpath(__file__))
-    for p in (os.path.join(here, "..", "..", "..", "tools", "kernelbench", "kb_helper.py"),
-              os.path.join("tools", "kernelbench", "kb_helper.py")):
-        if os.path.exists(p):
-            return os.path.abspath(p)
-    return os.path.join("tools", "kernelbench", "kb_helper.py")
+    return find_shared_file(os.path.join("kernelbench", "kb_helper.py")) or "kb_helper.py"
 
 
 @dataclass

@@ -26,11 +26,15 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .shipped import find_shared_file
+
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u8": 1}
 DTYPE_MACROS = {"f16": "DT_F16", "bf16": "DT_BF16"}
 # The source tree (the package resolved through the build tree's link to it).
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
-DEFAULT_FAMILIES = os.path.join(REPO, "configs", "world", "families")
+# Shipped: <prefix>/share/htam/world/families (htam.paths; a build tree links it there).
+DEFAULT_FAMILIES = (find_shared_file("world/families")
+                    or os.path.join(REPO, "configs", "world", "families"))
 # The backends a family can target: the candidate files' extension and the template's default name.
 BACKEND_EXT = {"cuda": ".cu", "cpu": ".cpp"}
 DEFAULT_TEMPLATE = {"cuda": "kernel.cu", "cpu": "kernel.cc"}
@@ -119,7 +123,8 @@ def _read_json(path: str) -> dict:
 
 def load_taxonomy(path: Optional[str] = None) -> Dict[str, set]:
     """direction -> set of strategy names, from the seed taxonomy."""
-    t = _read_json(path or os.path.join(REPO, "configs", "seed_taxonomy.json"))
+    t = _read_json(path or find_shared_file("seed_taxonomy.json")
+                   or os.path.join(REPO, "configs", "seed_taxonomy.json"))
     return {d["name"]: {s["name"] for s in d["strategies"]} for d in t["directions"]}
 
 
