@@ -95,6 +95,9 @@ class ProblemResult:
     modelnew: str = ""           # the ModelNew file scored (score_modelnew_files)
     outcome: str = ""            # htam's status of that file (Ok, Incorrect, CompileError, ...)
     seconds: float = 0.0         # wall time of its evaluation
+    median_us: float = 0.0       # its timed median (htam's), and PyTorch eager's
+    baseline_us: float = 0.0
+    device_mib: float = 0.0      # peak device memory of its evaluation's processes (--device-memory)
 
 
 def import_problems(files: Sequence[str], tasks_dir: str, python: str = "/usr/bin/python3",
@@ -442,22 +445,35 @@ def find_htam_eval(given: str = "") -> str:
 
 
 def evaluate_with_htam_eval(r: ProblemResult, tasks_dir: str, htam_eval: str, backend: str,
-                            extra: Sequence[str] = (), timeout_s: float = 3600.0) -> None:
+                            extra: Sequence[str] = (), timeout_s: float = 3600.0,
+                            watch=None) -> Optional[dict]:
     """One ModelNew file through htam-eval (the evaluator htamd uses: its sandboxed worker and
-    runner, the golden data, the static checks, the timing)."""
+    runner, the golden data, the static checks, the timing). watch(pid) / watch(None) is told
+    when the process starts and ends (DeviceMemoryWatch). Returns htam-eval's JSON result."""
     import time
     cmd = [htam_eval, "--task", os.path.join(tasks_dir, r.task), "--backend", backend,
            "--language", "kernelbench", *extra, r.modelnew]
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        r.seconds = time.monotonic() - t0
-        r.status, r.outcome, r.note = "error", "", f"htam-eval ran past {timeout_s:.0f} s"
-        return
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
     except OSError as e:
         raise KernelBenchError(f"cannot run {htam_eval}: {e}") from e
+    if watch:
+        watch(proc.pid)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        r.seconds = time.monotonic() - t0
+        r.status, r.outcome, r.note = "error", "", f"htam-eval ran past {timeout_s:.0f} s"
+        return None
+    finally:
+        if watch:
+            watch(None)
     r.seconds = time.monotonic() - t0
+    p = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     result = None
     for line in p.stdout.splitlines():
         if line.startswith("{"):
@@ -471,6 +487,9 @@ def evaluate_with_htam_eval(r: ProblemResult, tasks_dir: str, htam_eval: str, ba
         return
     score_outcome(r, str(result.get("status", "")), float(result.get("speedup") or 0.0),
                   str(result.get("diagnostics", "")))
+    r.median_us = float(result.get("median_us") or 0.0)
+    r.baseline_us = float(result.get("baseline_us") or 0.0)
+    return result
 
 
 def all_levels_line(plan: ScoringPlan) -> str:

@@ -20,14 +20,86 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import List, Optional
+from dataclasses import asdict
+from typing import Dict, List, Optional
 
 from .kernelbench import (KernelBenchError, all_levels_line, evaluate_with_htam_eval,
                           find_htam_eval, import_planned, metrics, parse_policy, parse_ranges,
                           plan_report, plan_scoring, table, write_reference_modelnew)
+
+
+class DeviceMemoryWatch:
+    """Peak device memory of each running evaluation: nvidia-smi's per-process use, summed over
+    the process tree of its htam-eval (worker, golden helper, runner), sampled every interval."""
+
+    def __init__(self, interval_s: float = 0.5):
+        self.interval_s = interval_s
+        self.lock = threading.Lock()
+        self.peaks: Dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def watch(self, r):
+        def on(pid):
+            with self.lock:
+                if pid is not None:
+                    self.peaks[pid] = 0.0
+                    r._watch_pid = pid
+                else:
+                    r.device_mib = self.peaks.pop(getattr(r, "_watch_pid", -1), 0.0)
+        return on
+
+    @staticmethod
+    def _children() -> Dict[int, List[int]]:
+        kids: Dict[int, List[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+        return kids
+
+    def _loop(self):
+        while not self.stop.wait(self.interval_s):
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                      "--format=csv,noheader,nounits"], capture_output=True,
+                                     text=True, timeout=10).stdout
+            except (OSError, subprocess.SubprocessError):
+                return
+            used = {}
+            for line in out.splitlines():
+                parts = [x.strip() for x in line.split(",")]
+                if len(parts) == 2 and parts[0].isdigit():
+                    try:
+                        used[int(parts[0])] = float(parts[1])
+                    except ValueError:
+                        pass
+            kids = self._children()
+            with self.lock:
+                for root in list(self.peaks):
+                    tree, todo = set(), [root]
+                    while todo:
+                        p = todo.pop()
+                        if p not in tree:
+                            tree.add(p)
+                            todo.extend(kids.get(p, []))
+                    total = sum(used.get(p, 0.0) for p in tree)
+                    self.peaks[root] = max(self.peaks[root], total)
+
+    def close(self):
+        self.stop.set()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds one htam-eval may take before it counts as an error")
     ap.add_argument("--json", dest="json_out", default="", help="also write the report here")
+    ap.add_argument("--progress", default="",
+                    help="append one JSON line per evaluated problem to this file as it ends")
+    ap.add_argument("--time-limit", type=float, default=0.0,
+                    help="start no evaluation after this many seconds (those left count as "
+                         "not run, i.e. incorrect); 0 = none")
+    ap.add_argument("--device-memory", action="store_true",
+                    help="record each evaluation's peak device memory (nvidia-smi, sampled)")
     return ap
 
 
@@ -101,12 +180,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         todo = [r for rs in plan.levels.values() for r in rs if r.modelnew and r.task and
                 r.status != "import_failed"]
 
+        started = time.monotonic()
+        memory = DeviceMemoryWatch() if args.device_memory else None
+        progress_lock = threading.Lock()
+
         def one(r):
+            if args.time_limit and time.monotonic() - started > args.time_limit:
+                r.status, r.note = "not_run", f"not started: --time-limit {args.time_limit:.0f} s"
+                return
             evaluate_with_htam_eval(r, tasks_dir, htam_eval, args.backend, args.eval_arg,
-                                    timeout_s=args.timeout)
+                                    timeout_s=args.timeout,
+                                    watch=memory.watch(r) if memory else None)
             print(f"level {r.level} {r.problem}: {r.outcome or r.status}"
-                  + (f" {r.speedup:.2f}x" if r.speedup else "") + f" ({r.seconds:.1f} s)",
+                  + (f" {r.speedup:.2f}x" if r.speedup else "") + f" ({r.seconds:.1f} s"
+                  + (f", {r.device_mib:.0f} MiB on the device" if memory else "") + ")",
                   flush=True)
+            if args.progress:
+                with progress_lock, open(args.progress, "a", encoding="utf-8") as f:
+                    row = {k: v for k, v in asdict(r).items() if not k.startswith("_")}
+                    f.write(json.dumps(row) + "\n")
 
         try:
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -114,6 +206,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         except KernelBenchError as e:
             print(f"htam-bench kernelbench: {e}", file=sys.stderr)
             return 1
+        finally:
+            if memory:
+                memory.close()
     finally:
         if tmp is not None:
             tmp.cleanup()
