@@ -27,6 +27,7 @@
 #include "daemon/eval/compile_ahead.h"
 #include "daemon/eval/job_codec.h"
 #include "daemon/eval/sandbox.h"
+#include "daemon/eval/work_clock.h"
 
 namespace htam::eval {
 namespace {
@@ -703,24 +704,37 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   const int64_t profile_timeout_s = ev_.cuda_profile_timeout_s;
   const size_t capture = size_t(ev_.capture_kb) << 10;
   const size_t flood = size_t(ev_.max_output_kb) << 10;
-  auto job_deadline =
-      Clock::now() +
+  // Limits count the job's own work: wall time less its waits for a busy CPU and the waits its
+  // worker declares (work_clock.h), never past limit * eval.limit_wall_factor of wall time.
+  WorkClock work(w->pid());
+  const double wall_factor = ev_.load_independent_limits ? double(ev_.limit_wall_factor) : 1.0;
+  const Clock::time_point job_start = Clock::now();
+  auto job_limit =
       std::chrono::seconds(ev_.job_timeout_s + (kb ? ev_.kernelbench_compile_timeout_s : 0));
   // The profile stage (after the gate, when asked) has its own wall limit, enforced by the worker
   // on the profiler (eval.cuda_profile_timeout_s); the evaluator allows that much beyond the job's
   // limit.
   auto stage_limit = [&](const std::string& stage) {
-    int64_t sec = stage.rfind("compile kernelbench", 0) == 0
+    const int64_t sec = stage.rfind("compile kernelbench", 0) == 0
                       ? ev_.kernelbench_compile_timeout_s + 10
                   : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s + 10
                   : stage.rfind("profile", 0) == 0 ? profile_timeout_s + 10
                   // KernelBench golden data: PyTorch's first run on a device takes its time
                   : stage.rfind("golden", 0) == 0 ? ev_.kernelbench_timeout_s + 10
                                                   : ev_.case_timeout_s;
-    return Clock::now() + std::chrono::seconds(sec);
+    return std::chrono::seconds(sec);
   };
   std::string stage = "start";
-  auto stage_deadline = stage_limit("compile");
+  Clock::time_point stage_start = job_start;
+  std::chrono::seconds stage_secs = stage_limit("compile");
+  double stage_excluded = 0;
+  Clock::time_point stage_deadline, job_deadline;
+  auto update_deadlines = [&] {
+    if (ev_.load_independent_limits) work.Sample();
+    stage_deadline = work.Deadline(stage_start, stage_secs, stage_excluded, wall_factor);
+    job_deadline = work.Deadline(job_start, job_limit, 0, wall_factor);
+  };
+  update_deadlines();
   bool finished = false, keep_worker = false;
   const uint64_t ooms_before = w->cgroup() ? w->cgroup()->OomKills() : 0;
   Status sent = w->SendBuffer(frame);
@@ -743,17 +757,32 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         break;
       }
     }
+    update_deadlines();
     auto deadline =
         std::min({stage_deadline, job_deadline, Clock::now() + std::chrono::milliseconds(250)});
     auto f = w->Receive(deadline, capture, flood);
     if (f.ok()) {
       const std::string type = f->value("type", "");
       if (type == "progress") {
-        stage = f->value("stage", "");
-        stage_deadline = stage_limit(stage);
+        // A declared wait (a device turn, a lock): excluded from the limits while it lasts.
+        if (f->value("waiting", false)) {
+          if (ev_.load_independent_limits) work.BeginWait();
+          continue;
+        }
+        work.EndWait();
+        const std::string next = f->value("stage", "");
+        if (next != stage || !f->contains("resumed")) {
+          stage = next;
+          stage_start = Clock::now();
+          stage_secs = stage_limit(stage);
+          stage_excluded = work.ExcludedSeconds();
+        }
         if (job.on_stage) job.on_stage(job.job_id, stage, "");
-        if (job.profile && stage.rfind("profile", 0) == 0)
-          job_deadline = std::max(job_deadline, stage_deadline);
+        if (job.profile && stage.rfind("profile", 0) == 0) {
+          const auto since_start =
+              std::chrono::duration_cast<std::chrono::seconds>(stage_start - job_start);
+          job_limit = std::max(job_limit, since_start + stage_secs);
+        }
       } else if (type == "result") {
         auto spec = UnpackResult(FrameBuffer(*f), "the worker's result");
         if (!spec.ok()) {
@@ -792,6 +821,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
     }
     const Status& e = f.status();
     if (e.code() == Status::Code::kTimeout) {
+      update_deadlines();
       if (Clock::now() < std::min(stage_deadline, job_deadline)) continue;  // poll tick
       w->Kill();
       r.status = fb::OutcomeStatus::Timeout;
@@ -802,7 +832,13 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
                                      : stage.rfind("profile", 0) == 0 ? profile_timeout_s
                                                                       : ev_.case_timeout_s) +
                       " s per stage, " + std::to_string(ev_.job_timeout_s) +
-                      " s per job); the worker was killed";
+                      " s per job" +
+                      (ev_.load_independent_limits
+                           ? ", of its own work: " +
+                                 std::to_string(int(work.ExcludedSeconds() + 0.5)) +
+                                 " s of waiting not counted"
+                           : std::string()) +
+                      "); the worker was killed";
       finished = true;
     } else if (e.code() == Status::Code::kResourceExhausted) {
       w->Kill();
