@@ -61,6 +61,7 @@
 #include "backends/common/profile_run.h"
 #include "backends/common/task_spec.h"
 #include "backends/common/timing_lock.h"
+#include "base/wait_report.h"
 #include "base/args.h"
 #include "base/file.h"
 #include "base/log.h"
@@ -391,6 +392,18 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
   return htam::eval::WriteBufferFrame(kFd, htam::eval::PackResult(out)).ok() ? 0 : 2;
 }
 
+namespace {
+// The job and stage a declared wait belongs to (the worker runs one job at a time, on this thread).
+uint64_t g_job_id = 0;
+std::string g_stage;
+
+void ReportWait(bool waiting) {
+  nlohmann::json f = {{"type", "progress"}, {"job_id", g_job_id}, {"stage", g_stage}};
+  f[waiting ? "waiting" : "resumed"] = true;
+  (void)htam::eval::WriteFrame(kFd, f);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string plugin, sdk_include, cache_dir, single_call;
   std::vector<std::string> options;
@@ -648,6 +661,9 @@ int main(int argc, char** argv) {
   if (!htam::eval::WriteFrame(kFd, hello).ok()) return 2;
 
   htam::BaselineCache baselines;  // the reference timings this worker keeps (baseline_reuse_s)
+  // Waits for a device turn or a lock (base/wait_report.h) go to the evaluator, which keeps them
+  // out of the job's limits.
+  htam::SetWaitObserver(ReportWait);
   for (int done = 0; done < jobs; ++done) {
     auto frame = htam::eval::ReadFrame(kFd);
     if (!frame.ok()) break;  // daemon gone or shutting down
@@ -656,7 +672,9 @@ int main(int argc, char** argv) {
     if (!parsed.ok()) return Fatal("InfraError", parsed.status().message());
     const htam::fb::JobSpecT& j = *parsed;
     uint64_t job_id = j.job_id;
+    g_job_id = job_id;
     auto progress = [&](const std::string& stage) {
+      g_stage = stage;
       (void)htam::eval::WriteFrame(kFd,
                                    {{"type", "progress"}, {"job_id", job_id}, {"stage", stage}});
     };

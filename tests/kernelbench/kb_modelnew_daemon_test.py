@@ -77,8 +77,7 @@ class KbModelNewDaemon(unittest.TestCase):
             f.write(right.replace("return torch.relu(x)", "return -torch.relu(x)"))
         os.system("chmod -R a+rX %s" % self.dir)
         out = os.path.join(self.dir, "report.json")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.path.join(ROOT, "sdk", "python") + ":" + env.get("PYTHONPATH", "")
+        env = dict(os.environ)  # PYTHONPATH: the build's python/ (the SDK and htam_agent)
         p = subprocess.run(
             ["/usr/bin/python3", "-m", "htam_agent", "run", "--kernelbench",
              os.path.join(self.dir, "kb"), "--modelnew", os.path.join(self.dir, "mn"),
