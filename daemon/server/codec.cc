@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "daemon/server/request_fields.h"
 #include "flatbuffers/flatbuffers.h"
 
 namespace htam::server {
@@ -77,6 +78,7 @@ Decoded DecodeRequest(const AlignedFrame& frame, const CodecLimits& limits) {
     return Fail(d, fb::ErrorCode::UnknownMessage,
                 std::string("message type ") + fb::EnumNameBody(type) + " is not a request");
   Status st = CheckRequestLimits(*env, limits);
+  if (st.ok()) st = CheckRequestFields(*env);
   if (!st.ok()) return Fail(d, fb::ErrorCode::InvalidArgument, st.message());
   d.ok = true;
   d.envelope = env;

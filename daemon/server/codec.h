@@ -1,5 +1,6 @@
 // The wire codec of htamd: checks every inbound frame before anything reads it (size limits,
-// file identifier, the FlatBuffers verifier, protocol version, known body type) and builds
+// file identifier, the FlatBuffers verifier, protocol version, known body type, then every field:
+// sizes, UTF-8 strings, finite numbers) and builds
 // replies. Thread-safety: free functions without shared state; safe for concurrent use.
 #pragma once
 

@@ -6,11 +6,14 @@
 // options.
 #include "daemon/server/server_impl.h"
 
+#include "base/text.h"
+
 namespace htam::server {
 
 void Server::OnHello(const Peer& peer, uint64_t rid, const fb::Hello& m, ClientInfo* client) {
-  client->name = Str(m.client());
-  client->version = Str(m.client_version());
+  // Shown in Status lines and logs: a name cannot bring lines of its own.
+  client->name = EscapeForLine(Str(m.client()));
+  client->version = EscapeForLine(Str(m.client_version()));
   HTAM_LOG(kInfo, kComponent) << "hello from " << PeerName(peer.identity) << " client '"
                               << client->name << "' " << client->version
                               << (client->user.empty() ? "" : " key " + client->user);
@@ -95,7 +98,7 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   if (static_cast<int>(m.bottleneck()) > static_cast<int>(fb::Bottleneck::Unknown) &&
       static_cast<int>(m.bottleneck()) <= static_cast<int>(fb::Bottleneck::MAX))
     b = m.bottleneck();
-  RunRead(peer, [this, rid, sid, b, emb = std::move(embedding)]() mutable {
+  RunRead(peer, rid, [this, rid, sid, b, emb = std::move(embedding)]() mutable {
     return NextStepReply(rid, sid, std::move(emb), b);
   });
 }
@@ -258,7 +261,7 @@ void Server::OnCloseSession(const Peer& peer, uint64_t rid, const fb::CloseSessi
 void Server::OnQuery(const Peer& peer, uint64_t rid, const fb::Query& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
   std::shared_ptr<fb::QueryT> q(m.UnPack());
-  RunRead(peer, [this, rid, q] { return QueryReply(rid, *q); });
+  RunRead(peer, rid, [this, rid, q] { return QueryReply(rid, *q); });
 }
 
 std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m) {

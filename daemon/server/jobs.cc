@@ -14,7 +14,9 @@ std::string Server::EncodeJobContext(const Job& job) {
                    {"summary", job.summary},
                    {"language", job.language},
                    {"candidate_hash", job.candidate_hash}};
-  return j.dump();
+  // Requests are checked for UTF-8 at the door; replacing any bad byte here still keeps a
+  // surprise from ending the loop.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 bool Server::DecodeJobContext(const std::string& text, Job* job) {

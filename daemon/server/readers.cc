@@ -7,13 +7,20 @@
 
 namespace htam::server {
 
-void Server::RunRead(const Peer& peer, std::function<std::string()> work) {
-  if (readers_.empty()) return Reply(peer, work());
-  // The reader thread logs with this request's ids.
-  work = [fields = LogScope::Current(), work = std::move(work)] {
+void Server::RunRead(const Peer& peer, uint64_t request_id, std::function<std::string()> work) {
+  // The reader thread logs with this request's ids; a failure is an error reply, never the end
+  // of a reader thread.
+  work = [fields = LogScope::Current(), work = std::move(work), request_id] {
     LogScope scope(fields);
-    return work();
+    try {
+      return work();
+    } catch (const std::exception& e) {
+      HTAM_LOG(kError, kComponent) << "read request " << request_id << " failed: " << e.what();
+      return EncodeError(request_id, fb::ErrorCode::Internal,
+                         std::string("internal error while reading the memory: ") + e.what());
+    }
   };
+  if (readers_.empty()) return Reply(peer, work());
   {
     MutexLock lock(&read_mu_);
     read_queue_.emplace_back(peer, std::move(work));

@@ -277,7 +277,16 @@ void Server::HandleFront(std::vector<zmq::message_t>& parts) {
     return;
   }
   peer.kind = static_cast<int>(d.envelope->body_type());
-  Dispatch(peer, *d.envelope, client);
+  // No failure of one request may end the loop that serves everyone: it becomes an error reply
+  // and a log line.
+  try {
+    Dispatch(peer, *d.envelope, client);
+  } catch (const std::exception& e) {
+    HTAM_LOG(kError, kComponent) << "request " << d.request_id << " from "
+                                 << PeerName(peer.identity) << " failed: " << e.what();
+    ReplyError(peer, d.request_id, fb::ErrorCode::Internal,
+               std::string("internal error while handling the request: ") + e.what());
+  }
 }
 
 void Server::Dispatch(const Peer& peer, const fb::Envelope& env, ClientInfo* client) {

@@ -141,7 +141,8 @@ class Server {
   void ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st);
 
   // Runs `work` on a reader thread (or inline without readers); its reply goes to `peer`.
-  void RunRead(const Peer& peer, std::function<std::string()> work) EXCLUDES(read_mu_);
+  void RunRead(const Peer& peer, uint64_t request_id, std::function<std::string()> work)
+      EXCLUDES(read_mu_);
   void ReaderLoop() EXCLUDES(read_mu_, results_mu_);
   void SendReadyReplies() EXCLUDES(results_mu_);
   std::string NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
