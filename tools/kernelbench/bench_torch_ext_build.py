@@ -17,6 +17,10 @@ machine, each step in fresh directories, one JSON line per measurement, then a s
   split_total           nvcc_split + gxx_wrappers_pch + link_split, run side by side
                         (the cold cost of the split build once the PCH exists)
   same_result           the split build's output equals load_inline's on the same input
+  auto_split            kb_split.py (what the runner does with such a load_inline call) on the
+                        same sources, the PCH already built: plan, both halves, link
+  auto_split_cached     the same again, with the objects gone but the PCH kept (a new kernel)
+  auto_same_result      its output equals load_inline's
 
 Usage (repository root, a python3 with PyTorch+CUDA and nvcc on PATH):
   python3 tools/kernelbench/bench_torch_ext_build.py [--jobs N] [--skip-load-inline]
@@ -245,10 +249,28 @@ def main():
             r = child_python(IMPORT_SO % (os.path.join(d, "split_ext.so"), ref))
             results["same_result"] = r["same"]
             emit(step="same_result", same=r["same"], import_seconds=round(r["seconds"], 3))
+        # The runner's route: kb_split.py on load_inline's own arguments.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import kb_split
+        tc = kb_split.Toolchain(nvcc[0], arch)
+        pch_root = os.path.join(work, "pch")
+        kb_split.precompiled_header(tc, pch_root)
+        for step in ("auto_split", "auto_split_cached"):
+            t0 = time.monotonic()
+            p = kb_split.plan(FULL_CU, CPP_DECLS, FUNCTIONS)
+            so = kb_split.build(p, "htam_bench_ext", tc, os.path.join(work, step), pch_root)
+            results[step] = time.monotonic() - t0
+            emit(step=step, seconds=round(results[step], 2))
+        if os.path.exists(ref):
+            r = child_python(IMPORT_SO % (so, ref))
+            results["auto_same_result"] = r["same"]
+            emit(step="auto_same_result", same=r["same"])
         summary = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in results.items()}
         if "load_inline_cold" in results:
             summary["ratio_load_inline_over_split"] = round(
                 results["load_inline_cold"] / results["split_total"], 1)
+            summary["ratio_load_inline_over_auto_split"] = round(
+                results["load_inline_cold"] / results["auto_split"], 1)
         summary["cores"] = os.cpu_count()
         emit(summary=summary)
     finally:
