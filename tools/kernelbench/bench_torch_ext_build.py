@@ -18,8 +18,8 @@ machine, each step in fresh directories, one JSON line per measurement, then a s
                         (the cold cost of the split build once the PCH exists)
   same_result           the split build's output equals load_inline's on the same input
   auto_split            kb_split.py (what the runner does with such a load_inline call) on the
-                        same sources, the PCH already built: plan, both halves, link
-  auto_split_cached     the same again, with the objects gone but the PCH kept (a new kernel)
+                        same sources: plan, the job's precompiled header, both halves, link
+  auto_split_cached     the same again in the same job, the precompiled header reused
   auto_same_result      its output equals load_inline's
 
 Usage (repository root, a python3 with PyTorch+CUDA and nvcc on PATH):
@@ -252,9 +252,10 @@ def main():
         # The runner's route: kb_split.py on load_inline's own arguments.
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import kb_split
-        tc = kb_split.Toolchain(nvcc[0], arch)
+        tc = kb_split.Toolchain(shutil.which(nvcc[0]) or nvcc[0], arch)
         pch_root = os.path.join(work, "pch")
-        kb_split.precompiled_header(tc, pch_root)
+        # auto_split: a job's first build, its precompiled header included (the runner keeps it
+        # per job); auto_split_cached: a second kernel in the same job (the header reused).
         for step in ("auto_split", "auto_split_cached"):
             t0 = time.monotonic()
             p = kb_split.plan(FULL_CU, CPP_DECLS, FUNCTIONS)

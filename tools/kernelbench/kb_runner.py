@@ -146,7 +146,7 @@ def describe(e):
 
 # ---- build cache ---------------------------------------------------------------------------
 
-def split_build(a, name, build_dir, cache_dir, work_dir):
+def split_build(a, name, build_dir, work_dir):
     """load_inline's call through kb_split.py (kernels through nvcc alone, the torch::Tensor
     wrappers through g++ with a precompiled torch/extension.h): the built module's path, or
     raises kb_split.SplitRefused / RuntimeError / OSError (the caller goes on to load_inline)."""
@@ -155,7 +155,9 @@ def split_build(a, name, build_dir, cache_dir, work_dir):
     if a.get("extra_include_paths"):
         raise kb_split.SplitRefused("extra include paths")
     tc = kb_split.Toolchain(kb_fastpath.find_nvcc(), kb_fastpath.device_arch()[len("sm_"):])
-    return kb_split.build(p, name, tc, build_dir, os.path.join(cache_dir or work_dir, "pch"),
+    # The precompiled header stays in this job's directory: one that a candidate's runner built
+    # is not trusted by another candidate's build.
+    return kb_split.build(p, name, tc, build_dir, os.path.join(work_dir, "kb-pch"),
                           extra_cuda_cflags=a.get("extra_cuda_cflags") or [],
                           extra_cflags=a.get("extra_cflags") or [],
                           extra_ldflags=a.get("extra_ldflags") or [])
@@ -209,7 +211,7 @@ def install_build_cache(cache_dir, work_dir, device, builds, fast_path=True, spl
         if split and device.startswith("cuda") and a.get("is_python_module", True) and \
                 a.get("cuda_sources"):
             try:
-                built = split_build(a, name, build_dir, cache_dir, work_dir)
+                built = split_build(a, name, build_dir, work_dir)
                 loader = importlib.machinery.ExtensionFileLoader(name, built)
                 spec = importlib.util.spec_from_file_location(name, built, loader=loader)
                 mod = importlib.util.module_from_spec(spec)

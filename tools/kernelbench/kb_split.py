@@ -381,16 +381,19 @@ def build(p, name, tc, build_dir, pch_root, extra_cuda_cflags=(), extra_cflags=(
         f.write(p.kernel_tu)
     with open(os.path.join(build_dir, "module.cpp"), "w") as f:
         f.write(module_source(p))
-    pch = precompiled_header(tc, pch_root, timeout_s)
     nv = [tc.nvcc, "-O3", "-std=c++17", "--compiler-options", "-fPIC", "-gencode",
           "arch=compute_%s,code=sm_%s" % (tc.arch, tc.arch)] + list(extra_cuda_cflags) + \
         ["-c", "kernels.cu", "-o", "kernels.o"]
-    cx = ["g++"] + tc.cxx_flags(name) + ["-I" + pch, "-include", "torch_ext.h",
-                                         "-Winvalid-pch"] + list(extra_cflags) + \
-        ["-c", "module.cpp", "-o", "module.o"]
+
+    def torch_half():
+        pch = precompiled_header(tc, pch_root, timeout_s)
+        _run(["g++"] + tc.cxx_flags(name) + ["-I" + pch, "-include", "torch_ext.h",
+                                             "-Winvalid-pch"] + list(extra_cflags) +
+             ["-c", "module.cpp", "-o", "module.o"], build_dir, timeout_s)
+
+    # nvcc on the kernels beside the header and the torch half
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for fut in [pool.submit(_run, nv, build_dir, timeout_s),
-                    pool.submit(_run, cx, build_dir, timeout_s)]:
+        for fut in [pool.submit(_run, nv, build_dir, timeout_s), pool.submit(torch_half)]:
             fut.result()
     cuda_lib = os.path.join(os.path.dirname(os.path.dirname(tc.nvcc)), "lib64")
     _run(["g++", "-shared", "kernels.o", "module.o", "-o", name + ".so",
