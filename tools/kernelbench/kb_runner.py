@@ -41,7 +41,8 @@ whose sources need no PyTorch headers (no torch/ATen/c10/pybind11 include or nam
 with ctypes, cached as <build_cache>/fast-<key>.so; if that build fails, the call goes on to
 PyTorch's load_inline below (its record says why the fast path was not taken).
 
-Split build (kb_split.py; "split_build": true, the default): on a CUDA device, a load_inline call
+Split build (kb_split.py; "split_build": true; off unless asked, until it is measured on a GPU
+against load_inline): on a CUDA device, a load_inline call
 whose CUDA source needs PyTorch's headers is split — the kernels through nvcc alone with a launch
 stub each, the torch::Tensor wrappers and the module through g++ with a precompiled
 torch/extension.h, side by side — and cached like load_inline's own builds; a call the split
@@ -348,7 +349,7 @@ class Harness:
         work = r.get("work_dir") or os.getcwd()
         self.builds = []
         install_build_cache(r.get("build_cache", ""), work, self.device, self.builds,
-                            bool(r.get("fast_path", True)), bool(r.get("split_build", True)))
+                            bool(r.get("fast_path", True)), bool(r.get("split_build", False)))
         # `import htam` in the candidate: htam.load_cuda, building into the same cache.
         kb_fastpath.configure(cache_dir=r.get("build_cache", ""), work_dir=work,
                               nvcc=r.get("nvcc", ""), builds=self.builds)
