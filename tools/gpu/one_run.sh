@@ -262,6 +262,16 @@ fi
 
 # ---- KernelBench at full size (issue 32), each by name only; every part cleans what it wrote.
 # The problems: KB_DIR (default shared/kernelbench/KernelBench beside or inside the checkout).
+# kill_under DIR: ends the processes a part left running whose command line names DIR (its own
+# work folder: workers and helpers of an htam-eval that was killed), then removes DIR.
+kill_under() {
+  local d=$1 p
+  [ -n "$d" ] && [ -d "$d" ] || return 0
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "$d" && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  sleep 1; rm -rf "$d"
+}
 kb_dir() {
   for d in "${KB_DIR:-}" "$ROOT/shared/kernelbench/KernelBench" "$ROOT/../shared/kernelbench/KernelBench"; do
     [ -n "$d" ] && [ -d "$d/level1" ] && { echo "$d"; return 0; }
@@ -291,8 +301,8 @@ if [[ "$PARTS" == *" kbfull "* ]]; then
       --eval-arg=--reps --eval-arg=10 --eval-arg=--sets --eval-arg=2 \
       --time-limit $(( T - 60 )) --device-memory --progress "$OUT/kbfull.jsonl" \
       --json "$OUT/kbfull.json" > "$OUT/kbfull.log" 2>&1
-    echo "kbfull rc=$? ($(elapsed)s); disk of the work folder at the end: $(du -sh "$W" 2>/dev/null | cut -f1)"
-    rm -rf "$W"
+    echo "kbfull rc=$? ($(elapsed)s); disk of the work folder at the end: $(du -sh "$W" 2>/dev/null | cut -f1); free: $(df -h /tmp | tail -1)"
+    kill_under "$W"
     grep -E '^(level|all levels)' "$OUT/kbfull.log" | grep -E 'problems,|all levels' | head -8
     python3 -c "
 import json, collections
@@ -316,7 +326,7 @@ if [[ "$PARTS" == *" kbstable "* ]]; then
     --eval.scratch_dir "$W" "$MN" "$MN" "$MN"
   run 60 "$OUT/kbstable.log" "$S/htam-eval" --task tests/gpu/tasks/relu_small --backend cuda \
     --eval.scratch_dir "$W" tests/hacks/cuda/good_vec4.cu tests/hacks/cuda/good_vec4.cu tests/hacks/cuda/good_vec4.cu
-  rm -rf "$W"
+  kill_under "$W"
   python3 -c "
 import json
 rows = [json.loads(l) for l in open('$OUT/kbstable.log') if l.startswith('{')]

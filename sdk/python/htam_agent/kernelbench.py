@@ -455,8 +455,9 @@ def evaluate_with_htam_eval(r: ProblemResult, tasks_dir: str, htam_eval: str, ba
            "--language", "kernelbench", *extra, r.modelnew]
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        # In this process's group: whatever ends the scorer (timeout's signal to its group, ^C)
+        # ends the evaluations too.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:
         raise KernelBenchError(f"cannot run {htam_eval}: {e}") from e
     if watch:
@@ -464,7 +465,7 @@ def evaluate_with_htam_eval(r: ProblemResult, tasks_dir: str, htam_eval: str, ba
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
+        proc.kill()  # htam-eval's worker ends when htam-eval's socket closes
         proc.communicate()
         r.seconds = time.monotonic() - t0
         r.status, r.outcome, r.note = "error", "", f"htam-eval ran past {timeout_s:.0f} s"
