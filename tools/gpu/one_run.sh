@@ -279,7 +279,7 @@ kb_dir() {
   return 1
 }
 # kbfull: every problem of levels 1-3 (KBFULL_LEVELS, KBFULL_PROBLEMS narrow it) with its own Model
-# renamed ModelNew, the require-a-kernel check off, through htam-eval on cuda, KBFULL_JOBS (4) at
+# renamed ModelNew, the require-a-kernel check off, through htam-eval on cuda, KBFULL_JOBS (8) at
 # once, seeds 1, 10 repetitions, 2 input sets; starts no evaluation after T_KBFULL-60 s (default
 # 540: 480 s of starts). Writes $OUT/kbfull.json (per level: status, seconds, peak device MiB,
 # htam median and eager baseline per problem; KernelBench's metrics) and kbfull.jsonl (one line per
@@ -294,7 +294,7 @@ if [[ "$PARTS" == *" kbfull "* ]]; then
     T=${T_KBFULL:-540}
     PYTHONPATH=$ROOT/sdk/python timeout -s KILL "$T" python3 -m htam_agent kernelbench \
       --kernelbench "$KBD" --reference-as-modelnew $LV ${KBFULL_PROBLEMS:+--problems $KBFULL_PROBLEMS} \
-      --policy '{"require_kernel": false}' --backend cuda --jobs "${KBFULL_JOBS:-4}" \
+      --policy '{"require_kernel": false}' --backend cuda --jobs "${KBFULL_JOBS:-8}" \
       --tasks-dir "$W/tasks" --htam-eval "$S/htam-eval" --kernelbench-python "$HTAM_KB_PYTHON" \
       --eval-arg=--option --eval-arg="kernelbench_python=$HTAM_KB_PYTHON" \
       --eval-arg=--eval.scratch_dir --eval-arg="$W" --eval-arg=--seeds --eval-arg=1 \
