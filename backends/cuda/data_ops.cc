@@ -8,7 +8,7 @@ namespace htam::cuda {
 namespace {
 
 // Device code: no headers (NVRTC), so half/bfloat16 conversions are spelled out with the same
-// rounding as the host's (backends/common/tensor_data.cc): round to nearest, ties to even.
+// rounding as the host's (daemon/eval/gate/tensor_data.cc): round to nearest, ties to even.
 constexpr const char* kDataSource = R"(
 typedef unsigned long long u64;
 typedef long long i64;

@@ -1,8 +1,8 @@
 // Optional profile of a candidate with Nsight Compute (ncu), on request (htam-eval --profile,
 // Submit.profile through htamd), offered by the CUDA plugin through the optional entry points
 // htam_backend_profile_command / _parse (backend.h, API 1.3; the host side is
-// backends/common/profile_run.h, which knows no profiler by name): the candidate's one call runs
-// under
+// daemon/eval/verifier/profile_run.h, which knows no profiler by name): the candidate's one call
+// runs under
 //   ncu --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,
 //                 sm__throughput.avg.pct_of_peak_sustained_elapsed,
 //                 sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum --csv

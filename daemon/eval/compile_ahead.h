@@ -3,8 +3,8 @@
 // of each finds its build in a cache instead of compiling it on the device's time.
 //
 // The cache is a directory runners read by content key but can neither list nor write:
-//   - a compile-only process (htam-eval-worker --split --compile-only, worker_main.cc) compiles in
-//     a runner of its own, with the same hidden view, user and seccomp filter as a candidate's
+//   - a compile-only process (htam-eval-worker --split --compile-only,
+//     verifier/eval_worker_main.cc) compiles in a runner of its own, with the same hidden view, user and seccomp filter as a candidate's
 //     runner and no device; its plugin's cache is a fresh staging directory;
 //   - afterwards this class moves the ONE entry the compile left there (cpu-<key>.so,
 //     cuda/<key>/...) into the cache and, when htamd is root, seals it (root-owned, read-only;

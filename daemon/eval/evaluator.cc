@@ -806,7 +806,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
         if (ahead && r.compile_cached) ahead_->CountHit();
         finished = true;
         // A worker whose runner ran a candidate that crashed, timed out, failed an integrity
-        // check or did not load ends after answering (worker_main.cc, GateResult::runner_clean);
+        // check or did not load ends after answering (verifier/eval_worker_main.cc,
+        // GateResult::runner_clean);
         // one whose candidate only computed wrong values serves on.
         // A worker whose runner retired (device memory left allocated) ends too.
         keep_worker = JobsPerWorker(job.backend) > 1 && !r.runner_retired &&

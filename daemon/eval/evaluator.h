@@ -50,7 +50,7 @@ struct EvalJob : fb::JobSpecT {
 };
 
 // The outcome of one job: the schema's JobResult (schema/job.fbs, whose comments say what each
-// field means), the same object the gate filled (backends/common/gate.h GateResult) with the
+// field means), the same object the gate filled (daemon/eval/gate/gate.h GateResult) with the
 // worker's and the evaluator's fields added. Its profile is read through fb::ProfileOf
 // (htam/schema/job_result.h). The carrier fields (runner_clean, runner_retired, attempt) mean
 // something only to their carrier (worker frames, remote protocol); nothing else reads them.

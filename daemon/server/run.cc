@@ -21,7 +21,7 @@
 #include "daemon/server/server.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
 #include "daemon/eval/evaluator.h"
-#include "daemon/scheduler/scheduler.h"
+#include "daemon/eval/scheduler/scheduler.h"
 #endif
 
 namespace htam {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "backends/common/plugin_host.h"
-#include "backends/common/stats.h"
 #include "base/file.h"
+#include "daemon/eval/gate/stats.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace htam {

@@ -20,11 +20,11 @@
 #include <thread>
 #include <vector>
 
-#include "backends/common/gate.h"
-#include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
-#include "backends/common/task_spec.h"
-#include "backends/common/timing_lock.h"
+#include "daemon/eval/gate/gate.h"
+#include "daemon/eval/gate/task_spec.h"
+#include "daemon/eval/gate/timing_lock.h"
+#include "daemon/eval/kernelbench/kernelbench.h"
 #include "tests/integration/eval_test_util.h"
 
 namespace htam {

@@ -50,7 +50,7 @@ po::options_description Describe(Args* a) {
   const std::string self = fs::path(htam::bench::SelfExe()).parent_path().string();
   a->tasks_dir = htam::ShippedPath("", "tasks");
   a->htamd = self + "/../../daemon/htamd";
-  a->worker = self + "/../worker/htam-worker";
+  a->worker = self + "/../../daemon/eval/worker/htam-worker";
   po::options_description d;
   auto add = d.add_options();
   add("backend", po::value(&a->backend)->default_value(a->backend)->value_name("B"),
@@ -75,7 +75,7 @@ po::options_description Describe(Args* a) {
       "the daemon binary");
   add("worker",
       po::value(&a->worker)
-          ->default_value(a->worker, "../worker/htam-worker from this binary")
+          ->default_value(a->worker, "../../daemon/eval/worker/htam-worker from this binary")
           ->value_name("PATH"),
       "the worker binary");
   add("worker-args", po::value(&a->worker_args)->value_name("\"A\""),

@@ -17,12 +17,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backends/common/task_spec.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "daemon/config/sections.h"
 #include "daemon/eval/evaluator.h"
+#include "daemon/eval/gate/task_spec.h"
 #include "tools/eval/eval_args.h"
 #include "tools/eval/in_process.h"
 

@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "backends/common/gate.h"
 #include "backends/common/plugin_host.h"
-#include "backends/common/profile_run.h"
-#include "backends/common/task_spec.h"
 #include "base/paths.h"
 #include "daemon/config/sections.h"
+#include "daemon/eval/gate/gate.h"
+#include "daemon/eval/gate/task_spec.h"
+#include "daemon/eval/verifier/profile_run.h"
 
 namespace htam::evaltool {
 namespace {

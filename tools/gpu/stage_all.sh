@@ -25,7 +25,7 @@ grep -qx '/.gpu-stage/' "$EXCL" 2>/dev/null || echo '/.gpu-stage/' >> "$EXCL"
 for f in backends/cuda/libhtam_backend_cuda.so backends/hip/libhtam_backend_hip.so backends/cpu/libhtam_backend_cpu.so \
          tools/eval/htam-eval tools/bench/htam-bench tests/gpu/cuda_plugin_gpu_test \
          tests/gpu/cuda_hacks_gpu_test tests/gpu/cuda_kernelbench_gpu_test tests/gpu/cuda_daemon_gpu_test \
-         tests/gpu/hip_on_nvidia_gpu_test daemon/htamd tools/worker/htam-worker \
+         tests/gpu/hip_on_nvidia_gpu_test daemon/htamd daemon/eval/worker/htam-worker \
          daemon/eval/htam-eval-worker tools/bench/htam-world-compile; do
   strip -o "$S/$(basename "$f")" "$B/$f"
 done

@@ -3,7 +3,7 @@
 `class ModelNew(nn.Module)`, built and run with KernelBench's semantics (docs/backends.md,
 "KernelBench candidates (ModelNew)").
 
-The evaluation runner (backends/common/kb_candidate.h) starts this script as its child, inside
+The runner (daemon/eval/kernelbench/kb_candidate.h) starts this script as its child, inside
 its own sandbox (hidden directories, unprivileged user, seccomp), with a connected Unix socket as
 fd N:
 

@@ -1,5 +1,5 @@
 // LMDB-backed durable job queue. See journal.h.
-#include "daemon/scheduler/journal.h"
+#include "daemon/eval/scheduler/journal.h"
 
 #include <sys/stat.h>
 

@@ -20,11 +20,11 @@
 #include <utility>
 #include <vector>
 
-#include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
-#include "backends/common/stats.h"
-#include "backends/common/task_spec.h"
 #include "base/thread_annotations.h"
+#include "daemon/eval/gate/stats.h"
+#include "daemon/eval/gate/task_spec.h"
+#include "daemon/eval/kernelbench/kernelbench.h"
 #include "htam/schema/htg_generated.h"
 #include "htam/schema/job_generated.h"
 #include "htam/schema/job_result.h"
@@ -78,7 +78,7 @@ struct GateOptions : fb::GateSpecT {
     // compile_options: extra flags (config)
     time_baseline = true;
     // KernelBench tasks (task.json "kernelbench"): inputs, parameters and reference outputs come
-    // from PyTorch in a subprocess (backends/common/kernelbench.h), cached on disk.
+    // from PyTorch in a subprocess (daemon/eval/kernelbench/kernelbench.h), cached on disk.
     golden_python = "/usr/bin/python3";
     // golden_helper: "" = DefaultKernelBenchHelper()
     golden_timeout_s = 600;

@@ -2,7 +2,8 @@
 // the plugin for the command that wraps a process making the candidate's one call, runs it with a
 // wall limit, and has the plugin read what it printed. The host knows no profiler by name; every
 // way it can fail is a "profile unavailable: ..." note, never an error of the candidate.
-// Used by htam-eval-worker (daemon/eval/worker_main.cc) and htam-eval --in-process (tools/eval).
+// Used by htam-eval-worker (daemon/eval/verifier/eval_worker_main.cc) and htam-eval --in-process
+// (tools/eval).
 // Thread-safety: calls into the plugin instance: the caller serializes them (plugin ABI rule);
 // RunProfile starts one child process per call.
 #pragma once

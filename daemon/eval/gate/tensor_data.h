@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/common/task_spec.h"
+#include "daemon/eval/gate/task_spec.h"
 #include "htam/kernel_abi.h"
 
 namespace htam {

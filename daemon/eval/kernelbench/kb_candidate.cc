@@ -1,6 +1,6 @@
 // KernelBench candidates: the verifier's judgement and the runner's Python harness; see
 // kb_candidate.h.
-#include "backends/common/kb_candidate.h"
+#include "daemon/eval/kernelbench/kb_candidate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,13 +20,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/common/exec.h"
-#include "backends/common/kernelbench.h"
-#include "backends/common/stats.h"
-#include "backends/common/tensor_data.h"
-#include "backends/common/timing_lock.h"
 #include "base/hash.h"
 #include "base/process.h"
+#include "daemon/eval/gate/stats.h"
+#include "daemon/eval/gate/tensor_data.h"
+#include "daemon/eval/gate/timing_lock.h"
+#include "daemon/eval/kernelbench/kernelbench.h"
+#include "daemon/eval/runner/exec.h"
 
 namespace htam {
 namespace {

@@ -1,5 +1,5 @@
 // Candidate execution in this process or in a runner process; see exec.h.
-#include "backends/common/exec.h"
+#include "daemon/eval/runner/exec.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -16,7 +16,7 @@
 #include <set>
 #include <thread>
 
-#include "backends/common/kb_candidate.h"
+#include "daemon/eval/kernelbench/kb_candidate.h"
 
 namespace htam {
 namespace {

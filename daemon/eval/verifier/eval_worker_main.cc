@@ -2,7 +2,7 @@
 // and evaluates jobs sent by the Evaluator over fd 3 (frames, frame.h: a job is a schema/job.fbs
 // JobSpec, its result a JobResult, a compile-only request too; the control messages hello,
 // describe, progress and fatal are JSON) with the shared
-// verification gate (backends/common/gate.h). Candidate code runs only here, never in htamd.
+// verification gate (daemon/eval/gate/gate.h). Candidate code runs only here, never in htamd.
 //
 //   htam-eval-worker --plugin PATH --device N [--describe] [--sdk-include DIR] [--cache-dir DIR]
 //                    [--option key=value]... [--jobs K] [--single-call JOBFILE]
@@ -25,8 +25,8 @@
 //
 // Profile on request (a job with a profile_request: {tool, search_path, timeout_s, thresholds}),
 // for a plugin that offers a profiler (backend.h, API 1.3: profile_command / profile_parse; the
-// worker knows no profiler by name, backends/common/profile_run.h): once the gate's result is Ok,
-// the worker asks its plugin for the command and runs ITSELF in its one-call mode under it,
+// worker knows no profiler by name, daemon/eval/verifier/profile_run.h): once the gate's result is
+// Ok, the worker asks its plugin for the command and runs ITSELF in its one-call mode under it,
 //   <plugin's command, e.g. ncu --metrics ... --csv> htam-eval-worker --single-call JOBFILE
 //       --plugin ... --device N ... [--option <the plugin's options for the profiled process>]
 // where JOBFILE (in the worker's temp dir) is the job's JobSpec (task dir, source, gate options);
@@ -53,22 +53,22 @@
 #include <string>
 #include <vector>
 
-#include "backends/common/exec.h"
-#include "backends/common/gate.h"
-#include "backends/common/kb_candidate.h"
-#include "backends/common/kernelbench.h"
 #include "backends/common/plugin_host.h"
-#include "backends/common/profile_run.h"
-#include "backends/common/task_spec.h"
-#include "backends/common/timing_lock.h"
-#include "base/wait_report.h"
 #include "base/args.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/wait_report.h"
 #include "daemon/eval/frame.h"
+#include "daemon/eval/gate/gate.h"
+#include "daemon/eval/gate/task_spec.h"
+#include "daemon/eval/gate/timing_lock.h"
 #include "daemon/eval/job_codec.h"
-#include "daemon/eval/runner_spawn.h"
+#include "daemon/eval/kernelbench/kb_candidate.h"
+#include "daemon/eval/kernelbench/kernelbench.h"
+#include "daemon/eval/runner/exec.h"
+#include "daemon/eval/runner/runner_spawn.h"
 #include "daemon/eval/sandbox.h"
+#include "daemon/eval/verifier/profile_run.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Input generation and dtype conversions; see tensor_data.h.
-#include "backends/common/tensor_data.h"
+#include "daemon/eval/gate/tensor_data.h"
 
 #include <algorithm>
 #include <cmath>

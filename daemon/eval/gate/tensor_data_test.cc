@@ -1,5 +1,5 @@
 // Input generation and dtype conversions.
-#include "backends/common/tensor_data.h"
+#include "daemon/eval/gate/tensor_data.h"
 
 #include "backends/common/data_ops_host.h"
 

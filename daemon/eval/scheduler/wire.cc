@@ -1,5 +1,5 @@
 // The worker link's jobs and results (schema/job.fbs buffers with the task's files). See wire.h.
-#include "daemon/scheduler/wire.h"
+#include "daemon/eval/scheduler/wire.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // A plugin's profiler run by the host; see profile_run.h.
-#include "backends/common/profile_run.h"
+#include "daemon/eval/verifier/profile_run.h"
 
 #include "base/process.h"
 

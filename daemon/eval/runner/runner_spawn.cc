@@ -1,5 +1,5 @@
 // Starting the runner process; see runner_spawn.h.
-#include "daemon/eval/runner_spawn.h"
+#include "daemon/eval/runner/runner_spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

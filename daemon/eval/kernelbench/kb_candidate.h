@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/common/gate.h"
+#include "daemon/eval/gate/gate.h"
 
 namespace htam {
 

@@ -1,5 +1,5 @@
 // htam-worker's daemon link: register, heartbeat, run jobs, reconnect. See worker.h.
-#include "tools/worker/worker.h"
+#include "daemon/eval/worker/worker.h"
 
 #include <unistd.h>
 
@@ -15,7 +15,7 @@
 #include "daemon/common/auth.h"
 #include "daemon/common/language.h"
 #include "daemon/config/sections.h"
-#include "daemon/scheduler/wire.h"
+#include "daemon/eval/scheduler/wire.h"
 
 namespace htam::worker {
 namespace {

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/common/task_spec.h"
-#include "backends/common/tensor_data.h"
 #include "base/status.h"
+#include "daemon/eval/gate/task_spec.h"
+#include "daemon/eval/gate/tensor_data.h"
 
 namespace htam {
 

@@ -1,5 +1,5 @@
 // Golden data of KernelBench tasks; see kernelbench.h.
-#include "backends/common/kernelbench.h"
+#include "daemon/eval/kernelbench/kernelbench.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,11 +17,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backends/common/timing_lock.h"
 #include "base/file.h"
 #include "base/hash.h"
 #include "base/paths.h"
 #include "base/process.h"
+#include "daemon/eval/gate/timing_lock.h"
 
 namespace htam {
 namespace {

@@ -1,10 +1,10 @@
-// The gate's option defaults (backends/common/gate.h) are the configuration table's
+// The gate's option defaults (daemon/eval/gate/gate.h) are the configuration table's
 // (daemon/config/options.inc): a tool or test that builds a Gate without the table gets the same
 // verification and timing as htamd's workers. A drift between the two fails here.
 #include <gtest/gtest.h>
 
-#include "backends/common/gate.h"
 #include "daemon/config/config.h"
+#include "daemon/eval/gate/gate.h"
 
 namespace htam {
 namespace {

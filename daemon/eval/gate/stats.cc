@@ -1,5 +1,5 @@
 // Timing statistics; see stats.h.
-#include "backends/common/stats.h"
+#include "daemon/eval/gate/stats.h"
 
 #include <algorithm>
 

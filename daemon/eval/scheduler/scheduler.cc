@@ -1,6 +1,6 @@
 // The scheduler: fair-share queues, device matching, remote workers (ROUTER, heartbeats, requeue),
 // busy answers and the durable queue. See scheduler.h.
-#include "daemon/scheduler/scheduler.h"
+#include "daemon/eval/scheduler/scheduler.h"
 
 #include <sys/stat.h>
 
@@ -23,8 +23,8 @@
 #include "daemon/common/auth.h"
 #include "daemon/common/language.h"
 #include "daemon/config/sections.h"
-#include "daemon/scheduler/journal.h"
-#include "daemon/scheduler/wire.h"
+#include "daemon/eval/scheduler/journal.h"
+#include "daemon/eval/scheduler/wire.h"
 
 namespace htam::scheduler {
 namespace {

@@ -1,5 +1,5 @@
 // The verification gate and timing; see gate.h. Each check says which hack it stops.
-#include "backends/common/gate.h"
+#include "daemon/eval/gate/gate.h"
 
 #include <unistd.h>
 
@@ -16,15 +16,15 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/common/exec.h"
-#include "backends/common/kb_candidate.h"
-#include "backends/common/kernelbench.h"
-#include "backends/common/stats.h"
-#include "backends/common/tensor_data.h"
-#include "backends/common/timing_lock.h"
 #include "base/file.h"
 #include "base/hash.h"
 #include "base/thread_annotations.h"
+#include "daemon/eval/gate/stats.h"
+#include "daemon/eval/gate/tensor_data.h"
+#include "daemon/eval/gate/timing_lock.h"
+#include "daemon/eval/kernelbench/kb_candidate.h"
+#include "daemon/eval/kernelbench/kernelbench.h"
+#include "daemon/eval/runner/exec.h"
 
 namespace htam {
 namespace {

@@ -1,6 +1,6 @@
 // The verifier's side of the host-wide timing lock (timing_lock.h): a shared flock with a bounded
 // wait, polled because flock(2) itself has no timeout.
-#include "backends/common/timing_lock.h"
+#include "daemon/eval/gate/timing_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <chrono>
 #include <thread>
 
-#include "backends/common/tensor_data.h"
 #include "base/file.h"
+#include "daemon/eval/gate/tensor_data.h"
 
 namespace htam {
 

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/eval/job_codec.h"
-#include "daemon/scheduler/journal.h"
-#include "daemon/scheduler/wire.h"
+#include "daemon/eval/scheduler/journal.h"
+#include "daemon/eval/scheduler/wire.h"
 
 namespace htam::scheduler {
 namespace {
@@ -74,7 +74,7 @@ TEST(JournalTest, AQueueWrittenBeforeOpens) {
   TempDir dir;
   const std::string queue = dir.path + "/queue";
   fs::create_directories(queue);
-  fs::copy_file("daemon/scheduler/testdata/journal_v1/data.mdb", queue + "/data.mdb");
+  fs::copy_file("daemon/eval/scheduler/testdata/journal_v1/data.mdb", queue + "/data.mdb");
   {
     auto j = Journal::Open(queue);
     ASSERT_TRUE(j.ok()) << j.status().ToString();

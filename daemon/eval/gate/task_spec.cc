@@ -1,5 +1,5 @@
 // task.json parsing and checking; see task_spec.h.
-#include "backends/common/task_spec.h"
+#include "daemon/eval/gate/task_spec.h"
 
 #include <sys/stat.h>
 

@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "daemon/config/config.h"
 #include "daemon/config/sections.h"
-#include "tools/worker/worker.h"
+#include "daemon/eval/worker/worker.h"
 
 namespace {
 std::atomic<bool> g_stop{false};

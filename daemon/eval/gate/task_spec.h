@@ -72,7 +72,7 @@ struct TaskSpec {
   std::string lineage;                            // file name relative to dir; may be empty
   std::string spec_hash;                          // sha256 of the task.json bytes
   // A KernelBench problem file relative to dir ("" = an ordinary task). Such a task may list no
-  // references: its golden outputs come from PyTorch (backends/common/kernelbench.h).
+  // references: its golden outputs come from PyTorch (daemon/eval/kernelbench/kernelbench.h).
   std::string kernelbench;
 
   // Concrete shape of a tensor for a binding (checked positive at parse time).

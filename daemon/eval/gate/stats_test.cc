@@ -1,4 +1,4 @@
-#include "backends/common/stats.h"
+#include "daemon/eval/gate/stats.h"
 
 #include <gtest/gtest.h>
 

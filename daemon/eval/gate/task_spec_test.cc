@@ -1,5 +1,5 @@
 // task.json parsing: valid specs, and errors that name the file and the field.
-#include "backends/common/task_spec.h"
+#include "daemon/eval/gate/task_spec.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
