@@ -336,8 +336,10 @@ for task in sorted({r['task'] for r in rows}):
     if len(m) >= 2:
         d = max(abs(a - b) / min(a, b) for a in m for b in m)
         mine = [r for r in rows if r['task'] == task]
-        print('kbstable %s: medians %s us, spreads %s us, max difference %.1f %% (target <= 3 %%), baseline %.1f us' % (
-            task, [round(x, 2) for x in m], [round(r['spread_us'], 2) for r in mine], 100 * d, mine[0]['baseline_us']))
+        import re
+        ev = [float(x.group(1)) for x in (re.search(r'CUDA events: median ([0-9.]+) us', r['diagnostics']) for r in mine) if x]
+        print('kbstable %s: medians %s us, spreads %s us, max difference %.1f %% (target <= 3 %%), baseline %.1f us; CUDA-event medians %s us' % (
+            task, [round(x, 2) for x in m], [round(r['spread_us'], 2) for r in mine], 100 * d, mine[0]['baseline_us'], ev))
     else:
         print('kbstable %s: statuses %s' % (task, st))
 "

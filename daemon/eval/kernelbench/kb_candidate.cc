@@ -288,6 +288,8 @@ class Judge {
                   FormatNumber(b.value("seconds", 0.0)) + " s";
         const std::string why = b.value("fast_failed", std::string());
         if (!why.empty()) builds += "; the fast path failed: " + why;
+        const std::string split = b.value("split_failed", std::string());
+        if (!split.empty()) builds += "; the split build failed: " + split;
         builds += ")";
       }
       res.compile_cached = all_hit;
@@ -418,6 +420,13 @@ class Judge {
                       " correctness trials; timed " + std::to_string(res.repetitions) +
                       " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
                       timing_note;
+    // KernelBench's own measure beside htam's: CUDA events on the current stream alone, as its
+    // harness and the eager baseline here time a call.
+    if (device_ != "cpu" && events.median > 0)
+      res.diagnostics += "; CUDA events: median " + FormatNumber(events.median) + " us (IQR " +
+                         FormatNumber(events.iqr) + "), speedup " +
+                         FormatNumber(res.baseline_us > 0 ? res.baseline_us / events.median : 0) +
+                         " by KernelBench's measure";
     if (!lock_note.empty()) res.diagnostics += "; " + lock_note;
     if (!builds.empty()) res.diagnostics += "; " + builds;
     std::string warn = warnings + runtime_warnings_;
