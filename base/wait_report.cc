@@ -6,7 +6,14 @@
 namespace htam {
 namespace {
 std::atomic<WaitObserver> g_observer{nullptr};
+std::atomic<BudgetObserver> g_budget{nullptr};
 }  // namespace
+
+void SetBudgetObserver(BudgetObserver observer) { g_budget.store(observer); }
+
+void ReportStageBudget(double seconds) {
+  if (BudgetObserver o = g_budget.load()) o(seconds);
+}
 
 void SetWaitObserver(WaitObserver observer) { g_observer.store(observer); }
 

@@ -12,6 +12,12 @@ namespace htam {
 using WaitObserver = void (*)(bool waiting);
 void SetWaitObserver(WaitObserver observer);
 
+// A stage that needs more than the evaluator's fixed limit because of the task's own size (a
+// reference that takes seconds per call): `seconds` of its own work, for the current stage.
+using BudgetObserver = void (*)(double seconds);
+void SetBudgetObserver(BudgetObserver observer);
+void ReportStageBudget(double seconds);
+
 // Reports a wait for its lifetime. Construct it only once the wait is certain (a first
 // non-blocking attempt failed), so that an uncontended lock costs nothing.
 class ScopedWait {

@@ -139,5 +139,42 @@ class ScoreOnCpuTest(unittest.TestCase):
         self.assertRegex(p.stdout, r"all levels: 3 problems, correct 33\.3%")
 
 
+KB_DIR = os.environ.get("HTAM_KERNELBENCH_DIR", "")
+KB_PROBLEMS = next((d for d in (os.path.join(KB_DIR, "KernelBench"), KB_DIR)
+                    if KB_DIR and os.path.isdir(os.path.join(d, "level3"))), "")
+
+
+@unittest.skipUnless(os.path.isfile(HTAM_EVAL), "htam-eval is not built (%s)" % HTAM_EVAL)
+@unittest.skipUnless(has_torch(), "/usr/bin/python3 has no torch")
+@unittest.skipUnless(KB_PROBLEMS, "HTAM_KERNELBENCH_DIR names no KernelBench checkout")
+class SharedProblemsOnCpuTest(unittest.TestCase):
+    """A sample of KernelBench's own problems at full size, each its own Model renamed ModelNew,
+    on the CPU: Ok with a speedup near 1 (LeNet-5 at batch 4096 takes over a second a call here:
+    its stages' limits scale with the reference's time)."""
+
+    def test_reference_as_modelnew(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        os.chmod(tmp, 0o755)
+        out = os.path.join(tmp, "report.json")
+        p = subprocess.run(
+            ["/usr/bin/python3", "-m", "htam_agent", "kernelbench", "--kernelbench", KB_PROBLEMS,
+             "--reference-as-modelnew", "--level", "3", "--problems", "4,34", "--htam-eval",
+             HTAM_EVAL, "--policy", '{"require_kernel": false}', "--tasks-dir",
+             os.path.join(tmp, "tasks"), "--eval-arg=--reps", "--eval-arg=5",
+             "--eval-arg=--seeds", "--eval-arg=1", "--eval-arg=--sets", "--eval-arg=1",
+             "--json", out],
+            capture_output=True, text=True, timeout=900,
+            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "sdk", "python")))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(out) as f:
+            rows = json.load(f)["levels"]["3"]["problems"]
+        self.assertEqual(len(rows), 2)
+        for r in rows:
+            with self.subTest(problem=r["problem"]):
+                self.assertEqual(r["outcome"], "Ok", r["note"])
+                self.assertTrue(0.3 < r["speedup"] < 3.0, r)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -22,6 +22,7 @@
 
 #include "base/hash.h"
 #include "base/process.h"
+#include "base/wait_report.h"
 #include "daemon/eval/gate/stats.h"
 #include "daemon/eval/gate/tensor_data.h"
 #include "daemon/eval/gate/timing_lock.h"
@@ -30,6 +31,11 @@
 
 namespace htam {
 namespace {
+
+// How many times the reference's call a candidate's call may take before its stage's limit,
+// beyond eval.case_timeout_s (a problem sized to run for seconds is not a Timeout by
+// construction; a candidate that slow is no use, but it is judged, not cut off).
+constexpr double kSlowerThanReference = 4.0;
 
 using fb::OutcomeStatus;
 using nlohmann::json;
@@ -258,6 +264,15 @@ class Judge {
     auto base = golden.Baseline();
     if (!base.ok()) return Fail(res, OutcomeStatus::InfraError, base.status().message());
 
+    // Limits that scale with the problem: a call may take what the reference's call takes
+    // (PyTorch eager's median), times kSlowerThanReference for a candidate that is slower, plus
+    // what moving its inputs and outputs costs, which is of the same order.
+    const double ref_call_s = std::max(0.0, base->eager_us) * 1e-6;
+    auto budget = [&](double calls) {
+      return double(opt_.kernelbench_call_timeout_s) + calls * ref_call_s * kSlowerThanReference;
+    };
+    const double call_timeout_s = budget(1);
+
     // Build: the candidate's import (load_inline) and ModelNew(*get_init_inputs()).
     Progress("compile kernelbench candidate (Python import, load_inline)");
     json load = {{"op", "kb_load"},
@@ -299,10 +314,11 @@ class Judge {
     for (size_t i = 0; i < verify.size(); ++i) {
       const std::string where = " (trial " + std::to_string(i) + ")";
       Progress("verify" + where);
+      ReportStageBudget(budget(3));  // the call, its inputs and its outputs
       auto t = Ask({{"op", "kb_trial"},
                     {"seed", verify[i]},
                     {"record_ops", i == 0},
-                    {"timeout_s", opt_.kernelbench_call_timeout_s}},
+                    {"timeout_s", call_timeout_s}},
                    &fds);
       if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
       if (!t->value("ok", false)) return FromHarness(res, *t, where);
@@ -337,6 +353,11 @@ class Judge {
 
     // Timing over rotating input sets; the outputs of the last timed call of every set checked.
     Progress("time kernelbench candidate");
+    const int reps = std::max(opt_.repetitions, int(timing.size()));
+    // Warm-up, the timed calls, a staging copy of the inputs before each, the checked outputs.
+    const double time_budget = budget(2.0 * (opt_.warmup_reps + reps + int(timing.size())) +
+                                      opt_.warmup_ms * 1e-3 / std::max(ref_call_s, 1e-6));
+    ReportStageBudget(time_budget);
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
     std::string lock_note;
@@ -356,9 +377,9 @@ class Judge {
                   {"seeds", seeds},
                   {"warmup_reps", opt_.warmup_reps},
                   {"warmup_ms", opt_.warmup_ms},
-                  {"repetitions", std::max(opt_.repetitions, int(timing.size()))},
+                  {"repetitions", reps},
                   {"flush_bytes", opt_.flush_bytes},
-                  {"timeout_s", opt_.kernelbench_call_timeout_s}},
+                  {"timeout_s", time_budget}},
                  &fds);
     };
     auto t = timed();

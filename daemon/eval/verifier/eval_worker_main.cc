@@ -402,6 +402,14 @@ void ReportWait(bool waiting) {
   f[waiting ? "waiting" : "resumed"] = true;
   (void)htam::eval::WriteFrame(kFd, f);
 }
+
+void ReportBudget(double seconds) {
+  (void)htam::eval::WriteFrame(kFd, {{"type", "progress"},
+                                     {"job_id", g_job_id},
+                                     {"stage", g_stage},
+                                     {"resumed", true},
+                                     {"limit_s", seconds}});
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -664,6 +672,7 @@ int main(int argc, char** argv) {
   // Waits for a device turn or a lock (base/wait_report.h) go to the evaluator, which keeps them
   // out of the job's limits.
   htam::SetWaitObserver(ReportWait);
+  htam::SetBudgetObserver(ReportBudget);
   for (int done = 0; done < jobs; ++done) {
     auto frame = htam::eval::ReadFrame(kFd);
     if (!frame.ok()) break;  // daemon gone or shutting down
