@@ -19,6 +19,7 @@ PACKAGES=(
   clang libclang-rt-dev  # fuzz targets; the thread-safety check (ctest label lint)
   graphviz
   systemd
+  slurmctld slurmd slurm-client munge  # a one-node Slurm for the worker pool's test
 )
 
 missing=()
@@ -58,4 +59,17 @@ else
   echo "setup: installing npm clients for tests/mcp"
   (cd "$NPM_DIR" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$lock_sum" > "$NPM_STAMP"
+fi
+
+# The Kubernetes manifest validators of tests/packaging/k8s_manifest_test.py (kubernetes-models:
+# the Kubernetes API's schemas), pinned in tests/packaging/k8s/package-lock.json.
+K8S_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/packaging/k8s"
+K8S_STAMP="$K8S_DIR/node_modules/.htam-lock.sha256"
+k8s_sum="$(sha256sum "$K8S_DIR/package-lock.json" | cut -d' ' -f1)"
+if [ -f "$K8S_STAMP" ] && [ "$(cat "$K8S_STAMP")" = "$k8s_sum" ]; then
+  echo "setup: npm validators for tests/packaging/k8s present"
+else
+  echo "setup: installing npm validators for tests/packaging/k8s"
+  (cd "$K8S_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$k8s_sum" > "$K8S_STAMP"
 fi

@@ -109,6 +109,7 @@ TEST(ConfigSections, EveryRowIsItsSectionsTypedField) {
   const auto memory = htam::config::Memory::From(c);
   const auto eval = htam::config::Eval::From(c);
   const auto worker = htam::config::Worker::From(c);
+  const auto pool = htam::config::Pool::From(c);
   EXPECT_EQ(eval.seeds, 7);
   EXPECT_EQ(eval.kernelbench_python, "/opt/py/bin/python3");
   EXPECT_DOUBLE_EQ(memory.retry_penalty, 0.25);

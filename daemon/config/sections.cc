@@ -25,6 +25,7 @@ void Read(const Config& c, const char* name, bool* v) {
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 General General::From(const Config& c) {
   General o;
 #include "daemon/config/options.inc"
@@ -35,12 +36,14 @@ General General::From(const Config& c) {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 #define HTAM_IN_general(x)
 #define HTAM_IN_server(x) x
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 Server Server::From(const Config& c) {
   Server o;
 #include "daemon/config/options.inc"
@@ -51,12 +54,14 @@ Server Server::From(const Config& c) {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 #define HTAM_IN_general(x)
 #define HTAM_IN_server(x)
 #define HTAM_IN_memory(x) x
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 Memory Memory::From(const Config& c) {
   Memory o;
 #include "daemon/config/options.inc"
@@ -67,12 +72,14 @@ Memory Memory::From(const Config& c) {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 #define HTAM_IN_general(x)
 #define HTAM_IN_server(x)
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x) x
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 Eval Eval::From(const Config& c) {
   Eval o;
 #include "daemon/config/options.inc"
@@ -83,12 +90,14 @@ Eval Eval::From(const Config& c) {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 #define HTAM_IN_general(x)
 #define HTAM_IN_server(x)
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x) x
+#define HTAM_IN_pool(x)
 Worker Worker::From(const Config& c) {
   Worker o;
 #include "daemon/config/options.inc"
@@ -99,6 +108,25 @@ Worker Worker::From(const Config& c) {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
+
+#define HTAM_IN_general(x)
+#define HTAM_IN_server(x)
+#define HTAM_IN_memory(x)
+#define HTAM_IN_eval(x)
+#define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x) x
+Pool Pool::From(const Config& c) {
+  Pool o;
+#include "daemon/config/options.inc"
+  return o;
+}
+#undef HTAM_IN_general
+#undef HTAM_IN_server
+#undef HTAM_IN_memory
+#undef HTAM_IN_eval
+#undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 #undef HTAM_OPTION
 

@@ -30,6 +30,7 @@ using BOOL = bool;
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 struct General {
 #include "daemon/config/options.inc"
   static General From(const Config& c);
@@ -39,6 +40,7 @@ struct General {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 // [server]
 #define HTAM_IN_general(x)
@@ -46,6 +48,7 @@ struct General {
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 struct Server {
 #include "daemon/config/options.inc"
   static Server From(const Config& c);
@@ -55,6 +58,7 @@ struct Server {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 // [memory]
 #define HTAM_IN_general(x)
@@ -62,6 +66,7 @@ struct Server {
 #define HTAM_IN_memory(x) x
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 struct Memory {
 #include "daemon/config/options.inc"
   static Memory From(const Config& c);
@@ -71,6 +76,7 @@ struct Memory {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 // [eval]
 #define HTAM_IN_general(x)
@@ -78,6 +84,7 @@ struct Memory {
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x) x
 #define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x)
 struct Eval {
 #include "daemon/config/options.inc"
   static Eval From(const Config& c);
@@ -87,6 +94,7 @@ struct Eval {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 // [worker]
 #define HTAM_IN_general(x)
@@ -94,6 +102,7 @@ struct Eval {
 #define HTAM_IN_memory(x)
 #define HTAM_IN_eval(x)
 #define HTAM_IN_worker(x) x
+#define HTAM_IN_pool(x)
 struct Worker {
 #include "daemon/config/options.inc"
   static Worker From(const Config& c);
@@ -103,6 +112,25 @@ struct Worker {
 #undef HTAM_IN_memory
 #undef HTAM_IN_eval
 #undef HTAM_IN_worker
+#undef HTAM_IN_pool
+
+// [pool]
+#define HTAM_IN_general(x)
+#define HTAM_IN_server(x)
+#define HTAM_IN_memory(x)
+#define HTAM_IN_eval(x)
+#define HTAM_IN_worker(x)
+#define HTAM_IN_pool(x) x
+struct Pool {
+#include "daemon/config/options.inc"
+  static Pool From(const Config& c);
+};
+#undef HTAM_IN_general
+#undef HTAM_IN_server
+#undef HTAM_IN_memory
+#undef HTAM_IN_eval
+#undef HTAM_IN_worker
+#undef HTAM_IN_pool
 
 #undef HTAM_OPTION
 

@@ -37,10 +37,12 @@ void ReadMemorySection(const Config& c, MemoryOptions& o) {
 #define HTAM_READ_server(name)
 #define HTAM_READ_eval(name)
 #define HTAM_READ_worker(name)
+#define HTAM_READ_pool(name)
 #define HTAM_READ_memory(name) o.name = static_cast<decltype(o.name)>(m.name);
 #include "daemon/config/options.inc"
 #undef HTAM_READ_memory
 #undef HTAM_READ_worker
+#undef HTAM_READ_pool
 #undef HTAM_READ_eval
 #undef HTAM_READ_server
 #undef HTAM_READ_general

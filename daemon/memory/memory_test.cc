@@ -91,6 +91,7 @@ TEST(MemoryTest, DefaultOptionsAreTheTables) {
 #define HTAM_CMP_server(name)
 #define HTAM_CMP_eval(name)
 #define HTAM_CMP_worker(name)
+#define HTAM_CMP_pool(name)
 #define HTAM_CMP_memory(name)                                                 \
   if (std::string(#name) != "seed_file") {                                    \
     EXPECT_EQ(Comparable(o.name), Comparable(table.name)) << "memory." #name; \
@@ -99,6 +100,7 @@ TEST(MemoryTest, DefaultOptionsAreTheTables) {
 #include "daemon/config/options.inc"
 #undef HTAM_CMP_memory
 #undef HTAM_CMP_worker
+#undef HTAM_CMP_pool
 #undef HTAM_CMP_eval
 #undef HTAM_CMP_server
 #undef HTAM_CMP_general

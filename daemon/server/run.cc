@@ -21,6 +21,8 @@
 #include "daemon/server/server.h"
 #ifdef HTAM_SERVER_HAVE_EVAL
 #include "daemon/eval/evaluator.h"
+#include "daemon/eval/pool/fleet.h"
+#include "daemon/eval/pool/pool.h"
 #include "daemon/eval/scheduler/scheduler.h"
 #endif
 
@@ -134,6 +136,7 @@ int RunDaemon(const Config& config) {
   if (metrics_http) services.metrics = &metrics;
 #ifdef HTAM_SERVER_HAVE_EVAL
   std::unique_ptr<eval::Evaluator> evaluator;
+  std::unique_ptr<pool::Pool> worker_pool;  // pool.manager: worker jobs on the cluster
   {
     // This host's devices (unless worker.local = false), behind the scheduler that also serves
     // remote workers (worker.endpoint) and keeps the durable queue.
@@ -145,7 +148,15 @@ int RunDaemon(const Config& config) {
       else
         HTAM_LOG(kWarn, "htamd") << "local evaluation unavailable: " << ev.status().ToString();
     }
-    const auto sched_options = scheduler::SchedulerOptions::FromConfig(config);
+    auto sched_options = scheduler::SchedulerOptions::FromConfig(config);
+    auto created_pool = pool::CreatePool(config);
+    if (!created_pool.ok()) {
+      HTAM_LOG(kError, "htamd") << created_pool.status().ToString();
+      return 1;
+    }
+    worker_pool = std::move(*created_pool);
+    if (worker_pool && !worker_pool->worker_public_key().empty())
+      sched_options.extra_worker_keys.push_back(worker_pool->worker_public_key());
     if (local || !sched_options.endpoint.empty()) {
       auto sched = scheduler::StartScheduler(sched_options, std::move(local));
       if (!sched.ok()) {
@@ -156,6 +167,8 @@ int RunDaemon(const Config& config) {
       services.evaluator = evaluator.get();
       HTAM_LOG(kInfo, "htamd") << "evaluation: " << evaluator->Backends().size() << " backend(s), "
                                << evaluator->Devices().size() << " device(s)";
+      if (worker_pool)
+        worker_pool->Start(dynamic_cast<pool::FleetView*>(evaluator.get()));
     } else {
       HTAM_LOG(kWarn, "htamd") << "evaluation unavailable (Submit will be refused)";
     }
@@ -184,6 +197,7 @@ int RunDaemon(const Config& config) {
 #ifdef HTAM_SERVER_HAVE_EVAL
     // Before the server goes away: Shutdown() fails queued jobs through their callbacks, which
     // hand results to the server.
+    if (worker_pool) worker_pool->Stop();  // with pool.cancel_on_exit, its jobs end first
     if (evaluator) evaluator->Shutdown();
 #endif
   }

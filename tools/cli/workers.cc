@@ -101,6 +101,10 @@ int CmdWorkers(Context& c) {
     if (it.key().rfind("queue_", 0) == 0 && it.key() != "queue_length" &&
         it.key() != "queue_limit_per_device")
       c.out << it.key() << ": " << it.value().get<std::string>() << "\n";
+  // The worker pool's state (pool.manager; docs/operations.md, "Clusters").
+  for (auto it = summary.begin(); it != summary.end(); ++it)
+    if (it.key().rfind("pool_", 0) == 0)
+      c.out << it.key() << ": " << it.value().get<std::string>() << "\n";
   return kExitOk;
 }
 

@@ -23,6 +23,7 @@
 #include "daemon/common/auth.h"
 #include "daemon/common/language.h"
 #include "daemon/config/sections.h"
+#include "daemon/eval/pool/fleet.h"
 #include "daemon/eval/scheduler/journal.h"
 #include "daemon/eval/scheduler/wire.h"
 
@@ -68,6 +69,8 @@ struct Worker {
   bool local = false;
   std::vector<Device> devices;
   int64_t joined_ms = 0, last_seen_ms = 0;
+  int64_t last_busy_ms = 0;  // a job last ran (or it joined)
+  bool draining = false;     // FleetView::Drain: dispatch skips it
   uint64_t jobs = 0, failures = 0;
 };
 
@@ -108,7 +111,7 @@ SchedulerOptions SchedulerOptions::FromConfig(const Config& c) {
   return o;
 }
 
-class SchedulerImpl : public eval::Evaluator {
+class SchedulerImpl : public eval::Evaluator, public pool::FleetView {
  public:
   SchedulerImpl(SchedulerOptions o, std::unique_ptr<eval::Evaluator> local)
       : opt_(std::move(o)), local_(std::move(local)), context_(1) {}
@@ -123,6 +126,9 @@ class SchedulerImpl : public eval::Evaluator {
   std::string WorkersStatusText() override;
   std::vector<eval::EvalJob> Recovered() override;
   void Shutdown() override;
+  pool::FleetSnapshot Fleet() override;
+  bool Drain(const std::string& name) override;
+  void SetFleetStatus(std::function<std::string()> source) override;
 
  private:
   void Loop();
@@ -165,6 +171,7 @@ class SchedulerImpl : public eval::Evaluator {
   std::map<uint64_t, std::deque<uint64_t>> queues_ GUARDED_BY(mu_);
   uint64_t last_session_ GUARDED_BY(mu_) = 0;  // round-robin position
   std::vector<eval::EvalJob> recovered_ GUARDED_BY(mu_);
+  std::function<std::string()> fleet_status_ GUARDED_BY(mu_);
   std::set<uint64_t> awaiting_resubmit_ GUARDED_BY(mu_);
   // completion times of the last minute (throughput)
   std::deque<int64_t> finished_ms_ GUARDED_BY(mu_);
@@ -234,13 +241,18 @@ Status SchedulerImpl::Init() {
       router_->set(zmq::sockopt::linger, 0);
       router_->set(zmq::sockopt::router_mandatory, true);
       if (opt_.curve) {
-        if (opt_.secret_key_file.empty() || opt_.authorized_keys.empty())
+        if (opt_.secret_key_file.empty() ||
+            (opt_.authorized_keys.empty() && opt_.extra_worker_keys.empty()))
           return Status::InvalidArgument(
               "worker.curve needs server.curve_secret_key_file and worker.curve_authorized_keys");
         HTAM_ASSIGN_OR_RETURN(auth::KeyPair keys, auth::ReadKeyFile(opt_.secret_key_file));
         if (keys.secret_key.empty())
           return Status::InvalidArgument(opt_.secret_key_file + " holds no secret key");
-        HTAM_ASSIGN_OR_RETURN(auto allowed, auth::LoadAuthorizedKeys(opt_.authorized_keys));
+        std::set<std::string> allowed;
+        if (!opt_.authorized_keys.empty()) {
+          HTAM_ASSIGN_OR_RETURN(allowed, auth::LoadAuthorizedKeys(opt_.authorized_keys));
+        }
+        allowed.insert(opt_.extra_worker_keys.begin(), opt_.extra_worker_keys.end());
         zap_ = std::make_unique<auth::ZapHandler>(&context_, std::move(allowed));
         HTAM_RETURN_IF_ERROR(zap_->Start());
         router_->set(zmq::sockopt::curve_server, true);
@@ -459,7 +471,7 @@ void SchedulerImpl::OnRegister(const std::string& id, const json& m, int64_t now
   w.host = m.value("host", "");
   w.version = m.value("version", "");
   w.instance = m.value("instance", "");
-  w.joined_ms = w.last_seen_ms = now;
+  w.joined_ms = w.last_seen_ms = w.last_busy_ms = now;
   std::string why;
   if (m.value("protocol", std::string()) != kWorkerProtocol)
     why = "protocol " + m.value("protocol", std::string("?")) + " (this daemon speaks " +
@@ -555,6 +567,7 @@ void SchedulerImpl::OnResult(const std::string& worker, uint32_t attempt, eval::
       w->second.devices[size_t(d)].job = 0;
       w->second.devices[size_t(d)].jobs++;
     }
+    w->second.last_busy_ms = NowMs();
     w->second.jobs++;
     if (r.status == fb::OutcomeStatus::InfraError) w->second.failures++;
     if (r.device.empty() && d >= 0 && size_t(d) < w->second.devices.size())
@@ -586,15 +599,16 @@ void SchedulerImpl::Finish(uint64_t job_id, eval::EvalResult r, Actions* a) {
 size_t SchedulerImpl::MatchingDevices(const std::string& backend, const std::string& arch) const {
   size_t n = 0;
   for (const auto& [id, w] : workers_)
-    for (const auto& d : w.devices)
-      if (d.backend == backend && ArchMatches(arch, d.arch)) ++n;
+    if (!w.draining)
+      for (const auto& d : w.devices)
+        if (d.backend == backend && ArchMatches(arch, d.arch)) ++n;
   return n;
 }
 
 void SchedulerImpl::Dispatch(int64_t now, Actions* a) {
-  (void)now;
   if (queues_.empty() || stopping_) return;
   for (auto& [id, w] : workers_) {
+    if (w.draining) continue;
     for (size_t di = 0; di < w.devices.size(); ++di) {
       Device& d = w.devices[di];
       if (d.job != 0 || queues_.empty()) continue;
@@ -613,6 +627,7 @@ void SchedulerImpl::Dispatch(int64_t now, Actions* a) {
             job.device = static_cast<int>(di);
             job.attempt++;
             d.job = *qi;
+            w.last_busy_ms = now;
             last_session_ = it->first;
             if (w.local)
               a->local.emplace_back(job.job, job.attempt);
@@ -805,6 +820,7 @@ std::string SchedulerImpl::WorkersStatusText() {
     << "workers_lost: " << workers_lost_ << "\n"
     << "throughput_last_minute: " << finished_ms_.size() << "\n";
   for (const auto& [k, n] : by_kind) o << "queue_" << k << ": " << n << "\n";
+  if (fleet_status_) o << fleet_status_();
   for (const auto& [id, w] : workers_) {
     size_t running = 0;
     for (const auto& d : w.devices) running += d.job ? 1 : 0;
@@ -856,6 +872,52 @@ void SchedulerImpl::Shutdown() {
   wake_pull_.reset();
   if (zap_) zap_->Stop();
   zap_.reset();
+}
+
+pool::FleetSnapshot SchedulerImpl::Fleet() {
+  MutexLock lock(&mu_);
+  const int64_t now = NowMs();
+  pool::FleetSnapshot out;
+  std::map<std::pair<std::string, std::string>, size_t> queued;
+  for (const auto& [s, q] : queues_)
+    for (uint64_t id : q) {
+      const auto& j = jobs_.at(id).job;
+      queued[{j.backend, j.arch}]++;
+    }
+  for (const auto& [k, n] : queued) out.queues.push_back({k.first, k.second, n});
+  for (const auto& [id, w] : workers_) {
+    if (w.local) continue;
+    pool::FleetWorker fw;
+    fw.name = w.name;
+    fw.draining = w.draining;
+    bool running = false;
+    for (const auto& d : w.devices) {
+      fw.devices.push_back({d.backend, d.arch, d.job != 0});
+      running = running || d.job != 0;
+    }
+    fw.idle_ms = running ? 0 : now - w.last_busy_ms;
+    out.workers.push_back(std::move(fw));
+  }
+  return out;
+}
+
+bool SchedulerImpl::Drain(const std::string& name) {
+  MutexLock lock(&mu_);
+  for (auto& [id, w] : workers_) {
+    if (w.local || w.name != name) continue;
+    if (!w.draining)
+      HTAM_LOG(kInfo, kComponent) << "worker " << w.name << " draining (no new jobs)";
+    w.draining = true;
+    for (const auto& d : w.devices)
+      if (d.job != 0) return false;
+    return true;
+  }
+  return false;
+}
+
+void SchedulerImpl::SetFleetStatus(std::function<std::string()> source) {
+  MutexLock lock(&mu_);
+  fleet_status_ = std::move(source);
 }
 
 Result<std::unique_ptr<eval::Evaluator>> StartScheduler(const SchedulerOptions& options,

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "daemon/config/config.h"
@@ -31,12 +32,16 @@ struct SchedulerOptions {
   int max_attempts = 3;              // worker.max_attempts
   int wait_for_device_s = 600;       // worker.wait_for_device_s
   std::string queue_dir;             // <data_dir>/queue when worker.durable_queue; "" = not durable
+  // Worker public keys allowed beside worker.curve_authorized_keys: the pool controller's key for
+  // the worker jobs it submits (daemon/eval/pool). Not from the configuration.
+  std::vector<std::string> extra_worker_keys;
 
   static SchedulerOptions FromConfig(const Config& config);
 };
 
 // Starts the scheduler (binds the worker endpoint, opens the durable queue). `local` may be null
-// (no local devices: remote workers only). The result is the daemon's Evaluator.
+// (no local devices: remote workers only). The result is the daemon's Evaluator; it is also a
+// pool::FleetView (daemon/eval/pool/fleet.h).
 Result<std::unique_ptr<eval::Evaluator>> StartScheduler(const SchedulerOptions& options,
                                                         std::unique_ptr<eval::Evaluator> local);
 

@@ -222,7 +222,11 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
                                           m.value("message", std::string("?")));
       }
     }
-    for (auto& res : outbox.Take()) send_raw("result", res);
+    // After SIGTERM (a cluster ending the job, a pod evicted) the evaluator's processes may have
+    // had the same signal: a result now may be the signal's, not the candidate's. None is sent;
+    // "bye" below has the daemon requeue the job.
+    if (!stop->load())
+      for (auto& res : outbox.Take()) send_raw("result", res);
     const int64_t now = NowMs();
     if (now - last_sent >= heartbeat_ms) send(json{{"type", "heartbeat"}});
     if (now - last_heard > int64_t(heartbeat_ms) * liveness) {
