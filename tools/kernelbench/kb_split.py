@@ -334,10 +334,10 @@ class Toolchain:
         self.arch = arch
         self.torch_version = torch.__version__
 
-    def cxx_flags(self, name):
-        return ["-O3", "-std=c++17", "-fPIC", "-DTORCH_EXTENSION_NAME=%s" % name,
-                "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=%d" % self.abi] + \
-            ["-I" + i for i in self.includes]
+    def cxx_flags(self):
+        """The flags of the precompiled header and of every module compiled with it."""
+        return ["-O3", "-std=c++17", "-fPIC", "-DTORCH_API_INCLUDE_EXTENSION_H",
+                "-D_GLIBCXX_USE_CXX11_ABI=%d" % self.abi] + ["-I" + i for i in self.includes]
 
 
 def _run(cmd, cwd, timeout_s):
@@ -350,7 +350,7 @@ def _run(cmd, cwd, timeout_s):
 def precompiled_header(tc, pch_root, timeout_s=600):
     """A directory holding torch_ext.h and its .gch for these flags (built once; concurrent
     builders each build privately and the first rename wins)."""
-    flags = tc.cxx_flags("htam_pch")
+    flags = tc.cxx_flags()
     gxx = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout
     key = hashlib.sha256(("\0".join(flags) + gxx + tc.torch_version + SPLIT_VERSION)
                          .encode()).hexdigest()[:24]
@@ -387,8 +387,10 @@ def build(p, name, tc, build_dir, pch_root, extra_cuda_cflags=(), extra_cflags=(
 
     def torch_half():
         pch = precompiled_header(tc, pch_root, timeout_s)
-        _run(["g++"] + tc.cxx_flags(name) + ["-I" + pch, "-include", "torch_ext.h",
-                                             "-Winvalid-pch"] + list(extra_cflags) +
+        # The module's name is defined after the header: torch's headers do not use it.
+        _run(["g++"] + tc.cxx_flags() + ["-DTORCH_EXTENSION_NAME=%s" % name, "-I" + pch,
+                                         "-include", "torch_ext.h", "-Winvalid-pch"] +
+             list(extra_cflags) +
              ["-c", "module.cpp", "-o", "module.o"], build_dir, timeout_s)
 
     # nvcc on the kernels beside the header and the torch half
