@@ -36,6 +36,11 @@ namespace {
 // beyond eval.case_timeout_s (a problem sized to run for seconds is not a Timeout by
 // construction; a candidate that slow is no use, but it is judged, not cut off).
 constexpr double kSlowerThanReference = 4.0;
+// The runner's own wall-clock bound on a call, as a multiple of the stage's limit: the
+// evaluator's limits, which count only the job's own work (daemon/eval/work_clock.h), decide a
+// Timeout; this bound only ends a call nobody else watches (htam-eval --in-process) and must not
+// fire first on a busy host.
+constexpr double kRunnerWallBackstop = 10.0;
 
 using fb::OutcomeStatus;
 using nlohmann::json;
@@ -271,7 +276,7 @@ class Judge {
     auto budget = [&](double calls) {
       return double(opt_.kernelbench_call_timeout_s) + calls * ref_call_s * kSlowerThanReference;
     };
-    const double call_timeout_s = budget(1);
+    const double call_timeout_s = budget(1) * kRunnerWallBackstop;
 
     // Build: the candidate's import (load_inline) and ModelNew(*get_init_inputs()).
     Progress("compile kernelbench candidate (Python import, load_inline)");
@@ -379,7 +384,7 @@ class Judge {
                   {"warmup_ms", opt_.warmup_ms},
                   {"repetitions", reps},
                   {"flush_bytes", opt_.flush_bytes},
-                  {"timeout_s", time_budget}},
+                  {"timeout_s", time_budget * kRunnerWallBackstop}},
                  &fds);
     };
     auto t = timed();
