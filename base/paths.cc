@@ -53,6 +53,15 @@ std::string FindLibFile(const std::string& relative) {
   return FindUnder("lib/htam", relative);
 }
 
+std::string FindConfigFile(const std::string& name) {
+  const std::string exe = ExeDirOnce();
+  if (exe.empty()) return "";
+  const fs::path prefix = fs::path(exe).parent_path();
+  const fs::path file = prefix == "/usr" ? fs::path("/etc/htam") / name : prefix / "etc/htam" / name;
+  std::error_code ec;
+  return fs::is_regular_file(file, ec) ? file.string() : "";
+}
+
 std::string ShippedPath(const std::string& configured, const std::string& shipped) {
   if (!configured.empty()) return configured;
   std::string found = FindSharedFile(shipped);

@@ -26,6 +26,11 @@ std::string FindSharedFile(const std::string& relative);
 // The same for <ancestor>/lib/htam/<relative> (the worker binary, the backend plugins).
 std::string FindLibFile(const std::string& relative);
 
+// The installed configuration file <name> (htamd.conf, worker.conf): <prefix>/etc/htam/<name>
+// of the running binary's prefix, /etc/htam/<name> for the /usr prefix (Debian). Returns the
+// path if the file exists, else "" (a build tree has none).
+std::string FindConfigFile(const std::string& name);
+
 // A configured path of a shipped file: `configured` when it is not empty (as given), else
 // FindSharedFile(shipped); if nothing is found, the install location that was looked for first
 // (<exe>/../share/htam/<shipped>), so that error messages name a useful path.

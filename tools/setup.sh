@@ -18,8 +18,10 @@ PACKAGES=(
   hipcc libamdhip64-dev
   clang libclang-rt-dev  # fuzz targets; the thread-safety check (ctest label lint)
   graphviz
+  prometheus  # promtool: the /metrics check of tests/integration/observability_test.py
   systemd
   slurmctld slurmd slurm-client munge  # a one-node Slurm for the worker pool's test
+  podman debootstrap  # tests/packaging/container_test.sh: the htamd image built and run
 )
 
 missing=()

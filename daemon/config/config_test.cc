@@ -91,6 +91,28 @@ TEST(ConfigTest, ShippedConfigFileParses) {
   auto c = ParseArgs({"--config", "configs/htamd.conf"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->Dump(false), Config::Defaults().Dump(true));
+  // It sets nothing: every default stays the table's (a start logs no option line, and an
+  // edited copy still follows a default a release changes).
+  EXPECT_TRUE(c->sources().empty()) << c->sources().begin()->first;
+}
+
+// The dump shows a changed option as a setting and every other as a commented default; the
+// dump reads back as the same configuration.
+TEST(ConfigTest, DumpSetsOnlyWhatDiffersFromTheTable) {
+  auto c = ParseArgs({"--eval.seeds", "7"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string dump = c->Dump(false);
+  EXPECT_NE(dump.find("\nseeds = 7\n"), std::string::npos);
+  EXPECT_NE(dump.find("\n# data_dir = ./htam-data\n"), std::string::npos);
+  const std::string path = ::testing::TempDir() + "/dumped.conf";
+  {
+    std::ofstream out(path);
+    out << dump;
+  }
+  auto back = ParseArgs({"--config", path});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->GetInt("eval.seeds"), 7);
+  EXPECT_EQ(back->sources().size(), 1u);
 }
 
 }  // namespace

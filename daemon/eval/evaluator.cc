@@ -497,7 +497,11 @@ Status EvaluatorImpl::Init() {
     p.devices = (*frame)["devices"];
     plugins_.push_back(p);
     if (!p.can_run) {
-      notes_.push_back("backend " + name + ": runtime path cannot run here: " + p.notes);
+      // Plugins say why in their notes, mostly as "runtime path cannot run here: ..."; the
+      // phrase is added only where they do not.
+      const bool says_why = p.notes.find("cannot run here") != std::string::npos;
+      notes_.push_back("backend " + name + ": " +
+                       (says_why ? p.notes : "runtime path cannot run here: " + p.notes));
       HTAM_LOG(kInfo, "eval") << notes_.back();
       continue;
     }

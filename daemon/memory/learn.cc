@@ -158,6 +158,39 @@ Status MergeIntoStrategy(Txn& t, uint64_t id, const fb::SessionT& session, uint6
   return t.Put(Db::kStrategies, KeyU64(id), Encode(s));
 }
 
+// Whether a strategy of `direction` is named `name` already.
+Result<bool> StrategyNameTaken(Txn& t, uint64_t direction, const std::string& name) {
+  bool taken = false;
+  Status scan_error;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kDirectionStrategies, KeyU64(direction),
+                              [&](std::string_view key, std::string_view) {
+                                std::string_view v;
+                                scan_error = t.Get(Db::kStrategies, KeyU64(DecodeU64(key, 8)), &v);
+                                if (!scan_error.ok()) return false;
+                                FbView<fb::Strategy> x(v);
+                                taken = x && x->name() && x->name()->str() == name;
+                                return !taken;
+                              }));
+  HTAM_RETURN_IF_ERROR(scan_error);
+  return taken;
+}
+
+// A readable name for a strategy learned from `summary` on `task`: the summary's first words;
+// where its direction has that name already, the task's name added ("...-for-<task>"), and only
+// then a second, third ... ("-2", "-3").
+Result<std::string> LearnedStrategyName(Txn& t, uint64_t direction, const std::string& summary,
+                                        const std::string& task) {
+  const std::string base = Slug(summary, 6);
+  HTAM_ASSIGN_OR_RETURN(bool taken, StrategyNameTaken(t, direction, base));
+  if (!taken) return base;
+  const std::string with_task = base + "-for-" + Slug(task, 4);
+  for (int n = 1;; ++n) {
+    std::string name = n == 1 ? with_task : with_task + "-" + std::to_string(n);
+    HTAM_ASSIGN_OR_RETURN(taken, StrategyNameTaken(t, direction, name));
+    if (!taken) return name;
+  }
+}
+
 // A new strategy learned from the step's summary (embedded as vec); returns its id.
 Result<uint64_t> CreateLearnedStrategy(Txn& t, const StepInput& in, const std::vector<float>& vec,
                                        const fb::SessionT& session, const PolicyState& ps,
@@ -165,7 +198,8 @@ Result<uint64_t> CreateLearnedStrategy(Txn& t, const StepInput& in, const std::v
   fb::StrategyT s;
   HTAM_ASSIGN_OR_RETURN(s.id, t.NextId(Db::kStrategies));
   s.direction_id = in.direction_id;
-  s.name = Slug(in.summary, 6) + "-" + std::to_string(s.id);
+  HTAM_ASSIGN_OR_RETURN(s.name,
+                        LearnedStrategyName(t, in.direction_id, in.summary, session.task_name));
   s.title = in.summary;
   s.description = "Learned from a verified" + std::string(in.verified ? "" : " (client-reported)") +
                   " step of task " + session.task_name + " on " + session.backend +

@@ -604,45 +604,45 @@ Status MemoryImpl::Sync() {
 std::string MemoryImpl::StatusText() {
   std::ostringstream o;
   o << "# memory\n";
-  o << "store_dir:" << o_.dir << "\n";
-  o << "schema_version:" << meta_.schema_version << "\n";
-  o << "read_only:" << (read_only_ ? 1 : 0) << "\n";
-  o << "embedder:" << meta_.embedder_model << "\n";
-  o << "embedder_dim:" << meta_.embedder_dim << "\n";
+  o << "store_dir: " << o_.dir << "\n";
+  o << "schema_version: " << meta_.schema_version << "\n";
+  o << "read_only: " << (read_only_ ? 1 : 0) << "\n";
+  o << "embedder: " << meta_.embedder_model << "\n";
+  o << "embedder_dim: " << meta_.embedder_dim << "\n";
   auto t = store_->BeginRead();
   if (t.ok()) {
     for (Db db : {Db::kDirections, Db::kStrategies, Db::kTransitions, Db::kEdges, Db::kTasks,
                   Db::kSessions, Db::kCandidates}) {
       size_t n = 0;
-      if (t->Count(db, &n).ok()) o << DbName(db) << ":" << n << "\n";
+      if (t->Count(db, &n).ok()) o << DbName(db) << ": " << n << "\n";
     }
   }
-  o << "store_file_bytes:" << store_->file_size() << "\n";
-  o << "map_bytes:" << store_->map_size() << "\n";
-  o << "map_grows:" << store_->grow_count() << "\n";
+  o << "store_file_bytes: " << store_->file_size() << "\n";
+  o << "map_bytes: " << store_->map_size() << "\n";
+  o << "map_grows: " << store_->grow_count() << "\n";
   {
     ReaderMutexLock l(&index_mu_);
     size_t strat = 0;
     for (const auto& [d, idx] : strategy_index_) strat += idx->size();
-    o << "transition_index_size:" << (transition_index_ ? transition_index_->size() : 0) << "\n";
-    o << "strategy_index_size:" << strat << "\n";
-    o << "retrieval_cache_hits:" << retrieval_cache_.hits() << "\n";
-    o << "retrieval_cache_misses:" << retrieval_cache_.misses() << "\n";
-    o << "index_source:" << index_source_ << "\n";
-    o << "transition_table_rows:" << table_.rows() << "\n";
-    o << "transition_table_bytes:" << table_.bytes() << "\n";
-    o << "transition_table_source:" << table_source_ << "\n";
-    o << "transitions_since_snapshot:" << (transitions_covered_ - snap_transitions_) << "\n";
-    o << "strategies_since_snapshot:" << (strategies_covered_ - snap_strategies_) << "\n";
-    o << "last_snapshot_age_s:";
+    o << "transition_index_size: " << (transition_index_ ? transition_index_->size() : 0) << "\n";
+    o << "strategy_index_size: " << strat << "\n";
+    o << "retrieval_cache_hits: " << retrieval_cache_.hits() << "\n";
+    o << "retrieval_cache_misses: " << retrieval_cache_.misses() << "\n";
+    o << "index_source: " << index_source_ << "\n";
+    o << "transition_table_rows: " << table_.rows() << "\n";
+    o << "transition_table_bytes: " << table_.bytes() << "\n";
+    o << "transition_table_source: " << table_source_ << "\n";
+    o << "transitions_since_snapshot: " << (transitions_covered_ - snap_transitions_) << "\n";
+    o << "strategies_since_snapshot: " << (strategies_covered_ - snap_strategies_) << "\n";
+    o << "last_snapshot_age_s: ";
     if (last_snapshot_ns_)
       o << (NowNs() - last_snapshot_ns_) / 1000000000ull;
     else
       o << -1;
     o << "\n";
   }
-  o << "group_commits:" << group_commits_.load() << "\n";
-  o << "steps_recorded:" << steps_recorded_.load() << "\n";
+  o << "group_commits: " << group_commits_.load() << "\n";
+  o << "steps_recorded: " << steps_recorded_.load() << "\n";
   return o.str();
 }
 

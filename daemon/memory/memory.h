@@ -77,7 +77,7 @@ struct MemoryOptions {
   // class only keys the state (transition key, retrieval text). Init refuses anything else.
   // Default off: on the world's development families hard cost the full policy 2.64x -> 1.43x
   // (a GEMM measured Latency-bound lost its tiling and tensor-core directions) and soft was
-  // mixed (docs/benchmarks.md, "A soft bottleneck mask").
+  // mixed (docs/journal/2026-11-benchmarks-world.md, "A soft bottleneck mask").
   std::string bottleneck_mask{};
   double bottleneck_penalty{};  // "soft": score lost by a direction or strategy that misses
   // "all": the strategy list draws on every unmasked direction, each strategy weighed by its

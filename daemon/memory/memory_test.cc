@@ -219,7 +219,7 @@ TEST(MemoryTest, StepLoopRecordsEverythingInOneTransaction) {
   EXPECT_EQ(m->GetSession(s->id)->steps, 1u);
   ASSERT_TRUE(m->CloseSession(s->id).ok());
   EXPECT_FALSE(m->RecordStep(Step(s->id, d->direction.id, fb::OutcomeStatus::Ok, 2.0)).ok());
-  EXPECT_NE(m->StatusText().find("transitions:1"), std::string::npos) << m->StatusText();
+  EXPECT_NE(m->StatusText().find("transitions: 1\n"), std::string::npos) << m->StatusText();
 }
 
 TEST(MemoryTest, LearnsFromExperienceWhatFollowsADirection) {
@@ -968,7 +968,7 @@ TEST(MemoryTest, RecordWithoutPassedOverAdviceStillReads) {
   EXPECT_TRUE(r->passed_over_ids.empty());
   std::vector<std::string> problems;
   EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
-  EXPECT_NE(m->StatusText().find("transition_table_source:records"), std::string::npos);
+  EXPECT_NE(m->StatusText().find("transition_table_source: records"), std::string::npos);
   auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(m->NextStep(s->id, mem).ok());
@@ -997,7 +997,7 @@ TEST(MemoryTest, MapGrowsUnderATinyInitialMap) {
   }
   EXPECT_EQ(m->ListTransitions(s->id, 0)->size(), 192u);
   std::string st = m->StatusText();
-  EXPECT_EQ(st.find("map_grows:0"), std::string::npos) << st;
+  EXPECT_EQ(st.find("map_grows: 0\n"), std::string::npos) << st;
   // Max reached: a clear ResourceExhausted, not a crash.
   TempDir small;
   MemoryOptions so = Opts(small.path());
@@ -1165,7 +1165,7 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
     for (const auto& s : *listed) sessions.push_back(s.id);
     ASSERT_EQ(sessions.size(), 12u);
     want = Decisions(m.get(), sessions);
-    EXPECT_NE(m->StatusText().find("transition_table_rows:60\n"), std::string::npos)
+    EXPECT_NE(m->StatusText().find("transition_table_rows: 60\n"), std::string::npos)
         << m->StatusText();
     std::vector<std::string> problems;
     EXPECT_TRUE(m->Check(&problems).ok()) << (problems.empty() ? "" : problems[0]);
@@ -1178,7 +1178,7 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
   }
   {  // Rows from the snapshot written at close.
     auto m = OpenOk(Opts(dir.path()));
-    EXPECT_NE(m->StatusText().find("transition_table_source:snapshot"), std::string::npos)
+    EXPECT_NE(m->StatusText().find("transition_table_source: snapshot"), std::string::npos)
         << m->StatusText();
     EXPECT_EQ(Decisions(m.get(), sessions), want);
     std::vector<std::string> problems;
@@ -1217,7 +1217,7 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
   }
   {
     auto m = OpenOk(Opts(dir.path()));
-    EXPECT_NE(m->StatusText().find("transition_table_source:snapshot"), std::string::npos);
+    EXPECT_NE(m->StatusText().find("transition_table_source: snapshot"), std::string::npos);
     std::vector<std::string> problems;
     EXPECT_FALSE(m->Check(&problems).ok());
     ASSERT_FALSE(problems.empty());

@@ -292,7 +292,8 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
   double m = std::max(1e-9, o.prior_strength);
   // memory.bottleneck_mask: hard masks by the class (MaskReason reads the targets), soft takes
   // bottleneck_penalty from the score instead (a coarse class must not remove a direction the
-  // kernel needs: docs/benchmarks.md, "Measured bottleneck in the state"), off ignores it.
+  // kernel needs: docs/journal/2026-11-benchmarks-world.md, "Measured bottleneck in the
+  // state"), off ignores it.
   const bool hard_mask = o.bottleneck_mask == "hard";
   const bool soft_mask = o.bottleneck_mask == "soft";
   const std::vector<fb::Bottleneck> no_targets;

@@ -144,6 +144,7 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
   Job job;
   job.job_id = NextJobId();
   job.session_id = m.session_id();
+  job.request_id = rid;
   job.direction_id = m.direction_id();
   if (m.strategy_ids()) job.strategy_ids.assign(m.strategy_ids()->begin(), m.strategy_ids()->end());
   job.summary = Str(m.summary());

@@ -127,6 +127,7 @@ void Server::DrainResults() {
     const Job& j = job->second;
     auto w = std::make_unique<PendingWrite>();
     w->job_id = r->job_id;
+    w->request_id = j.request_id;
     memory::StepInput& in = w->input;
     in.session_id = j.session_id;
     in.direction_id = j.direction_id;

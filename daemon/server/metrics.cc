@@ -21,8 +21,13 @@ constexpr size_t kMaxRequestHead = 8192;  // a scrape's request head is a few hu
 std::string Num(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (std::isnan(v)) return "NaN";
-  // The shortest text that reads back as the same double: le="0.005", not 0.0050000000000000001.
+  // Whole numbers as integers (70, le="300"; never 7e+01), others as the shortest text that
+  // reads back as the same double: le="0.005", not 0.0050000000000000001.
   char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (std::strtod(buf, nullptr) == v) break;
@@ -43,6 +48,23 @@ std::string Label(std::string_view v) {
   }
   return out;
 }
+
+// How a numeric line of the memory's status (daemon/memory StatusText) is exported: counts that
+// only grow while htamd runs are counters (`_total`); a key with a unit abbreviation gets the
+// base unit's name. Keys not listed are gauges named htam_memory_<key>.
+struct MemoryField {
+  const char* key;
+  const char* metric;
+  bool counter;
+};
+constexpr MemoryField kMemoryFields[] = {
+    {"map_grows", "htam_memory_map_grows_total", true},
+    {"retrieval_cache_hits", "htam_memory_retrieval_cache_hits_total", true},
+    {"retrieval_cache_misses", "htam_memory_retrieval_cache_misses_total", true},
+    {"group_commits", "htam_memory_group_commits_total", true},
+    {"steps_recorded", "htam_memory_steps_recorded_total", true},
+    {"last_snapshot_age_s", "htam_memory_last_snapshot_age_seconds", false},
+};
 
 // Metric names: [a-zA-Z0-9_] only.
 std::string Name(std::string_view v) {
@@ -169,10 +191,17 @@ std::string Metrics::Render() {
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
       if (value.empty() || end == value.c_str() || *end != '\0') continue;  // not a number
-      const std::string name = "htam_memory_" + Name(key);
+      std::string name = "htam_memory_" + Name(key);
+      bool counter = false;
+      for (const auto& f : kMemoryFields) {
+        if (key == f.key) {
+          name = f.metric;
+          counter = f.counter;
+        }
+      }
       o << "# HELP " << name << " Memory status field " << key
-        << " (htam status, section memory).\n# TYPE " << name << " gauge\n"
-        << name << " " << Num(v) << "\n";
+        << " (htam status, section memory).\n# TYPE " << name
+        << (counter ? " counter\n" : " gauge\n") << name << " " << Num(v) << "\n";
     }
   }
   return o.str();

@@ -66,7 +66,10 @@ TEST(MetricsTest, RequestsOutcomesGaugesAndMemoryLines) {
   m.CountOutcome("CompileError", false);
   m.SetGauge("htam_evaluation_queue_depth", 3, "queued");
   m.SetMemoryStatusSource(
-      [] { return "# memory\nstore_dir:/x\ndirections:12\nlast_snapshot_age_s:-1\n"; });
+      [] {
+        return "# memory\nstore_dir:/x\ndirections:12\nlast_snapshot_age_s:-1\n"
+               "steps_recorded:70\nstore_file_bytes:1048576\n";
+      });
   const std::string t = m.Render();
   EXPECT_TRUE(Contains(t, "htam_requests_total{type=\"NextStep\"} 2\n")) << t;
   EXPECT_TRUE(Contains(t, "htam_request_errors_total{type=\"NextStep\"} 1\n")) << t;
@@ -86,7 +89,15 @@ TEST(MetricsTest, RequestsOutcomesGaugesAndMemoryLines) {
       << t;
   EXPECT_TRUE(Contains(t, "htam_evaluation_queue_depth 3\n")) << t;
   EXPECT_TRUE(Contains(t, "htam_memory_directions 12\n")) << t;
-  EXPECT_TRUE(Contains(t, "htam_memory_last_snapshot_age_s -1\n")) << t;
+  EXPECT_TRUE(Contains(t, "htam_memory_last_snapshot_age_seconds -1\n")) << t;
+  // Counts that only grow are counters named _total; whole numbers never in exponent form.
+  EXPECT_TRUE(Contains(t, "# TYPE htam_memory_steps_recorded_total counter\n")) << t;
+  EXPECT_TRUE(Contains(t, "htam_memory_steps_recorded_total 70\n")) << t;
+  EXPECT_TRUE(Contains(t, "htam_memory_store_file_bytes 1048576\n")) << t;
+  EXPECT_TRUE(
+      Contains(t, "htam_request_duration_seconds_bucket{type=\"NextStep\",le=\"300\"} 2\n"))
+      << t;
+  EXPECT_FALSE(Contains(t, "e+")) << t;
   EXPECT_FALSE(Contains(t, "store_dir")) << "non-numeric status lines are not metrics";
   EXPECT_TRUE(Contains(t, "htam_ready 0\n"));
   m.SetReady(true);

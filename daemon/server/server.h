@@ -122,6 +122,7 @@ class Server {
   };
   struct Job {
     uint64_t job_id = 0, session_id = 0, direction_id = 0;
+    uint64_t request_id = 0;  // of the Submit (its log lines carry it); 0 for a resumed job
     std::vector<uint64_t> strategy_ids;
     std::string summary, language, source, candidate_hash;
     int64_t submitted_ms = 0;

@@ -93,7 +93,7 @@ class ObservabilityTest(unittest.TestCase):
         self.assertEqual(before[("htam_up", "")], 1)
         self.assertEqual(before[("htam_ready", "")], 1)
         self.assertGreater(before[("htam_memory_directions", "")], 0)  # the shipped seed
-        self.assertIn(("htam_memory_last_snapshot_age_s", ""), before)
+        self.assertIn(("htam_memory_last_snapshot_age_seconds", ""), before)
         nextstep = ("htam_requests_total", '{type="NextStep"}')
         self.assertNotIn(nextstep, before)
 
@@ -134,6 +134,24 @@ class ObservabilityTest(unittest.TestCase):
         self.assertIn("request_id", opened[0])
         job = [r for r in lines if r.get("job_id") == job_id and r["msg"].startswith(f"job {job_id}")]
         self.assertTrue(job and job[0].get("session_id") == sid, job)
+        submits = [r for r in lines if r.get("job_id") == job_id and "request_id" in r]
+        self.assertTrue(submits and all(r["request_id"] > 0 for r in submits), job)
+        self.assertIn("request_id", job[-1])  # the result's line, as docs/operations.md shows
+
+    def test_metrics_pass_promtool(self):
+        promtool = shutil.which("promtool")
+        if not promtool:
+            self.fail("promtool missing: tools/setup.sh installs it (Debian package prometheus)")
+        with htam.Client(self.endpoint, timeout_s=60) as c:
+            c.next_step(c.open_session(task="cpu_relu", backend="cpu")["session"]["id"])
+        with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
+            text = r.read()
+        p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           timeout=60)
+        self.assertEqual((p.returncode, p.stdout.decode() + p.stderr.decode()), (0, ""),
+                         text.decode())
+        # Numbers as a person writes them: 300, not 3e+02.
+        self.assertNotRegex(text.decode(), r"[0-9]e\+[0-9]")
 
 
 if __name__ == "__main__":

@@ -245,6 +245,9 @@ TEST_F(WorkersTest, WorkersRegisterAndJobsGoToAMatchingDevice) {
     EXPECT_EQ(pclose(p), 0) << out;
     EXPECT_TRUE(Has(out, "\"name\": \"alpha\"") || Has(out, "\"name\":\"alpha\"")) << out;
     EXPECT_TRUE(Has(out, "\"backend\": \"cpu\"") || Has(out, "\"backend\":\"cpu\"")) << out;
+    // Numbers are JSON numbers, not strings.
+    EXPECT_TRUE(Has(out, "\"workers\": 1") || Has(out, "\"workers\":1")) << out;
+    EXPECT_FALSE(Has(out, "\"running\": \"") || Has(out, "\"running\":\"")) << out;
   }
 
   // A session that names the worker's architecture gets it.

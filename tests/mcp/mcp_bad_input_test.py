@@ -9,9 +9,12 @@ for the restart case, htamd (HTAM_HTAMD).
 
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 import htam
@@ -20,6 +23,57 @@ from harness import (ROOT, TASKS, HttpMcp, StdioMcp, find_htamd, mcp_command, me
 
 DEAD = "ipc:///nonexistent/htam-mcp-test/htamd.sock"
 FAST_FAIL = ["--endpoint", DEAD, "--timeout-s", "0.5", "--retries", "0"]
+
+
+class ShippedFilesTest(unittest.TestCase):
+    """htam-mcp run as a module finds the task suite and the kernel ABI header where the build
+    (or an install) keeps them, with no option given; where there are none it says so."""
+
+    def describe(self, command, env):
+        p = subprocess.Popen(command + ["--endpoint", DEAD, "--timeout-s", "0.5"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, **env})
+        msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                            "clientInfo": {"name": "t", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "describe_task", "arguments": {"task": "cpu_relu"}}}]
+        out, err = p.communicate("".join(json.dumps(m) + "\n" for m in msgs).encode(),
+                                 timeout=60)
+        replies = {r["id"]: r for r in map(json.loads, out.decode().splitlines())}
+        return replies[2]["result"], err.decode()
+
+    def test_module_finds_what_the_build_ships(self):
+        build_python = [d for d in os.environ.get("PYTHONPATH", "").split(":")
+                        if os.path.isdir(os.path.join(d, "htam_mcp"))]
+        self.assertTrue(build_python, "PYTHONPATH names no folder with htam_mcp")
+        result, err = self.describe(["/usr/bin/python3", "-m", "htam_mcp"], {})
+        self.assertNotIn("warning", err)
+        self.assertFalse(result["isError"], result)
+        out = result["structuredContent"]
+        self.assertIn("htam_kernel", out["kernel_abi"])
+        self.assertIn("htam_kernel", out["reference_source"])
+
+    def test_module_without_shipped_files_says_what_is_missing(self):
+        tmp = tmpdir("htam-mcp-bare-")
+        try:
+            # The package alone, in a folder with no share/htam above it.
+            pkg = os.path.join(tmp, "a", "b", "c", "d")
+            os.makedirs(pkg)
+            shutil.copytree(os.path.join(ROOT, "sdk", "python", "htam_mcp"),
+                            os.path.join(pkg, "htam_mcp"))
+            env = {"PYTHONPATH": pkg + ":" + os.environ.get("PYTHONPATH", "")}
+            result, err = self.describe(["/usr/bin/python3", "-m", "htam_mcp"], env)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertIn("warning: no task suite at", err)
+        self.assertIn("(set --tasks-dir)", err)
+        self.assertIn("warning: no kernel ABI header at", err)
+        # Without a suite and without htamd, the task is unknown, and the error says where it
+        # looked.
+        self.assertTrue(result["isError"], result)
+        self.assertIn("not reachable", result["content"][0]["text"])
 
 
 class StdioBadInputTest(unittest.TestCase):
@@ -84,13 +138,23 @@ class StdioBadInputTest(unittest.TestCase):
         r = self.mcp.call("submit_candidate", {"session_id": 1, "source": "x" * 1001})
         self.assertTrue(r["result"]["isError"])
         self.assertIn("1000", r["result"]["content"][0]["text"])
-        # A line over max_message_bytes is refused without being parsed, and skipped whole.
-        self.mcp.send_raw(b'{"jsonrpc":"2.0","id":9,"method":"ping","x":"' + b"y" * 50000
-                          + b'"}\n')
-        reply = self.mcp.read()
-        self.assertEqual(reply["error"]["code"], -32600)
-        self.assertIn("max_message_bytes", reply["error"]["message"])
-        self.assert_serving()
+        # A line over max_message_bytes is refused without being parsed, and skipped whole;
+        # the error carries the request's id (a client waits for that id), wherever the id
+        # stands in the message: first, or last as the TypeScript SDK writes it.
+        big = json.dumps("y\\\"{[" * 10000)
+        for raw, rid in [('{"jsonrpc":"2.0","id":9,"method":"ping","x":' + big + '}', 9),
+                         ('{"method":"tools/call","params":{"name":"submit_candidate",'
+                          '"arguments":{"id":5,"source":' + big + '}},"jsonrpc":"2.0",'
+                          '"id":"req-10"}', "req-10"),
+                         ('{"method":"ping","params":{"source":' + big + ',"id":4}}', None)]:
+            with self.subTest(id=rid):
+                self.mcp.send_raw(raw.encode() + b"\n")
+                reply = self.mcp.read()
+                self.assertEqual(reply["error"]["code"], -32600)
+                self.assertIn("max_message_bytes", reply["error"]["message"])
+                self.assertIs(type(reply["id"]), type(rid))
+                self.assertEqual(reply["id"], rid)
+                self.assert_serving()
 
     def test_dead_htamd_is_a_tool_error_and_the_server_goes_on(self):
         self.mcp.initialize()
@@ -123,6 +187,43 @@ class StdioBadInputTest(unittest.TestCase):
         self.assertEqual(r["error"]["code"], -32603)
         self.assertIn("not reachable", r["error"]["message"])
         self.assert_serving()
+
+    def test_dead_htamd_fails_at_once_and_a_silent_one_after_the_stated_time(self):
+        self.mcp.initialize()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]  # closed again: connection refused
+        mcp = StdioMcp("--endpoint", f"tcp://127.0.0.1:{port}")  # the default 15 s timeout
+        try:
+            mcp.initialize()
+            for tool, args in [("memory_status", {}), ("next_step", {"session_id": 3})]:
+                start = time.monotonic()
+                r = mcp.call(tool, args)
+                self.assertLess(time.monotonic() - start, 3.0)
+                self.assertTrue(r["result"]["isError"])
+                self.assertIn(f"tcp://127.0.0.1:{port}: connection refused",
+                              r["result"]["content"][0]["text"])
+        finally:
+            self.assertEqual(mcp.close(), 0)
+        # Something listens but never answers (a socket that accepts and stays silent): the
+        # tool fails after the time its message states, which counts every attempt.
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)
+            mcp = StdioMcp("--endpoint", f"tcp://127.0.0.1:{silent.getsockname()[1]}",
+                           "--timeout-s", "1", "--retries", "1")
+            try:
+                mcp.initialize()
+                start = time.monotonic()
+                r = mcp.call("memory_status", {})
+                waited = time.monotonic() - start
+            finally:
+                self.assertEqual(mcp.close(), 0)
+        text = r["result"]["content"][0]["text"]
+        self.assertTrue(r["result"]["isError"])
+        m = re.search(r"within ([0-9.]+) s \(2 attempts of 1.0 s\)", text)
+        self.assertTrue(m, text)
+        self.assertAlmostEqual(waited, float(m.group(1)), delta=1.0)
 
     def test_version_negotiation(self):
         for asked, got in [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"),
@@ -304,9 +405,12 @@ class HtamdRestartTest(unittest.TestCase):
         self.assertFalse(r["result"]["isError"], r)
         sid = r["result"]["structuredContent"]["session_id"]
         self.htamd.stop()
+        start = time.monotonic()
         r = self.mcp.call("next_step", {"session_id": sid})
+        self.assertLess(time.monotonic() - start, 2.0)  # at once, not after --timeout-s
         self.assertTrue(r["result"]["isError"])
-        self.assertIn("did not answer", r["result"]["content"][0]["text"])
+        self.assertRegex(r["result"]["content"][0]["text"],
+                         "htamd is not reachable at .*(connection refused|no socket file)")
         self.htamd.start()
         r = self.mcp.call("next_step", {"session_id": sid})
         self.assertFalse(r["result"]["isError"], r)

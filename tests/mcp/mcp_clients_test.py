@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -155,6 +156,30 @@ class McpClientsTest(unittest.TestCase):
             mcp.stop()
         self.check_transcript(t)
         self.assertTrue(t["sessionId"])
+
+    def test_official_sdk_client_never_waits_out_its_timeout(self):
+        # A source larger than max_message_bytes (5 MB, the message limit 4 MB) and tools
+        # called while nothing listens at htamd's endpoint: every answer comes at once, never
+        # after the client's own 60 s timeout, and says what happened.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]  # closed again: connection refused
+        p = run_node(["sdk_failures.mjs", str(5 << 20)] + mcp_command()
+                     + ["--endpoint", f"tcp://127.0.0.1:{port}"], timeout_s=600)
+        self.assertEqual(p.returncode, 0, p.stderr[-4000:])
+        results = json.loads(p.stdout)["results"]
+        huge, rest, after = results[0], results[1:-1], results[-1]
+        self.assertEqual(huge["rpcError"]["code"], -32600, huge)
+        self.assertIn("max_message_bytes", huge["rpcError"]["message"])
+        self.assertLess(huge["ms"], 10000, huge)
+        for r in rest:
+            with self.subTest(tool=r["tool"]):
+                self.assertLess(r["ms"], 5000, r)
+                self.assertIn(f"tcp://127.0.0.1:{port}: connection refused", r["text"], r)
+                # The suite on disk still answers what needs no htamd.
+                self.assertEqual(r["isError"], r["tool"] in ("next_step", "memory_status"), r)
+        self.assertFalse(after["isError"], after)
+        self.assertIn("cpu_relu", after["text"])
 
     def inspector(self, target, *args):
         # inspector-cli 1.0.3 finds its own package.json through "../package.json" of the

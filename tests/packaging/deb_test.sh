@@ -27,6 +27,7 @@ TMP=$(mktemp -d /tmp/htam-deb-test.XXXXXX)
 chmod 0755 "$TMP"
 HTAMD_PID=""
 MODE=""
+MADE_STORE=0
 cleanup() {
   set +e
   if [ -n "$HTAMD_PID" ] && kill -0 "$HTAMD_PID" 2>/dev/null; then
@@ -37,6 +38,7 @@ cleanup() {
     DEBIAN_FRONTEND=noninteractive "${APT[@]}" purge "${PKGS[@]}" >"$TMP/purge.log" 2>&1 ||
       cat "$TMP/purge.log" >&2
   fi
+  if [ "${MADE_STORE:-0}" = 1 ]; then rm -rf /var/lib/htam; fi  # only a store this test made
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -156,6 +158,41 @@ if [ "$MODE" = system ]; then
   [ "$(steps_of)" -eq "$STEPS" ] || fail "the session's steps changed across the upgrade"
   "$PREFIX/bin/htam" --data-dir "$DATA" check >/dev/null || fail "htam check after the upgrade failed"
 
+  say "the packaged service: its store, its unit, removal stops it, purge leaves no link"
+  grep -qx 'Delegate=memory' /usr/lib/systemd/system/htamd.service || fail "htamd.service: no Delegate=memory"
+  grep -qx 'data_dir = /var/lib/htam' /etc/htam/htamd.conf || fail "htamd.conf does not name /var/lib/htam"
+  # The shipped configuration sets nothing else: a start logs no "option" line for its defaults.
+  [ "$(grep -c '^[a-z_]* = ' /etc/htam/htamd.conf)" -eq 1 ] || fail "htamd.conf sets more than data_dir"
+  WANTS=/etc/systemd/system/multi-user.target.wants/htamd.service
+  systemctl enable htamd.service >"$TMP/enable.log" 2>&1 || { cat "$TMP/enable.log" >&2; fail "systemctl enable htamd failed"; }
+  [ -L "$WANTS" ] || fail "systemctl enable made no $WANTS"
+  if [ ! -e /var/lib/htam/store ]; then
+    # The packaged store (no data_dir given anywhere): htam finds it with no --data-dir.
+    MADE_STORE=1
+    (cd "$TMP/cwd" && exec env -i PATH=/usr/bin:/bin "${RUN[@]}" /usr/bin/htamd --config "$CONF" \
+      --server.bind "$ENDPOINT" --eval.backends cpu >>"$TMP/htamd.log" 2>&1) &
+    HTAMD_PID=$!
+    /usr/bin/htam-agent wait-ready --endpoint "$ENDPOINT" --within 90 >/dev/null ||
+      { cat "$TMP/htamd.log" >&2; fail "packaged htamd on /var/lib/htam did not come up"; }
+    /usr/bin/htam-agent run --endpoint "$ENDPOINT" --task cpu_relu --backend cpu --budget 1 \
+      --proposer replay --json "$TMP/session2.json" >"$TMP/agent2.log" 2>&1 ||
+      { cat "$TMP/agent2.log" "$TMP/htamd.log" >&2; fail "htam-agent run on /var/lib/htam failed"; }
+    S2=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["session_id"])' "$TMP/session2.json")
+    (cd "$TMP/cwd" && /usr/bin/htam trajectory "$S2") >"$TMP/traj2.txt" 2>&1 ||
+      { cat "$TMP/traj2.txt" >&2; fail "htam trajectory $S2 (no --data-dir) did not find the packaged store"; }
+    # Removal stops the running daemon (cleanly: SIGTERM).
+    DEBIAN_FRONTEND=noninteractive "${APT[@]}" remove htamd >"$TMP/remove.log" 2>&1 ||
+      { cat "$TMP/remove.log" >&2; fail "apt-get remove htamd failed"; }
+    for _ in $(seq 1 100); do kill -0 "$HTAMD_PID" 2>/dev/null || break; sleep 0.1; done
+    ! kill -0 "$HTAMD_PID" 2>/dev/null || fail "removing htamd left the daemon running"
+    rc=0
+    wait "$HTAMD_PID" || rc=$?
+    HTAMD_PID=""
+    [ "$rc" -eq 0 ] || { cat "$TMP/htamd.log" >&2; fail "htamd exited with $rc when removed"; }
+  else
+    say "/var/lib/htam/store exists already: its store is left alone (packaged-store checks skipped)"
+  fi
+
   say "purge"
   DEBIAN_FRONTEND=noninteractive "${APT[@]}" purge "${PKGS[@]}" >"$TMP/purge.log" 2>&1 ||
     { cat "$TMP/purge.log" >&2; fail "purge failed"; }
@@ -164,5 +201,7 @@ if [ "$MODE" = system ]; then
            /usr/lib/systemd/system/htamd.service; do
     [ ! -e "$f" ] || fail "$f left after purge"
   done
+  [ ! -L "$WANTS" ] || fail "purge left the enable link $WANTS (-> $(readlink "$WANTS"))"
+  if [ "${MADE_STORE:-0}" = 1 ]; then rm -rf /var/lib/htam; fi
 fi
 say "passed ($([ "$MODE" = unpack ] && echo "unpacked with dpkg -x" || echo "installed, upgraded and purged with dpkg"))"

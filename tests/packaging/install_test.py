@@ -9,6 +9,7 @@ Usage (ctest): /usr/bin/python3 -m unittest tests/packaging/install_test.py; HTA
 the build folder to install from.
 """
 
+import json
 import os
 import re
 import shutil
@@ -78,7 +79,7 @@ class InstalledDaemonTest(unittest.TestCase):
             return f.read()
 
     def test_layout(self):
-        for rel in ["bin/htamd", "bin/htam", "bin/htam-worker", "bin/htam-agent",
+        for rel in ["bin/htamd", "bin/htam", "bin/htam-worker", "bin/htam-agent", "bin/htam-mcp",
                     "lib/htam/htam-eval-worker", "lib/htam/backends/libhtam_backend_cpu.so",
                     "share/htam/seed_taxonomy.json", "share/htam/tasks/cpu_relu/task.json",
                     "share/htam/include/htam/kernel_abi.h",
@@ -91,6 +92,7 @@ class InstalledDaemonTest(unittest.TestCase):
             unit = f.read()
         self.assertIn(f"ExecStart={self.prefix}/bin/htamd --config {self.prefix}/etc/htam/htamd.conf",
                       unit)
+        self.assertIn("\nDelegate=memory\n", unit)
 
     def test_systemd_units_verify(self):
         analyze = shutil.which("systemd-analyze", path="/usr/bin:/bin")
@@ -147,6 +149,28 @@ class InstalledDaemonTest(unittest.TestCase):
                             "--endpoint", self.endpoint, "--within", "30"],
                            cwd=self.elsewhere, env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_installed_mcp_server(self):
+        # The installed launcher, from elsewhere, with only htamd's endpoint: the shipped task
+        # suite, reference sources and kernel ABI header are found under the prefix.
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.tmp}
+        msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                            "clientInfo": {"name": "install-test", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "describe_task", "arguments": {"task": "cpu_relu"}}}]
+        r = subprocess.run([os.path.join(self.prefix, "bin", "htam-mcp"), "--endpoint",
+                            self.endpoint], input="".join(json.dumps(m) + "\n" for m in msgs),
+                           cwd=self.elsewhere, env=env, capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("warning", r.stderr)
+        replies = {m["id"]: m for m in map(json.loads, r.stdout.splitlines())}
+        out = replies[2]["result"]["structuredContent"]
+        self.assertIn("htam_kernel", out["kernel_abi"])
+        self.assertIn("htam_kernel", out["reference_source"])
+        self.assertNotIn("note", out)  # nothing missing
 
 
 if __name__ == "__main__":

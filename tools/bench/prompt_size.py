@@ -1,7 +1,7 @@
 """Size of one next-step answer as the agent reads it, under each of several htamd option sets:
 strategies listed, the daemon's prompt_context, and the model prompt that the SDK's agent builds
 from the step (htam_agent.prompt.build_messages). Runs htamd on a copy of an existing store, so
-the store itself is not changed. docs/benchmarks.md, "Cost of a longer strategy list".
+the store itself is not changed. docs/journal/2026-11-benchmarks-world.md, "Cost of a longer strategy list".
 
   PYTHONPATH=build/python:sdk/python /usr/bin/python3 tools/bench/prompt_size.py \
       --htamd build/daemon/htamd --store DIR --task NAME --backend cuda \

@@ -4,8 +4,11 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "base/log.h"
+#include "base/paths.h"
+#include "daemon/config/config.h"
 
 namespace htam::cli {
 namespace {
@@ -157,6 +160,20 @@ std::string DirName(const std::vector<fb::DirectionT>& dirs, uint64_t id) {
   for (const auto& d : dirs)
     if (d.id == id) return d.name;
   return "#" + std::to_string(id);
+}
+
+std::string InstalledDataDir() {
+  static const std::string dir = [] {
+    Config defaults = Config::Defaults();
+    const std::string conf = FindConfigFile("htamd.conf");
+    if (conf.empty()) return defaults.GetString("general.data_dir");
+    const char* argv[] = {"htam", "--config", conf.c_str()};
+    std::ostringstream sink;
+    bool exit_now = false;
+    auto cfg = Config::Parse(3, argv, ProgramInfo{"htam", "", ""}, sink, &exit_now);
+    return (cfg.ok() ? *cfg : defaults).GetString("general.data_dir");
+  }();
+  return dir;
 }
 
 int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {

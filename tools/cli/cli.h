@@ -17,9 +17,16 @@ namespace htam::cli {
 
 namespace po = boost::program_options;
 
+// general.data_dir of the configuration installed with this binary (base/paths.h
+// FindConfigFile("htamd.conf"): /etc/htam/htamd.conf for the Debian packages), or the table's
+// default (./htam-data) where there is none or it cannot be read.
+std::string InstalledDataDir();
+
 // Options every subcommand accepts (before or after its name).
 struct Globals {
-  std::string data_dir = "./htam-data";  // htamd's general.data_dir; the store is DATA/store
+  // htamd's general.data_dir (the store is DATA/store): by default the one the installed
+  // htamd.conf names (InstalledDataDir), else ./htam-data.
+  std::string data_dir = InstalledDataDir();
   std::string connect;                   // "" = read the store; else htamd's endpoint
   bool json = false;                     // JSON instead of tables
   int timeout_ms = 10000;                // per request to a daemon

@@ -212,12 +212,30 @@ TEST_F(CliTest, GraphFormats) {
   size_t strategies = 0;
   for (const auto& n : g["nodes"]) strategies += n["kind"] == "strategy";
   EXPECT_EQ(strategies, 2u);
-  std::string ml = Cli({"-d", data_, "graph", "--format", "graphml"}).out;
+  auto count_nodes = [](const std::string& ml) {
+    size_t nodes = 0;
+    for (size_t p = ml.find("<node "); p != std::string::npos; p = ml.find("<node ", p + 1))
+      ++nodes;
+    return nodes;
+  };
+  // --all: every direction (13) and the start node; by default only the directions that edges
+  // taken at least twice join.
+  std::string ml = Cli({"-d", data_, "graph", "--format", "graphml", "--all"}).out;
   EXPECT_NE(ml.find("<graphml"), std::string::npos);
   EXPECT_NE(ml.find("</graphml>"), std::string::npos);
-  size_t nodes = 0;
-  for (size_t p = ml.find("<node "); p != std::string::npos; p = ml.find("<node ", p + 1)) ++nodes;
-  EXPECT_EQ(nodes, 14u);
+  EXPECT_EQ(count_nodes(ml), 14u);
+  Json all = Json::parse(Cli({"-d", data_, "graph", "--format", "json", "--all"}).out);
+  Json def = Json::parse(Cli({"-d", data_, "graph", "--format", "json"}).out);
+  EXPECT_LT(def["nodes"].size(), all["nodes"].size());
+  EXPECT_LT(def["edges"].size(), all["edges"].size());
+  for (const auto& e : def["edges"])
+    if (e.value("kind", "") != "contains") EXPECT_GE(e["stats"]["uses"].get<int>(), 2) << e;
+  EXPECT_EQ(count_nodes(Cli({"-d", data_, "graph", "--format", "graphml", "--min-count", "1",
+                             "--connected-only"})
+                            .out),
+            count_nodes(Cli({"-d", data_, "graph", "--format", "graphml", "--all",
+                             "--connected-only"})
+                            .out));
   if (::system("command -v dot >/dev/null 2>&1") == 0) {
     std::string png = (dir_ / "g.png").string();
     CliRun r = Cli({"-d", data_, "graph", "--render", "png", "-o", png});

@@ -27,13 +27,27 @@ std::string StatsLine(const fb::GainStats& s) {
          GainFactor(MeanGain(s));
 }
 
-// Green for experience that paid off, red for one that did not, grey without experience.
+// A mean log gain within this of 0 is "no change" (x0.99 .. x1.01).
+constexpr double kNoChange = 0.01;
+
+// Boxes: green for experience that paid off (mostly successful and faster on average), red for
+// one that did not (slower on average, or rarely successful), yellow in between, grey without
+// experience. A direction that mostly "succeeds" while making kernels slower is red.
 std::string Fill(const fb::GainStats& s) {
   if (!s.uses()) return "#f5f5f5";
-  double r = SuccessRate(s);
-  if (r >= 0.6) return "#c8e6c9";
-  if (r >= 0.3) return "#fff9c4";
-  return "#ffcdd2";
+  const double r = SuccessRate(s), gain = MeanGain(s);
+  if (gain < -kNoChange || r < 0.3) return "#ffcdd2";
+  if (gain > kNoChange && r >= 0.6) return "#c8e6c9";
+  return "#fff9c4";
+}
+
+// Edges: green when the step paid off on average, red when it made kernels slower or rarely
+// succeeded, grey when it changed nothing measurable.
+std::string EdgeColor(const fb::GainStats& s) {
+  const double gain = MeanGain(s);
+  if (gain > kNoChange) return "#2e7d32";
+  if (gain < -kNoChange || SuccessRate(s) < 0.3) return "#c62828";
+  return "#616161";
 }
 
 std::string DotQuote(const std::string& s) {
@@ -132,9 +146,8 @@ std::string ToDot(const Graph& g) {
     }
     double w = 1.0 + 5.0 * e.stats.uses() / top;
     double gain = MeanGain(e.stats);
-    std::string color =
-        gain > 0.01 ? "#2e7d32" : (SuccessRate(e.stats) < 0.3 ? "#c62828" : "#616161");
-    o << "  " << e.from << " -> " << e.to << " [penwidth=" << Fixed(w, 2) << ", color=\"" << color
+    o << "  " << e.from << " -> " << e.to << " [penwidth=" << Fixed(w, 2) << ", color=\""
+      << EdgeColor(e.stats)
       << "\", label="
       << DotQuote(std::to_string(e.stats.uses()) + " | " + Fixed(100 * SuccessRate(e.stats), 0) +
                   "% | " + GainFactor(gain))
@@ -243,19 +256,27 @@ int CmdGraph(Context& c) {
   po::options_description o("graph options");
   std::string format = "dot", render, out;
   GraphOptions go;
-  bool connected_only = false;
+  bool connected_only = false, all = false;
+  go.min_count = 2;
   o.add_options()("format", po::value(&format)->default_value("dot"), "dot | json | graphml")(
       "expand", po::value(&go.expand), "draw this direction's strategies too (name or id)")(
-      "min-count", po::value(&go.min_count)->default_value(1), "leave out edges seen fewer times")(
-      "connected-only", po::bool_switch(&connected_only), "leave out directions without edges")(
+      "min-count", po::value(&go.min_count)->default_value(2),
+      "leave out edges seen fewer times (--all: 1)")(
+      "connected-only", po::bool_switch(&connected_only),
+      "leave out directions without edges (the default; --all draws them)")(
+      "all", po::bool_switch(&all),
+      "the full picture: every edge (--min-count 1 unless given) and every direction")(
       "render", po::value(&render), "svg | png: draw with Graphviz dot (needs -o)")(
       "output,o", po::value(&out), "write to this file instead of stdout");
   po::variables_map vm;
   bool done;
-  int rc = Parse(c, "[--format dot|json|graphml] [--expand DIRECTION] [--render svg|png -o FILE]",
+  int rc = Parse(c,
+                 "[--format dot|json|graphml] [--expand DIRECTION] [--min-count N] [--all] "
+                 "[--render svg|png -o FILE]",
                  o, {}, &vm, &done);
   if (done) return rc;
-  go.include_unused = !connected_only;
+  go.include_unused = all && !connected_only;
+  if (all && vm["min-count"].defaulted()) go.min_count = 1;
   if (c.g.json) format = "json";
   if (format != "dot" && format != "json" && format != "graphml") {
     c.err << "htam graph: --format must be dot, json or graphml\n";

@@ -348,7 +348,7 @@ int CmdTop(Context& c) {
     return kExitOk;
   }
   if (rows->empty()) {
-    c.out << "no evaluated steps credit a strategy yet\n";
+    c.out << "no recorded steps credit a strategy yet\n";
     return kExitOk;
   }
   Table t({"category", "backend", ">rank", "strategy", "direction", ">uses", ">success",

@@ -1,7 +1,11 @@
 // htam workers: the evaluation fleet of a running htamd (its "# workers" status section): workers,
 // their devices, queue depths, throughput and failures.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "tools/cli/cli.h"
 #include "tools/cli/table.h"
@@ -34,6 +38,32 @@ std::map<std::string, std::string> Fields(const std::string& s) {
   return out;
 }
 
+// JSON of a field: numbers as numbers ("3" -> 3, "0.5" -> 0.5), except fields that name
+// something (ids, hosts, architectures, endpoints), which stay text even when they are digits.
+Json Typed(const std::string& key, const std::string& value) {
+  static const char* const kText[] = {"name", "id", "host", "arch", "backend", "endpoint",
+                                      "state"};
+  for (const char* k : kText)
+    if (key == k) return value;
+  if (value.empty()) return value;
+  char* end = nullptr;
+  errno = 0;
+  if (value.find_first_of(".eE") == std::string::npos) {
+    long long i = std::strtoll(value.c_str(), &end, 10);
+    if (*end == '\0' && errno == 0) return i;
+  } else {
+    double d = std::strtod(value.c_str(), &end);
+    if (*end == '\0' && errno == 0 && std::isfinite(d)) return d;
+  }
+  return value;
+}
+
+Json TypedObject(const std::map<std::string, std::string>& fields) {
+  Json out = Json::object();
+  for (const auto& [k, v] : fields) out[k] = Typed(k, v);
+  return out;
+}
+
 }  // namespace
 
 int CmdWorkers(Context& c) {
@@ -52,7 +82,8 @@ int CmdWorkers(Context& c) {
   std::istringstream in(*text);
   std::string line;
   bool inside = false;
-  Json summary = Json::object(), workers = Json::array(), devices = Json::array();
+  std::map<std::string, std::string> summary;
+  std::vector<std::map<std::string, std::string>> workers, devices;
   while (std::getline(in, line)) {
     if (line.rfind("# ", 0) == 0) {
       inside = line == "# workers";
@@ -63,11 +94,11 @@ int CmdWorkers(Context& c) {
     if (colon == std::string::npos) continue;
     std::string key = line.substr(0, colon), value = line.substr(colon + 2);
     if (key.rfind("worker_", 0) == 0) {
-      Json w = Fields(value);
+      auto w = Fields(value);
       w["name"] = key.substr(7);
       workers.push_back(w);
     } else if (key.rfind("device_", 0) == 0) {
-      Json d = Fields(value);
+      auto d = Fields(value);
       d["id"] = key.substr(7);
       devices.push_back(d);
     } else {
@@ -77,34 +108,38 @@ int CmdWorkers(Context& c) {
   if (summary.empty())
     return Fail(c, "htamd at " + c.g.connect + " reports no workers section (an older daemon?)");
   if (c.g.json) {
-    PrintJson(c, Json{{"summary", summary}, {"workers", workers}, {"devices", devices}});
+    Json jw = Json::array(), jd = Json::array();
+    for (const auto& w : workers) jw.push_back(TypedObject(w));
+    for (const auto& d : devices) jd.push_back(TypedObject(d));
+    PrintJson(c, Json{{"summary", TypedObject(summary)}, {"workers", jw}, {"devices", jd}});
     return kExitOk;
   }
+  auto get = [](const std::map<std::string, std::string>& m, const char* k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::string() : it->second;
+  };
   Table wt({"worker", "host", "devices", "running", "jobs", "failures", "idle_ms", "up_s"});
   for (const auto& w : workers)
-    wt.Add({w.value("name", ""), w.value("host", ""), w.value("devices", ""),
-            w.value("running", ""), w.value("jobs", ""), w.value("failures", ""),
-            w.value("idle_ms", ""), w.value("up_s", "")});
+    wt.Add({get(w, "name"), get(w, "host"), get(w, "devices"), get(w, "running"), get(w, "jobs"),
+            get(w, "failures"), get(w, "idle_ms"), get(w, "up_s")});
   wt.Print(c.out);
   c.out << "\n";
   Table dt({"device", "backend", "arch", "name", "memory_mb", "state", "jobs"});
   for (const auto& d : devices)
-    dt.Add({d.value("id", ""), d.value("backend", ""), d.value("arch", ""), d.value("name", ""),
-            d.value("memory_mb", ""), d.value("state", ""), d.value("jobs", "")});
+    dt.Add({get(d, "id"), get(d, "backend"), get(d, "arch"), get(d, "name"),
+            get(d, "memory_mb"), get(d, "state"), get(d, "jobs")});
   dt.Print(c.out);
   c.out << "\n";
   for (const char* k :
        {"endpoint", "queue_length", "devices_busy", "throughput_last_minute", "jobs_finished",
         "jobs_failed", "jobs_requeued", "busy_refusals", "workers_lost", "stale_results_dropped"})
-    if (summary.contains(k)) c.out << k << ": " << summary[k].get<std::string>() << "\n";
-  for (auto it = summary.begin(); it != summary.end(); ++it)
-    if (it.key().rfind("queue_", 0) == 0 && it.key() != "queue_length" &&
-        it.key() != "queue_limit_per_device")
-      c.out << it.key() << ": " << it.value().get<std::string>() << "\n";
+    if (summary.count(k)) c.out << k << ": " << summary[k] << "\n";
+  for (const auto& [k, v] : summary)
+    if (k.rfind("queue_", 0) == 0 && k != "queue_length" && k != "queue_limit_per_device")
+      c.out << k << ": " << v << "\n";
   // The worker pool's state (pool.manager; docs/operations.md, "Clusters").
-  for (auto it = summary.begin(); it != summary.end(); ++it)
-    if (it.key().rfind("pool_", 0) == 0)
-      c.out << it.key() << ": " << it.value().get<std::string>() << "\n";
+  for (const auto& [k, v] : summary)
+    if (k.rfind("pool_", 0) == 0) c.out << k << ": " << v << "\n";
   return kExitOk;
 }
 

@@ -178,8 +178,9 @@ class Client:
                 self.server = self.hello(timeout_s=min(timeout_s, 10.0))
             except HtamTimeout as e:
                 self.close()
-                raise HtamTimeout(f"htamd did not answer at {endpoint} (not running, wrong "
-                                  f"endpoint, or CURVE key refused)", "connect") from e
+                raise HtamTimeout(f"htamd did not answer at {endpoint}: {e.message} (not "
+                                  f"running, wrong endpoint, or CURVE key refused)",
+                                  "connect") from e
 
     # ---- connection ----
     def _open_socket(self) -> None:
@@ -231,7 +232,9 @@ class Client:
             if reply is not None:
                 return self._unwrap(reply, name)
             self._open_socket()  # lazy pirate: drop what is queued for a dead peer
-        raise HtamTimeout(f"no answer from {self.endpoint} within {timeout:.1f} s", name)
+        tries = f" ({attempts} attempts of {timeout:.1f} s)" if attempts > 1 else ""
+        raise HtamTimeout(f"no answer from {self.endpoint} within {attempts * timeout:.1f} s"
+                          f"{tries}", name)
 
     def _send(self, data: bytes, deadline: float) -> bool:
         """Queues a request; False when the socket has no connection to queue it on before the

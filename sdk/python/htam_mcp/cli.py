@@ -15,7 +15,7 @@ import threading
 from typing import List, Optional
 
 from . import __version__
-from .config import load
+from .config import load, missing_shipped
 from .htamd import Htamd
 from .protocol import McpServer
 
@@ -33,6 +33,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     logging.basicConfig(stream=sys.stderr, format="htam-mcp: %(levelname)s: %(message)s",
                         level=getattr(logging, cfg.log_level.upper(), logging.WARNING))
+    for problem in missing_shipped(cfg):
+        print(f"htam-mcp: warning: {problem}", file=sys.stderr, flush=True)
     htamd = Htamd(cfg)
     server = McpServer(htamd)
     try:

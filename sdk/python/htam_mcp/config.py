@@ -27,8 +27,10 @@ OPTIONS: Tuple[Tuple[str, type, Any, str], ...] = (
     ("max_message_bytes", int, 4 << 20, "largest JSON-RPC message (stdio line or HTTP body)"),
     ("tasks_dir", str, "",
      "the task suite (htamd's server.tasks_dir when on this host): lists tasks never opened yet "
-     "and serves their specifications and reference sources"),
-    ("abi_header", str, "", "the kernel ABI header served as a resource (sdk/include/htam/kernel_abi.h)"),
+     "and serves their specifications and reference sources; empty = the suite shipped with "
+     "this install (<prefix>/share/htam/tasks)"),
+    ("abi_header", str, "", "the kernel ABI header served as a resource; empty = the one shipped "
+     "with this install (<prefix>/share/htam/include/htam/kernel_abi.h)"),
     ("client_name", str, "htam-mcp", "the client name htamd shows in its status and sessions"),
     ("transport", str, "stdio", "stdio or http (Streamable HTTP)"),
     ("http_host", str, "127.0.0.1", "address the HTTP transport binds (loopback by default)"),
@@ -43,6 +45,47 @@ OPTIONS: Tuple[Tuple[str, type, Any, str], ...] = (
     ("workers", int, 8, "requests served at once (each holds one connection to htamd)"),
     ("log_level", str, "warning", "stderr log level of htam-mcp itself (debug, info, warning, error)"),
 )
+
+
+SHIPPED_TASKS = "tasks"
+SHIPPED_ABI_HEADER = "include/htam/kernel_abi.h"
+
+
+def shipped_roots() -> List[str]:
+    """Where an install keeps the files it ships, as htamd looks for them (base/paths.h): the
+    share/htam folder of an ancestor of this package, i.e. <prefix>/share/htam for
+    <prefix>/lib/python3/dist-packages/htam_mcp, and <build>/share/htam for a build tree's
+    <build>/python/htam_mcp. The path is taken as imported, links unresolved."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    roots = []
+    for _ in range(4):
+        here = os.path.dirname(here)
+        roots.append(os.path.join(here, "share", "htam"))
+    return roots
+
+
+def find_shipped(relative: str) -> str:
+    """The first <root>/<relative> of shipped_roots() that exists, or ''."""
+    for root in shipped_roots():
+        path = os.path.join(root, relative)
+        if os.path.exists(path):
+            return path
+    return ""
+
+
+def missing_shipped(cfg: "Config") -> List[str]:
+    """What this htam-mcp serves without, in words for its start-up log."""
+    out = []
+    if not cfg.tasks_dir or not os.path.isdir(cfg.tasks_dir):
+        where = cfg.tasks_dir or " or ".join(os.path.join(r, SHIPPED_TASKS)
+                                             for r in shipped_roots()[:2]) + ", ..."
+        out.append(f"no task suite at {where}: list_tasks and describe_task show only the tasks "
+                   f"in htamd's memory, without reference sources (set --tasks-dir)")
+    if not cfg.abi_header or not os.path.isfile(cfg.abi_header):
+        where = cfg.abi_header or os.path.join(shipped_roots()[2], SHIPPED_ABI_HEADER)
+        out.append(f"no kernel ABI header at {where}: describe_task and the resource "
+                   f"htam://abi/kernel_abi.h go without it (set --abi-header)")
+    return out
 
 
 @dataclass(frozen=True)
@@ -100,6 +143,9 @@ def load(argv: Optional[Sequence[str]] = None,
             raise ValueError(f"{name} must be positive")
     if not values["http_path"].startswith("/"):
         raise ValueError("http_path must start with /")
+    for name, shipped in (("tasks_dir", SHIPPED_TASKS), ("abi_header", SHIPPED_ABI_HEADER)):
+        if not values[name]:
+            values[name] = find_shipped(shipped)
     if values["token_file"]:
         with open(values["token_file"], encoding="utf-8") as f:
             values["token"] = f.readline().strip()

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -18,6 +19,9 @@ import htam
 
 from .config import Config
 
+# How long the check that something listens at the endpoint may take before the request is sent
+# anyway (a connection refused answers at once; only a filtered port waits this long).
+_PROBE_TIMEOUT_S = 1.0
 _TASK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
 
@@ -45,15 +49,15 @@ class Htamd:
                                server_public_key_file=self.cfg.server_key,
                                client_key_file=self.cfg.client_key)
         except htam.HtamTimeout as e:
-            raise ToolError(f"htamd is not reachable at {self.cfg.endpoint}: no answer within "
-                            f"{self.cfg.timeout_s:g} s (is htamd running there? wrong endpoint "
-                            f"or CURVE key?)") from e
+            raise ToolError(f"htamd is not reachable at {self.cfg.endpoint}: {e.message} (is "
+                            f"htamd running there? wrong endpoint or CURVE key?)") from e
         except (OSError, ValueError) as e:  # key files, a malformed endpoint
             raise ToolError(f"cannot connect to htamd at {self.cfg.endpoint}: {e}") from e
 
     @contextlib.contextmanager
     def client(self, on_progress: Optional[Callable[[Dict[str, Any]], None]] = None
                ) -> Iterator[htam.Client]:
+        self._check_listening()
         with self._lock:
             c = self._free.pop() if self._free else None
         if c is None:
@@ -75,6 +79,36 @@ class Htamd:
                     self._free.append(c)
             else:
                 c.close()
+
+    def _check_listening(self) -> None:
+        """Fails at once when nothing listens at the endpoint (htamd down: connection refused,
+        or no ipc socket file), instead of waiting out the request's timeout: ZeroMQ would
+        queue the request silently until then."""
+        ep = self.cfg.endpoint
+        try:
+            if ep.startswith("ipc://"):
+                path = ep[len("ipc://"):]
+                if not os.path.exists(path):
+                    raise ToolError(f"htamd is not reachable at {ep}: no socket file {path} "
+                                    f"(is htamd running with server.bind = {ep}?)")
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(min(_PROBE_TIMEOUT_S, self.cfg.timeout_s))
+                    s.connect(path)
+            elif ep.startswith("tcp://"):
+                host, _, port = ep[len("tcp://"):].rpartition(":")
+                host = host.strip("[]")
+                if not port.isdigit() or host in ("", "*"):
+                    return  # ZeroMQ's own forms (interfaces, wildcards): left to the request
+                probe_s = min(_PROBE_TIMEOUT_S, self.cfg.timeout_s)
+                with socket.create_connection((host, int(port)), timeout=probe_s):
+                    pass
+        except ConnectionRefusedError:
+            raise ToolError(f"htamd is not reachable at {ep}: connection refused (htamd is not "
+                            f"running there, or listens elsewhere: see --endpoint)") from None
+        except socket.timeout:
+            return  # slow or filtered: the request's own timeout decides
+        except OSError as e:
+            raise ToolError(f"htamd is not reachable at {ep}: {e.strerror or e}") from None
 
     def close(self) -> None:
         with self._lock:

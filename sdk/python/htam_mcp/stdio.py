@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,43 @@ from .protocol import (INVALID_REQUEST, PARSE_ERROR, McpServer, Session, error_r
                        is_request)
 
 log = logging.getLogger("htam-mcp")
+
+_TAIL_BYTES = 4096
+# One token of JSON: a string, a bracket, or a run of anything else (numbers, literals, commas,
+# colons, blanks).
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]|[^"{}\[\]]+')
+_ID_VALUE = re.compile(rb'\s*:\s*("(?:[^"\\]|\\.)*"|-?\d{1,18})')
+# The id as the last member of the top-level object (where the TypeScript SDK puts it).
+_ID_AT_END = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d{1,18})\s*\}\s*$')
+
+
+def long_line_id(head: bytes, tail: bytes) -> Any:
+    """The "id" member of the top-level object of a JSON-RPC message known only by its first
+    bytes (head) and last bytes (tail); None when neither shows it."""
+    depth, end = 0, 0
+    for m in _TOKEN.finditer(head):
+        if m.start() != end:  # an unterminated string: the cut is inside it
+            break
+        end = m.end()
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and tok == b'"id"':
+            v = _ID_VALUE.match(head, end)
+            if v:
+                return _decode_id(v.group(1))
+    v = _ID_AT_END.search(tail.rstrip(b"\r\n"))
+    return _decode_id(v.group(1)) if v else None
+
+
+def _decode_id(raw: bytes) -> Any:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, (str, int)) else None
 
 
 class StdioServer:
@@ -55,9 +93,8 @@ class StdioServer:
                 if not line:
                     break
                 if len(line) > limit and not line.endswith(b"\n"):
-                    while line and not line.endswith(b"\n"):  # skip the rest of the line
-                        line = self.stdin.readline(1 << 20)
-                    self.write(error_response(None, INVALID_REQUEST,
+                    rid = self._skip_long_line(line)
+                    self.write(error_response(rid, INVALID_REQUEST,
                                               f"message longer than {limit} bytes "
                                               f"(max_message_bytes)"))
                     continue
@@ -65,6 +102,18 @@ class StdioServer:
                     self._on_line(line)
         finally:
             self._pool.shutdown(wait=True)
+
+    def _skip_long_line(self, head: bytes) -> Any:
+        """Reads the rest of a line too long to parse, keeping only its first max_message_bytes
+        and a short tail, and returns the request's id where one can be read from those (None
+        otherwise): a client waits for the answer to its id, and an error with id null would
+        leave it waiting out its whole timeout."""
+        tail = b""
+        line = head
+        while line and not line.endswith(b"\n"):
+            line = self.stdin.readline(1 << 20)
+            tail = (tail + line)[-_TAIL_BYTES:]
+        return long_line_id(head, tail)
 
     def _on_line(self, line: bytes) -> None:
         try:

@@ -301,6 +301,12 @@ class Tools:
         out["kernel_abi"] = self.h.abi_header()
         out["reference_backend"] = backend
         out["reference_source"] = self.h.suite_reference(name, backend)
+        missing = [f"no kernel ABI header ({self.cfg.abi_header or 'none found'}; htam-mcp "
+                   f"--abi-header)"] if not out["kernel_abi"] else []
+        if not out["reference_source"]:
+            missing.append(f"no {backend} reference source for {name} in the task suite "
+                           f"({self.cfg.tasks_dir or 'none found'}; htam-mcp --tasks-dir)")
+        note = "; ".join(([note] if note else []) + missing)
         if note:
             out["note"] = note
         return out
