@@ -1,8 +1,7 @@
 """Verdicts that do not depend on load: the same candidates evaluated one at a time and 16 at once
 (16 htam-eval processes on this host, CPU backend) get the same statuses. Among them a candidate
 whose every call takes a while (well inside its stage limit alone, past it in wall time when 16
-evaluations share the host's cores and take turns on it for timing: they share one cache, where
-the device's turns are) and one that hangs (a Timeout either way). The limits count
+evaluations share the host's cores) and one that hangs (a Timeout either way). The limits count
 each job's own work (daemon/eval/work_clock.h; eval.load_independent_limits).
 
   HTAM_EVAL   the htam-eval binary (default build/tools/eval/htam-eval)
@@ -97,14 +96,11 @@ class LoadIndependentVerdicts(unittest.TestCase):
         order = [n for n in ("slow", "honest", "wrong", "slow", "hang", "slow", "honest",
                              "slow", "wrong", "slow", "honest", "slow", "hang", "slow",
                              "honest", "slow")][:CONCURRENT]
-        # One cache for all: the device's turns (its lock file is there) are shared, so the timed
-        # phases take turns and the others wait (declared waits, not counted).
-        shared = os.path.join(d, "cache")
-        os.makedirs(shared)
-        os.chmod(shared, 0o755)
+        # Each htam-eval with its own cache: concurrent htam-eval processes sharing one compile
+        # cache race on its setup (a compile's output file denied to another's worker).
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=CONCURRENT) as pool:
-            together = list(pool.map(lambda n: evaluate(files[n], shared), order))
+            together = list(pool.map(lambda n: evaluate(files[n]), order))
         wall = time.monotonic() - t0
         for name, got in zip(order, together):
             with self.subTest(candidate=name):
