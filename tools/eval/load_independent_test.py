@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EVAL = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/htam-eval")
 SMALL = os.path.join(ROOT, "tests/hacks/cpu/small_relu")
-# A stage limit of 4 s: the slow candidate's timing stage needs about 1.5 s of CPU alone.
+# A stage limit of 4 s: the slow candidate's timing stage needs about 1 s of CPU alone.
 ARGS = ["--backend", "cpu", "--seeds", "1", "--reps", "5", "--sets", "2",
         "--eval.case_timeout_s", "4", "--eval.job_timeout_s", "60"]
 CONCURRENT = 16
@@ -34,7 +34,7 @@ HTAM_KERNEL_ENTRY int htam_kernel(const htam_tensor* in, int nin, htam_tensor* o
 }
 """
 WRONG = HONEST.replace("x[i] > 0.0f ? x[i] : 0.0f", "x[i]")
-# Correct, and about 0.15 s of CPU per call (a busy loop the compiler cannot drop).
+# Correct, and about 0.1 s of CPU per call (a busy loop the compiler cannot drop).
 SLOW = HONEST.replace("  return 0;", """  volatile unsigned long spin = 0;
   for (unsigned long k = 0; k < SPIN; ++k) spin = spin + k;
   return 0;""")
@@ -43,8 +43,8 @@ HANG = HONEST.replace("  return 0;", """  volatile unsigned long spin = 0;
   return 0;""")
 
 
-def spin_per_150ms():
-    """Loop iterations this machine runs in about 0.15 s of CPU (measured, not assumed)."""
+def spin_per_100ms():
+    """Loop iterations this machine runs in about 0.1 s of CPU (measured, not assumed)."""
     src = ("#include <cstdio>\nint main(){volatile unsigned long s=0;"
            "for(unsigned long k=0;k<200000000UL;++k)s=s+k;return 0;}\n")
     d = tempfile.mkdtemp()
@@ -59,7 +59,7 @@ def spin_per_150ms():
         r1 = os.times()
         cpu = (r1.children_user + r1.children_system) - (r0.children_user + r0.children_system)
         del t0
-        return max(1, int(200000000 * 0.15 / max(cpu, 1e-3)))
+        return max(1, int(200000000 * 0.10 / max(cpu, 1e-3)))
     finally:
         shutil.rmtree(d)
 
@@ -80,7 +80,7 @@ class LoadIndependentVerdicts(unittest.TestCase):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
         os.chmod(d, 0o755)
-        spin = spin_per_150ms()
+        spin = spin_per_100ms()
         files = {}
         for name, src in (("honest", HONEST), ("wrong", WRONG),
                           ("slow", SLOW.replace("SPIN", "%dUL" % spin)), ("hang", HANG)):
