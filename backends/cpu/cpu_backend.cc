@@ -289,7 +289,11 @@ Error htam_backend::Compile(const htam_compile_request& req, std::string_view so
   if (rename(tmp.c_str(), art->path.c_str()) != 0) {
     const int err = errno;
     unlink(tmp.c_str());
-    return MakeError(HTAM_ERR_INTERNAL, "cannot move artifact into " + dir + ": " + strerror(err));
+    // Another evaluation sharing the cache published the same artifact (same content key)
+    // first, and its evaluator sealed it: that one serves.
+    if (access(art->path.c_str(), R_OK) != 0)
+      return MakeError(HTAM_ERR_INTERNAL,
+                       "cannot move artifact into " + dir + ": " + strerror(err));
   }
   art->diagnostics = diag;
   ::Log(this, HTAM_LOG_DEBUG,

@@ -27,6 +27,7 @@
 #include "daemon/eval/compile_ahead.h"
 #include "daemon/eval/job_codec.h"
 #include "daemon/eval/sandbox.h"
+#include "daemon/eval/work_clock.h"
 
 namespace htam::eval {
 namespace {
@@ -151,7 +152,8 @@ class EvaluatorImpl : public Evaluator {
   std::string WorkerFrame(const EvalJob& job) const;
   Status SendJob(Slot* s, const std::string& frame);
   std::chrono::seconds StageLimit(const std::string& stage) const;
-  std::string TimeoutMessage(const std::string& stage) const;
+  // waited_s: seconds of waiting left out of the limits (eval.load_independent_limits), or -1.
+  std::string TimeoutMessage(const std::string& stage, double waited_s) const;
   bool AwaitAnswer(WorkerProcess* w, const EvalJob& job, bool ahead, EvalResult* r,
                    std::string* stage) EXCLUDES(mu_);
   bool TakeResult(WorkerProcess* w, const EvalJob& job, bool ahead, const json& frame,
@@ -741,15 +743,18 @@ std::chrono::seconds EvaluatorImpl::StageLimit(const std::string& stage) const {
                                       : ev_.case_timeout_s);
 }
 
-std::string EvaluatorImpl::TimeoutMessage(const std::string& stage) const {
+std::string EvaluatorImpl::TimeoutMessage(const std::string& stage, double waited_s) const {
   return "timed out during " + stage + " (limit " +
          std::to_string(stage.rfind("compile kernelbench", 0) == 0
                             ? ev_.kernelbench_compile_timeout_s
                         : stage.rfind("compile", 0) == 0 ? ev_.compile_timeout_s
                         : stage.rfind("profile", 0) == 0 ? ev_.cuda_profile_timeout_s
                                                          : ev_.case_timeout_s) +
-         " s per stage, " + std::to_string(ev_.job_timeout_s) +
-         " s per job); the worker was killed";
+         " s per stage, " + std::to_string(ev_.job_timeout_s) + " s per job" +
+         (waited_s >= 0 ? ", of its own work: " + std::to_string(int(waited_s + 0.5)) +
+                              " s of waiting not counted"
+                        : std::string()) +
+         "); the worker was killed";
 }
 
 bool EvaluatorImpl::AwaitAnswer(WorkerProcess* w, const EvalJob& job, bool ahead, EvalResult* r,
@@ -757,10 +762,23 @@ bool EvaluatorImpl::AwaitAnswer(WorkerProcess* w, const EvalJob& job, bool ahead
   const size_t capture = size_t(ev_.capture_kb) << 10;
   const size_t flood = size_t(ev_.max_output_kb) << 10;
   const bool kb = job.language == "kernelbench";
-  auto job_deadline =
-      Clock::now() +
+  // Limits count the job's own work: wall time less its waits for a busy CPU and the waits its
+  // worker declares (work_clock.h), never past limit * eval.limit_wall_factor of wall time.
+  WorkClock work(w->pid());
+  const double wall_factor = ev_.load_independent_limits ? double(ev_.limit_wall_factor) : 1.0;
+  const Clock::time_point job_start = Clock::now();
+  auto job_limit =
       std::chrono::seconds(ev_.job_timeout_s + (kb ? ev_.kernelbench_compile_timeout_s : 0));
-  auto stage_deadline = Clock::now() + StageLimit("compile");
+  Clock::time_point stage_start = job_start;
+  std::chrono::seconds stage_secs = StageLimit("compile");
+  double stage_excluded = 0;
+  Clock::time_point stage_deadline, job_deadline;
+  auto update_deadlines = [&] {
+    if (ev_.load_independent_limits) work.Sample();
+    stage_deadline = work.Deadline(stage_start, stage_secs, stage_excluded, wall_factor);
+    job_deadline = work.Deadline(job_start, job_limit, 0, wall_factor);
+  };
+  update_deadlines();
   bool keep_worker = false;
   for (bool finished = false; !finished;) {
     {
@@ -771,17 +789,43 @@ bool EvaluatorImpl::AwaitAnswer(WorkerProcess* w, const EvalJob& job, bool ahead
         break;
       }
     }
+    update_deadlines();
     auto deadline =
         std::min({stage_deadline, job_deadline, Clock::now() + std::chrono::milliseconds(250)});
     auto f = w->Receive(deadline, capture, flood);
     if (f.ok()) {
       const std::string type = f->value("type", "");
       if (type == "progress") {
-        *stage = f->value("stage", "");
-        stage_deadline = Clock::now() + StageLimit(*stage);
+        // A declared wait (a device turn, a lock): excluded from the limits while it lasts.
+        if (f->value("waiting", false)) {
+          if (ev_.load_independent_limits) work.BeginWait();
+          continue;
+        }
+        work.EndWait();
+        const std::string next = f->value("stage", "");
+        // The task's own size: a stage whose reference takes long gets the time it needs
+        // (kb_candidate.cc says how much), up to the golden run's limit.
+        const double asked = f->value("limit_s", 0.0);
+        if (next == *stage && asked > double(stage_secs.count())) {
+          stage_secs = std::chrono::seconds(
+              int64_t(std::min(asked, double(std::max<int64_t>(ev_.kernelbench_timeout_s,
+                                                               ev_.case_timeout_s)))));
+          const auto need = std::chrono::duration_cast<std::chrono::seconds>(
+                                stage_start - job_start) + stage_secs + std::chrono::seconds(30);
+          job_limit = std::max(job_limit, need);
+        }
+        if (next != *stage || !f->contains("resumed")) {
+          *stage = next;
+          stage_start = Clock::now();
+          stage_secs = StageLimit(*stage);
+          stage_excluded = work.ExcludedSeconds();
+        }
         if (job.on_stage) job.on_stage(job.job_id, *stage, "");
-        if (job.profile && stage->rfind("profile", 0) == 0)
-          job_deadline = std::max(job_deadline, stage_deadline);
+        if (job.profile && stage->rfind("profile", 0) == 0) {
+          const auto since_start =
+              std::chrono::duration_cast<std::chrono::seconds>(stage_start - job_start);
+          job_limit = std::max(job_limit, since_start + stage_secs);
+        }
       } else if (type == "result") {
         keep_worker = TakeResult(w, job, ahead, *f, r);
         finished = true;
@@ -794,10 +838,12 @@ bool EvaluatorImpl::AwaitAnswer(WorkerProcess* w, const EvalJob& job, bool ahead
     }
     const Status& e = f.status();
     if (e.code() == Status::Code::kTimeout) {
+      update_deadlines();
       if (Clock::now() < std::min(stage_deadline, job_deadline)) continue;  // poll tick
       w->Kill();
       r->status = fb::OutcomeStatus::Timeout;
-      r->diagnostics = TimeoutMessage(*stage);
+      r->diagnostics = TimeoutMessage(
+          *stage, ev_.load_independent_limits ? work.ExcludedSeconds() : -1.0);
     } else if (e.code() == Status::Code::kResourceExhausted) {
       w->Kill();
       r->status = fb::OutcomeStatus::ResourceLimit;

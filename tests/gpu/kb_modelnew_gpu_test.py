@@ -8,8 +8,9 @@ whose child Python runs the candidate). Task tests/gpu/kernelbench/kb_relu (ReLU
   - a wrong kernel is Incorrect;
   - a kernel on a side stream the static checks do not see gains nothing (the wall clock after a
     whole-device synchronize counts);
-  - KernelBench's own catalogue: a C++ side stream is rejected ([streams]); Triton passes where
-    Triton is installed;
+  - KernelBench's own catalogue: a C++ side stream is rejected ([streams]: the task forbids side
+    streams, which the default policy only warns about, as KernelBench does); Triton passes
+    where Triton is installed;
   - htam's fast path (kb_fastpath.py): a ReLU through htam.load_cuda is Ok, its build (nvcc
     alone) far shorter than load_inline's; a wrong one is Incorrect; a load_inline call without
     PyTorch headers takes the fast path transparently and is Ok.

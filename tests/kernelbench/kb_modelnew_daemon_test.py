@@ -4,8 +4,10 @@ task the daemon refuses it with a clear error.
 
 Needs HTAM_HTAMD and PYTHONPATH with the SDK (ctest sets both) and /usr/bin/python3 with torch.
 """
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -57,6 +59,43 @@ class KbModelNewDaemon(unittest.TestCase):
         with self.assertRaises(htam.HtamError) as e:
             self.client.submit(lean, src, language="kernelbench", direction_id=d)
         self.assertIn("is for KernelBench tasks", str(e.exception))
+
+    def test_htam_agent_scores_a_folder_of_modelnew_files(self):
+        """htam-agent run --kernelbench --modelnew: each file submitted once, KernelBench's
+        metrics of the level (one correct, one wrong)."""
+        kbdir = os.path.join(self.dir, "kb", "level1")
+        mndir = os.path.join(self.dir, "mn", "level1")
+        os.makedirs(kbdir)
+        os.makedirs(mndir)
+        relu = os.path.join(ROOT, "tests/kernelbench/problems/relu.py")
+        shutil.copy(relu, os.path.join(kbdir, "1_ReLU.py"))
+        shutil.copy(relu, os.path.join(kbdir, "2_ReLU2.py"))
+        from htam_agent.kernelbench import rename_model
+        with open(relu) as f:
+            right = rename_model(f.read())
+        with open(os.path.join(mndir, "1_ReLU.py"), "w") as f:
+            f.write(right)
+        with open(os.path.join(mndir, "2_ReLU2.py"), "w") as f:
+            f.write(right.replace("return torch.relu(x)", "return -torch.relu(x)"))
+        os.system("chmod -R a+rX %s" % self.dir)
+        out = os.path.join(self.dir, "report.json")
+        env = dict(os.environ)  # PYTHONPATH: the build's python/ (the SDK and htam_agent)
+        p = subprocess.run(
+            ["/usr/bin/python3", "-m", "htam_agent", "run", "--kernelbench",
+             os.path.join(self.dir, "kb"), "--modelnew", os.path.join(self.dir, "mn"),
+             "--tasks-dir", sdk_python_test.TASKS, "--endpoint", self.daemon.endpoint,
+             "--backend", "cpu", "--policy", '{"require_kernel": false}', "--json", out],
+            capture_output=True, text=True, timeout=800, env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(out) as f:
+            report = json.load(f)
+        self.assertEqual(report["evaluated_by"], "htamd")
+        rows = {r["problem"]: r for r in report["levels"]["1"]["problems"]}
+        self.assertEqual(rows["1_ReLU.py"]["status"], "correct", rows["1_ReLU.py"])
+        self.assertEqual(rows["2_ReLU2.py"]["outcome"], "incorrect", rows["2_ReLU2.py"])
+        self.assertGreater(rows["1_ReLU.py"]["session_id"], 0)
+        self.assertAlmostEqual(report["levels"]["1"]["metrics"]["correct"], 0.5)
+        self.assertIn("level 1: 2 problems, correct 50.0%", p.stdout)
 
 
 if __name__ == "__main__":

@@ -67,10 +67,26 @@ class PolicyTest(unittest.TestCase):
             return f.read()
 
     def test_default_policy_is_kernelbench(self):
-        self.assertEqual(kb_static.policy_from_task({}), {"functional": "forbid",
+        self.assertEqual(kb_static.policy_from_task({}), {"functional": "warn",
                                                           "layers": "warn",
                                                           "torch_ops": "warn",
+                                                          "streams": "warn",
+                                                          "precision": "warn",
                                                           "require_kernel": True})
+
+    def test_functional_and_streams_warn_by_default_and_forbid_on_request(self):
+        for name, key in (("functional_wrap.py", "functional"),
+                          ("python_side_stream.py", "streams"),
+                          ("cuda_side_stream.py", "streams")):
+            with self.subTest(file=name):
+                src = self.src(name)
+                r = kb_static.check(src)
+                self.assertTrue(r.ok, [e.text() for e in r.errors])
+                self.assertIn(key, [w.check for w in r.warnings])
+                r = kb_static.check(src, policy={key: "forbid"})
+                self.assertIn(key, [e.check for e in r.errors])
+                r = kb_static.check(src, policy={key: "allow"})
+                self.assertNotIn(key, [w.check for w in r.warnings])
 
     def test_torch_ops_warn_by_default_and_forbid_on_request(self):
         src = self.src("torch_ops_forbidden.py")
@@ -99,7 +115,7 @@ class PolicyTest(unittest.TestCase):
 
     def test_bad_policies_are_named(self):
         for pol, says in (({"torch_ops": "maybe"}, "torch_ops: 'maybe'"),
-                          ({"streams": "allow"}, "streams: unknown"),
+                          ({"threads": "allow"}, "threads: unknown"),
                           ({"require_kernel": "yes"}, "require_kernel: must be")):
             with self.assertRaises(ValueError) as c:
                 kb_static.policy_from_task({"kernelbench_policy": pol})

@@ -12,6 +12,9 @@
 # kbmodelnew (ModelNew candidates of language kernelbench through htam-eval; by name only).
 # loadpaths (tools/kernelbench/bench_load_paths.py: load_inline against htam.load_cuda, cold, one
 # JSON line in $OUT/load_paths.json; by name only, about 2 minutes).
+# kbfull (every KernelBench problem of levels 1-3 as its own ModelNew, about 9 min), kbstable (one
+# candidate evaluated three times in one run, about 90 s), kbcompile (torch-extension build routes,
+# about 3 min): KernelBench at full size, by name only; see their comments below.
 # By name only as well: modes (evaluation settings side by side), runner, klsuite (the KernelBench
 # load_inline path over the suite's own variants), world (`htam-bench world build`), workers
 # (remote-worker scaling on a multi-GPU host), worldlive (`htam-bench world bench --live`). This
@@ -255,6 +258,101 @@ if [[ "$PARTS" == *" loadpaths "* ]]; then
   timeout "${T_LOADPATHS:-400}" "$HTAM_KB_PYTHON" tools/kernelbench/bench_load_paths.py \
     > "$OUT/load_paths.json" 2> "$OUT/load_paths.err"
   echo "loadpaths rc=$?"; cat "$OUT/load_paths.json"; tail -5 "$OUT/load_paths.err"
+fi
+
+# ---- KernelBench at full size (issue 32), each by name only; every part cleans what it wrote.
+# The problems: KB_DIR (default shared/kernelbench/KernelBench beside or inside the checkout).
+# kill_under DIR: ends the processes a part left running whose command line names DIR (its own
+# work folder: workers and helpers of an htam-eval that was killed), then removes DIR.
+kill_under() {
+  local d=$1 p
+  [ -n "$d" ] && [ -d "$d" ] || return 0
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "$d" && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  sleep 1; rm -rf "$d"
+}
+kb_dir() {
+  for d in "${KB_DIR:-}" "$ROOT/shared/kernelbench/KernelBench" "$ROOT/../shared/kernelbench/KernelBench"; do
+    [ -n "$d" ] && [ -d "$d/level1" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+# kbfull: every problem of levels 1-3 (KBFULL_LEVELS, KBFULL_PROBLEMS narrow it) with its own Model
+# renamed ModelNew, the require-a-kernel check off, through htam-eval on cuda, KBFULL_JOBS (8) at
+# once, seeds 1, 10 repetitions, 2 input sets; starts no evaluation after T_KBFULL-60 s (default
+# 540: 480 s of starts). Writes $OUT/kbfull.json (per level: status, seconds, peak device MiB,
+# htam median and eager baseline per problem; KernelBench's metrics) and kbfull.jsonl (one line per
+# problem as it ends, kept if the part is killed). Everything else (tasks, golden data, caches)
+# lives in one work folder under /tmp, removed at the end. About 9 minutes.
+if [[ "$PARTS" == *" kbfull "* ]]; then
+  KBD=$(kb_dir) || { echo "kbfull: no KernelBench tree (set KB_DIR)"; }
+  if [ -n "${KBD:-}" ]; then
+    chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+    W=$(mktemp -d /tmp/htam-kbfull.XXXXXX); chmod 755 "$W"
+    LV=""; for l in ${KBFULL_LEVELS:-1 2 3}; do LV="$LV --level $l"; done
+    T=${T_KBFULL:-540}
+    PYTHONPATH=$ROOT/sdk/python timeout -s KILL "$T" python3 -m htam_agent kernelbench \
+      --kernelbench "$KBD" --reference-as-modelnew $LV ${KBFULL_PROBLEMS:+--problems $KBFULL_PROBLEMS} \
+      --policy '{"require_kernel": false}' --backend cuda --jobs "${KBFULL_JOBS:-8}" \
+      --tasks-dir "$W/tasks" --htam-eval "$S/htam-eval" --kernelbench-python "$HTAM_KB_PYTHON" \
+      --eval-arg=--option --eval-arg="kernelbench_python=$HTAM_KB_PYTHON" \
+      --eval-arg=--eval.scratch_dir --eval-arg="$W" --eval-arg=--seeds --eval-arg=1 \
+      --eval-arg=--reps --eval-arg=10 --eval-arg=--sets --eval-arg=2 \
+      --time-limit $(( T - 60 )) --device-memory --progress "$OUT/kbfull.jsonl" \
+      --json "$OUT/kbfull.json" > "$OUT/kbfull.log" 2>&1
+    echo "kbfull rc=$? ($(elapsed)s); disk of the work folder at the end: $(du -sh "$W" 2>/dev/null | cut -f1); free: $(df -h /tmp | tail -1)"
+    kill_under "$W"
+    grep -E '^(level|all levels)' "$OUT/kbfull.log" | grep -E 'problems,|all levels' | head -8
+    python3 -c "
+import json, collections
+rows = [json.loads(l) for l in open('$OUT/kbfull.jsonl')]
+c = collections.Counter(r['outcome'] or r['status'] for r in rows)
+print('kbfull outcomes:', dict(c))
+for r in rows:
+    if r['outcome'] != 'Ok': print('  L%d %s: %s' % (r['level'], r['problem'], r['note'][:150]))
+" 2>&1 | head -60
+  fi
+fi
+# kbstable: the same ModelNew (load_cuda ReLU, 4M floats) and the same lean-ABI candidate each
+# evaluated twice in one htam-eval run; prints both medians and their difference (target: within
+# 3 %). About 90 s.
+if [[ "$PARTS" == *" kbstable "* ]]; then
+  chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+  W=$(mktemp -d /tmp/htam-kbstable.XXXXXX); chmod 755 "$W"
+  MN=tests/gpu/kernelbench/kb_relu/modelnew/relu_load_cuda.py
+  run "${T_KBSTABLE:-240}" "$OUT/kbstable.log" "$S/htam-eval" --task tests/gpu/kernelbench/kb_relu \
+    --backend cuda --language kernelbench --option "kernelbench_python=$HTAM_KB_PYTHON" \
+    --eval.scratch_dir "$W" "$MN" "$MN" "$MN"
+  run 60 "$OUT/kbstable.log" "$S/htam-eval" --task tests/gpu/tasks/relu_small --backend cuda \
+    --eval.scratch_dir "$W" tests/hacks/cuda/good_vec4.cu tests/hacks/cuda/good_vec4.cu tests/hacks/cuda/good_vec4.cu
+  kill_under "$W"
+  python3 -c "
+import json
+rows = [json.loads(l) for l in open('$OUT/kbstable.log') if l.startswith('{')]
+for task in sorted({r['task'] for r in rows}):
+    m = [r['median_us'] for r in rows if r['task'] == task and r['status'] == 'Ok']
+    st = [r['status'] for r in rows if r['task'] == task]
+    if len(m) >= 2:
+        d = max(abs(a - b) / min(a, b) for a in m for b in m)
+        mine = [r for r in rows if r['task'] == task]
+        import re
+        ev = [float(x.group(1)) for x in (re.search(r'CUDA events: median ([0-9.]+) us', r['diagnostics']) for r in mine) if x]
+        print('kbstable %s: medians %s us, spreads %s us, max difference %.1f %% (target <= 3 %%), baseline %.1f us; CUDA-event medians %s us' % (
+            task, [round(x, 2) for x in m], [round(r['spread_us'], 2) for r in mine], 100 * d, mine[0]['baseline_us'], ev))
+    else:
+        print('kbstable %s: statuses %s' % (task, st))
+"
+fi
+# kbcompile: a KernelBench-style torch extension (torch/extension.h in the .cu) built cold by
+# load_inline, reloaded, imported from the build, and by parts: g++ of main.cpp with and without a
+# precompiled torch/extension.h, nvcc with and without the torch headers, and the split build
+# (kernels through nvcc alone + the torch::Tensor wrappers through g++ with the PCH, side by side)
+# checked against load_inline's output (tools/kernelbench/bench_torch_ext_build.py). One JSON line
+# per step in $OUT/kbcompile.jsonl. About 3 minutes (load_inline's cold build is most of it).
+if [[ "$PARTS" == *" kbcompile "* ]]; then
+  run "${T_KBCOMPILE:-400}" "$OUT/kbcompile.jsonl" "$HTAM_KB_PYTHON" tools/kernelbench/bench_torch_ext_build.py
+  grep -E '^\{|Error|error' "$OUT/kbcompile.jsonl" | head -30
 fi
 
 # klsuite: the KernelBench load_inline path over the suite's own lineage variants (the kernels

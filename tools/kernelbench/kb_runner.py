@@ -41,6 +41,13 @@ whose sources need no PyTorch headers (no torch/ATen/c10/pybind11 include or nam
 with ctypes, cached as <build_cache>/fast-<key>.so; if that build fails, the call goes on to
 PyTorch's load_inline below (its record says why the fast path was not taken).
 
+Split build (kb_split.py; "split_build": true; off unless asked, until it is measured on a GPU
+against load_inline): on a CUDA device, a load_inline call
+whose CUDA source needs PyTorch's headers is split — the kernels through nvcc alone with a launch
+stub each, the torch::Tensor wrappers and the module through g++ with a precompiled
+torch/extension.h, side by side — and cached like load_inline's own builds; a call the split
+refuses or fails to build goes on to PyTorch's load_inline (its record says why).
+
 Build cache: load_inline(name, sources, flags...) is keyed by the SHA-256 of its arguments (all
 but build_directory and verbose), the PyTorch and Python versions and the device. A hit imports
 <build_cache>/<key>.so, built earlier from the identical arguments; a miss builds in this job's
@@ -140,7 +147,24 @@ def describe(e):
 
 # ---- build cache ---------------------------------------------------------------------------
 
-def install_build_cache(cache_dir, work_dir, device, builds, fast_path=True):
+def split_build(a, name, build_dir, work_dir):
+    """load_inline's call through kb_split.py (kernels through nvcc alone, the torch::Tensor
+    wrappers through g++ with a precompiled torch/extension.h): the built module's path, or
+    raises kb_split.SplitRefused / RuntimeError / OSError (the caller goes on to load_inline)."""
+    import kb_split
+    p = kb_split.plan(a.get("cuda_sources"), a.get("cpp_sources"), a.get("functions"))
+    if a.get("extra_include_paths"):
+        raise kb_split.SplitRefused("extra include paths")
+    tc = kb_split.Toolchain(kb_fastpath.find_nvcc(), kb_fastpath.device_arch()[len("sm_"):])
+    # The precompiled header stays in this job's directory: one that a candidate's runner built
+    # is not trusted by another candidate's build.
+    return kb_split.build(p, name, tc, build_dir, os.path.join(work_dir, "kb-pch"),
+                          extra_cuda_cflags=a.get("extra_cuda_cflags") or [],
+                          extra_cflags=a.get("extra_cflags") or [],
+                          extra_ldflags=a.get("extra_ldflags") or [])
+
+
+def install_build_cache(cache_dir, work_dir, device, builds, fast_path=True, split=True):
     import contextlib
     import io
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -185,6 +209,24 @@ def install_build_cache(cache_dir, work_dir, device, builds, fast_path=True):
             return mod
         build_dir = os.path.join(work_dir, "kb-build", key[:32])
         os.makedirs(build_dir, exist_ok=True)
+        if split and device.startswith("cuda") and a.get("is_python_module", True) and \
+                a.get("cuda_sources"):
+            try:
+                built = split_build(a, name, build_dir, work_dir)
+                loader = importlib.machinery.ExtensionFileLoader(name, built)
+                spec = importlib.util.spec_from_file_location(name, built, loader=loader)
+                mod = importlib.util.module_from_spec(spec)
+                loader.exec_module(mod)
+                record.update(via="load_inline (split build)",
+                              seconds=round(time.monotonic() - t0, 3))
+                builds.append(record)
+                if cached:
+                    publish(built, cached)
+                return mod
+            except Exception as e:  # noqa: BLE001 - any failure: PyTorch's load_inline decides
+                record["split_failed"] = (str(e).strip().splitlines() or [type(e).__name__])[0][
+                    :200]
+                t0 = time.monotonic()
         a["build_directory"] = build_dir
         a["verbose"] = False
         mod = original(**a)
@@ -307,7 +349,7 @@ class Harness:
         work = r.get("work_dir") or os.getcwd()
         self.builds = []
         install_build_cache(r.get("build_cache", ""), work, self.device, self.builds,
-                            bool(r.get("fast_path", True)))
+                            bool(r.get("fast_path", True)), bool(r.get("split_build", False)))
         # `import htam` in the candidate: htam.load_cuda, building into the same cache.
         kb_fastpath.configure(cache_dir=r.get("build_cache", ""), work_dir=work,
                               nvcc=r.get("nvcc", ""), builds=self.builds)

@@ -22,33 +22,36 @@ Always errors (no task can allow them):
   syntax        the file does not parse, or defines no ModelNew with its own forward
   fallback      an except branch that does anything but raise (the reference's ops in a
                 handler are the usual way to pass when the custom kernel fails)
-  inheritance   ModelNew derives from Model, calls Model / super().forward / Model.forward,
-                imports Model, or its forward is empty (`pass`, `...`)
+  inheritance   ModelNew calls Model / super().forward / Model.forward, imports Model, derives
+                from Model without a forward of its own, or its forward is empty (`pass`, `...`);
+                deriving from Model with its own forward is a warning
   caching       state kept across calls: `global`, module-level containers written by the
                 forward pass, outputs stored on self or returned from self, functools caches
-  streams       custom CUDA source or Python code that creates or selects another CUDA stream
-                (the harness times the current stream), or waits across streams
   threads       threading, multiprocessing, concurrent.futures, os.fork
   patching      assigning to attributes of torch, time or triton (timers, the reference's ops),
-                torch.Tensor subclasses, _make_subclass
+                torch.Tensor subclasses, _make_subclass (torch.backends settings: a warning)
   dynamic       exec, eval, compile, __import__, importlib, getattr on a module: code the
                 checks cannot read
 Per-task policy (task.json "kernelbench_policy"; each "forbid", "warn" or "allow"):
   functional    torch.nn.functional calls (however imported: F.relu), anywhere in the file.
-                Default "forbid".
+                Default "warn".
   layers        torch.nn layers other than containers (Module, ModuleList, ModuleDict,
                 Sequential), Parameter and init: nn.Conv2d(...) kept from the reference.
                 Default "warn".
   torch_ops     PyTorch compute operators (matmul, conv, activations, norms, reductions,
                 losses; as torch.X(...), as tensor methods, or `@`) outside ModelNew.__init__.
                 Default "warn".
+  streams       custom CUDA source or Python code that creates or selects another CUDA stream,
+                or waits across streams (the timing counts every stream either way).
+                Default "warn".
+  precision     half precision inside the candidate (.half(), .to(torch.float16),
+                __float2half, ...). Default "warn".
   require_kernel  true: the file must define a custom kernel (CUDA source with __global__
                 compiled through load_inline, cpp_extension or htam.load_cuda, or a
                 @triton.jit / @triton.autotune function). Default true.
-The defaults are KernelBench's as it behaves: its checker rejects try/except, `pass` and
-torch.nn.functional, requires a kernel for the backend, only warns about torch operators, and
-its pattern for layers matches `torch.nn.Conv2d` but not `nn.Conv2d`, the spelling agents use,
-so layers kept from the reference pass there; here they are a warning.
+The defaults accept what KernelBench's own checker (kernel_static_checker.py) accepts and warn
+where it warns; the always-errors above are the ways to be judged correct without a kernel doing
+the work that its patterns let through (tests/kernelbench/kb_parity_test.py).
 """
 import argparse
 import ast
@@ -56,8 +59,8 @@ import json
 import re
 import sys
 
-DEFAULT_POLICY = {"functional": "forbid", "layers": "warn", "torch_ops": "warn",
-                  "require_kernel": True}
+DEFAULT_POLICY = {"functional": "warn", "layers": "warn", "torch_ops": "warn", "streams": "warn",
+                  "precision": "warn", "require_kernel": True}
 LEVELS = ("forbid", "warn", "allow")
 
 NN_ALLOWED = {"Module", "ModuleList", "ModuleDict", "Sequential", "Parameter", "ParameterList",
@@ -90,6 +93,9 @@ DYNAMIC_CALLS = {"exec", "eval", "compile", "__import__", "importlib.import_modu
 PATCHED_ROOTS = ("torch", "time", "triton", "builtins")
 LOGGING_CALLS = {"print", "warnings.warn", "logging.warning", "logging.error", "logging.info",
                  "logging.debug", "logging.exception"}
+PRECISION_CUDA = re.compile(r"__float2half(?:_rn)?\s*\(|\(\s*__half\s*\)\s*[\w(]|"
+                            r"static_cast\s*<\s*(?:__half|half)\s*>\s*\(|"
+                            r"NumericConverter\s*<\s*half_t\s*,\s*float\s*>")
 KERNEL_COMPILERS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load",
                     "htam.load_cuda", "cupy.RawKernel", "cupy.RawModule"}
 
@@ -127,8 +133,7 @@ def policy_from_task(task):
         raise ValueError("kernelbench_policy: must be an object")
     for k, v in given.items():
         if k not in DEFAULT_POLICY:
-            raise ValueError("kernelbench_policy.%s: unknown (functional, layers, torch_ops, "
-                             "require_kernel)" % k)
+            raise ValueError("kernelbench_policy.%s: unknown (%s)" % (k, ", ".join(DEFAULT_POLICY)))
         if k == "require_kernel":
             if not isinstance(v, bool):
                 raise ValueError("kernelbench_policy.require_kernel: must be true or false")
@@ -256,6 +261,7 @@ class Checker:
         self.check_streams()
         self.check_threads_patching_dynamic()
         self.check_torch_use()
+        self.check_precision()
         if self.policy["require_kernel"]:
             self.check_kernel()
         return self.report
@@ -275,10 +281,13 @@ class Checker:
 
     def check_inheritance(self, classes):
         base = self._derives_from_reference(self.cls, classes)
-        if base:
-            self.error("inheritance", self.cls, "ModelNew derives from the reference class %s "
-                       "(its forward runs the reference)" % base)
         fwd = self.methods.get("forward")
+        if base and fwd is not None:
+            # Its own forward replaces the reference's; calls back into the reference are
+            # errors below. Inheriting the constructor keeps the reference's parameters.
+            self.report.warnings.append(Finding(
+                "inheritance", self.cls.lineno, "ModelNew derives from the reference class %s "
+                "(its constructor and layers are the reference's)" % base))
         if fwd is None:
             self.error("syntax" if not base else "inheritance", self.cls,
                        "ModelNew defines no forward of its own")
@@ -393,8 +402,8 @@ class Checker:
             for m in re.finditer(r"\b(cudaStreamCreate\w*|cudaStreamPerThread|"
                                  r"cudaStreamNonBlocking|getStreamFromPool|cudaStreamWaitEvent|"
                                  r"cudaStreamBeginCapture|cudaGraphLaunch)\b", s.value):
-                self.error("streams", s, "the CUDA source uses %s: work must run on the "
-                           "current stream" % m.group(1))
+                self.by_policy("streams", "streams", s, "the CUDA source uses %s: work should "
+                               "run on the current stream" % m.group(1))
             current = set(re.findall(r"(\w+)\s*=\s*(?:at|c10)::cuda::getCurrentCUDAStream",
                                      s.value))
             # A trailing `cudaStream_t name` parameter: htam.load_cuda's convention fills it with
@@ -407,14 +416,15 @@ class Checker:
                     if st in ("0", "nullptr", "NULL", "cudaStreamLegacy") or st in current or \
                             "getCurrentCUDAStream" in st:
                         continue
-                    self.error("streams", s, "a kernel launch on stream '%s', which is not "
-                               "the current stream (at::cuda::getCurrentCUDAStream())" % st)
+                    self.by_policy("streams", "streams", s, "a kernel launch on stream '%s', "
+                                   "which is not the current stream "
+                                   "(at::cuda::getCurrentCUDAStream())" % st)
         for c in _calls(self.tree):
             name = self.names.dotted(c.func) or ""
             if name in STREAM_PY or (isinstance(c.func, ast.Attribute) and
                                      c.func.attr in STREAM_PY_METHODS):
-                self.error("streams", c, "%s: work must run on the current stream" %
-                           (name or c.func.attr))
+                self.by_policy("streams", "streams", c, "%s: work should run on the current "
+                               "stream" % (name or c.func.attr))
 
     def check_threads_patching_dynamic(self):
         for node in ast.walk(self.tree):
@@ -430,7 +440,13 @@ class Checker:
                     self.error("dynamic", node, "imports importlib")
             for t in _assigned(node):
                 name = self.names.dotted(t) if isinstance(t, ast.Attribute) else None
-                if name and name.split(".")[0] in PATCHED_ROOTS:
+                if name and name.startswith("torch.backends."):
+                    # A setting of the candidate's own process (cudnn.benchmark, TF32): the
+                    # reference's outputs come from another process, with TF32 off.
+                    self.report.warnings.append(Finding(
+                        "patching", node.lineno, "sets %s (PyTorch's settings for this "
+                        "process; the reference ran with TF32 off)" % name))
+                elif name and name.split(".")[0] in PATCHED_ROOTS:
                     self.error("patching", node, "assigns %s (patches the harness or the "
                                "reference)" % name)
             if isinstance(node, ast.ClassDef):
@@ -493,6 +509,31 @@ class Checker:
                     id(node) in outside_init:
                 self.by_policy("torch_ops", "torch_ops", node,
                                "multiplies with @ (a PyTorch matmul)")
+
+    def check_precision(self):
+        """Computing in f16 where the task asks f32: faster, and often inside the tolerance."""
+        for s in self.strings():
+            m = PRECISION_CUDA.search(s.value)
+            if m:
+                self.by_policy("precision", "precision", s, "the kernel source converts to "
+                               "half precision (%s)" % m.group(0).strip())
+        for c in _calls(self.tree):
+            f = c.func
+            name = self.names.dotted(f) or ""
+            half = {"torch.float16", "torch.half", "triton.language.float16"}
+            args = [self.names.dotted(a) or "" for a in list(c.args) + [k.value for k in
+                                                                          c.keywords]]
+            if isinstance(f, ast.Attribute) and f.attr == "half" and not c.args:
+                what = ".half()"
+            elif isinstance(f, ast.Attribute) and f.attr in ("to", "astype") and \
+                    half & set(args):
+                what = ".%s(%s)" % (f.attr, (half & set(args)).pop())
+            elif name == "triton.language.astype" and half & set(args):
+                what = "tl.astype(..., float16)"
+            else:
+                continue
+            self.by_policy("precision", "precision", c, "converts to half precision (%s)" %
+                           what)
 
     def check_kernel(self):
         compiled = any((self.names.dotted(c.func) or "") in KERNEL_COMPILERS or

@@ -406,7 +406,8 @@ Result<TaskSpec> ParseTaskJson(std::string_view json_text, const std::string& di
       if (max_case_bytes && case_bytes > max_case_bytes)
         return c.Err("shapes." + which + "[" + std::to_string(s) + "]",
                      "tensors need " + std::to_string(case_bytes) + " bytes, over the limit of " +
-                         std::to_string(max_case_bytes));
+                         std::to_string(max_case_bytes) +
+                         " (eval.max_case_mb): this task cannot be evaluated here");
     }
     return Status::OK();
   };

@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "base/file.h"
+#include "base/wait_report.h"
 #include "daemon/eval/gate/tensor_data.h"
 
 namespace htam {
@@ -30,12 +32,14 @@ SharedTimingLock::SharedTimingLock(const std::string& path, double wait_s)
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s_);
   auto pause = std::chrono::milliseconds(1);
+  std::optional<ScopedWait> waiting;  // reported once the first attempt found the lock taken
   for (;;) {
     if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
       fd_ = fd;
       return;
     }
     if (errno != EWOULDBLOCK && errno != EINTR) break;  // a file system without flock: no lock
+    if (!waiting) waiting.emplace();
     const auto now = Clock::now();
     if (now >= deadline) {
       waited_out_ = true;
@@ -83,9 +87,11 @@ bool DeviceLock::Take(int fd, int op) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s_);
   auto pause = std::chrono::microseconds(100);
+  std::optional<ScopedWait> waiting;  // another evaluation has the device: not this job's time
   for (;;) {
     if (flock(fd, op | LOCK_NB) == 0) return true;
     if (errno != EWOULDBLOCK && errno != EINTR) return false;  // no flock here: no lock
+    if (!waiting) waiting.emplace();
     const auto now = Clock::now();
     if (now >= deadline) {
       waited_out_ = true;

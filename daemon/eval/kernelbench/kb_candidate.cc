@@ -22,6 +22,7 @@
 
 #include "base/hash.h"
 #include "base/process.h"
+#include "base/wait_report.h"
 #include "daemon/eval/gate/stats.h"
 #include "daemon/eval/gate/tensor_data.h"
 #include "daemon/eval/gate/timing_lock.h"
@@ -30,6 +31,16 @@
 
 namespace htam {
 namespace {
+
+// How many times the reference's call a candidate's call may take before its stage's limit,
+// beyond eval.case_timeout_s (a problem sized to run for seconds is not a Timeout by
+// construction; a candidate that slow is no use, but it is judged, not cut off).
+constexpr double kSlowerThanReference = 4.0;
+// The runner's own wall-clock bound on a call, as a multiple of the stage's limit: the
+// evaluator's limits, which count only the job's own work (daemon/eval/work_clock.h), decide a
+// Timeout; this bound only ends a call nobody else watches (htam-eval --in-process) and must not
+// fire first on a busy host.
+constexpr double kRunnerWallBackstop = 10.0;
 
 using fb::OutcomeStatus;
 using nlohmann::json;
@@ -258,6 +269,15 @@ class Judge {
     auto base = golden.Baseline();
     if (!base.ok()) return Fail(res, OutcomeStatus::InfraError, base.status().message());
 
+    // Limits that scale with the problem: a call may take what the reference's call takes
+    // (PyTorch eager's median), times kSlowerThanReference for a candidate that is slower, plus
+    // what moving its inputs and outputs costs, which is of the same order.
+    const double ref_call_s = std::max(0.0, base->eager_us) * 1e-6;
+    auto budget = [&](double calls) {
+      return double(opt_.kernelbench_call_timeout_s) + calls * ref_call_s * kSlowerThanReference;
+    };
+    const double call_timeout_s = budget(1) * kRunnerWallBackstop;
+
     // Build: the candidate's import (load_inline) and ModelNew(*get_init_inputs()).
     Progress("compile kernelbench candidate (Python import, load_inline)");
     json load = {{"op", "kb_load"},
@@ -288,6 +308,8 @@ class Judge {
                   FormatNumber(b.value("seconds", 0.0)) + " s";
         const std::string why = b.value("fast_failed", std::string());
         if (!why.empty()) builds += "; the fast path failed: " + why;
+        const std::string split = b.value("split_failed", std::string());
+        if (!split.empty()) builds += "; the split build failed: " + split;
         builds += ")";
       }
       res.compile_cached = all_hit;
@@ -297,10 +319,11 @@ class Judge {
     for (size_t i = 0; i < verify.size(); ++i) {
       const std::string where = " (trial " + std::to_string(i) + ")";
       Progress("verify" + where);
+      ReportStageBudget(budget(3));  // the call, its inputs and its outputs
       auto t = Ask({{"op", "kb_trial"},
                     {"seed", verify[i]},
                     {"record_ops", i == 0},
-                    {"timeout_s", opt_.kernelbench_call_timeout_s}},
+                    {"timeout_s", call_timeout_s}},
                    &fds);
       if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
       if (!t->value("ok", false)) return FromHarness(res, *t, where);
@@ -335,6 +358,11 @@ class Judge {
 
     // Timing over rotating input sets; the outputs of the last timed call of every set checked.
     Progress("time kernelbench candidate");
+    const int reps = std::max(opt_.repetitions, int(timing.size()));
+    // Warm-up, the timed calls, a staging copy of the inputs before each, the checked outputs.
+    const double time_budget = budget(2.0 * (opt_.warmup_reps + reps + int(timing.size())) +
+                                      opt_.warmup_ms * 1e-3 / std::max(ref_call_s, 1e-6));
+    ReportStageBudget(time_budget);
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
     std::string lock_note;
@@ -354,9 +382,9 @@ class Judge {
                   {"seeds", seeds},
                   {"warmup_reps", opt_.warmup_reps},
                   {"warmup_ms", opt_.warmup_ms},
-                  {"repetitions", std::max(opt_.repetitions, int(timing.size()))},
+                  {"repetitions", reps},
                   {"flush_bytes", opt_.flush_bytes},
-                  {"timeout_s", opt_.kernelbench_call_timeout_s}},
+                  {"timeout_s", time_budget * kRunnerWallBackstop}},
                  &fds);
     };
     auto t = timed();
@@ -418,6 +446,13 @@ class Judge {
                       " correctness trials; timed " + std::to_string(res.repetitions) +
                       " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
                       timing_note;
+    // KernelBench's own measure beside htam's: CUDA events on the current stream alone, as its
+    // harness and the eager baseline here time a call.
+    if (device_ != "cpu" && events.median > 0)
+      res.diagnostics += "; CUDA events: median " + FormatNumber(events.median) + " us (IQR " +
+                         FormatNumber(events.iqr) + "), speedup " +
+                         FormatNumber(res.baseline_us > 0 ? res.baseline_us / events.median : 0) +
+                         " by KernelBench's measure";
     if (!lock_note.empty()) res.diagnostics += "; " + lock_note;
     if (!builds.empty()) res.diagnostics += "; " + builds;
     std::string warn = warnings + runtime_warnings_;

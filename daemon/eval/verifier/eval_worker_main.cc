@@ -58,6 +58,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/wait_report.h"
 #include "daemon/eval/frame.h"
 #include "daemon/eval/gate/gate.h"
 #include "daemon/eval/gate/task_spec.h"
@@ -392,6 +393,23 @@ int CompileOnly(htam::BackendInstance& b, const htam::eval::RunnerReport& runner
 }
 
 namespace {
+// The job and stage a declared wait belongs to (the worker runs one job at a time, on this thread).
+uint64_t g_job_id = 0;
+std::string g_stage;
+
+void ReportWait(bool waiting) {
+  nlohmann::json f = {{"type", "progress"}, {"job_id", g_job_id}, {"stage", g_stage}};
+  f[waiting ? "waiting" : "resumed"] = true;
+  (void)htam::eval::WriteFrame(kFd, f);
+}
+
+void ReportBudget(double seconds) {
+  (void)htam::eval::WriteFrame(kFd, {{"type", "progress"},
+                                     {"job_id", g_job_id},
+                                     {"stage", g_stage},
+                                     {"resumed", true},
+                                     {"limit_s", seconds}});
+}
 
 // htam-eval-worker's command line.
 struct WorkerArgs {
@@ -623,6 +641,10 @@ int ServeJobs(const WorkerArgs& a, htam::BackendInstance& b, htam_device* dev,
               const htam::eval::RunnerReport& runner, htam::CandidateExec* remote,
               const std::string& work_dir) {
   htam::BaselineCache baselines;  // the reference timings this worker keeps (baseline_reuse_s)
+  // Waits for a device turn or a lock (base/wait_report.h) go to the evaluator, which keeps them
+  // out of the job's limits.
+  htam::SetWaitObserver(ReportWait);
+  htam::SetBudgetObserver(ReportBudget);
   for (int done = 0; done < a.jobs; ++done) {
     auto frame = htam::eval::ReadFrame(kFd);
     if (!frame.ok()) break;  // daemon gone or shutting down
@@ -631,7 +653,9 @@ int ServeJobs(const WorkerArgs& a, htam::BackendInstance& b, htam_device* dev,
     if (!parsed.ok()) return Fatal("InfraError", parsed.status().message());
     const htam::fb::JobSpecT& j = *parsed;
     uint64_t job_id = j.job_id;
+    g_job_id = job_id;
     auto progress = [&](const std::string& stage) {
+      g_stage = stage;
       (void)htam::eval::WriteFrame(kFd,
                                    {{"type", "progress"}, {"job_id", job_id}, {"stage", stage}});
     };

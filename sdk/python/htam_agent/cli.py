@@ -3,6 +3,10 @@
     htam-agent run --task NAME [--proposer llm|replay] [--budget N] [--backend B] ...
                    [--language lean|kernelbench|auto]   (kernelbench: ModelNew Python files)
     htam-agent run --kernelbench DIR --level N [--problems 1-20] --tasks-dir TASKS ...
+    htam-agent run --kernelbench DIR --modelnew MODELNEW_DIR [--level N] --tasks-dir TASKS ...
+                                                    (KernelBench's metrics of ModelNew files)
+    htam-agent kernelbench --kernelbench DIR --modelnew MODELNEW_DIR ...   (htam-bench kernelbench:
+                                                    the same through htam-eval, no daemon)
     htam-agent import-lineage TASK_DIR... [--backend B] [--recorded]
     htam-agent quality [--tasks-dir DIR] [--seeds N] ...      (the memory-quality benchmark)
     htam-agent world build|check|bench ...                    (the measured optimization world)
@@ -19,13 +23,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from typing import List, Optional
 
 from . import __version__
 from .daemon import DEFAULT_ENDPOINT, DaemonError, connect
 from .lineage import LineageError, load_task
 
-SUBCOMMANDS = ("run", "import-lineage", "quality", "world", "wait-ready")
+SUBCOMMANDS = ("run", "import-lineage", "quality", "world", "wait-ready", "kernelbench")
 
 
 def _flush_print(msg: str) -> None:
@@ -106,7 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     kb.add_argument("--kernelbench", default="", metavar="DIR",
                     help="KernelBench problems: DIR/level<N>/<n>_<name>.py (imported into "
                          "--tasks-dir, which must be the daemon's server.tasks_dir)")
-    kb.add_argument("--level", type=int, default=1, help="level (default 1)")
+    kb.add_argument("--level", type=int, default=0,
+                    help="level (default 1; with --modelnew every level folder there)")
+    kb.add_argument("--modelnew", default="", metavar="DIR",
+                    help="score these ModelNew files instead of running a model: DIR/level<N>/ "
+                         "holds one file per problem (level_1_problem_19_sample_0_kernel.py or "
+                         "19_ReLU.py), each submitted once to the daemon")
+    kb.add_argument("--policy", default="",
+                    help="with --modelnew: a kernelbench_policy (JSON) for every imported task")
     kb.add_argument("--problems", default="", help="problem numbers, e.g. 1-20,25 (default all)")
     kb.add_argument("--lineages", default="",
                     help="folder of <task name>/lineage.json (+ variants) for --proposer replay")
@@ -164,6 +176,61 @@ def _modelnew_args(args, task) -> dict:
         return {"language": "", "start_source": "", "policy": None}
     return {"language": language, "start_source": modelnew_start(task),
             "policy": task_policy(task)}
+
+
+def cmd_score_modelnew(args) -> int:
+    """--kernelbench with --modelnew: each ModelNew file submitted once, KernelBench's metrics."""
+    from .kernelbench import (KernelBenchError, all_levels_line, import_planned, metrics,
+                              parse_policy, parse_ranges, plan_report, plan_scoring,
+                              score_outcome, table)
+    try:
+        plan = plan_scoring(args.kernelbench, args.modelnew, [args.level] if args.level else [],
+                            parse_ranges(args.problems))
+        import_planned(plan, args.tasks_dir, python=args.kernelbench_python,
+                       policy=parse_policy(args.policy))
+    except KernelBenchError as e:
+        print(f"htam-agent: {e}", file=sys.stderr)
+        return 2
+    daemon = connect(args.endpoint, timeout_s=args.timeout, server_public_key=args.server_key,
+                     client_key_file=args.client_key_file)
+    backend = ""
+    try:
+        offered = list(daemon.hello().get("backends") or [])
+        backend = choose_backend(args.backend, offered, [])
+        for level, results in plan.levels.items():
+            for r in results:
+                if not r.modelnew or not r.task or r.status == "import_failed":
+                    continue
+                with open(r.modelnew, encoding="utf-8") as f:
+                    source = f.read()
+                t0 = time.monotonic()
+                try:
+                    info = daemon.open_session(r.task, backend, arch=args.arch, budget=1,
+                                               model="modelnew-files")
+                    r.session_id = info.session_id
+                    out = daemon.submit(info.session_id, source, "kernelbench", 0, [],
+                                        "ModelNew file " + os.path.basename(r.modelnew))
+                    daemon.close(info.session_id)
+                except DaemonError as e:
+                    r.status, r.note = "error", str(e)
+                    _flush_print(f"level {level} {r.problem}: {e}")
+                    continue
+                r.seconds = time.monotonic() - t0
+                score_outcome(r, out.status, out.speedup, out.diagnostics)
+                _flush_print(f"level {level} {r.problem}: {out.status}"
+                             + (f" {r.speedup:.2f}x" if r.speedup else ""))
+    except (DaemonError, OSError) as e:
+        print(f"htam-agent: {e}", file=sys.stderr)
+        return 1
+    finally:
+        daemon.close_connection()
+    for level, results in plan.levels.items():
+        print("\n" + table(level, results, metrics(results)), flush=True)
+    print("\n" + all_levels_line(plan), flush=True)
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(plan_report(plan, backend, "htamd"), f, indent=1)
+    return 0
 
 
 def cmd_run_kernelbench(args) -> int:
@@ -239,8 +306,14 @@ def cmd_run_kernelbench(args) -> int:
 
 def cmd_run(args) -> int:
     from .agent import final_table, run_session
+    if args.kernelbench and args.modelnew:
+        return cmd_score_modelnew(args)
     if args.kernelbench:
+        args.level = args.level or 1
         return cmd_run_kernelbench(args)
+    if args.modelnew:
+        print("htam-agent: --modelnew needs --kernelbench DIR (the problems)", file=sys.stderr)
+        return 2
     if not args.task:
         print("htam-agent: run needs --task NAME or --kernelbench DIR", file=sys.stderr)
         return 2
@@ -373,6 +446,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv and argv[0] == "world":
         from .world_cli import main as world_main
         return world_main(argv[1:])
+    if argv and argv[0] == "kernelbench":
+        from .kernelbench_cli import main as kernelbench_main
+        return kernelbench_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return cmd_run(args)

@@ -90,6 +90,13 @@ class ProblemResult:
     steps: int = 0
     session_id: int = 0
     note: str = ""
+    level: int = 0
+    modelnew: str = ""           # the ModelNew file scored (score_modelnew_files)
+    outcome: str = ""            # htam's status of that file (Ok, Incorrect, CompileError, ...)
+    seconds: float = 0.0         # wall time of its evaluation
+    median_us: float = 0.0       # its timed median (htam's), and PyTorch eager's
+    baseline_us: float = 0.0
+    device_mib: float = 0.0      # peak device memory of its evaluation's processes (--device-memory)
 
 
 def import_problems(files: Sequence[str], tasks_dir: str, python: str = "/usr/bin/python3",
@@ -164,9 +171,16 @@ def metrics(results: Sequence[ProblemResult]) -> dict:
 
 
 def table(level: int, results: Sequence[ProblemResult], m: dict) -> str:
-    head = ["problem", "task", "outcome", "best speedup", "steps"]
-    rows = [[r.problem, r.task or "-", r.status, f"{r.speedup:.2f}x" if r.speedup else "-",
-             str(r.steps)] for r in results]
+    if any(r.modelnew for r in results):
+        head = ["problem", "ModelNew file", "htam outcome", "speedup", "seconds"]
+        rows = [[r.problem, os.path.basename(r.modelnew) or "-",
+                 r.outcome or r.status if not r.note or r.status == "correct" else r.note[:70],
+                 f"{r.speedup:.2f}x" if r.speedup else "-",
+                 f"{r.seconds:.1f}" if r.seconds else "-"] for r in results]
+    else:
+        head = ["problem", "task", "outcome", "best speedup", "steps"]
+        rows = [[r.problem, r.task or "-", r.status, f"{r.speedup:.2f}x" if r.speedup else "-",
+                 str(r.steps)] for r in results]
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)),
@@ -275,3 +289,220 @@ class LevelReport:
     backend: str
     results: List[ProblemResult] = field(default_factory=list)
     metrics: dict = field(default_factory=dict)
+
+
+# ---- Scoring ModelNew files that exist already (a folder per level) ----
+
+LEVEL_FOLDER = re.compile(r"^level_?(\d+)$")
+# KernelBench's own runs name their kernels level_<L>_problem_<n>_sample_<s>_kernel.py; a folder
+# may also hold <n>_<name>.py, as the problems are named.
+MODELNEW_PROBLEM = re.compile(r"(?:^|_)problem_?(\d+)(?:_|\.py$)")
+
+
+def modelnew_levels(root: str) -> Dict[int, str]:
+    """{level: folder} of ROOT/level<N> (or level_<N>) folders; ROOT itself when it is one."""
+    name = os.path.basename(os.path.normpath(root))
+    m = LEVEL_FOLDER.match(name)
+    if m and os.path.isdir(root):
+        return {int(m.group(1)): root}
+    out = {}
+    try:
+        entries = os.listdir(root)
+    except OSError as e:
+        raise KernelBenchError(f"cannot read the ModelNew folder {root}: {e.strerror}") from e
+    for entry in entries:
+        m = LEVEL_FOLDER.match(entry)
+        if m and os.path.isdir(os.path.join(root, entry)):
+            out[int(m.group(1))] = os.path.join(root, entry)
+    if not out:
+        raise KernelBenchError(f"no level<N> folder of ModelNew files under {root}")
+    return out
+
+
+def modelnew_files(folder: str) -> Dict[int, str]:
+    """{problem number: ModelNew file} of one level's folder. Several files for one problem
+    (KernelBench's samples): the first in name order is scored."""
+    found: Dict[int, str] = {}
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py"):
+            continue
+        m = MODELNEW_PROBLEM.search(name) or PROBLEM_NUMBER.match(name)
+        if m:
+            found.setdefault(int(m.group(1)), os.path.join(folder, name))
+    return found
+
+
+@dataclass
+class ScoringPlan:
+    """The problems of each level to score, and the ModelNew file of each (None: no file, which
+    counts as incorrect, as in KernelBench)."""
+    levels: Dict[int, List[ProblemResult]] = field(default_factory=dict)
+    problem_files: Dict[str, str] = field(default_factory=dict)   # result id -> problem file
+
+
+def plan_scoring(kernelbench_root: str, modelnew_root: str, levels: Optional[Sequence[int]],
+                 numbers: Optional[Set[int]]) -> ScoringPlan:
+    """Pairs every selected problem of KernelBench's levels with its ModelNew file
+    (modelnew_root "": no files yet; levels then default to 1, 2 and 3)."""
+    if not modelnew_root:
+        mn_levels = {}
+        levels = levels or [1, 2, 3]
+    else:
+        mn_levels = modelnew_levels(modelnew_root)
+    chosen = sorted(levels) if levels else sorted(mn_levels)
+    plan = ScoringPlan()
+    for level in chosen:
+        files = modelnew_files(mn_levels[level]) if level in mn_levels else {}
+        results = []
+        for path in level_problems(kernelbench_root, level, numbers):
+            n = int(PROBLEM_NUMBER.match(os.path.basename(path)).group(1))
+            r = ProblemResult(problem=os.path.basename(path), level=level,
+                              modelnew=files.get(n, ""))
+            if not r.modelnew:
+                r.status, r.note = "no_candidate", "no ModelNew file"
+            plan.problem_files[f"{level}/{r.problem}"] = path
+            results.append(r)
+        plan.levels[level] = results
+    return plan
+
+
+def write_reference_modelnew(plan: ScoringPlan, folder: str) -> None:
+    """Gives every planned problem its own Model renamed ModelNew as its file (written into
+    folder): the reference scored as a candidate, which tells what the harness does with each
+    problem at full size (its speedup is about 1 where the task's policy lets plain PyTorch
+    pass, e.g. with {"require_kernel": false})."""
+    for level, results in plan.levels.items():
+        os.makedirs(os.path.join(folder, f"level{level}"), exist_ok=True)
+        for r in results:
+            src = plan.problem_files[f"{level}/{r.problem}"]
+            with open(src, encoding="utf-8") as f:
+                text = rename_model(f.read())
+            r.modelnew = os.path.join(folder, f"level{level}", r.problem)
+            with open(r.modelnew, "w", encoding="utf-8") as f:
+                f.write(text)
+            if r.status == "no_candidate":
+                r.status, r.note = "not_run", ""
+
+
+def import_planned(plan: ScoringPlan, tasks_dir: str, python: str = "/usr/bin/python3",
+                   timeout_s: float = 120.0, policy: Optional[dict] = None) -> None:
+    """Imports the problems that have a ModelNew file into tasks_dir (one import-many call);
+    policy, when given, becomes each imported task's "kernelbench_policy"."""
+    todo = [(r, plan.problem_files[f"{r.level}/{r.problem}"])
+            for results in plan.levels.values() for r in results if r.modelnew]
+    if not todo:
+        return
+    imported = import_problems([f for _, f in todo], tasks_dir, python=python,
+                               timeout_s=timeout_s)
+    for (r, _), got in zip(todo, imported):
+        r.task = got.task
+        if got.status == "import_failed":
+            r.status, r.note = "import_failed", got.note
+        elif policy is not None:
+            path = os.path.join(tasks_dir, r.task, "task.json")
+            with open(path, encoding="utf-8") as f:
+                spec = json.load(f)
+            spec["kernelbench_policy"] = dict(policy)
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(spec, f, indent=1)
+            os.replace(path + ".tmp", path)
+
+
+def parse_policy(text: str) -> Optional[dict]:
+    """--policy JSON: a kernelbench_policy object (checked by the verifier when it runs)."""
+    if not text:
+        return None
+    try:
+        p = json.loads(text)
+    except ValueError as e:
+        raise KernelBenchError(f"--policy: not JSON: {e}") from e
+    if not isinstance(p, dict):
+        raise KernelBenchError("--policy: must be a JSON object, e.g. '{\"require_kernel\": false}'")
+    return p
+
+
+def score_outcome(r: ProblemResult, status: str, speedup: float, diagnostics: str) -> None:
+    """A ModelNew file's outcome as KernelBench counts it: correct when htam's gate says Ok."""
+    r.steps = 1
+    r.outcome = status
+    if status.lower() == "ok" and speedup > 0:
+        r.status, r.speedup = "correct", speedup
+    else:
+        r.status = "incorrect"
+        first = next((ln.strip() for ln in (diagnostics or "").splitlines() if ln.strip()), "")
+        r.note = (status + (": " + first if first else ""))[:300]
+
+
+def find_htam_eval(given: str = "") -> str:
+    for cand in (given, os.environ.get("HTAM_EVAL", ""),
+                 os.path.join(os.environ.get("HTAM_BUILD_DIR", ""), "tools", "eval",
+                              "htam-eval") if os.environ.get("HTAM_BUILD_DIR") else "",
+                 shutil.which("htam-eval") or ""):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    raise KernelBenchError("htam-eval not found (--htam-eval PATH, or HTAM_EVAL)")
+
+
+def evaluate_with_htam_eval(r: ProblemResult, tasks_dir: str, htam_eval: str, backend: str,
+                            extra: Sequence[str] = (), timeout_s: float = 3600.0,
+                            watch=None) -> Optional[dict]:
+    """One ModelNew file through htam-eval (the evaluator htamd uses: its sandboxed worker and
+    runner, the golden data, the static checks, the timing). watch(pid) / watch(None) is told
+    when the process starts and ends (DeviceMemoryWatch). Returns htam-eval's JSON result."""
+    import time
+    cmd = [htam_eval, "--task", os.path.join(tasks_dir, r.task), "--backend", backend,
+           "--language", "kernelbench", *extra, r.modelnew]
+    t0 = time.monotonic()
+    try:
+        # In this process's group: whatever ends the scorer (timeout's signal to its group, ^C)
+        # ends the evaluations too.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        raise KernelBenchError(f"cannot run {htam_eval}: {e}") from e
+    if watch:
+        watch(proc.pid)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # htam-eval's worker ends when htam-eval's socket closes
+        proc.communicate()
+        r.seconds = time.monotonic() - t0
+        r.status, r.outcome, r.note = "error", "", f"htam-eval ran past {timeout_s:.0f} s"
+        return None
+    finally:
+        if watch:
+            watch(None)
+    r.seconds = time.monotonic() - t0
+    p = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    result = None
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                result = json.loads(line)
+            except ValueError:
+                pass
+    if result is None:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        r.status, r.note = "error", f"htam-eval exit {p.returncode}: {tail}"[:300]
+        return
+    score_outcome(r, str(result.get("status", "")), float(result.get("speedup") or 0.0),
+                  str(result.get("diagnostics", "")))
+    r.median_us = float(result.get("median_us") or 0.0)
+    r.baseline_us = float(result.get("baseline_us") or 0.0)
+    return result
+
+
+def all_levels_line(plan: ScoringPlan) -> str:
+    everything = [r for rs in plan.levels.values() for r in rs]
+    m = metrics(everything)
+    return (f"all levels: {m['problems']} problems, correct {m['correct']:.1%}, "
+            f"fast_0 {m['fast_0']:.1%}, fast_1 {m['fast_1']:.1%}, fast_2 {m['fast_2']:.1%}, "
+            f"geomean speedup {m['geomean_speedup']:.2f}x")
+
+
+def plan_report(plan: ScoringPlan, backend: str, how: str) -> dict:
+    from dataclasses import asdict
+    return {"backend": backend, "evaluated_by": how,
+            "levels": {str(level): {"metrics": metrics(rs), "problems": [asdict(r) for r in rs]}
+                       for level, rs in plan.levels.items()},
+            "all": metrics([r for rs in plan.levels.values() for r in rs])}

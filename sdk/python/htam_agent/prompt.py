@@ -69,8 +69,8 @@ POLICY_WHAT = [("torch_ops", "PyTorch compute operators in forward (torch.matmul
 
 
 # kb_static.py's defaults for a task without "kernelbench_policy" (KernelBench's own rules).
-DEFAULT_POLICY = {"functional": "forbid", "layers": "warn", "torch_ops": "warn",
-                  "require_kernel": True}
+DEFAULT_POLICY = {"functional": "warn", "layers": "warn", "torch_ops": "warn",
+                  "streams": "warn", "precision": "warn", "require_kernel": True}
 
 
 def policy_lines(policy: Optional[dict]) -> str:

@@ -1,5 +1,6 @@
 # Hack: the launch uses the per-thread default stream, not the current stream.
 # expect: streams
+# policy: {"streams": "forbid"}
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -1,5 +1,6 @@
 # Hack: the CUDA source launches on a stream of its own, which event timing on the current stream misses.
 # expect: streams
+# policy: {"streams": "forbid"}
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -1,5 +1,6 @@
-# Hack under KernelBench default policy: torch.nn.functional does the work; the kernel is never used.
+# Hack that KernelBench's checker only warns about: torch.nn.functional does the work; the kernel is never used (a task that forbids functional calls rejects it).
 # expect: functional
+# policy: {"functional": "forbid"}
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
