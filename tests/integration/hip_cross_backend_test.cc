@@ -173,7 +173,8 @@ TEST(HipCrossBackend, CudaExperienceAnswersHipMarkedAndHipResultsUpdateSharedSta
   // The next HIP session sees its own backend's step at full weight, unmarked, beside the CUDA
   // steps; a CUDA session now sees the HIP step marked the other way round.
   auto hip2 = m->OpenSession(task, "hip", "gfx942", "hip-xbackend-test", "model-b", 6);
-  auto d2 = m->NextStep(hip2->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  // Every attended piece of evidence (the compact default shows the heaviest only).
+  auto d2 = m->NextStep(hip2->id, StateInput{fb::Bottleneck::Memory, std::nullopt, "", true});
   ASSERT_TRUE(d2.ok()) << d2.status().ToString();
   bool own = false, other = false;
   for (const auto& e : d2->evidence) {
@@ -186,7 +187,7 @@ TEST(HipCrossBackend, CudaExperienceAnswersHipMarkedAndHipResultsUpdateSharedSta
   }
   EXPECT_TRUE(own && other) << d2->why;
   auto cuda = m->OpenSession(task, "cuda", "sm_90a", "hip-xbackend-test", "model-a", 6);
-  auto dc = m->NextStep(cuda->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+  auto dc = m->NextStep(cuda->id, StateInput{fb::Bottleneck::Memory, std::nullopt, "", true});
   ASSERT_TRUE(dc.ok()) << dc.status().ToString();
   bool saw_hip = false;
   for (const auto& e : dc->evidence) {

@@ -119,7 +119,9 @@ class ScoreOnCpuTest(unittest.TestCase):
              HTAM_EVAL, "--policy", '{"require_kernel": false}', "--jobs", "2",
              "--eval-arg=--reps", "--eval-arg=5", "--json", out],
             capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "sdk", "python")))
+            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "sdk", "python"),
+                     HTAM_KERNELBENCH_HELPER=os.path.join(ROOT, "tools", "kernelbench",
+                                                          "kb_helper.py")))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         with open(out) as f:
             report = json.load(f)
@@ -165,7 +167,9 @@ class SharedProblemsOnCpuTest(unittest.TestCase):
              "--eval-arg=--seeds", "--eval-arg=1", "--eval-arg=--sets", "--eval-arg=1",
              "--json", out],
             capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "sdk", "python")))
+            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "sdk", "python"),
+                     HTAM_KERNELBENCH_HELPER=os.path.join(ROOT, "tools", "kernelbench",
+                                                          "kb_helper.py")))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         with open(out) as f:
             rows = json.load(f)["levels"]["3"]["problems"]

@@ -145,7 +145,8 @@ void AddTransitions(Builder& b, size_t want) {
       const auto& pool = b.strategies_by_dir[dir.id];
       if (!pool.empty()) in.strategy_ids = {pool[b.rng() % pool.size()]};
       in.status = statuses[b.rng() % 7];
-      speedup *= 0.9 + (b.rng() % 40) / 100.0;
+      // A random walk, kept under the memory's plausibility ceiling (memory.max_speedup).
+      speedup = std::min(speedup * (0.9 + (b.rng() % 40) / 100.0), 500.0);
       in.speedup_after = in.status == fb::OutcomeStatus::Ok ? speedup : 0;
       in.verified = true;
       in.state = StateInput{static_cast<fb::Bottleneck>(b.rng() % 5), std::nullopt, ""};

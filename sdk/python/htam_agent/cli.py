@@ -208,7 +208,9 @@ def cmd_score_modelnew(args) -> int:
                     info = daemon.open_session(r.task, backend, arch=args.arch, budget=1,
                                                model="modelnew-files")
                     r.session_id = info.session_id
-                    out = daemon.submit(info.session_id, source, "kernelbench", 0, [],
+                    # htamd records every step under a direction: the one it advises here.
+                    step = daemon.next_step(info.session_id)
+                    out = daemon.submit(info.session_id, source, "kernelbench", step.direction_id, [],
                                         "ModelNew file " + os.path.basename(r.modelnew))
                     daemon.close(info.session_id)
                 except DaemonError as e:
