@@ -110,7 +110,9 @@ TEST(MemoryTest, DefaultOptionsAreTheTables) {
   EXPECT_EQ(table.seed_file, "");
   EXPECT_EQ(o.seed_file, ShippedPath("", "seed_taxonomy.json"));
   EXPECT_EQ(o.top_k_strategies, 64);
+  EXPECT_EQ(o.listed_strategies, 16);
   EXPECT_EQ(o.detailed_strategies, 8);
+  EXPECT_EQ(o.answer_example_bytes, 3072);
   EXPECT_TRUE(o.dir.empty());
 }
 
@@ -408,6 +410,7 @@ TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
   // A list shorter than the taxonomy (65), every piece in full: advice can leave the list, and
   // a step passes over a part of the taxonomy, not all of it.
   o.top_k_strategies = 24;
+  o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
   o.detailed_strategies = 24;
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
@@ -429,6 +432,7 @@ TEST(MemoryTest, AdviceThatDidNotFitTheKernelRanksBelowAdviceThatApplied) {
   // A list shorter than the taxonomy (65), every piece in full: advice can leave the list, and
   // a step passes over a part of the taxonomy, not all of it.
   o.top_k_strategies = 24;
+  o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
   o.detailed_strategies = 24;
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
@@ -515,6 +519,7 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
     o.applied_weight = 0;  // only the new term speaks for what sessions did
     o.passed_over_weight = 0;
     o.top_k_strategies = o.detailed_strategies = 24;  // as below
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     task = Task(m.get(), "relu", "elementwise");
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
@@ -544,6 +549,7 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
   // Every listed piece in full, so that a passed-over one carries its note (a compact tail line
   // has none: MemoryTest.StrategiesPastTheDetailedHeadCarryNoExampleOrText).
   o.top_k_strategies = o.detailed_strategies = 24;
+  o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
   auto m = OpenOk(o);
   auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
   auto d = m->NextStep(s->id, mem);
@@ -592,6 +598,7 @@ TEST(MemoryTest, PassedOverPenaltyIsOffsetByTheAppliedWeightInSimilarStates) {
     o.passed_over_weight = 5;
     o.passed_over_applied_weight = applied_offset;
     o.top_k_strategies = 200;  // every candidate, wherever it ranks
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
     auto d = m->NextStep(s->id, mem);
@@ -617,6 +624,7 @@ TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
   {  // one verified success that applied every listed strategy: each gets an example
     MemoryOptions o = Opts(dir.path());
     o.top_k_strategies = 12;
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     uint64_t task = Task(m.get());
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
@@ -632,6 +640,7 @@ TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
   auto answer = [&](int detailed) {
     MemoryOptions o = Opts(dir.path());
     o.top_k_strategies = 12;
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     o.detailed_strategies = detailed;
     auto m = OpenOk(o);
     auto s = m->OpenSession(Task(m.get(), "relu2"), "cuda", "sm_90", "t", "m", 6);
@@ -654,11 +663,15 @@ TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
     EXPECT_NEAR(h.score, f.score, 1e-6);  // a second session is a little older
     EXPECT_FALSE(f.strategy->description.empty()) << f.strategy->name;
     if (!f.example_source.empty()) ++examples;
-    if (i < 4) {  // the head: what the agent read before
+    if (i < 4) {  // the head: what the agent read before, its text in the list only
       EXPECT_EQ(h.example_source, f.example_source);
       EXPECT_EQ(h.strategy->description, f.strategy->description);
       EXPECT_EQ(h.strategy->preconditions, f.strategy->preconditions);
-      EXPECT_NE(head.prompt_context.find(f.strategy->description), std::string::npos);
+      EXPECT_EQ(head.prompt_context.find(f.strategy->description), std::string::npos)
+          << head.prompt_context;
+      EXPECT_NE(head.prompt_context.find(std::to_string(i + 1) + ". " + f.strategy->name + "\n"),
+                std::string::npos)
+          << head.prompt_context;
     } else {  // the tail: a name and a title
       EXPECT_EQ(h.example_source, "") << h.strategy->name;
       EXPECT_EQ(h.strategy->example_candidate, "");
@@ -1424,6 +1437,7 @@ TEST(MemoryTest, ContinuationWeightCreditsWhatAStepEnabled) {
     o.continuation_weight = weight;
     o.continuation_horizon = horizon;
     o.top_k_strategies = 200;
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
     auto d = m->NextStep(s->id, mem);
@@ -1510,6 +1524,7 @@ TEST(MemoryTest, SoftBottleneckKeepsComputeStrategiesOnOffer) {
     o.bottleneck_mask = mode;
     o.bottleneck_penalty = 0.1;
     o.top_k_strategies = 1000;  // every candidate listed: presence is what is compared
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     ASSERT_TRUE(m);
     uint64_t task = Task(m.get(), "hgemm", "gemm");
