@@ -218,6 +218,10 @@ fb::StrategyHitT MakeHit(Txn& t, const fb::Strategy& s, const StrategyNumbers& x
   } else {
     s.UnPackTo(h.strategy.get());
     h.strategy->embedding.clear();  // not needed by clients; keeps messages small
+    if (*example_room != std::numeric_limits<size_t>::max()) {  // the compact answer
+      h.strategy->provenance.reset();
+      h.strategy->created_ns = h.strategy->updated_ns = 0;
+    }
   }
   h.score = x.score;
   h.similarity = x.sim;
@@ -241,9 +245,10 @@ fb::StrategyHitT MakeHit(Txn& t, const fb::Strategy& s, const StrategyNumbers& x
 }
 
 // The prompt context: what the agent reads. Full (text_in_prompt): the first `detailed` hits
-// with their description, pattern, preconditions and known failures, the rest by name. Compact:
-// the strategies by name with their evidence and why they rank where they do; their text is in
-// the answer's strategy list once, not repeated here.
+// with their description, pattern, preconditions, known failures and evidence, the rest by name.
+// Compact: the detailed head by name with its trust labels and why each ranks where it does;
+// the strategies' text, numbers and the tail's names are in the answer's strategy list once,
+// not repeated here.
 std::string PromptContext(const fb::DirectionT& dir, const std::string& why,
                           const std::vector<fb::StrategyHitT>& hits,
                           const std::vector<std::string>& notes, size_t detailed,
@@ -251,15 +256,14 @@ std::string PromptContext(const fb::DirectionT& dir, const std::string& why,
   std::string p;
   p.reserve(1024);
   p += "Direction: " + dir.title + " (" + dir.name + ")\n";
-  if (text_in_prompt) p += dir.description + "\n";
-  p += "Why: " + why + "\n";
+  if (text_in_prompt) p += dir.description + "\n" + "Why: " + why + "\n";  // compact: in `why`
   if (!hits.empty())
     p += text_in_prompt ? "Strategies that apply here, best first:\n"
-                        : "Strategies that apply here, best first (their descriptions, patterns, "
-                          "preconditions, known failures and examples are in the strategy list):\n";
+                        : "Strategies that apply here, best first (their text is in the list):\n";
   const size_t head = std::min(hits.size(), detailed);
   for (size_t i = 0; i < hits.size(); ++i) {
-    if (i == head) {  // the compact tail: names on one line
+    if (i == head) {  // the compact tail: names on one line (full; compact: the list has them)
+      if (!text_in_prompt) break;
       p += "Also ranked, by name (the strategy list has their titles):";
       for (size_t j = head; j < hits.size(); ++j)
         p += std::string(j == head ? " " : ", ") + hits[j].strategy->name;
@@ -285,7 +289,12 @@ std::string PromptContext(const fb::DirectionT& dir, const std::string& why,
       p += std::to_string(i + 1) + ". " + s.name + "\n";
     }
     const fb::GainStats* gs = s.stats.get();
-    if (gs && gs->uses()) {
+    if (gs && gs->uses() && !text_in_prompt) {  // the numbers are the hit's; the labels here
+      p += "   Evidence: " + std::to_string(h.verified_uses) + " verified uses";
+      if (h.unverified_uses)
+        p += " (+" + std::to_string(h.unverified_uses) + " client-reported, unverified)";
+      p += std::string(h.cross_backend ? " (learned on another backend)" : "") + "\n";
+    } else if (gs && gs->uses()) {
       p += "   Evidence: " + std::to_string(h.verified_uses) + " verified uses";
       if (h.unverified_uses)
         p += " (+" + std::to_string(h.unverified_uses) + " client-reported, unverified)";

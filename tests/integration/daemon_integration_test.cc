@@ -697,9 +697,9 @@ TEST_F(DaemonTest, NonLoopbackBindWithoutCurveIsRefused) {
 
 // An answer sized for an agent: on a store with hundreds of learned strategies, each with a
 // verified example of a real kernel's size, the default NextStep stays within 8 KB as htamd
-// encodes it (memory.listed_strategies, the detailed head's text once, examples within
-// memory.answer_example_bytes); NextStep.full carries every strategy of top_k_strategies with
-// its text and example, and more evidence.
+// encodes it besides the examples it carries, and those within memory.answer_example_bytes
+// (memory.listed_strategies, the detailed head's text once); NextStep.full carries every
+// strategy of top_k_strategies with its text and example, and more evidence.
 TEST_F(DaemonTest, NextStepAnswerIsCompactByDefaultAndCompleteOnRequest) {
   {  // the store, filled through the memory library before htamd starts
     memory::MemoryOptions o;
@@ -763,14 +763,16 @@ TEST_F(DaemonTest, NextStepAnswerIsCompactByDefaultAndCompleteOnRequest) {
   const memory::MemoryOptions defaults;
   EXPECT_EQ(compact->strategies.size(), static_cast<size_t>(defaults.listed_strategies));
   EXPECT_EQ(full->strategies.size(), static_cast<size_t>(defaults.top_k_strategies));
-  size_t compact_examples = 0, full_examples = 0;
+  size_t compact_examples = 0, full_examples = 0, example_bytes = 0;
   for (size_t i = 0; i < compact->strategies.size(); ++i) {
     const auto& h = *compact->strategies[i];
     // The same ranking: the compact list is the head of the full one.
     EXPECT_EQ(h.strategy->id, full->strategies[i]->strategy->id) << i;
-    // The prompt names every listed strategy and repeats none of their text.
-    EXPECT_NE(compact->prompt_context.find(h.strategy->name), std::string::npos)
-        << h.strategy->name;
+    // The prompt names the detailed head and repeats none of the strategies' text.
+    if (i < static_cast<size_t>(defaults.detailed_strategies))
+      EXPECT_NE(compact->prompt_context.find(std::to_string(i + 1) + ". " + h.strategy->name),
+                std::string::npos)
+          << h.strategy->name;
     if (!h.strategy->description.empty())
       EXPECT_EQ(compact->prompt_context.find(h.strategy->description), std::string::npos)
           << h.strategy->name << "\n" << compact->prompt_context;
@@ -780,6 +782,7 @@ TEST_F(DaemonTest, NextStepAnswerIsCompactByDefaultAndCompleteOnRequest) {
       EXPECT_TRUE(h.strategy->description.empty()) << h.strategy->name;
     if (!h.example_source.empty()) {
       ++compact_examples;
+      example_bytes += h.example_source.size();
       EXPECT_EQ(h.example_source, full->strategies[i]->example_source);
     }
   }
@@ -795,9 +798,13 @@ TEST_F(DaemonTest, NextStepAnswerIsCompactByDefaultAndCompleteOnRequest) {
   EXPECT_GE(compact_examples, 1u);
   EXPECT_GT(full_examples, compact_examples);
   EXPECT_GE(full->evidence.size(), compact->evidence.size());
+  const std::string prompt = compact->prompt_context;
   const size_t compact_bytes = server::EncodeReply(1, fb::StepT(std::move(*compact))).size();
   const size_t full_bytes = server::EncodeReply(1, fb::StepT(std::move(*full))).size();
-  EXPECT_LE(compact_bytes, 8192u) << "full: " << full_bytes;
+  // 8 KB besides the examples, which are held to memory.answer_example_bytes.
+  EXPECT_LE(example_bytes, static_cast<size_t>(defaults.answer_example_bytes));
+  EXPECT_LE(compact_bytes - example_bytes, 8192u)
+      << "full: " << full_bytes << "\n" << prompt;
   EXPECT_GT(full_bytes, 4 * compact_bytes) << compact_bytes;
 }
 
