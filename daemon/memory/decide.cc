@@ -2,6 +2,7 @@
 // under the chosen one, and explain the choice.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -201,7 +202,10 @@ std::string StrategyNote(const StrategyNumbers& x, const fb::DirectionT& source,
 
 // The answer's entry for a strategy. compact: id, name, title, direction, statistics and scores;
 // no description, pattern, preconditions, failure modes, provenance, example or prompt text.
-fb::StrategyHitT MakeHit(Txn& t, const fb::Strategy& s, const StrategyNumbers& x, bool compact) {
+// example_room: bytes of example source the answer may still carry; an example that does not fit
+// is left out (the strategy keeps its example_candidate hash).
+fb::StrategyHitT MakeHit(Txn& t, const fb::Strategy& s, const StrategyNumbers& x, bool compact,
+                         size_t* example_room) {
   fb::StrategyHitT h;
   h.strategy = std::make_unique<fb::StrategyT>();
   if (compact) {  // the few fields, copied from the stored bytes (no unpacking of the rest)
@@ -214,6 +218,10 @@ fb::StrategyHitT MakeHit(Txn& t, const fb::Strategy& s, const StrategyNumbers& x
   } else {
     s.UnPackTo(h.strategy.get());
     h.strategy->embedding.clear();  // not needed by clients; keeps messages small
+    if (*example_room != std::numeric_limits<size_t>::max()) {  // the compact answer
+      h.strategy->provenance.reset();
+      h.strategy->created_ns = h.strategy->updated_ns = 0;
+    }
   }
   h.score = x.score;
   h.similarity = x.sim;
@@ -227,24 +235,35 @@ fb::StrategyHitT MakeHit(Txn& t, const fb::Strategy& s, const StrategyNumbers& x
     std::string_view cv;
     if (t.Get(Db::kCandidates, h.strategy->example_candidate, &cv).ok()) {
       FbView<fb::Candidate> c(cv);
-      if (c && c->source()) h.example_source = c->source()->str();
+      if (c && c->source() && c->source()->size() <= *example_room) {
+        h.example_source = c->source()->str();
+        *example_room -= c->source()->size();
+      }
     }
   }
   return h;
 }
 
-// The prompt context: what the agent reads. The first `detailed` hits in full, the rest by name.
+// The prompt context: what the agent reads. Full (text_in_prompt): the first `detailed` hits
+// with their description, pattern, preconditions, known failures and evidence, the rest by name.
+// Compact: the detailed head by name with its trust labels and why each ranks where it does;
+// the strategies' text, numbers and the tail's names are in the answer's strategy list once,
+// not repeated here.
 std::string PromptContext(const fb::DirectionT& dir, const std::string& why,
                           const std::vector<fb::StrategyHitT>& hits,
-                          const std::vector<std::string>& notes, size_t detailed) {
+                          const std::vector<std::string>& notes, size_t detailed,
+                          bool text_in_prompt) {
   std::string p;
   p.reserve(1024);
-  p += "Direction: " + dir.title + " (" + dir.name + ")\n" + dir.description + "\n";
-  p += "Why: " + why + "\n";
-  if (!hits.empty()) p += "Strategies that apply here, best first:\n";
+  p += "Direction: " + dir.title + " (" + dir.name + ")\n";
+  if (text_in_prompt) p += dir.description + "\n" + "Why: " + why + "\n";  // compact: in `why`
+  if (!hits.empty())
+    p += text_in_prompt ? "Strategies that apply here, best first:\n"
+                        : "Strategies that apply here, best first (their text is in the list):\n";
   const size_t head = std::min(hits.size(), detailed);
   for (size_t i = 0; i < hits.size(); ++i) {
-    if (i == head) {  // the compact tail: names on one line
+    if (i == head) {  // the compact tail: names on one line (full; compact: the list has them)
+      if (!text_in_prompt) break;
       p += "Also ranked, by name (the strategy list has their titles):";
       for (size_t j = head; j < hits.size(); ++j)
         p += std::string(j == head ? " " : ", ") + hits[j].strategy->name;
@@ -253,20 +272,29 @@ std::string PromptContext(const fb::DirectionT& dir, const std::string& why,
     }
     const fb::StrategyHitT& h = hits[i];
     const fb::StrategyT& s = *h.strategy;
-    p += std::to_string(i + 1) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";
-    if (!s.code_pattern.empty()) p += "   Pattern: " + s.code_pattern + "\n";
-    if (!s.preconditions.empty()) {
-      p += "   Preconditions:";
-      for (const auto& x : s.preconditions) p += " " + x + ";";
-      p += "\n";
-    }
-    if (!s.failure_modes.empty()) {
-      p += "   Known failures:";
-      for (const auto& x : s.failure_modes) p += " " + x + ";";
-      p += "\n";
+    if (text_in_prompt) {
+      p += std::to_string(i + 1) + ". " + s.title + " [" + s.name + "]\n   " + s.description + "\n";
+      if (!s.code_pattern.empty()) p += "   Pattern: " + s.code_pattern + "\n";
+      if (!s.preconditions.empty()) {
+        p += "   Preconditions:";
+        for (const auto& x : s.preconditions) p += " " + x + ";";
+        p += "\n";
+      }
+      if (!s.failure_modes.empty()) {
+        p += "   Known failures:";
+        for (const auto& x : s.failure_modes) p += " " + x + ";";
+        p += "\n";
+      }
+    } else {
+      p += std::to_string(i + 1) + ". " + s.name + "\n";
     }
     const fb::GainStats* gs = s.stats.get();
-    if (gs && gs->uses()) {
+    if (gs && gs->uses() && !text_in_prompt) {  // the numbers are the hit's; the labels here
+      p += "   Evidence: " + std::to_string(h.verified_uses) + " verified uses";
+      if (h.unverified_uses)
+        p += " (+" + std::to_string(h.unverified_uses) + " client-reported, unverified)";
+      p += std::string(h.cross_backend ? " (learned on another backend)" : "") + "\n";
+    } else if (gs && gs->uses()) {
       p += "   Evidence: " + std::to_string(h.verified_uses) + " verified uses";
       if (h.unverified_uses)
         p += " (+" + std::to_string(h.unverified_uses) + " client-reported, unverified)";
@@ -724,19 +752,24 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
                                 [&](const ScoredStrategy& x) { return !keys.insert(x.n.key).second; }),
                  scored.end());
   }
-  if (scored.size() > static_cast<size_t>(std::max(0, o_.top_k_strategies)))
-    scored.erase(scored.begin() + std::max(0, o_.top_k_strategies), scored.end());
+  // The compact answer lists listed_strategies, the full one top_k_strategies.
+  const int listed =
+      in.full ? o_.top_k_strategies : std::min(o_.listed_strategies, o_.top_k_strategies);
+  if (scored.size() > static_cast<size_t>(std::max(0, listed)))
+    scored.erase(scored.begin() + std::max(0, listed), scored.end());
   std::vector<std::string> notes;  // per hit: why it is in the list, beyond its statistics
   const size_t detailed = in.full ? scored.size() : static_cast<size_t>(std::max(0, o_.detailed_strategies));
   d->strategies.clear();
+  // The compact answer's examples: in rank order while they fit answer_example_bytes.
+  size_t example_room = in.full ? std::numeric_limits<size_t>::max() : static_cast<size_t>(std::max(0, o_.answer_example_bytes));
   for (const ScoredStrategy& x : scored) {
     const bool compact = d->strategies.size() >= detailed;
     const fb::DirectionT& sd = *sources[x.n.source].dir;
     notes.push_back(all && !compact ? StrategyNote(x.n, sd, dir, sources[x.n.source].dir_score, o_)
                                     : std::string());
-    d->strategies.push_back(MakeHit(t, *x.s, x.n, compact));
+    d->strategies.push_back(MakeHit(t, *x.s, x.n, compact, &example_room));
   }
-  d->prompt_context = PromptContext(dir, d->why, d->strategies, notes, detailed);
+  d->prompt_context = PromptContext(dir, d->why, d->strategies, notes, detailed, in.full);
   return Status::OK();
 }
 

@@ -66,8 +66,10 @@ struct MemoryOptions {
   double cpu_backend_discount{};    // CPU <-> GPU
   uint64_t policy_seed{};           // tie-breaking; same inputs + seed = same decision
   // Retrieval.
-  int top_k_strategies{};     // strategies a step returns
+  int top_k_strategies{};     // strategies a full step returns (StateInput::full)
+  int listed_strategies{};    // strategies a compact (default) step returns
   int detailed_strategies{};  // of them, sent in full; the rest as name, title, score
+  int answer_example_bytes{};  // example sources a compact step carries, in rank order
   int retrieval_candidates{};
   int retrieval_cache{};  // strategy searches remembered (exact; cleared on strategy adds)
   double rerank_effect_weight{};

@@ -110,7 +110,9 @@ TEST(MemoryTest, DefaultOptionsAreTheTables) {
   EXPECT_EQ(table.seed_file, "");
   EXPECT_EQ(o.seed_file, ShippedPath("", "seed_taxonomy.json"));
   EXPECT_EQ(o.top_k_strategies, 64);
-  EXPECT_EQ(o.detailed_strategies, 8);
+  EXPECT_EQ(o.listed_strategies, 12);
+  EXPECT_EQ(o.detailed_strategies, 4);
+  EXPECT_EQ(o.answer_example_bytes, 3072);
   EXPECT_TRUE(o.dir.empty());
 }
 
@@ -335,7 +337,9 @@ uint64_t StrategyId(Memory* m, const std::string& name) {
 
 TEST(MemoryTest, StrategyThatWorkedInSimilarStatesIsAdvisedFirstOnANewTask) {
   TempDir dir;
-  auto m = OpenOk(Opts(dir.path()));
+  MemoryOptions head = Opts(dir.path());
+  head.detailed_strategies = 8;  // a head long enough to reach other directions' strategies
+  auto m = OpenOk(head);
   // XOR swizzles doubled the speed of several matmuls; nothing else was tried on them.
   uint64_t banks = DirId(m.get(), "shared-memory-banks");
   uint64_t swizzle = StrategyId(m.get(), "xor-swizzle");
@@ -408,6 +412,7 @@ TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
   // A list shorter than the taxonomy (65), every piece in full: advice can leave the list, and
   // a step passes over a part of the taxonomy, not all of it.
   o.top_k_strategies = 24;
+  o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
   o.detailed_strategies = 24;
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
@@ -429,6 +434,7 @@ TEST(MemoryTest, AdviceThatDidNotFitTheKernelRanksBelowAdviceThatApplied) {
   // A list shorter than the taxonomy (65), every piece in full: advice can leave the list, and
   // a step passes over a part of the taxonomy, not all of it.
   o.top_k_strategies = 24;
+  o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
   o.detailed_strategies = 24;
   auto m = OpenOk(o);
   auto s = m->OpenSession(Task(m.get()), "cuda", "sm_90", "t", "m", 6);
@@ -515,6 +521,7 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
     o.applied_weight = 0;  // only the new term speaks for what sessions did
     o.passed_over_weight = 0;
     o.top_k_strategies = o.detailed_strategies = 24;  // as below
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     task = Task(m.get(), "relu", "elementwise");
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
@@ -544,6 +551,7 @@ TEST(MemoryTest, AdviceOtherSessionsPassedOverRanksBelowAdviceTheyApplied) {
   // Every listed piece in full, so that a passed-over one carries its note (a compact tail line
   // has none: MemoryTest.StrategiesPastTheDetailedHeadCarryNoExampleOrText).
   o.top_k_strategies = o.detailed_strategies = 24;
+  o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
   auto m = OpenOk(o);
   auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
   auto d = m->NextStep(s->id, mem);
@@ -592,6 +600,7 @@ TEST(MemoryTest, PassedOverPenaltyIsOffsetByTheAppliedWeightInSimilarStates) {
     o.passed_over_weight = 5;
     o.passed_over_applied_weight = applied_offset;
     o.top_k_strategies = 200;  // every candidate, wherever it ranks
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
     auto d = m->NextStep(s->id, mem);
@@ -617,6 +626,7 @@ TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
   {  // one verified success that applied every listed strategy: each gets an example
     MemoryOptions o = Opts(dir.path());
     o.top_k_strategies = 12;
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     uint64_t task = Task(m.get());
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
@@ -632,6 +642,7 @@ TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
   auto answer = [&](int detailed) {
     MemoryOptions o = Opts(dir.path());
     o.top_k_strategies = 12;
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     o.detailed_strategies = detailed;
     auto m = OpenOk(o);
     auto s = m->OpenSession(Task(m.get(), "relu2"), "cuda", "sm_90", "t", "m", 6);
@@ -654,11 +665,15 @@ TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
     EXPECT_NEAR(h.score, f.score, 1e-6);  // a second session is a little older
     EXPECT_FALSE(f.strategy->description.empty()) << f.strategy->name;
     if (!f.example_source.empty()) ++examples;
-    if (i < 4) {  // the head: what the agent read before
+    if (i < 4) {  // the head: what the agent read before, its text in the list only
       EXPECT_EQ(h.example_source, f.example_source);
       EXPECT_EQ(h.strategy->description, f.strategy->description);
       EXPECT_EQ(h.strategy->preconditions, f.strategy->preconditions);
-      EXPECT_NE(head.prompt_context.find(f.strategy->description), std::string::npos);
+      EXPECT_EQ(head.prompt_context.find(f.strategy->description), std::string::npos)
+          << head.prompt_context;
+      EXPECT_NE(head.prompt_context.find(std::to_string(i + 1) + ". " + f.strategy->name + "\n"),
+                std::string::npos)
+          << head.prompt_context;
     } else {  // the tail: a name and a title
       EXPECT_EQ(h.example_source, "") << h.strategy->name;
       EXPECT_EQ(h.strategy->example_candidate, "");
@@ -668,14 +683,13 @@ TEST(MemoryTest, StrategiesPastTheDetailedHeadCarryNoExampleOrText) {
       EXPECT_TRUE(h.strategy->failure_modes.empty());
       EXPECT_EQ(head.prompt_context.find(f.strategy->description), std::string::npos)
           << f.strategy->name;
-      EXPECT_NE(head.prompt_context.find(f.strategy->name,
-                                         head.prompt_context.find("Also ranked, by name")),
-                std::string::npos)
+      // Named in the list only: the compact prompt leaves the tail to it.
+      EXPECT_EQ(head.prompt_context.find(f.strategy->name + ",") , std::string::npos)
           << head.prompt_context;
     }
   }
   EXPECT_EQ(examples, 12u);  // every one had an example to leave out
-  EXPECT_NE(head.prompt_context.find("Also ranked, by name"), std::string::npos);
+  EXPECT_EQ(head.prompt_context.find("Also ranked"), std::string::npos);
   EXPECT_EQ(full.prompt_context.find("Also ranked"), std::string::npos);
   EXPECT_LT(head.prompt_context.size(), full.prompt_context.size());
 }
@@ -1424,6 +1438,7 @@ TEST(MemoryTest, ContinuationWeightCreditsWhatAStepEnabled) {
     o.continuation_weight = weight;
     o.continuation_horizon = horizon;
     o.top_k_strategies = 200;
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
     auto d = m->NextStep(s->id, mem);
@@ -1510,6 +1525,7 @@ TEST(MemoryTest, SoftBottleneckKeepsComputeStrategiesOnOffer) {
     o.bottleneck_mask = mode;
     o.bottleneck_penalty = 0.1;
     o.top_k_strategies = 1000;  // every candidate listed: presence is what is compared
+    o.listed_strategies = o.top_k_strategies;  // the default answer lists as many
     auto m = OpenOk(o);
     ASSERT_TRUE(m);
     uint64_t task = Task(m.get(), "hgemm", "gemm");

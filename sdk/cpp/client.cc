@@ -697,9 +697,15 @@ Result<fb::SessionInfoT> Client::OpenSession(const OpenSessionArgs& a) {
 }
 
 Result<fb::StepT> Client::NextStep(uint64_t session_id, const std::vector<float>& embedding) {
+  return NextStep(session_id, embedding, /*full=*/false);
+}
+
+Result<fb::StepT> Client::NextStep(uint64_t session_id, const std::vector<float>& embedding,
+                                   bool full) {
   fb::NextStepT m;
   m.session_id = session_id;
   m.embedding = embedding;
+  m.full = full;
   return Call<fb::StepT>(Body(std::move(m)));
 }
 

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "base/hash.h"
+#include "daemon/memory/memory.h"
+#include "daemon/server/codec.h"
 #include "tests/integration/daemon_harness.h"
 
 namespace htam {
@@ -691,6 +693,119 @@ TEST_F(DaemonTest, NonLoopbackBindWithoutCurveIsRefused) {
   ASSERT_TRUE(d.Start(false));
   EXPECT_EQ(d.WaitExit(), 1);
   EXPECT_NE(d.Log().find("refusing to bind tcp://0.0.0.0:0 without CURVE"), std::string::npos);
+}
+
+// An answer sized for an agent: on a store with hundreds of learned strategies, each with a
+// verified example of a real kernel's size, the default NextStep stays within 8 KB as htamd
+// encodes it besides the examples it carries, and those within memory.answer_example_bytes
+// (memory.listed_strategies, the detailed head's text once); NextStep.full carries every
+// strategy of top_k_strategies with its text and example, and more evidence.
+TEST_F(DaemonTest, NextStepAnswerIsCompactByDefaultAndCompleteOnRequest) {
+  {  // the store, filled through the memory library before htamd starts
+    memory::MemoryOptions o;
+    o.dir = dir_ + "/store";
+    auto m = memory::Memory::Open(o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    fb::TaskT task;
+    task.name = "fill_relu";
+    task.category = "elementwise";
+    task.description = "a task whose sessions taught the store";
+    task.flops = 1 << 20;
+    task.bytes = 8 << 20;
+    auto tid = (*m)->PutTask(task);
+    ASSERT_TRUE(tid.ok());
+    auto dirs = (*m)->ListDirections();
+    ASSERT_TRUE(dirs.ok());
+    std::string body;
+    for (int line = 0; line < 24; ++line)
+      body += "  for (long long i = 0; i < n; ++i) { y[i] = x[i] > 0 ? x[i] : 0; /* " +
+              std::to_string(line) + " */ }\n";
+    for (int s = 0; s < 40; ++s) {
+      auto session = (*m)->OpenSession(*tid, "cpu", "", "fill", "model", 0);
+      ASSERT_TRUE(session.ok());
+      std::vector<memory::StepInput> batch;
+      double speedup = 1;
+      for (int k = 0; k < 10; ++k) {
+        memory::StepInput in;
+        in.session_id = session->id;
+        in.direction_id = (*dirs)[(s * 10 + k) % dirs->size()].id;
+        in.status = fb::OutcomeStatus::Ok;
+        speedup *= 1.2;
+        in.speedup_after = speedup;
+        in.verified = true;
+        const int n = s * 10 + k;
+        in.summary = "learned step " + std::to_string(n) + ": split the loop in " +
+                     std::to_string(2 + n % 7) + " parts and unroll by " + std::to_string(n);
+        in.language = "cpp";
+        in.source = "// example " + std::to_string(n) + "\nextern \"C\" void k(const float* x, " +
+                    "float* y, long long n) {\n" + body + "}\n";
+        batch.push_back(std::move(in));
+      }
+      ASSERT_TRUE((*m)->RecordSteps(batch).ok());
+    }
+    auto strategies = (*m)->ListStrategies(memory::StrategyFilter());
+    ASSERT_TRUE(strategies.ok());
+    ASSERT_GE(strategies->size(), 300u);  // the seed's and about 400 learned
+  }
+  DaemonProcess d(dir_);
+  ASSERT_TRUE(d.Start());
+  auto c = d.Connect();
+  ASSERT_NE(c, nullptr);
+  OpenSessionArgs open;
+  open.task = kRelu;
+  auto info = c->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint64_t sid = info->session->id;
+  auto compact = c->NextStep(sid);
+  auto full = c->NextStep(sid, {}, /*full=*/true);
+  ASSERT_TRUE(compact.ok()) << compact.status().ToString();
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const memory::MemoryOptions defaults;
+  EXPECT_EQ(compact->strategies.size(), static_cast<size_t>(defaults.listed_strategies));
+  EXPECT_EQ(full->strategies.size(), static_cast<size_t>(defaults.top_k_strategies));
+  size_t compact_examples = 0, full_examples = 0, example_bytes = 0;
+  for (size_t i = 0; i < compact->strategies.size(); ++i) {
+    const auto& h = *compact->strategies[i];
+    // The same ranking: the compact list is the head of the full one.
+    EXPECT_EQ(h.strategy->id, full->strategies[i]->strategy->id) << i;
+    // The prompt names the detailed head and repeats none of the strategies' text.
+    if (i < static_cast<size_t>(defaults.detailed_strategies))
+      EXPECT_NE(compact->prompt_context.find(std::to_string(i + 1) + ". " + h.strategy->name),
+                std::string::npos)
+          << h.strategy->name;
+    if (!h.strategy->description.empty())
+      EXPECT_EQ(compact->prompt_context.find(h.strategy->description), std::string::npos)
+          << h.strategy->name << "\n" << compact->prompt_context;
+    if (i < static_cast<size_t>(defaults.detailed_strategies))
+      EXPECT_FALSE(h.strategy->description.empty()) << h.strategy->name;
+    else
+      EXPECT_TRUE(h.strategy->description.empty()) << h.strategy->name;
+    if (!h.example_source.empty()) {
+      ++compact_examples;
+      example_bytes += h.example_source.size();
+      EXPECT_EQ(h.example_source, full->strategies[i]->example_source);
+    }
+  }
+  for (const auto& h : full->strategies) {
+    EXPECT_FALSE(h->strategy->description.empty()) << h->strategy->name;
+    EXPECT_NE(full->prompt_context.find(h->strategy->description), std::string::npos)
+        << h->strategy->name;
+    // Every strategy with a verified example carries it in full.
+    EXPECT_EQ(h->strategy->example_candidate.empty(), h->example_source.empty())
+        << h->strategy->name;
+    if (!h->example_source.empty()) ++full_examples;
+  }
+  EXPECT_GE(compact_examples, 1u);
+  EXPECT_GT(full_examples, compact_examples);
+  EXPECT_GE(full->evidence.size(), compact->evidence.size());
+  const std::string prompt = compact->prompt_context;
+  const size_t compact_bytes = server::EncodeReply(1, fb::StepT(std::move(*compact))).size();
+  const size_t full_bytes = server::EncodeReply(1, fb::StepT(std::move(*full))).size();
+  // 8 KB besides the examples, which are held to memory.answer_example_bytes.
+  EXPECT_LE(example_bytes, static_cast<size_t>(defaults.answer_example_bytes));
+  EXPECT_LE(compact_bytes - example_bytes, 8192u)
+      << "full: " << full_bytes << "\n" << prompt;
+  EXPECT_GT(full_bytes, 4 * compact_bytes) << compact_bytes;
 }
 
 }  // namespace

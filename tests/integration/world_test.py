@@ -380,7 +380,7 @@ class EnvTest(unittest.TestCase):
             def open_session(self, *a, **k):
                 return SessionView(session_id=1, task="t", backend="cuda")
 
-            def next_step(self, session_id, bottleneck=""):
+            def next_step(self, session_id, bottleneck="", full=False):
                 self.asked.append(bottleneck)
                 return StepView(session_id=1, step=0, direction_id=1,
                                 direction="global-memory-access",

@@ -118,6 +118,7 @@ class StdioBadInputTest(unittest.TestCase):
         cases = [("next_step", {"session_id": "one"}, "session_id"),
                  ("next_step", {}, "missing required 'session_id'"),
                  ("next_step", {"session_id": -4}, "session_id"),
+                 ("next_step", {"session_id": 3, "full": "yes"}, "full"),
                  ("open_session", {"task": "cpu_relu", "budget": 2.5}, "budget"),
                  ("submit_candidate", {"session_id": 1, "source": 7}, "source"),
                  ("submit_candidate", {"session_id": 1, "source": "x", "strategy_ids": ["a"]},
@@ -418,6 +419,27 @@ class HtamdRestartTest(unittest.TestCase):
         r = self.mcp.call("submit_candidate", {"session_id": 999999, "source": "int x;"})
         self.assertTrue(r["result"]["isError"])
         self.assertIn("NotFound", r["result"]["content"][0]["text"])
+
+    def test_next_step_is_compact_by_default_and_full_on_request(self):
+        self.mcp.initialize()
+        r = self.mcp.call("open_session", {"task": "cpu_relu", "backend": "cpu"})
+        sid = r["result"]["structuredContent"]["session_id"]
+        compact = self.mcp.call("next_step", {"session_id": sid})["result"]
+        full = self.mcp.call("next_step", {"session_id": sid, "full": True})["result"]
+        self.assertFalse(compact["isError"], compact)
+        self.assertFalse(full["isError"], full)
+        c, f = compact["structuredContent"], full["structuredContent"]
+        self.assertLess(len(c["strategies"]), len(f["strategies"]))
+        self.assertEqual([s["id"] for s in c["strategies"]],
+                         [s["id"] for s in f["strategies"][:len(c["strategies"])]])
+        self.assertTrue(all(s["description"] for s in f["strategies"]))
+        # The compact prompt names the detailed head and leaves the text to the list.
+        for s in c["strategies"]:
+            if s["description"]:
+                self.assertIn(s["name"], c["prompt_context"])
+                self.assertNotIn(s["description"], c["prompt_context"])
+        self.assertIn(f["strategies"][0]["description"], f["prompt_context"])
+        self.assertLess(len(compact["content"][0]["text"]), len(full["content"][0]["text"]))
 
 
 class HtamdCurveTest(unittest.TestCase):

@@ -447,11 +447,18 @@ void AnswerSize(const std::string& endpoint, nlohmann::json* out) {
   const size_t strategies = step->strategies.size();
   const size_t prompt_chars = step->prompt_context.size();
   const size_t bytes = htam::server::EncodeReply(1, std::move(*step)).size();
+  auto full = c->NextStep(session, {}, /*full=*/true);  // what NextStep.full asks
+  CHECK_OK(full);
+  const size_t full_strategies = full->strategies.size();
+  const size_t full_bytes = htam::server::EncodeReply(1, std::move(*full)).size();
   (void)c->CloseSession(session);
   std::fprintf(stderr,
                "answer: %zu strategies (%zu with an example, %zu example chars), %zu bytes, "
-               "prompt_context %zu chars\n",
-               strategies, examples, example_chars, bytes, prompt_chars);
+               "prompt_context %zu chars; full answer: %zu strategies, %zu bytes\n",
+               strategies, examples, example_chars, bytes, prompt_chars, full_strategies,
+               full_bytes);
+  (*out)["answer_full_strategies"] = full_strategies;
+  (*out)["answer_full_bytes"] = full_bytes;
   (*out)["answer_strategies"] = strategies;
   (*out)["answer_examples"] = examples;
   (*out)["answer_example_chars"] = example_chars;

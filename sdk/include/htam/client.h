@@ -110,6 +110,9 @@ class Client {
   Result<fb::HelloReplyT> Hello();
   Result<fb::SessionInfoT> OpenSession(const OpenSessionArgs& args);
   Result<fb::StepT> NextStep(uint64_t session_id, const std::vector<float>& embedding = {});
+  // full: every strategy of memory.top_k_strategies with its text, and all the evidence (the
+  // default answer is compact: memory.listed_strategies, the first few with their text).
+  Result<fb::StepT> NextStep(uint64_t session_id, const std::vector<float>& embedding, bool full);
   // Queues an evaluation; returns at once with the job id.
   Result<fb::SubmitAckT> Submit(const SubmitArgs& args);
   // Evaluates and waits for the outcome (up to `wait`; then Timeout, and Poll can continue).

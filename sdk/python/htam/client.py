@@ -311,16 +311,22 @@ class Client:
         return to_dict(self._call(m, _Body.Body.OpenSession, idempotent=session_id != 0))
 
     def next_step(self, session_id: int, embedding: Optional[Sequence[float]] = None,
-                  bottleneck: Any = None) -> Dict[str, Any]:
+                  bottleneck: Any = None, full: bool = False) -> Dict[str, Any]:
         """The next direction, the strategies under it, scores, evidence, why and prompt context.
 
         ``bottleneck``: the bottleneck class of the session's current kernel as the client
         measured it (roofline or profiler): a name ("Memory", "Compute", "Latency", "Launch") or
         its value; htamd keys the state with it, masks directions and ranks strategies whose
         targets exclude it lower, and records it as the state before the next recorded step.
-        None (default) leaves it to htamd (what it profiled for the session, else Unknown)."""
+        None (default) leaves it to htamd (what it profiled for the session, else Unknown).
+
+        ``full``: False (default) asks the compact answer (memory.listed_strategies strategies,
+        the first memory.detailed_strategies with their text, the heaviest evidence, a
+        prompt_context that names them); True every strategy of memory.top_k_strategies in full,
+        all the evidence and their text in prompt_context too."""
         m = NextStepT()
         m.sessionId = session_id
+        m.full = bool(full)
         if embedding:
             m.embedding = list(embedding)
         m.bottleneck = bottleneck_value(bottleneck)

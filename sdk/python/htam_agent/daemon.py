@@ -28,9 +28,10 @@ class Daemon:
                      session_id: int = 0) -> SessionView:
         raise NotImplementedError
 
-    def next_step(self, session_id: int, bottleneck: str = "") -> StepView:
+    def next_step(self, session_id: int, bottleneck: str = "", full: bool = False) -> StepView:
         """`bottleneck`: the current kernel's measured class ("Memory", "Compute", "Latency",
-        "Launch"; "" = let htamd decide)."""
+        "Launch"; "" = let htamd decide). `full`: the full answer (memory.top_k_strategies, every
+        strategy with its text) instead of the compact default (memory.listed_strategies)."""
         raise NotImplementedError
 
     # Submit with profile: an Ok candidate is also profiled with Nsight Compute (its diagnostics

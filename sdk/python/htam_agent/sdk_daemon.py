@@ -89,8 +89,9 @@ class SdkDaemon(Daemon):
                       budget=budget, model=model, session_id=session_id)
         return _session(d.get("session") or {}, d)
 
-    def next_step(self, session_id, bottleneck: str = "") -> StepView:
-        d = self._req("next step", self.c.next_step, session_id, bottleneck=bottleneck or None)
+    def next_step(self, session_id, bottleneck: str = "", full: bool = False) -> StepView:
+        d = self._req("next step", self.c.next_step, session_id, bottleneck=bottleneck or None,
+                      full=full)
         direction = d.get("direction") or {}
         strategies = [_strategy(h.get("strategy") or {}, h) for h in (d.get("strategies") or [])]
         scores = [DirectionScoreView(

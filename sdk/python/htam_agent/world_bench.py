@@ -213,7 +213,10 @@ class DaemonPolicy(Policy):
         # The derived bottleneck uses the H100's ceilings: none for another backend's tasks.
         bottleneck = (session.bottleneck(self.roofline)
                       if self.roofline and self.task.family.backend == "cuda" else "")
-        self.last = self.d.next_step(self.session, bottleneck=bottleneck)
+        # The environment walks the whole ranked list for the first strategy that fits the
+        # kernel, as an agent would that reads on past the advice that does not fit: the full
+        # answer (memory.top_k_strategies; the compact default lists memory.listed_strategies).
+        self.last = self.d.next_step(self.session, bottleneck=bottleneck, full=True)
         out: List[str] = []
         self.advised_dir: Dict[str, int] = {}  # applied strategy -> direction of its advice
         for s in self.last.strategies:

@@ -135,8 +135,12 @@ class Tools:
             "htam's advice for the session's next step: the direction to take, the concrete "
             "strategies under it with their measured effect in similar states, every "
             "direction's score, the evidence (past transitions) behind it, why, and prompt "
-            "context to write the next candidate from.",
-            _obj({"session_id": _ID}, ["session_id"]),
+            "context to write the next candidate from. Compact by default (the best "
+            "strategies that apply, the first few with their text); full = true lists more "
+            "strategies, every one with its text, and all the evidence.",
+            _obj({"session_id": _ID,
+                  "full": _d({"type": "boolean"}, "the full answer (default false: compact)")},
+                 ["session_id"]),
             _obj({"session_id": {"type": "integer"}, "step": {"type": "integer"},
                   "direction": {"type": "object"}, "strategies": {"type": "array"},
                   "why": _STR, "prompt_context": _STR},
@@ -334,7 +338,7 @@ class Tools:
 
     def next_step(self, a: Dict[str, Any], _: Progress) -> Dict[str, Any]:
         with self.h.client() as c:
-            st = c.next_step(a["session_id"])
+            st = c.next_step(a["session_id"], full=bool(a.get("full", False)))
         return _step(st)
 
     def submit_candidate(self, a: Dict[str, Any], progress: Progress) -> Dict[str, Any]:
