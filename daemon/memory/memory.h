@@ -114,7 +114,7 @@ struct MemoryOptions {
   int scorer_min_records{};        // trained records before a decision uses it
   double scorer_weight{};          // largest share of its estimate
   double scorer_confidence{};      // a direction's records at half that share
-  double scorer_learning_rate{};   // SGD step for a direction's first record
+  double scorer_learning_rate{};   // SGD step size
   double scorer_l2{};              // L2 on its feature weights
   double no_change_ratio{};         // |after/before - 1| within this (or the spread): no change
   double max_session_weight{};      // attention weight one session may carry in a decision

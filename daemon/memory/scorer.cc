@@ -7,6 +7,11 @@
 #include "daemon/memory/stats.h"
 
 namespace htam::memory {
+namespace {
+// The key is unit-norm over 48 entries (a class's one-hot entry is about 0.5): scaled so that its
+// entries are of the order of the bias.
+constexpr double kScale = 3.0;
+}  // namespace
 
 std::string ScorerFeatureName(int i) {
   // The transition key's layout (policy.cc TransitionKey).
@@ -37,15 +42,16 @@ bool Scorer::MaybeTrain(const float* key, uint64_t direction_id, fb::OutcomeStat
 void Scorer::Train(const float* key, uint64_t direction_id, bool improved, double gain,
                    const MemoryOptions& o) {
   Weights& w = weights_[direction_id];
-  // Step size decays with the direction's records (1/sqrt(n)), floored: early records move the
-  // weights fast, later ones refine them, and recent experience still counts.
+  // A constant step size: the weights follow recent experience as well as old.
   w.n += 1;
-  const double lr = std::max(0.02, o.scorer_learning_rate / std::sqrt(w.n));
+  double norm = 1.0;  // the bias
+  for (int i = 0; i < kKeyDim; ++i) norm += kScale * kScale * double(key[i]) * key[i];
+  const double lr = std::max(0.0, o.scorer_learning_rate) / (1.0 + norm);
   const double l2 = std::max(0.0, o.scorer_l2);
   double zp = 0, zg = 0;
   for (int i = 0; i < kKeyDim; ++i) {
-    zp += double(w.p[i]) * key[i];
-    zg += double(w.g[i]) * key[i];
+    zp += double(w.p[i]) * kScale * key[i];
+    zg += double(w.g[i]) * kScale * key[i];
   }
   zp += w.p[kKeyDim];
   zg += w.g[kKeyDim];
@@ -53,7 +59,7 @@ void Scorer::Train(const float* key, uint64_t direction_id, bool improved, doubl
   const double ep = (improved ? 1.0 : 0.0) - p;
   const double eg = (improved ? std::max(0.0, gain) : 0.0) - zg;
   for (int i = 0; i <= kKeyDim; ++i) {
-    const double x = i < kKeyDim ? key[i] : 1.0;
+    const double x = i < kKeyDim ? kScale * key[i] : 1.0;
     const double decay = i < kKeyDim ? l2 : 0.0;  // the bias is not regularised
     w.p[i] = static_cast<float>(w.p[i] + lr * (ep * x - decay * w.p[i]));
     w.g[i] = static_cast<float>(w.g[i] + lr * (eg * x - decay * w.g[i]));
@@ -69,8 +75,8 @@ bool Scorer::Predict(const float* key, uint64_t direction_id, Prediction* out, i
   std::vector<std::pair<int, double>> contrib;
   if (top > 0) contrib.emplace_back(kKeyDim, w.g[kKeyDim]);
   for (int i = 0; i < kKeyDim; ++i) {
-    zp += double(w.p[i]) * key[i];
-    double c = double(w.g[i]) * key[i];
+    zp += double(w.p[i]) * kScale * key[i];
+    double c = double(w.g[i]) * kScale * key[i];
     zg += c;
     if (top > 0 && key[i] != 0) contrib.emplace_back(i, c);
   }
