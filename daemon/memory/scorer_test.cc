@@ -130,9 +130,10 @@ void History(Memory* m, uint64_t task, int sessions, bool verified) {
   ASSERT_NE(b, 0u);
   for (int i = 0; i < sessions; ++i) {
     fb::Bottleneck cls = i % 2 ? fb::Bottleneck::Memory : fb::Bottleneck::Compute;
-    auto s = m->OpenSession(task, "cuda", "sm_90", "team", "model", 6);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
     for (uint64_t dir : {a, b}) {
+      // One step per session: both directions are seen at a session's start.
+      auto s = m->OpenSession(task, "cuda", "sm_90", "team", "model", 6);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
       bool good = (dir == a) == (cls == fb::Bottleneck::Memory);
       StepInput st;
       st.session_id = s->id;
