@@ -57,6 +57,7 @@ struct GeluSession {
   std::unique_ptr<DaemonProcess> d;
   std::unique_ptr<Client> c;
   uint64_t sid = 0;
+  uint64_t direction = 0;  // the first step's direction: every Submit names one
   std::string skip;
 };
 
@@ -88,6 +89,9 @@ GeluSession StartGeluSession(const std::string& prefix, std::map<std::string, st
   auto info = g.c->OpenSession(open);
   EXPECT_TRUE(info.ok()) << info.status().ToString();
   if (info.ok()) g.sid = info->session->id;
+  auto step = g.c->NextStep(g.sid);
+  EXPECT_TRUE(step.ok() && step->direction) << step.status().ToString();
+  if (step.ok() && step->direction) g.direction = step->direction->id;
   return g;
 }
 
@@ -220,6 +224,7 @@ TEST(CudaDaemon, DeviceMemoryACandidateLeftAllocatedRetiresItsRunner) {
     for (int i = 0; i < 2; ++i) {
       SubmitArgs a;
       a.session_id = g.sid;
+      a.direction_id = g.direction;
       a.source = leak;
       a.summary = "leak " + std::to_string(i);
       auto t0 = std::chrono::steady_clock::now();
@@ -264,6 +269,7 @@ TEST(CudaDaemon, FaultsAreContainedAndTheDeviceIsBackForTheNextCandidate) {
   auto submit = [&](const std::string& source, const std::string& summary, double* secs) {
     SubmitArgs a;
     a.session_id = g.sid;
+    a.direction_id = g.direction;
     a.source = source;
     a.summary = summary;
     auto t0 = std::chrono::steady_clock::now();
