@@ -438,6 +438,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   PolicyState ps;
   std::vector<float> key;
   std::vector<Neighbor> neighbors;
+  std::map<uint64_t, LearnedEstimate> learned;
   {
     // The index, its table and the neighbours' facts under one shared lock: a decision reads
     // no transition record for a neighbour the table holds (rows missing there, e.g. of a
@@ -446,6 +447,18 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
     HTAM_RETURN_IF_ERROR(
         BuildPolicyState(t, *session, state, &ps, o_.transition_table, /*tries=*/true));
     key = TransitionKey(ps, o_);
+    // The learned scorer's estimate of every direction (memory.scorer; docs/memory.md).
+    if (scorer_.Active(o_)) {
+      for (const auto& dir : dirs) {
+        Scorer::Prediction p;
+        if (!scorer_.Predict(key.data(), dir.id, &p, 3)) continue;
+        LearnedEstimate& e = learned[dir.id];
+        e.p_success = p.p_improve;
+        e.expected_gain = p.expected_gain;
+        e.records = p.records;
+        e.top = std::move(p.top);
+      }
+    }
 
     // 1. Attend: nearest past transitions by (state, history).
     thread_local std::vector<const float*> stored;
@@ -550,7 +563,7 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   if (scope_all) PassedOver(session_id, &ps);
 
   // 2. Score every direction.
-  PolicyResult pr = ScoreDirections(dirs, neighbors, ps, o_);
+  PolicyResult pr = ScoreDirections(dirs, neighbors, ps, o_, learned.empty() ? nullptr : &learned);
   Decision d;
   d.step = ps.step;
   d.scores = pr.scores;

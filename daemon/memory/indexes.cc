@@ -272,6 +272,7 @@ Status MemoryImpl::BuildIndexesFromStore(uint64_t transitions_from, uint64_t str
     if (!idx) idx = std::make_unique<VectorIndex>(StrategyIndexOptions());
     HTAM_RETURN_IF_ERROR(idx->Add(pr.first.size(), pr.first.data(), pr.second.data()));
   }
+  RebuildScorer();
   if (added_t || added_s) {
     HTAM_LOG(kInfo, "memory") << "indexes: added " << added_t << " transitions and " << added_s
                               << " strategies from the store (" << index_source_ << ")";
@@ -291,7 +292,10 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
     for (uint64_t id : d.transition_ids) transitions_covered_ = std::max(transitions_covered_, id);
     for (const std::string& bytes : d.transition_records) {
       FbView<fb::TransitionRecord> r(bytes);
-      if (r) table_.Add(*r, kKeyDim);
+      if (r) {
+        table_.Add(*r, kKeyDim);
+        TrainScorer(r->id());
+      }
     }
   }
   size_t dim = meta_.embedder_dim;
@@ -312,6 +316,23 @@ void MemoryImpl::ApplyDelta(const IndexDelta& d) {
     }
     strategies_covered_ = std::max(strategies_covered_, id);
   }
+}
+
+void MemoryImpl::TrainScorer(uint64_t id) {
+  const TransitionTable::Row* row = table_.Find(id);
+  if (!row || (row->flags & TransitionTable::kFallback) || !(row->flags & TransitionTable::kKeyOk))
+    return;
+  thread_local std::vector<float> key;
+  if (!transition_index_ || !transition_index_->Reconstruct(id, &key) || key.size() != kKeyDim)
+    return;
+  const bool trusted = row->flags & (TransitionTable::kVerified | TransitionTable::kVouched);
+  scorer_.MaybeTrain(key.data(), row->direction_id, static_cast<fb::OutcomeStatus>(row->status),
+                     TransitionTable::Gain(*row), trusted, o_);
+}
+
+void MemoryImpl::RebuildScorer() {
+  scorer_.Clear();
+  for (uint64_t id = 1; id <= table_.max_id(); ++id) TrainScorer(id);
 }
 
 bool MemoryImpl::IndexesDirty() const {

@@ -111,6 +111,13 @@ struct MemoryOptions {
   double unverified_weight{};       // attention weight factor of an unverified step
   bool unverified_can_promote{};    // false: unverified evidence only lowers, never raises
   std::string trusted_clients{};    // comma-separated client names whose reports are vouched
+  // Learned scorer (docs/memory.md, "Learned scorer"; scorer.h).
+  bool scorer{};                   // blend it into the direction score
+  int scorer_min_records{};        // trained records before a decision uses it
+  double scorer_weight{};          // largest share of its estimate
+  double scorer_confidence{};      // a direction's records at half that share
+  double scorer_learning_rate{};   // SGD step size
+  double scorer_l2{};              // L2 on its feature weights
   double no_change_ratio{};         // |after/before - 1| within this (or the spread): no change
   double max_session_weight{};      // attention weight one session may carry in a decision
   double max_client_weight{};       // ... one client's sessions

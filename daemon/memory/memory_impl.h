@@ -18,6 +18,7 @@
 #include "daemon/memory/memory_parts.h"
 #include "daemon/memory/policy.h"
 #include "daemon/memory/store.h"
+#include "daemon/memory/scorer.h"
 #include "daemon/memory/transition_table.h"
 #include "daemon/memory/vector_index.h"
 
@@ -94,6 +95,10 @@ class MemoryImpl final : public Memory {
   Status BuildIndexesFromStore(uint64_t transitions_from, uint64_t strategies_from,
                                uint64_t table_from) REQUIRES(index_mu_);
   Status VerifyLoadedIndexes() REQUIRES(index_mu_);
+  // Trains the scorer on transition `id` (its table row and indexed key) when it counts;
+  // RebuildScorer retrains it on every row in id order.
+  void TrainScorer(uint64_t id) REQUIRES(index_mu_);
+  void RebuildScorer() REQUIRES(index_mu_);
   // Committed deltas wait in deltas_ in commit order (published under commit_mu_) and are
   // applied there by ApplyDelta, one application at a time, outside the commit lock and off the
   // acknowledging path: the applier thread drains them (several commits per FAISS add), and every
@@ -173,6 +178,9 @@ class MemoryImpl final : public Memory {
   // Policy facts of every transition (rows beside the index).
   TransitionTable table_ GUARDED_BY(index_mu_);
   std::string table_source_ GUARDED_BY(index_mu_) = "none";
+  // The learned direction scorer (scorer.h): trained from the table's rows and the index's keys,
+  // in id order, at every (re)build and as records are applied.
+  Scorer scorer_ GUARDED_BY(index_mu_);
   std::atomic<bool> table_unsaved_{false};  // rows built from records that no snapshot holds yet
   std::map<uint64_t, std::unique_ptr<VectorIndex>> strategy_index_ GUARDED_BY(index_mu_);
   // direction -> strategies without vectors

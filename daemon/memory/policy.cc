@@ -267,7 +267,8 @@ std::string MaskReason(const std::vector<std::string>& backends, std::string_vie
 
 PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
                              const std::vector<Neighbor>& neighbors, const PolicyState& s,
-                             const MemoryOptions& o) {
+                             const MemoryOptions& o,
+                             const std::map<uint64_t, LearnedEstimate>* learned) {
   struct Acc {
     double n = 0, succ = 0, gain = 0;
     int raw = 0, cross = 0;
@@ -360,6 +361,17 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
         ++r.held;
       }
     }
+    if (learned) {
+      auto it = learned->find(d.id);
+      if (it != learned->end()) {
+        const LearnedEstimate& e = it->second;
+        const double c = std::clamp(o.scorer_weight, 0.0, 1.0) * e.records /
+                         (e.records + std::max(1e-9, o.scorer_confidence));
+        sc.p_success = (1 - c) * sc.p_success + c * e.p_success;
+        sc.expected_gain = (1 - c) * sc.expected_gain + c * e.expected_gain;
+        ++r.learned;
+      }
+    }
     sc.penalty = penalty.count(d.id) ? penalty[d.id] : 0.0;
     // Seeded jitter far below any real difference: breaks exact ties reproducibly.
     uint64_t j = Mix(o.policy_seed ^ Mix(s.session_id ^ Mix(s.step ^ Mix(d.id))));
@@ -427,6 +439,27 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
                " direction(s) held to their verified estimate (unverified evidence does not promote)";
       why += ".";
     }
+  }
+  if (learned) {
+    auto it = learned->find(c.direction_id);
+    why += " Learned scorer blended into " + std::to_string(r.learned) + " direction(s)";
+    if (it != learned->end()) {
+      const LearnedEstimate& e = it->second;
+      why += "; for " + c.name + " it predicts p(improve) ";
+      AppendF(&why, "%.2f", e.p_success);
+      why += ", E[log gain] ";
+      AppendF(&why, "%.3f", e.expected_gain);
+      why += " from " + std::to_string(static_cast<long long>(e.records)) + " verified records";
+      if (!e.top.empty()) {
+        why += " (top contributions:";
+        for (const auto& [name, v] : e.top) {
+          why += " " + name + " ";
+          AppendF(&why, "%+.3f", v);
+        }
+        why += ")";
+      }
+    }
+    why += ".";
   }
   if (r.scores.size() > 1 && !r.scores[1].masked) {
     why += " Runner-up " + r.scores[1].name + " ";

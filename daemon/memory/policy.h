@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -130,11 +131,23 @@ struct PolicyResult {
   int unverified = 0;
   double unverified_weight = 0;
   int held = 0;
+  int learned = 0;  // directions whose estimate the learned scorer blended into
 };
 
+// The learned scorer's estimate for a direction in this state (scorer.h).
+struct LearnedEstimate {
+  double p_success = 0, expected_gain = 0;
+  double records = 0;  // its training records of the direction
+  std::vector<std::pair<std::string, double>> top;  // largest feature contributions to the gain
+};
+
+// With `learned` (memory.scorer, once the scorer is trained on scorer_min_records), each
+// direction's p(success) and expected gain are blended with the scorer's: share c =
+// scorer_weight x n / (n + scorer_confidence), n its training records of the direction.
 PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
                              const std::vector<Neighbor>& neighbors, const PolicyState& state,
-                             const MemoryOptions& o);
+                             const MemoryOptions& o,
+                             const std::map<uint64_t, LearnedEstimate>* learned = nullptr);
 
 // True when a direction or strategy with these targets fits a kernel of this class: no
 // targets, an Unknown class, or the class among the targets (memory.bottleneck_mask).

@@ -192,6 +192,21 @@ TEST_F(CliTest, ExplainReplaysAStep) {
   EXPECT_EQ(Cli({"-d", data_, "explain", "2", "--step", "9"}).rc, kExitFail);
 }
 
+// With memory.scorer on (and a store past scorer_min_records), explain shows the learned
+// scorer's prediction for the chosen direction and its largest feature contributions.
+TEST_F(CliTest, ExplainShowsTheLearnedScorer) {
+  Build();
+  std::string conf = (dir_ / "scorer.conf").string();
+  std::ofstream(conf) << "[memory]\nscorer = true\nscorer_min_records = 1\n";
+  CliRun on = Cli({"-d", data_, "explain", "6", "--config", conf});
+  ASSERT_EQ(on.rc, 0) << on.err;
+  EXPECT_NE(on.out.find("Learned scorer blended into"), std::string::npos) << on.out;
+  EXPECT_NE(on.out.find("top contributions:"), std::string::npos) << on.out;
+  CliRun off = Cli({"-d", data_, "explain", "6"});
+  ASSERT_EQ(off.rc, 0) << off.err;
+  EXPECT_EQ(off.out.find("Learned scorer"), std::string::npos) << off.out;
+}
+
 TEST_F(CliTest, TrajectoryPlotIsAnSvgWithEveryStep) {
   Build();
   std::string svg = (dir_ / "t.svg").string();

@@ -10,6 +10,7 @@
 
 #include "daemon/config/config.h"
 #include "daemon/memory/policy.h"
+#include "daemon/memory/scorer.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/inspect_util.h"
 #include "tools/cli/table.h"
@@ -142,7 +143,28 @@ Result<Replay> Run(memory::Memory& m, uint64_t session_id, std::optional<uint32_
   std::stable_sort(rp.neighbors.begin(), rp.neighbors.end(),
                    [](const auto& a, const auto& b) { return a.weight > b.weight; });
   HTAM_ASSIGN_OR_RETURN(auto dirs, m.ListDirections());
-  rp.result = memory::ScoreDirections(dirs, rp.neighbors, ps, o);
+  // The learned scorer (memory.scorer), trained as the daemon trains it: on the earlier
+  // verified or vouched records, in id order.
+  std::map<uint64_t, memory::LearnedEstimate> learned;
+  if (o.scorer) {
+    std::vector<const fb::TransitionRecordT*> earlier;
+    for (const auto& r : all)
+      if (r.id < horizon && r.state && r.state->vector.size() == memory::kKeyDim)
+        earlier.push_back(&r);
+    std::sort(earlier.begin(), earlier.end(), [](auto* a, auto* b) { return a->id < b->id; });
+    memory::Scorer scorer;
+    for (const auto* r : earlier)
+      scorer.MaybeTrain(r->state->vector.data(), r->direction_id, r->status,
+                        r->no_change ? 0.0 : StepGain(r->status, r->speedup_before, r->speedup_after),
+                        r->verified || r->vouched, o);
+    if (scorer.Active(o))
+      for (const auto& d : dirs) {
+        memory::Scorer::Prediction p;
+        if (!scorer.Predict(key.data(), d.id, &p, 3)) continue;
+        learned[d.id] = {p.p_improve, p.expected_gain, p.records, std::move(p.top)};
+      }
+  }
+  rp.result = memory::ScoreDirections(dirs, rp.neighbors, ps, o, learned.empty() ? nullptr : &learned);
   return rp;
 }
 
