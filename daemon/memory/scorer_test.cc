@@ -17,6 +17,8 @@ namespace htam::memory {
 namespace {
 
 using testing::Opts;
+using testing::DirId;
+using testing::OpenOk;
 using testing::TempDir;
 
 // A state key of a kernel of this bottleneck class, with a random size, intensity and step.
@@ -98,28 +100,8 @@ TEST(ScorerTest, UnverifiedRecordsDoNotTrainIt) {
 
 // ---------------------------------------------------------------- through the memory
 
-std::unique_ptr<Memory> OpenOk(const MemoryOptions& o) {
-  auto m = Memory::Open(o);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
-
 uint64_t Task(Memory* m, const std::string& name) {
-  fb::TaskT t;
-  t.name = name;
-  t.category = "gemm";
-  t.description = "matrix multiply";
-  t.flops = 1 << 24;
-  t.bytes = 16 << 20;
-  auto id = m->PutTask(t);
-  EXPECT_TRUE(id.ok()) << id.status().ToString();
-  return id.ok() ? *id : 0;
-}
-
-uint64_t DirId(Memory* m, const std::string& name) {
-  auto d = m->FindDirection(name);
-  EXPECT_TRUE(d.ok()) << name;
-  return d.ok() ? d->id : 0;
+  return testing::PutTestTask(m, name, "gemm", "matrix multiply", 1 << 24, 16 << 20);
 }
 
 // Sessions where global-memory-access helps memory-bound kernels and compute-throughput-precision compute-bound

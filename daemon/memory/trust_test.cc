@@ -17,30 +17,12 @@ namespace htam::memory {
 namespace {
 
 using testing::Opts;
+using testing::DirId;
+using testing::OpenOk;
 using testing::TempDir;
 
-std::unique_ptr<Memory> OpenOk(const MemoryOptions& o) {
-  auto m = Memory::Open(o);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
-
 uint64_t Task(Memory* m, const std::string& name) {
-  fb::TaskT t;
-  t.name = name;
-  t.category = "reduction";
-  t.description = "row-wise sum of a float32 matrix";
-  t.flops = 1 << 22;
-  t.bytes = 16 << 20;
-  auto id = m->PutTask(t);
-  EXPECT_TRUE(id.ok()) << id.status().ToString();
-  return id.ok() ? *id : 0;
-}
-
-uint64_t DirId(Memory* m, const std::string& name) {
-  auto d = m->FindDirection(name);
-  EXPECT_TRUE(d.ok()) << name;
-  return d.ok() ? d->id : 0;
+  return testing::PutTestTask(m, name, "reduction", "row-wise sum of a float32 matrix", 1 << 22, 16 << 20);
 }
 
 // A step as htamd's gate reports it (verified) or as a client's Record does (unverified).
