@@ -51,5 +51,25 @@ class DemoTest(unittest.TestCase):
             self.assertLess(int(m.group(1)), int(m.group(2)))
 
 
+class ReachedTheBestTest(unittest.TestCase):
+    """How the demo counts "reached the best": a timing within 10 % of the best, or the very
+    kernel that measured best (one kernel's timings move by ~10 % on a loaded machine)."""
+
+    def setUp(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "demo_agent", os.path.join(ROOT, "tools", "demo_agent.py"))
+        self.agent = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.agent)
+
+    def test_a_timing_near_the_best_counts(self):
+        self.assertEqual(self.agent.steps_to([1.0, 1.6, 9.7], 9.66), 3)
+        self.assertIsNone(self.agent.steps_to([1.0, 1.6, 9.6], 9.66))
+
+    def test_the_best_kernel_again_counts_even_when_timed_lower(self):
+        self.assertEqual(self.agent.steps_to([8.3, 8.9, 8.9], 9.66, ["a", "best", ""], "best"), 2)
+        self.assertIsNone(self.agent.steps_to([8.3, 8.9], 9.66, ["a", "b"], "best"))
+
+
 if __name__ == "__main__":
     unittest.main()
