@@ -87,6 +87,9 @@ class Txn {
   Status OpenDb(const char* name, bool create, MDB_dbi* dbi);
   Status Commit();
   bool read_only() const { return read_only_; }
+  // The committed state this transaction reads (a read transaction: the id of the last commit
+  // it sees; every commit makes a new one), or, in a write transaction, the id it will commit.
+  uint64_t id() const { return mdb_txn_id(txn_); }
 
  private:
   friend class Env;

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
@@ -135,7 +135,7 @@ struct StrategyNumbers {
 };
 
 struct ScoredStrategy {
-  FbView<fb::Strategy> s;
+  const fb::Strategy* s;  // in the read transaction or the strategy record cache
   StrategyNumbers n;
 };
 
@@ -630,12 +630,13 @@ void MemoryImpl::PassedOver(uint64_t session_id, PolicyState* ps) {
 }
 
 // Caller holds index_mu_ (shared at least).
-std::vector<Hit> MemoryImpl::SearchStrategies(uint64_t direction, const VectorIndex& index,
-                                              const std::vector<float>& query, int k) {
-  if (auto cached = retrieval_cache_.Find(strategy_epoch_, direction, k, query))
+std::vector<Hit> MemoryImpl::SearchStrategies(
+    uint64_t direction, const VectorIndex& index, std::string_view query_key,
+    const std::function<const std::vector<float>&()>& query, int k) {
+  if (auto cached = retrieval_cache_.Find(strategy_epoch_, direction, k, query_key))
     return std::move(*cached);
-  std::vector<Hit> hits = index.Search(query.data(), k);
-  retrieval_cache_.Insert(strategy_epoch_, direction, k, query, hits);
+  std::vector<Hit> hits = index.Search(query().data(), k);
+  retrieval_cache_.Insert(strategy_epoch_, direction, k, query_key, hits);
   return hits;
 }
 
@@ -654,16 +655,16 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   std::shared_ptr<const std::vector<fb::DirectionT>> dirs_ptr = Directions();
   std::vector<Source> sources{{&dir, 0.0}};
   const bool all = o_.strategy_scope == "all";
-  std::map<uint64_t, double> dir_score;
   if (all) {
     for (const auto& sc : d->scores) {
       if (sc.masked) continue;
-      dir_score[sc.direction_id] = sc.score;
-      if (sc.direction_id == dir.id) continue;
+      if (sc.direction_id == dir.id) {
+        sources[0].dir_score = sc.score;
+        continue;
+      }
       for (const auto& x : *dirs_ptr)
         if (x.id == sc.direction_id) sources.push_back(Source{&x, sc.score});
     }
-    sources[0].dir_score = dir_score.count(dir.id) ? dir_score[dir.id] : 0.0;
   }
   // Candidates: the most similar strategies of each source direction, plus those without
   // embeddings; (id, similarity, index into sources).
@@ -673,26 +674,52 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     size_t source;
   };
   std::vector<Cand> cands;
-  // The query is the direction's title before the task's text: the text is hashed once.
+  // The query is the direction's title before the task's text: the text is hashed once, and
+  // only when a search is not answered from the retrieval cache, which knows a builtin query by
+  // its text (task text, then the title) and a client's by its vector's bytes.
+  const bool builtin = !embedding && meta_.embedder_model == kBuiltinEmbedder;
+  std::string text_key;  // the task text's length (8 bytes), the task text, then the title
+  size_t text_len = 0;
+  if (builtin) {
+    const std::string text = task.category + " " + task.name + " " + task.description + " " +
+                             fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text;
+    const uint64_t n = text.size();
+    text_key.assign(reinterpret_cast<const char*>(&n), sizeof n);
+    text_key += text;
+    text_len = text_key.size();
+  }
   std::optional<SuffixEmbedder> task_text;
-  if (!embedding && meta_.embedder_model == kBuiltinEmbedder)
-    task_text.emplace(task.category + " " + task.name + " " + task.description + " " +
-                          fb::EnumNameBottleneck(ps.bottleneck) + " bound " + in.query_text,
-                      meta_.embedder_dim);
   std::vector<float> query;
   if (embedding) query = *embedding;
   {
     ReaderMutexLock l(&index_mu_);
     for (size_t si = 0; si < sources.size(); ++si) {
       const fb::DirectionT& sd = *sources[si].dir;
-      if (task_text) query = task_text->Embed(sd.title);
       // The chosen direction's candidates in full; the others' at most
       // other_direction_candidates (fewer reads per decision, at some cost to the list).
       int k = si == 0 ? o_.retrieval_candidates
                       : std::min(o_.retrieval_candidates, o_.other_direction_candidates);
       auto it = strategy_index_.find(sd.id);
-      if (it != strategy_index_.end() && !query.empty() && k > 0) {
-        for (const Hit& h : SearchStrategies(sd.id, *it->second, query, k))
+      if (it != strategy_index_.end() && (builtin || !query.empty()) && k > 0) {
+        std::string_view query_key;
+        if (builtin) {
+          text_key.resize(text_len);
+          text_key += sd.title;
+          query_key = text_key;
+        } else {
+          query_key = std::string_view(reinterpret_cast<const char*>(query.data()),
+                                       query.size() * sizeof(float));
+        }
+        auto embed = [&]() -> const std::vector<float>& {
+          if (builtin) {
+            if (!task_text)
+              task_text.emplace(std::string_view(text_key).substr(8, text_len - 8),
+                                meta_.embedder_dim);
+            query = task_text->Embed(sd.title);
+          }
+          return query;
+        };
+        for (const Hit& h : SearchStrategies(sd.id, *it->second, query_key, embed, k))
           cands.push_back(Cand{h.id, h.similarity, si});
       }
       auto un = unembedded_.find(sd.id);
@@ -720,17 +747,46 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
                                      [](const Neighbor& n) { return !n.trusted(); });
   const StrategyEvidence trusted_ev =
       two_views ? GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/true) : StrategyEvidence{};
+  // Each strategy once, as it came first (the chosen direction's, then by direction score).
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Cand& a, const Cand& b) { return a.id < b.id; });
+  cands.erase(std::unique(cands.begin(), cands.end(),
+                          [](const Cand& a, const Cand& b) { return a.id == b.id; }),
+              cands.end());
   std::vector<ScoredStrategy> scored;
-  std::set<uint64_t> seen;
+  scored.reserve(cands.size());
+  // The candidates' records: from the strategy record cache when it holds this state, else read
+  // and verified here (and handed to the cache when it asks for them).
+  bool fill = false;
+  const std::shared_ptr<const StrategyRecordCache::Records> cached =
+      strategy_records_.Find(t.id(), &fill);
+  std::vector<std::pair<uint64_t, std::shared_ptr<const StrategyRecordCache::Record>>> added;
+  std::vector<FbView<fb::Strategy>> read;  // records read from the store, uncached
+  read.reserve(cands.size());
   // memory.bottleneck_mask: hard counts the class in the precondition match, soft takes
   // bottleneck_penalty from a strategy whose targets exclude it, off ignores it.
   const bool hard_mask = o_.bottleneck_mask == "hard";
   for (const Cand& c : cands) {
-    if (!seen.insert(c.id).second) continue;
-    std::string_view bytes;
-    if (!t.Get(Db::kStrategies, KeyU64(c.id), &bytes).ok()) continue;
-    FbView<fb::Strategy> s(bytes);
-    if (!s || s->merged_into()) continue;
+    const fb::Strategy* s = nullptr;
+    if (auto hit = cached ? cached->find(c.id) : StrategyRecordCache::Records::const_iterator();
+        cached && hit != cached->end()) {
+      s = hit->second->table;
+    } else {
+      std::string_view bytes;
+      if (!t.Get(Db::kStrategies, KeyU64(c.id), &bytes).ok()) continue;
+      if (fill) {
+        auto r = StrategyRecordCache::Copy(bytes);
+        if (!r) continue;
+        s = r->table;
+        added.emplace_back(c.id, std::move(r));
+      } else {
+        FbView<fb::Strategy> v(bytes);
+        if (!v) continue;
+        s = v.get();
+        read.push_back(std::move(v));
+      }
+    }
+    if (s->merged_into()) continue;
     // Only what applies here: a strategy for another backend or a newer architecture (and, with
     // bottleneck_mask hard, another bottleneck) is not offered.
     if (!PreconditionsHold(*s, ps, hard_mask)) continue;
@@ -753,17 +809,29 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
         x = v;
       }
     }
-    scored.push_back(ScoredStrategy{std::move(s), x});
+    scored.push_back(ScoredStrategy{s, x});
   }
+  // The records of `added` stay alive in this decision through their pointers kept here.
+  std::vector<std::shared_ptr<const StrategyRecordCache::Record>> kept;
+  for (const auto& [id, r] : added) kept.push_back(r);
+  strategy_records_.Add(t.id(), std::move(added));
   std::sort(scored.begin(), scored.end(), [](const ScoredStrategy& a, const ScoredStrategy& b) {
     if (a.n.score != b.n.score) return a.n.score > b.n.score;
     return a.s->id() < b.s->id();
   });
   if (all) {  // one entry per strategy: a learned one and its parent are the same advice
-    std::set<uint64_t> keys;
-    scored.erase(std::remove_if(scored.begin(), scored.end(),
-                                [&](const ScoredStrategy& x) { return !keys.insert(x.n.key).second; }),
-                 scored.end());
+    std::vector<uint64_t> keys;
+    keys.reserve(scored.size());
+    for (const ScoredStrategy& x : scored) keys.push_back(x.n.key);
+    std::sort(keys.begin(), keys.end());
+    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
+      std::unordered_set<uint64_t> seen_keys(scored.size() * 2);
+      scored.erase(std::remove_if(scored.begin(), scored.end(),
+                                  [&](const ScoredStrategy& x) {
+                                    return !seen_keys.insert(x.n.key).second;
+                                  }),
+                   scored.end());
+    }
   }
   // The compact answer lists listed_strategies, the full one top_k_strategies.
   const int listed =

@@ -93,6 +93,7 @@ MemoryImpl::MemoryImpl(const MemoryOptions& o, bool read_only)
       read_only_(read_only),
       table_(o.continuation_weight != 0),
       retrieval_cache_(static_cast<size_t>(std::max(0, o.retrieval_cache))),
+      strategy_records_(o.retrieval_cache > 0),
       advice_(kMaxAdvisedSessions),
       deltas_([this](const IndexDelta& d) { ApplyDelta(d); }),
       group_commit_(
@@ -675,6 +676,8 @@ std::string MemoryImpl::StatusText() {
     o << "strategy_index_size: " << strat << "\n";
     o << "retrieval_cache_hits: " << retrieval_cache_.hits() << "\n";
     o << "retrieval_cache_misses: " << retrieval_cache_.misses() << "\n";
+    o << "strategy_record_cache_hits: " << strategy_records_.hits() << "\n";
+    o << "strategy_record_cache_misses: " << strategy_records_.misses() << "\n";
     o << "index_source: " << index_source_ << "\n";
     o << "transition_table_rows: " << table_.rows() << "\n";
     o << "transition_table_bytes: " << table_.bytes() << "\n";

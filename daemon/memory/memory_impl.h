@@ -1,6 +1,7 @@
 // MemoryImpl: the one implementation of Memory. Internal to daemon/memory.
 // Thread-safety: as Memory. The state that has a lock of its own lives in parts
-// (memory_parts.h): directions_, advice_, retrieval_cache_, deltas_, group_commit_, snapshots_.
+// (memory_parts.h): directions_, advice_, retrieval_cache_, strategy_records_, deltas_,
+// group_commit_, snapshots_.
 // MemoryImpl keeps the FAISS indexes and the transition table (index_mu_) and the commit lock.
 // Lock order: group commit (GroupCommit's lock, never held while committing) -> commit_mu_ ->
 // store write -> the delta queue's apply lock -> index_mu_ -> retrieval cache; the directions',
@@ -134,8 +135,10 @@ class MemoryImpl final : public Memory {
   bool Vouched(std::string_view client) const;
   // The retrieval_candidates most similar strategies of a direction (index_mu_ held, shared at
   // least), through the retrieval cache.
+  // query_key names the query (RetrievalCache); query() embeds it, called on a miss only.
   std::vector<Hit> SearchStrategies(uint64_t direction, const VectorIndex& index,
-                                    const std::vector<float>& query, int k)
+                                    std::string_view query_key,
+                                    const std::function<const std::vector<float>&()>& query, int k)
       REQUIRES_SHARED(index_mu_);
 
   // learning (learn.cc)
@@ -187,8 +190,10 @@ class MemoryImpl final : public Memory {
   std::map<uint64_t, std::vector<uint64_t>> unembedded_ GUARDED_BY(index_mu_);
   // Bumped (under index_mu_ exclusive) whenever a strategy index or unembedded_ changes.
   uint64_t strategy_epoch_ GUARDED_BY(index_mu_) = 0;
-  // Strategy searches by (direction, query vector), of the current strategy_epoch_.
+  // Strategy searches by (direction, query), of the current strategy_epoch_.
   RetrievalCache retrieval_cache_;
+  // Verified strategy records of the state the decisions read (on with retrieval_cache_).
+  StrategyRecordCache strategy_records_;
   // The largest ids in the indexes.
   uint64_t transitions_covered_ GUARDED_BY(index_mu_) = 0;
   uint64_t strategies_covered_ GUARDED_BY(index_mu_) = 0;

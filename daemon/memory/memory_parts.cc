@@ -1,7 +1,8 @@
 // The lock-owning parts of MemoryImpl (memory_parts.h): directions catalogue, sessions' advice,
-// retrieval cache, committed-delta queue and periodic worker.
+// retrieval and strategy record caches, committed-delta queue and periodic worker.
 #include "daemon/memory/memory_parts.h"
 
+#include <cstring>
 #include <set>
 
 namespace htam::memory {
@@ -74,12 +75,13 @@ void SessionAdvice::Forget(uint64_t session) {
 
 // ---------------------------------------------------------------- RetrievalCache
 
-uint64_t RetrievalCache::Key(uint64_t direction, int k, const std::vector<float>& query) {
-  return Hash64(query.data(), query.size() * sizeof(float), direction ^ (uint64_t(k) << 56));
+uint64_t RetrievalCache::Key(uint64_t direction, int k, std::string_view query) {
+  return std::hash<std::string_view>{}(query) ^ (direction * 0x9E3779B97F4A7C15ull) ^
+         (uint64_t(k) << 56);
 }
 
 std::optional<std::vector<Hit>> RetrievalCache::Find(uint64_t epoch, uint64_t direction, int k,
-                                                     const std::vector<float>& query) {
+                                                     std::string_view query) {
   if (!enabled()) return std::nullopt;
   {
     MutexLock l(&mu_);
@@ -94,8 +96,8 @@ std::optional<std::vector<Hit>> RetrievalCache::Find(uint64_t epoch, uint64_t di
   return std::nullopt;
 }
 
-void RetrievalCache::Insert(uint64_t epoch, uint64_t direction, int k,
-                            const std::vector<float>& query, const std::vector<Hit>& hits) {
+void RetrievalCache::Insert(uint64_t epoch, uint64_t direction, int k, std::string_view query,
+                            const std::vector<Hit>& hits) {
   if (!enabled()) return;
   const uint64_t key = Key(direction, k, query);
   MutexLock l(&mu_);
@@ -111,6 +113,48 @@ void RetrievalCache::Insert(uint64_t epoch, uint64_t direction, int k,
   e.k = k;
   e.query = query;
   e.hits = hits;
+}
+
+// ---------------------------------------------------------------- StrategyRecordCache
+
+std::shared_ptr<const StrategyRecordCache::Records> StrategyRecordCache::Find(uint64_t txn,
+                                                                              bool* fill) {
+  *fill = false;
+  if (!enabled_) return nullptr;
+  MutexLock l(&mu_);
+  if (records_ && txn_ == txn) {
+    hits_++;
+    *fill = true;  // records it lacks (another task's candidates) join it
+    return records_;
+  }
+  misses_++;
+  *fill = seen_ == txn;
+  seen_ = txn;
+  return nullptr;
+}
+
+void StrategyRecordCache::Add(uint64_t txn,
+                              std::vector<std::pair<uint64_t, std::shared_ptr<const Record>>> added) {
+  if (!enabled_ || added.empty()) return;
+  MutexLock l(&mu_);
+  if (records_ && txn < txn_) return;
+  auto next = std::make_shared<Records>();
+  if (records_ && txn == txn_) *next = *records_;
+  for (auto& [id, r] : added) next->emplace(id, std::move(r));
+  records_ = std::move(next);
+  txn_ = txn;
+}
+
+std::shared_ptr<const StrategyRecordCache::Record> StrategyRecordCache::Copy(
+    std::string_view bytes) {
+  auto r = std::make_shared<Record>();
+  r->words.resize(bytes.size() / 8 + 1);
+  std::memcpy(r->words.data(), bytes.data(), bytes.size());
+  const auto* p = reinterpret_cast<const uint8_t*>(r->words.data());
+  flatbuffers::Verifier v(p, bytes.size());
+  if (!v.VerifyBuffer<fb::Strategy>(nullptr)) return nullptr;
+  r->table = flatbuffers::GetRoot<fb::Strategy>(p);
+  return r;
 }
 
 // ---------------------------------------------------------------- IndexDelta, DeltaQueue

@@ -1,6 +1,6 @@
 // The parts of MemoryImpl that own a lock each: the directions catalogue, the sessions' advice,
-// the retrieval cache, the committed-delta queue, the group commit and the periodic snapshot
-// worker. Internal to daemon/memory; MemoryImpl composes them (memory_impl.h).
+// the retrieval cache, the strategy record cache, the committed-delta queue, the group commit and
+// the periodic snapshot worker. Internal to daemon/memory; MemoryImpl composes them (memory_impl.h).
 // Thread-safety: every part is safe for concurrent use; each lock is a leaf except where a part
 // says otherwise (the lock order across parts is written in memory_impl.h).
 #pragma once
@@ -11,6 +11,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -77,9 +79,11 @@ class SessionAdvice {
   std::unordered_map<uint64_t, Advice> advice_ GUARDED_BY(mu_);
 };
 
-// Strategy searches by (direction, query vector, k): the same search of the same index gives the
-// same hits, so an entry of the index's current epoch is the search's answer. The caller bumps
-// the epoch whenever a strategy index changes.
+// Strategy searches by (direction, query, k): the same search of the same index gives the same
+// hits, so an entry of the index's current epoch is the search's answer. The query is named by
+// the bytes it is made from: the client's vector, or the text the store's embedder embeds (an
+// answer from the cache then skips the embedding too). The caller bumps the epoch whenever a
+// strategy index changes.
 class RetrievalCache {
  public:
   // capacity: entries kept; 0 turns the cache off (Find always misses and counts nothing).
@@ -88,8 +92,8 @@ class RetrievalCache {
   bool enabled() const { return capacity_ > 0; }
   // The cached hits of this search at this epoch; counts a hit or a miss.
   std::optional<std::vector<Hit>> Find(uint64_t epoch, uint64_t direction, int k,
-                                       const std::vector<float>& query) EXCLUDES(mu_);
-  void Insert(uint64_t epoch, uint64_t direction, int k, const std::vector<float>& query,
+                                       std::string_view query) EXCLUDES(mu_);
+  void Insert(uint64_t epoch, uint64_t direction, int k, std::string_view query,
               const std::vector<Hit>& hits) EXCLUDES(mu_);
   uint64_t hits() const { return hits_.load(); }
   uint64_t misses() const { return misses_.load(); }
@@ -98,14 +102,51 @@ class RetrievalCache {
   struct Entry {
     uint64_t epoch = 0, direction = 0;
     int k = 0;  // candidates asked for
-    std::vector<float> query;
+    std::string query;
     std::vector<Hit> hits;
   };
-  static uint64_t Key(uint64_t direction, int k, const std::vector<float>& query);
+  static uint64_t Key(uint64_t direction, int k, std::string_view query);
 
   const size_t capacity_;
   Mutex mu_;
   std::unordered_map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> hits_{0}, misses_{0};
+};
+
+// Strategy records of one committed state of the store, verified once and kept for the
+// decisions that read that same state: read transactions of equal id (Txn::id) read equal bytes,
+// so a cached record is exactly what the store holds. A decision fills the cache only when an
+// earlier one read the same state already, so a store written between every decision copies
+// nothing.
+class StrategyRecordCache {
+ public:
+  // A verified record's bytes, 8-byte aligned, and its table in them.
+  struct Record {
+    std::vector<uint64_t> words;
+    const fb::Strategy* table = nullptr;
+  };
+  using Records = std::unordered_map<uint64_t, std::shared_ptr<const Record>>;
+
+  explicit StrategyRecordCache(bool enabled) : enabled_(enabled) {}
+
+  // The records cached for state `txn` (null: none). *fill: whether this decision should Add
+  // the records it reads from the store.
+  std::shared_ptr<const Records> Find(uint64_t txn, bool* fill) EXCLUDES(mu_);
+  // Adds records of state `txn` (those Find gave stay); a state older than the cached one is
+  // ignored.
+  void Add(uint64_t txn, std::vector<std::pair<uint64_t, std::shared_ptr<const Record>>> added)
+      EXCLUDES(mu_);
+  // A verified copy of stored bytes; null when they are not a valid strategy.
+  static std::shared_ptr<const Record> Copy(std::string_view bytes);
+  uint64_t hits() const { return hits_.load(); }
+  uint64_t misses() const { return misses_.load(); }
+
+ private:
+  const bool enabled_;
+  Mutex mu_;
+  uint64_t txn_ GUARDED_BY(mu_) = 0;   // the state records_ holds
+  uint64_t seen_ GUARDED_BY(mu_) = 0;  // the state the last decision without records read
+  std::shared_ptr<const Records> records_ GUARDED_BY(mu_);
   std::atomic<uint64_t> hits_{0}, misses_{0};
 };
 

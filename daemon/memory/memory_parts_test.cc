@@ -3,6 +3,8 @@
 // each caller its own result, and a periodic worker that stops without waiting out its interval.
 #include "daemon/memory/memory_parts.h"
 
+#include "daemon/memory/codec.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -169,7 +171,7 @@ TEST(SessionAdviceTest, PastItsCapacityAllAdviceIsForgottenButStatesAreKept) {
 
 TEST(RetrievalCacheTest, TheSameSearchOfTheSameEpochIsAnsweredFromTheCache) {
   RetrievalCache cache(8);
-  const std::vector<float> q{0.6f, 0.8f};
+  const std::string q = "memory-bound softmax: Memory coalescing";
   const std::vector<Hit> hits{{4, 0.9f}, {5, 0.5f}};
   EXPECT_FALSE(cache.Find(1, 7, 2, q));
   cache.Insert(1, 7, 2, q, hits);
@@ -180,25 +182,62 @@ TEST(RetrievalCacheTest, TheSameSearchOfTheSameEpochIsAnsweredFromTheCache) {
   EXPECT_FALSE(cache.Find(2, 7, 2, q)) << "a strategy index changed since";
   EXPECT_FALSE(cache.Find(1, 8, 2, q)) << "another direction";
   EXPECT_FALSE(cache.Find(1, 7, 3, q)) << "more candidates asked for";
-  EXPECT_FALSE(cache.Find(1, 7, 2, {0.8f, 0.6f})) << "another query";
+  EXPECT_FALSE(cache.Find(1, 7, 2, "memory-bound softmax: Memory coalescinG")) << "another query";
   EXPECT_EQ(cache.hits(), 1u);
   EXPECT_EQ(cache.misses(), 5u);
 }
 
 TEST(RetrievalCacheTest, AFullCacheDropsEntriesOfOlderEpochsFirst) {
   RetrievalCache cache(2);
-  cache.Insert(1, 1, 1, {1.0f}, {{1, 1.0f}});
-  cache.Insert(2, 1, 1, {2.0f}, {{2, 1.0f}});
-  cache.Insert(2, 1, 1, {3.0f}, {{3, 1.0f}});  // full: the epoch-1 entry goes
-  EXPECT_TRUE(cache.Find(2, 1, 1, {2.0f}));
-  EXPECT_TRUE(cache.Find(2, 1, 1, {3.0f}));
+  cache.Insert(1, 1, 1, "a", {{1, 1.0f}});
+  cache.Insert(2, 1, 1, "b", {{2, 1.0f}});
+  cache.Insert(2, 1, 1, "c", {{3, 1.0f}});  // full: the epoch-1 entry goes
+  EXPECT_TRUE(cache.Find(2, 1, 1, "b"));
+  EXPECT_TRUE(cache.Find(2, 1, 1, "c"));
 }
 
 TEST(RetrievalCacheTest, ACacheOfNoEntriesIsOffAndCountsNothing) {
   RetrievalCache cache(0);
-  cache.Insert(1, 1, 1, {1.0f}, {{1, 1.0f}});
-  EXPECT_FALSE(cache.Find(1, 1, 1, {1.0f}));
+  cache.Insert(1, 1, 1, "a", {{1, 1.0f}});
+  EXPECT_FALSE(cache.Find(1, 1, 1, "a"));
   EXPECT_EQ(cache.hits() + cache.misses(), 0u);
+}
+
+namespace {
+std::string StrategyBytes(uint64_t id, const std::string& title) {
+  fb::StrategyT s;
+  s.id = id;
+  s.title = title;
+  return Encode(s);
+}
+}  // namespace
+
+// A state's records are cached once a second decision reads it, and only for that state.
+TEST(StrategyRecordCacheTest, KeepsTheRecordsOfTheStateTwoDecisionsReadAndNoOther) {
+  StrategyRecordCache cache(true);
+  bool fill = true;
+  EXPECT_FALSE(cache.Find(5, &fill));
+  EXPECT_FALSE(fill) << "the first decision of a state copies nothing";
+  EXPECT_FALSE(cache.Find(5, &fill));
+  EXPECT_TRUE(fill) << "the second one fills the cache";
+  auto r = StrategyRecordCache::Copy(StrategyBytes(3, "tile the loop"));
+  ASSERT_TRUE(r);
+  cache.Add(5, {{3, r}});
+  auto got = cache.Find(5, &fill);
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->count(3), 1u);
+  EXPECT_EQ(got->at(3)->table->title()->str(), "tile the loop");
+  EXPECT_FALSE(cache.Find(6, &fill)) << "a commit since: another state";
+  cache.Add(4, {{7, StrategyRecordCache::Copy(StrategyBytes(7, "older"))}});
+  EXPECT_TRUE(cache.Find(5, &fill)) << "records of an older state do not replace newer ones";
+  EXPECT_EQ(cache.Find(5, &fill)->count(7), 0u);
+  EXPECT_FALSE(StrategyRecordCache::Copy("not a flatbuffer at all, just text"))
+      << "bytes that do not verify are not cached";
+  StrategyRecordCache off(false);
+  off.Find(5, &fill);
+  off.Find(5, &fill);
+  EXPECT_FALSE(fill);
+  EXPECT_EQ(off.hits() + off.misses(), 0u);
 }
 
 TEST(GroupCommitTest, ConcurrentCallersEachGetTheirOwnResultInBatchesOfAtMostTheLimit) {

@@ -80,6 +80,8 @@ class Txn {
   Result<uint64_t> NextId(Db db) const;
   Status Commit();
   bool read_only() const { return txn_->read_only(); }
+  // The committed state a read transaction sees: equal ids read equal data (lmdb::Txn::id).
+  uint64_t id() const { return txn_->id(); }
 
  private:
   friend class Store;
