@@ -66,10 +66,13 @@ struct StrategyEvidence {
   std::vector<std::pair<uint64_t, double>> passed;   // by strategy
 };
 
-// trusted_only: the verified and vouched steps alone.
+// trusted_only: the verified and vouched steps alone. canon (null: none): the strategy a credited
+// one counts as (a learned strategy as the one it was learned as), so that both are one piece of
+// advice with one body of evidence.
 StrategyEvidence GatherStrategyEvidence(const std::vector<Neighbor>& neighbors,
                                         const PolicyState& ps, const MemoryOptions& o,
-                                        bool trusted_only) {
+                                        bool trusted_only,
+                                        const std::unordered_map<uint64_t, uint64_t>* canon) {
   using Credit = StrategyEvidence::Credit;
   StrategyEvidence ev;
   // (strategy, w*gain, w) per crediting neighbour, each strategy once per neighbour, in neighbour
@@ -82,6 +85,9 @@ StrategyEvidence GatherStrategyEvidence(const std::vector<Neighbor>& neighbors,
     if (!n.trusted() && !o.unverified_can_promote && !IsFailure(n.status)) continue;
     credited.assign(n.strategy_ids.begin(), n.strategy_ids.end());
     if (n.learned_strategy_id) credited.push_back(n.learned_strategy_id);
+    if (canon)
+      for (uint64_t& id : credited)
+        if (auto it = canon->find(id); it != canon->end()) id = it->second;
     std::sort(credited.begin(), credited.end());
     credited.erase(std::unique(credited.begin(), credited.end()), credited.end());
     for (uint64_t s : credited)
@@ -153,11 +159,13 @@ void ScoreStrategy(const fb::Strategy& s, const PolicyState& ps, double dir_prio
   x->unverified_uses = every.uses() > verified.uses() ? every.uses() - verified.uses() : 0;
   x->success_rate = (gs.successes() + 1.0) / (gs.uses() + 2.0);
   double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o.prior_gain * dir_prior;
-  auto e = std::lower_bound(ev.effect.begin(), ev.effect.end(), s.id(),
+  // The evidence of the advice it is (its key: a learned strategy's parent) when shared.
+  const uint64_t evidence_id = o.shared_evidence && all ? x->key : s.id();
+  auto e = std::lower_bound(ev.effect.begin(), ev.effect.end(), evidence_id,
                             [](const StrategyEvidence::Credit& c, uint64_t id) {
                               return c.strategy < id;
                             });
-  const bool credited_here = e != ev.effect.end() && e->strategy == s.id();
+  const bool credited_here = e != ev.effect.end() && e->strategy == evidence_id;
   x->local_w = credited_here ? e->w : 0.0;
   const double local_sum = credited_here ? e->wgain : 0.0;
   x->mean_gain = (local_sum + m * global_mean) / (x->local_w + m);
@@ -731,22 +739,31 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   // ps.tried holds canonical ids (PassedOver): a learned strategy counts as its parent.
   std::vector<std::pair<uint64_t, double>> retries;
   std::vector<std::pair<uint64_t, double>> passes;  // strategy -> steps that passed it over
-  std::unordered_map<uint64_t, uint64_t> canon;  // candidate -> parent, where the table knows one
+  // candidate (and, with shared_evidence, credited strategy) -> parent, where the table knows one
+  std::unordered_map<uint64_t, uint64_t> canon;
+  const bool shared = all && o_.shared_evidence;
   if (all) {
     retries = RetryCounts(ps);
     passes = PassedOverCounts(ps);
     ReaderMutexLock l(&index_mu_);
     for (const Cand& c : cands)
       if (uint64_t p = table_.Parent(c.id)) canon[c.id] = p;
+    if (shared)
+      for (const Neighbor& n : neighbors)
+        if (n.learned_strategy_id)
+          if (uint64_t p = table_.Parent(n.learned_strategy_id)) canon[n.learned_strategy_id] = p;
   }
-  const StrategyEvidence all_ev = GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/false);
+  const StrategyEvidence all_ev = GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/false,
+                                                         shared ? &canon : nullptr);
   // Without unverified_can_promote a strategy's score is the lower of what every attended step
   // and what the verified ones give: client-reported evidence may warn, never lift.
   const bool two_views = !o_.unverified_can_promote &&
                          std::any_of(neighbors.begin(), neighbors.end(),
                                      [](const Neighbor& n) { return !n.trusted(); });
   const StrategyEvidence trusted_ev =
-      two_views ? GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/true) : StrategyEvidence{};
+      two_views ? GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/true,
+                                         shared ? &canon : nullptr)
+                : StrategyEvidence{};
   // Each strategy once, as it came first (the chosen direction's, then by direction score).
   std::stable_sort(cands.begin(), cands.end(),
                    [](const Cand& a, const Cand& b) { return a.id < b.id; });

@@ -86,6 +86,8 @@ struct MemoryOptions {
   // "all": the strategy list draws on every unmasked direction, each strategy weighed by its
   // direction's score; "direction": only the chosen direction's strategies.
   std::string strategy_scope{};
+  // A learned strategy and its parent share the attended steps' evidence in the rank ("all").
+  bool shared_evidence{};
   double direction_weight{};  // weight of a strategy's direction score in the "all" ranking
   double retry_penalty{};     // per unsuccessful try of a strategy in this session ("all")
   // Extra penalty per step of this session that passed the strategy over ("all").

@@ -405,6 +405,70 @@ TEST(MemoryTest, StrategyTriedWithoutSuccessIsNotAdvisedFirstAgain) {
   EXPECT_EQ(fresh->prompt_context.find("Tried in this session"), std::string::npos);
 }
 
+// Moves that pay only in an order: wider vectors pay after the alignment step and fail after the
+// tiling step, which leads to the same speedup. A learned strategy ("unroll-and-vector-width:
+// VEC=4 ...", taught by the successes) is the advice its parent strategy is: the parent's
+// failures after the tiling count against it too, and the block-size move that paid there ranks
+// above it. Each on its own evidence (shared_evidence off), the
+// learned strategy sees only the successes that taught it and leads the list.
+TEST(MemoryTest, ALearnedStrategyCarriesTheFailuresOfTheStrategyItWasLearnedAs) {
+  auto ranks = [](bool shared) -> std::pair<size_t, size_t> {
+    TempDir dir;
+    MemoryOptions o = Opts(dir.path());
+    o.shared_evidence = shared;
+    auto m = OpenOk(o);
+    if (!m) return {0, 0};
+    const uint64_t task = Task(m.get(), "rowop", "rowop");
+    struct Move {
+      uint64_t dir, strategy;
+    };
+    auto move = [&](const std::string& d, const std::string& s) {
+      return Move{DirId(m.get(), d), StrategyId(m.get(), s)};
+    };
+    const Move tile = move("on-chip-reuse-tiling", "shared-memory-tiling");
+    const Move align = move("global-memory-access", "aligned-body-masked-tail");
+    const Move vec = move("parameter-tuning", "unroll-and-vector-width");
+    const Move block = move("parallel-mapping-occupancy", "block-size-choice");
+    const std::string vec_summary = "unroll-and-vector-width: VEC=4 four-wide loads and stores";
+    auto step = [&](uint64_t session, const Move& mv, double speedup, const std::string& summary) {
+      StepInput st = Step(session, mv.dir, fb::OutcomeStatus::Ok, speedup, summary);
+      st.strategy_ids = {mv.strategy};
+      auto r = m->RecordStep(st);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+    };
+    for (int i = 0; i < 6; ++i) {
+      auto a = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);  // align, then vectors: 2.86x
+      step(a->id, align, 1.3, "aligned-body-masked-tail: ALIGN=1");
+      step(a->id, vec, 2.86, vec_summary);
+      // Tile, then vectors: slower; the block size pays there, before the vectors or after.
+      auto t = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+      step(t->id, tile, 1.3, "shared-memory-tiling: SMEM=1");
+      if (i % 2) step(t->id, vec, 0.91, vec_summary);
+      step(t->id, block, 1.6, "block-size-choice: BLOCK=256");
+      if (i % 2 == 0) step(t->id, vec, 1.26, vec_summary);
+    }
+    uint64_t learned = 0;
+    auto all = m->ListStrategies(StrategyFilter{});
+    EXPECT_TRUE(all.ok());
+    for (const auto& s : *all)
+      if (s.name != "unroll-and-vector-width" && s.direction_id == vec.dir &&
+          s.title.rfind("unroll-and-vector-width", 0) == 0)
+        learned = s.id;
+    EXPECT_NE(learned, 0u) << "the successes teach a strategy";
+    auto s = m->OpenSession(task, "cuda", "sm_90", "t", "m", 6);
+    step(s->id, tile, 1.3, "shared-memory-tiling: SMEM=1");
+    auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    if (!d.ok()) return {0, 0};
+    // The vector advice ranks where its best entry (learned or the parent) does.
+    return {std::min(Rank(*d, learned), Rank(*d, vec.strategy)), Rank(*d, block.strategy)};
+  };
+  auto [vec_shared, block_shared] = ranks(true);
+  EXPECT_LT(block_shared, vec_shared) << "after the tiling, the block size before the vectors";
+  auto [vec_own, block_own] = ranks(false);
+  EXPECT_LT(vec_own, block_own) << "on its own successes, the learned strategy leads";
+}
+
 TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());
