@@ -1,6 +1,7 @@
 // NextStep: attend over similar past transitions, score the directions, retrieve strategies
 // under the chosen one, and explain the choice.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -48,8 +49,13 @@ bool StrategyTargetsFit(const fb::Strategy& s, fb::Bottleneck bottleneck) {
   return false;
 }
 
+// "%.2f" of x (std::to_chars writes printf's digits without parsing a format).
 std::string Short(double x) {
   char b[32];
+  if (std::isfinite(x)) {
+    auto r = std::to_chars(b, b + sizeof b, x, std::chars_format::fixed, 2);
+    if (r.ec == std::errc()) return std::string(b, r.ptr);
+  }
   std::snprintf(b, sizeof b, "%.2f", x);
   return b;
 }

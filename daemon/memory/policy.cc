@@ -2,6 +2,7 @@
 #include "daemon/memory/policy.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -48,8 +49,23 @@ const char* BottleneckName(fb::Bottleneck b) {
 }
 
 // Appends printf-formatted a to out (no temporary string).
+// fmt "%.Nf" and "%+.Nf" (one digit N) go through std::to_chars, which writes printf's digits
+// without parsing the format or reading the locale; other formats, and values it cannot fit,
+// through snprintf.
 void AppendF(std::string* out, const char* fmt, double a) {
   char buf[64];
+  const bool plus = fmt[0] == '%' && fmt[1] == '+';
+  const char* f = fmt + (plus ? 2 : 1);
+  if (fmt[0] == '%' && f[0] == '.' && f[1] >= '0' && f[1] <= '9' && f[2] == 'f' && f[3] == 0 &&
+      std::isfinite(a)) {
+    char* p = buf;
+    if (plus && !std::signbit(a)) *p++ = '+';
+    auto r = std::to_chars(p, buf + sizeof buf, a, std::chars_format::fixed, f[1] - '0');
+    if (r.ec == std::errc()) {
+      out->append(buf, r.ptr);
+      return;
+    }
+  }
   int n = std::snprintf(buf, sizeof buf, fmt, a);
   if (n > 0) out->append(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
 }
