@@ -12,8 +12,8 @@ fd N:
 Requests and answers are frames (4-byte big-endian length, JSON body), as between verifier and
 runner; an answer that carries tensors carries them in a memfd passed with SCM_RIGHTS beside the
 frame. This process never sees golden data: it generates inputs from the seeds it is given (the
-problem's get_inputs() under torch.manual_seed(seed), as the verifier's kb_helper.py does),
-returns what the candidate computed, and the verifier compares.
+problem's get_inputs() under torch.manual_seed(seed), as the verifier's kb_golden.py does),
+returns what the candidate computed, and the verifier's kb_golden.py compares on the device.
 
   {"op": "kb_load", "source", "problem", "device", "build_cache", "work_dir", "threads",
    "fast_path", "nvcc"}
@@ -25,7 +25,7 @@ returns what the candidate computed, and the verifier compares.
       "CompileError"|"Crash"|"InfraError", "message"}.
   {"op": "kb_trial", "seed", "record_ops"}
       One forward on get_inputs() of `seed`. Answer: outputs (dtype, shape, bytes in the memfd),
-      the SHA-256 of every input before and after the call, the PyTorch functions the call used
+      a digest of every input before and after the call (digest(), computed on the device), the PyTorch functions the call used
       (record_ops), Python threads left running.
   {"op": "kb_time", "seeds", "warmup_reps", "warmup_ms", "repetitions", "flush_bytes"}
       Times forward over rotating input sets (each repetition copies its set into one of two
@@ -281,8 +281,51 @@ def as_tensor_input(x):
     raise CandidateError("InfraError", "get_inputs() returned a %s" % type(x).__name__)
 
 
+DIGEST_CHUNK = 1 << 24  # 32-bit words hashed at a time
+_DIGEST_WEIGHTS = {}
+
+
+def _digest_weights(device):
+    """Per chunk position q: 2q + 1, and q * 0x5851F42D + 1 (int64, on `device`; made once)."""
+    import torch as t_
+    key = str(device)
+    if key not in _DIGEST_WEIGHTS:
+        q = t_.arange(DIGEST_CHUNK, dtype=t_.int64, device=device)
+        _DIGEST_WEIGHTS[key] = (2 * q + 1, q * 0x5851F42D + 1)
+    return _DIGEST_WEIGHTS[key]
+
+
 def digest(x):
-    return hashlib.sha256(host_bytes(as_tensor_input(x))).hexdigest()
+    """A digest of an input's bytes (with dtype and shape) computed where the tensor lives, no copy
+    to the host: on the CPU the SHA-256 of its bytes; on a GPU two 64-bit sums of its 32-bit
+    words, each weighted by an odd number that depends on the word's position, so that any
+    change of a word changes the first. Exact integer arithmetic (modulo 2**64): the same on
+    every run over the same bytes, whatever the order of the additions. kb_golden.py computes
+    the same for its inputs."""
+    import torch as t_
+    if not isinstance(x, t_.Tensor):  # a Python scalar, as as_tensor_input() makes it
+        kinds = ((bool, t_.bool), (int, t_.int64), (float, t_.float64))
+        x = t_.tensor([x], dtype=[d for k, d in kinds if type(x) is k][0])  # noqa: E721
+    flat = x.detach().contiguous().reshape(-1)
+    if flat.dtype == t_.bool:
+        flat = flat.view(t_.uint8)
+    b = flat.view(t_.uint8) if flat.numel() else flat.new_zeros(0, dtype=t_.uint8)
+    head = "%s%s:" % (str(x.dtype).replace("torch.", ""), list(x.shape))
+    if b.device.type == "cpu":  # SHA-256 of the bytes in place: faster than the sums on a CPU
+        return head + hashlib.sha256(memoryview(b.numpy())).hexdigest()
+    if b.numel() % 4:
+        b = t_.cat([b, b.new_zeros(4 - b.numel() % 4)])
+    w = b.view(t_.int32)
+    odd, mix = _digest_weights(w.device)
+    mask = (1 << 64) - 1
+    h1 = h2 = 0
+    for j, i in enumerate(range(0, w.numel(), DIGEST_CHUNK)):
+        c = w[i:i + DIGEST_CHUNK].to(t_.int64)
+        n = c.numel()
+        # position p = i + q: sum(c * (2p + 1)) = sum(c * (2q + 1)) + 2i * sum(c)
+        h1 = (h1 + int(c.mul(odd[:n]).sum()) + 2 * i * int(c.sum())) & mask
+        h2 = (h2 + (2 * j + 1) * int(c.bitwise_xor(mix[:n]).mul_(c.add_(0x9E3779B9)).sum())) & mask
+    return head + "%016x%016x" % (h1, h2)
 
 
 def outputs_of(y):
