@@ -22,10 +22,11 @@ this one's memory.
       torch.cuda.mem_get_info) or, on the CPU, the host's available memory within this
       process's memory cgroup and address-space limit.
   {"op": "kb_check", "seed", "outputs": [{dtype, shape, nbytes}], "offset", "atol", "rtol",
-   "bad_budget", "where", ["inputs_before", "inputs_after"]} + the runner's memfd
+   "bad_budget", "where", "chunk_bytes", ["inputs_before", "inputs_after"]} + the runner's
+   memfds (its payload, chunk_bytes each)
       The golden case of `seed`: the runner's input digests (kb_runner.digest) against this
       process's inputs of the same seed (before the call: the same get_inputs(); after it:
-      unchanged), then the candidate's outputs (at `offset` in the memfd) against the reference
+      unchanged), then the candidate's outputs (at `offset` in the payload) against the reference
       outputs: count, dtype, shape, NaN/Inf where the reference has none, all zeros where the
       reference is not, elements outside atol + rtol * |expected| (at least 1e-2 for 16-bit
       outputs) beyond bad_budget of them. Answer {"ok": true, "why": "" | reason, "stage":
@@ -104,13 +105,16 @@ def host_memory():
     return avail, total, what
 
 
-def read_tensor(fd, offset, dtype, shape, nbytes):
-    """A tensor of the runner's memfd at `offset`, on the host."""
+def read_tensor(fds, chunk, offset, dtype, shape, nbytes):
+    """A tensor of the runner's payload at `offset` (memfds of `chunk` bytes each), on the host."""
     buf = torch.empty(nbytes, dtype=torch.uint8)
     view = memoryview(buf.numpy())
     got = 0
     while got < nbytes:
-        n = os.preadv(fd, [view[got:]], offset + got)
+        k, at = divmod(offset + got, chunk)
+        if k >= len(fds):
+            raise GoldenError("the runner's outputs are shorter than they say")
+        n = os.preadv(fds[k], [view[got:got + min(nbytes - got, chunk - at)]], at)
         if n <= 0:
             raise GoldenError("the runner's outputs are shorter than they say")
         got += n
@@ -194,8 +198,9 @@ class Golden:
             free, total, what = host_memory()
         return {"ok": True, "free_bytes": int(free), "total_bytes": int(total), "memory": what}
 
-    def check(self, r, fd):
+    def check(self, r, fds):
         seed = int(r["seed"])
+        chunk = int(r.get("chunk_bytes") or (1 << 62))
         where = r.get("where", "")
         try:
             xs = helper.make_inputs(self.mod, seed, self.device)
@@ -252,9 +257,9 @@ class Golden:
             if int(m.get("nbytes", -1)) != nbytes:
                 return {"ok": True, "stage": "outputs",
                         "why": "malformed output description from the runner"}
-            if fd is None:
+            if not fds:
                 return {"ok": True, "stage": "outputs", "why": "no outputs from the runner"}
-            c = read_tensor(fd, offset, dt, shape, nbytes).to(self.device)
+            c = read_tensor(fds, chunk, offset, dt, shape, nbytes).to(self.device)
             offset += nbytes
             why = compare(c, y.reshape(shape), names[i], float(r.get("atol", 1e-4)),
                           float(r.get("rtol", 1e-4)), float(r.get("bad_budget", 0)), where)
@@ -270,7 +275,7 @@ class Golden:
         if self.model is None:
             raise GoldenError("no problem loaded")
         if op == "kb_check":
-            return self.check(r, fds[0] if fds else None)
+            return self.check(r, fds)
         raise GoldenError("unknown request %s" % op)
 
 
@@ -279,7 +284,7 @@ def recv_frame_fds(sock):
     import array
     import struct
     fds = array.array("i")
-    msg, anc, _, _ = sock.recvmsg(4, socket.CMSG_SPACE(16 * fds.itemsize))
+    msg, anc, _, _ = sock.recvmsg(4, socket.CMSG_SPACE(kb_runner.MAX_FDS * fds.itemsize))
     if not msg:
         return None, []
     for level, kind, data in anc:

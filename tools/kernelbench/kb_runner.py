@@ -11,7 +11,8 @@ fd N:
 
 Requests and answers are frames (4-byte big-endian length, JSON body), as between verifier and
 runner; an answer that carries tensors carries them in a memfd passed with SCM_RIGHTS beside the
-frame. This process never sees golden data: it generates inputs from the seeds it is given (the
+frame (several memfds of the file-size limit each for a large answer: "chunk_bytes"). This
+process never sees golden data: it generates inputs from the seeds it is given (the
 problem's get_inputs() under torch.manual_seed(seed), as the verifier's kb_golden.py does),
 returns what the candidate computed, and the verifier's kb_golden.py compares on the device.
 
@@ -28,7 +29,9 @@ returns what the candidate computed, and the verifier's kb_golden.py compares on
       a digest of every input before and after the call (digest(), computed on the device), the PyTorch functions the call used
       (record_ops), Python threads left running.
   {"op": "kb_time", "seeds", "warmup_reps", "warmup_ms", "repetitions", "flush_bytes"}
-      Times forward over rotating input sets (each repetition copies its set into one of two
+      Warms up (untimed calls over the rotating sets until both warmup_reps calls and warmup_ms
+      have passed; Python's garbage collector off until the end), then times forward over rotating
+      input sets (each repetition copies its set into one of two
       staging sets outside the timed window, and touches `flush_bytes` to flush caches). CUDA:
       events around the call, then a whole-device synchronize, and the wall clock from before
       the call to after that synchronize (work left on another stream shows there), and the
@@ -55,6 +58,7 @@ private directory and publishes the library there under its key (write-once: a l
 replaces). The directory is not listable by candidates (docs say how htamd sets it up): a
 candidate finds only the build of its own sources.
 """
+import gc
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -97,18 +101,45 @@ def recv_frame(sock):
     return json.loads(body.decode())
 
 
+MAX_FDS = 250  # descriptors one frame may carry (the verifier's bound, exec.cc)
+
+
+def chunk_bytes():
+    """The size of one memfd of a payload: this process's file-size limit (RLIMIT_FSIZE, which a
+    memfd obeys; the runner's sandbox sets it), at most 1 GiB, in whole MiB."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    c = 1 << 30 if soft == resource.RLIM_INFINITY else min(1 << 30, soft)
+    return max(1 << 20, c - c % (1 << 20))
+
+
 def send_frame(sock, obj, payload=None):
-    body = json.dumps(obj).encode()
-    msg = struct.pack(">I", len(body)) + body
+    """A frame; `payload` (bytes, or a list of them, back to back) in memfds of chunk_bytes()
+    each (the last one shorter) beside it: obj["chunk_bytes"] says their size, so that byte o of
+    the payload is at o % chunk_bytes in memfd o // chunk_bytes."""
     fds = []
-    if payload is not None:
-        fd = os.memfd_create("kb-outputs", os.MFD_CLOEXEC)
-        view = memoryview(payload)
-        while view:
-            w = os.write(fd, view)
-            view = view[w:]
-        fds.append(fd)
     try:
+        if payload is not None:
+            size = chunk_bytes()
+            obj = dict(obj, chunk_bytes=size)
+            blobs = payload if isinstance(payload, list) else [payload]
+            fd, room = -1, 0
+            for blob in blobs:
+                view = memoryview(blob).cast("B")
+                while view:
+                    if room == 0:
+                        if len(fds) >= MAX_FDS:
+                            raise CandidateError("InfraError", "the outputs need more than %d "
+                                                 "memfds of %d bytes" % (MAX_FDS, size))
+                        fd = os.memfd_create("kb-outputs", os.MFD_CLOEXEC)
+                        fds.append(fd)
+                        room = size
+                    w = os.write(fd, view[:room])
+                    view, room = view[w:], room - w
+            if not fds:
+                fds.append(os.memfd_create("kb-outputs", os.MFD_CLOEXEC))
+        body = json.dumps(obj).encode()
+        msg = struct.pack(">I", len(body)) + body
         if fds:
             sent = sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
                                          struct.pack("i" * len(fds), *fds))])
@@ -493,7 +524,7 @@ class Harness:
         after = [digest(x) for x in xs]
         meta, blobs = describe_outputs(ys)
         return {"ok": True, "outputs": meta, "inputs_before": before, "inputs_after": after,
-                "ops": ops, "threads_left": threading.active_count() - threads}, b"".join(blobs)
+                "ops": ops, "threads_left": threading.active_count() - threads}, blobs
 
     def time(self, r):
         cuda = self.device.startswith("cuda")
@@ -516,11 +547,27 @@ class Harness:
                             device=self.device)
         reps = max(len(sets), int(r.get("repetitions", 30)))
         warmup, warmup_s = int(r.get("warmup_reps", 3)), float(r.get("warmup_ms", 0)) / 1e3
-        t_end = time.monotonic() + warmup_s
+        # Python's collector stays out of the timed window (its pauses land on random calls).
+        gc.collect()
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            return self._time(r, sets, fill, flush, reps, warmup, warmup_s, cuda)
+        finally:
+            if gc_was:
+                gc.enable()
+
+    def _time(self, r, sets, fill, flush, reps, warmup, warmup_s, cuda):
+        # Warm-up: the device and the host kept busy with the candidate's own calls (rotating
+        # sets, as timed) until both warmup_reps calls and warmup_ms have passed, so that clocks
+        # are at their steady state when the first timed call starts.
+        t0 = time.monotonic()
+        t_end = t0 + warmup_s
         i = 0
-        while i < warmup or (time.monotonic() < t_end and i < 1000):
+        while i < warmup or (time.monotonic() < t_end and i < 100000):
             self.call(fill(i), "warm-up")
             i += 1
+        warmup_took = time.monotonic() - t0
         # The wall clock's own cost on an empty window (events, synchronize): subtracted from
         # the wall clock by the verifier, which counts max(events, wall - this) per call.
         sync_us = 0.0
@@ -578,7 +625,7 @@ class Harness:
             meta.append(m)
             blobs += b
         return {"ok": True, "rep_us": rep_us, "wall_us": wall_us, "sync_us": sync_us,
-                "outputs": meta, "warmup_done": i}, b"".join(blobs)
+                "outputs": meta, "warmup_done": i, "warmup_s": round(warmup_took, 4)}, blobs
 
     def handle(self, r):
         op = r.get("op", "")
@@ -615,7 +662,15 @@ def main():
         except BaseException as e:  # noqa: BLE001 - the harness answers every request
             reply = {"ok": False, "class": "Crash", "message": "the harness failed: %s" %
                      describe(e)}
-        send_frame(sock, reply, payload)
+        try:
+            send_frame(sock, reply, payload)
+        except CandidateError as e:
+            reply = {"ok": False, "class": e.cls, "message": str(e)}
+            send_frame(sock, reply)
+        except OSError as e:  # no memory for the memfds
+            reply = {"ok": False, "class": "ResourceLimit",
+                     "message": "the outputs cannot be handed over: %s" % e}
+            send_frame(sock, reply)
         if not reply.get("ok"):
             return
 

@@ -112,6 +112,7 @@ struct GateOptions : fb::GateSpecT {
     // (kb_candidate.h); the golden cache's bound on disk (kernelbench.h; 0 = none).
     kernelbench_memory_headroom = 1.5;
     kernelbench_cache_bytes = uint64_t(4096) << 20;
+    kernelbench_warmup_ms = 250;  // untimed calls before a ModelNew is timed, at least
   }
 
   std::string arch;              // target arch, "" = device's

@@ -234,7 +234,8 @@ class Judge {
       if (!t->value("ok", false)) return FromHarness(res, *t, where);
       if (fds.empty()) return Fail(res, OutcomeStatus::InfraError, "no outputs from the runner");
       Progress("golden data: compare" + where);
-      auto c = Check(verify[i], (*t)["outputs"], 0, where, &fds, &*t);
+      auto c = Check(verify[i], (*t)["outputs"], 0, t->value("chunk_bytes", uint64_t(0)), where,
+                     &fds, &*t);
       if (!c.ok()) return Fail(res, OutcomeStatus::InfraError, c.status().message());
       std::string why = c->value("why", "");
       if ((why.empty() || c->value("stage", "") != "inputs") && t->value("threads_left", 0) > 0)
@@ -259,8 +260,9 @@ class Judge {
     Progress("time kernelbench candidate");
     const int reps = std::max(opt_.repetitions, int(timing.size()));
     // Warm-up, the timed calls, a staging copy of the inputs before each, the checked outputs.
-    const double time_budget = budget(2.0 * (opt_.warmup_reps + reps + int(timing.size())) +
-                                      opt_.warmup_ms * 1e-3 / std::max(ref_call_s, 1e-6));
+    const double warmup_ms = std::max(opt_.warmup_ms, opt_.kernelbench_warmup_ms);
+    const double time_budget =
+        budget(2.0 * (opt_.warmup_reps + reps + int(timing.size()))) + 2 * warmup_ms * 1e-3;
     ReportStageBudget(time_budget);
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
@@ -280,7 +282,7 @@ class Judge {
       return Ask({{"op", "kb_time"},
                   {"seeds", seeds},
                   {"warmup_reps", opt_.warmup_reps},
-                  {"warmup_ms", opt_.warmup_ms},
+                  {"warmup_ms", warmup_ms},
                   {"repetitions", reps},
                   {"flush_bytes", opt_.flush_bytes},
                   {"timeout_s", time_budget * kRunnerWallBackstop}},
@@ -297,8 +299,8 @@ class Judge {
     uint64_t off = 0;
     for (size_t k = 0; k < timing.size(); ++k) {
       const std::string where = " (output of a timed call, input set " + std::to_string(k) + ")";
-      std::vector<int> keep = {fds[0]};
-      auto c = Check(timing[k], (*t)["outputs"][k], off, where, &keep, nullptr);
+      auto c = Check(timing[k], (*t)["outputs"][k], off, t->value("chunk_bytes", uint64_t(0)),
+                     where, &fds, nullptr);
       if (!c.ok()) {
         CloseAll(&fds);
         return Fail(res, OutcomeStatus::InfraError, c.status().message());
@@ -349,7 +351,11 @@ class Judge {
     res.diagnostics = "ModelNew passed " + std::to_string(res.cases) +
                       " correctness trials; timed " + std::to_string(res.repetitions) +
                       " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
-                      timing_note;
+                      timing_note + "; spread (IQR) " + FormatNumber(s.iqr) + " us, " +
+                      FormatNumber(s.median > 0 ? std::round(1000 * s.iqr / s.median) / 10 : 0) +
+                      " % of the median, after " +
+                      std::to_string(t->value("warmup_done", 0)) + " untimed calls over " +
+                      FormatNumber(std::round(t->value("warmup_s", 0.0) * 1000)) + " ms";
     // KernelBench's own measure beside htam's: CUDA events on the current stream alone, as its
     // harness and the eager baseline here time a call.
     if (device_ != "cpu" && events.median > 0)
@@ -365,12 +371,12 @@ class Judge {
   }
 
   // One request to kb_golden.py (the golden data's process, started by its kb_load), with the
-  // runner's memfd when `fd` >= 0. Its failures are the infrastructure's, never the candidate's.
-  Result<json> Gold(json req, int fd = -1) {
+  // runner's memfds `fds`. Its failures are the infrastructure's, never the candidate's.
+  Result<json> Gold(json req, const std::vector<int>& fds = {}) {
     std::vector<int> got;
     bool failed = false;
     if (!req.contains("timeout_s")) req["timeout_s"] = opt_.golden_timeout_s;
-    json a = gold_.Handle(req, &got, &failed, fd >= 0 ? std::vector<int>{fd} : std::vector<int>{});
+    json a = gold_.Handle(req, &got, &failed, fds);
     CloseAll(&got);
     if (!a.value("ok", false))
       return Status::Internal("the golden data (PyTorch on " + device_ +
@@ -378,10 +384,11 @@ class Judge {
     return a;
   }
 
-  // The candidate's outputs `meta` (at `offset` in the runner's memfd, fds[0]) against the golden
-  // outputs of `seed`, and the runner's input digests of a trial (`trial`), on the device.
-  Result<json> Check(uint64_t seed, const json& meta, uint64_t offset, const std::string& where,
-                     std::vector<int>* fds, const json* trial) {
+  // The candidate's outputs `meta` (at `offset` in the runner's payload: memfds `fds` of
+  // `chunk` bytes each) against the golden outputs of `seed`, and the runner's input digests of
+  // a trial (`trial`), on the device.
+  Result<json> Check(uint64_t seed, const json& meta, uint64_t offset, uint64_t chunk,
+                     const std::string& where, std::vector<int>* fds, const json* trial) {
     json req = {{"op", "kb_check"},
                 {"seed", seed},
                 {"outputs", meta},
@@ -389,12 +396,13 @@ class Judge {
                 {"atol", task_.tolerance.atol},
                 {"rtol", task_.tolerance.rtol},
                 {"bad_budget", task_.tolerance.bad_budget},
-                {"where", where}};
+                {"where", where},
+                {"chunk_bytes", chunk}};
     if (trial) {
       req["inputs_before"] = trial->value("inputs_before", json::array());
       req["inputs_after"] = trial->value("inputs_after", json::array());
     }
-    auto r = Gold(req, fds->empty() ? -1 : (*fds)[0]);
+    auto r = Gold(req, *fds);
     if (trial) CloseAll(fds);
     return r;
   }
