@@ -275,7 +275,12 @@ class Golden:
         if self.model is None:
             raise GoldenError("no problem loaded")
         if op == "kb_check":
-            return self.check(r, fds)
+            try:
+                return self.check(r, fds)
+            finally:
+                # The device memory of this case back to the device: the runner's calls come next.
+                if self.device.startswith("cuda"):
+                    torch.cuda.empty_cache()
         raise GoldenError("unknown request %s" % op)
 
 
