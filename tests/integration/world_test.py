@@ -418,5 +418,62 @@ class EnvTest(unittest.TestCase):
         self.assertEqual(best_at, sorted(best_at))
 
 
+class OrderWorldTest(unittest.TestCase):
+    """The synthetic order world (configs/world/synthetic-order): what its generator writes, kept
+    apart from the measured world, and moves that pay only in their order."""
+
+    DIR = os.path.join(REPO, "configs", "world", "synthetic-order")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.world = we.WorldTable.load(os.path.join(cls.DIR, "table.jsonl.gz"),
+                                       os.path.join(cls.DIR, "families"))
+
+    def test_committed_folder_is_what_the_generator_writes(self):
+        with tempfile.TemporaryDirectory() as out:
+            subprocess.run(["/usr/bin/python3", os.path.join(REPO, "tools", "bench", "world",
+                                                             "synth_order.py"), out],
+                           check=True, capture_output=True)
+            for root, _, files in os.walk(out):
+                for f in files:
+                    rel = os.path.relpath(os.path.join(root, f), out)
+                    with open(os.path.join(out, rel), "rb") as a, \
+                            open(os.path.join(self.DIR, rel), "rb") as b:
+                        self.assertEqual(a.read(), b.read(), rel)
+
+    def test_every_row_says_synthetic_and_the_measured_world_does_not_see_it(self):
+        rows = [json.loads(x) for x in gzip.open(os.path.join(self.DIR, "table.jsonl.gz"), "rt")]
+        self.assertEqual(len(rows), 8 * 6 * 16)
+        self.assertTrue(all(r["synthetic"] and r["device"] == "synthetic" for r in rows))
+        measured = we.WorldTable.load()
+        self.assertFalse([t for t in measured.tasks if t.startswith("world_ord_")])
+        dev, held = we.load_split()
+        self.assertFalse([f for f in dev + held if f.startswith("ord_")])
+
+    def test_the_payoff_pays_only_after_its_enabler(self):
+        tile = self.world.tasks["world_ord_g_m1024_n1024"]
+        align = self.world.tasks["world_ord_h_m1024_n1024"]
+        s = we.WorldSession(tile)
+        self.assertFalse(s.step("", ["double-buffering"]).improved)  # nothing to overlap yet
+        self.assertTrue(s.step("", ["shared-memory-tiling"]).improved)
+        self.assertTrue(s.step("", ["double-buffering"]).improved)
+        self.assertFalse(s.step("", ["unroll-and-vector-width"]).improved)  # never here
+        a = we.WorldSession(align)
+        a.step("", ["aligned-body-masked-tail"])
+        fresh = we.WorldSession(tile)
+        fresh.step("", ["shared-memory-tiling"])
+        self.assertEqual(a.best, fresh.best)  # the same state after either first move
+        self.assertFalse(we.WorldSession(align).step("", ["double-buffering"]).improved)
+        self.assertTrue(a.step("", ["unroll-and-vector-width"]).improved)
+        for t in (tile, align):
+            self.assertEqual(we.oracle(t, 6)[1], 3)  # enabler, payoff, block size
+
+    def test_tile_and_align_tasks_look_the_same_to_the_state(self):
+        tile = self.world.tasks["world_ord_a_m4096_n512"]
+        align = self.world.tasks["world_ord_b_m4096_n512"]
+        self.assertEqual(tile.family.spec["category"], align.family.spec["category"])
+        self.assertEqual((tile.flops, tile.bytes), (align.flops, align.bytes))
+        self.assertEqual(tile.best, align.best)
+
 if __name__ == "__main__":
     unittest.main()
