@@ -300,10 +300,11 @@ void Server::HoldUnread(const std::string& identity, bool delimiter, std::string
     return;
   }
   ClientInfo& c = it->second;
-  const size_t bytes = payload.size();
+  // A held reply costs its bytes and its entry (small replies, such as Busy, are mostly entry).
+  const size_t bytes = payload.size() + ClientInfo::kHeldReplyOverhead;
   uint64_t dropped = 0;
   while (!c.outbox.empty() && c.outbox_bytes + bytes > options_.client_max_unread_bytes) {
-    c.outbox_bytes -= c.outbox.front().second.size();
+    c.outbox_bytes -= c.outbox.front().second.size() + ClientInfo::kHeldReplyOverhead;
     c.outbox.pop_front();
     dropped++;
   }
@@ -339,7 +340,7 @@ void Server::FlushOutboxes() {
       try {
         while (!c.outbox.empty() &&
                SendFrames(*id, c.outbox.front().first, c.outbox.front().second)) {
-          c.outbox_bytes -= c.outbox.front().second.size();
+          c.outbox_bytes -= c.outbox.front().second.size() + ClientInfo::kHeldReplyOverhead;
           c.outbox.pop_front();
         }
       } catch (const zmq::error_t&) {  // the client is gone: its held replies with it

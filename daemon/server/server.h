@@ -143,6 +143,8 @@ class Server {
     // oldest first, with their bytes (server.client_max_unread_bytes), and how many of them
     // were dropped over that bound.
     std::deque<std::pair<bool, std::string>> outbox;  // (delimiter, payload)
+    // What one held reply costs besides its payload: its entry and the allocator's header.
+    static constexpr size_t kHeldReplyOverhead = sizeof(std::pair<bool, std::string>) + 16;
     size_t outbox_bytes = 0;
     uint64_t unread_dropped = 0;
   };
