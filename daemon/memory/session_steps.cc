@@ -43,8 +43,8 @@ Status ForEachSessionStep(const Txn& t, const fb::Session& s, uint32_t from,
     if (s.last_status() && i < s.last_status()->size())
       st.status = static_cast<fb::OutcomeStatus>(s.last_status()->Get(i));
     if (s.path_steps())
-      st.raised_best = std::find(s.path_steps()->begin(), s.path_steps()->end(), i) !=
-                       s.path_steps()->end();
+      st.raised_best =
+          std::find(s.path_steps()->begin(), s.path_steps()->end(), i) != s.path_steps()->end();
     if (!fn(i, st)) return Status::OK();
   }
   Status bad;

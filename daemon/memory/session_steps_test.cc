@@ -49,13 +49,13 @@ size_t SessionRecordBytes(const std::string& dir, uint64_t id) {
 // session best.
 void RecordSteps(Memory* m, uint64_t session, const std::vector<uint64_t>& dirs, uint32_t from,
                  uint32_t n, std::vector<uint64_t>* history, std::vector<uint32_t>* raised) {
-  static const fb::OutcomeStatus kStatuses[] = {fb::OutcomeStatus::Ok,
-                                                fb::OutcomeStatus::CompileError,
-                                                fb::OutcomeStatus::Incorrect};
+  static const fb::OutcomeStatus kStatuses[] = {
+      fb::OutcomeStatus::Ok, fb::OutcomeStatus::CompileError, fb::OutcomeStatus::Incorrect};
   for (uint32_t k = from; k < from + n; ++k) {
     const bool raise = k % 7 == 0;
-    StepInput in = Step(session, dirs[k % dirs.size()], raise ? fb::OutcomeStatus::Ok : kStatuses[k % 3],
-                        raise ? std::pow(1.015, k / 7 + 1) : 0.5);
+    StepInput in =
+        Step(session, dirs[k % dirs.size()], raise ? fb::OutcomeStatus::Ok : kStatuses[k % 3],
+             raise ? std::pow(1.015, k / 7 + 1) : 0.5);
     if (in.status != fb::OutcomeStatus::Ok) in.speedup_after = 0;
     auto r = m->RecordStep(in);
     ASSERT_TRUE(r.ok()) << "step " << k << ": " << r.status().ToString();
@@ -238,11 +238,10 @@ TEST(SessionStepsTest, ListsInTheRecordThenRows) {
   EXPECT_EQ(full.path_steps, (std::vector<uint32_t>{0, 2, 3}));
   // A damaged row is Corruption, not a misread step.
   std::vector<uint64_t> seen;
-  ASSERT_TRUE((*store)
-                  ->Write([&](Txn& w) {
-                    return w.Put(Db::kSessionSteps, SessionStepKey(7, 4), "short");
-                  })
-                  .ok());
+  ASSERT_TRUE(
+      (*store)
+          ->Write([&](Txn& w) { return w.Put(Db::kSessionSteps, SessionStepKey(7, 4), "short"); })
+          .ok());
   auto t2 = (*store)->BeginRead();
   EXPECT_EQ(LoadSessionSteps(*t2, &full).code(), Status::Code::kCorruption);
 }

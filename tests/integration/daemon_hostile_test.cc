@@ -406,7 +406,8 @@ class UnreadTest : public HostileTest {};  // the default bounds
 TEST_F(UnreadTest, RepliesAClientDoesNotReadStayBoundedInBytes) {
   // 600 records of ~1.1 KB: one Query of them all is a ~0.8 MB reply.
   const std::string padding(1000, 'p');
-  for (int i = 0; i < 600; ++i) RecordStep(session_, "step " + std::to_string(i) + " " + padding, 1.0f);
+  for (int i = 0; i < 600; ++i)
+    RecordStep(session_, "step " + std::to_string(i) + " " + padding, 1.0f);
   fb::QueryT q;
   q.kind = fb::QueryKind::Transitions;
   q.session_id = session_;
