@@ -133,8 +133,8 @@ std::shared_ptr<const StrategyRecordCache::Records> StrategyRecordCache::Find(ui
   return nullptr;
 }
 
-void StrategyRecordCache::Add(uint64_t txn,
-                              std::vector<std::pair<uint64_t, std::shared_ptr<const Record>>> added) {
+void StrategyRecordCache::Add(
+    uint64_t txn, std::vector<std::pair<uint64_t, std::shared_ptr<const Record>>> added) {
   if (!enabled_ || added.empty()) return;
   MutexLock l(&mu_);
   if (records_ && txn < txn_) return;

@@ -1,6 +1,7 @@
 // The parts of MemoryImpl that own a lock each: the directions catalogue, the sessions' advice,
 // the retrieval cache, the strategy record cache, the committed-delta queue, the group commit and
-// the periodic snapshot worker. Internal to daemon/memory; MemoryImpl composes them (memory_impl.h).
+// the periodic snapshot worker. Internal to daemon/memory; MemoryImpl composes them
+// (memory_impl.h).
 // Thread-safety: every part is safe for concurrent use; each lock is a leaf except where a part
 // says otherwise (the lock order across parts is written in memory_impl.h).
 #pragma once
