@@ -112,7 +112,7 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   const bool full = m.full();  // every strategy in full and all evidence (default: compact)
   RunRead(peer, rid, [this, rid, sid, b, full, emb = std::move(embedding)]() mutable {
     return NextStepReply(rid, sid, std::move(emb), b, full);
-  });
+  }, /*inline_ok=*/true);
 }
 
 std::string Server::NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,

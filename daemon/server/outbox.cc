@@ -46,12 +46,13 @@ void Server::HoldUnread(const std::string& identity, bool delimiter, std::string
     unread_dropped_total_++;
     uint64_t n = c.unread_dropped;
     while (n % 10 == 0) n /= 10;
-    if (n == 1)
+    if (n == 1) {
       HTAM_LOG(kWarn, kComponent) << "client " << PeerName(identity) << " does not read its "
                                   << "replies: " << c.unread_dropped << " dropped so far ("
                                   << c.outbox_bytes << " bytes held; server.send_hwm "
                                   << options_.send_hwm << ", server.client_max_unread_bytes "
                                   << options_.client_max_unread_bytes << ")";
+    }
   }
 }
 

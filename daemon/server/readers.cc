@@ -1,5 +1,6 @@
 // Reader threads: memory reads (NextStep, Query) run off the poll loop; their replies go back to
-// the loop, which alone sends on the front socket.
+// the loop, which alone sends on the front socket. A NextStep that finds no read queued or running
+// is answered on the loop itself (server.inline_next_step): the hand-off costs more than it.
 // Thread-safety: RunRead and SendReadyReplies run on the loop thread, ReaderLoop on the reader
 // threads; they share read_queues_, read_order_ and readers_stop_ (read_mu_), ready_ and results_push_
 // (results_mu_).
@@ -7,7 +8,8 @@
 
 namespace htam::server {
 
-void Server::RunRead(const Peer& peer, uint64_t request_id, std::function<std::string()> work) {
+void Server::RunRead(const Peer& peer, uint64_t request_id, std::function<std::string()> work,
+                     bool inline_ok) {
   // The reader thread logs with this request's ids; a failure is an error reply, never the end
   // of a reader thread.
   work = [fields = LogScope::Current(), work = std::move(work), request_id] {
@@ -21,6 +23,19 @@ void Server::RunRead(const Peer& peer, uint64_t request_id, std::function<std::s
     }
   };
   if (readers_.empty()) return Reply(peer, work());
+  if (inline_ok && options_.inline_next_step) {
+    // Nothing queued or running: no reply can overtake an earlier one, and the hand-off to a
+    // reader thread and back (two wake-ups) would cost more than a decision.
+    bool idle;
+    {
+      MutexLock lock(&read_mu_);
+      idle = read_order_.empty() && reads_running_ == 0;
+    }
+    if (idle) {
+      SendReadyReplies();  // earlier replies first
+      return Reply(peer, work());
+    }
+  }
   {
     MutexLock lock(&read_mu_);
     auto& queue = read_queues_[peer.identity];
@@ -47,16 +62,23 @@ void Server::ReaderLoop() {
         read_queues_.erase(q);
       else
         read_order_.push_back(std::move(identity));
+      ++reads_running_;
     }
     std::string reply = item.second();
-    MutexLock lock(&results_mu_);
-    ready_.emplace_back(std::move(item.first), std::move(reply));
-    if (results_push_) {
-      try {
-        results_push_->send(zmq::str_buffer("q"), zmq::send_flags::dontwait);
-      } catch (const zmq::error_t&) {
+    {
+      MutexLock lock(&results_mu_);
+      ready_.emplace_back(std::move(item.first), std::move(reply));
+      if (results_push_) {
+        try {
+          results_push_->send(zmq::str_buffer("q"), zmq::send_flags::dontwait);
+        } catch (const zmq::error_t&) {
+        }
       }
     }
+    // Counted down only once the reply is queued: the loop never sees "idle" while a reply is
+    // still on its way to ready_.
+    MutexLock lock(&read_mu_);
+    --reads_running_;
   }
 }
 

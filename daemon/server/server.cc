@@ -50,6 +50,7 @@ ServerOptions ServerOptions::FromConfig(const Config& c) {
   o.batch_max = static_cast<int>(s.batch_max);
   o.shutdown_grace_ms = static_cast<int>(s.shutdown_grace_ms);
   o.read_threads = static_cast<int>(s.read_threads);
+  o.inline_next_step = s.inline_next_step;
   return o;
 }
 

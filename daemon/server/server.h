@@ -91,6 +91,7 @@ struct ServerOptions {
   int batch_max = int(D().batch_max);
   int shutdown_grace_ms = int(D().shutdown_grace_ms);
   int read_threads = int(D().read_threads);
+  bool inline_next_step = bool(D().inline_next_step);
 
   static ServerOptions FromConfig(const Config& config);
 };
@@ -187,8 +188,10 @@ class Server {
   void ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st);
 
   // Runs `work` on a reader thread (or inline without readers); its reply goes to `peer`.
-  void RunRead(const Peer& peer, uint64_t request_id, std::function<std::string()> work)
-      EXCLUDES(read_mu_);
+  // inline_ok: the read is short (a NextStep) and may run on the loop itself when no other read
+  // is queued or running (server.inline_next_step), which keeps replies in request order.
+  void RunRead(const Peer& peer, uint64_t request_id, std::function<std::string()> work,
+               bool inline_ok = false) EXCLUDES(read_mu_);
   void ReaderLoop() EXCLUDES(read_mu_, results_mu_);
   void SendReadyReplies() EXCLUDES(results_mu_);
   std::string NextStepReply(uint64_t rid, uint64_t session_id, std::vector<float> embedding,
@@ -271,6 +274,7 @@ class Server {
   std::unordered_map<std::string, std::deque<ReadItem>> read_queues_ GUARDED_BY(read_mu_);
   std::deque<std::string> read_order_ GUARDED_BY(read_mu_);  // identities with reads waiting
   bool readers_stop_ GUARDED_BY(read_mu_) = false;
+  size_t reads_running_ GUARDED_BY(read_mu_) = 0;  // taken by a reader thread, reply not yet queued
   std::vector<std::thread> readers_;  // loop thread (started in Start, joined in Run or ~Server)
   // Replies the readers produced, sent by the loop.
   std::deque<std::pair<Peer, std::string>> ready_ GUARDED_BY(results_mu_);

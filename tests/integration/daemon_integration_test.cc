@@ -808,5 +808,54 @@ TEST_F(DaemonTest, NextStepAnswerIsCompactByDefaultAndCompleteOnRequest) {
   EXPECT_GT(full_bytes, 4 * compact_bytes) << compact_bytes;
 }
 
+// A NextStep answered on the poll loop (server.inline_next_step, the default, when no read is
+// queued or running) says the same as one handed to a reader thread, and a flood of pipelined
+// NextSteps and Queries from several threads, which exercises both routes, gets every reply.
+TEST_F(DaemonTest, NextStepOnTheLoopAnswersAsOnAReaderThread) {
+  std::vector<std::string> answers;
+  uint64_t sid = 0;
+  for (const char* inline_on : {"false", "true"}) {
+    DaemonProcess d(dir_, {{"server.inline_next_step", inline_on}});
+    ASSERT_TRUE(d.Start()) << inline_on;
+    auto c = d.Connect();
+    ASSERT_NE(c, nullptr);
+    if (sid == 0) {
+      OpenSessionArgs open;
+      open.task = kRelu;
+      auto info = c->OpenSession(open);
+      ASSERT_TRUE(info.ok()) << info.status().ToString();
+      sid = info->session->id;
+    }
+    auto step = c->NextStep(sid);
+    ASSERT_TRUE(step.ok()) << step.status().ToString();
+    ASSERT_NE(step->direction, nullptr);
+    std::string a = step->direction->name + "|" + step->prompt_context;
+    for (const auto& h : step->strategies) a += "|" + h->strategy->name;
+    answers.push_back(a);
+    if (std::string(inline_on) == "true") {
+      std::vector<std::future<Result<fb::StepT>>> steps;
+      for (int i = 0; i < 300; ++i) steps.push_back(c->NextStepAsync(sid));
+      std::vector<std::thread> readers;
+      std::atomic<int> failures{0};
+      for (int t = 0; t < 3; ++t)
+        readers.emplace_back([&] {
+          for (int i = 0; i < 30; ++i)
+            if (!c->NextStep(sid).ok()) failures++;
+        });
+      for (auto& th : readers) th.join();
+      EXPECT_EQ(failures.load(), 0);
+      for (auto& f : steps) {
+        auto r = f.get();
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        ASSERT_NE(r->direction, nullptr);
+        EXPECT_EQ(r->direction->name, step->direction->name);
+      }
+    }
+    d.Kill();
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0], answers[1]);
+}
+
 }  // namespace
 }  // namespace htam

@@ -45,10 +45,13 @@ class DemoTest(unittest.TestCase):
                                            r"|\(no advice applies: reported\)")
             self.assertRegex(first, r"Run 1 on world_cpu_elemwise_n64k: best \d+\.\d+x, .* "
                                     r"starting from the seed taxonomy")
+            # Run 1 may not have come that close at all within its budget ("more than 6").
             m = re.search(r"^The memory at work: this run came within 10% of the best after "
-                          r"(\d+) step\(s\); run 1, with no experience, needed (\d+)", second, re.M)
+                          r"(\d+) step\(s\); run 1, with no experience, needed "
+                          r"(\d+|more than (\d+))", second, re.M)
             self.assertTrue(m, second)
-            self.assertLess(int(m.group(1)), int(m.group(2)))
+            theirs = int(m.group(2)) if m.group(3) is None else int(m.group(3)) + 1
+            self.assertLess(int(m.group(1)), theirs)
 
 
 class ReachedTheBestTest(unittest.TestCase):

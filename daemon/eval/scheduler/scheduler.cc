@@ -905,8 +905,9 @@ bool SchedulerImpl::Drain(const std::string& name) {
   MutexLock lock(&mu_);
   for (auto& [id, w] : workers_) {
     if (w.local || w.name != name) continue;
-    if (!w.draining)
+    if (!w.draining) {
       HTAM_LOG(kInfo, kComponent) << "worker " << w.name << " draining (no new jobs)";
+    }
     w.draining = true;
     for (const auto& d : w.devices)
       if (d.job != 0) return false;
