@@ -403,49 +403,55 @@ void VectorIndex::set_ef_search(int ef) {
 Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
                     const std::map<uint64_t, const VectorIndex*>& sections,
                     std::string_view extra) {
-  std::string tmp = path + ".tmp";
-  File out;
-  out.f = std::fopen(tmp.c_str(), "w+b");
-  if (!out.f) return Status::IOError("create " + tmp + ": " + std::strerror(errno));
-  uint32_t dim = sections.empty() ? 0 : static_cast<uint32_t>(sections.begin()->second->dim());
-  // Header with the hash left zero; patched once the payload is on disk.
-  bool ok = std::fwrite(kMagic, 8, 1, out.f) == 1 && WriteRaw(out.f, kFormat) &&
-            WriteRaw(out.f, dim) && WriteRaw(out.f, store_tag) && WriteRaw(out.f, covered_id) &&
-            WriteRaw(out.f, static_cast<uint32_t>(sections.size())) &&
-            WriteRaw(out.f, uint64_t{0}) && WriteRaw(out.f, uint64_t{0});
-  if (!ok) return Status::IOError("write " + tmp);
-  try {
-    for (const auto& [key, index] : sections) {
-      long len_at = std::ftell(out.f) + 8;
-      if (!WriteRaw(out.f, key) || !WriteRaw(out.f, uint64_t{0})) return Status::IOError("write");
-      faiss::FileIOWriter w(out.f);
-      faiss::write_index(index->index_, &w);
-      long end = std::ftell(out.f);
-      uint64_t len = static_cast<uint64_t>(end - len_at - 8);
-      if (std::fseek(out.f, len_at, SEEK_SET) != 0 || !WriteRaw(out.f, len) ||
-          std::fseek(out.f, end, SEEK_SET) != 0)
-        return Status::IOError("write " + tmp);
-    }
-  } catch (const std::exception& e) {
-    return Status::IOError(std::string("faiss write_index: ") + e.what());
-  }
-  if (!WriteRaw(out.f, static_cast<uint64_t>(extra.size())) ||
-      (!extra.empty() && std::fwrite(extra.data(), extra.size(), 1, out.f) != 1))
-    return Status::IOError("write " + tmp);
-  if (std::fflush(out.f) != 0) return Status::IOError("flush " + tmp);
-  long end = std::ftell(out.f);
-  uint64_t payload = static_cast<uint64_t>(end) - kHeaderSize, hash = 0;
-  HTAM_RETURN_IF_ERROR(HashFileRegion(out.f, kHeaderSize, payload, &hash));
-  if (std::fseek(out.f, kHeaderSize - 16, SEEK_SET) != 0 || !WriteRaw(out.f, payload) ||
-      !WriteRaw(out.f, hash) || std::fflush(out.f) != 0)
-    return Status::IOError("write " + tmp);
-  if (::fsync(fileno(out.f)) != 0)
-    return Status::IOError("fsync " + tmp + ": " + std::strerror(errno));
-  std::fclose(out.f);
-  out.f = nullptr;
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::IOError("rename " + tmp + ": " + std::strerror(errno));
-  return SyncPath(std::filesystem::path(path).parent_path().string());
+  // Written beside, fsynced, renamed over the old snapshot, the folder fsynced.
+  return PublishFile(
+      path,
+      [&](const std::string& tmp) -> Status {
+        File out;
+        out.f = std::fopen(tmp.c_str(), "w+b");
+        if (!out.f) return Status::IOError("create " + tmp + ": " + std::strerror(errno));
+        uint32_t dim =
+            sections.empty() ? 0 : static_cast<uint32_t>(sections.begin()->second->dim());
+        // Header with the hash left zero; patched once the payload is on disk.
+        bool ok = std::fwrite(kMagic, 8, 1, out.f) == 1 && WriteRaw(out.f, kFormat) &&
+                  WriteRaw(out.f, dim) && WriteRaw(out.f, store_tag) &&
+                  WriteRaw(out.f, covered_id) &&
+                  WriteRaw(out.f, static_cast<uint32_t>(sections.size())) &&
+                  WriteRaw(out.f, uint64_t{0}) && WriteRaw(out.f, uint64_t{0});
+        if (!ok) return Status::IOError("write " + tmp);
+        try {
+          for (const auto& [key, index] : sections) {
+            long len_at = std::ftell(out.f) + 8;
+            if (!WriteRaw(out.f, key) || !WriteRaw(out.f, uint64_t{0}))
+              return Status::IOError("write");
+            faiss::FileIOWriter w(out.f);
+            faiss::write_index(index->index_, &w);
+            long end = std::ftell(out.f);
+            uint64_t len = static_cast<uint64_t>(end - len_at - 8);
+            if (std::fseek(out.f, len_at, SEEK_SET) != 0 || !WriteRaw(out.f, len) ||
+                std::fseek(out.f, end, SEEK_SET) != 0)
+              return Status::IOError("write " + tmp);
+          }
+        } catch (const std::exception& e) {
+          return Status::IOError(std::string("faiss write_index: ") + e.what());
+        }
+        if (!WriteRaw(out.f, static_cast<uint64_t>(extra.size())) ||
+            (!extra.empty() && std::fwrite(extra.data(), extra.size(), 1, out.f) != 1))
+          return Status::IOError("write " + tmp);
+        if (std::fflush(out.f) != 0) return Status::IOError("flush " + tmp);
+        long end = std::ftell(out.f);
+        uint64_t payload = static_cast<uint64_t>(end) - kHeaderSize, hash = 0;
+        HTAM_RETURN_IF_ERROR(HashFileRegion(out.f, kHeaderSize, payload, &hash));
+        if (std::fseek(out.f, kHeaderSize - 16, SEEK_SET) != 0 || !WriteRaw(out.f, payload) ||
+            !WriteRaw(out.f, hash) || std::fflush(out.f) != 0)
+          return Status::IOError("write " + tmp);
+        FILE* f = out.f;
+        out.f = nullptr;
+        const bool closed = std::fclose(f) == 0;
+        return closed ? Status::OK()
+                      : Status::IOError("close " + tmp + ": " + std::strerror(errno));
+      },
+      /*durable=*/true);
 }
 
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,
