@@ -657,7 +657,9 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   r.device = s->info.name;
   r.arch = s->info.arch;
   const bool kb = job.language == "kernelbench";
-  r.candidate_hash = CandidateKey(kb ? job.language : s->language, job.source);
+  r.candidate_hash = !job.candidate_hash.empty()
+                         ? job.candidate_hash
+                         : CandidateKey(kb ? job.language : s->language, job.source);
   const bool ahead = CompiledAhead(job);
   if (ahead) ahead_->Claim(job.job_id);
   // A ModelNew job on a backend whose candidates run in the verifier: a worker with a runner.

@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "base/hash.h"
+
 namespace htam::memory {
 
 // ---------------------------------------------------------------- DirectionCatalogue
@@ -75,7 +77,9 @@ void SessionAdvice::Forget(uint64_t session) {
 // ---------------------------------------------------------------- RetrievalCache
 
 uint64_t RetrievalCache::Key(uint64_t direction, int k, const std::vector<float>& query) {
-  return Hash64(query.data(), query.size() * sizeof(float), direction ^ (uint64_t(k) << 56));
+  return IndexKey64(std::string_view(reinterpret_cast<const char*>(query.data()),
+                                     query.size() * sizeof(float)),
+                    direction ^ (uint64_t(k) << 56));
 }
 
 std::optional<std::vector<Hit>> RetrievalCache::Find(uint64_t epoch, uint64_t direction, int k,

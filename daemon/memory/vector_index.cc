@@ -21,6 +21,7 @@
 #include <filesystem>
 
 #include "base/file.h"
+#include "base/hash.h"
 
 namespace htam::memory {
 namespace {
@@ -133,7 +134,7 @@ Status HashFileRegion(FILE* f, long offset, uint64_t length, uint64_t* hash) {
   while (left > 0) {
     size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
     if (std::fread(buf.data(), 1, want, f) != want) return Status::Corruption("snapshot truncated");
-    h = Hash64(buf.data(), want, h);
+    h = Checksum64(buf.data(), want, h);
     left -= want;
   }
   *hash = h;
@@ -141,30 +142,6 @@ Status HashFileRegion(FILE* f, long offset, uint64_t length, uint64_t* hash) {
 }
 
 }  // namespace
-
-uint64_t Hash64(const void* data, size_t n, uint64_t seed) {
-  // Four independent multiply-xor lanes over 8-byte words, then a tail; chained by seed.
-  const auto* p = static_cast<const unsigned char*>(data);
-  const uint64_t k = 0x9E3779B97F4A7C15ull;
-  uint64_t l[4] = {seed ^ 0x243F6A8885A308D3ull, seed ^ 0x13198A2E03707344ull,
-                   seed ^ 0xA4093822299F31D0ull, seed ^ 0x082EFA98EC4E6C89ull};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int j = 0; j < 4; ++j) {
-      uint64_t w;
-      std::memcpy(&w, p + i + 8 * j, 8);
-      l[j] = (l[j] ^ w) * k;
-      l[j] ^= l[j] >> 29;
-    }
-  }
-  uint64_t h =
-      l[0] ^ (l[1] << 1 | l[1] >> 63) ^ (l[2] << 2 | l[2] >> 62) ^ (l[3] << 3 | l[3] >> 61);
-  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
-  h ^= n;
-  h *= k;
-  h ^= h >> 31;
-  return h;
-}
 
 VectorIndex::VectorIndex(const IndexOptions& options) : options_(options) {
   hnsw_ = new faiss::IndexHNSWFlat(options.dim, options.hnsw_m, faiss::METRIC_INNER_PRODUCT);

@@ -14,7 +14,7 @@ from htam_agent import world_build as wb
 from htam_agent import world_env as we
 from htam_agent import world_families as wf
 
-REPO = wf.REPO
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class FamiliesTest(unittest.TestCase):

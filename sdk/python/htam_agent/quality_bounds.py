@@ -49,7 +49,8 @@ def improving_edges(lineage: Lineage) -> List[Tuple[str, str]]:
 
 # ---- the state part of htamd's transition key at step 0 (daemon/memory/policy.cc TransitionKey)
 
-def _fnv(s: str) -> int:
+def _index_key64(s: str) -> int:
+    """base/hash.h IndexKey64: the category's slot in htamd's transition key."""
     h = 1469598103934665603
     for c in s.encode():
         h = ((h ^ c) * 1099511628211) & (2 ** 64 - 1)
@@ -74,7 +75,7 @@ def state_key(task: Task) -> List[float]:
     nbytes = float(eval(spec["bytes"], {"__builtins__": {}}, shape))  # noqa: S307
     cat = [0.0] * 8
     if task.category:
-        cat[_fnv(task.category) % 8] = 1.0
+        cat[_index_key64(task.category) % 8] = 1.0
     return (_unit(cat, 1.0) + _unit([1.0, 0, 0, 0, 0], 1.0) +
             _unit(_bins(5, math.log10(nbytes), 3, 11), 0.6) +
             _unit(_bins(5, math.log2(1 + flops / nbytes), 0, 8), 0.6) +

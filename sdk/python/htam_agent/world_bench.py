@@ -66,6 +66,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
 from .lineage import LANGUAGE_OF_BACKEND
+from .shipped import find_shared_file
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
                         WorldSession, WorldTable, load_split, oracle, split_advice,
@@ -106,7 +107,7 @@ def advice_item(name: str, title: str, known: Dict[str, str], hints: bool) -> st
 
 
 def taxonomy_order() -> List[Tuple[str, List[str]]]:
-    with open(os.path.join(wf.REPO, "configs", "seed_taxonomy.json")) as f:
+    with open(find_shared_file("seed_taxonomy.json") or "seed_taxonomy.json") as f:
         t = json.load(f)
     return [(d["name"], [s["name"] for s in d["strategies"]]) for d in t["directions"]]
 
@@ -328,8 +329,7 @@ class Memory:
 
     def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
         from .htamd import HtamdProcess
-        return HtamdProcess(self.htamd, data_dir, self.tasks_dir, options=options or {},
-                            cwd=wf.REPO)
+        return HtamdProcess(self.htamd, data_dir, self.tasks_dir, options=options or {})
 
     def poison(self, data_dir: str, tasks: Sequence[TaskView], records: int,
                options: Dict[str, str]) -> None:
@@ -382,8 +382,7 @@ class Memory:
 
     def run(self, name: str, base: str, run_dir: str, options: Dict[str, str], task: TaskView,
             budget: int, seed: int) -> RunResult:
-        with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options,
-                            wf.REPO) as d:
+        with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options) as d:
             return run_session(DaemonPolicy(name, d, strategy_ids(d), self.hints, self.roofline,
                                             self.live), task, budget, seed)
 

@@ -15,7 +15,7 @@ def main():
     ap.add_argument("--nvcc", default="nvcc")
     ap.add_argument("--limit", type=int, default=0, help="at most this many sources per family")
     a = ap.parse_args()
-    inc = os.path.join(wf.REPO, "sdk", "include")
+    inc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "sdk", "include")
     jobs = {}
     for fam in wf.load_families(a.families, a.only):
         n = 0
