@@ -11,7 +11,7 @@ import tempfile
 import unittest
 from contextlib import redirect_stdout
 
-from htam_agent import world_bench
+from htam_bench import world_bench
 from htam_agent.htamd import find_htamd
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

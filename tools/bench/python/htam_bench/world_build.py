@@ -32,8 +32,9 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
+from htam_agent.shipped import find_shared_file
+
 from . import world_families as wf
-from .shipped import find_shared_file
 
 DEFAULT_TABLE = find_shared_file("world/h100_table.jsonl.gz")
 STATUSES = ("Ok", "Incorrect", "CompileError", "Crash", "Timeout")

@@ -23,8 +23,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from htam_agent.shipped import find_shared_file
+
 from . import world_families as wf
-from .shipped import find_shared_file
 
 # Shipped under share/htam/world (htam.paths; a build tree links it there).
 DEFAULT_TABLE = find_shared_file("world/h100_table.jsonl.gz")

@@ -15,7 +15,7 @@ The oracles read the other lineages directly (the held-out lineage never), so th
 transfer of directions between these lineages can buy: if even they do not reach the best in
 0.6x the steps of the prior sweep, no policy over this memory does.
 
-  PYTHONPATH=sdk/python /usr/bin/python3 -m htam_agent.quality_bounds [--tasks-dir configs/tasks]
+  PYTHONPATH=sdk/python:tools/bench/python /usr/bin/python3 -m htam_bench.quality_bounds [--tasks-dir configs/tasks]
       [--seeds 3] [--budgets 6,12]
 """
 
@@ -28,7 +28,8 @@ import statistics
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
-from .lineage import ROOT, Lineage, Task, discover_tasks
+from htam_agent.lineage import ROOT, Lineage, Task, discover_tasks
+
 from .quality import Policy, run_one, usable
 
 
@@ -115,7 +116,7 @@ class SweepPolicy(Policy):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m htam_agent.quality_bounds",
+    ap = argparse.ArgumentParser(prog="python3 -m htam_bench.quality_bounds",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks-dir", default="configs/tasks")
     ap.add_argument("--seed-taxonomy", default="configs/seed_taxonomy.json")

@@ -65,7 +65,7 @@ def daemon_on_copy(htamd: str, base_dir: str, run_dir: str, tasks_dir: str, seed
     """A client of a scratch htamd whose store starts as a copy of base_dir ("" for an empty
     store), run with memory.policy_seed = seed and `options`; the scratch store is removed
     afterwards, so that every run starts from the same memory."""
-    from .htamd import HtamdProcess  # imported here: offline policies need no ZeroMQ
+    from htam_agent.htamd import HtamdProcess  # imported here: offline policies need no ZeroMQ
     shutil.rmtree(run_dir, ignore_errors=True)
     if base_dir:
         shutil.copytree(base_dir, run_dir, ignore=shutil.ignore_patterns("*.sock", "*.pid",

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .shipped import find_shared_file
+from htam_agent.shipped import find_shared_file
 
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u8": 1}
 DTYPE_MACROS = {"f16": "DT_F16", "bf16": "DT_BF16"}

@@ -63,10 +63,11 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from htam_agent.lineage import LANGUAGE_OF_BACKEND
+from htam_agent.shipped import find_shared_file
+
 from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
-from .lineage import LANGUAGE_OF_BACKEND
-from .shipped import find_shared_file
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
                         WorldSession, WorldTable, load_split, oracle, split_advice,
@@ -228,7 +229,7 @@ class DaemonPolicy(Policy):
         return self.last.direction, out
 
     def feedback(self, res, before, session):
-        from .model import OutcomeView
+        from htam_agent.model import OutcomeView
         direction = self.advised_dir.get(res.applied) or self.last.direction_id
         if res.applicable and self.live is not None:
             self.submit(res, session, direction)
@@ -328,7 +329,7 @@ class Memory:
         self.live = live  # --live: the evaluated runs Submit their variants (DaemonPolicy.submit)
 
     def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
-        from .htamd import HtamdProcess
+        from htam_agent.htamd import HtamdProcess
         return HtamdProcess(self.htamd, data_dir, self.tasks_dir, options=options or {})
 
     def poison(self, data_dir: str, tasks: Sequence[TaskView], records: int,
@@ -339,7 +340,7 @@ class Memory:
         become advice if the memory learned from it."""
         opts = {"memory.policy_seed": "0"}
         opts.update(options)
-        from .model import OutcomeView
+        from htam_agent.model import OutcomeView
         with self._proc(data_dir, opts) as proc:
             d = proc.client()
             try:
@@ -438,7 +439,7 @@ def run_benchmark(a, log) -> List[RunResult]:
         variants[name] = dict(kv.split("=", 1) for kv in kvs.split(",") if kv)
     mem = None
     if any(p in a.policies for p in DAEMON_POLICIES + ("flat",) + tuple(variants)):
-        from .htamd import find_htamd
+        from htam_agent.htamd import find_htamd
         htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
         mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log,
                      a.value_hints, bottleneck_roofline(a),
