@@ -29,7 +29,6 @@ EXCEPTIONS = {
     ("daemon/memory/decide.cc", "MemoryImpl::NextStep"),
     ("daemon/memory/policy.cc", "ScoreDirections"),
     ("daemon/server/handlers.cc", "Server::QueryReply"),
-    ("tools/bench/bench_daemon.cc", "RunDaemonBench"),
     ("tools/bench/bench_eval.cc", "RunEvalBench"),
 }
 
