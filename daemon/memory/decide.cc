@@ -10,6 +10,7 @@
 
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
+#include "daemon/memory/session_steps.h"
 #include "daemon/memory/stats.h"
 
 namespace htam::memory {
@@ -347,7 +348,7 @@ Status MemoryImpl::CheckClientVector(const std::optional<std::vector<float>>& v)
 }
 
 Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in,
-                                    PolicyState* ps, bool from_table, bool tries) {
+                                    PolicyState* ps, bool from_table, bool tries, size_t window) {
   ps->session_id = s.id();
   std::string_view v;
   Status st = t.Get(Db::kTasks, KeyU64(s.task_id()), &v);
@@ -367,10 +368,19 @@ Status MemoryImpl::BuildPolicyState(Txn& t, const fb::Session& s, const StateInp
   ps->step = s.steps();
   ps->backend = s.backend() ? s.backend()->str() : "";
   ps->arch = s.arch() ? s.arch()->str() : "";
-  if (s.history()) ps->history.assign(s.history()->begin(), s.history()->end());
-  if (s.last_status())
-    for (auto x : *s.last_status()) ps->outcomes.push_back(static_cast<fb::OutcomeStatus>(x));
-  if (s.path_steps()) ps->path_steps.assign(s.path_steps()->begin(), s.path_steps()->end());
+  if (window > 0) {
+    const uint32_t from = s.steps() > window ? s.steps() - static_cast<uint32_t>(window) : 0;
+    return ForEachSessionStep(t, s, from, [&](uint32_t, const SessionStep& row) {
+      ps->history.push_back(row.direction_id);
+      return true;
+    });
+  }
+  HTAM_RETURN_IF_ERROR(ForEachSessionStep(t, s, 0, [&](uint32_t step, const SessionStep& row) {
+    ps->history.push_back(row.direction_id);
+    ps->outcomes.push_back(row.status);
+    if (row.raised_best) ps->path_steps.push_back(step);
+    return true;
+  }));
   // Gains of the last few steps (for the "succeeded but no faster" half penalty), and with
   // `tries` the strategies of every step.
   ps->gains.assign(ps->history.size(), 0.0);

@@ -12,6 +12,7 @@
 #include "daemon/memory/memory.h"
 #include "daemon/memory/memory_impl.h"
 #include "daemon/memory/policy.h"
+#include "daemon/memory/session_steps.h"
 #include "daemon/memory/store.h"
 #include "daemon/memory/store_file.h"
 
@@ -440,7 +441,7 @@ class Merger {
       if (held_.empty()) HTAM_RETURN_IF_ERROR(CountHeld());
       uint32_t held = held_[s.id];
       s.steps = held;
-      HTAM_RETURN_IF_ERROR(Put(Db::kSessions, s.id, s));
+      HTAM_RETURN_IF_ERROR(PutSessionMovingSteps(*t_, s));
       rep_->added["session"] += p.fresh;
       rep_->merged["session"] += !p.fresh;
     }

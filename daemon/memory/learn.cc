@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
+#include "daemon/memory/session_steps.h"
 #include "daemon/memory/stats.h"
 
 namespace htam::memory {
@@ -250,7 +251,7 @@ void FillTransitionRecord(const StepInput& in, const fb::SessionT& session, cons
   rec->state->backend = ps.backend;
   rec->state->arch = ps.arch;
   rec->state->vector = key;
-  rec->history = session.history;
+  rec->history = ps.history;
   rec->direction_id = in.direction_id;
   rec->strategy_ids = in.strategy_ids;
   rec->summary = in.summary;
@@ -336,18 +337,21 @@ Status AddToCandidate(Txn& t, const StepInput& in, const std::string& hash, uint
   return t.Put(Db::kCandidates, hash, Encode(c));
 }
 
-// The session after the step (r, stored with gain).
+// The session after the step (r, stored with gain): the step's own row, and the record's
+// scalars (both the same size at every step).
 Status AdvanceSession(Txn& t, const StepInput& in, const fb::TransitionRecord& r, double gain,
                       const std::string& candidate_hash, uint64_t now, fb::SessionT* session) {
-  session->steps += 1;
-  session->history.push_back(in.direction_id);
-  session->last_status.push_back(in.status);
+  SessionStep row;
+  row.direction_id = in.direction_id;
+  row.status = in.status;
   if (IsSuccess(r.status(), gain) && r.speedup_after() > session->best_speedup) {
     session->best_speedup = r.speedup_after();
     session->best_verified = Trusted(r);
     session->best_candidate = candidate_hash;
-    session->path_steps.push_back(r.step());
+    row.raised_best = true;
   }
+  HTAM_RETURN_IF_ERROR(PutSessionStep(t, session->id, session->steps, row));
+  session->steps += 1;
   if (in.measured_bottleneck != fb::Bottleneck::Unknown)
     session->measured_bottleneck = in.measured_bottleneck;
   session->updated_ns = now;
@@ -422,8 +426,13 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new
   fb::SessionT session;
   HTAM_RETURN_IF_ERROR(ReadOpenSession(t, in.session_id, &session, &v));
   FbView<fb::Session> sview(v);
+  // A record keeps the window of history that attention compares (memory.history_length, and
+  // the transition table's rows), not the session's whole path: a long session's records stay
+  // the same size, and the step reads only that window.
+  const size_t window =
+      static_cast<size_t>(std::max(o_.history_length, TransitionTable::kHistory));
   PolicyState ps;
-  HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *sview, p.state, &ps));
+  HTAM_RETURN_IF_ERROR(BuildPolicyState(t, *sview, p.state, &ps, false, false, window));
   std::vector<float> key = TransitionKey(ps, o_);
   HTAM_RETURN_IF_ERROR(CheckStrategiesExist(t, in.strategy_ids));
 
@@ -443,11 +452,6 @@ Status MemoryImpl::ApplyStep(Txn& t, const Prepared& p, NewStrategies* batch_new
     HTAM_RETURN_IF_ERROR(LearnStrategy(t, p, session, ps, now, batch_new, delta, &rec, out));
 
   FillTransitionRecord(in, session, ps, key, before, now, &rec);
-  // A record keeps the window of history that attention compares (memory.history_length, and
-  // the transition table's rows), not the session's whole path: a long session's records stay
-  // the same size.
-  const size_t window =
-      static_cast<size_t>(std::max(o_.history_length, TransitionTable::kHistory));
   if (rec.history.size() > window)
     rec.history.erase(rec.history.begin(), rec.history.end() - static_cast<ptrdiff_t>(window));
   rec.candidate_hash = p.candidate_hash;
@@ -786,6 +790,18 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
     if (s->steps() != steps_of_session[s->id()])
       bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) +
           " steps, the store holds " + std::to_string(steps_of_session[s->id()]));
+    uint32_t rows = 0;
+    bool in_order = true;
+    Status rs = ForEachSessionStep(t, *s, 0, [&](uint32_t step, const SessionStep&) {
+      in_order = in_order && step == rows;
+      ++rows;
+      return true;
+    });
+    if (!rs.ok())
+      bad(rs.message());
+    else if (!in_order || rows != s->steps())
+      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) +
+          " steps, its step rows " + std::to_string(rows) + (in_order ? "" : " (with gaps)"));
     return true;
   }));
   HTAM_RETURN_IF_ERROR(t.Scan(Db::kTaskSessions, "", [&](std::string_view k, std::string_view) {

@@ -15,6 +15,7 @@
 #include "daemon/memory/codec.h"
 #include "daemon/memory/memory_impl.h"
 #include "daemon/memory/seed.h"
+#include "daemon/memory/session_steps.h"
 #include "daemon/memory/stats.h"
 
 namespace htam::memory {
@@ -262,7 +263,8 @@ Status MemoryImpl::CreateStore() {
 }
 
 // Version 1 stores have records only; version 2 adds the secondary-index databases; version 3
-// the strategies' verified statistics. The step rebuilds both from the records. A backup copy of the old store is written first.
+// the strategies' verified statistics (both rebuilt from the records); version 4 the sessions'
+// step rows (moved out of the session records). A backup copy of the old store is written first.
 Status MemoryImpl::Migrate() {
   uint32_t from = meta_.schema_version;
   if (from < 1)
@@ -276,9 +278,13 @@ Status MemoryImpl::Migrate() {
   HTAM_LOG(kInfo, "memory") << "migrating store " << o_.dir << " from schema " << from << " to "
                             << kStoreSchemaVersion << " (backup in " << backup << ")";
   HTAM_RETURN_IF_ERROR(store_->Write([&](Txn& t) -> Status {
-    HTAM_RETURN_IF_ERROR(RebuildSecondary(t));
-    // Version 3 adds the strategies' verified statistics: folded from the records.
-    HTAM_RETURN_IF_ERROR(WriteDerived(t));
+    if (from < 3) {
+      HTAM_RETURN_IF_ERROR(RebuildSecondary(t));
+      // Version 3 adds the strategies' verified statistics: folded from the records.
+      HTAM_RETURN_IF_ERROR(WriteDerived(t));
+    }
+    // Version 4 keeps a session's per-step lists as rows of their own.
+    HTAM_RETURN_IF_ERROR(MoveSessionListsToRows(t));
     fb::StoreMetaT m = meta_;
     m.schema_version = kStoreSchemaVersion;
     m.writer_version = HTAM_VERSION;
@@ -286,6 +292,27 @@ Status MemoryImpl::Migrate() {
   }));
   meta_.schema_version = kStoreSchemaVersion;
   meta_.writer_version = HTAM_VERSION;
+  return Status::OK();
+}
+
+Status MemoryImpl::MoveSessionListsToRows(Txn& t) {
+  std::vector<fb::SessionT> listed;
+  Status inner;
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessions, "", [&](std::string_view, std::string_view v) {
+    FbView<fb::Session> s(v);
+    if (!s) {
+      inner = Status::Corruption("malformed session record in the store");
+      return false;
+    }
+    if ((s->history() && s->history()->size()) || (s->last_status() && s->last_status()->size()) ||
+        (s->path_steps() && s->path_steps()->size())) {
+      listed.emplace_back();
+      s->UnPackTo(&listed.back());
+    }
+    return true;
+  }));
+  HTAM_RETURN_IF_ERROR(inner);
+  for (auto& s : listed) HTAM_RETURN_IF_ERROR(PutSessionMovingSteps(t, std::move(s)));
   return Status::OK();
 }
 
@@ -478,10 +505,16 @@ Result<fb::SessionT> MemoryImpl::OpenSession(uint64_t task_id, std::string_view 
   return s;
 }
 
-Result<fb::SessionT> MemoryImpl::GetSession(uint64_t id) {
-  auto r = GetRecord<fb::SessionT>(Db::kSessions, KeyU64(id), "session");
-  if (r.status().IsNotFound()) return Status::NotFound("no such session " + std::to_string(id));
-  return r;
+Result<fb::SessionT> MemoryImpl::GetSession(uint64_t id, bool with_steps) {
+  HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
+  std::string_view v;
+  Status st = t.Get(Db::kSessions, KeyU64(id), &v);
+  if (st.IsNotFound()) return Status::NotFound("no such session " + std::to_string(id));
+  HTAM_RETURN_IF_ERROR(st);
+  fb::SessionT s;
+  HTAM_RETURN_IF_ERROR(Decode(v, &s, "session"));
+  if (with_steps) HTAM_RETURN_IF_ERROR(LoadSessionSteps(t, &s));
+  return s;
 }
 
 Result<fb::SessionT> MemoryImpl::CloseSession(uint64_t id) {
@@ -493,31 +526,38 @@ Result<fb::SessionT> MemoryImpl::CloseSession(uint64_t id) {
     HTAM_RETURN_IF_ERROR(st);
     s = fb::SessionT();
     HTAM_RETURN_IF_ERROR(Decode(v, &s, "session"));
-    if (s.state == fb::SessionState::Closed) return Status::OK();
+    if (s.state == fb::SessionState::Closed) return LoadSessionSteps(t, &s);
     s.state = fb::SessionState::Closed;
     s.updated_ns = NowNs();
-    return t.Put(Db::kSessions, KeyU64(id), Encode(s));
+    HTAM_RETURN_IF_ERROR(t.Put(Db::kSessions, KeyU64(id), Encode(s)));
+    return LoadSessionSteps(t, &s);
   }));
   advice_.Forget(id);
   return s;
 }
 
 Result<std::vector<fb::SessionT>> MemoryImpl::ListSessions(uint64_t task_id, size_t limit) {
-  if (task_id == 0) return ScanAll<fb::SessionT>(Db::kSessions, limit, true);
   HTAM_ASSIGN_OR_RETURN(Txn t, store_->BeginRead());
   std::vector<fb::SessionT> out;
   Status inner;
-  HTAM_RETURN_IF_ERROR(
-      t.Scan(Db::kTaskSessions, KeyU64(task_id), [&](std::string_view k, std::string_view) {
-        std::string_view v;
-        inner = t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v);
-        if (inner.ok()) {
-          fb::SessionT s;
-          inner = Decode(v, &s, "session");
-          out.push_back(std::move(s));
-        }
-        return inner.ok() && (limit == 0 || out.size() < limit);
-      }));
+  auto add = [&](std::string_view v) {
+    fb::SessionT s;
+    inner = Decode(v, &s, "session");
+    if (inner.ok()) inner = LoadSessionSteps(t, &s);
+    if (inner.ok()) out.push_back(std::move(s));
+    return inner.ok() && (limit == 0 || out.size() < limit);
+  };
+  if (task_id == 0) {
+    HTAM_RETURN_IF_ERROR(t.ScanReverse(
+        Db::kSessions, [&](std::string_view, std::string_view v) { return add(v); }));
+  } else {
+    HTAM_RETURN_IF_ERROR(
+        t.Scan(Db::kTaskSessions, KeyU64(task_id), [&](std::string_view k, std::string_view) {
+          std::string_view v;
+          inner = t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v);
+          return inner.ok() && add(v);
+        }));
+  }
   HTAM_RETURN_IF_ERROR(inner);
   return out;
 }

@@ -28,9 +28,10 @@ namespace htam::memory {
 namespace fb = ::htam::fb;
 
 // Version of the on-disk layout, recorded in the store's StoreMeta. Version 1 stores (records
-// only, without the secondary-index databases) and version 2 stores (strategies without verified
-// statistics) are migrated on open; newer ones are refused.
-inline constexpr uint32_t kStoreSchemaVersion = 3;
+// only, without the secondary-index databases), version 2 stores (strategies without verified
+// statistics) and version 3 stores (sessions that keep their per-step lists in their own record)
+// are migrated on open; newer ones are refused.
+inline constexpr uint32_t kStoreSchemaVersion = 4;
 inline constexpr const char* kStoreMagic = "htam-store";
 inline constexpr const char* kBuiltinEmbedder = "builtin-hash-v1";
 
@@ -219,7 +220,9 @@ class Memory {
                                            std::string_view arch, std::string_view client,
                                            std::string_view model, uint32_t budget,
                                            std::string_view owner = {}) = 0;
-  virtual Result<fb::SessionT> GetSession(uint64_t id) = 0;
+  // with_steps false: the session without its per-step lists (history, last_status,
+  // path_steps), read in time independent of its length (an owner check).
+  virtual Result<fb::SessionT> GetSession(uint64_t id, bool with_steps = true) = 0;
   virtual Result<fb::SessionT> CloseSession(uint64_t id) = 0;
   virtual Result<std::vector<fb::SessionT>> ListSessions(uint64_t task_id /*0 = all*/,
                                                          size_t limit = 0) = 0;

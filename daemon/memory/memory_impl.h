@@ -42,7 +42,7 @@ class MemoryImpl final : public Memory {
                                    std::string_view arch, std::string_view client,
                                    std::string_view model, uint32_t budget,
                                    std::string_view owner = {}) override;
-  Result<fb::SessionT> GetSession(uint64_t id) override;
+  Result<fb::SessionT> GetSession(uint64_t id, bool with_steps = true) override;
   Result<fb::SessionT> CloseSession(uint64_t id) override;
   Result<std::vector<fb::SessionT>> ListSessions(uint64_t task_id, size_t limit) override;
   Result<Decision> NextStep(uint64_t session_id, const StateInput& state,
@@ -74,6 +74,8 @@ class MemoryImpl final : public Memory {
   Status OpenMeta();
   Status CreateStore();
   Status Migrate();
+  // Sessions written before schema 4 carry their per-step lists: moved into step rows.
+  Status MoveSessionListsToRows(Txn& t);
   Status RebuildSecondary(Txn& t);
   Status LoadDirections();
   // The directions' static fields; shared, never modified (replaced by LoadDirections).
@@ -118,9 +120,12 @@ class MemoryImpl final : public Memory {
   // decisions (decide.cc)
   // from_table: read recent outcomes from the transition table (caller holds index_mu_ shared)
   // where it has them, instead of the records. tries: also fill out->tried from every step of
-  // the session (what the strategy ranking needs; learning does not).
+  // the session (what the strategy ranking needs; learning does not). window > 0: out->history
+  // holds only the directions of the session's last `window` steps, and out->outcomes, gains,
+  // path_steps and tried stay empty: what a step's transition key and record need, read in time
+  // independent of the session's length.
   Status BuildPolicyState(Txn& t, const fb::Session& s, const StateInput& in, PolicyState* out,
-                          bool from_table = false, bool tries = false);
+                          bool from_table = false, bool tries = false, size_t window = 0);
   Status Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task, const fb::DirectionT& dir,
                   const std::vector<Neighbor>& neighbors, const StateInput& in,
                   const std::optional<std::vector<float>>& embedding, Decision* d);

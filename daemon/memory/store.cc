@@ -22,7 +22,8 @@ const char* DbName(Db db) {
                                  "task_sessions",
                                  "session_transitions",
                                  "direction_strategies",
-                                 "cli_origins"};
+                                 "cli_origins",
+                                 "session_steps"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(Db::kCount));
   return kNames[static_cast<int>(db)];
 }
@@ -32,7 +33,7 @@ bool IsSecondaryIndex(Db db) {
 }
 
 bool IsOptional(Db db) {
-  return IsSecondaryIndex(db) || db == Db::kOrigins;
+  return IsSecondaryIndex(db) || db == Db::kOrigins || db == Db::kSessionSteps;
 }
 
 std::string KeyPair(uint64_t a, uint64_t b) {

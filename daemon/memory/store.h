@@ -38,6 +38,9 @@ enum class Db : int {
   // "o\0<kind>\0<origin>" -> local id, "r\0<kind>\0<local id>" -> origin. Named "cli_origins"
   // on disk: the CLI kept it before the memory owned imports, and stores written then keep it.
   kOrigins,
+  // (session, step u32) -> the step's direction, outcome and whether it raised the session best
+  // (memory/session_steps.h); since schema version 4.
+  kSessionSteps,
   kCount
 };
 const char* DbName(Db db);

@@ -97,7 +97,7 @@ void Server::OnNextStep(const Peer& peer, uint64_t rid, const fb::NextStep& m) {
   if (m.embedding()) embedding.assign(m.embedding()->begin(), m.embedding()->end());
   const uint64_t sid = m.session_id();
   if (enforce_owners_) {
-    auto s = services_.memory->GetSession(sid);
+    auto s = services_.memory->GetSession(sid, /*with_steps=*/false);
     if (!s.ok()) return ReplyStatus(peer, rid, s.status());
     Status may = MayDrive(peer, *s);
     if (!may.ok()) return ReplyStatus(peer, rid, may);
@@ -150,7 +150,7 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
   std::string source = Str(m.source());
   if (source.empty())
     return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument, "Submit.source: empty source");
-  auto session = services_.memory->GetSession(m.session_id());
+  auto session = services_.memory->GetSession(m.session_id(), /*with_steps=*/false);
   if (!session.ok()) return ReplyStatus(peer, rid, session.status());
   Status may = MayDrive(peer, *session);
   if (!may.ok()) return ReplyStatus(peer, rid, may);
@@ -244,7 +244,7 @@ Status Server::CheckStepIds(const char* message, uint64_t direction_id,
 void Server::OnPoll(const Peer& peer, uint64_t rid, const fb::Poll& m) {
   auto done = done_.find(m.job_id());
   if (done != done_.end() && enforce_owners_ && services_.memory) {
-    auto s = services_.memory->GetSession(done->second.session_id);
+    auto s = services_.memory->GetSession(done->second.session_id, /*with_steps=*/false);
     Status may = s.ok() ? MayDrive(peer, *s) : Status::OK();
     if (!may.ok()) return ReplyStatus(peer, rid, may);
   }
@@ -283,7 +283,7 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
                           " is outside 0.." + std::to_string(options_.max_speedup) +
                           " (server.max_speedup)");
   if (enforce_owners_) {
-    auto s = services_.memory->GetSession(m.session_id());
+    auto s = services_.memory->GetSession(m.session_id(), /*with_steps=*/false);
     if (!s.ok()) return ReplyStatus(peer, rid, s.status());
     Status may = MayDrive(peer, *s);
     if (!may.ok()) return ReplyStatus(peer, rid, may);
@@ -308,7 +308,7 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
   if (!in.source.empty()) {
     in.language = "cpp";
     // The language follows the session's backend; looked up only when a source is kept.
-    auto s = services_.memory->GetSession(m.session_id());
+    auto s = services_.memory->GetSession(m.session_id(), /*with_steps=*/false);
     if (s.ok()) in.language = LanguageOf(s->backend);
     in.candidate_hash = memory::CandidateHash(in.language, in.source);
   }
@@ -319,7 +319,7 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
 void Server::OnCloseSession(const Peer& peer, uint64_t rid, const fb::CloseSession& m) {
   if (!services_.memory) return ReplyError(peer, rid, fb::ErrorCode::Unavailable, "no memory");
   if (enforce_owners_) {
-    auto owned = services_.memory->GetSession(m.session_id());
+    auto owned = services_.memory->GetSession(m.session_id(), /*with_steps=*/false);
     if (!owned.ok()) return ReplyStatus(peer, rid, owned.status());
     Status may = MayDrive(peer, *owned);
     if (!may.ok()) return ReplyStatus(peer, rid, may);
@@ -444,7 +444,7 @@ std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m, const Peer& vi
     if (!enforce_owners_ || viewer.role == "admin" || sid == 0) return false;
     auto c = others_cache.find(sid);
     if (c != others_cache.end()) return c->second;
-    auto s = mem.GetSession(sid);
+    auto s = mem.GetSession(sid, /*with_steps=*/false);
     bool other = s.ok() && !s->owner.empty() && s->owner != viewer.owner;
     others_cache.emplace(sid, other);
     return other;
@@ -505,7 +505,7 @@ std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m, const Peer& vi
       // asked for, or when the query names its one session.
       std::vector<fb::SessionT> sessions;
       if (m.session_id) {
-        auto s = mem.GetSession(m.session_id);
+        auto s = mem.GetSession(m.session_id, /*with_steps=*/false);
         if (!s.ok()) return fail(s.status());
         sessions.push_back(std::move(*s));
       } else {

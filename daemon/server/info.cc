@@ -21,6 +21,7 @@ std::string Server::StatusText(const std::string& section, const Peer& viewer) {
         << "malformed_total: " << malformed_total_ << "\n"
         << "dropped_total: " << dropped_total_ << "\n"
         << "busy_total: " << busy_total_ << "\n"
+        << "unread_dropped_total: " << unread_dropped_total_ << "\n"
         << "store_fault: "
         << (store_fault_ == fb::ErrorCode::None ? "none" : fb::EnumNameErrorCode(store_fault_))
         << "\n"
@@ -49,6 +50,7 @@ std::string Server::StatusText(const std::string& section, const Peer& viewer) {
       out << "client_" << PeerName(id) << ": name=" << (c.name.empty() ? "-" : c.name)
           << " requests=" << c.requests << " errors=" << c.errors
           << " in_flight=" << c.in_flight << " busy=" << c.busy
+          << " unread_bytes=" << c.outbox_bytes << " unread_dropped=" << c.unread_dropped
           << " idle_ms=" << now - c.last_seen_ms;
       // Other clients' keys are shown to admins only.
       if (!c.user.empty() && (!enforce_owners_ || viewer.role == "admin" ||

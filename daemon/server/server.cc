@@ -43,7 +43,9 @@ ServerOptions ServerOptions::FromConfig(const Config& c) {
   o.auth_log_interval_s = static_cast<int>(s.auth_log_interval_s);
   o.owners_without_curve = s.owners_without_curve;
   o.data_dir = config::General::From(c).data_dir;
-  o.send_hwm = static_cast<int>(s.send_hwm);
+  o.send_hwm = static_cast<int>(std::max<int64_t>(s.send_hwm, 1));
+  o.client_max_unread_bytes = static_cast<size_t>(std::max<int64_t>(s.client_max_unread_bytes, 0));
+  o.recv_hwm = static_cast<int>(s.recv_hwm);
   o.max_clients = static_cast<int>(s.max_clients);
   o.batch_max = static_cast<int>(s.batch_max);
   o.shutdown_grace_ms = static_cast<int>(s.shutdown_grace_ms);
@@ -93,8 +95,12 @@ Status Server::Start() {
   try {
     front_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     front_->set(zmq::sockopt::linger, 0);
+    // A client that does not read its replies holds at most send_hwm of them in ZeroMQ (a full
+    // pipe is EAGAIN, not a silent drop, with ROUTER_MANDATORY); the rest wait in its outbox,
+    // bounded in bytes (HoldUnread).
     front_->set(zmq::sockopt::sndhwm, options_.send_hwm);
-    front_->set(zmq::sockopt::rcvhwm, options_.send_hwm);
+    front_->set(zmq::sockopt::rcvhwm, options_.recv_hwm);
+    front_->set(zmq::sockopt::router_mandatory, true);
     // ZeroMQ itself cuts off a peer sending frames far over the limit (no reply possible); those
     // a little over it get an Error from the codec.
     front_->set(zmq::sockopt::maxmsgsize,
@@ -167,8 +173,13 @@ Status Server::Run() {
         {static_cast<void*>(*front_), 0, ZMQ_POLLIN, 0},
         {static_cast<void*>(*results_pull_), 0, ZMQ_POLLIN, 0},
         {monitor_ ? static_cast<void*>(*monitor_) : nullptr, 0, ZMQ_POLLIN, 0}};
+    FlushOutboxes();
+    // ZeroMQ does not say when a client's full pipe drains: while replies are held, the loop
+    // looks again every millisecond instead of every poll_interval_ms.
+    const int wait_ms =
+        outboxed_.empty() ? options_.poll_interval_ms : std::min(options_.poll_interval_ms, 1);
     try {
-      zmq::poll(items, monitor_ ? 3 : 2, std::chrono::milliseconds(options_.poll_interval_ms));
+      zmq::poll(items, monitor_ ? 3 : 2, std::chrono::milliseconds(wait_ms));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;  // a signal: the flag is checked above
       return Status::Internal(std::string("poll: ") + e.what());
@@ -261,10 +272,10 @@ void Server::Reply(const Peer& peer, const std::string& payload_in, ReplyKind ki
                                       kind == ReplyKind::kError);
   }
   try {
-    front_->send(zmq::buffer(peer.identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    if (peer.delimiter)
-      front_->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    front_->send(zmq::buffer(payload), zmq::send_flags::dontwait);
+    // Replies keep their order: behind held ones, a reply is held too.
+    if (!outboxed_.count(peer.identity) && SendFrames(peer.identity, peer.delimiter, payload))
+      return;
+    HoldUnread(peer.identity, peer.delimiter, payload);
   } catch (const zmq::error_t& e) {
     dropped_total_++;
     HTAM_LOG(kDebug, kComponent) << "reply to " << PeerName(peer.identity)
@@ -467,6 +478,11 @@ void Server::Tick() {
     services_.metrics->SetCounter("htam_busy_refusals_total", static_cast<double>(busy_total_),
                                 "Requests refused Busy since start: their client was over "
                                 "server.client_max_in_flight or server.client_max_queued_bytes.");
+    services_.metrics->SetCounter("htam_unread_replies_dropped_total",
+                                  static_cast<double>(unread_dropped_total_),
+                                  "Replies dropped since start because their client did not read "
+                                  "them: over server.send_hwm replies in ZeroMQ and "
+                                  "server.client_max_unread_bytes held in htamd.");
   }
   const int64_t now = NowMs();
   for (auto& [id, job] : jobs_) {

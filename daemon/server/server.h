@@ -85,6 +85,8 @@ struct ServerOptions {
   std::string data_dir;  // general.data_dir, named in store fault logs
   int auth_log_interval_s = int(D().auth_log_interval_s);
   int send_hwm = int(D().send_hwm);
+  size_t client_max_unread_bytes = size_t(D().client_max_unread_bytes);
+  int recv_hwm = int(D().recv_hwm);
   int max_clients = int(D().max_clients);
   int batch_max = int(D().batch_max);
   int shutdown_grace_ms = int(D().shutdown_grace_ms);
@@ -137,6 +139,14 @@ class Server {
     int in_flight = 0;
     size_t queued_bytes = 0;
     uint64_t busy = 0;  // requests refused for being over those bounds
+    // Replies ZeroMQ would not take (the client's pipe holds server.send_hwm unread ones),
+    // oldest first, with their bytes (server.client_max_unread_bytes), and how many of them
+    // were dropped over that bound.
+    std::deque<std::pair<bool, std::string>> outbox;  // (delimiter, payload)
+    // What one held reply costs besides its payload: its entry and the allocator's header.
+    static constexpr size_t kHeldReplyOverhead = sizeof(std::pair<bool, std::string>) + 16;
+    size_t outbox_bytes = 0;
+    uint64_t unread_dropped = 0;
   };
   struct Waiter {
     Peer peer;
@@ -165,6 +175,14 @@ class Server {
   void NoteStoreWrite(const Status& st);
   void Tick();
   void Reply(const Peer& peer, const std::string& payload, ReplyKind kind = ReplyKind::kFinal);
+  // Hands one reply to ZeroMQ; false when the client's pipe is full (it has server.send_hwm
+  // replies it has not read). Throws zmq::error_t when the client is gone.
+  bool SendFrames(const std::string& identity, bool delimiter, const std::string& payload);
+  // Holds a reply ZeroMQ would not take, within server.client_max_unread_bytes for the client
+  // (its oldest held replies are dropped to make room).
+  void HoldUnread(const std::string& identity, bool delimiter, std::string payload);
+  // Sends what the clients' pipes take now of their held replies, oldest first.
+  void FlushOutboxes();
   void ReplyError(const Peer& peer, uint64_t request_id, fb::ErrorCode code, std::string_view msg);
   void ReplyStatus(const Peer& peer, uint64_t request_id, const Status& st);
 
@@ -269,6 +287,8 @@ class Server {
   uint64_t requests_total_ = 0, errors_total_ = 0, malformed_total_ = 0, dropped_total_ = 0;
   uint64_t evaluations_total_ = 0, records_total_ = 0, write_batches_ = 0;
   uint64_t busy_total_ = 0;
+  uint64_t unread_dropped_total_ = 0;   // replies dropped over server.client_max_unread_bytes
+  std::set<std::string> outboxed_;      // clients with held replies (FlushOutboxes)
   int64_t last_trim_ms_ = 0;  // last malloc_trim (Tick)
   // The store fault last logged (DiskFull, IoError, MapFull; None while writes succeed): each
   // is logged once when it starts, not once per failed write.

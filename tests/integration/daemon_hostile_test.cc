@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 #include <zmq.hpp>
 
 #include "flatbuffers/flatbuffers.h"
@@ -394,6 +395,91 @@ TEST_F(HostileTest, OneClientsFloodIsRefusedBusyAndOthersKeepTheirTurn) {
   auto status = client_->ServerStatus("server");
   ASSERT_TRUE(status.ok());
   EXPECT_NE(htam::testing::StatusValue(*status, "busy_total"), "0");
+  ExpectAlive();
+}
+
+// A client that asks and never reads: its replies fill its ZeroMQ pipe (server.send_hwm of
+// them), then htamd's outbox for it up to server.client_max_unread_bytes, and older ones are
+// dropped past that, counted and logged; htamd's memory stays bounded and others are answered.
+class UnreadTest : public HostileTest {};  // the default bounds
+
+TEST_F(UnreadTest, RepliesAClientDoesNotReadStayBoundedInBytes) {
+  // 600 records of ~1.1 KB: one Query of them all is a ~0.8 MB reply.
+  const std::string padding(1000, 'p');
+  for (int i = 0; i < 600; ++i)
+    RecordStep(session_, "step " + std::to_string(i) + " " + padding, 1.0f);
+  fb::QueryT q;
+  q.kind = fb::QueryKind::Transitions;
+  q.session_id = session_;
+  q.limit = 0xFFFFFFFFu;
+  fb::EnvelopeT env;
+  env.request_id = 5;
+  env.body.Set(std::move(q));
+  const std::string frame = Pack(std::move(env));
+  const long rss_before = daemon_->RssKb();
+  // The hog reads nothing: a one-message receive queue and a small kernel buffer, so that the
+  // replies stay on htamd's side.
+  zmq::context_t ctx(1);
+  zmq::socket_t hog(ctx, zmq::socket_type::dealer);
+  hog.set(zmq::sockopt::linger, 0);
+  hog.set(zmq::sockopt::rcvhwm, 1);
+  hog.set(zmq::sockopt::rcvbuf, 4096);
+  hog.connect(daemon_->endpoint());
+  const int kAsks = 400;  // ~320 MB of replies
+  for (int i = 0; i < kAsks; ++i) hog.send(zmq::buffer(frame), zmq::send_flags::none);
+  // Until htamd has answered them all: its count of dropped replies, past 0, holds still.
+  std::string status;
+  long rss_peak = 0;
+  uint64_t dropped = 0;
+  int still = 0;
+  auto count = [](const std::string& text, const char* key) -> uint64_t {
+    const std::string v = htam::testing::StatusValue(text, key);
+    return v.empty() ? 0 : std::stoull(v);
+  };
+  for (int i = 0; i < 600 && still < 20; ++i) {
+    rss_peak = std::max(rss_peak, daemon_->RssKb());
+    auto st = client_->ServerStatus("");
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    status = *st;
+    const uint64_t now = count(status, "unread_dropped_total");
+    still = now > 0 && now == dropped ? still + 1 : 0;
+    dropped = now;
+    std::this_thread::sleep_for(50ms);
+  }
+  rss_peak = std::max(rss_peak, daemon_->RssKb());
+  EXPECT_GT(count(status, "unread_dropped_total"), 0u) << status;
+  // 8 replies in ZeroMQ (~6.4 MB), 8 MiB held (server.client_max_unread_bytes), the kernel's
+  // socket buffer, replies the reader threads are building, their allocator arenas' slack (all
+  // of it unbounded, 400 replies of ~0.8 MB would be ~320 MB).
+  EXPECT_LT(rss_peak - rss_before, 96 * 1024) << "htamd grew " << (rss_peak - rss_before) / 1024
+                                              << " MiB holding replies a client does not read";
+  std::printf("htamd RSS %ld -> peak %ld KiB; %s replies dropped\n", rss_before, rss_peak,
+              htam::testing::StatusValue(status, "unread_dropped_total").c_str());
+  // Another client is answered at once.
+  auto a = std::chrono::steady_clock::now();
+  auto step = client_->NextStep(session_);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(), 2.0);
+  EXPECT_NE(daemon_->Log().find("does not read its replies"), std::string::npos);
+  // The hog, reading at last, gets what was kept whole: pages of the Query, and the Busy answers
+  // of its requests past server.client_max_in_flight.
+  hog.set(zmq::sockopt::rcvtimeo, 2000);
+  int pages = 0, busy = 0;
+  for (zmq::message_t reply; hog.recv(reply);) {
+    RawReply r = ParseRaw(reply);
+    if (r.code == fb::ErrorCode::Busy) {
+      ++busy;
+      continue;
+    }
+    ASSERT_EQ(r.code, fb::ErrorCode::None) << r.message;
+    auto* page = fb::GetEnvelope(r.bytes.data())->body_as_QueryReply();
+    ASSERT_NE(page, nullptr);
+    ASSERT_NE(page->transitions(), nullptr);
+    EXPECT_GT(page->transitions()->size(), 0u);
+    ++pages;
+  }
+  EXPECT_GT(pages, 0);
+  EXPECT_LT(pages + busy, kAsks) << "every reply was kept";
   ExpectAlive();
 }
 

@@ -399,7 +399,13 @@ void LongSessionPhase(const std::string& endpoint, const std::string& dir, size_
   const double before = store_bytes();
   const size_t window = std::min<size_t>(1000, steps / 2);
   double first_rate = 0, last_rate = 0, t_window = NowSeconds();
+  // At 1k, 10k, 20k, ... steps: the store's growth so far and the write rate over the window
+  // of steps before.
+  nlohmann::json marks = nlohmann::json::array();
+  double t_mark = NowSeconds();
+  auto is_mark = [&](size_t n) { return n == 1000 || (n % 10000 == 0 && n > 0) || n == steps; };
   for (size_t k = 0; k < steps; ++k) {
+    if (is_mark(k + window)) t_mark = NowSeconds();
     htam::RecordArgs r;
     r.session_id = session;
     r.direction_id = direction;
@@ -409,6 +415,13 @@ void LongSessionPhase(const std::string& endpoint, const std::string& dir, size_
     CHECK_OK(c->Record(r));
     if (k + 1 == window) first_rate = window / (NowSeconds() - t_window);
     if (k + 1 == steps - window) t_window = NowSeconds();
+    if (is_mark(k + 1) && k + 1 >= window) {
+      const double rate = window / (NowSeconds() - t_mark);
+      const double mb = (store_bytes() - before) / 1e6;
+      std::fprintf(stderr, "  at %zu steps: store +%.1f MB, %.0f writes/s over the last %zu\n",
+                   k + 1, mb, rate, window);
+      marks.push_back({{"steps", k + 1}, {"store_growth_mb", mb}, {"writes_per_s", rate}});
+    }
   }
   last_rate = window / (NowSeconds() - t_window);
   const double growth = store_bytes() - before;
@@ -430,6 +443,7 @@ void LongSessionPhase(const std::string& endpoint, const std::string& dir, size_
   (*out)["long_session_first_writes_per_s"] = first_rate;
   (*out)["long_session_last_writes_per_s"] = last_rate;
   (*out)["long_session_query_reply_bytes"] = reply_bytes;
+  (*out)["long_session_marks"] = marks;
 }
 
 // The size of one next-step answer in a fresh session: strategies it carries, its serialized

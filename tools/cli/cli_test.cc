@@ -72,7 +72,7 @@ TEST_F(CliTest, StatusCountsRecords) {
   EXPECT_EQ(j["records"]["transitions"], 30);
   EXPECT_EQ(j["records"]["directions"], 13);
   EXPECT_EQ(j["records"]["sessions"], 6);
-  EXPECT_EQ(j["store"]["schema_version"], 3);
+  EXPECT_EQ(j["store"]["schema_version"], 4);
   EXPECT_EQ(j["store"]["daemon_running"], "no");
   EXPECT_EQ(j["indexes"]["transitions_snapshot"], "fresh");
   CliRun t = Cli({"status", "--data-dir", data_});  // globals after the command work too

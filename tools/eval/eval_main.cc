@@ -374,8 +374,12 @@ int main(int argc, char** argv) {
   // The eval section as parsed: read below before eval.backends and eval.sdk_include_dir are
   // filled in.
   const htam::config::Eval parsed = htam::config::Eval::From(config);
+  // The host bound on a case's size: here only for a language that has it (a .py candidate
+  // without --language is a ModelNew file; each job checks its own).
   for (const auto& t : args.tasks) {  // a task that does not parse is a usage error, GPU or not
-    auto task = htam::ParseTaskFile(t, uint64_t(parsed.max_case_mb) << 20);
+    auto task = htam::ParseTaskFile(
+        t, htam::HostCaseLimit(args.language.empty() ? "kernelbench" : args.language,
+                               uint64_t(parsed.max_case_mb) << 20));
     if (!task.ok()) {
       std::cerr << "htam-eval: --task " << t << ": " << task.status().message() << "\n";
       return kExitUsage;

@@ -136,7 +136,7 @@ Status RunInProcess(const Config& config, const std::string& backend,
   for (size_t i = 0; i < jobs.size(); ++i) {
     const InProcessJob& job = jobs[i];
     const auto t0 = std::chrono::steady_clock::now();
-    auto task = ParseTaskFile(job.task_dir, max_case);
+    auto task = ParseTaskFile(job.task_dir, HostCaseLimit(job.language, max_case));
     eval::EvalResult r;
     if (!task.ok()) {
       r.status = fb::OutcomeStatus::InfraError;

@@ -10,6 +10,8 @@
 # Writes 8 files to $OUT: info.txt, cuda_tests.log, cuda_hacks.log, hip.log, bench_eval.log,
 # kernelbench.jsonl, fidelity.log, summary.json (the last one gathers the numbers).
 # kbmodelnew (ModelNew candidates of language kernelbench through htam-eval; by name only).
+# kbdevice (ModelNew at full size with the golden data on the device, and the same candidate three
+# times within 3 %; by name only, about 3 minutes).
 # loadpaths (tools/kernelbench/bench_load_paths.py: load_inline against htam.load_cuda, cold, one
 # JSON line in $OUT/load_paths.json; by name only, about 2 minutes).
 # kbfull (every KernelBench problem of levels 1-3 as its own ModelNew, about 9 min), kbstable (one
@@ -253,6 +255,16 @@ if [[ "$PARTS" == *" kbmodelnew "* ]]; then
   HTAM_EVAL=$S/htam-eval OUT=$OUT run "${T_KBMN:-500}" "$OUT/kb_modelnew.log" \
     "$HTAM_KB_PYTHON" tests/gpu/kb_modelnew_gpu_test.py -v
   grep -E '^kb_modelnew|^load_inline|^(ok|FAIL|ERROR|OK|Ran)|skipped|Error' "$OUT/kb_modelnew.log" | head -40
+fi
+# kbdevice: ModelNew at full size with the golden data on the device (a 4 GiB ReLU problem, Ok and
+# a wrong one Incorrect, no tensor file on the host; a task refused by the device's memory) and
+# the same ModelNew three times in one run within 3 % (tests/gpu/kb_device_golden_gpu_test.py).
+# By name only, about 3 minutes.
+if [[ "$PARTS" == *" kbdevice "* ]]; then
+  chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
+  HTAM_EVAL=$S/htam-eval OUT=$OUT run "${T_KBDEVICE:-500}" "$OUT/kb_device.log" \
+    "$HTAM_KB_PYTHON" tests/gpu/kb_device_golden_gpu_test.py -v
+  grep -E '^full size|^stable|^(ok|FAIL|ERROR|OK|Ran)|skipped|Error|Assertion' "$OUT/kb_device.log" | head -40
 fi
 if [[ "$PARTS" == *" loadpaths "* ]]; then
   timeout "${T_LOADPATHS:-400}" "$HTAM_KB_PYTHON" tools/kernelbench/bench_load_paths.py \

@@ -249,21 +249,28 @@ def shape_of(t):
 
 
 def write_golden(path, rows):
+    """Atomically: a temporary name of this process, renamed once complete; a disk that cannot
+    take it (full, read-only) fails this run alone, leaving nothing behind."""
     tmp = path + ".tmp%d" % os.getpid()
-    with open(tmp, "wb") as f:
-        f.write(MAGIC)
-        f.write(struct.pack("<I", len(rows)))
-        for role, name, t in rows:
-            data = host_bytes(t)
-            nb = name.encode()
-            db = DTYPES[t.dtype].encode()
-            dims = shape_of(t)
-            f.write(struct.pack("<II", role, len(nb)) + nb)
-            f.write(struct.pack("<I", len(db)) + db)
-            f.write(struct.pack("<I", len(dims)) + struct.pack("<%dq" % len(dims), *dims))
-            f.write(struct.pack("<Q", len(data)))
-            f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC)
+            f.write(struct.pack("<I", len(rows)))
+            for role, name, t in rows:
+                data = host_bytes(t)
+                nb = name.encode()
+                db = DTYPES[t.dtype].encode()
+                dims = shape_of(t)
+                f.write(struct.pack("<II", role, len(nb)) + nb)
+                f.write(struct.pack("<I", len(db)) + db)
+                f.write(struct.pack("<I", len(dims)) + struct.pack("<%dq" % len(dims), *dims))
+                f.write(struct.pack("<Q", len(data)))
+                f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        fail("cannot write the golden file %s: %s" % (path, e.strerror or e), 5)
 
 
 # ---- import: shapes and dtypes without running the problem at full size -------------------------

@@ -11,9 +11,10 @@ fd N:
 
 Requests and answers are frames (4-byte big-endian length, JSON body), as between verifier and
 runner; an answer that carries tensors carries them in a memfd passed with SCM_RIGHTS beside the
-frame. This process never sees golden data: it generates inputs from the seeds it is given (the
-problem's get_inputs() under torch.manual_seed(seed), as the verifier's kb_helper.py does),
-returns what the candidate computed, and the verifier compares.
+frame (several memfds of the file-size limit each for a large answer: "chunk_bytes"). This
+process never sees golden data: it generates inputs from the seeds it is given (the
+problem's get_inputs() under torch.manual_seed(seed), as the verifier's kb_golden.py does),
+returns what the candidate computed, and the verifier's kb_golden.py compares on the device.
 
   {"op": "kb_load", "source", "problem", "device", "build_cache", "work_dir", "threads",
    "fast_path", "nvcc"}
@@ -25,10 +26,12 @@ returns what the candidate computed, and the verifier compares.
       "CompileError"|"Crash"|"InfraError", "message"}.
   {"op": "kb_trial", "seed", "record_ops"}
       One forward on get_inputs() of `seed`. Answer: outputs (dtype, shape, bytes in the memfd),
-      the SHA-256 of every input before and after the call, the PyTorch functions the call used
+      a digest of every input before and after the call (digest(), computed on the device), the PyTorch functions the call used
       (record_ops), Python threads left running.
   {"op": "kb_time", "seeds", "warmup_reps", "warmup_ms", "repetitions", "flush_bytes"}
-      Times forward over rotating input sets (each repetition copies its set into one of two
+      Warms up (untimed calls over the rotating sets until both warmup_reps calls and warmup_ms
+      have passed; Python's garbage collector off until the end), then times forward over rotating
+      input sets (each repetition copies its set into one of two
       staging sets outside the timed window, and touches `flush_bytes` to flush caches). CUDA:
       events around the call, then a whole-device synchronize, and the wall clock from before
       the call to after that synchronize (work left on another stream shows there), and the
@@ -55,6 +58,7 @@ private directory and publishes the library there under its key (write-once: a l
 replaces). The directory is not listable by candidates (docs say how htamd sets it up): a
 candidate finds only the build of its own sources.
 """
+import gc
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -97,18 +101,45 @@ def recv_frame(sock):
     return json.loads(body.decode())
 
 
+MAX_FDS = 250  # descriptors one frame may carry (the verifier's bound, exec.cc)
+
+
+def chunk_bytes():
+    """The size of one memfd of a payload: this process's file-size limit (RLIMIT_FSIZE, which a
+    memfd obeys; the runner's sandbox sets it), at most 1 GiB, in whole MiB."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    c = 1 << 30 if soft == resource.RLIM_INFINITY else min(1 << 30, soft)
+    return max(1 << 20, c - c % (1 << 20))
+
+
 def send_frame(sock, obj, payload=None):
-    body = json.dumps(obj).encode()
-    msg = struct.pack(">I", len(body)) + body
+    """A frame; `payload` (bytes, or a list of them, back to back) in memfds of chunk_bytes()
+    each (the last one shorter) beside it: obj["chunk_bytes"] says their size, so that byte o of
+    the payload is at o % chunk_bytes in memfd o // chunk_bytes."""
     fds = []
-    if payload is not None:
-        fd = os.memfd_create("kb-outputs", os.MFD_CLOEXEC)
-        view = memoryview(payload)
-        while view:
-            w = os.write(fd, view)
-            view = view[w:]
-        fds.append(fd)
     try:
+        if payload is not None:
+            size = chunk_bytes()
+            obj = dict(obj, chunk_bytes=size)
+            blobs = payload if isinstance(payload, list) else [payload]
+            fd, room = -1, 0
+            for blob in blobs:
+                view = memoryview(blob).cast("B")
+                while view:
+                    if room == 0:
+                        if len(fds) >= MAX_FDS:
+                            raise CandidateError("InfraError", "the outputs need more than %d "
+                                                 "memfds of %d bytes" % (MAX_FDS, size))
+                        fd = os.memfd_create("kb-outputs", os.MFD_CLOEXEC)
+                        fds.append(fd)
+                        room = size
+                    w = os.write(fd, view[:room])
+                    view, room = view[w:], room - w
+            if not fds:
+                fds.append(os.memfd_create("kb-outputs", os.MFD_CLOEXEC))
+        body = json.dumps(obj).encode()
+        msg = struct.pack(">I", len(body)) + body
         if fds:
             sent = sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
                                          struct.pack("i" * len(fds), *fds))])
@@ -281,8 +312,51 @@ def as_tensor_input(x):
     raise CandidateError("InfraError", "get_inputs() returned a %s" % type(x).__name__)
 
 
+DIGEST_CHUNK = 1 << 24  # 32-bit words hashed at a time
+_DIGEST_WEIGHTS = {}
+
+
+def _digest_weights(device):
+    """Per chunk position q: 2q + 1, and q * 0x5851F42D + 1 (int64, on `device`; made once)."""
+    import torch as t_
+    key = str(device)
+    if key not in _DIGEST_WEIGHTS:
+        q = t_.arange(DIGEST_CHUNK, dtype=t_.int64, device=device)
+        _DIGEST_WEIGHTS[key] = (2 * q + 1, q * 0x5851F42D + 1)
+    return _DIGEST_WEIGHTS[key]
+
+
 def digest(x):
-    return hashlib.sha256(host_bytes(as_tensor_input(x))).hexdigest()
+    """A digest of an input's bytes (with dtype and shape) computed where the tensor lives, no copy
+    to the host: on the CPU the SHA-256 of its bytes; on a GPU two 64-bit sums of its 32-bit
+    words, each weighted by an odd number that depends on the word's position, so that any
+    change of a word changes the first. Exact integer arithmetic (modulo 2**64): the same on
+    every run over the same bytes, whatever the order of the additions. kb_golden.py computes
+    the same for its inputs."""
+    import torch as t_
+    if not isinstance(x, t_.Tensor):  # a Python scalar, as as_tensor_input() makes it
+        kinds = ((bool, t_.bool), (int, t_.int64), (float, t_.float64))
+        x = t_.tensor([x], dtype=[d for k, d in kinds if type(x) is k][0])  # noqa: E721
+    flat = x.detach().contiguous().reshape(-1)
+    if flat.dtype == t_.bool:
+        flat = flat.view(t_.uint8)
+    b = flat.view(t_.uint8) if flat.numel() else flat.new_zeros(0, dtype=t_.uint8)
+    head = "%s%s:" % (str(x.dtype).replace("torch.", ""), list(x.shape))
+    if b.device.type == "cpu":  # SHA-256 of the bytes in place: faster than the sums on a CPU
+        return head + hashlib.sha256(memoryview(b.numpy())).hexdigest()
+    if b.numel() % 4:
+        b = t_.cat([b, b.new_zeros(4 - b.numel() % 4)])
+    w = b.view(t_.int32)
+    odd, mix = _digest_weights(w.device)
+    mask = (1 << 64) - 1
+    h1 = h2 = 0
+    for j, i in enumerate(range(0, w.numel(), DIGEST_CHUNK)):
+        c = w[i:i + DIGEST_CHUNK].to(t_.int64)
+        n = c.numel()
+        # position p = i + q: sum(c * (2p + 1)) = sum(c * (2q + 1)) + 2i * sum(c)
+        h1 = (h1 + int(c.mul(odd[:n]).sum()) + 2 * i * int(c.sum())) & mask
+        h2 = (h2 + (2 * j + 1) * int(c.bitwise_xor(mix[:n]).mul_(c.add_(0x9E3779B9)).sum())) & mask
+    return head + "%016x%016x" % (h1, h2)
 
 
 def outputs_of(y):
@@ -450,7 +524,7 @@ class Harness:
         after = [digest(x) for x in xs]
         meta, blobs = describe_outputs(ys)
         return {"ok": True, "outputs": meta, "inputs_before": before, "inputs_after": after,
-                "ops": ops, "threads_left": threading.active_count() - threads}, b"".join(blobs)
+                "ops": ops, "threads_left": threading.active_count() - threads}, blobs
 
     def time(self, r):
         cuda = self.device.startswith("cuda")
@@ -473,11 +547,27 @@ class Harness:
                             device=self.device)
         reps = max(len(sets), int(r.get("repetitions", 30)))
         warmup, warmup_s = int(r.get("warmup_reps", 3)), float(r.get("warmup_ms", 0)) / 1e3
-        t_end = time.monotonic() + warmup_s
+        # Python's collector stays out of the timed window (its pauses land on random calls).
+        gc.collect()
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            return self._time(r, sets, fill, flush, reps, warmup, warmup_s, cuda)
+        finally:
+            if gc_was:
+                gc.enable()
+
+    def _time(self, r, sets, fill, flush, reps, warmup, warmup_s, cuda):
+        # Warm-up: the device and the host kept busy with the candidate's own calls (rotating
+        # sets, as timed) until both warmup_reps calls and warmup_ms have passed, so that clocks
+        # are at their steady state when the first timed call starts.
+        t0 = time.monotonic()
+        t_end = t0 + warmup_s
         i = 0
-        while i < warmup or (time.monotonic() < t_end and i < 1000):
+        while i < warmup or (time.monotonic() < t_end and i < 100000):
             self.call(fill(i), "warm-up")
             i += 1
+        warmup_took = time.monotonic() - t0
         # The wall clock's own cost on an empty window (events, synchronize): subtracted from
         # the wall clock by the verifier, which counts max(events, wall - this) per call.
         sync_us = 0.0
@@ -535,7 +625,7 @@ class Harness:
             meta.append(m)
             blobs += b
         return {"ok": True, "rep_us": rep_us, "wall_us": wall_us, "sync_us": sync_us,
-                "outputs": meta, "warmup_done": i}, b"".join(blobs)
+                "outputs": meta, "warmup_done": i, "warmup_s": round(warmup_took, 4)}, blobs
 
     def handle(self, r):
         op = r.get("op", "")
@@ -572,7 +662,15 @@ def main():
         except BaseException as e:  # noqa: BLE001 - the harness answers every request
             reply = {"ok": False, "class": "Crash", "message": "the harness failed: %s" %
                      describe(e)}
-        send_frame(sock, reply, payload)
+        try:
+            send_frame(sock, reply, payload)
+        except CandidateError as e:
+            reply = {"ok": False, "class": e.cls, "message": str(e)}
+            send_frame(sock, reply)
+        except OSError as e:  # no memory for the memfds
+            reply = {"ok": False, "class": "ResourceLimit",
+                     "message": "the outputs cannot be handed over: %s" % e}
+            send_frame(sock, reply)
         if not reply.get("ok"):
             return
 

@@ -1017,6 +1017,7 @@ GoldenOptions MakeGoldenOptions(const GateOptions& opt, const BackendInstance& b
   go.reps = std::max(opt.repetitions, 1);
   go.warmup = opt.warmup_reps;
   if (opt.flush_bytes) go.flush_bytes = opt.flush_bytes;
+  go.cache_bytes = opt.kernelbench_cache_bytes;
   return go;
 }
 

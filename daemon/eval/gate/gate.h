@@ -108,6 +108,11 @@ struct GateOptions : fb::GateSpecT {
     kernelbench_fast_path = true;
     kernelbench_compile_timeout_s = 600;
     kernelbench_call_timeout_s = 60;  // not the table's: htamd passes eval.case_timeout_s
+    // ModelNew candidates: memory asked of the device beyond htam's own copies of the tensors
+    // (kb_candidate.h); the golden cache's bound on disk (kernelbench.h; 0 = none).
+    kernelbench_memory_headroom = 1.5;
+    kernelbench_cache_bytes = uint64_t(4096) << 20;
+    kernelbench_warmup_ms = 250;  // untimed calls before a ModelNew is timed, at least
   }
 
   std::string arch;              // target arch, "" = device's

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -385,8 +386,9 @@ Result<TaskSpec> ParseTaskJson(std::string_view json_text, const std::string& di
   // Every tensor dimension must be a positive integer in every shape set.
   auto check_sets = [&](const std::vector<DimBinding>& sets, const std::string& which) -> Status {
     for (size_t s = 0; s < sets.size(); ++s) {
-      uint64_t case_bytes = 0;
+      uint64_t case_bytes = 0, group_bytes[2] = {0, 0};
       for (const auto* group : {&t.inputs, &t.outputs}) {
+        uint64_t& in_group = group_bytes[group == &t.outputs];
         for (const auto& ts : *group) {
           uint64_t n = 1;
           for (size_t d = 0; d < ts.shape.size(); ++d) {
@@ -401,8 +403,11 @@ Result<TaskSpec> ParseTaskJson(std::string_view json_text, const std::string& di
             n *= static_cast<uint64_t>(*v);
           }
           case_bytes += n * static_cast<uint64_t>(htam_dtype_size(ts.dtype));
+          in_group += n * static_cast<uint64_t>(htam_dtype_size(ts.dtype));
         }
       }
+      t.case_input_bytes = std::max(t.case_input_bytes, group_bytes[0]);
+      t.case_output_bytes = std::max(t.case_output_bytes, group_bytes[1]);
       if (max_case_bytes && case_bytes > max_case_bytes)
         return c.Err("shapes." + which + "[" + std::to_string(s) + "]",
                      "tensors need " + std::to_string(case_bytes) + " bytes, over the limit of " +

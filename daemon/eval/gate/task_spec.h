@@ -74,6 +74,10 @@ struct TaskSpec {
   // A KernelBench problem file relative to dir ("" = an ordinary task). Such a task may list no
   // references: its golden outputs come from PyTorch (daemon/eval/kernelbench/kernelbench.h).
   std::string kernelbench;
+  // The largest case of any shape set: bytes of its inputs, and of its outputs (filled by the
+  // parser).
+  uint64_t case_input_bytes = 0;
+  uint64_t case_output_bytes = 0;
 
   // Concrete shape of a tensor for a binding (checked positive at parse time).
   std::vector<int64_t> Shape(const TensorSpec& t, const DimBinding& dims) const;
@@ -89,6 +93,13 @@ Result<TaskSpec> ParseTaskFile(const std::string& dir, uint64_t max_case_bytes =
 // Same, from JSON text (file_label names the file in errors; references are checked under dir).
 Result<TaskSpec> ParseTaskJson(std::string_view json_text, const std::string& dir,
                                const std::string& file_label, uint64_t max_case_bytes = 0);
+
+// The host bound on a case's tensors (eval.max_case_mb) for a candidate of `language`: none for
+// ModelNew files ("kernelbench"), whose golden data stays on the device and whose bound is the
+// device's memory (kb_candidate.h).
+inline uint64_t HostCaseLimit(std::string_view language, uint64_t max_case_bytes) {
+  return language == "kernelbench" ? 0 : max_case_bytes;
+}
 
 // "f32" <-> HTAM_F32 ...
 bool ParseDtype(std::string_view text, htam_dtype* out);

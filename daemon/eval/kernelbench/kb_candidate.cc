@@ -80,102 +80,6 @@ OutcomeStatus StatusOf(const std::string& cls) {
   return OutcomeStatus::InfraError;
 }
 
-// ---- comparing ---------------------------------------------------------------------------
-
-// KernelBench's tolerances by dtype: the task's for 32- and 64-bit outputs, at least 1e-2 for
-// 16-bit ones.
-Tolerance ToleranceFor(const Tolerance& task, htam_dtype dt) {
-  Tolerance t = task;
-  if (dt == HTAM_F16 || dt == HTAM_BF16) {
-    t.atol = std::max(t.atol, 1e-2);
-    t.rtol = std::max(t.rtol, 1e-2);
-  }
-  return t;
-}
-
-// "" when `c` matches the golden `r`.
-std::string Compare(const HostTensor& c, const HostTensor& r, const Tolerance& task_tol,
-                    const std::string& where) {
-  const Tolerance tol = ToleranceFor(task_tol, r.dtype);
-  const int64_t n = c.numel();
-  bool all_zero = true, ref_nonzero = false;
-  int64_t bad = 0, first_bad = -1;
-  constexpr int64_t kBlock = 4096;
-  std::vector<double> cb(kBlock), rb(kBlock);
-  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
-    const int64_t b1 = std::min(n, b0 + kBlock);
-    ReadAsDouble(c, b0, b1, cb.data());
-    ReadAsDouble(r, b0, b1, rb.data());
-    for (int64_t i = b0; i < b1; ++i) {
-      const double cv = cb[size_t(i - b0)], rv = rb[size_t(i - b0)];
-      all_zero &= cv == 0;
-      ref_nonzero |= rv != 0;
-      if (!std::isfinite(cv)) {
-        if ((std::isnan(cv) && std::isnan(rv)) || (std::isinf(cv) && cv == rv)) continue;
-        return "output '" + r.name + "' has " + (std::isnan(cv) ? "NaN" : "Inf") + " at element " +
-               std::to_string(i) + " where the reference has " + FormatNumber(rv) + where;
-      }
-      if (!std::isfinite(rv) || std::fabs(cv - rv) > tol.atol + tol.rtol * std::fabs(rv)) {
-        ++bad;
-        if (first_bad < 0) first_bad = i;
-      }
-    }
-  }
-  if (all_zero && ref_nonzero)
-    return "output '" + r.name + "' is all zeros where the reference is not" + where;
-  if (double(bad) > tol.bad_budget * double(n))
-    return std::to_string(bad) + " of " + std::to_string(n) + " elements of '" + r.name +
-           "' outside tolerance (rtol " + FormatNumber(tol.rtol) + ", atol " +
-           FormatNumber(tol.atol) + "); first at element " + std::to_string(first_bad) + ": got " +
-           FormatNumber(c.At(first_bad)) + ", expected " + FormatNumber(r.At(first_bad)) + where;
-  return "";
-}
-
-// The tensors an answer describes ("outputs": [{dtype, shape, nbytes}]), read from its memfd at
-// *offset, checked against the golden outputs' dtypes and shapes first.
-std::string ReadOutputs(const json& meta, int fd, uint64_t* offset,
-                        const std::vector<HostTensor>& golden, std::vector<HostTensor>* out,
-                        const std::string& where) {
-  if (!meta.is_array()) return "the runner's answer has no outputs";
-  if (meta.size() != golden.size())
-    return "ModelNew.forward returned " + std::to_string(meta.size()) + " output(s); the " +
-           "reference returns " + std::to_string(golden.size()) + where;
-  for (size_t i = 0; i < golden.size(); ++i) {
-    const json& m = meta[i];
-    htam_dtype dt;
-    std::vector<int64_t> shape;
-    try {
-      if (!ParseDtype(m.at("dtype").get<std::string>(), &dt)) return "bad dtype from the runner";
-      shape = m.at("shape").get<std::vector<int64_t>>();
-    } catch (const std::exception&) {
-      return "malformed output description from the runner";
-    }
-    const HostTensor& g = golden[i];
-    auto text = [](const std::vector<int64_t>& s) {
-      std::string t = "[";
-      for (size_t k = 0; k < s.size(); ++k) t += (k ? ", " : "") + std::to_string(s[k]);
-      return t + "]";
-    };
-    if (dt != g.dtype)
-      return "output " + std::to_string(i) + " has dtype " + DtypeName(dt) +
-             " where the reference has " + DtypeName(g.dtype) + where;
-    if (shape != g.shape)
-      return "output " + std::to_string(i) + " has shape " + text(shape) +
-             " where the reference has " + text(g.shape) + where;
-    HostTensor t = MakeTensor(g.name, g.dtype, g.shape);
-    size_t got = 0;
-    while (got < t.bytes.size()) {
-      ssize_t n = pread(fd, t.bytes.data() + got, t.bytes.size() - got, off_t(*offset + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return "the runner's outputs are shorter than they say";
-      got += size_t(n);
-    }
-    *offset += t.bytes.size();
-    out->push_back(std::move(t));
-  }
-  return "";
-}
-
 // ---- the verifier --------------------------------------------------------------------------
 
 class Judge {
@@ -250,22 +154,23 @@ class Judge {
     for (int k = 0; k < std::max(1, opt_.input_sets); ++k)
       timing.push_back(1000 + pick(uint64_t(k)));
     GoldenOptions go = MakeGoldenOptions(opt_, *backend_, device_);
+    // The golden data of this job: computed, kept and compared on the device by kb_golden.py,
+    // this process's child (never the runner's); nothing of it is written to a file.
+    Progress("golden data (PyTorch on the device)");
+    auto loaded = Gold({{"op", "kb_load"},
+                        {"python", opt_.golden_python},
+                        {"script", scripts_ + "/kb_golden.py"},
+                        {"problem_path", problem_path_},
+                        {"device", device_},
+                        {"timeout_s", opt_.golden_timeout_s}});
+    res.golden_computed = true;
+    if (!loaded.ok()) return Fail(res, OutcomeStatus::InfraError, loaded.status().message());
+    if (std::string why = FitsInMemory(*loaded, timing.size()); !why.empty())
+      return Fail(res, OutcomeStatus::InfraError, why);
+    // PyTorch eager's baseline (baseline.json, small, kept per task in the golden cache).
     KernelBenchGolden golden(task_, go);
-    Progress("golden data (PyTorch)");
-    Status st = golden.Prepare(verify, timing, true);
-    res.golden_computed = golden.helper_runs() > 0;
+    Status st = golden.PrepareBaseline(timing);
     if (!st.ok()) return Fail(res, OutcomeStatus::InfraError, st.message());
-    std::vector<GoldenCase> gv, gt;
-    for (uint64_t s : verify) {
-      auto c = golden.Load(s);
-      if (!c.ok()) return Fail(res, OutcomeStatus::InfraError, c.status().message());
-      gv.push_back(std::move(*c));
-    }
-    for (uint64_t s : timing) {
-      auto c = golden.Load(s);
-      if (!c.ok()) return Fail(res, OutcomeStatus::InfraError, c.status().message());
-      gt.push_back(std::move(*c));
-    }
     auto base = golden.Baseline();
     if (!base.ok()) return Fail(res, OutcomeStatus::InfraError, base.status().message());
 
@@ -327,22 +232,17 @@ class Judge {
                    &fds);
       if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
       if (!t->value("ok", false)) return FromHarness(res, *t, where);
-      std::string why = CheckInputs(*t, gv[i], where);
-      if (why.empty() && t->value("threads_left", 0) > 0)
+      if (fds.empty()) return Fail(res, OutcomeStatus::InfraError, "no outputs from the runner");
+      Progress("golden data: compare" + where);
+      auto c = Check(verify[i], (*t)["outputs"], 0, t->value("chunk_bytes", uint64_t(0)), where,
+                     &fds, &*t);
+      if (!c.ok()) return Fail(res, OutcomeStatus::InfraError, c.status().message());
+      std::string why = c->value("why", "");
+      if ((why.empty() || c->value("stage", "") != "inputs") && t->value("threads_left", 0) > 0)
         why = "ModelNew.forward left " + std::to_string(t->value("threads_left", 0)) +
               " Python thread(s) running (work outside the call)" + where;
-      std::vector<HostTensor> outs;
-      uint64_t off = 0;
-      if (why.empty()) {
-        if (fds.empty()) return Fail(res, OutcomeStatus::InfraError, "no outputs from the runner");
-        why = ReadOutputs((*t)["outputs"], fds[0], &off, gv[i].outputs, &outs, where);
-      }
-      CloseAll(&fds);
+      if (why.rfind("infra: ", 0) == 0) return Fail(res, OutcomeStatus::InfraError, why.substr(7));
       if (!why.empty()) return Fail(res, OutcomeStatus::Incorrect, why);
-      for (size_t k = 0; k < outs.size(); ++k) {
-        why = Compare(outs[k], gv[i].outputs[k], task_.tolerance, where);
-        if (!why.empty()) return Fail(res, OutcomeStatus::Incorrect, why);
-      }
       if (i == 0 && t->contains("ops")) {
         std::string w;
         why = Static((*t)["ops"], &w);
@@ -360,8 +260,9 @@ class Judge {
     Progress("time kernelbench candidate");
     const int reps = std::max(opt_.repetitions, int(timing.size()));
     // Warm-up, the timed calls, a staging copy of the inputs before each, the checked outputs.
-    const double time_budget = budget(2.0 * (opt_.warmup_reps + reps + int(timing.size())) +
-                                      opt_.warmup_ms * 1e-3 / std::max(ref_call_s, 1e-6));
+    const double warmup_ms = std::max(opt_.warmup_ms, opt_.kernelbench_warmup_ms);
+    const double time_budget =
+        budget(2.0 * (opt_.warmup_reps + reps + int(timing.size()))) + 2 * warmup_ms * 1e-3;
     ReportStageBudget(time_budget);
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
@@ -381,7 +282,7 @@ class Judge {
       return Ask({{"op", "kb_time"},
                   {"seeds", seeds},
                   {"warmup_reps", opt_.warmup_reps},
-                  {"warmup_ms", opt_.warmup_ms},
+                  {"warmup_ms", warmup_ms},
                   {"repetitions", reps},
                   {"flush_bytes", opt_.flush_bytes},
                   {"timeout_s", time_budget * kRunnerWallBackstop}},
@@ -390,21 +291,26 @@ class Judge {
     auto t = timed();
     if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
     if (!t->value("ok", false)) return FromHarness(res, *t, " (during timing)");
-    if (fds.empty() || !(*t)["outputs"].is_array() || (*t)["outputs"].size() != gt.size()) {
+    if (fds.empty() || !(*t)["outputs"].is_array() || (*t)["outputs"].size() != timing.size()) {
       CloseAll(&fds);
       return Fail(res, OutcomeStatus::InfraError, "the runner's timing answer is incomplete");
     }
+    Progress("golden data: compare the timed outputs");
     uint64_t off = 0;
-    for (size_t k = 0; k < gt.size(); ++k) {
+    for (size_t k = 0; k < timing.size(); ++k) {
       const std::string where = " (output of a timed call, input set " + std::to_string(k) + ")";
-      std::vector<HostTensor> outs;
-      std::string why = ReadOutputs((*t)["outputs"][k], fds[0], &off, gt[k].outputs, &outs, where);
-      for (size_t i = 0; why.empty() && i < outs.size(); ++i)
-        why = Compare(outs[i], gt[k].outputs[i], task_.tolerance, where);
+      auto c = Check(timing[k], (*t)["outputs"][k], off, t->value("chunk_bytes", uint64_t(0)),
+                     where, &fds, nullptr);
+      if (!c.ok()) {
+        CloseAll(&fds);
+        return Fail(res, OutcomeStatus::InfraError, c.status().message());
+      }
+      const std::string why = c->value("why", "");
       if (!why.empty()) {
         CloseAll(&fds);
         return Fail(res, OutcomeStatus::Incorrect, why);
       }
+      off = c->value("end", uint64_t(0));
     }
     CloseAll(&fds);
     std::vector<double> rep, wall;
@@ -445,7 +351,11 @@ class Judge {
     res.diagnostics = "ModelNew passed " + std::to_string(res.cases) +
                       " correctness trials; timed " + std::to_string(res.repetitions) +
                       " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
-                      timing_note;
+                      timing_note + "; spread (IQR) " + FormatNumber(s.iqr) + " us, " +
+                      FormatNumber(s.median > 0 ? std::round(1000 * s.iqr / s.median) / 10 : 0) +
+                      " % of the median, after " +
+                      std::to_string(t->value("warmup_done", 0)) + " untimed calls over " +
+                      FormatNumber(std::round(t->value("warmup_s", 0.0) * 1000)) + " ms";
     // KernelBench's own measure beside htam's: CUDA events on the current stream alone, as its
     // harness and the eager baseline here time a call.
     if (device_ != "cpu" && events.median > 0)
@@ -460,31 +370,63 @@ class Judge {
     return res;
   }
 
-  // Inputs the runner generated must be the verifier's (same get_inputs(), same seed), and the
-  // call must not have changed them.
-  std::string CheckInputs(const json& t, const GoldenCase& g, const std::string& where) {
-    std::vector<std::string> before, after;
-    try {
-      before = t.at("inputs_before").get<std::vector<std::string>>();
-      after = t.at("inputs_after").get<std::vector<std::string>>();
-    } catch (const std::exception&) {
-      return "malformed input digests from the runner";
+  // One request to kb_golden.py (the golden data's process, started by its kb_load), with the
+  // runner's memfds `fds`. Its failures are the infrastructure's, never the candidate's.
+  Result<json> Gold(json req, const std::vector<int>& fds = {}) {
+    std::vector<int> got;
+    bool failed = false;
+    if (!req.contains("timeout_s")) req["timeout_s"] = opt_.golden_timeout_s;
+    json a = gold_.Handle(req, &got, &failed, fds);
+    CloseAll(&got);
+    if (!a.value("ok", false))
+      return Status::Internal("the golden data (PyTorch on " + device_ +
+                              ", kb_golden.py): " + a.value("message", std::string("no answer")));
+    return a;
+  }
+
+  // The candidate's outputs `meta` (at `offset` in the runner's payload: memfds `fds` of
+  // `chunk` bytes each) against the golden outputs of `seed`, and the runner's input digests of
+  // a trial (`trial`), on the device.
+  Result<json> Check(uint64_t seed, const json& meta, uint64_t offset, uint64_t chunk,
+                     const std::string& where, std::vector<int>* fds, const json* trial) {
+    json req = {{"op", "kb_check"},
+                {"seed", seed},
+                {"outputs", meta},
+                {"offset", offset},
+                {"atol", task_.tolerance.atol},
+                {"rtol", task_.tolerance.rtol},
+                {"bad_budget", task_.tolerance.bad_budget},
+                {"where", where},
+                {"chunk_bytes", chunk}};
+    if (trial) {
+      req["inputs_before"] = trial->value("inputs_before", json::array());
+      req["inputs_after"] = trial->value("inputs_after", json::array());
     }
-    if (before.size() != after.size() || before.size() > g.inputs.size())
-      return "the runner reports " + std::to_string(before.size()) + " inputs; the task has " +
-             std::to_string(g.inputs.size());
-    for (size_t i = 0; i < before.size(); ++i) {
-      const HostTensor& x = g.inputs[i];
-      std::string want = Sha256Hex(
-          std::string_view(reinterpret_cast<const char*>(x.bytes.data()), x.bytes.size()));
-      if (before[i] != want)
-        return "infra: the runner's get_inputs() made a different input '" + x.name +
-               "' than the verifier's for the same seed (another PyTorch version?)" + where;
-      if (after[i] != before[i])
-        return "ModelNew.forward modified its input '" + x.name + "' (inputs are read-only)" +
-               where;
-    }
-    return "";
+    auto r = Gold(req, *fds);
+    if (trial) CloseAll(fds);
+    return r;
+  }
+
+  // "" when the task's tensors fit in the memory kb_golden.py reports (the device's; on the CPU
+  // backend the host's), else why it is refused: the runner holds input_sets + 2 sets of inputs
+  // (rotating sets, two staging copies) and as many outputs, the golden data one case and the
+  // candidate's outputs beside it; eval.kernelbench_memory_headroom times that leaves room for
+  // the candidate's own work.
+  std::string FitsInMemory(const json& mem, size_t sets) {
+    const double in = double(task_.case_input_bytes), out = double(task_.case_output_bytes);
+    double held = (double(sets) + 3) * in + (double(sets) + 4) * out;
+    if (device_ == "cpu") held += 3 * out;  // the outputs' host copies (memfd, upload)
+    const double need = held * std::max(1.0, opt_.kernelbench_memory_headroom);
+    const double free_b = mem.value("free_bytes", 0.0), total = mem.value("total_bytes", 0.0);
+    if (free_b <= 0 || need <= free_b) return "";
+    auto gib = [](double b) { return FormatNumber(std::round(b / double(1 << 30) * 100) / 100); };
+    return "task '" + task_.name + "' needs about " + gib(need) + " GiB of memory (inputs " +
+           gib(in) + " GiB and outputs " + gib(out) + " GiB per case, held by the runner over " +
+           std::to_string(sets) + " input sets and by the golden data, times " +
+           FormatNumber(opt_.kernelbench_memory_headroom) +
+           " (eval.kernelbench_memory_headroom) for the candidate) but " +
+           mem.value("memory", std::string("the device's memory")) + " has " + gib(free_b) +
+           " GiB free of " + gib(total) + " GiB: this task cannot be evaluated on this device";
   }
 
   // kb_static.py on the source (ops empty) or on the PyTorch functions a forward called.
@@ -566,6 +508,7 @@ class Judge {
   ProgressFn progress_;
   std::string device_, scripts_, problem_path_, problem_, work_, cand_path_, runtime_warnings_;
   DeviceLock turn_;
+  KernelBenchHarness gold_;  // kb_golden.py: the golden data on the device
 };
 
 }  // namespace
@@ -621,7 +564,8 @@ void KernelBenchHarness::Stop() {
   pid_ = -1;
 }
 
-json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* failed) {
+json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* failed,
+                               const std::vector<int>& send_fds) {
   const std::string op = req.value("op", "");
   auto fail = [&](const std::string& cls, const std::string& msg) {
     *failed = true;
@@ -642,7 +586,7 @@ json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* fa
     fwd["work_dir"] = getcwd(cwd, sizeof cwd) ? cwd : ".";
   }
   const double timeout_s = req.value("timeout_s", 60.0);
-  if (!SendFrameFds(sock_, fwd, {}).ok()) {
+  if (!SendFrameFds(sock_, fwd, send_fds).ok()) {
     int st = 0;
     waitpid(pid_, &st, WNOHANG);
     return fail("Crash", "the KernelBench harness is gone");

@@ -3,11 +3,16 @@
 // "KernelBench candidates (ModelNew)").
 //
 // Who holds what:
-//   verifier (the worker; EvaluateKernelBenchCandidate): the task, its problem file, the golden
-//     outputs (kernelbench.h; computed by PyTorch outside the runner) and the seeds of the job;
-//     it runs kb_static.py on the source first, then asks the runner for outputs, compares them
-//     (atol/rtol by dtype, NaN/Inf, all-zero, shapes), checks the inputs the runner generated and
-//     whether the call changed them, and the PyTorch functions the forward used (task policy).
+//   verifier (the worker; EvaluateKernelBenchCandidate): the task, its problem file and the seeds
+//     of the job; it runs kb_static.py on the source first, then asks the runner for outputs and
+//     hands them (the runner's memfd) to its own child tools/kernelbench/kb_golden.py, which
+//     generates each seed's inputs and reference outputs on the device (from the problem's own
+//     get_inputs and Model; never written to a file), and compares there (atol/rtol by dtype,
+//     NaN/Inf, all-zero, shapes), checks the inputs the runner generated and whether the call
+//     changed them; the verifier checks the PyTorch functions the forward used (task policy).
+//     A task whose tensors do not fit in the device's free memory (the host's on the CPU
+//     backend; eval.kernelbench_memory_headroom) is refused, InfraError, saying so. Only PyTorch
+//     eager's baseline (baseline.json) is kept on disk (kernelbench.h).
 //   runner (KernelBenchHarness, inside the runner's sandbox): starts the configured Python with
 //     tools/kernelbench/kb_runner.py as its child, which inherits the runner's mount view,
 //     unprivileged user and seccomp filter, and relays kb_* requests to it. The harness gets
@@ -48,7 +53,9 @@ class KernelBenchHarness {
   // then every request goes to it, bounded by req.timeout_s. `fds` receives the descriptors of
   // the answer (the caller sends and closes them). *failed: the candidate failed or the harness
   // died; the runner ends after answering.
-  nlohmann::json Handle(const nlohmann::json& req, std::vector<int>* fds, bool* failed);
+  // `send_fds` go to the harness with the request (kb_golden.py: the runner's outputs).
+  nlohmann::json Handle(const nlohmann::json& req, std::vector<int>* fds, bool* failed,
+                        const std::vector<int>& send_fds = {});
   // Kills the harness and everything it started (its process group).
   void Stop();
 

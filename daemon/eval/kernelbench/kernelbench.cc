@@ -6,11 +6,13 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "base/hash.h"
 #include "base/paths.h"
 #include "base/process.h"
+#include "base/wait_report.h"
 #include "daemon/eval/gate/timing_lock.h"
 
 namespace htam {
@@ -145,20 +148,132 @@ KernelBenchGolden::KernelBenchGolden(const TaskSpec& task, GoldenOptions options
   } else {
     std::string key = Sha256Hex(task_.spec_hash + "\n" + Sha256Hex(problem)).substr(0, 24);
     dir_ = opt_.cache_dir + "/" + key + "/" + opt_.device;
+    lock_path_ = opt_.cache_dir + "/" + key + "." + opt_.device + ".lock";
   }
+}
+
+KernelBenchGolden::~KernelBenchGolden() {
+  if (lock_fd_ >= 0) close(lock_fd_);  // releases the entry
+  if (lock_fd_ >= 0 && opt_.cache_bytes > 0)
+    EvictGoldenCache(opt_.cache_dir, opt_.cache_bytes, dir_);
+}
+
+Status KernelBenchGolden::Use() {
+  if (lock_fd_ >= 0) return Status::OK();
+  std::error_code ec;
+  fs::create_directories(opt_.cache_dir, ec);
+  if (ec) return Status::IOError("cannot create " + opt_.cache_dir + ": " + ec.message());
+  // Lock files are never removed: every process locks the same inode.
+  lock_fd_ = open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return Status::IOError("cannot open " + lock_path_ + ": " + strerror(errno));
+  while (flock(lock_fd_, LOCK_SH) != 0 && errno == EINTR) {
+  }
+  return Status::OK();
+}
+
+uint64_t EvictGoldenCache(const std::string& root, uint64_t limit, const std::string& also_dir) {
+  struct Entry {
+    std::string dir, lock;
+    fs::file_time_type used;
+    uint64_t bytes = 0;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& key : fs::directory_iterator(root, ec)) {
+    if (!key.is_directory(ec)) continue;
+    for (const auto& dev : fs::directory_iterator(key.path(), ec)) {
+      if (!dev.is_directory(ec)) continue;
+      Entry e;
+      e.dir = dev.path().string();
+      e.lock = root + "/" + key.path().filename().string() + "." + dev.path().filename().string() +
+               ".lock";
+      e.used = fs::last_write_time(dev.path(), ec);
+      for (const auto& f : fs::recursive_directory_iterator(dev.path(), ec))
+        if (f.is_regular_file(ec)) e.bytes += f.file_size(ec);
+      total += e.bytes;
+      entries.push_back(std::move(e));
+    }
+  }
+  if (total <= limit) return total;
+  const std::string also = fs::path(also_dir).lexically_normal().string();
+  std::stable_sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
+    const bool la = fs::path(a.dir).lexically_normal().string() == also;
+    const bool lb = fs::path(b.dir).lexically_normal().string() == also;
+    return la != lb ? lb : a.used < b.used;
+  });
+  for (const Entry& e : entries) {
+    if (total <= limit) break;
+    int fd = open(e.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {  // nobody uses it
+      fs::remove_all(e.dir, ec);
+      if (!ec) {
+        total -= std::min(total, e.bytes);
+        fs::remove(fs::path(e.dir).parent_path(), ec);  // the key's folder, once empty
+      }
+    }
+    close(fd);
+  }
+  return total;
 }
 
 Status KernelBenchGolden::Prepare(const std::vector<uint64_t>& seeds,
                                   const std::vector<uint64_t>& time_seeds, bool with_baseline) {
+  std::vector<uint64_t> all = seeds;
+  all.insert(all.end(), time_seeds.begin(), time_seeds.end());
+  return Fill(all, time_seeds, with_baseline);
+}
+
+Status KernelBenchGolden::PrepareBaseline(const std::vector<uint64_t>& time_seeds) {
+  return Fill({}, time_seeds, true);
+}
+
+Status KernelBenchGolden::Fill(const std::vector<uint64_t>& seeds,
+                               const std::vector<uint64_t>& time_seeds, bool with_baseline) {
   HTAM_RETURN_IF_ERROR(init_);
-  std::vector<uint64_t> missing;
-  for (const auto* list : {&seeds, &time_seeds})
-    for (uint64_t s : *list)
-      if (!fs::exists(SeedFile(dir_, s))) missing.push_back(s);
-  bool need_baseline = with_baseline && !fs::exists(dir_ + "/baseline.json");
-  if (!missing.empty() || need_baseline)
-    HTAM_RETURN_IF_ERROR(
-        RunHelper(missing, need_baseline ? time_seeds : std::vector<uint64_t>{}, need_baseline));
+  HTAM_RETURN_IF_ERROR(Use());
+  auto missing = [&] {
+    std::vector<uint64_t> m;
+    for (uint64_t s : seeds)
+      if (!fs::exists(SeedFile(dir_, s))) m.push_back(s);
+    return m;
+  };
+  auto need_baseline = [&] { return with_baseline && !fs::exists(dir_ + "/baseline.json"); };
+  if (!missing().empty() || need_baseline()) {
+    // One process fills an entry; the others wait (a wait, not their work) and find it filled.
+    const std::string fill_path = lock_path_.substr(0, lock_path_.size() - 5) + ".fill";
+    int fill = open(fill_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fill < 0) return Status::IOError("cannot open " + fill_path + ": " + strerror(errno));
+    if (flock(fill, LOCK_EX | LOCK_NB) != 0) {
+      ScopedWait wait;
+      while (flock(fill, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+    std::vector<uint64_t> m = missing();
+    Status st;
+    const bool base = need_baseline();
+    if (!m.empty() || base) {
+      // Room on the disk for this job's golden files, else this job fails, nothing else.
+      const uint64_t need =
+          uint64_t(m.size()) * (task_.case_input_bytes + task_.case_output_bytes) + (1u << 20);
+      struct statvfs v {};
+      if (statvfs(opt_.cache_dir.c_str(), &v) == 0 && uint64_t(v.f_bavail) * v.f_frsize < need) {
+        st = Status::IOError(
+            "the golden cache's disk (" + opt_.cache_dir + ") has " +
+            std::to_string(uint64_t(v.f_bavail) * v.f_frsize >> 20) + " MiB free; this task's " +
+            "golden data needs about " + std::to_string(need >> 20) +
+            " MiB: not computed (eval.cache_dir, eval.kernelbench_cache_mb)");
+      } else {
+        st = RunHelper(m, base ? time_seeds : std::vector<uint64_t>{}, base);
+      }
+    }
+    close(fill);
+    HTAM_RETURN_IF_ERROR(st);
+  }
+  // Used now: the last to be evicted.
+  utimensat(AT_FDCWD, dir_.c_str(), nullptr, 0);
+  if (opt_.cache_bytes > 0) EvictGoldenCache(opt_.cache_dir, opt_.cache_bytes, dir_);
   return Status::OK();
 }
 

@@ -10,8 +10,16 @@
 // (timing_lock.h).
 // The file format is kb_helper.py's docstring. Every error is a Status naming what went wrong
 // (the helper's own "kernelbench: ..." line for a malformed problem file).
-// Thread-safety: a KernelBenchGolden is used by one thread; several processes may share a cache
-// (files are written to a temporary name and renamed).
+// The cache is bounded (GoldenOptions::cache_bytes, eval.kernelbench_cache_mb): beyond it the
+// least recently used entries (<task key>/<device>, used = Prepare'd) are evicted. A disk too full
+// for this job's golden data fails this job (InfraError naming the cache), nothing else.
+// ModelNew candidates keep no golden tensors here (kb_candidate.h): only their baseline.json.
+// Thread-safety: a KernelBenchGolden is used by one thread. Several processes may share a cache:
+// files are written to a temporary name and renamed; an entry's users hold
+// <cache>/<task key>.<device>.lock shared from Prepare until they are destroyed, and eviction
+// takes it exclusive without waiting (an entry in use is never removed); missing golden data is
+// computed by one process at a time per entry (<task key>.<device>.fill, exclusive), the others
+// wait and find it.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +42,7 @@ struct GoldenOptions {
   int reps = 30;               // baseline timing
   int warmup = 3;
   uint64_t flush_bytes = 8u << 20;
+  uint64_t cache_bytes = 0;  // the cache's bound; 0 = none
 };
 
 struct GoldenCase {
@@ -51,6 +60,10 @@ struct TorchBaseline {
 class KernelBenchGolden {
  public:
   KernelBenchGolden(const TaskSpec& task, GoldenOptions options);
+  // Releases the entry and evicts what exceeds the cache's bound (this entry too, last).
+  ~KernelBenchGolden();
+  KernelBenchGolden(const KernelBenchGolden&) = delete;
+  KernelBenchGolden& operator=(const KernelBenchGolden&) = delete;
 
   // Makes sure every seed of `seeds` and `time_seeds` is cached, and the baseline when
   // `with_baseline` (timed over the `time_seeds` input sets); one helper run computes whatever is
@@ -58,6 +71,8 @@ class KernelBenchGolden {
   // Nothing runs when everything is on disk.
   Status Prepare(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& time_seeds,
                  bool with_baseline);
+  // The baseline alone (no golden file): what a ModelNew job keeps on disk.
+  Status PrepareBaseline(const std::vector<uint64_t>& time_seeds);
   // While baseline.json says torch.compile is pending and no process measures it (compile.lock
   // free: a measurement that died holds nothing), starts a detached process that measures it
   // over the `time_seeds` input sets and rewrites baseline.json, and returns at once; its failure
@@ -77,12 +92,22 @@ class KernelBenchGolden {
   Status RunHelper(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& time_seeds,
                    bool with_baseline);
 
+  Status Use();  // the entry's lock (shared) for this object's life
+  Status Fill(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& time_seeds,
+              bool with_baseline);
+
   const TaskSpec& task_;
   GoldenOptions opt_;
-  std::string dir_;
+  std::string dir_, lock_path_;
+  int lock_fd_ = -1;
   Status init_;
   int helper_runs_ = 0;
 };
+
+// Removes the least recently used entries of the golden cache `root` (<key>/<device> folders)
+// that nobody uses until it holds at most `limit` bytes; `also_dir` is considered last. Returns
+// the bytes it holds afterwards.
+uint64_t EvictGoldenCache(const std::string& root, uint64_t limit, const std::string& also_dir);
 
 // Reads one golden file (no check against a task). Exposed for tests and tools.
 Status ReadGoldenFile(const std::string& path, GoldenCase* out);

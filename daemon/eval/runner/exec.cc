@@ -23,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 constexpr uint32_t kMaxRunnerFrame = 64u << 20;
-constexpr size_t kMaxFds = 16;
+constexpr size_t kMaxFds = 250;  // SCM_MAX_FD is 253; a large KernelBench answer has many memfds
 
 std::set<std::string> ThreadIds() {
   std::set<std::string> ids;

@@ -662,7 +662,7 @@ int ServeJobs(const WorkerArgs& a, htam::BackendInstance& b, htam_device* dev,
     ReapOrphans(runner.pid);
     progress("parse task");
     htam::GateResult r;
-    auto task = htam::ParseTaskFile(j.task_dir, j.max_case_bytes);
+    auto task = htam::ParseTaskFile(j.task_dir, htam::HostCaseLimit(j.language, j.max_case_bytes));
     htam::GateOptions o = GateOptionsFromJob(j, b, a.device);
     o.baselines = &baselines;
     if (!task.ok()) {
