@@ -27,6 +27,7 @@ EXCEPTIONS = {
     ("backends/cuda/cuda_timing.cc", "CudaDevice::Time"),
     ("daemon/eval/kernelbench/kb_candidate.cc", "Evaluate"),
     ("daemon/memory/decide.cc", "MemoryImpl::NextStep"),
+    ("daemon/memory/learn.cc", "MemoryImpl::Check"),
     ("daemon/memory/policy.cc", "ScoreDirections"),
     ("daemon/server/handlers.cc", "Server::QueryReply"),
     ("tools/bench/bench_eval.cc", "RunEvalBench"),
