@@ -87,6 +87,31 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
   return SyncPath(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
 }
 
+Status PublishFile(const std::string& path, const std::function<Status(const std::string&)>& fill,
+                   bool durable, mode_t mode) {
+  HTAM_ASSIGN_OR_RETURN(std::string tmp, CreateUniqueFile(path));
+  Status st = chmod(tmp.c_str(), mode) == 0
+                  ? Status::OK()
+                  : Status::IOError("cannot chmod " + tmp + ": " + std::strerror(errno));
+  if (st.ok()) st = fill(tmp);
+  if (st.ok() && durable) st = SyncPath(tmp);
+  if (st.ok() && rename(tmp.c_str(), path.c_str()) != 0)
+    st = Status::IOError("cannot rename " + tmp + " onto " + path + ": " + std::strerror(errno));
+  if (!st.ok()) {
+    unlink(tmp.c_str());
+    return st;
+  }
+  if (!durable) return Status::OK();
+  const size_t slash = path.find_last_of('/');
+  return SyncPath(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+}
+
+Status MovePath(const std::string& from, const std::string& to) {
+  if (rename(from.c_str(), to.c_str()) != 0)
+    return Status::IOError("cannot move " + from + " to " + to + ": " + std::strerror(errno));
+  return Status::OK();
+}
+
 Status PublishDir(const std::string& dir, const std::function<Status(const std::string&)>& fill,
                   mode_t mode) {
   std::string staging = dir + ".tmp.XXXXXX";

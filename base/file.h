@@ -1,4 +1,6 @@
-// Small file helpers shared by the daemon, the backends and the tools.
+// Small file helpers shared by the daemon, the backends and the tools. A file or a folder that
+// readers may see is replaced only through WriteFileAtomic, PublishFile, PublishDir or MovePath
+// (tests/layering/check_calls.py keeps renames out of the other folders).
 // Thread-safety: pure functions, safe for concurrent use.
 #pragma once
 
@@ -38,6 +40,22 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
 
 // fsync of a file or a folder (a folder after a rename in it, so that the new name is durable).
 Status SyncPath(const std::string& path);
+
+// Publishes the file `path` whole or not at all when its content is made by something that writes
+// a file (a compiler's -o, a serializer): a temporary beside it (CreateUniqueFile), filled by
+// `fill(temporary)`, then renamed over `path`. The temporary has `mode` when `fill` starts (a tool
+// that makes its output anew gives it its own). With `durable` the temporary is fsynced before the
+// rename and the folder after it (a snapshot that must survive a crash); without, a reader still
+// never sees a part (a cache entry that can be made again). The temporary is removed on any
+// failure; `fill`'s error is returned as it is, IOError names a step of this function that failed.
+Status PublishFile(const std::string& path, const std::function<Status(const std::string&)>& fill,
+                   bool durable = false, mode_t mode = 0644);
+
+// Moves the file or folder `from` to `to` in one step (one file system: a rename), for something
+// finished elsewhere (a staged cache entry) or set aside (a store being replaced). A folder may
+// replace an empty folder; any other `to` that exists is left alone and the move fails. IOError
+// names both paths and the reason.
+Status MovePath(const std::string& from, const std::string& to);
 
 // Publishes the folder `dir` whole or not at all: a staging folder beside it with a unique name
 // (`dir` + ".tmp." + six random characters, mode `mode`), filled by `fill(staging)`, then renamed

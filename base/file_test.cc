@@ -101,5 +101,63 @@ TEST_F(WriteFileAtomicTest, PublishDirShowsTheWholeFolderOrNothing) {
   EXPECT_EQ(Names(), std::vector<std::string>{"task-1"});
 }
 
+TEST_F(WriteFileAtomicTest, PublishFileShowsTheWholeFileOrNothing) {
+  const std::string path = dir_ + "/cpu-abc.so";
+  for (bool durable : {false, true}) {
+    ASSERT_TRUE(PublishFile(
+                    path,
+                    [&](const std::string& tmp) {
+                      EXPECT_NE(tmp, path);  // written beside, never in place
+                      return WriteFileAtomic(tmp, durable ? "durable" : "cache", 0600);
+                    },
+                    durable)
+                    .ok());
+    std::string text;
+    EXPECT_TRUE(ReadWholeFile(path, &text));
+    EXPECT_EQ(text, durable ? "durable" : "cache");
+    EXPECT_EQ(Names(), std::vector<std::string>{"cpu-abc.so"});
+  }
+  // A fill that fails: its error, the old file as it was, no temporary left.
+  Status s = PublishFile(path, [](const std::string& tmp) {
+    EXPECT_TRUE(WriteFileAtomic(tmp, "half").ok());
+    return Status::Internal("compiler died");
+  });
+  EXPECT_EQ(s.message(), "compiler died");
+  std::string text;
+  EXPECT_TRUE(ReadWholeFile(path, &text));
+  EXPECT_EQ(text, "durable");
+  EXPECT_EQ(Names(), std::vector<std::string>{"cpu-abc.so"});
+  // The temporary starts with the mode asked for.
+  const std::string export_path = dir_ + "/export.jsonl";
+  ASSERT_TRUE(PublishFile(
+                  export_path,
+                  [](const std::string& tmp) {
+                    struct stat st;
+                    EXPECT_EQ(stat(tmp.c_str(), &st), 0);
+                    EXPECT_EQ(st.st_mode & 0777, 0640u);
+                    return Status::OK();
+                  },
+                  false, 0640)
+                  .ok());
+  // A missing folder: an IOError that names it.
+  s = PublishFile(dir_ + "/no/such/file", [](const std::string&) { return Status::OK(); });
+  EXPECT_EQ(s.code(), Status::Code::kIOError);
+  EXPECT_NE(s.message().find(dir_ + "/no/such/file"), std::string::npos) << s.message();
+}
+
+TEST_F(WriteFileAtomicTest, MovePathMovesIntoAnEmptyFolderButNeverOverOne) {
+  ASSERT_TRUE(MakeDirs(dir_ + "/staged/entry", 0755).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/staged/entry/meta", "m").ok());
+  ASSERT_TRUE(MakeDirs(dir_ + "/empty", 0755).ok());
+  ASSERT_TRUE(MovePath(dir_ + "/staged/entry", dir_ + "/empty").ok());
+  std::string text;
+  EXPECT_TRUE(ReadWholeFile(dir_ + "/empty/meta", &text));
+  ASSERT_TRUE(MakeDirs(dir_ + "/staged/other", 0755).ok());
+  Status s = MovePath(dir_ + "/staged/other", dir_ + "/empty");  // not empty now
+  EXPECT_EQ(s.code(), Status::Code::kIOError);
+  EXPECT_NE(s.message().find(dir_ + "/staged/other"), std::string::npos) << s.message();
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/staged/other"));
+}
+
 }  // namespace
 }  // namespace htam

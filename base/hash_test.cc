@@ -1,4 +1,5 @@
-// The one content hash: known SHA-256 vectors, incremental = one-shot, and the candidate key.
+// The hashes: known SHA-256 vectors, incremental = one-shot, the candidate key; the two 64-bit
+// hashes pinned to the values stores already hold.
 #include "base/hash.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,27 @@ TEST(Hash, IncrementalEqualsOneShot) {
 TEST(Hash, CandidateKeyIsLanguageNewlineSource) {
   EXPECT_EQ(CandidateKey("cuda", "x"), Sha256Hex("cuda\nx"));
   EXPECT_NE(CandidateKey("cuda", "x"), CandidateKey("hip", "x"));
+}
+
+// Stored embeddings and transition keys hold IndexKey64's values: these may never change.
+TEST(Hash, IndexKeysAreTheStoredOnes) {
+  EXPECT_EQ(IndexKey64(""), 0x14650fb0739d0383ull);
+  EXPECT_EQ(IndexKey64("a"), 0x44bd8ad473cd9906ull);
+  EXPECT_EQ(IndexKey64("foobar"), 0x88fad7c0a8ff07f2ull);
+  EXPECT_EQ(IndexKey64("coalesced", IndexKey64("w:")), 0x6f2be2cacd346f53ull);
+  EXPECT_EQ(IndexKey64("coalesced", IndexKey64("w:")), IndexKey64("w:coalesced"));
+  static_assert(IndexKey64("reduction") % 8 == 4);
+}
+
+// Index snapshots on disk carry Checksum64 of their payload: an existing snapshot verifies only
+// while these stay.
+TEST(Hash, SnapshotChecksumsAreTheStoredOnes) {
+  std::string b;
+  for (int i = 0; i < 100; ++i) b += static_cast<char>(i * 7 + 3);
+  EXPECT_EQ(Checksum64("", 0), 0x494bf438c5887bd5ull);
+  EXPECT_EQ(Checksum64(b.data(), b.size()), 0x7540c6fe70de2f10ull);
+  EXPECT_EQ(Checksum64(b.data() + 64, 36, Checksum64(b.data(), 64)), 0x5b8e4bac2199239full);
+  EXPECT_EQ(Checksum64(b.data(), b.size(), 42), 0x5d7ee32f247aebe3ull);
 }
 
 }  // namespace

@@ -26,13 +26,15 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from htam_agent import world_families as wf
+from htam_bench import world_families as wf
 from htam_agent.model import OutcomeView
 from htam_agent.sdk_daemon import SdkDaemon
-from htam_agent.world_bench import advice_item, taxonomy_order
-from htam_agent.world_env import WorldSession, WorldTable, split_advice
+from htam_agent.shipped import find_shared_file
+from htam_bench.world_bench import advice_item, taxonomy_order
+from htam_bench.world_env import WorldSession, WorldTable, split_advice
 
-CPU_TABLE = os.path.join(wf.REPO, "configs", "world", "cpu_table.jsonl.gz")
+# Shipped under share/htam/world (htam.paths; a build tree links it there).
+CPU_TABLE = find_shared_file("world/cpu_table.jsonl.gz")
 # A measured speedup counts as better than the current kernel's only beyond this factor: timings
 # on a shared machine move by several per cent between evaluations.
 NOISE = 1.05

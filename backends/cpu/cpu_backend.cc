@@ -255,46 +255,43 @@ Error htam_backend::Compile(const htam_compile_request& req, std::string_view so
     f << source;
     if (!f) return MakeError(HTAM_ERR_INTERNAL, "cannot write " + src);
   }
-  auto unique = htam::CreateUniqueFile(art->path);  // beside the entry, renamed onto it below
-  if (!unique.ok()) return MakeError(HTAM_ERR_INTERNAL, unique.status().message());
-  const std::string tmp = *unique;
   std::vector<std::string> argv{cxx};
   for (auto& f : Split(cxxflags)) argv.push_back(f);
   for (auto& f : Split(extra)) argv.push_back(f);
   argv.insert(argv.end(), {"-shared", "-fPIC", "-fvisibility=hidden", "-I" + host().sdk_include_dir,
-                           "-o", tmp, src_name});
+                           "-o", "", src_name});
+  const size_t output_at = argv.size() - 2;
+  std::string diag;
+  Error failed = nullptr;  // the compile's own error, when it has one
   auto t0 = std::chrono::steady_clock::now();
-  htam::ProcessOptions run;
-  run.cwd = host().work_dir;
-  run.timeout_s = req.timeout_s > 0 ? req.timeout_s : 60;
-  run.max_output = max_diag_bytes;
-  auto compiled = htam::RunProcess(argv, run);
-  art->compile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!compiled.ok()) {  // the compiler did not start
-    unlink(tmp.c_str());
-    return MakeError(HTAM_ERR_UNAVAILABLE, compiled.status().message());
-  }
-  const std::string& diag = compiled->output;
-  if (compiled->timed_out) {
-    unlink(tmp.c_str());
-    return MakeError(HTAM_ERR_TIMEOUT,
-                     "compiler timed out after " + std::to_string(req.timeout_s) + " s\n" + diag);
-  }
-  if (const int rc = ExitStatus(*compiled); rc != 0) {
-    unlink(tmp.c_str());
-    return MakeError(HTAM_ERR_COMPILE,
-                     diag.empty() ? "compiler exited with " + std::to_string(rc) : diag);
-  }
-  if (rename(tmp.c_str(), art->path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    // Another evaluation sharing the cache published the same artifact (same content key)
-    // first, and its evaluator sealed it: that one serves.
-    if (access(art->path.c_str(), R_OK) != 0)
-      return MakeError(HTAM_ERR_INTERNAL,
-                       "cannot move artifact into " + dir + ": " + strerror(err));
-  }
+  // Compiled into a temporary beside the entry and renamed onto it (base/file.h): a reader sees
+  // the whole library or none.
+  htam::Status published = htam::PublishFile(art->path, [&](const std::string& tmp) {
+    argv[output_at] = tmp;
+    htam::ProcessOptions run;
+    run.cwd = host().work_dir;
+    run.timeout_s = req.timeout_s > 0 ? req.timeout_s : 60;
+    run.max_output = max_diag_bytes;
+    auto compiled = htam::RunProcess(argv, run);
+    art->compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!compiled.ok()) {  // the compiler did not start
+      failed = MakeError(HTAM_ERR_UNAVAILABLE, compiled.status().message());
+    } else if (diag = compiled->output; compiled->timed_out) {
+      failed = MakeError(HTAM_ERR_TIMEOUT,
+                         "compiler timed out after " + std::to_string(req.timeout_s) + " s\n" + diag);
+    } else if (const int rc = ExitStatus(*compiled); rc != 0) {
+      failed = MakeError(HTAM_ERR_COMPILE,
+                         diag.empty() ? "compiler exited with " + std::to_string(rc) : diag);
+    }
+    return failed ? htam::Status::Internal("not compiled") : htam::Status::OK();
+  });
+  if (failed) return failed;
+  // A failed rename: another evaluation sharing the cache published the same artifact (same
+  // content key) first, and its evaluator sealed it: that one serves.
+  if (!published.ok() && access(art->path.c_str(), R_OK) != 0)
+    return MakeError(HTAM_ERR_INTERNAL, "cannot move artifact into " + dir + ": " +
+                                            published.message());
   art->diagnostics = diag;
   ::Log(this, HTAM_LOG_DEBUG,
         "compiled " + label + " in " + std::to_string(art->compile_ms) + " ms");

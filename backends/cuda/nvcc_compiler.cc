@@ -1,4 +1,4 @@
-// nvcc driver: temp dir per compile, ptxas report parsing, cache publication by rename.
+// nvcc driver: a staging folder per compile, ptxas report parsing, cache entries published whole.
 #include "backends/cuda/nvcc_compiler.h"
 
 #include <sys/stat.h>
@@ -69,8 +69,6 @@ void DecodeMeta(const std::string& text, CompileOutput* o) {
     }
   }
 }
-
-std::atomic<uint64_t> g_compile_seq{0};
 
 constexpr std::string_view kLibrariesFlag = "--htam-libraries=";
 
@@ -395,83 +393,54 @@ Result<CompileOutput> NvccCompiler::Compile(std::string_view source, std::string
     if (access(sub.c_str(), W_OK) != 0) entry.clear();
   }
 
-  // Fresh temp dir: inside the cache when there is one, so that publishing is a rename within
-  // one mount (a sandboxed worker's cache is a bind mount of its own: a rename from its temp dir
-  // fails with EXDEV); else under work_dir.
-  std::string base = options_.work_dir.empty() ? "/tmp" : options_.work_dir;
-  std::string prefix = "/nvcc-";
-  if (!entry.empty()) {
-    std::error_code mk;
-    fs::create_directories(options_.cache_dir + "/cuda", mk);
-    base = options_.cache_dir + "/cuda";
-    prefix = "/.nvcc-";  // never a cache key (hex)
-  }
-  std::string safe_name;
-  for (char ch : name.substr(0, 40))
-    safe_name += (isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
-  if (safe_name.empty()) safe_name = "candidate";
-  // mkdtemp: workers in PID namespaces of their own share process ids (and a cache directory),
-  // so a name made of the pid and a counter collided between two workers of one device.
+  // Compiled in a folder published whole (base/file.h: PublishDir): the cache entry, else a folder
+  // of its own under work_dir. Its staging folder sits beside it, so that publishing is a rename
+  // within one mount (a sandboxed worker's cache is a bind mount of its own: a rename from
+  // elsewhere fails with EXDEV).
+  const std::string target = !entry.empty() ? entry
+                                            : (options_.work_dir.empty() ? "/tmp"
+                                                                         : options_.work_dir) +
+                                                  "/nvcc-" + out.hash;
   std::error_code ec;
-  fs::create_directories(base, ec);
-  std::string tmpl =
-      base + prefix + std::to_string(g_compile_seq.fetch_add(1)) + "-" + safe_name + "-XXXXXX";
-  std::vector<char> tbuf(tmpl.begin(), tmpl.end());
-  tbuf.push_back('\0');
-  if (!mkdtemp(tbuf.data()))
-    return Status::IOError("cannot create " + tmpl + ": " + strerror(errno));
-  std::string dir = tbuf.data();
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(d, e);
-    }
-  } cleanup{dir};
-
-  if (!WriteFile(dir + "/candidate.cu", source)) return Status::IOError("cannot write " + dir);
-  std::vector<std::string> argv = {
-      options_.nvcc, "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden",
-      "-cudart",     "shared",  gencode,      "-I" + options_.sdk_include_dir,
-      "-Xptxas",     "-v",      "-lineinfo"};
-  for (const auto& f : flags) argv.push_back(f);
-  argv.insert(argv.end(), {"-o", "candidate.so", "candidate.cu"});
-  double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
-  HTAM_ASSIGN_OR_RETURN(ProcessResult pr, RunProcess(argv, dir, limit, 1 << 20, {"TMPDIR=" + dir}));
-  out.compile_ms = pr.wall_ms;
-  if (pr.timed_out) {
-    return Status::Timeout("nvcc exceeded " + std::to_string(limit) + " s");
-  }
-  out.kernels = ParsePtxasInfo(pr.output);
-  out.diagnostics = TrimDiagnostics(pr.output, dir, options_.max_diagnostic_bytes);
-  if (pr.signaled) return Status::Internal("nvcc was killed by a signal: " + out.diagnostics);
-  if (pr.exit_code != 0 || access((dir + "/candidate.so").c_str(), R_OK) != 0) {
+  fs::create_directories(fs::path(target).parent_path(), ec);
+  bool built = true;  // false: nvcc ran and refused the source (diagnostics in out)
+  Status published = PublishDir(
+      target,
+      [&](const std::string& dir) -> Status {
+        if (!WriteFile(dir + "/candidate.cu", source))
+          return Status::IOError("cannot write " + dir);
+        std::vector<std::string> argv = {
+            options_.nvcc, "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden",
+            "-cudart",     "shared",  gencode,      "-I" + options_.sdk_include_dir,
+            "-Xptxas",     "-v",      "-lineinfo"};
+        for (const auto& f : flags) argv.push_back(f);
+        argv.insert(argv.end(), {"-o", "candidate.so", "candidate.cu"});
+        double limit = timeout_s > 0 ? timeout_s : options_.timeout_s;
+        HTAM_ASSIGN_OR_RETURN(ProcessResult pr,
+                              RunProcess(argv, dir, limit, 1 << 20, {"TMPDIR=" + dir}));
+        out.compile_ms = pr.wall_ms;
+        if (pr.timed_out) return Status::Timeout("nvcc exceeded " + std::to_string(limit) + " s");
+        out.kernels = ParsePtxasInfo(pr.output);
+        out.diagnostics = TrimDiagnostics(pr.output, dir, options_.max_diagnostic_bytes);
+        if (pr.signaled) return Status::Internal("nvcc was killed by a signal: " + out.diagnostics);
+        if (pr.exit_code != 0 || access((dir + "/candidate.so").c_str(), R_OK) != 0) {
+          built = false;
+          if (out.diagnostics.empty())
+            out.diagnostics = "nvcc exited with code " + std::to_string(pr.exit_code);
+          return Status::Internal("not built");  // nothing to publish
+        }
+        if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
+        fs::remove(dir + "/candidate.cu", ec);
+        return Status::OK();
+      },
+      0700);
+  if (!built) {
     out.ok = false;
-    if (out.diagnostics.empty())
-      out.diagnostics = "nvcc exited with code " + std::to_string(pr.exit_code);
     return out;
   }
+  if (!published.ok()) return published;
   out.ok = true;
-
-  // Publish: into the cache (atomic rename of a complete directory), else into work_dir.
-  if (!entry.empty()) {
-    if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
-    fs::remove(dir + "/candidate.cu", ec);
-    fs::create_directories(options_.cache_dir + "/cuda", ec);
-    if (rename(dir.c_str(), entry.c_str()) != 0) {
-      const int err = errno;
-      if (access((entry + "/candidate.so").c_str(), R_OK) != 0)
-        return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(err));
-    }
-    cleanup.d.clear();
-    fs::remove_all(dir, ec);  // when another compile published first
-    out.so_path = entry + "/candidate.so";
-  } else {
-    std::string keep = base + "/candidate-" + out.hash + ".so";
-    fs::rename(dir + "/candidate.so", keep, ec);
-    if (ec) return Status::IOError("cannot move artifact: " + ec.message());
-    out.so_path = keep;
-  }
+  out.so_path = target + "/candidate.so";
   return out;
 }
 

@@ -64,8 +64,6 @@ void DecodeMeta(const std::string& text, HipCompileOutput* o) {
   }
 }
 
-std::atomic<uint64_t> g_seq{0};
-
 std::string Processor(const std::string& target) {
   return target.substr(0, target.find(':'));
 }
@@ -205,12 +203,9 @@ Status HipccCompiler::EnsureProbed() const {
   if (!memo.empty()) {
     std::error_code ec;
     fs::create_directories(options_.cache_dir + "/hip", ec);
-    auto tmp = CreateUniqueFile(memo);
-    if (tmp.ok() && WriteFile(*tmp, "supported: " + Join(tc_->supported) + "\nunsupported: " +
-                                        Join(tc_->unsupported) + "\nversion\n" + tc_->version)) {
-      fs::rename(*tmp, memo, ec);
-    }
-    if (tmp.ok() && ec) fs::remove(*tmp, ec);
+    // A memo that cannot be written is asked again by the next process.
+    (void)WriteFileAtomic(memo, "supported: " + Join(tc_->supported) + "\nunsupported: " +
+                                    Join(tc_->unsupported) + "\nversion\n" + tc_->version);
   }
   return Status::OK();
 }
@@ -300,23 +295,42 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
     }
   }
 
-  std::string safe;
-  for (char ch : name.substr(0, 40)) safe += isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  if (safe.empty()) safe = "candidate";
-  std::string dir = options_.work_dir + "/hipcc-" + std::to_string(getpid()) + "-" +
-                    std::to_string(g_seq.fetch_add(1)) + "-" + safe;
+  // A cache this process may not write (a runner's compiled-ahead cache, sealed by the daemon) is
+  // read only: a miss compiles into work_dir.
+  if (!entry.empty()) {
+    std::error_code mk;
+    fs::create_directories(options_.cache_dir + "/hip", mk);
+    if (access((options_.cache_dir + "/hip").c_str(), W_OK) != 0) entry.clear();
+  }
+  // Compiled in a folder published whole (base/file.h: PublishDir): the cache entry, else a folder
+  // of its own under work_dir. Its staging folder sits beside it: publishing is a rename within one
+  // mount.
+  const std::string target =
+      !entry.empty() ? entry : options_.work_dir + "/hipcc-" + out.hash;
   std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (!fs::create_directories(dir, ec))
-    return Status::IOError("cannot create " + dir + ": " + ec.message());
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code e;
-      if (!d.empty()) fs::remove_all(d, e);
-    }
-  } cleanup{dir};
+  fs::create_directories(fs::path(target).parent_path(), ec);
+  bool built = true;  // false: hipcc ran and refused the source (diagnostics in out)
+  Status published = PublishDir(
+      target,
+      [&](const std::string& dir) -> Status {
+        HTAM_RETURN_IF_ERROR(BuildIn(dir, source, targets, flags, note, timeout_s, &out, &built));
+        if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
+        fs::remove(dir + "/candidate.hip", ec);
+        return Status::OK();
+      },
+      0700);
+  if (!built) return out;
+  if (!published.ok()) return published;
+  out.ok = true;
+  out.so_path = target + "/candidate.so";
+  return out;
+}
 
+Status HipccCompiler::BuildIn(const std::string& dir, std::string_view source,
+                              const std::vector<std::string>& targets,
+                              const std::vector<std::string>& flags, const std::string& note,
+                              double timeout_s, HipCompileOutput* o, bool* built) const {
+  HipCompileOutput& out = *o;
   if (!WriteFile(dir + "/candidate.hip", source)) return Status::IOError("cannot write " + dir);
   std::vector<std::string> argv{hipcc_path_};
   for (const auto& t : targets) argv.push_back("--offload-arch=" + t);
@@ -335,7 +349,8 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
       out.diagnostics += "hipcc produced no shared object\n";
     else if (r.output.empty())
       out.diagnostics += "hipcc exited with code " + std::to_string(r.exit_code);
-    return out;
+    *built = false;
+    return Status::Internal("not built");  // nothing to publish
   }
   // The code object must hold every target asked for: a missing one would fail only at load time
   // on that GPU ("no binary for GPU"), far from the compile that caused it.
@@ -349,25 +364,7 @@ Result<HipCompileOutput> HipccCompiler::Compile(std::string_view source,
     }
   }
   out.ok = true;
-
-  if (!entry.empty()) {
-    if (!WriteFile(dir + "/meta", EncodeMeta(out))) return Status::IOError("cannot write meta");
-    fs::remove(dir + "/candidate.hip", ec);
-    fs::create_directories(options_.cache_dir + "/hip", ec);
-    if (rename(dir.c_str(), entry.c_str()) != 0 &&
-        access((entry + "/candidate.so").c_str(), R_OK) != 0) {
-      return Status::IOError("cannot publish cache entry " + entry + ": " + strerror(errno));
-    }
-    cleanup.d.clear();
-    fs::remove_all(dir, ec);  // another compile published the same entry first
-    out.so_path = entry + "/candidate.so";
-  } else {
-    std::string keep = options_.work_dir + "/hip-candidate-" + out.hash + ".so";
-    fs::rename(dir + "/candidate.so", keep, ec);
-    if (ec) return Status::IOError("cannot move artifact: " + ec.message());
-    out.so_path = keep;
-  }
-  return out;
+  return Status::OK();
 }
 
 }  // namespace htam::hip

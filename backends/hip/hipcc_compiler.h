@@ -72,6 +72,12 @@ class HipccCompiler {
   struct Toolchain;  // version text and target classes, filled once (mutex inside)
   Status Probe(Toolchain* t) const;
   std::string MemoPath() const;
+  // Compiles `source` in the folder `dir` into dir/candidate.so and checks its code objects; a
+  // source hipcc refuses sets *built false (diagnostics in *out) and returns an error.
+  Status BuildIn(const std::string& dir, std::string_view source,
+                 const std::vector<std::string>& targets, const std::vector<std::string>& flags,
+                 const std::string& note, double timeout_s, HipCompileOutput* out,
+                 bool* built) const;
   HipccOptions options_;
   std::string hipcc_path_;      // resolved
   std::string hipcc_identity_;  // path, size and mtime of the hipcc file

@@ -277,21 +277,22 @@ htam::Status WriteShims(htam_backend* b) {
       "-I" + b->shim_dir + " -include " + header + " -DHTAM_HIP_ON_CUDA_LAYER=0x" + hash;
   std::error_code ec;
   if (fs::exists(b->shim_dir + "/hip/hip_runtime.h", ec)) return htam::Status::OK();
-  // mkdtemp, not the process id: workers in PID namespaces of their own share a cache and pids.
-  std::string tmp = base + "/.shim-" + hash + "-XXXXXX";
+  // Published whole (base/file.h): workers in PID namespaces of their own share a cache and pids,
+  // and one that wrote the same shim first leaves its (equal) folder in place.
   fs::create_directories(base, ec);
-  if (!mkdtemp(tmp.data()))
-    return htam::Status::IOError("cannot create " + tmp + ": " + strerror(errno));
-  fs::create_directories(tmp + "/hip", ec);
-  if (ec) return htam::Status::IOError("cannot create " + tmp + ": " + ec.message());
-  for (const char* h : kShimHeaders) {
-    std::ofstream f(tmp + "/hip/" + h);
-    f << "// Written by the htam HIP backend: HIP on NVIDIA through htam/hip_on_cuda.h.\n"
-         "#include <htam/hip_on_cuda.h>\n";
-    if (!f) return htam::Status::IOError("cannot write shim " + std::string(h));
-  }
-  if (rename(tmp.c_str(), b->shim_dir.c_str()) != 0)
-    fs::remove_all(tmp, ec);  // raced: theirs is equal
+  const htam::Status published = htam::PublishDir(b->shim_dir, [](const std::string& tmp) {
+    std::error_code made;
+    fs::create_directories(tmp + "/hip", made);
+    if (made) return htam::Status::IOError("cannot create " + tmp + ": " + made.message());
+    for (const char* h : kShimHeaders) {
+      std::ofstream f(tmp + "/hip/" + h);
+      f << "// Written by the htam HIP backend: HIP on NVIDIA through htam/hip_on_cuda.h.\n"
+           "#include <htam/hip_on_cuda.h>\n";
+      if (!f) return htam::Status::IOError("cannot write shim " + std::string(h));
+    }
+    return htam::Status::OK();
+  });
+  if (!published.ok()) return published;
   return fs::exists(b->shim_dir + "/hip/hip_runtime.h", ec)
              ? htam::Status::OK()
              : htam::Status::IOError("cannot publish " + b->shim_dir);

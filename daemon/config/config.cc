@@ -1,10 +1,11 @@
-// Configuration: the table, parsing with Boost.Program_options, typed access and the dump.
+// Configuration: the table, parsing (base/args.h), typed access and the dump.
 #include "daemon/config/config.h"
 
-#include <boost/program_options.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "base/args.h"
 
 namespace po = boost::program_options;
 
@@ -103,28 +104,26 @@ Result<Config> Config::Parse(int argc, const char* const* argv, const ProgramInf
   all.add(generic).add(table);
 
   po::variables_map cli, file;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).run(), cli);
-    if (cli.count("help")) {
-      out << program.name << " " << program.version << ": " << program.summary << "\n\n"
-          << "Usage: " << program.name << " [--config FILE] [--section.name VALUE ...]\n\n"
-          << all << "\n";
-      *exit_now = true;
-      return config;
-    }
-    if (cli.count("version")) {
-      out << program.name << " " << program.version << "\n";
-      *exit_now = true;
-      return config;
-    }
-    if (cli.count("config")) {
-      std::string path = cli["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) return Status::InvalidArgument("cannot read config file " + path);
-      po::store(po::parse_config_file(in, table, /*allow_unregistered=*/false), file);
-    }
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(e.what());
+  HTAM_RETURN_IF_ERROR(
+      ParseOptions(std::vector<std::string>(argv + (argc > 0 ? 1 : 0), argv + argc), all, &cli));
+  if (cli.count("help")) {
+    out << program.name << " " << program.version << ": " << program.summary << "\n\n"
+        << "Usage: " << program.name << " [--config FILE] [--section.name VALUE ...]\n\n"
+        << all << "\n";
+    *exit_now = true;
+    return config;
+  }
+  if (cli.count("version")) {
+    out << program.name << " " << program.version << "\n";
+    *exit_now = true;
+    return config;
+  }
+  if (cli.count("config")) {
+    std::string path = cli["config"].as<std::string>();
+    std::ifstream in(path);
+    if (!in) return Status::InvalidArgument("cannot read config file " + path);
+    Status st = ParseOptionFile(in, table, &file);
+    if (!st.ok()) return Status::InvalidArgument(path + ": " + st.message());
   }
   // File first, then the command line wins.
   for (auto* vm : {&file, &cli}) {

@@ -308,9 +308,10 @@ bool CompileAhead::Publish(const std::string& stage, std::string* why) {
   // the runner and this process to keep apart anyway.
   const bool root = geteuid() == 0;
   if (root) Seal(from);
-  if (rename(from.c_str(), to.c_str()) != 0) {
-    if (errno == EEXIST || errno == ENOTEMPTY) return true;  // another compile published it
-    *why = "cannot publish " + to + ": " + strerror(errno);
+  if (Status moved = MovePath(from, to); !moved.ok()) {
+    struct stat there;
+    if (lstat(to.c_str(), &there) == 0) return true;  // another compile published it
+    *why = "cannot publish " + to + ": " + moved.message();
     return false;
   }
   if (!root) Seal(to);

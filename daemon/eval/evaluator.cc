@@ -106,6 +106,12 @@ class EvaluatorImpl : public Evaluator {
   ~EvaluatorImpl() override { Shutdown(); }
 
   Status Init();
+  // Init's steps, in order.
+  Status PrepareFolders();
+  Status FindMemoryCgroup();
+  void CheckSandboxUserReach(const std::map<std::string, std::string>& plugins);
+  Status AddBackend(const std::string& name, const std::string& path);
+  void StartCompileAhead();
   Status Submit(EvalJob job, std::function<void(EvalResult)> done) override EXCLUDES(mu_);
   Result<EvalResult> Evaluate(EvalJob job) override EXCLUDES(mu_);
   std::vector<fb::DeviceInfoT> Devices() override;
@@ -389,6 +395,31 @@ std::vector<std::string> EvaluatorImpl::ReferenceCompileArgs(const std::string& 
 }
 
 Status EvaluatorImpl::Init() {
+  HTAM_RETURN_IF_ERROR(PrepareFolders());
+  // Plugins: the one search (base/paths.h).
+  const std::map<std::string, std::string> found = FindPlugins(opt_.plugin_dir);
+  HTAM_RETURN_IF_ERROR(FindMemoryCgroup());
+  CheckSandboxUserReach(found);
+  for (const auto& [name, path] : found) {
+    if (!opt_.backends.empty() &&
+        std::find(opt_.backends.begin(), opt_.backends.end(), name) == opt_.backends.end())
+      continue;
+    HTAM_RETURN_IF_ERROR(AddBackend(name, path));
+  }
+  if (slots_.empty()) {
+    notes_.push_back("no backend can evaluate here; Submit answers Unavailable");
+    HTAM_LOG(kWarn, "eval") << notes_.back();
+  }
+  StartCompileAhead();
+  for (auto& s : slots_) {
+    Slot* raw = s.get();
+    raw->thread = std::thread([this, raw] { SlotLoop(raw); });
+  }
+  return Status::OK();
+}
+
+// The worker binary, the SDK's headers and the folders the workers write.
+Status EvaluatorImpl::PrepareFolders() {
   // Worker binary: configured, else shipped (base/paths.h).
   if (!opt_.worker_path.empty()) {
     if (IsFile(opt_.worker_path)) worker_path_ = MakeAbsolute(opt_.worker_path);
@@ -415,8 +446,11 @@ Status EvaluatorImpl::Init() {
     if (geteuid() == 0 && !ev_.sandbox_user.empty()) chmod(KbBuildCache().c_str(), 01733);
   }
   if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir, 0755));
-  // Plugins: the one search (base/paths.h).
-  const std::map<std::string, std::string> found = FindPlugins(opt_.plugin_dir);
+  return Status::OK();
+}
+
+// eval.host_memory_limit_mb: the memory cgroup parent the workers' cgroups go under, or a note.
+Status EvaluatorImpl::FindMemoryCgroup() {
   if (ev_.host_memory_limit_mb > 0 && ev_.memory_cgroup != "off") {
     if (ev_.memory_cgroup != "auto")
       return Status::InvalidArgument("eval.memory_cgroup must be auto or off, not " +
@@ -432,11 +466,17 @@ Status EvaluatorImpl::Init() {
       HTAM_LOG(kWarn, "eval") << notes_.back();
     }
   }
+  return Status::OK();
+}
+
+// As root with eval.sandbox_user: whether that user can reach every file a worker needs; if not,
+// workers keep this process's user (a note says so).
+void EvaluatorImpl::CheckSandboxUserReach(const std::map<std::string, std::string>& plugins) {
   const std::string sandbox_user = ev_.sandbox_user;
   if (geteuid() == 0 && !sandbox_user.empty()) {
     std::vector<std::string> needed{worker_path_, sdk_include_, opt_.cache_dir, opt_.scratch_dir,
                                     ShippedPath("", "tasks")};
-    for (const auto& [name, path] : found) needed.push_back(path);
+    for (const auto& [name, path] : plugins) needed.push_back(path);
     std::string blocked;
     if (!UserCanReach(sandbox_user, needed, &blocked)) {
       drop_user_ = false;
@@ -447,67 +487,68 @@ Status EvaluatorImpl::Init() {
       HTAM_LOG(kWarn, "eval") << notes_.back();
     }
   }
-  for (const auto& [name, path] : found) {
-    if (!opt_.backends.empty() &&
-        std::find(opt_.backends.begin(), opt_.backends.end(), name) == opt_.backends.end())
-      continue;
-    // Probe in a sandboxed worker: a broken plugin cannot take htamd down.
-    Slot probe;
-    auto w = WorkerProcess::Spawn(WorkerArgs(probe, true, path, name), SandboxFor(name));
-    if (!w.ok()) return w.status();
-    auto deadline = Clock::now() + std::chrono::seconds(ev_.worker_start_timeout_s);
-    auto frame = (*w)->Receive(deadline, 8192, 1 << 20);
-    if (!frame.ok() || (*frame)["type"] != "describe") {
-      std::string why = frame.ok() ? frame->value("message", std::string("bad reply"))
-                                   : frame.status().ToString() + " " + Tail((*w)->output(), 500);
-      notes_.push_back("plugin " + name + " (" + path + ") not usable: " + why);
-      HTAM_LOG(kWarn, "eval") << notes_.back();
-      continue;
-    }
-    Plugin p;
-    p.name = name;
-    p.path = path;
-    p.language = frame->value("language", "");
-    p.version = frame->value("version", "");
-    p.notes = frame->value("notes", "");
-    p.can_run = frame->value("can_run", false);
-    p.devices = (*frame)["devices"];
-    plugins_.push_back(p);
-    if (!p.can_run) {
-      // Plugins say why in their notes, mostly as "runtime path cannot run here: ..."; the
-      // phrase is added only where they do not.
-      const bool says_why = p.notes.find("cannot run here") != std::string::npos;
-      notes_.push_back("backend " + name + ": " +
-                       (says_why ? p.notes : "runtime path cannot run here: " + p.notes));
-      HTAM_LOG(kInfo, "eval") << notes_.back();
-      continue;
-    }
-    // eval.device_workers lanes per device: each a worker (and runner) of its own; their
-    // verification overlaps on the device, their timed phases take turns (gate.h device_index).
-    const int lanes = int(std::max<int64_t>(1, ev_.device_workers));
-    for (const auto& d : p.devices) {
-      for (int lane = 0; lane < lanes; ++lane) {
-        auto s = std::make_unique<Slot>();
-        s->backend = name;
-        s->plugin = path;
-        s->language = p.language;
-        s->device = d.value("index", 0);
-        s->info.backend = name;
-        s->info.arch = d.value("arch", "");
-        s->info.name = d.value("name", "");
-        s->info.memory_bytes = d.value("memory_bytes", uint64_t(0));
-        s->info.worker = "local:" + name + ":" + std::to_string(s->device) +
-                         (lane ? "/lane" + std::to_string(lane) : "");
-        slots_.push_back(std::move(s));
-      }
-    }
-    HTAM_LOG(kInfo, "eval") << "backend " << name << " (" << p.version << "): " << p.devices.size()
-                            << " device(s)";
-  }
-  if (slots_.empty()) {
-    notes_.push_back("no backend can evaluate here; Submit answers Unavailable");
+}
+
+// Probes the plugin `name` at `path` in a sandboxed worker (a broken plugin cannot take htamd
+// down) and adds a slot per device lane when it can run here; else a note.
+Status EvaluatorImpl::AddBackend(const std::string& name, const std::string& path) {
+  Slot probe;
+  auto w = WorkerProcess::Spawn(WorkerArgs(probe, true, path, name), SandboxFor(name));
+  if (!w.ok()) return w.status();
+  auto deadline = Clock::now() + std::chrono::seconds(ev_.worker_start_timeout_s);
+  auto frame = (*w)->Receive(deadline, 8192, 1 << 20);
+  if (!frame.ok() || (*frame)["type"] != "describe") {
+    std::string why = frame.ok() ? frame->value("message", std::string("bad reply"))
+                                 : frame.status().ToString() + " " + Tail((*w)->output(), 500);
+    notes_.push_back("plugin " + name + " (" + path + ") not usable: " + why);
     HTAM_LOG(kWarn, "eval") << notes_.back();
+    return Status::OK();
   }
+  Plugin p;
+  p.name = name;
+  p.path = path;
+  p.language = frame->value("language", "");
+  p.version = frame->value("version", "");
+  p.notes = frame->value("notes", "");
+  p.can_run = frame->value("can_run", false);
+  p.devices = (*frame)["devices"];
+  plugins_.push_back(p);
+  if (!p.can_run) {
+    // Plugins say why in their notes, mostly as "runtime path cannot run here: ..."; the
+    // phrase is added only where they do not.
+    const bool says_why = p.notes.find("cannot run here") != std::string::npos;
+    notes_.push_back("backend " + name + ": " +
+                     (says_why ? p.notes : "runtime path cannot run here: " + p.notes));
+    HTAM_LOG(kInfo, "eval") << notes_.back();
+    return Status::OK();
+  }
+  // eval.device_workers lanes per device: each a worker (and runner) of its own; their
+  // verification overlaps on the device, their timed phases take turns (gate.h device_index).
+  const int lanes = int(std::max<int64_t>(1, ev_.device_workers));
+  for (const auto& d : p.devices) {
+    for (int lane = 0; lane < lanes; ++lane) {
+      auto s = std::make_unique<Slot>();
+      s->backend = name;
+      s->plugin = path;
+      s->language = p.language;
+      s->device = d.value("index", 0);
+      s->info.backend = name;
+      s->info.arch = d.value("arch", "");
+      s->info.name = d.value("name", "");
+      s->info.memory_bytes = d.value("memory_bytes", uint64_t(0));
+      s->info.worker = "local:" + name + ":" + std::to_string(s->device) +
+                       (lane ? "/lane" + std::to_string(lane) : "");
+      slots_.push_back(std::move(s));
+    }
+  }
+  HTAM_LOG(kInfo, "eval") << "backend " << name << " (" << p.version << "): " << p.devices.size()
+                          << " device(s)";
+  return Status::OK();
+}
+
+// The compile-ahead pool, when a backend compiles ahead and there is a cache; off with a note when
+// it cannot start.
+void EvaluatorImpl::StartCompileAhead() {
   bool any_ahead = false;
   for (const auto& s : slots_) any_ahead = any_ahead || AheadBackend(s->backend);
   if (any_ahead && !opt_.cache_dir.empty()) {
@@ -537,11 +578,6 @@ Status EvaluatorImpl::Init() {
       ahead_.reset();
     }
   }
-  for (auto& s : slots_) {
-    Slot* raw = s.get();
-    raw->thread = std::thread([this, raw] { SlotLoop(raw); });
-  }
-  return Status::OK();
 }
 
 std::string EvaluatorImpl::KbBuildCache() const {
@@ -657,7 +693,9 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   r.device = s->info.name;
   r.arch = s->info.arch;
   const bool kb = job.language == "kernelbench";
-  r.candidate_hash = CandidateKey(kb ? job.language : s->language, job.source);
+  r.candidate_hash = !job.candidate_hash.empty()
+                         ? job.candidate_hash
+                         : CandidateKey(kb ? job.language : s->language, job.source);
   const bool ahead = CompiledAhead(job);
   if (ahead) ahead_->Claim(job.job_id);
   // A ModelNew job on a backend whose candidates run in the verifier: a worker with a runner.

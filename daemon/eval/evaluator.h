@@ -47,6 +47,9 @@ struct EvalJob : fb::JobSpecT {
   // report no stages (their result still comes through `done`).
   std::function<void(uint64_t job_id, const std::string& stage, const std::string& message)>
       on_stage;
+  // Optional: the candidate's key (base/hash.h CandidateKey of language and source) when the
+  // caller has it already (htamd's Submit); empty = the evaluator computes it once.
+  std::string candidate_hash;
 };
 
 // The outcome of one job: the schema's JobResult (schema/job.fbs, whose comments say what each

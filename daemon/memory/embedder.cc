@@ -9,15 +9,6 @@
 namespace htam::memory {
 namespace {
 
-// FNV-1a 64: stable across platforms and runs (std::hash is not).
-uint64_t Fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 // The hashed slot and signed weight of a feature (the "hashing trick").
 void Slot(uint64_t h, size_t dim, float weight, size_t* slot, float* value) {
   h ^= h >> 33;
@@ -41,13 +32,14 @@ template <typename Add>
 void ForEachFeature(const std::vector<std::string>& words, const std::string* next, Add add) {
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
-    add(Fnv1a(w, Fnv1a("w:")), 1.0f);
+    // Feature keys (base/hash.h): stable across platforms and runs (std::hash is not).
+    add(IndexKey64(w, IndexKey64("w:")), 1.0f);
     const std::string* after = i + 1 < words.size() ? &words[i + 1] : next;
-    if (after) add(Fnv1a(*after, Fnv1a(w, Fnv1a("b:"))), 0.7f);
+    if (after) add(IndexKey64(*after, IndexKey64(w, IndexKey64("b:"))), 0.7f);
     // Character trigrams of the padded word: robust to inflection ("coalesced" ~ "coalescing").
     std::string padded = "^" + w + "$";
     for (size_t j = 0; j + 3 <= padded.size(); ++j)
-      add(Fnv1a(std::string_view(padded).substr(j, 3), Fnv1a("c:")), 0.35f);
+      add(IndexKey64(std::string_view(padded).substr(j, 3), IndexKey64("c:")), 0.35f);
   }
 }
 

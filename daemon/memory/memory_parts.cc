@@ -5,6 +5,8 @@
 #include <cstring>
 #include <set>
 
+#include "base/hash.h"
+
 namespace htam::memory {
 
 // ---------------------------------------------------------------- DirectionCatalogue
@@ -76,8 +78,7 @@ void SessionAdvice::Forget(uint64_t session) {
 // ---------------------------------------------------------------- RetrievalCache
 
 uint64_t RetrievalCache::Key(uint64_t direction, int k, std::string_view query) {
-  return std::hash<std::string_view>{}(query) ^ (direction * 0x9E3779B97F4A7C15ull) ^
-         (uint64_t(k) << 56);
+  return IndexKey64(query, direction ^ (uint64_t(k) << 56));
 }
 
 std::optional<std::vector<Hit>> RetrievalCache::Find(uint64_t epoch, uint64_t direction, int k,

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/hash.h"
 #include "base/paths.h"
 #include "daemon/config/sections.h"
 #include "daemon/memory/codec.h"
@@ -1292,7 +1293,7 @@ TEST(MemoryTest, TransitionTableAgreesWithTheRecords) {
   ASSERT_TRUE(row.flags & TransitionTable::kPresent);
   row.direction_id = row.direction_id % 13 + 1 == row.direction_id ? 1 : row.direction_id % 13 + 1;
   std::memcpy(bytes.data() + row_at, &row, sizeof row);
-  uint64_t hash = Hash64(bytes.data() + header, bytes.size() - header);
+  uint64_t hash = Checksum64(bytes.data() + header, bytes.size() - header);
   std::memcpy(bytes.data() + 44, &hash, 8);
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);

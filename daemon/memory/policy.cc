@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include "base/hash.h"
+
 namespace htam::memory {
 namespace {
 
@@ -17,12 +19,6 @@ uint64_t Mix(uint64_t h) {
   h ^= h >> 33;
   h *= 0xc4ceb9fe1a85ec53ull;
   h ^= h >> 33;
-  return h;
-}
-
-uint64_t HashStr(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
 
@@ -132,7 +128,7 @@ std::vector<float> TransitionKey(const PolicyState& s, const MemoryOptions& o) {
   float* p = k.data();
   // [0,8) category, [8,13) bottleneck, [13,18) size, [18,23) intensity, [23,27) speedup,
   // [27,31) step, [31] bias: each group unit-norm times its weight.
-  if (!s.category.empty()) p[HashStr(s.category) % 8] = 1.0f;
+  if (!s.category.empty()) p[IndexKey64(s.category) % 8] = 1.0f;
   Scale(p, 8, 1.0);
   p[8 + std::clamp(static_cast<int>(s.bottleneck), 0, 4)] = 1.0f;
   Scale(p + 8, 5, 1.0);

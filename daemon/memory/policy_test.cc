@@ -451,3 +451,29 @@ TEST(EmbedderTest, DeterministicNormalizedAndMeaningful) {
 
 }  // namespace
 }  // namespace htam::memory
+
+namespace htam::memory {
+namespace {
+
+// Stored embeddings and transition keys were made with these hashes (base/hash.h: IndexKey64):
+// a store written before keeps answering the same only while they stay bit for bit.
+TEST(EmbedderTest, FeatureHashesAreTheOnesStoredEmbeddingsWereMadeWith) {
+  const std::vector<float> want = {
+      0.152898207f, 0.152898207f, 0.742648482f, 0.152898207f, -0.152898207f, 0.0f,
+      -0.283953816f, 0.0f, -0.152898207f, -0.131055623f, 0.0f, 0.458694607f,
+      0.0f, 0.0f, 0.152898207f, 0.0f};
+  EXPECT_EQ(EmbedText("shared memory tiling", 16), want);
+  // The task category's slot among the transition key's first eight.
+  PolicyState s;
+  MemoryOptions o;
+  for (const auto& [category, slot] :
+       std::vector<std::pair<std::string, int>>{{"reduction", 4}, {"elementwise", 5},
+                                                {"matmul", 7}}) {
+    s.category = category;
+    const std::vector<float> k = TransitionKey(s, o);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(k[i] != 0.0f, i == slot) << category << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace htam::memory

@@ -21,6 +21,7 @@
 #include <filesystem>
 
 #include "base/file.h"
+#include "base/hash.h"
 
 namespace htam::memory {
 namespace {
@@ -133,7 +134,7 @@ Status HashFileRegion(FILE* f, long offset, uint64_t length, uint64_t* hash) {
   while (left > 0) {
     size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
     if (std::fread(buf.data(), 1, want, f) != want) return Status::Corruption("snapshot truncated");
-    h = Hash64(buf.data(), want, h);
+    h = Checksum64(buf.data(), want, h);
     left -= want;
   }
   *hash = h;
@@ -141,30 +142,6 @@ Status HashFileRegion(FILE* f, long offset, uint64_t length, uint64_t* hash) {
 }
 
 }  // namespace
-
-uint64_t Hash64(const void* data, size_t n, uint64_t seed) {
-  // Four independent multiply-xor lanes over 8-byte words, then a tail; chained by seed.
-  const auto* p = static_cast<const unsigned char*>(data);
-  const uint64_t k = 0x9E3779B97F4A7C15ull;
-  uint64_t l[4] = {seed ^ 0x243F6A8885A308D3ull, seed ^ 0x13198A2E03707344ull,
-                   seed ^ 0xA4093822299F31D0ull, seed ^ 0x082EFA98EC4E6C89ull};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int j = 0; j < 4; ++j) {
-      uint64_t w;
-      std::memcpy(&w, p + i + 8 * j, 8);
-      l[j] = (l[j] ^ w) * k;
-      l[j] ^= l[j] >> 29;
-    }
-  }
-  uint64_t h =
-      l[0] ^ (l[1] << 1 | l[1] >> 63) ^ (l[2] << 2 | l[2] >> 62) ^ (l[3] << 3 | l[3] >> 61);
-  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
-  h ^= n;
-  h *= k;
-  h ^= h >> 31;
-  return h;
-}
 
 VectorIndex::VectorIndex(const IndexOptions& options) : options_(options) {
   hnsw_ = new faiss::IndexHNSWFlat(options.dim, options.hnsw_m, faiss::METRIC_INNER_PRODUCT);
@@ -403,49 +380,55 @@ void VectorIndex::set_ef_search(int ef) {
 Status SaveSnapshot(const std::string& path, uint64_t store_tag, uint64_t covered_id,
                     const std::map<uint64_t, const VectorIndex*>& sections,
                     std::string_view extra) {
-  std::string tmp = path + ".tmp";
-  File out;
-  out.f = std::fopen(tmp.c_str(), "w+b");
-  if (!out.f) return Status::IOError("create " + tmp + ": " + std::strerror(errno));
-  uint32_t dim = sections.empty() ? 0 : static_cast<uint32_t>(sections.begin()->second->dim());
-  // Header with the hash left zero; patched once the payload is on disk.
-  bool ok = std::fwrite(kMagic, 8, 1, out.f) == 1 && WriteRaw(out.f, kFormat) &&
-            WriteRaw(out.f, dim) && WriteRaw(out.f, store_tag) && WriteRaw(out.f, covered_id) &&
-            WriteRaw(out.f, static_cast<uint32_t>(sections.size())) &&
-            WriteRaw(out.f, uint64_t{0}) && WriteRaw(out.f, uint64_t{0});
-  if (!ok) return Status::IOError("write " + tmp);
-  try {
-    for (const auto& [key, index] : sections) {
-      long len_at = std::ftell(out.f) + 8;
-      if (!WriteRaw(out.f, key) || !WriteRaw(out.f, uint64_t{0})) return Status::IOError("write");
-      faiss::FileIOWriter w(out.f);
-      faiss::write_index(index->index_, &w);
-      long end = std::ftell(out.f);
-      uint64_t len = static_cast<uint64_t>(end - len_at - 8);
-      if (std::fseek(out.f, len_at, SEEK_SET) != 0 || !WriteRaw(out.f, len) ||
-          std::fseek(out.f, end, SEEK_SET) != 0)
-        return Status::IOError("write " + tmp);
-    }
-  } catch (const std::exception& e) {
-    return Status::IOError(std::string("faiss write_index: ") + e.what());
-  }
-  if (!WriteRaw(out.f, static_cast<uint64_t>(extra.size())) ||
-      (!extra.empty() && std::fwrite(extra.data(), extra.size(), 1, out.f) != 1))
-    return Status::IOError("write " + tmp);
-  if (std::fflush(out.f) != 0) return Status::IOError("flush " + tmp);
-  long end = std::ftell(out.f);
-  uint64_t payload = static_cast<uint64_t>(end) - kHeaderSize, hash = 0;
-  HTAM_RETURN_IF_ERROR(HashFileRegion(out.f, kHeaderSize, payload, &hash));
-  if (std::fseek(out.f, kHeaderSize - 16, SEEK_SET) != 0 || !WriteRaw(out.f, payload) ||
-      !WriteRaw(out.f, hash) || std::fflush(out.f) != 0)
-    return Status::IOError("write " + tmp);
-  if (::fsync(fileno(out.f)) != 0)
-    return Status::IOError("fsync " + tmp + ": " + std::strerror(errno));
-  std::fclose(out.f);
-  out.f = nullptr;
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::IOError("rename " + tmp + ": " + std::strerror(errno));
-  return SyncPath(std::filesystem::path(path).parent_path().string());
+  // Written beside, fsynced, renamed over the old snapshot, the folder fsynced.
+  return PublishFile(
+      path,
+      [&](const std::string& tmp) -> Status {
+        File out;
+        out.f = std::fopen(tmp.c_str(), "w+b");
+        if (!out.f) return Status::IOError("create " + tmp + ": " + std::strerror(errno));
+        uint32_t dim =
+            sections.empty() ? 0 : static_cast<uint32_t>(sections.begin()->second->dim());
+        // Header with the hash left zero; patched once the payload is on disk.
+        bool ok = std::fwrite(kMagic, 8, 1, out.f) == 1 && WriteRaw(out.f, kFormat) &&
+                  WriteRaw(out.f, dim) && WriteRaw(out.f, store_tag) &&
+                  WriteRaw(out.f, covered_id) &&
+                  WriteRaw(out.f, static_cast<uint32_t>(sections.size())) &&
+                  WriteRaw(out.f, uint64_t{0}) && WriteRaw(out.f, uint64_t{0});
+        if (!ok) return Status::IOError("write " + tmp);
+        try {
+          for (const auto& [key, index] : sections) {
+            long len_at = std::ftell(out.f) + 8;
+            if (!WriteRaw(out.f, key) || !WriteRaw(out.f, uint64_t{0}))
+              return Status::IOError("write");
+            faiss::FileIOWriter w(out.f);
+            faiss::write_index(index->index_, &w);
+            long end = std::ftell(out.f);
+            uint64_t len = static_cast<uint64_t>(end - len_at - 8);
+            if (std::fseek(out.f, len_at, SEEK_SET) != 0 || !WriteRaw(out.f, len) ||
+                std::fseek(out.f, end, SEEK_SET) != 0)
+              return Status::IOError("write " + tmp);
+          }
+        } catch (const std::exception& e) {
+          return Status::IOError(std::string("faiss write_index: ") + e.what());
+        }
+        if (!WriteRaw(out.f, static_cast<uint64_t>(extra.size())) ||
+            (!extra.empty() && std::fwrite(extra.data(), extra.size(), 1, out.f) != 1))
+          return Status::IOError("write " + tmp);
+        if (std::fflush(out.f) != 0) return Status::IOError("flush " + tmp);
+        long end = std::ftell(out.f);
+        uint64_t payload = static_cast<uint64_t>(end) - kHeaderSize, hash = 0;
+        HTAM_RETURN_IF_ERROR(HashFileRegion(out.f, kHeaderSize, payload, &hash));
+        if (std::fseek(out.f, kHeaderSize - 16, SEEK_SET) != 0 || !WriteRaw(out.f, payload) ||
+            !WriteRaw(out.f, hash) || std::fflush(out.f) != 0)
+          return Status::IOError("write " + tmp);
+        FILE* f = out.f;
+        out.f = nullptr;
+        const bool closed = std::fclose(f) == 0;
+        return closed ? Status::OK()
+                      : Status::IOError("close " + tmp + ": " + std::strerror(errno));
+      },
+      /*durable=*/true);
 }
 
 Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64_t store_tag,

@@ -90,7 +90,4 @@ Status LoadSnapshot(const std::string& path, const IndexOptions& options, uint64
                     std::map<uint64_t, std::unique_ptr<VectorIndex>>* sections,
                     std::optional<std::string>* extra = nullptr);
 
-// Fast 64-bit content hash (not cryptographic) used by snapshot files.
-uint64_t Hash64(const void* data, size_t n, uint64_t seed = 0);
-
 }  // namespace htam::memory

@@ -181,6 +181,7 @@ void Server::OnSubmit(const Peer& peer, uint64_t rid, const fb::Submit& m) {
   ej.arch = session->arch;
   ej.language = job.language;
   ej.source = std::move(source);
+  ej.candidate_hash = job.candidate_hash;  // hashed once, here
   ej.session_id = job.session_id;
   ej.context = EncodeJobContext(job);
   ej.profile = m.profile();

@@ -9,7 +9,7 @@ import unittest
 from contextlib import redirect_stdout
 
 from htam_agent.htamd import find_htamd
-from htam_agent.quality import ALL_POLICIES, main
+from htam_bench.quality import ALL_POLICIES, main
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_fixtures", "tasks")
 

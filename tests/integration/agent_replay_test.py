@@ -11,8 +11,8 @@ from htam_agent.importer import walk_order
 from htam_agent.lineage import Lineage, LineageError, Variant, discover_tasks, load_task
 from htam_agent.model import DirectionScoreView, OutcomeView, SessionView, StepView
 from htam_agent.proposers import AgentContext, ReplayProposer
-from htam_agent.quality_bounds import SweepPolicy, improving_edges
-from htam_agent.quality import (Policy, RandomPolicy, UCBPolicy, World, markdown, reachable_best,
+from htam_bench.quality_bounds import SweepPolicy, improving_edges
+from htam_bench.quality import (Policy, RandomPolicy, UCBPolicy, World, markdown, reachable_best,
                                 run_one, summarize, usable)
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_fixtures", "tasks")

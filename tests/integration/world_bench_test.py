@@ -11,8 +11,10 @@ import tempfile
 import unittest
 from contextlib import redirect_stdout
 
-from htam_agent import world_bench
+from htam_bench import world_bench
 from htam_agent.htamd import find_htamd
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WorldBenchSmokeTest(unittest.TestCase):
@@ -56,7 +58,7 @@ class WorldBenchSmokeTest(unittest.TestCase):
         backend (htamd refuses a task whose reference is not for the session's backend)."""
         if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
             self.skipTest("no htamd built")
-        tables = ",".join(os.path.join(world_bench.wf.REPO, "configs", "world", t)
+        tables = ",".join(os.path.join(REPO, "configs", "world", t)
                           for t in ("h100_table.jsonl.gz", "cpu_table.jsonl.gz"))
         with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
             out = os.path.join(tmp, "res")
@@ -88,7 +90,7 @@ class WorldBenchSmokeTest(unittest.TestCase):
         each live status is the table's; an Ok variant comes back with a measured speedup."""
         if not find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
             self.skipTest("no htamd built")
-        table = os.path.join(world_bench.wf.REPO, "configs", "world", "cpu_table.jsonl.gz")
+        table = os.path.join(REPO, "configs", "world", "cpu_table.jsonl.gz")
         with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
             out = os.path.join(tmp, "res")
             buf = io.StringIO()

@@ -10,11 +10,11 @@ import subprocess
 import tempfile
 import unittest
 
-from htam_agent import world_build as wb
-from htam_agent import world_env as we
-from htam_agent import world_families as wf
+from htam_bench import world_build as wb
+from htam_bench import world_env as we
+from htam_bench import world_families as wf
 
-REPO = wf.REPO
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class FamiliesTest(unittest.TestCase):
@@ -282,7 +282,7 @@ class EnvTest(unittest.TestCase):
         self.assertEqual(we.split_advice("a@VEC=4"), ("a", ("VEC", 4)))
         self.assertEqual(we.split_advice("a"), ("a", None))
         # The bench reads the setting out of a learned summary only with value hints on.
-        from htam_agent import world_bench as wb
+        from htam_bench import world_bench as wb
         known = {"vectorized-16-byte-access": "global-memory-access"}
         title = "vectorized-16-byte-access: VEC=4 (VEC4_GS0)"
         self.assertEqual(wb.advice_item("learned-1", title, known, True),
@@ -370,7 +370,7 @@ class EnvTest(unittest.TestCase):
         self.assertEqual(s.bottleneck(), "Memory")   # the tiled transpose streams at > 60 %
 
     def test_bench_passes_the_current_kernels_bottleneck_in_next_step(self):
-        from htam_agent import world_bench as wb
+        from htam_bench import world_bench as wb
         from htam_agent.model import SessionView, StepView, StrategyView
 
         class FakeDaemon:

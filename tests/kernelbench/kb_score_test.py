@@ -1,5 +1,5 @@
 """KernelBench's metrics of a folder of ModelNew files (`htam-bench kernelbench`, i.e.
-`python3 -m htam_agent kernelbench`): the definitions (correct, fast_p = correct and speedup > p
+`python3 -m htam_bench kernelbench`): the definitions (correct, fast_p = correct and speedup > p
 over every problem of the level, geomean over the correct ones), the pairing of files with
 problems, and a real scoring run on the CPU through htam-eval: a level of three problems, one
 ModelNew correct, one wrong, one missing."""
@@ -15,6 +15,10 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 from htam_agent import kernelbench as kb  # noqa: E402
+
+# The agent's package and htam-bench's harness (python3 -m htam_bench kernelbench).
+PYTHONPATH = os.pathsep.join([os.path.join(ROOT, "sdk", "python"),
+                              os.path.join(ROOT, "tools", "bench", "python")])
 
 HTAM_EVAL = os.environ.get("HTAM_EVAL", os.path.join(ROOT, "build", "tools", "eval",
                                                      "htam-eval"))
@@ -114,12 +118,12 @@ class ScoreOnCpuTest(unittest.TestCase):
             f.write(right.replace("return torch.relu(x)", "return torch.relu(x) * 2"))
         out = os.path.join(tmp, "report.json")
         p = subprocess.run(
-            ["/usr/bin/python3", "-m", "htam_agent", "kernelbench", "--kernelbench",
+            ["/usr/bin/python3", "-m", "htam_bench", "kernelbench", "--kernelbench",
              os.path.join(tmp, "kb"), "--modelnew", os.path.join(tmp, "mn"), "--htam-eval",
              HTAM_EVAL, "--policy", '{"require_kernel": false}', "--jobs", "2",
              "--eval-arg=--reps", "--eval-arg=5", "--json", out],
             capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "sdk", "python"),
+            env=dict(os.environ, PYTHONPATH=PYTHONPATH,
                      HTAM_KERNELBENCH_HELPER=os.path.join(ROOT, "tools", "kernelbench",
                                                           "kb_helper.py")))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -160,14 +164,14 @@ class SharedProblemsOnCpuTest(unittest.TestCase):
         os.chmod(tmp, 0o755)
         out = os.path.join(tmp, "report.json")
         p = subprocess.run(
-            ["/usr/bin/python3", "-m", "htam_agent", "kernelbench", "--kernelbench", KB_PROBLEMS,
+            ["/usr/bin/python3", "-m", "htam_bench", "kernelbench", "--kernelbench", KB_PROBLEMS,
              "--reference-as-modelnew", "--level", "3", "--problems", "4,34", "--htam-eval",
              HTAM_EVAL, "--policy", '{"require_kernel": false}', "--tasks-dir",
              os.path.join(tmp, "tasks"), "--eval-arg=--reps", "--eval-arg=5",
              "--eval-arg=--seeds", "--eval-arg=1", "--eval-arg=--sets", "--eval-arg=1",
              "--json", out],
             capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "sdk", "python"),
+            env=dict(os.environ, PYTHONPATH=PYTHONPATH,
                      HTAM_KERNELBENCH_HELPER=os.path.join(ROOT, "tools", "kernelbench",
                                                           "kb_helper.py")))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

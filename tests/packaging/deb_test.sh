@@ -69,6 +69,13 @@ grep -q ' ./usr/lib/systemd/system/htamd.service$' "$TMP/htamd.list" || fail "no
 grep -q ' ./usr/lib/htam/backends/libhtam_backend_cpu.so$' "$TMP/htam-worker.list" ||
   fail "no CPU plugin in htam-worker"
 grep -q ' ./etc/htam/worker.conf$' "$TMP/htam-worker.list" || fail "no worker.conf in htam-worker"
+# The benchmark harness ships with htam-bench, not in the SDK's package.
+grep -q '/dist-packages/htam_bench/world_bench.py$' "$TMP/htam-tools.list" ||
+  fail "no htam_bench in htam-tools"
+if grep -q 'htam_bench\|/htam_agent/world_\|/htam_agent/quality' "$TMP/python3-htam.list"; then
+  fail "python3-htam carries the benchmark harness"
+fi
+case "$(depends htam-tools)" in *python3-htam*) ;; *) fail "htam-tools does not depend on python3-htam" ;; esac
 
 installed_before=""
 for p in "${PKGS[@]}"; do

@@ -87,7 +87,8 @@ class InstalledDaemonTest(unittest.TestCase):
                     "share/htam/world/split.json", "etc/htam/htamd.conf",
                     "lib/systemd/system/htamd.service",
                     "lib/python3/dist-packages/htam/client.py",
-                    "lib/python3/dist-packages/htam_agent/__main__.py"]:
+                    "lib/python3/dist-packages/htam_agent/__main__.py",
+                    "lib/python3/dist-packages/htam_bench/__main__.py"]:
             self.assertTrue(os.path.exists(os.path.join(self.prefix, rel)), rel)
         with open(os.path.join(self.prefix, "lib/systemd/system/htamd.service")) as f:
             unit = f.read()
@@ -98,7 +99,7 @@ class InstalledDaemonTest(unittest.TestCase):
     def test_installed_packages_find_what_htam_ships(self):
         # The installed Python packages alone, from an unrelated folder: the world bench's families,
         # the KernelBench helper and htamd come from the prefix, not the source or build tree.
-        code = ("import htam_agent.world_families as wf, htam_agent.kernelbench as kb, "
+        code = ("import htam_bench.world_families as wf, htam_agent.kernelbench as kb, "
                 "htam_agent.htamd as h; print(wf.DEFAULT_FAMILIES); print(kb.default_helper()); "
                 "print(h.find_htamd())")
         r = subprocess.run(["/usr/bin/python3", "-c", code], cwd=self.elsewhere,
@@ -112,6 +113,17 @@ class InstalledDaemonTest(unittest.TestCase):
             os.path.join(prefix, "share", "htam", "world", "families"),
             os.path.join(prefix, "share", "htam", "kernelbench", "kb_helper.py"),
             os.path.join(prefix, "bin", "htamd")])
+
+    def test_installed_htam_bench_finds_its_python_harness(self):
+        # htam-bench's Python subcommands run the harness installed beside the SDK and the agent
+        # (htam_bench, package htam-tools), found above the installed binary, from anywhere.
+        r = subprocess.run([os.path.join(self.prefix, "bin", "htam-bench"), "quality", "--help"],
+                           cwd=self.elsewhere, env={"PATH": "/usr/bin:/bin", "HOME": self.tmp},
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("usage:", r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(
+            self.prefix, "lib", "python3", "dist-packages", "htam_agent", "world_bench.py")))
 
     def test_systemd_units_verify(self):
         analyze = shutil.which("systemd-analyze", path="/usr/bin:/bin")

@@ -549,6 +549,70 @@ pid_t RestartPhase(const std::string& htamd, const std::string& dir, const std::
   return pid;
 }
 
+// The restart phases: --added records then kill -9, with snapshots by time only (the baseline:
+// the default interval is never reached, and no snapshot yet, as in a daemon's first minutes, so
+// the restart replays every record), then from the same state with the record-count rule on.
+// Returns the running htamd's pid, or <= 0 when one did not start.
+pid_t RestartPhases(const std::string& htamd, const std::string& dir, const std::string& endpoint,
+                    const std::vector<std::string>& base_args, pid_t pid, size_t added,
+                    nlohmann::json* out) {
+  std::vector<std::string> by_time = base_args;
+  by_time.insert(by_time.end(), {"--memory.snapshot_every_records", "0"});
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  for (const char* kind : {"transitions", "strategies"})
+    fs::remove(fs::path(dir) / "store" / (std::string(kind) + ".idx"));
+  pid = StartHtamd(htamd, dir, endpoint, by_time);
+  if (pid <= 0) return pid;
+  pid = RestartPhase(htamd, dir, endpoint, by_time, pid, added, "by_time", out);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  for (const char* kind : {"transitions", "strategies"})
+    fs::remove(fs::path(dir) / "store" / (std::string(kind) + ".idx"));
+  pid = StartHtamd(htamd, dir, endpoint, base_args);
+  if (pid <= 0) return pid;
+  return RestartPhase(htamd, dir, endpoint, base_args, pid, added, "by_count", out);
+}
+
+// One phase of `op` with `clients` concurrent clients: a line on stderr, an entry in *phases and
+// its figures in *out.
+void ClientPhase(const std::string& endpoint, const std::string& op, int clients, double seconds,
+                 pid_t pid, nlohmann::json* phases, nlohmann::json* out) {
+  PhaseResult r = RunPhase(endpoint, op, clients, seconds, pid);
+  std::fprintf(stderr,
+               "%-9s clients=%-3d requests=%-7zu rps=%-8.0f p50=%.3f ms p99=%.3f ms "
+               "htamd cpu=%.0f us/request\n",
+               op.c_str(), r.clients, r.requests, r.rps(), r.p50_ms, r.p99_ms, r.daemon_cpu_us());
+  phases->push_back({{"op", op},
+                     {"clients", r.clients},
+                     {"requests", r.requests},
+                     {"rps", r.rps()},
+                     {"p50_ms", r.p50_ms},
+                     {"p99_ms", r.p99_ms},
+                     {"mean_ms", r.mean_ms},
+                     {"daemon_cpu_us", r.daemon_cpu_us()}});
+  const std::string key = op + "_c" + std::to_string(clients);
+  (*out)[key + "_p50_ms"] = r.p50_ms;
+  (*out)[key + "_p99_ms"] = r.p99_ms;
+  (*out)[key + "_rps"] = r.rps();
+  (*out)[key + "_daemon_cpu_us"] = r.daemon_cpu_us();
+}
+
+// The decision's cost against the protocol's own round trip in the same run (issue 30's target:
+// next_step p50 at most 2x hello's), per client count measured for both.
+void NextStepOverHello(const std::vector<int64_t>& clients, nlohmann::json* out) {
+  for (int64_t c : clients) {
+    const std::string n = "next_step_c" + std::to_string(c) + "_p50_ms",
+                      h = "hello_c" + std::to_string(c) + "_p50_ms";
+    if (out->contains(n) && out->contains(h) && (*out)[h].get<double>() > 0) {
+      const double ratio = (*out)[n].get<double>() / (*out)[h].get<double>();
+      (*out)["next_step_over_hello_c" + std::to_string(c)] = ratio;
+      std::fprintf(stderr, "next_step p50 / hello p50, %d client(s): %.2fx\n",
+                   static_cast<int>(c), ratio);
+    }
+  }
+}
+
 }  // namespace
 
 int RunDaemonBench(int argc, char** argv) {
@@ -668,67 +732,20 @@ int RunDaemonBench(int argc, char** argv) {
       continue;
     }
     if (op == "restart") {
-      // The baseline first: snapshots by time only (the default interval is never reached), and
-      // no snapshot yet, as in a daemon's first minutes: the restart replays every record.
-      std::vector<std::string> by_time = base_args;
-      by_time.insert(by_time.end(), {"--memory.snapshot_every_records", "0"});
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-      for (const char* kind : {"transitions", "strategies"})
-        fs::remove(fs::path(dir) / "store" / (std::string(kind) + ".idx"));
-      pid = StartHtamd(htamd, dir, endpoint, by_time);
+      pid = RestartPhases(htamd, dir, endpoint, base_args, pid, static_cast<size_t>(added_n.n),
+                          &out);
       if (pid <= 0) return 1;
-      pid = RestartPhase(htamd, dir, endpoint, by_time, pid, static_cast<size_t>(added_n.n),
-                         "by_time", &out);
-      // Then the same from the same state (no snapshot) with the record-count rule on.
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      for (const char* kind : {"transitions", "strategies"})
-        fs::remove(fs::path(dir) / "store" / (std::string(kind) + ".idx"));
-      pid = StartHtamd(htamd, dir, endpoint, base_args);
-      if (pid <= 0) return 1;
-      pid = RestartPhase(htamd, dir, endpoint, base_args, pid, static_cast<size_t>(added_n.n),
-                         "by_count", &out);
       continue;
     }
     if (op == "long_session") {
       LongSessionPhase(endpoint, dir, static_cast<size_t>(steps_n.n), &out);
       continue;
     }
-    for (int64_t c : clients) {
-      PhaseResult r = RunPhase(endpoint, op, static_cast<int>(c), seconds, pid);
-      std::fprintf(stderr,
-                   "%-9s clients=%-3d requests=%-7zu rps=%-8.0f p50=%.3f ms p99=%.3f ms "
-                   "htamd cpu=%.0f us/request\n",
-                   op.c_str(), r.clients, r.requests, r.rps(), r.p50_ms, r.p99_ms,
-                   r.daemon_cpu_us());
-      phases.push_back({{"op", op},
-                        {"clients", r.clients},
-                        {"requests", r.requests},
-                        {"rps", r.rps()},
-                        {"p50_ms", r.p50_ms},
-                        {"p99_ms", r.p99_ms},
-                        {"mean_ms", r.mean_ms},
-                        {"daemon_cpu_us", r.daemon_cpu_us()}});
-      out[op + "_c" + std::to_string(c) + "_p50_ms"] = r.p50_ms;
-      out[op + "_c" + std::to_string(c) + "_p99_ms"] = r.p99_ms;
-      out[op + "_c" + std::to_string(c) + "_rps"] = r.rps();
-      out[op + "_c" + std::to_string(c) + "_daemon_cpu_us"] = r.daemon_cpu_us();
-    }
+    for (int64_t c : clients)
+      ClientPhase(endpoint, op, static_cast<int>(c), seconds, pid, &phases, &out);
   }
   out["phases"] = phases;
-  // The decision's cost against the protocol's own round trip in the same run (issue 30's
-  // target: next_step p50 at most 2x hello's), per client count measured for both.
-  for (int64_t c : clients) {
-    const std::string n = "next_step_c" + std::to_string(c) + "_p50_ms",
-                      h = "hello_c" + std::to_string(c) + "_p50_ms";
-    if (out.contains(n) && out.contains(h) && out[h].get<double>() > 0) {
-      const double ratio = out[n].get<double>() / out[h].get<double>();
-      out["next_step_over_hello_c" + std::to_string(c)] = ratio;
-      std::fprintf(stderr, "next_step p50 / hello p50, %d client(s): %.2fx\n",
-                   static_cast<int>(c), ratio);
-    }
-  }
+  NextStepOverHello(clients, &out);
   AnswerSize(endpoint, &out);
   const int st = htam::StopBackground(pid, /*grace_ms=*/600000);
   out["daemon_exit"] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;

@@ -1,8 +1,8 @@
 // htam-bench world: the measured optimization world (build, check, bench). Written in Python over
 // the SDK like `quality` (bench drives real htamd processes), so this subcommand only runs
-// `/usr/bin/python3 -m htam_agent world ...` with the build's and the source tree's Python packages
+// `/usr/bin/python3 -m htam_bench world ...` with the build's and the source tree's Python packages
 // on PYTHONPATH, and HTAM_WORLD_BIN set to the build's CUDA binaries. See
-// sdk/python/htam_agent/world_build.py, world_bench.py and docs/benchmarks.md ("World bench").
+// tools/bench/python/htam_bench/world_build.py, world_bench.py and docs/benchmarks.md ("World bench").
 #include "tools/bench/python_launch.h"
 
 int RunWorldBench(int argc, char** argv) {

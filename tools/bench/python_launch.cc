@@ -23,17 +23,17 @@ std::string Parent(const std::string& path, int levels) {
   return p;
 }
 
-// The folder of the Python packages htam ships (htam, htam_agent), found as paths.h finds shipped
-// files: above the running binary, never in the source tree. Installed:
-// <prefix>/lib/python3/dist-packages; a build tree: <build>/python (the SDK assembled there, the
-// agent linked to its sources). "" when neither is found.
+// The folder of the Python packages htam ships (htam, htam_agent and this tool's htam_bench),
+// found as paths.h finds shipped files: above the running binary, never in the source tree.
+// Installed: <prefix>/lib/python3/dist-packages; a build tree: <build>/python (the SDK assembled
+// there, the agent and the harness linked to their sources). "" when neither is found.
 std::string PythonPackagesDir() {
   std::string dir = ExecutableDir();
   for (int up = 1; up <= 3 && !dir.empty() && dir != "/"; ++up) {
     dir = Parent(dir, 1);
     for (const char* rel : {"/python", "/lib/python3/dist-packages"}) {
       const std::string p = (dir == "/" ? "" : dir) + rel;
-      if (access((p + "/htam_agent/__init__.py").c_str(), R_OK) == 0) return p;
+      if (access((p + "/htam_bench/__init__.py").c_str(), R_OK) == 0) return p;
     }
   }
   return "";
@@ -48,7 +48,7 @@ int ExecPythonSubcommand(const std::string& subcommand, int argc, char** argv,
   std::string pythonpath = PythonPackagesDir();
   if (pythonpath.empty()) {
     std::fprintf(stderr,
-                 "htam-bench %s: the Python packages (htam_agent) are neither in a build tree's "
+                 "htam-bench %s: the Python packages (htam_bench) are neither in a build tree's "
                  "python/ nor in lib/python3/dist-packages above %s\n",
                  subcommand.c_str(), ExecutableDir().c_str());
     return 1;
@@ -65,7 +65,7 @@ int ExecPythonSubcommand(const std::string& subcommand, int argc, char** argv,
   std::vector<char*> args;
   args.push_back(const_cast<char*>(python));
   args.push_back(const_cast<char*>("-m"));
-  args.push_back(const_cast<char*>("htam_agent"));
+  args.push_back(const_cast<char*>("htam_bench"));
   args.push_back(const_cast<char*>(subcommand.c_str()));
   for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/args.h"
 #include "base/log.h"
 #include "base/paths.h"
 #include "daemon/config/config.h"
@@ -69,18 +70,11 @@ void TopHelp(std::ostream& out) {
 }  // namespace
 
 // Global options may come before the command name: the index of the first word that is neither an
-// option nor an option's value; *before gets the words ahead of it.
+// option nor an option's value (base/args.h); *before gets the words ahead of it.
 static size_t SplitGlobals(const std::vector<std::string>& argv, std::vector<std::string>* before) {
-  size_t i = 0;
-  for (; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    if (a.empty() || a[0] != '-') break;
-    before->push_back(a);
-    bool takes_value = a.find('=') == std::string::npos &&
-                       (a == "-d" || a == "--data-dir" || a == "-c" || a == "--connect" ||
-                        a == "--timeout-ms" || a == "--server-key" || a == "--client-key");
-    if (takes_value && i + 1 < argv.size()) before->push_back(argv[++i]);
-  }
+  Globals g;
+  const size_t i = FirstWord(argv, GlobalOptions(&g));
+  before->assign(argv.begin(), argv.begin() + static_cast<long>(i));
   return i;
 }
 
@@ -104,18 +98,17 @@ int Parse(Context& c, const char* usage, po::options_description& opts,
   }
   po::options_description cmdline;
   cmdline.add(all).add(hidden);
-  try {
-    po::store(po::command_line_parser(c.args).options(cmdline).positional(pos).run(), *vm);
-    if (vm->count("help")) {
-      c.out << "usage: htam " << c.command << " " << usage << "\n\n" << all;
-      *done = true;
-      return kExitOk;
-    }
-    po::notify(*vm);
-  } catch (const std::exception& e) {
-    c.err << "htam " << c.command << ": " << e.what() << " (see htam " << c.command << " --help)\n";
+  const Status st = ParseOptions(c.args, cmdline, vm, &pos);
+  if (!st.ok()) {
+    c.err << "htam " << c.command << ": " << st.message() << " (see htam " << c.command
+          << " --help)\n";
     *done = true;
     return kExitUsage;
+  }
+  if (vm->count("help")) {
+    c.out << "usage: htam " << c.command << " " << usage << "\n\n" << all;
+    *done = true;
+    return kExitOk;
   }
   for (const auto& [name, count] : positional) {
     if (count > 0 && (!vm->count(name) || (*vm)[name].as<std::vector<std::string>>().size() <

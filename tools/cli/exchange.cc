@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "base/file.h"
 #include "daemon/memory/exchange.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/lock.h"
@@ -216,19 +217,16 @@ int CmdExport(Context& c) {
     Status s = ExportStore(store, eo, c.out, &counts);
     return s.ok() ? kExitOk : Fail(c, s);
   }
-  std::string tmp = out + ".partial";
-  {
+  // Written beside the file and renamed over it: a failed export leaves no half file.
+  Status written = PublishFile(out, [&](const std::string& tmp) {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Fail(c, "cannot write " + tmp);
+    if (!f) return Status::IOError("cannot write " + tmp);
     Status s = ExportStore(store, eo, f, &counts);
     f.flush();
-    if (!s.ok() || !f) {
-      fs::remove(tmp, ec);
-      return Fail(c, s.ok() ? Status::IOError("writing " + tmp + " failed") : s);
-    }
-  }
-  fs::rename(tmp, out, ec);
-  if (ec) return Fail(c, "cannot rename " + tmp + " to " + out + ": " + ec.message());
+    if (s.ok() && !f) s = Status::IOError("writing " + tmp + " failed");
+    return s;
+  });
+  if (!written.ok()) return Fail(c, written);
   if (c.g.json) {
     Json j = Json::object();
     for (const auto& [k, v] : counts) j[k] = v;

@@ -116,47 +116,41 @@ int CmdBackup(Context& c) {
   if (!EmptyOrMissing(dest)) return Fail(c, "backup target " + dest + " exists and is not empty");
   auto t0 = std::chrono::steady_clock::now();
   // Written next to the target and renamed into place: a failed backup leaves nothing half-done.
-  std::string tmp = dest + ".partial-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp + "/store", ec);
-  if (ec) return Fail(c, "cannot create " + tmp + ": " + ec.message());
-  auto cleanup = [&] { fs::remove_all(tmp, ec); };
-  // Snapshots first: they may then lag behind the copied records (the memory catches up on the
-  // newer records when it opens) but never run ahead of them.
   int snapshots = 0;
-  for (const char* s : kSnapshots) {
-    if (!fs::exists(store + "/" + s, ec)) continue;
-    Status st = CopyFileSynced(store + "/" + s, tmp + "/store/" + s);
-    if (!st.ok()) return cleanup(), Fail(c, st);
-    ++snapshots;
-  }
-  Status st = RunIsolated([&] { return memory::Store::CopyCompact(store, tmp + "/store"); },
-                          "copying " + store);
-  if (!st.ok()) return cleanup(), Fail(c, st);
-  st = SyncPath(tmp + "/store/data.mdb");
-  if (!st.ok()) return cleanup(), Fail(c, st);
   std::vector<std::string> problems;
-  if (!no_verify) {
-    auto p = CheckIsolated(tmp + "/store");
-    if (!p.ok()) return cleanup(), Fail(c, p.status().WithContext("the copy does not verify"));
-    problems = *p;
-  }
-  auto info = LocalStatus(tmp);  // counts of the copy (tmp is a data dir: tmp/store)
-  Json manifest{{"format", "htam-backup"},
-                {"version", 1},
-                {"source", fs::absolute(store).string()},
-                {"verified", !no_verify},
-                {"problems", problems}};
-  if (info.ok()) {
-    manifest["schema_version"] = (*info)["store"]["schema_version"];
-    manifest["records"] = (*info)["records"];
-  }
-  st = WriteTextFile(tmp + "/MANIFEST.json", manifest.dump(2) + "\n");
-  if (!st.ok()) return cleanup(), Fail(c, st);
-  fs::remove(tmp + "/store/lock.mdb", ec);  // left by the verification; not part of a backup
-  fs::rename(tmp, dest, ec);
-  if (ec)
-    return cleanup(), Fail(c, "cannot move the backup into place at " + dest + ": " + ec.message());
+  Json manifest;
+  Status st = PublishDir(dest, [&](const std::string& tmp) -> Status {
+    HTAM_RETURN_IF_ERROR(MakeDirs(tmp + "/store", 0755));
+    // Snapshots first: they may then lag behind the copied records (the memory catches up on the
+    // newer records when it opens) but never run ahead of them.
+    for (const char* s : kSnapshots) {
+      if (!fs::exists(store + "/" + s, ec)) continue;
+      HTAM_RETURN_IF_ERROR(CopyFileSynced(store + "/" + s, tmp + "/store/" + s));
+      ++snapshots;
+    }
+    HTAM_RETURN_IF_ERROR(RunIsolated(
+        [&] { return memory::Store::CopyCompact(store, tmp + "/store"); }, "copying " + store));
+    HTAM_RETURN_IF_ERROR(SyncPath(tmp + "/store/data.mdb"));
+    if (!no_verify) {
+      auto p = CheckIsolated(tmp + "/store");
+      if (!p.ok()) return p.status().WithContext("the copy does not verify");
+      problems = *p;
+    }
+    auto info = LocalStatus(tmp);  // counts of the copy (tmp is a data dir: tmp/store)
+    manifest = Json{{"format", "htam-backup"},
+                    {"version", 1},
+                    {"source", fs::absolute(store).string()},
+                    {"verified", !no_verify},
+                    {"problems", problems}};
+    if (info.ok()) {
+      manifest["schema_version"] = (*info)["store"]["schema_version"];
+      manifest["records"] = (*info)["records"];
+    }
+    HTAM_RETURN_IF_ERROR(WriteTextFile(tmp + "/MANIFEST.json", manifest.dump(2) + "\n"));
+    fs::remove(tmp + "/store/lock.mdb", ec);  // left by the verification; not part of a backup
+    return Status::OK();
+  });
+  if (!st.ok()) return Fail(c, st);
   (void)SyncPath(fs::absolute(dest).parent_path().string());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uintmax_t bytes = fs::file_size(dest + "/store/data.mdb", ec);
@@ -212,21 +206,18 @@ int CmdRestore(Context& c) {
     if (!force) return Fail(c, "target " + store + " is not empty: use --force to replace it");
     moved = store + ".replaced-" +
             std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
-    fs::rename(store, moved, ec);
-    if (ec) return Fail(c, "cannot move the old store aside: " + ec.message());
-  }
-  std::string tmp = store + ".restoring";
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) return Fail(c, "cannot create " + tmp + ": " + ec.message());
-  for (const char* f : {"data.mdb", kSnapshots[0], kSnapshots[1]}) {
-    if (!fs::exists(from + "/" + f, ec)) continue;
-    Status st = CopyFileSynced(from + "/" + f, tmp + "/" + f);
-    if (!st.ok()) return fs::remove_all(tmp, ec), Fail(c, st);
+    Status aside = MovePath(store, moved);
+    if (!aside.ok()) return Fail(c, aside.WithContext("moving the old store aside"));
   }
   fs::remove(store, ec);  // an empty directory, if any
-  fs::rename(tmp, store, ec);
-  if (ec) return Fail(c, "cannot move the restored store into place: " + ec.message());
+  Status restored = PublishDir(store, [&](const std::string& tmp) -> Status {
+    for (const char* f : {"data.mdb", kSnapshots[0], kSnapshots[1]}) {
+      if (!fs::exists(from + "/" + f, ec)) continue;
+      HTAM_RETURN_IF_ERROR(CopyFileSynced(from + "/" + f, tmp + "/" + f));
+    }
+    return Status::OK();
+  });
+  if (!restored.ok()) return Fail(c, restored.WithContext("restoring the store"));
   (void)SyncPath(c.g.data_dir);
   if (c.g.json) {
     PrintJson(c, Json{{"restored", store}, {"from", from}, {"previous_store", moved}});

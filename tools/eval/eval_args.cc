@@ -1,11 +1,12 @@
-// htam-eval's command line (eval_args.h): one Boost.Program_options description holds the tool's
-// flags and the configuration table, so a table option may stand anywhere among the flags.
+// htam-eval's command line (eval_args.h): one option description holds the tool's flags and the
+// configuration table, so a table option may stand anywhere among the flags; parsed by
+// base/args.h's rules.
 #include "tools/eval/eval_args.h"
 
-#include <boost/program_options.hpp>
 #include <filesystem>
 #include <sstream>
 
+#include "base/args.h"
 #include "base/paths.h"
 
 namespace htam::evaltool {
@@ -177,19 +178,14 @@ Status ParseEvalArgs(int argc, const char* const* argv, EvalArgs* a, Config* c, 
   po::positional_options_description positional;
   positional.add("files", -1);
   po::variables_map vm;
-  try {
-    const po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(all).positional(positional).run();
-    po::store(parsed, vm);
-    po::notify(vm);
-    // Candidate files in the order given, whether named by --source or positional.
-    a->sources.clear();
-    for (const auto& o : parsed.options)
-      if (o.string_key == "source" || o.string_key == "files")
-        a->sources.insert(a->sources.end(), o.value.begin(), o.value.end());
-  } catch (const po::error& e) {
-    return Status::InvalidArgument(e.what());
-  }
+  std::vector<po::option> given;
+  HTAM_RETURN_IF_ERROR(ParseOptions(std::vector<std::string>(argv + (argc > 0 ? 1 : 0), argv + argc),
+                                    all, &vm, &positional, &given));
+  // Candidate files in the order given, whether named by --source or positional.
+  a->sources.clear();
+  for (const auto& o : given)
+    if (o.string_key == "source" || o.string_key == "files")
+      a->sources.insert(a->sources.end(), o.value.begin(), o.value.end());
   if (vm.count("help")) {
     out << kUsage << "\n" << tool << "\nAny option of the configuration table (configs/htamd.conf)"
         << " may be given as --section.name VALUE.\n";

@@ -304,7 +304,7 @@ if [[ "$PARTS" == *" kbfull "* ]]; then
     W=$(mktemp -d /tmp/htam-kbfull.XXXXXX); chmod 755 "$W"
     LV=""; for l in ${KBFULL_LEVELS:-1 2 3}; do LV="$LV --level $l"; done
     T=${T_KBFULL:-540}
-    PYTHONPATH=$ROOT/sdk/python timeout -s KILL "$T" python3 -m htam_agent kernelbench \
+    PYTHONPATH=$ROOT/sdk/python:$ROOT/tools/bench/python timeout -s KILL "$T" python3 -m htam_bench kernelbench \
       --kernelbench "$KBD" --reference-as-modelnew $LV ${KBFULL_PROBLEMS:+--problems $KBFULL_PROBLEMS} \
       --policy '{"require_kernel": false}' --backend cuda --jobs "${KBFULL_JOBS:-8}" \
       --tasks-dir "$W/tasks" --htam-eval "$S/htam-eval" --kernelbench-python "$HTAM_KB_PYTHON" \
@@ -382,7 +382,7 @@ fi
 # e.g. "--only hgemm histogram --redo --table configs/world/h100_table.jsonl.gz"). By name only.
 if [[ "$PARTS" == *" world "* ]]; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
-  PYTHONPATH=$ROOT/sdk/python timeout -s KILL "${T_WORLD:-540}" python3 -m htam_agent world build \
+  PYTHONPATH=$ROOT/sdk/python:$ROOT/tools/bench/python timeout -s KILL "${T_WORLD:-540}" python3 -m htam_bench world build \
     --bin "$S" ${WORLD_ARGS:---jobs 1 --out $OUT/world_table.jsonl} > "$OUT/world.log" 2>&1
   echo "world build rc=$?"; tail -15 "$OUT/world.log"
 fi
@@ -397,7 +397,7 @@ if [[ "$PARTS" == *" worldlive "* ]]; then
   PY=/tmp/htam-gpu-py
   mkdir -p $PY && tar -C $PY -xzf "$S/py.tar.gz"
   if PYTHONPATH=$PY python3 -c "import zmq, htam" > "$OUT/world_live.log" 2>&1; then
-    PYTHONPATH=$PY:$ROOT/sdk/python timeout -s KILL "${T_WORLDLIVE:-300}" python3 -m htam_agent.world_bench \
+    PYTHONPATH=$PY:$ROOT/sdk/python:$ROOT/tools/bench/python timeout -s KILL "${T_WORLDLIVE:-300}" python3 -m htam_bench.world_bench \
       --htamd "$S/htamd" --option eval.worker_path="$S/htam-eval-worker" --option eval.plugin_dir="$S" \
       --option eval.sdk_include_dir="$ROOT/sdk/include" \
       ${WORLDLIVE_ARGS:---on held-out --only-families layernorm --max-tasks 2 --seeds 1 --budget 6 --policies full,cold} \

@@ -59,6 +59,68 @@ class Outbox {
   std::deque<std::string> items_;
 };
 
+// The CURVE keys of a worker that authenticates (worker.server_public_key_file and
+// worker.key_file); both empty without.
+struct CurveKeys {
+  std::string server_key;
+  auth::KeyPair mine;
+};
+
+Status ReadCurveKeys(const WorkerOptions& opt, CurveKeys* keys) {
+  if (opt.server_public_key_file.empty()) return Status::OK();
+  HTAM_ASSIGN_OR_RETURN(auto sk, auth::ReadKeyFile(opt.server_public_key_file));
+  keys->server_key = sk.public_key;
+  if (opt.key_file.empty())
+    return Status::InvalidArgument("worker.server_public_key_file needs worker.key_file");
+  HTAM_ASSIGN_OR_RETURN(keys->mine, auth::ReadKeyFile(opt.key_file));
+  if (keys->mine.secret_key.empty())
+    return Status::InvalidArgument(opt.key_file + " holds no secret key");
+  return Status::OK();
+}
+
+// "register": this worker, its process and the devices its evaluator serves.
+json RegisterMessage(const std::string& name, eval::Evaluator* ev) {
+  std::random_device rd;
+  const std::string instance = std::to_string((uint64_t(rd()) << 32) ^ rd());
+  json devices = json::array();
+  for (const auto& d : ev->Devices())
+    devices.push_back({{"backend", d.backend},
+                       {"arch", d.arch},
+                       {"name", d.name},
+                       {"memory_bytes", d.memory_bytes},
+                       {"language", LanguageOf(d.backend)}});
+  return json{{"type", "register"},   {"protocol", scheduler::kWorkerProtocol},
+              {"name", name},         {"host", HostName()},
+              {"pid", getpid()},      {"version", HTAM_VERSION},
+              {"instance", instance}, {"devices", devices}};
+}
+
+// A "job" body from the daemon, handed to the evaluator (its result goes to `outbox`). True when
+// submitted; else *refused is the result to send at once (an InfraError naming why).
+bool SubmitJob(std::string_view body, const std::string& task_root, const std::string& name,
+               eval::Evaluator* ev, Outbox* outbox, std::string* refused) {
+  uint64_t id = 0;
+  uint32_t attempt = 0;
+  auto job = scheduler::JobFromWire(body, task_root, &id, &attempt);
+  Status st = job.status();
+  if (job.ok()) {
+    HTAM_LOG(kDebug, kComponent) << "job " << id << " (attempt " << attempt << ")";
+    st = ev->Submit(std::move(*job), [outbox, attempt](eval::EvalResult r) {
+      outbox->Put(scheduler::ResultToWire(r, attempt));
+    });
+    if (st.ok()) return true;
+  }
+  // A buffer that fails the verifier names no job: its answer (job 0) is dropped by the daemon
+  // as stale, and the job comes back when its attempt expires.
+  HTAM_LOG(kWarn, kComponent) << "job " << id << ": " << st.ToString();
+  eval::EvalResult r;
+  r.job_id = id;
+  r.status = fb::OutcomeStatus::InfraError;
+  r.diagnostics = "worker " + name + " could not run the job: " + st.ToString();
+  *refused = scheduler::ResultToWire(r, attempt);
+  return false;
+}
+
 }  // namespace
 
 WorkerOptions WorkerOptions::FromConfig(const Config& c) {
@@ -75,32 +137,12 @@ WorkerOptions WorkerOptions::FromConfig(const Config& c) {
 }
 
 Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomic<bool>* stop) {
-  auth::KeyPair mine;
-  std::string server_key;
-  if (!opt.server_public_key_file.empty()) {
-    HTAM_ASSIGN_OR_RETURN(auto sk, auth::ReadKeyFile(opt.server_public_key_file));
-    server_key = sk.public_key;
-    if (opt.key_file.empty())
-      return Status::InvalidArgument("worker.server_public_key_file needs worker.key_file");
-    HTAM_ASSIGN_OR_RETURN(mine, auth::ReadKeyFile(opt.key_file));
-    if (mine.secret_key.empty())
-      return Status::InvalidArgument(opt.key_file + " holds no secret key");
-  }
-  std::random_device rd;
-  const std::string instance = std::to_string((uint64_t(rd()) << 32) ^ rd());
+  CurveKeys keys;
+  HTAM_RETURN_IF_ERROR(ReadCurveKeys(opt, &keys));
   const std::string name =
       opt.name.empty() ? HostName() + ":" + std::to_string(getpid()) : opt.name;
-  json devices = json::array();
-  for (const auto& d : ev->Devices())
-    devices.push_back({{"backend", d.backend},
-                       {"arch", d.arch},
-                       {"name", d.name},
-                       {"memory_bytes", d.memory_bytes},
-                       {"language", LanguageOf(d.backend)}});
-  const json hello{{"type", "register"},   {"protocol", scheduler::kWorkerProtocol},
-                   {"name", name},         {"host", HostName()},
-                   {"pid", getpid()},      {"version", HTAM_VERSION},
-                   {"instance", instance}, {"devices", devices}};
+  const json hello = RegisterMessage(name, ev);
+  const json& devices = hello["devices"];
 
   zmq::context_t ctx(1);
   zmq::socket_t wake(ctx, zmq::socket_type::pull);
@@ -131,10 +173,10 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
       try {
         sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
         sock->set(zmq::sockopt::linger, 0);
-        if (!server_key.empty()) {
-          sock->set(zmq::sockopt::curve_serverkey, server_key);
-          sock->set(zmq::sockopt::curve_publickey, mine.public_key);
-          sock->set(zmq::sockopt::curve_secretkey, mine.secret_key);
+        if (!keys.server_key.empty()) {
+          sock->set(zmq::sockopt::curve_serverkey, keys.server_key);
+          sock->set(zmq::sockopt::curve_publickey, keys.mine.public_key);
+          sock->set(zmq::sockopt::curve_secretkey, keys.mine.secret_key);
         }
         sock->connect(opt.connect);
       } catch (const zmq::error_t& e) {
@@ -183,27 +225,10 @@ Status RunWorker(const WorkerOptions& opt, eval::Evaluator* ev, const std::atomi
       if (parts.size() != 3 || parts[0].to_string_view() != scheduler::kWorkerProtocol) continue;
       const std::string type = parts[1].to_string();
       if (type == "job") {
-        uint64_t id = 0;
-        uint32_t attempt = 0;
-        auto job = scheduler::JobFromWire(parts[2].to_string_view(), opt.task_root, &id, &attempt);
-        Status st = job.status();
-        if (job.ok()) {
+        std::string refused;
+        if (SubmitJob(parts[2].to_string_view(), opt.task_root, name, ev, &outbox, &refused))
           ++jobs;
-          HTAM_LOG(kDebug, kComponent) << "job " << id << " (attempt " << attempt << ")";
-          st = ev->Submit(std::move(*job), [&outbox, attempt](eval::EvalResult r) {
-            outbox.Put(scheduler::ResultToWire(r, attempt));
-          });
-        }
-        if (!st.ok()) {
-          // A buffer that fails the verifier names no job: its answer (job 0) is dropped by the
-          // daemon as stale, and the job comes back when its attempt expires.
-          HTAM_LOG(kWarn, kComponent) << "job " << id << ": " << st.ToString();
-          eval::EvalResult r;
-          r.job_id = id;
-          r.status = fb::OutcomeStatus::InfraError;
-          r.diagnostics = "worker " + name + " could not run the job: " + st.ToString();
-          send_raw("result", scheduler::ResultToWire(r, attempt));
-        }
+        if (!refused.empty()) send_raw("result", refused);
         continue;
       }
       json m = json::parse(parts[2].to_string_view(), nullptr, false);

@@ -5,11 +5,10 @@
     htam-agent run --kernelbench DIR --level N [--problems 1-20] --tasks-dir TASKS ...
     htam-agent run --kernelbench DIR --modelnew MODELNEW_DIR [--level N] --tasks-dir TASKS ...
                                                     (KernelBench's metrics of ModelNew files)
-    htam-agent kernelbench --kernelbench DIR --modelnew MODELNEW_DIR ...   (htam-bench kernelbench:
-                                                    the same through htam-eval, no daemon)
     htam-agent import-lineage TASK_DIR... [--backend B] [--recorded]
-    htam-agent quality [--tasks-dir DIR] [--seeds N] ...      (the memory-quality benchmark)
-    htam-agent world build|check|bench ...                    (the measured optimization world)
+
+The benchmarks over this agent are htam-bench's: `htam-bench quality`, `htam-bench world`,
+`htam-bench kernelbench` (tools/bench/python/htam_bench).
 
 `run` is the default: `htam-agent --task relu` works too. Exit status: 0 on success, 1 when the
 session or import failed, 2 on bad usage.
@@ -30,7 +29,9 @@ from . import __version__
 from .daemon import DEFAULT_ENDPOINT, DaemonError, connect
 from .lineage import LineageError, load_task
 
-SUBCOMMANDS = ("run", "import-lineage", "quality", "world", "wait-ready", "kernelbench")
+SUBCOMMANDS = ("run", "import-lineage", "wait-ready")
+# htam-bench's subcommands in Python (tools/bench/python/htam_bench), named here for a clear error.
+BENCHMARKS = ("quality", "world", "kernelbench")
 
 
 def _flush_print(msg: str) -> None:
@@ -150,10 +151,6 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("wait-ready", help="wait until htamd answers (for scripts)")
     _common(w)
     w.add_argument("--within", type=float, default=60.0, help="seconds to wait (default 60)")
-
-    q = sub.add_parser("quality", help="the memory-quality benchmark (leave-one-task-out)",
-                       add_help=False)
-    q.add_argument("rest", nargs=argparse.REMAINDER)
     return ap
 
 
@@ -442,15 +439,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run"] + argv
-    if argv and argv[0] == "quality":
-        from .quality import main as quality_main
-        return quality_main(argv[1:])
-    if argv and argv[0] == "world":
-        from .world_cli import main as world_main
-        return world_main(argv[1:])
-    if argv and argv[0] == "kernelbench":
-        from .kernelbench_cli import main as kernelbench_main
-        return kernelbench_main(argv[1:])
+    if argv and argv[0] in BENCHMARKS:
+        print(f"htam-agent: '{argv[0]}' is a benchmark: run htam-bench {argv[0]}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return cmd_run(args)

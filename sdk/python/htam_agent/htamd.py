@@ -38,12 +38,13 @@ def find_htamd(build_dir: str = "") -> str:
 class HtamdProcess:
     """One htamd child process. Use as a context manager; stop() is clean (SIGTERM, then wait)."""
 
-    def __init__(self, binary: str, data_dir: str, tasks_dir: str = "configs/tasks",
+    def __init__(self, binary: str, data_dir: str, tasks_dir: str = "",
                  options: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
                  endpoint: str = "", log_path: str = ""):
         self.binary = binary
         self.data_dir = os.path.abspath(data_dir)
-        self.tasks_dir = os.path.abspath(tasks_dir)
+        # "": htamd's own (server.tasks_dir, else the suite it ships).
+        self.tasks_dir = os.path.abspath(tasks_dir) if tasks_dir else ""
         self.options = dict(options or {})
         self.cwd = cwd
         self.endpoint = endpoint or f"ipc://{self.data_dir}/htamd.sock"
@@ -52,8 +53,9 @@ class HtamdProcess:
         self._log = None
 
     def command(self) -> List[str]:
-        cmd = [self.binary, "--general.data_dir", self.data_dir, "--server.bind", self.endpoint,
-               "--server.tasks_dir", self.tasks_dir]
+        cmd = [self.binary, "--general.data_dir", self.data_dir, "--server.bind", self.endpoint]
+        if self.tasks_dir:
+            cmd += ["--server.tasks_dir", self.tasks_dir]
         for k, v in self.options.items():
             cmd += [f"--{k}", str(v)]
         return cmd

@@ -25,7 +25,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set
 
-from .shipped import find_shared_file
+from .shipped import find_executable, find_shared_file
 
 PROBLEM_NUMBER = re.compile(r"^(\d+)_")
 
@@ -74,11 +74,11 @@ def level_problems(root: str, level: int, numbers: Optional[Set[int]]) -> List[s
 
 def default_helper() -> str:
     """HTAM_KERNELBENCH_HELPER, else the shipped share/htam/kernelbench/kb_helper.py (htam.paths);
-    its bare name when none is found (the error then names it)."""
+    '' when none is found."""
     env = os.environ.get("HTAM_KERNELBENCH_HELPER", "")
     if env:
         return env
-    return find_shared_file(os.path.join("kernelbench", "kb_helper.py")) or "kb_helper.py"
+    return find_shared_file(os.path.join("kernelbench", "kb_helper.py"))
 
 
 @dataclass
@@ -103,6 +103,10 @@ def import_problems(files: Sequence[str], tasks_dir: str, python: str = "/usr/bi
                     helper: str = "", timeout_s: float = 120.0) -> List[ProblemResult]:
     """kb_helper.py import-many into tasks_dir; one result per file, in order."""
     helper = helper or default_helper()
+    if not helper:
+        raise KernelBenchError("kb_helper.py not found: neither an install "
+                               "(share/htam/kernelbench) nor a build tree holds it; "
+                               "set HTAM_KERNELBENCH_HELPER")
     os.makedirs(tasks_dir, exist_ok=True)
     cmd = [python, helper, "import-many", tasks_dir, *files, "--timeout", str(timeout_s)]
     try:
@@ -434,10 +438,12 @@ def score_outcome(r: ProblemResult, status: str, speedup: float, diagnostics: st
 
 
 def find_htam_eval(given: str = "") -> str:
+    """--htam-eval, else HTAM_EVAL, else HTAM_BUILD_DIR's, else the one shipped beside this
+    package (htam.paths: an install's bin/, a build tree's bin/), else htam-eval on PATH."""
     for cand in (given, os.environ.get("HTAM_EVAL", ""),
                  os.path.join(os.environ.get("HTAM_BUILD_DIR", ""), "tools", "eval",
                               "htam-eval") if os.environ.get("HTAM_BUILD_DIR") else "",
-                 shutil.which("htam-eval") or ""):
+                 find_executable("htam-eval")):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     raise KernelBenchError("htam-eval not found (--htam-eval PATH, or HTAM_EVAL)")

@@ -5,7 +5,8 @@ compile that is not listed as an expected compile error. Usage:
   compile_check.py [--families DIR] [--only FAMILY ...] [-j N] [--nvcc nvcc]"""
 import argparse, concurrent.futures as cf, os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "sdk", "python"))
-from htam_agent import world_families as wf
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+from htam_bench import world_families as wf
 
 def main():
     ap = argparse.ArgumentParser()
@@ -15,7 +16,7 @@ def main():
     ap.add_argument("--nvcc", default="nvcc")
     ap.add_argument("--limit", type=int, default=0, help="at most this many sources per family")
     a = ap.parse_args()
-    inc = os.path.join(wf.REPO, "sdk", "include")
+    inc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "sdk", "include")
     jobs = {}
     for fam in wf.load_families(a.families, a.only):
         n = 0

@@ -32,9 +32,11 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
+from htam_agent.shipped import find_shared_file
+
 from . import world_families as wf
 
-DEFAULT_TABLE = os.path.join(wf.REPO, "configs", "world", "h100_table.jsonl.gz")
+DEFAULT_TABLE = find_shared_file("world/h100_table.jsonl.gz")
 STATUSES = ("Ok", "Incorrect", "CompileError", "Crash", "Timeout")
 KEEP = ("status", "median_us", "spread_us", "repetitions", "baseline_us", "speedup", "cases",
         "registers", "shared_bytes", "spill_bytes", "sm_clock_mhz", "mem_clock_mhz", "device",
@@ -282,7 +284,9 @@ class Builder:
 
 def _git_commit() -> str:
     try:
-        return subprocess.run(["git", "-C", wf.REPO, "rev-parse", "HEAD"], capture_output=True,
+        # The commit of the sources this package was built from, when it runs from a checkout.
+        here = os.path.dirname(os.path.realpath(__file__))
+        return subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"

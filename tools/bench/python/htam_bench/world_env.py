@@ -19,15 +19,17 @@ from __future__ import annotations
 import collections
 import gzip
 import json
-import os
 import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from htam_agent.shipped import find_shared_file
+
 from . import world_families as wf
 
-DEFAULT_TABLE = os.path.join(wf.REPO, "configs", "world", "h100_table.jsonl.gz")
-DEFAULT_SPLIT = os.path.join(wf.REPO, "configs", "world", "split.json")
+# Shipped under share/htam/world (htam.paths; a build tree links it there).
+DEFAULT_TABLE = find_shared_file("world/h100_table.jsonl.gz")
+DEFAULT_SPLIT = find_shared_file("world/split.json")
 STATUS_SLUG = {"Ok": "ok", "Incorrect": "incorrect", "CompileError": "compile_error",
                "Crash": "crash", "Timeout": "timeout"}
 

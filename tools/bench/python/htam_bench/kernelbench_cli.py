@@ -1,4 +1,4 @@
-"""`htam-bench kernelbench` (`python3 -m htam_agent kernelbench`): KernelBench's metrics of a set
+"""`htam-bench kernelbench` (`python3 -m htam_bench kernelbench`): KernelBench's metrics of a set
 of ModelNew files, evaluated by htam-eval (the evaluator htamd uses) without a daemon.
 
     htam-bench kernelbench --kernelbench KB_DIR --modelnew MODELNEW_DIR [--level N ...]
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Dict, List, Optional
 
-from .kernelbench import (KernelBenchError, all_levels_line, evaluate_with_htam_eval,
+from htam_agent.kernelbench import (KernelBenchError, all_levels_line, evaluate_with_htam_eval,
                           find_htam_eval, import_planned, metrics, parse_policy, parse_ranges,
                           plan_report, plan_scoring, table, write_reference_modelnew)
 

@@ -15,7 +15,7 @@ The oracles read the other lineages directly (the held-out lineage never), so th
 transfer of directions between these lineages can buy: if even they do not reach the best in
 0.6x the steps of the prior sweep, no policy over this memory does.
 
-  PYTHONPATH=sdk/python /usr/bin/python3 -m htam_agent.quality_bounds [--tasks-dir configs/tasks]
+  PYTHONPATH=sdk/python:tools/bench/python /usr/bin/python3 -m htam_bench.quality_bounds [--tasks-dir configs/tasks]
       [--seeds 3] [--budgets 6,12]
 """
 
@@ -28,7 +28,8 @@ import statistics
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
-from .lineage import ROOT, Lineage, Task, discover_tasks
+from htam_agent.lineage import ROOT, Lineage, Task, discover_tasks
+
 from .quality import Policy, run_one, usable
 
 
@@ -49,7 +50,8 @@ def improving_edges(lineage: Lineage) -> List[Tuple[str, str]]:
 
 # ---- the state part of htamd's transition key at step 0 (daemon/memory/policy.cc TransitionKey)
 
-def _fnv(s: str) -> int:
+def _index_key64(s: str) -> int:
+    """base/hash.h IndexKey64: the category's slot in htamd's transition key."""
     h = 1469598103934665603
     for c in s.encode():
         h = ((h ^ c) * 1099511628211) & (2 ** 64 - 1)
@@ -74,7 +76,7 @@ def state_key(task: Task) -> List[float]:
     nbytes = float(eval(spec["bytes"], {"__builtins__": {}}, shape))  # noqa: S307
     cat = [0.0] * 8
     if task.category:
-        cat[_fnv(task.category) % 8] = 1.0
+        cat[_index_key64(task.category) % 8] = 1.0
     return (_unit(cat, 1.0) + _unit([1.0, 0, 0, 0, 0], 1.0) +
             _unit(_bins(5, math.log10(nbytes), 3, 11), 0.6) +
             _unit(_bins(5, math.log2(1 + flops / nbytes), 0, 8), 0.6) +
@@ -114,7 +116,7 @@ class SweepPolicy(Policy):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m htam_agent.quality_bounds",
+    ap = argparse.ArgumentParser(prog="python3 -m htam_bench.quality_bounds",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks-dir", default="configs/tasks")
     ap.add_argument("--seed-taxonomy", default="configs/seed_taxonomy.json")

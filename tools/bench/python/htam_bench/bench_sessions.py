@@ -8,7 +8,7 @@ import math
 import re
 import shutil
 from contextlib import contextmanager
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Optional
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -61,11 +61,11 @@ def policy_session(policy, *begin_args) -> Iterator[None]:
 
 @contextmanager
 def daemon_on_copy(htamd: str, base_dir: str, run_dir: str, tasks_dir: str, seed: int,
-                   options: Dict[str, str], cwd: str):
+                   options: Dict[str, str], cwd: Optional[str] = None):
     """A client of a scratch htamd whose store starts as a copy of base_dir ("" for an empty
     store), run with memory.policy_seed = seed and `options`; the scratch store is removed
     afterwards, so that every run starts from the same memory."""
-    from .htamd import HtamdProcess  # imported here: offline policies need no ZeroMQ
+    from htam_agent.htamd import HtamdProcess  # imported here: offline policies need no ZeroMQ
     shutil.rmtree(run_dir, ignore_errors=True)
     if base_dir:
         shutil.copytree(base_dir, run_dir, ignore=shutil.ignore_patterns("*.sock", "*.pid",

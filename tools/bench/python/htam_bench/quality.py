@@ -45,13 +45,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from htam_agent.daemon import Daemon, DaemonError
+from htam_agent.htamd import HtamdProcess, find_htamd
+from htam_agent.importer import import_task
+from htam_agent.lineage import LANGUAGE_OF_BACKEND, ROOT, Lineage, Task, Variant, discover_tasks
+from htam_agent.model import DIRECTION_SLUGS, OutcomeView, StrategyView
+
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
-from .daemon import Daemon, DaemonError
-from .htamd import HtamdProcess, find_htamd
 from .world_plot import svg_curves
-from .importer import import_task
-from .lineage import LANGUAGE_OF_BACKEND, ROOT, Lineage, Task, Variant, discover_tasks
-from .model import DIRECTION_SLUGS, OutcomeView, StrategyView
 
 DAEMON_POLICIES = ("full", "empty", "no-history")
 ALL_POLICIES = ("full", "empty", "no-history", "flat", "ucb", "random")

@@ -26,15 +26,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .shipped import find_shared_file
+from htam_agent.shipped import find_shared_file
 
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u8": 1}
 DTYPE_MACROS = {"f16": "DT_F16", "bf16": "DT_BF16"}
-# The source tree (the package resolved through the build tree's link to it).
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", ".."))
-# Shipped: <prefix>/share/htam/world/families (htam.paths; a build tree links it there).
-DEFAULT_FAMILIES = (find_shared_file("world/families")
-                    or os.path.join(REPO, "configs", "world", "families"))
+# Shipped: <prefix>/share/htam/world/families (htam.paths; a build tree links it there); '' when
+# neither an install nor a build tree holds it.
+DEFAULT_FAMILIES = find_shared_file("world/families")
 # The backends a family can target: the candidate files' extension and the template's default name.
 BACKEND_EXT = {"cuda": ".cu", "cpu": ".cpp"}
 DEFAULT_TEMPLATE = {"cuda": "kernel.cu", "cpu": "kernel.cc"}
@@ -123,8 +121,7 @@ def _read_json(path: str) -> dict:
 
 def load_taxonomy(path: Optional[str] = None) -> Dict[str, set]:
     """direction -> set of strategy names, from the seed taxonomy."""
-    t = _read_json(path or find_shared_file("seed_taxonomy.json")
-                   or os.path.join(REPO, "configs", "seed_taxonomy.json"))
+    t = _read_json(path or find_shared_file("seed_taxonomy.json") or "seed_taxonomy.json")
     return {d["name"]: {s["name"] for s in d["strategies"]} for d in t["directions"]}
 
 
@@ -177,6 +174,9 @@ def load_family(folder: str, taxonomy: Optional[Dict[str, set]] = None) -> Famil
 
 def load_families(root: Optional[str] = None, names: Optional[Sequence[str]] = None) -> List[Family]:
     root = root or DEFAULT_FAMILIES
+    if not root:
+        raise FamilyError("no world families: neither an install (share/htam/world/families) nor "
+                          "a build tree holds them; name a folder (--families)")
     tax = load_taxonomy()
     out = []
     for d in sorted(os.listdir(root)):

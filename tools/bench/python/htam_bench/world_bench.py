@@ -63,9 +63,11 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from htam_agent.lineage import LANGUAGE_OF_BACKEND
+from htam_agent.shipped import find_shared_file
+
 from . import world_families as wf
 from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text_bag
-from .lineage import LANGUAGE_OF_BACKEND
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
                         WorldSession, WorldTable, load_split, oracle, split_advice,
@@ -106,7 +108,7 @@ def advice_item(name: str, title: str, known: Dict[str, str], hints: bool) -> st
 
 
 def taxonomy_order() -> List[Tuple[str, List[str]]]:
-    with open(os.path.join(wf.REPO, "configs", "seed_taxonomy.json")) as f:
+    with open(find_shared_file("seed_taxonomy.json") or "seed_taxonomy.json") as f:
         t = json.load(f)
     return [(d["name"], [s["name"] for s in d["strategies"]]) for d in t["directions"]]
 
@@ -227,7 +229,7 @@ class DaemonPolicy(Policy):
         return self.last.direction, out
 
     def feedback(self, res, before, session):
-        from .model import OutcomeView
+        from htam_agent.model import OutcomeView
         direction = self.advised_dir.get(res.applied) or self.last.direction_id
         if res.applicable and self.live is not None:
             self.submit(res, session, direction)
@@ -327,9 +329,8 @@ class Memory:
         self.live = live  # --live: the evaluated runs Submit their variants (DaemonPolicy.submit)
 
     def _proc(self, data_dir: str, options: Optional[Dict[str, str]] = None):
-        from .htamd import HtamdProcess
-        return HtamdProcess(self.htamd, data_dir, self.tasks_dir, options=options or {},
-                            cwd=wf.REPO)
+        from htam_agent.htamd import HtamdProcess
+        return HtamdProcess(self.htamd, data_dir, self.tasks_dir, options=options or {})
 
     def poison(self, data_dir: str, tasks: Sequence[TaskView], records: int,
                options: Dict[str, str]) -> None:
@@ -339,7 +340,7 @@ class Memory:
         become advice if the memory learned from it."""
         opts = {"memory.policy_seed": "0"}
         opts.update(options)
-        from .model import OutcomeView
+        from htam_agent.model import OutcomeView
         with self._proc(data_dir, opts) as proc:
             d = proc.client()
             try:
@@ -382,8 +383,7 @@ class Memory:
 
     def run(self, name: str, base: str, run_dir: str, options: Dict[str, str], task: TaskView,
             budget: int, seed: int) -> RunResult:
-        with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options,
-                            wf.REPO) as d:
+        with daemon_on_copy(self.htamd, base, run_dir, self.tasks_dir, seed, options) as d:
             return run_session(DaemonPolicy(name, d, strategy_ids(d), self.hints, self.roofline,
                                             self.live), task, budget, seed)
 
@@ -439,7 +439,7 @@ def run_benchmark(a, log) -> List[RunResult]:
         variants[name] = dict(kv.split("=", 1) for kv in kvs.split(",") if kv)
     mem = None
     if any(p in a.policies for p in DAEMON_POLICIES + ("flat",) + tuple(variants)):
-        from .htamd import find_htamd
+        from htam_agent.htamd import find_htamd
         htamd = a.htamd or find_htamd(os.environ.get("HTAM_BUILD_DIR", ""))
         mem = Memory(htamd, materialize_tasks(table, os.path.join(work, "tasks")), work, table, log,
                      a.value_hints, bottleneck_roofline(a),
