@@ -26,7 +26,6 @@ MAX_LINES = 150
 EXCEPTIONS = {
     ("backends/cuda/cuda_timing.cc", "CudaDevice::Time"),
     ("daemon/eval/kernelbench/kb_candidate.cc", "Evaluate"),
-    ("daemon/memory/policy.cc", "ScoreDirections"),
     ("daemon/server/handlers.cc", "Server::QueryReply"),
 }
 
