@@ -1,6 +1,7 @@
 // Reader threads: memory reads (NextStep, Query) run off the poll loop; their replies go back to
 // the loop, which alone sends on the front socket. A NextStep that finds no read queued or running
-// is answered on the loop itself (server.inline_next_step): the hand-off costs more than it.
+// and no other request waiting is answered on the loop itself (server.inline_next_step): the
+// hand-off costs more than it.
 // Thread-safety: RunRead and SendReadyReplies run on the loop thread, ReaderLoop on the reader
 // threads; they share read_queues_, read_order_ and readers_stop_ (read_mu_), ready_ and results_push_
 // (results_mu_).
@@ -23,7 +24,11 @@ void Server::RunRead(const Peer& peer, uint64_t request_id, std::function<std::s
     }
   };
   if (readers_.empty()) return Reply(peer, work());
-  if (inline_ok && options_.inline_next_step) {
+  // Only when no other request waits on the front socket either: under load (a flood, many
+  // clients) reads keep going to the reader threads, round-robin by client, with the per-client
+  // bounds and Busy as documented.
+  if (inline_ok && options_.inline_next_step && front_ &&
+      !(front_->get(zmq::sockopt::events) & ZMQ_POLLIN)) {
     // Nothing queued or running: no reply can overtake an earlier one, and the hand-off to a
     // reader thread and back (two wake-ups) would cost more than a decision.
     bool idle;

@@ -834,7 +834,7 @@ TEST_F(DaemonTest, NextStepOnTheLoopAnswersAsOnAReaderThread) {
     answers.push_back(a);
     if (std::string(inline_on) == "true") {
       std::vector<std::future<Result<fb::StepT>>> steps;
-      for (int i = 0; i < 300; ++i) steps.push_back(c->NextStepAsync(sid));
+      for (int i = 0; i < 200; ++i) steps.push_back(c->NextStepAsync(sid));  // < client_max_in_flight
       std::vector<std::thread> readers;
       std::atomic<int> failures{0};
       for (int t = 0; t < 3; ++t)
