@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -121,6 +122,15 @@ class Client::Impl {
  public:
   explicit Impl(ClientOptions options) : opt_(std::move(options)), context_(SharedContext()) {}
 
+  // The Hello of every connection: names the client and, without CURVE, its identity.
+  fb::HelloT MakeHello() const {
+    fb::HelloT hello;
+    hello.client = opt_.client_name;
+    hello.client_version = HTAM_VERSION;
+    hello.identity_secret.assign(opt_.identity_secret.begin(), opt_.identity_secret.end());
+    return hello;
+  }
+
   ~Impl() { Shutdown(); }
 
   Status Start() {
@@ -138,6 +148,15 @@ class Client::Impl {
     if (any && !all)
       return Status::InvalidArgument(
           "CURVE needs the server public key and the client public and secret keys");
+    if (opt_.identity_secret.empty()) {
+      std::random_device rd;  // the kernel's random source
+      for (int i = 0; i < 4; ++i) {
+        uint32_t w = rd();
+        opt_.identity_secret.append(reinterpret_cast<const char*>(&w), sizeof w);
+      }
+    } else if (opt_.identity_secret.size() < 16 || opt_.identity_secret.size() > 64) {
+      return Status::InvalidArgument("identity_secret must be 16 to 64 bytes");
+    }
     curve_ = all;
     try {
       static std::atomic<uint64_t> clients{0};
@@ -357,10 +376,7 @@ class Client::Impl {
     fb::EnvelopeT env;
     env.version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
     env.request_id = next_id_.fetch_add(1) + 1;
-    fb::HelloT hello;
-    hello.client = opt_.client_name;
-    hello.client_version = HTAM_VERSION;
-    env.body.Set(std::move(hello));
+    env.body.Set(MakeHello());
     flatbuffers::FlatBufferBuilder fbb(256);
     fbb.Finish(fb::Envelope::Pack(fbb, &env), fb::EnvelopeIdentifier());
     (void)s.send(zmq::const_buffer(fbb.GetBufferPointer(), fbb.GetSize()),
@@ -592,11 +608,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   auto impl = std::make_unique<Impl>(options);
   HTAM_RETURN_IF_ERROR(impl->Start());
   std::unique_ptr<Client> client(new Client(std::move(impl)));
-  fb::HelloT hello;
-  hello.client = options.client_name;
-  hello.client_version = HTAM_VERSION;
   fb::BodyUnion body;
-  body.Set(std::move(hello));
+  body.Set(client->impl_->MakeHello());
   auto reply = client->Call<fb::HelloReplyT>(std::move(body), options.connect_timeout);
   if (!reply.ok()) {
     if (reply.status().code() == Status::Code::kTimeout)
@@ -678,10 +691,7 @@ Result<T> Client::Call(fb::BodyUnion body, std::chrono::milliseconds timeout) {
 }
 
 Result<fb::HelloReplyT> Client::Hello() {
-  fb::HelloT h;
-  h.client = impl_->options().client_name;
-  h.client_version = HTAM_VERSION;
-  return Call<fb::HelloReplyT>(Body(std::move(h)));
+  return Call<fb::HelloReplyT>(Body(impl_->MakeHello()));
 }
 
 Result<fb::SessionInfoT> Client::OpenSession(const OpenSessionArgs& a) {

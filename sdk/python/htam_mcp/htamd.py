@@ -40,6 +40,9 @@ class Htamd:
         self.cfg = cfg
         self._lock = threading.Lock()
         self._free: List[htam.Client] = []
+        # One identity for every pooled client: without CURVE the sessions one tool call opens
+        # stay this server's to drive from any later call's client.
+        self._identity_secret = os.urandom(16)
 
     # ---- the client pool ----
     def _new_client(self) -> htam.Client:
@@ -47,7 +50,8 @@ class Htamd:
             return htam.Client(self.cfg.endpoint, timeout_s=self.cfg.timeout_s,
                                retries=self.cfg.retries, client_name=self.cfg.client_name,
                                server_public_key_file=self.cfg.server_key,
-                               client_key_file=self.cfg.client_key)
+                               client_key_file=self.cfg.client_key,
+                               identity_secret=self._identity_secret)
         except htam.HtamTimeout as e:
             raise ToolError(f"htamd is not reachable at {self.cfg.endpoint}: {e.message} (is "
                             f"htamd running there? wrong endpoint or CURVE key?)") from e
