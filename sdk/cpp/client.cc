@@ -274,6 +274,17 @@ class Client::Impl {
         reply = Receive<T>(s, request_id, deadline, &broken);
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      if (reply && !broken && !is_hello && UnknownSocket(reply->status())) {
+        // The socket reconnected on its own (htamd restarted) and htamd no longer knows it as
+        // this client: introduce it and ask once more (the refused request changed nothing).
+        try {
+          Announce(s);
+          if (s.send(zmq::const_buffer(fbb.GetBufferPointer(), fbb.GetSize()),
+                     zmq::send_flags::dontwait))
+            reply = Receive<T>(s, request_id, deadline, &broken);
+        } catch (const zmq::error_t&) {
+        }
+      }
       if (reply) {
         if (!broken) Checkin(std::move(*socket));
         return std::move(*reply);
@@ -346,6 +357,12 @@ class Client::Impl {
     flatbuffers::Verifier verifier(buf, m.size(), 64, 10000000);
     if (!fb::VerifyEnvelopeBuffer(verifier)) return nullptr;
     return fb::GetEnvelope(buf);
+  }
+
+  // A refusal because the connection never sent its Hello (docs/protocol.md, Hello).
+  static bool UnknownSocket(const Status& st) {
+    return st.code() == Status::Code::kPermissionDenied &&
+           st.message().find("sent no Hello") != std::string::npos;
   }
 
   // A socket of the pool, or a new one. A new one is announced with a Hello (unless the
