@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -118,6 +119,30 @@ Status StatusFromError(const fb::ErrorT& e) {
   }
 }
 
+// HTAM_IDENTITY_SECRET (hex, 16 to 64 bytes) into *out; nothing where it is unset.
+static Status IdentityFromEnvironment(std::string* out) {
+  const char* text = std::getenv("HTAM_IDENTITY_SECRET");
+  if (!text || !*text) return Status::OK();
+  const std::string hex(text);
+  auto nibble = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0 || hex.size() < 32 || hex.size() > 128)
+    return Status::InvalidArgument("HTAM_IDENTITY_SECRET must be 32 to 128 hex digits");
+  std::string bytes;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0)
+      return Status::InvalidArgument("HTAM_IDENTITY_SECRET is not hexadecimal");
+    bytes.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  *out = std::move(bytes);
+  return Status::OK();
+}
+
 class Client::Impl {
  public:
   explicit Impl(ClientOptions options) : opt_(std::move(options)), context_(SharedContext()) {}
@@ -148,6 +173,8 @@ class Client::Impl {
     if (any && !all)
       return Status::InvalidArgument(
           "CURVE needs the server public key and the client public and secret keys");
+    if (opt_.identity_secret.empty())
+      HTAM_RETURN_IF_ERROR(IdentityFromEnvironment(&opt_.identity_secret));
     if (opt_.identity_secret.empty()) {
       std::random_device rd;  // the kernel's random source
       for (int i = 0; i < 4; ++i) {

@@ -61,8 +61,9 @@ struct ClientOptions {
   std::string client_key_file;
   // Without CURVE, htamd holds a session to the client that opened it by this secret, sent in
   // the Hello of every connection the Client opens (its pool, its reconnects): 16 to 64 bytes;
-  // empty (the default) draws 16 random bytes at Connect. Clients that should own the same
-  // sessions (processes of one tool) may share one; keep it as private as a password.
+  // empty (the default): HTAM_IDENTITY_SECRET (hex) where set, else 16 random bytes drawn at
+  // Connect. Clients that should own the same sessions (processes of one tool, a process that
+  // resumes its session after a restart) share one; keep it as private as a password.
   std::string identity_secret;
   // Called (on the I/O thread) for Progress events of Submit(..., progress = true).
   std::function<void(const fb::ProgressT&)> on_progress;

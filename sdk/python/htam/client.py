@@ -133,6 +133,22 @@ def read_key_file(path: str) -> Dict[str, str]:
     return keys
 
 
+def default_identity_secret() -> bytes:
+    """The identity secret of a client made without one: HTAM_IDENTITY_SECRET (hex, 16 to 64
+    bytes) where set, so that processes of one tool (an agent resuming its session after a
+    restart) are one owner; else 16 fresh random bytes."""
+    text = os.environ.get("HTAM_IDENTITY_SECRET", "")
+    if not text:
+        return os.urandom(16)
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError("HTAM_IDENTITY_SECRET is not hexadecimal") from None
+    if not 16 <= len(secret) <= 64:
+        raise ValueError("HTAM_IDENTITY_SECRET must be 16 to 64 bytes (32 to 128 hex digits)")
+    return secret
+
+
 _IDEMPOTENT = {"Hello", "NextStep", "Poll", "Query", "StatusRequest"}
 
 
@@ -150,7 +166,8 @@ class Client:
         hello: perform the Hello handshake now (raises when htamd does not answer).
         identity_secret: 16 to 64 bytes sent in the Hello of every socket this client opens;
             without CURVE htamd holds sessions to it, so a reopened socket resumes this client's
-            sessions and other clients cannot drive them. Default: 16 random bytes of its own.
+            sessions and other clients cannot drive them. Default: default_identity_secret()
+            (HTAM_IDENTITY_SECRET, else 16 random bytes of its own).
             Clients meant to share sessions (one tool's pool) pass the same; keep it private.
     """
 
@@ -175,7 +192,7 @@ class Client:
             raise ValueError("CURVE needs the server public key and the client key pair")
         self._curve = (server_public_key, client_public_key, client_secret_key) if all(given) else None
         if not identity_secret:
-            identity_secret = os.urandom(16)
+            identity_secret = default_identity_secret()
         if not 16 <= len(identity_secret) <= 64:
             raise ValueError("identity_secret must be 16 to 64 bytes")
         self._identity_secret = bytes(identity_secret)

@@ -42,7 +42,7 @@ class Htamd:
         self._free: List[htam.Client] = []
         # One identity for every pooled client: without CURVE the sessions one tool call opens
         # stay this server's to drive from any later call's client.
-        self._identity_secret = os.urandom(16)
+        self._identity_secret = htam.default_identity_secret()
 
     # ---- the client pool ----
     def _new_client(self) -> htam.Client:
