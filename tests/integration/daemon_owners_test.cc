@@ -326,7 +326,7 @@ TEST(OwnersWithoutCurve, OneClientsConnectionsAreOneOwnerAndOthersAreNot) {
   auto reply = send(close_body);
   ASSERT_NE(reply, nullptr);
   ASSERT_EQ(reply->body.type, fb::Body::Error);
-  EXPECT_EQ(reply->body.AsError()->code, fb::ErrorCode::PermissionDenied);
+  EXPECT_EQ(reply->body.AsError()->code, fb::ErrorCode::Unauthorized);
   fb::HelloT short_secret;
   short_secret.identity_secret.assign(8, 1);
   fb::BodyUnion hello_body;

@@ -298,14 +298,14 @@ class SdkPythonTest(unittest.TestCase):
                         lambda: mallory.open_session(session_id=sid)):
             with self.assertRaises(htam.HtamError) as e:
                 attempt()
-            self.assertEqual(e.exception.code, "PermissionDenied", str(e.exception))
+            self.assertEqual(e.exception.code, "Unauthorized", str(e.exception))
         # A raw connection that sends no identity is its own owner, too.
         raw = htam.Client(d.endpoint, timeout_s=10, retries=0, hello=False)
         raw._open_socket(announce=False)
         raw._unknown_socket = lambda env: False  # never introduce itself
         with self.assertRaises(htam.HtamError) as e:
             raw.close_session(sid)
-        self.assertEqual(e.exception.code, "PermissionDenied")
+        self.assertEqual(e.exception.code, "Unauthorized")
         raw.close()
         # Reading stays allowed (server.others_read = records).
         self.assertEqual(len(mallory.query("transitions", session_id=sid)["transitions"]), 1)

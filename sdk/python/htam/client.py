@@ -335,7 +335,7 @@ class Client:
     def _unknown_socket(env: EnvelopeT) -> bool:
         """A refusal because this socket never introduced itself (docs/protocol.md, Hello)."""
         return (env.bodyType == _Body.Body.Error
-                and env.body.code == _ErrorCode.ErrorCode.PermissionDenied
+                and env.body.code == _ErrorCode.ErrorCode.Unauthorized
                 and "sent no Hello" in (to_dict(env.body.message) or ""))
 
     @staticmethod
