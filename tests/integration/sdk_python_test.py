@@ -161,7 +161,8 @@ class SdkPythonTest(unittest.TestCase):
         # The CPU plugin offers no profiler; this build of it carries the CUDA plugin's (Nsight
         # Compute) entry points (tests/integration/cpu_plugin_with_ncu.cc).
         d = self.daemon(eval__ncu=ncu, eval__plugin_dir=NCU_TEST_PLUGIN_DIR).start()
-        with htam.Client(d.endpoint, timeout_s=30) as c:
+        me = os.urandom(16)  # both client objects below are one client: the session's owner
+        with htam.Client(d.endpoint, timeout_s=30, identity_secret=me) as c:
             info = c.open_session("cpu_relu", backend="cpu", budget=5)
             sid = info["session"]["id"]
             step = c.next_step(sid)
@@ -189,7 +190,7 @@ class SdkPythonTest(unittest.TestCase):
         # session's next step is still recorded in it.
         self.assertEqual(d.stop(), 0)
         d.start()
-        with htam.Client(d.endpoint, timeout_s=30) as c:
+        with htam.Client(d.endpoint, timeout_s=30, identity_secret=me) as c:
             step = c.next_step(sid)
             after = c.submit(sid, info["baseline_source"], direction_id=step["direction"]["id"],
                              summary="after a restart")
