@@ -1131,6 +1131,7 @@ fb::GateSpecT GateSpecFromConfig(const config::Eval& e) {
   g.kernelbench_memory_headroom = e.kernelbench_memory_headroom;
   g.kernelbench_cache_bytes = uint64_t(std::max<int64_t>(0, e.kernelbench_cache_mb)) << 20;
   g.kernelbench_warmup_ms = double(e.kernelbench_warmup_ms);
+  g.kernelbench_min_timed_ms = double(e.kernelbench_min_timed_ms);
   return g;
 }
 

@@ -322,6 +322,200 @@ std::string PromptContext(const fb::DirectionT& dir, const std::string& why,
   }
   return p;
 }
+
+// A direction whose strategies compete in a decision, with its direction score.
+struct Source {
+  const fb::DirectionT* dir;
+  double dir_score;
+};
+
+// Which directions' strategies compete: the chosen one's only, or (strategy_scope "all") those
+// of every direction the policy did not mask, each weighed by its direction's score, so that the
+// list holds the strategies most likely to apply and help here whatever their direction. The
+// chosen direction comes first and stays the answer's frame.
+std::vector<Source> RetrievalSources(const fb::DirectionT& dir,
+                                     const std::vector<fb::DirectionT>& dirs, const Decision& d,
+                                     bool all) {
+  std::vector<Source> sources{{&dir, 0.0}};
+  if (!all) return sources;
+  for (const auto& sc : d.scores) {
+    if (sc.masked) continue;
+    if (sc.direction_id == dir.id) {
+      sources[0].dir_score = sc.score;
+      continue;
+    }
+    for (const auto& x : dirs)
+      if (x.id == sc.direction_id) sources.push_back(Source{&x, sc.score});
+  }
+  return sources;
+}
+
+// A candidate strategy: its id, its similarity to the query, its index into the sources.
+struct Cand {
+  uint64_t id;
+  double sim;
+  size_t source;
+};
+
+// Each strategy once, as it came first (the chosen direction's, then by direction score).
+void KeepFirstOfEach(std::vector<Cand>* cands) {
+  std::stable_sort(cands->begin(), cands->end(),
+                   [](const Cand& a, const Cand& b) { return a.id < b.id; });
+  cands->erase(std::unique(cands->begin(), cands->end(),
+                           [](const Cand& a, const Cand& b) { return a.id == b.id; }),
+               cands->end());
+}
+
+// Candidate `id`'s record: from the strategy record cache's `cached` records when it holds them,
+// else read from the store and verified (into `added` when the cache asked to be filled, else
+// into `read`); null when it cannot be read.
+const fb::Strategy* CandidateRecord(
+    Txn& t, uint64_t id, const StrategyRecordCache::Records* cached, bool fill,
+    std::vector<std::pair<uint64_t, std::shared_ptr<const StrategyRecordCache::Record>>>* added,
+    std::vector<FbView<fb::Strategy>>* read) {
+  if (cached)
+    if (auto hit = cached->find(id); hit != cached->end()) return hit->second->table;
+  std::string_view bytes;
+  if (!t.Get(Db::kStrategies, KeyU64(id), &bytes).ok()) return nullptr;
+  if (fill) {
+    auto r = StrategyRecordCache::Copy(bytes);
+    if (!r) return nullptr;
+    const fb::Strategy* s = r->table;
+    added->emplace_back(id, std::move(r));
+    return s;
+  }
+  FbView<fb::Strategy> v(bytes);
+  if (!v) return nullptr;
+  const fb::Strategy* s = v.get();
+  read->push_back(std::move(v));
+  return s;
+}
+
+// Best first (ties by id); with `all`, one entry per strategy (a learned one and its parent are
+// the same advice); at most `listed`.
+void RankStrategies(bool all, int listed, std::vector<ScoredStrategy>* scored) {
+  std::sort(scored->begin(), scored->end(), [](const ScoredStrategy& a, const ScoredStrategy& b) {
+    if (a.n.score != b.n.score) return a.n.score > b.n.score;
+    return a.s->id() < b.s->id();
+  });
+  if (all) {
+    std::vector<uint64_t> keys;
+    keys.reserve(scored->size());
+    for (const ScoredStrategy& x : *scored) keys.push_back(x.n.key);
+    std::sort(keys.begin(), keys.end());
+    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
+      std::unordered_set<uint64_t> seen_keys(scored->size() * 2);
+      scored->erase(std::remove_if(scored->begin(), scored->end(),
+                                   [&](const ScoredStrategy& x) {
+                                     return !seen_keys.insert(x.n.key).second;
+                                   }),
+                    scored->end());
+    }
+  }
+  if (scored->size() > static_cast<size_t>(std::max(0, listed)))
+    scored->erase(scored->begin() + std::max(0, listed), scored->end());
+}
+
+
+// The answer's strategies (`scored`, ranked) and its prompt context: the first
+// detailed_strategies in full (all of them in the `full` answer), the rest compact.
+void FillStrategies(Txn& t, const std::vector<ScoredStrategy>& scored,
+                    const std::vector<Source>& sources, const fb::DirectionT& dir, bool full,
+                    bool all, const MemoryOptions& o, Decision* d) {
+  std::vector<std::string> notes;  // per hit: why it is in the list, beyond its statistics
+  const size_t detailed =
+      full ? scored.size() : static_cast<size_t>(std::max(0, o.detailed_strategies));
+  d->strategies.clear();
+  // The compact answer's examples: in rank order while they fit answer_example_bytes.
+  size_t example_room = full ? std::numeric_limits<size_t>::max()
+                              : static_cast<size_t>(std::max(0, o.answer_example_bytes));
+  for (const ScoredStrategy& x : scored) {
+    const bool compact = d->strategies.size() >= detailed;
+    const fb::DirectionT& sd = *sources[x.n.source].dir;
+    notes.push_back(all && !compact ? StrategyNote(x.n, sd, dir, sources[x.n.source].dir_score, o)
+                                    : std::string());
+    d->strategies.push_back(MakeHit(t, *x.s, x.n, compact, &example_room));
+  }
+  d->prompt_context = PromptContext(dir, d->why, d->strategies, notes, detailed, full);
+}
+
+
+// A neighbour from its transition record `r` (one the table does not hold), as seen from the
+// state with key `key`; `hist` is scratch space.
+Neighbor NeighborOfRecord(const fb::TransitionRecord& r, const float* key, const PolicyState& ps,
+                          const MemoryOptions& o, std::vector<uint64_t>* hist) {
+  Neighbor n;
+  n.transition_id = r.id();
+  n.session_id = r.session_id();
+  n.state_similarity = StateSimilarity(key, r.state()->vector()->data());
+  hist->clear();
+  if (r.history()) hist->assign(r.history()->begin(), r.history()->end());
+  n.history_agreement = HistoryAgreement(ps.history, *hist, o.history_decay, o.history_length);
+  n.backend = r.backend() ? r.backend()->str() : "";
+  n.backend_factor = BackendFactor(ps.backend, n.backend, o, &n.cross_backend);
+  n.direction_id = r.direction_id();
+  n.status = r.status();
+  n.gain = RecordGain(r);
+  n.verified = r.verified();
+  n.vouched = r.vouched();
+  n.no_change = r.no_change();
+  if (r.strategy_ids()) n.strategy_ids.assign(r.strategy_ids()->begin(), r.strategy_ids()->end());
+  n.learned_strategy_id = r.learned_strategy_id();
+  if (r.passed_over_ids())
+    n.passed_over_ids.assign(r.passed_over_ids()->begin(), r.passed_over_ids()->end());
+  return n;
+}
+
+// The nearest `count` neighbours that are not claims (`is_claim`), and the claims among them,
+// in their order.
+template <typename IsClaim>
+void KeepNearestCounted(size_t count, const IsClaim& is_claim, std::vector<Neighbor>* neighbors) {
+  size_t counted = 0, kept = 0;
+  for (size_t i = 0; i < neighbors->size(); ++i) {
+    if (!is_claim((*neighbors)[i]) && ++counted > count) continue;
+    if (kept != i) (*neighbors)[kept] = std::move((*neighbors)[i]);
+    ++kept;
+  }
+  neighbors->resize(kept);
+}
+
+// The `evidence` heaviest neighbours (ties in their order) as the decision's evidence.
+void AddEvidence(const std::vector<Neighbor>& neighbors, size_t evidence, Decision* d) {
+  std::vector<size_t> order(neighbors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return neighbors[a].weight > neighbors[b].weight; });
+  for (size_t i = 0; i < order.size() && i < evidence; ++i) {
+    const Neighbor& n = neighbors[order[i]];
+    fb::EvidenceT e;
+    e.transition_id = n.transition_id;
+    e.weight = n.weight;
+    e.similarity = n.state_similarity;
+    e.history_agreement = n.history_agreement;
+    e.direction_id = n.direction_id;
+    e.status = n.status;
+    e.gain = n.gain;
+    e.backend = n.backend;
+    e.cross_backend = n.cross_backend;
+    e.verified = n.verified;
+    e.vouched = n.vouched;
+    e.no_change = n.no_change;
+    d->evidence.push_back(std::move(e));
+  }
+}
+
+
+// Direction `chosen`: its stored record where it reads, else its entry in `dirs` (empty when
+// neither has it).
+fb::DirectionT ChosenDirection(Txn& t, const std::vector<fb::DirectionT>& dirs, uint64_t chosen) {
+  fb::DirectionT out;
+  for (const auto& dir : dirs)
+    if (dir.id == chosen) out = dir;
+  std::string_view dv;
+  if (t.Get(Db::kDirections, KeyU64(chosen), &dv).ok()) (void)Decode(dv, &out, "direction");
+  return out;
+}
+
 }  // namespace
 
 uint32_t MemoryImpl::ClientOf(Txn& t, uint64_t session_id) {
@@ -543,41 +737,13 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
         if (!r || !r->state() || !r->state()->vector() || r->state()->vector()->size() != kKeyDim)
           continue;
         if (!Counts(r->status())) continue;
-        Neighbor n;
-        n.transition_id = r->id();
-        n.session_id = r->session_id();
-        n.state_similarity = StateSimilarity(key.data(), r->state()->vector()->data());
-        hist.clear();
-        if (r->history()) hist.assign(r->history()->begin(), r->history()->end());
-        n.history_agreement = HistoryAgreement(ps.history, hist, o_.history_decay, o_.history_length);
-        n.backend = r->backend() ? r->backend()->str() : "";
-        n.backend_factor = BackendFactor(ps.backend, n.backend, o_, &n.cross_backend);
-        n.direction_id = r->direction_id();
-        n.status = r->status();
-        n.gain = RecordGain(*r);
-        n.verified = r->verified();
-        n.vouched = r->vouched();
-        n.no_change = r->no_change();
-        if (r->strategy_ids())
-          n.strategy_ids.assign(r->strategy_ids()->begin(), r->strategy_ids()->end());
-        n.learned_strategy_id = r->learned_strategy_id();
-        if (r->passed_over_ids())
-          n.passed_over_ids.assign(r->passed_over_ids()->begin(), r->passed_over_ids()->end());
-        neighbors.push_back(std::move(n));
+        neighbors.push_back(NeighborOfRecord(*r, key.data(), ps, o_, &hist));
       }
       const size_t claims = static_cast<size_t>(std::count_if(neighbors.begin(), neighbors.end(), is_claim));
       if (claims == 0 || attempt == 1 || hits.size() < static_cast<size_t>(k)) break;
       k *= 4;
     }
-    // The nearest `neighbors` that count, and the claims among them.
-    size_t counted = 0, kept = 0;
-    for (size_t i = 0; i < neighbors.size(); ++i) {
-      if (!is_claim(neighbors[i]) && ++counted > static_cast<size_t>(std::max(0, o_.neighbors)))
-        continue;
-      if (kept != i) neighbors[kept] = std::move(neighbors[i]);
-      ++kept;
-    }
-    neighbors.resize(kept);
+    KeepNearestCounted(static_cast<size_t>(std::max(0, o_.neighbors)), is_claim, &neighbors);
   }
   for (Neighbor& n : neighbors) n.client = ClientOf(t, n.session_id);
   WeighNeighbors(&neighbors, o_);
@@ -592,38 +758,10 @@ Result<Decision> MemoryImpl::NextStep(uint64_t session_id, const StateInput& sta
   d.step = ps.step;
   d.scores = pr.scores;
   d.why = pr.why;
-  uint64_t chosen = pr.scores.empty() ? 0 : pr.scores[pr.chosen].direction_id;
-  for (const auto& dir : dirs)
-    if (dir.id == chosen) d.direction = dir;
-  {
-    std::string_view dv;
-    if (t.Get(Db::kDirections, KeyU64(chosen), &dv).ok())
-      (void)Decode(dv, &d.direction, "direction");
-  }
+  d.direction = ChosenDirection(t, dirs, pr.scores.empty() ? 0 : pr.scores[pr.chosen].direction_id);
 
   // Evidence: the heaviest attended transitions.
-  std::vector<size_t> order(neighbors.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return neighbors[a].weight > neighbors[b].weight; });
-  const size_t evidence = state.full ? kMaxEvidence : kCompactEvidence;
-  for (size_t i = 0; i < order.size() && i < evidence; ++i) {
-    const Neighbor& n = neighbors[order[i]];
-    fb::EvidenceT e;
-    e.transition_id = n.transition_id;
-    e.weight = n.weight;
-    e.similarity = n.state_similarity;
-    e.history_agreement = n.history_agreement;
-    e.direction_id = n.direction_id;
-    e.status = n.status;
-    e.gain = n.gain;
-    e.backend = n.backend;
-    e.cross_backend = n.cross_backend;
-    e.verified = n.verified;
-    e.vouched = n.vouched;
-    e.no_change = n.no_change;
-    d.evidence.push_back(std::move(e));
-  }
+  AddEvidence(neighbors, state.full ? kMaxEvidence : kCompactEvidence, &d);
 
   // 3. Strategies under the chosen direction.
   fb::TaskT task;
@@ -668,35 +806,11 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
                             const fb::DirectionT& dir, const std::vector<Neighbor>& neighbors,
                             const StateInput& in,
                             const std::optional<std::vector<float>>& embedding, Decision* d) {
-  // Which directions' strategies compete: the chosen one's only, or (strategy_scope "all")
-  // those of every direction the policy did not mask, each weighed by its direction's score,
-  // so that the list holds the strategies most likely to apply and help here whatever their
-  // direction. The chosen direction stays the answer's frame.
-  struct Source {
-    const fb::DirectionT* dir;
-    double dir_score;
-  };
   std::shared_ptr<const std::vector<fb::DirectionT>> dirs_ptr = Directions();
-  std::vector<Source> sources{{&dir, 0.0}};
   const bool all = o_.strategy_scope == "all";
-  if (all) {
-    for (const auto& sc : d->scores) {
-      if (sc.masked) continue;
-      if (sc.direction_id == dir.id) {
-        sources[0].dir_score = sc.score;
-        continue;
-      }
-      for (const auto& x : *dirs_ptr)
-        if (x.id == sc.direction_id) sources.push_back(Source{&x, sc.score});
-    }
-  }
+  const std::vector<Source> sources = RetrievalSources(dir, *dirs_ptr, *d, all);
   // Candidates: the most similar strategies of each source direction, plus those without
-  // embeddings; (id, similarity, index into sources).
-  struct Cand {
-    uint64_t id;
-    double sim;
-    size_t source;
-  };
+  // embeddings.
   std::vector<Cand> cands;
   // The query is the direction's title before the task's text: the text is hashed once, and
   // only when a search is not answered from the retrieval cache, which knows a builtin query by
@@ -780,12 +894,7 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
       two_views ? GatherStrategyEvidence(neighbors, ps, o_, /*trusted_only=*/true,
                                          shared ? &canon : nullptr)
                 : StrategyEvidence{};
-  // Each strategy once, as it came first (the chosen direction's, then by direction score).
-  std::stable_sort(cands.begin(), cands.end(),
-                   [](const Cand& a, const Cand& b) { return a.id < b.id; });
-  cands.erase(std::unique(cands.begin(), cands.end(),
-                          [](const Cand& a, const Cand& b) { return a.id == b.id; }),
-              cands.end());
+  KeepFirstOfEach(&cands);
   std::vector<ScoredStrategy> scored;
   scored.reserve(cands.size());
   // The candidates' records: from the strategy record cache when it holds this state, else read
@@ -800,26 +909,8 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   // bottleneck_penalty from a strategy whose targets exclude it, off ignores it.
   const bool hard_mask = o_.bottleneck_mask == "hard";
   for (const Cand& c : cands) {
-    const fb::Strategy* s = nullptr;
-    if (auto hit = cached ? cached->find(c.id) : StrategyRecordCache::Records::const_iterator();
-        cached && hit != cached->end()) {
-      s = hit->second->table;
-    } else {
-      std::string_view bytes;
-      if (!t.Get(Db::kStrategies, KeyU64(c.id), &bytes).ok()) continue;
-      if (fill) {
-        auto r = StrategyRecordCache::Copy(bytes);
-        if (!r) continue;
-        s = r->table;
-        added.emplace_back(c.id, std::move(r));
-      } else {
-        FbView<fb::Strategy> v(bytes);
-        if (!v) continue;
-        s = v.get();
-        read.push_back(std::move(v));
-      }
-    }
-    if (s->merged_into()) continue;
+    const fb::Strategy* s = CandidateRecord(t, c.id, cached.get(), fill, &added, &read);
+    if (!s || s->merged_into()) continue;
     // Only what applies here: a strategy for another backend or a newer architecture (and, with
     // bottleneck_mask hard, another bottleneck) is not offered.
     if (!PreconditionsHold(*s, ps, hard_mask)) continue;
@@ -848,42 +939,11 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   std::vector<std::shared_ptr<const StrategyRecordCache::Record>> kept;
   for (const auto& [id, r] : added) kept.push_back(r);
   strategy_records_.Add(t.id(), std::move(added));
-  std::sort(scored.begin(), scored.end(), [](const ScoredStrategy& a, const ScoredStrategy& b) {
-    if (a.n.score != b.n.score) return a.n.score > b.n.score;
-    return a.s->id() < b.s->id();
-  });
-  if (all) {  // one entry per strategy: a learned one and its parent are the same advice
-    std::vector<uint64_t> keys;
-    keys.reserve(scored.size());
-    for (const ScoredStrategy& x : scored) keys.push_back(x.n.key);
-    std::sort(keys.begin(), keys.end());
-    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
-      std::unordered_set<uint64_t> seen_keys(scored.size() * 2);
-      scored.erase(std::remove_if(scored.begin(), scored.end(),
-                                  [&](const ScoredStrategy& x) {
-                                    return !seen_keys.insert(x.n.key).second;
-                                  }),
-                   scored.end());
-    }
-  }
   // The compact answer lists listed_strategies, the full one top_k_strategies.
   const int listed =
       in.full ? o_.top_k_strategies : std::min(o_.listed_strategies, o_.top_k_strategies);
-  if (scored.size() > static_cast<size_t>(std::max(0, listed)))
-    scored.erase(scored.begin() + std::max(0, listed), scored.end());
-  std::vector<std::string> notes;  // per hit: why it is in the list, beyond its statistics
-  const size_t detailed = in.full ? scored.size() : static_cast<size_t>(std::max(0, o_.detailed_strategies));
-  d->strategies.clear();
-  // The compact answer's examples: in rank order while they fit answer_example_bytes.
-  size_t example_room = in.full ? std::numeric_limits<size_t>::max() : static_cast<size_t>(std::max(0, o_.answer_example_bytes));
-  for (const ScoredStrategy& x : scored) {
-    const bool compact = d->strategies.size() >= detailed;
-    const fb::DirectionT& sd = *sources[x.n.source].dir;
-    notes.push_back(all && !compact ? StrategyNote(x.n, sd, dir, sources[x.n.source].dir_score, o_)
-                                    : std::string());
-    d->strategies.push_back(MakeHit(t, *x.s, x.n, compact, &example_room));
-  }
-  d->prompt_context = PromptContext(dir, d->why, d->strategies, notes, detailed, in.full);
+  RankStrategies(all, listed, &scored);
+  FillStrategies(t, scored, sources, dir, in.full, all, o_, d);
   return Status::OK();
 }
 

@@ -3,6 +3,8 @@
 // rebuild of everything derived, and the integrity check.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "base/log.h"
@@ -694,6 +696,55 @@ Status MemoryImpl::RebuildDerived() {
   return LoadDirections();
 }
 
+namespace {
+
+// Integrity (Check): every session against the task index and its step rows (and the number of
+// transitions `steps_of_session` counted for it); the task index and the direction index against
+// the records they name (`strategy_dir`: each strategy's direction).
+Status CheckSessionsAndIndexes(Txn& t, const std::map<uint64_t, uint64_t>& strategy_dir,
+                               std::map<uint64_t, uint32_t>* steps_of_session,
+                               const std::function<void(std::string)>& bad) {
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessions, "", [&](std::string_view, std::string_view v) {
+    FbView<fb::Session> s(v);
+    if (!s) return bad("malformed session record"), true;
+    std::string_view x;
+    if (!t.Get(Db::kTaskSessions, KeyPair(s->task_id(), s->id()), &x).ok())
+      bad("session " + std::to_string(s->id()) + " missing from task index");
+    if (s->steps() != (*steps_of_session)[s->id()])
+      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) +
+          " steps, the store holds " + std::to_string((*steps_of_session)[s->id()]));
+    uint32_t rows = 0;
+    bool in_order = true;
+    Status rs = ForEachSessionStep(t, *s, 0, [&](uint32_t step, const SessionStep&) {
+      in_order = in_order && step == rows;
+      ++rows;
+      return true;
+    });
+    if (!rs.ok())
+      bad(rs.message());
+    else if (!in_order || rows != s->steps())
+      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) +
+          " steps, its step rows " + std::to_string(rows) + (in_order ? "" : " (with gaps)"));
+    return true;
+  }));
+  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTaskSessions, "", [&](std::string_view k, std::string_view) {
+    std::string_view v;
+    if (!t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v).ok())
+      bad("task index names a missing session");
+    return true;
+  }));
+  HTAM_RETURN_IF_ERROR(
+      t.Scan(Db::kDirectionStrategies, "", [&](std::string_view k, std::string_view) {
+        auto it = strategy_dir.find(DecodeU64(k, 8));
+        if (it == strategy_dir.end() || it->second != DecodeU64(k))
+          bad("direction index disagrees with strategy " + std::to_string(DecodeU64(k, 8)));
+        return true;
+      }));
+  return Status::OK();
+}
+
+}  // namespace
+
 Status MemoryImpl::Check(std::vector<std::string>* problems) {
   problems->clear();
   WaitApplied();
@@ -781,42 +832,7 @@ Status MemoryImpl::Check(std::vector<std::string>* problems) {
         }
         return true;
       }));
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kSessions, "", [&](std::string_view, std::string_view v) {
-    FbView<fb::Session> s(v);
-    if (!s) return bad("malformed session record"), true;
-    std::string_view x;
-    if (!t.Get(Db::kTaskSessions, KeyPair(s->task_id(), s->id()), &x).ok())
-      bad("session " + std::to_string(s->id()) + " missing from task index");
-    if (s->steps() != steps_of_session[s->id()])
-      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) +
-          " steps, the store holds " + std::to_string(steps_of_session[s->id()]));
-    uint32_t rows = 0;
-    bool in_order = true;
-    Status rs = ForEachSessionStep(t, *s, 0, [&](uint32_t step, const SessionStep&) {
-      in_order = in_order && step == rows;
-      ++rows;
-      return true;
-    });
-    if (!rs.ok())
-      bad(rs.message());
-    else if (!in_order || rows != s->steps())
-      bad("session " + std::to_string(s->id()) + " counts " + std::to_string(s->steps()) +
-          " steps, its step rows " + std::to_string(rows) + (in_order ? "" : " (with gaps)"));
-    return true;
-  }));
-  HTAM_RETURN_IF_ERROR(t.Scan(Db::kTaskSessions, "", [&](std::string_view k, std::string_view) {
-    std::string_view v;
-    if (!t.Get(Db::kSessions, KeyU64(DecodeU64(k, 8)), &v).ok())
-      bad("task index names a missing session");
-    return true;
-  }));
-  HTAM_RETURN_IF_ERROR(
-      t.Scan(Db::kDirectionStrategies, "", [&](std::string_view k, std::string_view) {
-        auto it = strategy_dir.find(DecodeU64(k, 8));
-        if (it == strategy_dir.end() || it->second != DecodeU64(k))
-          bad("direction index disagrees with strategy " + std::to_string(DecodeU64(k, 8)));
-        return true;
-      }));
+  HTAM_RETURN_IF_ERROR(CheckSessionsAndIndexes(t, strategy_dir, &steps_of_session, bad));
   // FAISS indexes hold every record.
   bool indexes_ready;
   {

@@ -277,31 +277,32 @@ std::string MaskReason(const std::vector<std::string>& backends, std::string_vie
   return "";
 }
 
-PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
-                             const std::vector<Neighbor>& neighbors, const PolicyState& s,
-                             const MemoryOptions& o,
-                             const std::map<uint64_t, LearnedEstimate>* learned) {
-  struct Acc {
-    double n = 0, succ = 0, gain = 0;
-    int raw = 0, cross = 0;
-  };
-  // acc: every attended step; trusted: the verified and vouched ones only. Without
-  // unverified_can_promote a direction's score is the lower of the two: client-reported
-  // evidence may warn against a direction, never lift it.
-  std::map<uint64_t, Acc> acc, trusted;
-  double total = 0, trusted_total = 0;
-  PolicyResult r;
+namespace {
+
+// What the attended steps say about one direction: their weight, the weight of those that
+// succeeded and their weighted gain, how many and how many from another backend.
+struct Acc {
+  double n = 0, succ = 0, gain = 0;
+  int raw = 0, cross = 0;
+};
+
+// The attended steps by direction: every one that counts into `acc` (weights summed in
+// `total`), the verified and vouched ones also into `trusted` (`trusted_total`); the unverified
+// ones counted in `r`.
+void Accumulate(const std::vector<Neighbor>& neighbors, const MemoryOptions& o,
+                std::map<uint64_t, Acc>* acc, std::map<uint64_t, Acc>* trusted, double* total,
+                double* trusted_total, PolicyResult* r) {
   for (const Neighbor& nb : neighbors) {
     if (!nb.trusted()) {
-      r.unverified++;
-      r.unverified_weight += nb.weight;
+      r->unverified++;
+      r->unverified_weight += nb.weight;
       // Without unverified_can_promote only a reported failure counts, as a warning: a claimed
       // success or no change says nothing until htamd measured it.
       if (!o.unverified_can_promote && !IsFailure(nb.status)) continue;
     }
     for (int pass = 0; pass < 2; ++pass) {
       if (pass == 1 && !nb.trusted()) break;
-      Acc& a = (pass == 0 ? acc : trusted)[nb.direction_id];
+      Acc& a = (pass == 0 ? *acc : *trusted)[nb.direction_id];
       a.n += nb.weight;
       if (IsSuccess(nb.status, nb.gain)) {
         a.succ += nb.weight;
@@ -309,34 +310,99 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
       }
       a.raw++;
       a.cross += nb.cross_backend ? 1 : 0;
-      (pass == 0 ? total : trusted_total) += nb.weight;
+      *(pass == 0 ? total : trusted_total) += nb.weight;
     }
   }
-  // Penalty: directions that failed in this session. Attempts on the current kernel (after its
-  // last improvement) count in full, each one: the kernel they failed on is still the one to
-  // improve. Older attempts, on a kernel since replaced, count only within the last
-  // failure_memory steps and weigh less the older they are. A step that was Ok but no faster
-  // counts half.
+}
+
+// Penalty: directions that failed in this session. Attempts on the current kernel (after its
+// last improvement) count in full, each one: the kernel they failed on is still the one to
+// improve. Older attempts, on a kernel since replaced, count only within the last
+// failure_memory steps and weigh less the older they are. A step that was Ok but no faster
+// counts half.
+std::map<uint64_t, double> RecentFailurePenalty(const PolicyState& s, const MemoryOptions& o) {
   std::map<uint64_t, double> penalty;
-  {
-    const std::vector<uint32_t> improving = ImprovingSteps(s);
-    const int last_improvement = improving.empty() ? -1 : static_cast<int>(improving.back());
-    int n = static_cast<int>(s.history.size());
-    for (int i = n - 1; i >= 0; --i) {
-      bool on_kernel = i > last_improvement;
-      int age = n - 1 - i;
-      if (!on_kernel && age >= o.failure_memory) break;
-      double w = on_kernel ? 1.0 : std::pow(o.history_decay, age);
-      bool known = i < static_cast<int>(s.outcomes.size());
-      bool failed = known && IsFailure(s.outcomes[i]);
-      bool no_gain = known && s.outcomes[i] == fb::OutcomeStatus::Ok &&
-                     (on_kernel || (i < static_cast<int>(s.gains.size()) && s.gains[i] <= 1e-9));
-      if (failed)
-        penalty[s.history[i]] += o.failure_penalty * w;
-      else if (no_gain)
-        penalty[s.history[i]] += 0.5 * o.failure_penalty * w;
+  const std::vector<uint32_t> improving = ImprovingSteps(s);
+  const int last_improvement = improving.empty() ? -1 : static_cast<int>(improving.back());
+  int n = static_cast<int>(s.history.size());
+  for (int i = n - 1; i >= 0; --i) {
+    bool on_kernel = i > last_improvement;
+    int age = n - 1 - i;
+    if (!on_kernel && age >= o.failure_memory) break;
+    double w = on_kernel ? 1.0 : std::pow(o.history_decay, age);
+    bool known = i < static_cast<int>(s.outcomes.size());
+    bool failed = known && IsFailure(s.outcomes[i]);
+    bool no_gain = known && s.outcomes[i] == fb::OutcomeStatus::Ok &&
+                   (on_kernel || (i < static_cast<int>(s.gains.size()) && s.gains[i] <= 1e-9));
+    if (failed)
+      penalty[s.history[i]] += o.failure_penalty * w;
+    else if (no_gain)
+      penalty[s.history[i]] += 0.5 * o.failure_penalty * w;
+  }
+  return penalty;
+}
+
+// The why text's part on the learned scorer: in how many directions it was blended (`blended`)
+// and what it predicts for the chosen one `c`.
+void AppendLearnedWhy(const std::map<uint64_t, LearnedEstimate>& learned, int blended,
+                      const fb::DirectionScoreT& c, std::string* why) {
+  auto it = learned.find(c.direction_id);
+  *why += " Learned scorer blended into " + std::to_string(blended) + " direction(s)";
+  if (it != learned.end()) {
+    const LearnedEstimate& e = it->second;
+    *why += "; for " + c.name + " it predicts p(improve) ";
+    AppendF(why, "%.2f", e.p_success);
+    *why += ", E[log gain] ";
+    AppendF(why, "%.3f", e.expected_gain);
+    *why += " from " + std::to_string(static_cast<long long>(e.records)) + " verified records";
+    if (!e.top.empty()) {
+      *why += " (top contributions:";
+      for (const auto& [name, v] : e.top) {
+        *why += " " + name + " ";
+        AppendF(why, "%+.3f", v);
+      }
+      *why += ")";
     }
   }
+  *why += ".";
+}
+
+// The why text's part on masked directions (the first three with their reasons) and on the
+// directions that lost bottleneck_penalty (`penalized`, the first three).
+void AppendMasksWhy(const std::vector<fb::DirectionScoreT>& scores,
+                    const std::vector<std::string>& penalized, const PolicyState& s,
+                    const MemoryOptions& o, std::string* why) {
+  int masked = 0;
+  for (const auto& x : scores) masked += x.masked ? 1 : 0;
+  if (masked) {
+    *why += " Masked " + std::to_string(masked) + ":";
+    int shown = 0;
+    for (const auto& x : scores)
+      if (x.masked && shown++ < 3) *why += " " + x.name + " (" + x.mask_reason + ");";
+  }
+  if (!penalized.empty() && o.bottleneck_penalty != 0) {
+    *why += " Bottleneck penalty -";
+    AppendF(why, "%.3f", o.bottleneck_penalty);
+    *why += " (targets exclude " + std::string(BottleneckName(s.bottleneck)) +
+            "-bound kernels) on " + std::to_string(penalized.size()) + ":";
+    for (size_t i = 0; i < penalized.size() && i < 3; ++i) *why += " " + penalized[i] + ";";
+  }
+}
+
+}  // namespace
+
+PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
+                             const std::vector<Neighbor>& neighbors, const PolicyState& s,
+                             const MemoryOptions& o,
+                             const std::map<uint64_t, LearnedEstimate>* learned) {
+  // acc: every attended step; trusted: the verified and vouched ones only. Without
+  // unverified_can_promote a direction's score is the lower of the two: client-reported
+  // evidence may warn against a direction, never lift it.
+  std::map<uint64_t, Acc> acc, trusted;
+  double total = 0, trusted_total = 0;
+  PolicyResult r;
+  Accumulate(neighbors, o, &acc, &trusted, &total, &trusted_total, &r);
+  std::map<uint64_t, double> penalty = RecentFailurePenalty(s, o);
   r.from_priors = total <= 1e-12;
   double m = std::max(1e-9, o.prior_strength);
   // memory.bottleneck_mask: hard masks by the class (MaskReason reads the targets), soft takes
@@ -452,47 +518,13 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
       why += ".";
     }
   }
-  if (learned) {
-    auto it = learned->find(c.direction_id);
-    why += " Learned scorer blended into " + std::to_string(r.learned) + " direction(s)";
-    if (it != learned->end()) {
-      const LearnedEstimate& e = it->second;
-      why += "; for " + c.name + " it predicts p(improve) ";
-      AppendF(&why, "%.2f", e.p_success);
-      why += ", E[log gain] ";
-      AppendF(&why, "%.3f", e.expected_gain);
-      why += " from " + std::to_string(static_cast<long long>(e.records)) + " verified records";
-      if (!e.top.empty()) {
-        why += " (top contributions:";
-        for (const auto& [name, v] : e.top) {
-          why += " " + name + " ";
-          AppendF(&why, "%+.3f", v);
-        }
-        why += ")";
-      }
-    }
-    why += ".";
-  }
+  if (learned) AppendLearnedWhy(*learned, r.learned, c, &why);
   if (r.scores.size() > 1 && !r.scores[1].masked) {
     why += " Runner-up " + r.scores[1].name + " ";
     AppendF(&why, "%.3f", r.scores[1].score);
     why += ".";
   }
-  int masked = 0;
-  for (const auto& x : r.scores) masked += x.masked ? 1 : 0;
-  if (masked) {
-    why += " Masked " + std::to_string(masked) + ":";
-    int shown = 0;
-    for (const auto& x : r.scores)
-      if (x.masked && shown++ < 3) why += " " + x.name + " (" + x.mask_reason + ");";
-  }
-  if (!penalized.empty() && o.bottleneck_penalty != 0) {
-    why += " Bottleneck penalty -";
-    AppendF(&why, "%.3f", o.bottleneck_penalty);
-    why += " (targets exclude " + std::string(BottleneckName(s.bottleneck)) + "-bound kernels) on " +
-           std::to_string(penalized.size()) + ":";
-    for (size_t i = 0; i < penalized.size() && i < 3; ++i) why += " " + penalized[i] + ";";
-  }
+  AppendMasksWhy(r.scores, penalized, s, o, &why);
   if (!any_open) why += " Every direction's preconditions failed; ranked without masks.";
   return r;
 }

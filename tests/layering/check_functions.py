@@ -26,11 +26,7 @@ MAX_LINES = 150
 EXCEPTIONS = {
     ("backends/cuda/cuda_timing.cc", "CudaDevice::Time"),
     ("daemon/eval/kernelbench/kb_candidate.cc", "Evaluate"),
-    ("daemon/memory/decide.cc", "MemoryImpl::NextStep"),
-    ("daemon/memory/learn.cc", "MemoryImpl::Check"),
-    ("daemon/memory/policy.cc", "ScoreDirections"),
     ("daemon/server/handlers.cc", "Server::QueryReply"),
-    ("tools/bench/bench_eval.cc", "RunEvalBench"),
 }
 
 _KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "alignof",

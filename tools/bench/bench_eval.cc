@@ -50,6 +50,79 @@ const char kUsage[] =
     "into an empty compile cache unless --cache names one, verify, time); then the first task's\n"
     "reference --repeat times. Needs a device of the backend.";
 
+
+// The tasks of a backend under `tasks_dir`: those with a reference in its language (`suffix`),
+// by name.
+std::vector<std::string> TasksOf(const std::string& tasks_dir, const std::string& suffix) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> tasks;
+  for (const auto& e : fs::directory_iterator(tasks_dir)) {
+    if (fs::exists(e.path() / "task.json") && fs::exists(e.path() / ("reference" + suffix)))
+      tasks.push_back(e.path().filename().string());
+  }
+  std::sort(tasks.begin(), tasks.end());
+  return tasks;
+}
+
+// The htam-eval command line for task directory `dir`: its reference and its lineage variants
+// (variants/<backend>/*<suffix>) through the shared compile cache, `options` as --option.
+std::vector<std::string> TaskCommand(const std::string& cli, const std::string& dir,
+                                     const std::string& backend, const std::string& suffix,
+                                     const std::string& seeds, const std::string& reps,
+                                     const std::string& threads, const std::string& cache,
+                                     const std::vector<std::string>& options) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> args = {
+      cli,   "--task", dir,  "--backend",         backend, "--reference", "--seeds",
+      seeds, "--reps", reps, "--compile-threads", threads, "--cache",     cache, "--queue"};
+  for (const auto& option : options) {
+    args.push_back("--option");
+    args.push_back(option);
+  }
+  fs::path vdir = fs::path(dir) / "variants" / backend;
+  if (fs::exists(vdir)) {
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(vdir))
+      if (e.path().extension() == suffix) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      args.push_back("--source");
+      args.push_back(file);
+    }
+  }
+  return args;
+}
+
+// The reference of `task` measured `repeat` times: prints the median and the coefficient of
+// variation of the medians, and puts them in report["repeat"].
+void MeasureFidelity(const std::string& cli, const std::string& tasks_dir, const std::string& task,
+                     const std::string& backend, const std::string& cache, int repeat,
+                     nlohmann::json* report) {
+  std::vector<double> med;
+  for (int i = 0; i < repeat; ++i) {
+    int status = 0;
+    auto rows = JsonLines(RunCapture({cli, "--task", tasks_dir + "/" + task, "--backend", backend,
+                                      "--reference", "--seeds", "1", "--reps", "100", "--cache",
+                                      cache},
+                                     &status));
+    if (!rows.empty() && rows[0].value("status", "") == "Ok")
+      med.push_back(rows[0].value("median_us", 0.0));
+  }
+  if (med.size() > 1) {
+    double mean = 0, var = 0;
+    for (double m : med) mean += m;
+    mean /= med.size();
+    for (double m : med) var += (m - mean) * (m - mean);
+    double cv = std::sqrt(var / (med.size() - 1)) / mean;
+    printf("fidelity: %s reference, %zu measurements: median %.2f us, CV %.2f%%\n", task.c_str(),
+           med.size(), Percentile(med, 50), 100 * cv);
+    (*report)["repeat"] = {{"task", task},
+                           {"measurements", med.size()},
+                           {"median_us", Percentile(med, 50)},
+                           {"cv", cv}};
+  }
+}
+
 }  // namespace
 }  // namespace htam::bench
 
@@ -112,14 +185,7 @@ int RunEvalBench(int argc, char** argv) {
   }
   std::string suffix = backend == "cuda" ? ".cu" : backend == "hip" ? ".hip" : ".cpp";
   std::vector<std::string> tasks = SplitList(tasks_list);
-  if (tasks.empty()) {
-    // Tasks of this backend: those with a reference in its language.
-    for (const auto& e : fs::directory_iterator(tasks_dir)) {
-      if (fs::exists(e.path() / "task.json") && fs::exists(e.path() / ("reference" + suffix)))
-        tasks.push_back(e.path().filename().string());
-    }
-    std::sort(tasks.begin(), tasks.end());
-  }
+  if (tasks.empty()) tasks = TasksOf(tasks_dir, suffix);
   printf("%-16s %6s %8s %10s %12s  %s\n", "task", "cands", "wall_s", "cands/min", "compile_ms",
          "statuses");
   nlohmann::json report = {{"backend", backend},
@@ -147,24 +213,8 @@ int RunEvalBench(int argc, char** argv) {
       continue;
     }
     std::string dir = tasks_dir + "/" + t;
-    std::vector<std::string> args = {
-        cli,   "--task", dir,  "--backend",         backend, "--reference", "--seeds",
-        seeds, "--reps", reps, "--compile-threads", threads, "--cache",     cache, "--queue"};
-    for (const auto& option : options) {
-      args.push_back("--option");
-      args.push_back(option);
-    }
-    fs::path vdir = fs::path(dir) / "variants" / backend;
-    if (fs::exists(vdir)) {
-      std::vector<std::string> files;
-      for (const auto& e : fs::directory_iterator(vdir))
-        if (e.path().extension() == suffix) files.push_back(e.path().string());
-      std::sort(files.begin(), files.end());
-      for (const auto& file : files) {
-        args.push_back("--source");
-        args.push_back(file);
-      }
-    }
+    std::vector<std::string> args =
+        TaskCommand(cli, dir, backend, suffix, seeds, reps, threads, cache, options);
     int status = 0;
     double t0 = NowSeconds();
     std::vector<nlohmann::json> rows = JsonLines(RunCapture(args, &status));
@@ -211,31 +261,8 @@ int RunEvalBench(int argc, char** argv) {
     report["candidates_per_min"] = 60.0 * total / total_wall;
     report["compile_ms_median"] = Percentile(all_compile, 50);
   }
-  if (!tasks.empty() && repeat > 1 && !(deadline > 0 && NowSeconds() - start > deadline)) {
-    std::vector<double> med;
-    for (int i = 0; i < repeat; ++i) {
-      int status = 0;
-      auto rows =
-          JsonLines(RunCapture({cli, "--task", tasks_dir + "/" + tasks[0], "--backend", backend,
-                                "--reference", "--seeds", "1", "--reps", "100", "--cache", cache},
-                               &status));
-      if (!rows.empty() && rows[0].value("status", "") == "Ok")
-        med.push_back(rows[0].value("median_us", 0.0));
-    }
-    if (med.size() > 1) {
-      double mean = 0, var = 0;
-      for (double m : med) mean += m;
-      mean /= med.size();
-      for (double m : med) var += (m - mean) * (m - mean);
-      double cv = std::sqrt(var / (med.size() - 1)) / mean;
-      printf("fidelity: %s reference, %zu measurements: median %.2f us, CV %.2f%%\n",
-             tasks[0].c_str(), med.size(), Percentile(med, 50), 100 * cv);
-      report["repeat"] = {{"task", tasks[0]},
-                          {"measurements", med.size()},
-                          {"median_us", Percentile(med, 50)},
-                          {"cv", cv}};
-    }
-  }
+  if (!tasks.empty() && repeat > 1 && !(deadline > 0 && NowSeconds() - start > deadline))
+    MeasureFidelity(cli, tasks_dir, tasks[0], backend, cache, repeat, &report);
   if (own_cache) {
     std::error_code ec;
     fs::remove_all(cache, ec);

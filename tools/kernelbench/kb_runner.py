@@ -28,7 +28,8 @@ returns what the candidate computed, and the verifier's kb_golden.py compares on
       One forward on get_inputs() of `seed`. Answer: outputs (dtype, shape, bytes in the memfd),
       a digest of every input before and after the call (digest(), computed on the device), the PyTorch functions the call used
       (record_ops), Python threads left running.
-  {"op": "kb_time", "seeds", "warmup_reps", "warmup_ms", "repetitions", "flush_bytes"}
+  {"op": "kb_time", "seeds", "warmup_reps", "warmup_ms", "repetitions", "min_timed_ms",
+   "flush_bytes"}
       Warms up (untimed calls over the rotating sets until both warmup_reps calls and warmup_ms
       have passed; Python's garbage collector off until the end), then times forward over rotating
       input sets (each repetition copies its set into one of two
@@ -546,18 +547,21 @@ class Harness:
         flush = torch.empty(max(1, int(r.get("flush_bytes", 0)) // 4), dtype=torch.float32,
                             device=self.device)
         reps = max(len(sets), int(r.get("repetitions", 30)))
+        # Past `reps`, timed calls go on until their wall time adds up to min_timed_ms (a short
+        # kernel's median then rests on thousands of calls, not 50), at most 100000 calls.
+        min_timed_s = float(r.get("min_timed_ms", 0)) / 1e3
         warmup, warmup_s = int(r.get("warmup_reps", 3)), float(r.get("warmup_ms", 0)) / 1e3
         # Python's collector stays out of the timed window (its pauses land on random calls).
         gc.collect()
         gc_was = gc.isenabled()
         gc.disable()
         try:
-            return self._time(r, sets, fill, flush, reps, warmup, warmup_s, cuda)
+            return self._time(r, sets, fill, flush, reps, warmup, warmup_s, cuda, min_timed_s)
         finally:
             if gc_was:
                 gc.enable()
 
-    def _time(self, r, sets, fill, flush, reps, warmup, warmup_s, cuda):
+    def _time(self, r, sets, fill, flush, reps, warmup, warmup_s, cuda, min_timed_s=0.0):
         # Warm-up: the device and the host kept busy with the candidate's own calls (rotating
         # sets, as timed) until both warmup_reps calls and warmup_ms have passed, so that clocks
         # are at their steady state when the first timed call starts.
@@ -586,7 +590,11 @@ class Harness:
         rep_us, wall_us = [], []
         last = [None] * len(sets)
         prev = []
-        for k in range(reps):
+        timed_s, k = 0.0, -1
+        while True:
+            k += 1
+            if k >= reps and (timed_s >= min_timed_s or k >= 100000):
+                break
             xs = fill(k)
             flush.zero_()
             self.sync()
@@ -608,6 +616,7 @@ class Harness:
                     describe(e), where_in_candidate(sys.exc_info()[2]), k))
             ys = outputs_of(y)
             wall = (t1 - t0) / 1000.0
+            timed_s += wall * 1e-6
             wall_us.append(wall)
             rep_us.append(e0.elapsed_time(e1) * 1000.0 if cuda else wall)
             inputs = {x.data_ptr() for x in xs if isinstance(x, torch.Tensor)}

@@ -1,7 +1,7 @@
 // The gate's test data on the device: the buffers a job's cases and timing sets reuse (BufferPool),
 // a tensor in one of them with its guard bands (DeviceTensor), and what a call's inputs must still
-// be afterwards (Inputs). Used by the gate (gate.cc), which generates the data, verifies with it and
-// times on it. Thread-safety: a pool and its tensors belong to one job on one thread.
+// be afterwards (Inputs). Used by the gate (gate_impl.h), which generates the data, verifies with
+// it and times on it. Thread-safety: a pool and its tensors belong to one job on one thread.
 #pragma once
 
 #include <atomic>

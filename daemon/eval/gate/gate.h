@@ -113,6 +113,7 @@ struct GateOptions : fb::GateSpecT {
     kernelbench_memory_headroom = 1.5;
     kernelbench_cache_bytes = uint64_t(4096) << 20;
     kernelbench_warmup_ms = 250;  // untimed calls before a ModelNew is timed, at least
+    kernelbench_min_timed_ms = 200;  // timed calls of a ModelNew add up to this, at least
   }
 
   std::string arch;              // target arch, "" = device's

@@ -37,6 +37,7 @@ TEST(GateDefaults, AreTheConfigurationTablesDefaults) {
   EXPECT_EQ(g.kernelbench_memory_headroom, c.GetDouble("eval.kernelbench_memory_headroom"));
   EXPECT_EQ(g.kernelbench_cache_bytes, uint64_t(c.GetInt("eval.kernelbench_cache_mb")) << 20);
   EXPECT_EQ(g.kernelbench_warmup_ms, double(c.GetInt("eval.kernelbench_warmup_ms")));
+  EXPECT_EQ(g.kernelbench_min_timed_ms, double(c.GetInt("eval.kernelbench_min_timed_ms")));
   // Deliberately different, each for a reason the gate's header states: seed_base (the worker
   // draws one per job; eval.seed 0 means "draw"), golden_seed_pool (a Gate built by hand uses
   // seeds 0..seeds-1 unless given a pool), kernelbench_call_timeout_s (htamd passes

@@ -261,8 +261,8 @@ class Judge {
     const int reps = std::max(opt_.repetitions, int(timing.size()));
     // Warm-up, the timed calls, a staging copy of the inputs before each, the checked outputs.
     const double warmup_ms = std::max(opt_.warmup_ms, opt_.kernelbench_warmup_ms);
-    const double time_budget =
-        budget(2.0 * (opt_.warmup_reps + reps + int(timing.size()))) + 2 * warmup_ms * 1e-3;
+    const double time_budget = budget(2.0 * (opt_.warmup_reps + reps + int(timing.size()))) +
+                               (2 * warmup_ms + 10 * opt_.kernelbench_min_timed_ms) * 1e-3;
     ReportStageBudget(time_budget);
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
@@ -284,6 +284,7 @@ class Judge {
                   {"warmup_reps", opt_.warmup_reps},
                   {"warmup_ms", warmup_ms},
                   {"repetitions", reps},
+                  {"min_timed_ms", opt_.kernelbench_min_timed_ms},
                   {"flush_bytes", opt_.flush_bytes},
                   {"timeout_s", time_budget * kRunnerWallBackstop}},
                  &fds);

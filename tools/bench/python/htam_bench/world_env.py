@@ -61,7 +61,7 @@ def roofline_fractions(bytes_: float, flops: float, median_us: float, is16: bool
                        roof: Roofline = H100_ROOFLINE) -> Tuple[float, float]:
     """(memory %, compute %) of the device's ceilings that a kernel moving `bytes_` and doing
     `flops` in `median_us` achieves; the compute ceiling is the 16-bit tensor cores' when an input
-    is f16/bf16, else fp32 FMA (the gate's speed-of-light rule, backends/common/gate.cc)."""
+    is f16/bf16, else fp32 FMA (the gate's speed-of-light rule, daemon/eval/gate/gate_timing.cc)."""
     if median_us <= 0:
         return -1.0, -1.0
     sec = median_us * 1e-6
