@@ -105,6 +105,7 @@ constexpr size_t kMaxName = 4096;  // names, backends, task, client, summary lin
 constexpr size_t kMaxSummary = 65536;
 constexpr size_t kMaxIds = 4096;
 constexpr size_t kMaxEmbedding = 65536;
+constexpr size_t kMinIdentitySecret = 16, kMaxIdentitySecret = 64;
 }  // namespace
 
 Status CheckRequestLimits(const fb::Envelope& env, const CodecLimits& limits) {
@@ -116,6 +117,12 @@ Status CheckRequestLimits(const fb::Envelope& env, const CodecLimits& limits) {
       auto* m = env.body_as_Hello();
       if (Len(m->client()) > kMaxName || Len(m->client_version()) > kMaxName)
         return too_long("client");
+      if (Len(m->identity_secret()) != 0 && (m->identity_secret()->size() < kMinIdentitySecret ||
+                                 m->identity_secret()->size() > kMaxIdentitySecret))
+        return Status::InvalidArgument("field identity_secret must hold " +
+                                       std::to_string(kMinIdentitySecret) + " to " +
+                                       std::to_string(kMaxIdentitySecret) + " bytes (got " +
+                                       std::to_string(m->identity_secret()->size()) + ")");
       break;
     }
     case fb::Body::OpenSession: {

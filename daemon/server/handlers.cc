@@ -6,6 +6,7 @@
 // options.
 #include "daemon/server/server_impl.h"
 
+#include "base/hash.h"
 #include "base/text.h"
 
 namespace htam::server {
@@ -14,6 +15,15 @@ void Server::OnHello(const Peer& peer, uint64_t rid, const fb::Hello& m, ClientI
   // Shown in Status lines and logs: a name cannot bring lines of its own.
   client->name = EscapeForLine(Str(m.client()));
   client->version = EscapeForLine(Str(m.client_version()));
+  // Without CURVE a client's identity secret names it across its connections; only a hash of it is
+  // kept (sessions store it as their owner), so neither logs nor Status can show the secret.
+  if (!options_.curve && m.identity_secret() && m.identity_secret()->size() != 0) {
+    Sha256 h;
+    h.Update("htam identity secret\n");
+    h.Update(std::string_view(reinterpret_cast<const char*>(m.identity_secret()->data()),
+                              m.identity_secret()->size()));
+    client->secret_owner = "id:" + h.HexDigest().substr(0, 32);
+  }
   HTAM_LOG(kInfo, kComponent) << "hello from " << PeerName(peer.identity) << " client '"
                               << client->name << "' " << client->version
                               << (client->user.empty() ? "" : " key " + client->user);
@@ -386,6 +396,10 @@ Status Server::MayDrive(const Peer& peer, const std::string& owner) const {
                                     "a session");
   // Sessions written before owners existed belong to no one.
   if (owner.empty() || owner == peer.owner) return Status::OK();
+  if (peer.owner.starts_with("conn:"))
+    return Status::PermissionDenied(
+        "the session belongs to another client (this connection sent no Hello with a "
+        "identity_secret, so it is its own owner)");
   return Status::PermissionDenied("the session belongs to another client");
 }
 

@@ -330,7 +330,8 @@ void Server::HandleFront(std::vector<zmq::message_t>& parts) {
     auto role = roles_.find(client->user);
     peer.role = role != roles_.end() ? role->second : "read";
   } else {
-    peer.owner = "conn:" + HexId(peer.identity);
+    peer.owner = client->secret_owner.empty() ? "conn:" + HexId(peer.identity)
+                                               : client->secret_owner;
     peer.role = options_.owners_without_curve ? "agent" : "admin";
   }
   client->requests++;

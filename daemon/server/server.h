@@ -126,14 +126,18 @@ class Server {
     // Bytes this request counts against its client's bound until its final reply (0: not
     // counted: progress events, replies to requests refused at the door).
     size_t held_bytes = 0;
-    // Who sent it: the owner string sessions are held to ("key:<Z85>" under CURVE, else
-    // "conn:<hex routing id>") and its role (read, agent, admin).
+    // Who sent it: the owner string sessions are held to ("key:<Z85>" under CURVE; without
+    // it "id:<hex>" from the Hello's identity_secret, else "conn:<hex routing id>") and its role
+    // (read, agent, admin).
     std::string owner;
     std::string role = "admin";
   };
   enum class ReplyKind { kFinal, kError, kProgress };  // progress replies are not observed
   struct ClientInfo {
     std::string name, user, version;
+    // Without CURVE: "id:<hex>" derived from the identity_secret of this connection's last
+    // Hello (empty: none sent; the connection is its own owner). The secret is not kept.
+    std::string secret_owner;
     int64_t first_seen_ms = 0, last_seen_ms = 0;
     uint64_t requests = 0, errors = 0;
     // Requests read and not yet finally answered, and their bytes (server.client_max_*).

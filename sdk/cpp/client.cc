@@ -13,12 +13,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -117,9 +119,42 @@ Status StatusFromError(const fb::ErrorT& e) {
   }
 }
 
+// HTAM_IDENTITY_SECRET (hex, 16 to 64 bytes) into *out; nothing where it is unset.
+static Status IdentityFromEnvironment(std::string* out) {
+  const char* text = std::getenv("HTAM_IDENTITY_SECRET");
+  if (!text || !*text) return Status::OK();
+  const std::string hex(text);
+  auto nibble = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0 || hex.size() < 32 || hex.size() > 128)
+    return Status::InvalidArgument("HTAM_IDENTITY_SECRET must be 32 to 128 hex digits");
+  std::string bytes;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0)
+      return Status::InvalidArgument("HTAM_IDENTITY_SECRET is not hexadecimal");
+    bytes.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  *out = std::move(bytes);
+  return Status::OK();
+}
+
 class Client::Impl {
  public:
   explicit Impl(ClientOptions options) : opt_(std::move(options)), context_(SharedContext()) {}
+
+  // The Hello of every connection: names the client and, without CURVE, its identity.
+  fb::HelloT MakeHello() const {
+    fb::HelloT hello;
+    hello.client = opt_.client_name;
+    hello.client_version = HTAM_VERSION;
+    hello.identity_secret.assign(opt_.identity_secret.begin(), opt_.identity_secret.end());
+    return hello;
+  }
 
   ~Impl() { Shutdown(); }
 
@@ -138,6 +173,17 @@ class Client::Impl {
     if (any && !all)
       return Status::InvalidArgument(
           "CURVE needs the server public key and the client public and secret keys");
+    if (opt_.identity_secret.empty())
+      HTAM_RETURN_IF_ERROR(IdentityFromEnvironment(&opt_.identity_secret));
+    if (opt_.identity_secret.empty()) {
+      std::random_device rd;  // the kernel's random source
+      for (int i = 0; i < 4; ++i) {
+        uint32_t w = rd();
+        opt_.identity_secret.append(reinterpret_cast<const char*>(&w), sizeof w);
+      }
+    } else if (opt_.identity_secret.size() < 16 || opt_.identity_secret.size() > 64) {
+      return Status::InvalidArgument("identity_secret must be 16 to 64 bytes");
+    }
     curve_ = all;
     try {
       static std::atomic<uint64_t> clients{0};
@@ -255,6 +301,17 @@ class Client::Impl {
         reply = Receive<T>(s, request_id, deadline, &broken);
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      if (reply && !broken && !is_hello && UnknownSocket(reply->status())) {
+        // The socket reconnected on its own (htamd restarted) and htamd no longer knows it as
+        // this client: introduce it and ask once more (the refused request changed nothing).
+        try {
+          Announce(s);
+          if (s.send(zmq::const_buffer(fbb.GetBufferPointer(), fbb.GetSize()),
+                     zmq::send_flags::dontwait))
+            reply = Receive<T>(s, request_id, deadline, &broken);
+        } catch (const zmq::error_t&) {
+        }
+      }
       if (reply) {
         if (!broken) Checkin(std::move(*socket));
         return std::move(*reply);
@@ -329,6 +386,12 @@ class Client::Impl {
     return fb::GetEnvelope(buf);
   }
 
+  // A refusal because the connection never sent its Hello (docs/protocol.md, Hello).
+  static bool UnknownSocket(const Status& st) {
+    return st.code() == Status::Code::kPermissionDenied &&
+           st.message().find("sent no Hello") != std::string::npos;
+  }
+
   // A socket of the pool, or a new one. A new one is announced with a Hello (unless the
   // request is one) so that the daemon's client list names every connection.
   Result<std::unique_ptr<zmq::socket_t>> Checkout(bool announce) {
@@ -357,10 +420,7 @@ class Client::Impl {
     fb::EnvelopeT env;
     env.version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
     env.request_id = next_id_.fetch_add(1) + 1;
-    fb::HelloT hello;
-    hello.client = opt_.client_name;
-    hello.client_version = HTAM_VERSION;
-    env.body.Set(std::move(hello));
+    env.body.Set(MakeHello());
     flatbuffers::FlatBufferBuilder fbb(256);
     fbb.Finish(fb::Envelope::Pack(fbb, &env), fb::EnvelopeIdentifier());
     (void)s.send(zmq::const_buffer(fbb.GetBufferPointer(), fbb.GetSize()),
@@ -592,11 +652,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   auto impl = std::make_unique<Impl>(options);
   HTAM_RETURN_IF_ERROR(impl->Start());
   std::unique_ptr<Client> client(new Client(std::move(impl)));
-  fb::HelloT hello;
-  hello.client = options.client_name;
-  hello.client_version = HTAM_VERSION;
   fb::BodyUnion body;
-  body.Set(std::move(hello));
+  body.Set(client->impl_->MakeHello());
   auto reply = client->Call<fb::HelloReplyT>(std::move(body), options.connect_timeout);
   if (!reply.ok()) {
     if (reply.status().code() == Status::Code::kTimeout)
@@ -678,10 +735,7 @@ Result<T> Client::Call(fb::BodyUnion body, std::chrono::milliseconds timeout) {
 }
 
 Result<fb::HelloReplyT> Client::Hello() {
-  fb::HelloT h;
-  h.client = impl_->options().client_name;
-  h.client_version = HTAM_VERSION;
-  return Call<fb::HelloReplyT>(Body(std::move(h)));
+  return Call<fb::HelloReplyT>(Body(impl_->MakeHello()));
 }
 
 Result<fb::SessionInfoT> Client::OpenSession(const OpenSessionArgs& a) {

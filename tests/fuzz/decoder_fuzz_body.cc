@@ -38,6 +38,8 @@ std::vector<std::string> SeedRequests() {
   hello.client = "seed";
   hello.client_version = "1";
   add(hello);
+  hello.identity_secret.assign(16, 0x5a);
+  add(hello);
   fb::OpenSessionT open;
   open.task = "cpu_relu";
   open.backend = "cpu";
@@ -140,6 +142,12 @@ std::string RandomRequest(std::mt19937_64& rng, const KnownIds& ids, bool mutate
       fb::HelloT m;
       m.client = RandomText(rng);
       m.client_version = RandomText(rng);
+      // Empty, or a length the door refuses (1-15, 65-100 bytes): a valid secret would make
+      // the live fuzz socket another client, whose driving requests stop at the owner check.
+      if (rng() % 2) {
+        const size_t n = rng() % 2 ? 1 + rng() % 15 : 65 + rng() % 36;
+        for (size_t i = 0; i < n; ++i) m.identity_secret.push_back(static_cast<uint8_t>(rng()));
+      }
       env.body.Set(std::move(m));
       break;
     }

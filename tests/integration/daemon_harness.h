@@ -51,6 +51,10 @@ inline pid_t SpawnLogged(std::vector<std::string> args, const std::string& log_p
   return pid;
 }
 
+// The identity_secret of the Clients DaemonProcess::Connect makes (and of raw sockets that
+// act for the same test client).
+inline constexpr char kTestIdentitySecret[] = "the test's own client";
+
 class DaemonProcess {
  public:
   explicit DaemonProcess(std::string data_dir, std::map<std::string, std::string> options = {})
@@ -146,6 +150,10 @@ class DaemonProcess {
     ClientOptions o;
     o.endpoint = endpoint_;
     o.timeout = timeout;
+    // Every Client made here is the test's one client (one identity): a test that restarts
+    // htamd resumes its sessions with a new Client, as a new process does with the same
+    // HTAM_IDENTITY_SECRET.
+    o.identity_secret = kTestIdentitySecret;
     auto c = Client::Connect(o);
     return c.ok() ? std::move(*c) : nullptr;
   }

@@ -196,6 +196,7 @@ TEST_F(DaemonTest, SynchronousCallAfterATimeoutGetsItsOwnReply) {
   o.endpoint = d.endpoint();
   o.timeout = 400ms;
   o.retries = 0;
+  o.identity_secret = "one client, two Client objects";  // both drive the session below
   auto connected = Client::Connect(o);
   ASSERT_TRUE(connected.ok()) << connected.status().ToString();
   Client& c = **connected;

@@ -2,9 +2,11 @@
 // agent key may read its records (server.others_read = records) but never resume, drive, record
 // into, close or poll it, nor read its candidate sources; a read key reads only; an admin key
 // may do everything and alone sees other clients' keys in Status. Also: refused handshakes are
-// counted by reason, and session ids cannot be guessed from one another.
+// counted by reason, and session ids cannot be guessed from one another. Without CURVE the same
+// rules hold per client identity (the identity_secret of its Hello).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -216,6 +218,130 @@ TEST_F(OwnersTest, RefusedHandshakesAreCountedAndLoggedByReason) {
       << *status;
   const std::string log = daemon_->Log();
   EXPECT_NE(log.find("refused handshake"), std::string::npos) << log;
+}
+
+// Without CURVE (the default configuration), a session belongs to the client that opened it:
+// the identity_secret its connections present in Hello. All of one Client's connections (its
+// pool of sockets for concurrent calls, its I/O thread's socket) are that owner; another Client,
+// or a connection that sends no secret, is not.
+TEST(OwnersWithoutCurve, OneClientsConnectionsAreOneOwnerAndOthersAreNot) {
+  const std::string dir = MakeTempDir("htamd-owners-nocurve");
+  DaemonProcess daemon(dir);
+  ASSERT_TRUE(daemon.Start()) << daemon.Log();
+  auto connect = [&](const std::string& name) {
+    ClientOptions o;
+    o.endpoint = daemon.endpoint();
+    o.client_name = name;
+    o.retries = 0;
+    auto c = Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  auto alice = connect("alice");
+  ASSERT_NE(alice, nullptr);
+  OpenSessionArgs open;
+  open.task = "cpu_relu";
+  auto info = alice->OpenSession(open);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint64_t sid = info->session->id;
+
+  // Eight threads at once: each synchronous call takes its own pooled socket.
+  constexpr int kThreads = 8, kEach = 5;
+  std::atomic<int> ok{0};
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto step = alice->NextStep(sid);
+        if (!step.ok()) {
+          failures[t] = step.status().ToString();
+          return;
+        }
+        RecordArgs rec;
+        rec.session_id = sid;
+        rec.direction_id = step->direction->id;
+        rec.summary = "thread " + std::to_string(t) + " step " + std::to_string(i);
+        rec.speedup_after = 1.1f;
+        auto r = alice->Record(rec);
+        if (!r.ok()) {
+          failures[t] = r.status().ToString();
+          return;
+        }
+        ok++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+  EXPECT_EQ(ok.load(), kThreads * kEach);
+  auto async = alice->NextStepAsync(sid).get();  // the I/O thread's socket
+  EXPECT_TRUE(async.ok()) << async.status().ToString();
+
+  auto bob = connect("bob");
+  ASSERT_NE(bob, nullptr);
+  auto denied = [](const auto& r) {
+    return !r.ok() && r.status().code() == Status::Code::kPermissionDenied;
+  };
+  OpenSessionArgs resume;
+  resume.session_id = sid;
+  EXPECT_TRUE(denied(bob->OpenSession(resume))) << "bob resumed alice's session";
+  EXPECT_TRUE(denied(bob->NextStep(sid))) << "bob drove alice's session";
+  RecordArgs noise;
+  noise.session_id = sid;
+  noise.direction_id = async.ok() ? async->direction->id : 1;
+  noise.summary = "bob's noise";
+  EXPECT_TRUE(denied(bob->Record(noise))) << "bob recorded into alice's session";
+  EXPECT_TRUE(denied(bob->CloseSession(sid))) << "bob closed alice's session";
+  fb::QueryT q;
+  q.kind = fb::QueryKind::Transitions;
+  q.session_id = sid;
+  auto records = bob->Query(q);  // server.others_read = records
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  EXPECT_EQ(records->transitions.size(), static_cast<size_t>(kThreads * kEach));
+
+  // A connection that presents no secret is its own owner; a malformed secret is refused at the
+  // door.
+  zmq::context_t ctx(1);
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::rcvtimeo, 10000);
+  raw.connect(daemon.endpoint());
+  auto send = [&](fb::BodyUnion body) -> std::unique_ptr<fb::EnvelopeT> {
+    fb::EnvelopeT env;
+    env.version = static_cast<uint16_t>(fb::ProtocolVersion::Current);
+    env.request_id = 7;
+    env.body = std::move(body);
+    flatbuffers::FlatBufferBuilder b;
+    b.Finish(fb::Envelope::Pack(b, &env), fb::EnvelopeIdentifier());
+    raw.send(zmq::buffer(b.GetBufferPointer(), b.GetSize()));
+    zmq::message_t reply;
+    if (!raw.recv(reply)) return nullptr;
+    return fb::UnPackEnvelope(reply.data());
+  };
+  fb::CloseSessionT close;
+  close.session_id = sid;
+  fb::BodyUnion close_body;
+  close_body.Set(close);
+  auto reply = send(close_body);
+  ASSERT_NE(reply, nullptr);
+  ASSERT_EQ(reply->body.type, fb::Body::Error);
+  EXPECT_EQ(reply->body.AsError()->code, fb::ErrorCode::Unauthorized);
+  fb::HelloT short_secret;
+  short_secret.identity_secret.assign(8, 1);
+  fb::BodyUnion hello_body;
+  hello_body.Set(short_secret);
+  reply = send(hello_body);
+  ASSERT_NE(reply, nullptr);
+  ASSERT_EQ(reply->body.type, fb::Body::Error);
+  EXPECT_EQ(reply->body.AsError()->code, fb::ErrorCode::InvalidArgument);
+  EXPECT_NE(reply->body.AsError()->message.find("identity_secret"), std::string::npos);
+
+  // The owner closes her session.
+  auto closed = alice->CloseSession(sid);
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(closed->steps, static_cast<uint32_t>(kThreads * kEach));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -161,7 +161,8 @@ class SdkPythonTest(unittest.TestCase):
         # The CPU plugin offers no profiler; this build of it carries the CUDA plugin's (Nsight
         # Compute) entry points (tests/integration/cpu_plugin_with_ncu.cc).
         d = self.daemon(eval__ncu=ncu, eval__plugin_dir=NCU_TEST_PLUGIN_DIR).start()
-        with htam.Client(d.endpoint, timeout_s=30) as c:
+        me = os.urandom(16)  # both client objects below are one client: the session's owner
+        with htam.Client(d.endpoint, timeout_s=30, identity_secret=me) as c:
             info = c.open_session("cpu_relu", backend="cpu", budget=5)
             sid = info["session"]["id"]
             step = c.next_step(sid)
@@ -189,7 +190,7 @@ class SdkPythonTest(unittest.TestCase):
         # session's next step is still recorded in it.
         self.assertEqual(d.stop(), 0)
         d.start()
-        with htam.Client(d.endpoint, timeout_s=30) as c:
+        with htam.Client(d.endpoint, timeout_s=30, identity_secret=me) as c:
             step = c.next_step(sid)
             after = c.submit(sid, info["baseline_source"], direction_id=step["direction"]["id"],
                              summary="after a restart")
@@ -283,6 +284,43 @@ class SdkPythonTest(unittest.TestCase):
         ids = sorted(t["id"] for t in c.query("transitions", session_id=sid)["transitions"])
         self.assertEqual(ids, sorted(acked))
         c.close()
+
+    def test_without_curve_a_session_belongs_to_the_client_that_opened_it(self):
+        d = self.daemon().start()  # no CURVE, default configuration
+        alice = htam.Client(d.endpoint, timeout_s=10, retries=0, client_name="alice")
+        mallory = htam.Client(d.endpoint, timeout_s=10, retries=0, client_name="mallory")
+        sid = alice.open_session("cpu_relu", budget=9)["session"]["id"]
+        step = alice.next_step(sid)
+        alice.record(sid, step["direction"]["id"], [], "alice's step", "Ok", 1.1)
+        for attempt in (lambda: mallory.record(sid, step["direction"]["id"], [], "not mine",
+                                               "Ok", 9.0),
+                        lambda: mallory.close_session(sid),
+                        lambda: mallory.next_step(sid),
+                        lambda: mallory.open_session(session_id=sid)):
+            with self.assertRaises(htam.HtamError) as e:
+                attempt()
+            self.assertEqual(e.exception.code, "Unauthorized", str(e.exception))
+        # A raw connection that sends no identity is its own owner, too.
+        raw = htam.Client(d.endpoint, timeout_s=10, retries=0, hello=False)
+        raw._open_socket(announce=False)
+        raw._unknown_socket = lambda env: False  # never introduce itself
+        with self.assertRaises(htam.HtamError) as e:
+            raw.close_session(sid)
+        self.assertEqual(e.exception.code, "Unauthorized")
+        raw.close()
+        # Reading stays allowed (server.others_read = records).
+        self.assertEqual(len(mallory.query("transitions", session_id=sid)["transitions"]), 1)
+        # Alice on a fresh socket (the SDK's reconnect after a timeout) is still alice.
+        alice._open_socket()
+        self.assertEqual(alice.open_session(session_id=sid)["session"]["steps"], 1)
+        alice.record(sid, step["direction"]["id"], [], "after reconnecting", "Ok", 1.2)
+        # So is another client object given alice's identity (one tool's pool).
+        pooled = htam.Client(d.endpoint, timeout_s=10, retries=0,
+                             identity_secret=alice._identity_secret)
+        self.assertEqual(pooled.close_session(sid)["steps"], 2)
+        self.assertNotIn(alice._identity_secret.hex(), d.log())
+        for c in (alice, mallory, pooled):
+            c.close()
 
     def test_curve_accepts_known_keys_only(self):
         keys = os.path.join(self.dir, "keys")

@@ -27,7 +27,9 @@
 //    not call the synchronous methods of the same Client.
 //  - All Clients of a process share one ZeroMQ context, i.e. one ZeroMQ I/O thread (a child made
 //    by fork() gets its own for the Clients it creates; it cannot use its parent's Clients).
-//  - Each new connection first sends a Hello (not waited for), so htamd's status names it.
+//  - Each new connection first sends a Hello (not waited for), so htamd's status names it and,
+//    without CURVE, binds it to this Client's identity_secret: sessions opened over any of the
+//    Client's connections are its own.
 // A Client must not be destroyed while calls on it are running.
 #pragma once
 
@@ -57,6 +59,12 @@ struct ClientOptions {
   // Alternatively, files written by htam-keygen: NAME.pub of the server, NAME.key of the client.
   std::string server_public_key_file;
   std::string client_key_file;
+  // Without CURVE, htamd holds a session to the client that opened it by this secret, sent in
+  // the Hello of every connection the Client opens (its pool, its reconnects): 16 to 64 bytes;
+  // empty (the default): HTAM_IDENTITY_SECRET (hex) where set, else 16 random bytes drawn at
+  // Connect. Clients that should own the same sessions (processes of one tool, a process that
+  // resumes its session after a restart) share one; keep it as private as a password.
+  std::string identity_secret;
   // Called (on the I/O thread) for Progress events of Submit(..., progress = true).
   std::function<void(const fb::ProgressT&)> on_progress;
 };

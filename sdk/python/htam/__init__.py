@@ -11,8 +11,9 @@ The wire types (generated from schema/*.fbs) are in ``htam.fb``. See docs/protoc
 """
 
 from htam.client import (BOTTLENECK_NAMES, OUTCOME_NAMES, QUERY_KINDS, Client, HtamError,
-                         HtamTimeout, bottleneck_value, parse_status, read_key_file, to_dict)
+                         HtamTimeout, bottleneck_value, default_identity_secret, parse_status,
+                         read_key_file, to_dict)
 
 __all__ = ["BOTTLENECK_NAMES", "Client", "HtamError", "HtamTimeout", "OUTCOME_NAMES",
-           "QUERY_KINDS", "bottleneck_value", "parse_status", "read_key_file", "to_dict"]
+           "QUERY_KINDS", "bottleneck_value", "default_identity_secret", "parse_status", "read_key_file", "to_dict"]
 __version__ = "0.1.0"

@@ -133,6 +133,22 @@ def read_key_file(path: str) -> Dict[str, str]:
     return keys
 
 
+def default_identity_secret() -> bytes:
+    """The identity secret of a client made without one: HTAM_IDENTITY_SECRET (hex, 16 to 64
+    bytes) where set, so that processes of one tool (an agent resuming its session after a
+    restart) are one owner; else 16 fresh random bytes."""
+    text = os.environ.get("HTAM_IDENTITY_SECRET", "")
+    if not text:
+        return os.urandom(16)
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError("HTAM_IDENTITY_SECRET is not hexadecimal") from None
+    if not 16 <= len(secret) <= 64:
+        raise ValueError("HTAM_IDENTITY_SECRET must be 16 to 64 bytes (32 to 128 hex digits)")
+    return secret
+
+
 _IDEMPOTENT = {"Hello", "NextStep", "Poll", "Query", "StatusRequest"}
 
 
@@ -148,6 +164,11 @@ class Client:
         server_public_key_file / client_key_file: the same from htam-keygen files.
         on_progress: called with each Progress event (a dict) of ``submit(..., progress=True)``.
         hello: perform the Hello handshake now (raises when htamd does not answer).
+        identity_secret: 16 to 64 bytes sent in the Hello of every socket this client opens;
+            without CURVE htamd holds sessions to it, so a reopened socket resumes this client's
+            sessions and other clients cannot drive them. Default: default_identity_secret()
+            (HTAM_IDENTITY_SECRET, else 16 random bytes of its own).
+            Clients meant to share sessions (one tool's pool) pass the same; keep it private.
     """
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, timeout_s: float = 30.0, retries: int = 2,
@@ -155,7 +176,7 @@ class Client:
                  client_public_key: str = "", client_secret_key: str = "",
                  server_public_key_file: str = "", client_key_file: str = "",
                  on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
-                 hello: bool = True):
+                 hello: bool = True, identity_secret: bytes = b""):
         self.endpoint = endpoint
         self.timeout_s = timeout_s
         self.retries = retries
@@ -170,10 +191,15 @@ class Client:
         if any(given) and not all(given):
             raise ValueError("CURVE needs the server public key and the client key pair")
         self._curve = (server_public_key, client_public_key, client_secret_key) if all(given) else None
+        if not identity_secret:
+            identity_secret = default_identity_secret()
+        if not 16 <= len(identity_secret) <= 64:
+            raise ValueError("identity_secret must be 16 to 64 bytes")
+        self._identity_secret = bytes(identity_secret)
         self._ctx = zmq.Context.instance()
         self._sock: Optional[zmq.Socket] = None
         self._ids = itertools.count(1)
-        self._open_socket()
+        self._open_socket(announce=not hello)
         self.server: Dict[str, Any] = {}
         if hello:
             try:
@@ -185,7 +211,9 @@ class Client:
                                   "connect") from e
 
     # ---- connection ----
-    def _open_socket(self) -> None:
+    def _open_socket(self, announce: bool = True) -> None:
+        """A new socket; ``announce`` queues a Hello on it first (its answer is skipped like any
+        stray one), so htamd knows the socket as this client before its first request."""
         if self._sock is not None:
             self._sock.close(linger=0)
         s = self._ctx.socket(zmq.DEALER)
@@ -199,6 +227,30 @@ class Client:
             s.setsockopt(zmq.IPV6, 1)
         s.connect(self.endpoint)
         self._sock = s
+        if announce:
+            try:
+                s.send(self._envelope(next(self._ids), self._hello_body(), _Body.Body.Hello),
+                       zmq.NOBLOCK)
+            except zmq.Again:
+                pass  # no room: the request itself will say whether the socket is known
+
+    def _hello_body(self) -> HelloT:
+        m = HelloT()
+        m.client = self.client_name
+        m.clientVersion = CLIENT_VERSION
+        m.identitySecret = list(self._identity_secret)
+        return m
+
+    @staticmethod
+    def _envelope(rid: int, body: Any, body_type: int) -> bytes:
+        env = EnvelopeT()
+        env.version = PROTOCOL_VERSION
+        env.requestId = rid
+        env.bodyType = body_type
+        env.body = body
+        b = flatbuffers.Builder(256)
+        b.Finish(env.Pack(b), file_identifier=b"HTAM")
+        return bytes(b.Output())
 
     def close(self) -> None:
         """Closes the socket. Sessions stay in htamd and can be resumed by id."""
@@ -224,15 +276,17 @@ class Client:
             if self._sock is None:
                 self._open_socket()
             rid = next(self._ids)
-            env = EnvelopeT()
-            env.version = PROTOCOL_VERSION
-            env.requestId = rid
-            env.bodyType = body_type
-            env.body = body
-            b = flatbuffers.Builder(256)
-            b.Finish(env.Pack(b), file_identifier=b"HTAM")
             deadline = time.monotonic() + timeout
-            reply = self._wait(rid, deadline) if self._send(bytes(b.Output()), deadline) else None
+            data = self._envelope(rid, body, body_type)
+            reply = self._wait(rid, deadline) if self._send(data, deadline) else None
+            if reply is not None and self._unknown_socket(reply) and body_type != _Body.Body.Hello:
+                # The socket reconnected on its own (htamd restarted) and htamd no longer knows
+                # it as this client: introduce it, then ask once more.
+                self._call(self._hello_body(), _Body.Body.Hello, timeout_s)
+                rid = next(self._ids)
+                deadline = time.monotonic() + timeout
+                data = self._envelope(rid, body, body_type)
+                reply = self._wait(rid, deadline) if self._send(data, deadline) else None
             if reply is not None:
                 return self._unwrap(reply, name)
             self._open_socket()  # lazy pirate: drop what is queued for a dead peer
@@ -278,6 +332,13 @@ class Client:
             return env
 
     @staticmethod
+    def _unknown_socket(env: EnvelopeT) -> bool:
+        """A refusal because this socket never introduced itself (docs/protocol.md, Hello)."""
+        return (env.bodyType == _Body.Body.Error
+                and env.body.code == _ErrorCode.ErrorCode.Unauthorized
+                and "sent no Hello" in (to_dict(env.body.message) or ""))
+
+    @staticmethod
     def _unwrap(env: EnvelopeT, request: str) -> Any:
         if env.bodyType == _Body.Body.Error:
             err = env.body
@@ -289,10 +350,7 @@ class Client:
     # ---- requests ----
     def hello(self, timeout_s: Optional[float] = None) -> Dict[str, Any]:
         """Protocol and server version, capabilities, backends and devices of the daemon."""
-        m = HelloT()
-        m.client = self.client_name
-        m.clientVersion = CLIENT_VERSION
-        return to_dict(self._call(m, _Body.Body.Hello, timeout_s))
+        return to_dict(self._call(self._hello_body(), _Body.Body.Hello, timeout_s))
 
     def open_session(self, task: str = "", backend: str = "cpu", arch: str = "", budget: int = 0,
                      model: str = "", session_id: int = 0) -> Dict[str, Any]:

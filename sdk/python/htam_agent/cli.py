@@ -101,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-fallback", action="store_true",
                      help="replay only: do not fall back to the next-ranked direction when the "
                           "lineage has no variant for the memory's choice")
-    run.add_argument("--session", type=int, default=0, help="resume this session id")
+    run.add_argument("--session", type=int, default=0,
+                     help="resume this session id (without CURVE a session is its opener's: a "
+                          "new process resumes it with the same HTAM_IDENTITY_SECRET)")
     run.add_argument("--profile", action="store_true",
                      help="profile every Ok candidate with Nsight Compute (htamd's eval.ncu): "
                           "DRAM/SM throughput, occupancy and the bottleneck class")

@@ -17,6 +17,11 @@ OPTIONS: Tuple[Tuple[str, type, Any, str], ...] = (
      "htamd's server.bind (tcp://host:port or ipc://path)"),
     ("server_key", str, "", "htamd's CURVE public key file (htam-keygen .pub), when htamd uses CURVE"),
     ("client_key", str, "", "this client's CURVE key file (htam-keygen .key), when htamd uses CURVE"),
+    ("identity_file", str, "",
+     "without CURVE, the file of this server's identity secret (created, mode 0600, on first "
+     "use): htam-mcp processes sharing it own the same sessions in htamd; empty = "
+     "$XDG_CONFIG_HOME/htam/mcp-identity (~/.config/htam/mcp-identity); HTAM_IDENTITY_SECRET "
+     "wins when set"),
     ("timeout_s", float, 15.0, "deadline of one request to htamd, except an evaluation"),
     ("retries", int, 1, "extra attempts of requests that are safe to repeat (lazy pirate)"),
     ("submit_timeout_s", float, 900.0, "deadline of one evaluation (submit_candidate)"),

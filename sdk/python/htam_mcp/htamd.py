@@ -35,11 +35,48 @@ def check_task_name(name: str) -> str:
     return name
 
 
+def identity_secret(path: str) -> bytes:
+    """HTAM_IDENTITY_SECRET where set; else the secret in `path` (default
+    $XDG_CONFIG_HOME/htam/mcp-identity), made of 16 random bytes on first use; else, where no
+    such file can be kept, 16 random bytes of this process alone."""
+    if os.environ.get("HTAM_IDENTITY_SECRET"):
+        return htam.default_identity_secret()
+    if not path:
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                 ".config")
+        path = os.path.join(base, "htam", "mcp-identity")
+    try:
+        with open(path, encoding="ascii") as f:
+            secret = bytes.fromhex(f.readline().strip())
+        if not 16 <= len(secret) <= 64:
+            raise ToolError(f"{path}: an identity secret is 32 to 128 hex digits")
+        return secret
+    except FileNotFoundError:
+        pass
+    except ValueError as e:
+        raise ToolError(f"{path}: not an identity secret ({e})") from e
+    secret = os.urandom(16)
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(secret.hex() + "\n")
+    except FileExistsError:  # another htam-mcp made it first
+        return identity_secret(path)
+    except OSError:
+        pass  # nowhere to keep it: this process is its own identity
+    return secret
+
+
 class Htamd:
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self._lock = threading.Lock()
         self._free: List[htam.Client] = []
+        # One identity for every pooled client, and for every htam-mcp process sharing the
+        # identity file (a host restarts its stdio server at will): without CURVE the sessions
+        # one tool call opens stay this server's to drive from any later call.
+        self._identity_secret = identity_secret(cfg.identity_file)
 
     # ---- the client pool ----
     def _new_client(self) -> htam.Client:
@@ -47,7 +84,8 @@ class Htamd:
             return htam.Client(self.cfg.endpoint, timeout_s=self.cfg.timeout_s,
                                retries=self.cfg.retries, client_name=self.cfg.client_name,
                                server_public_key_file=self.cfg.server_key,
-                               client_key_file=self.cfg.client_key)
+                               client_key_file=self.cfg.client_key,
+                               identity_secret=self._identity_secret)
         except htam.HtamTimeout as e:
             raise ToolError(f"htamd is not reachable at {self.cfg.endpoint}: {e.message} (is "
                             f"htamd running there? wrong endpoint or CURVE key?)") from e

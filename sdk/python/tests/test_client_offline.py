@@ -23,6 +23,7 @@ class OfflineTest(unittest.TestCase):
         h = HelloT()
         h.client = "unit"
         h.clientVersion = "9"
+        h.identitySecret = list(range(16))
         env.body = h
         b = flatbuffers.Builder(64)
         b.Finish(env.Pack(b), file_identifier=b"HTAM")
@@ -31,7 +32,8 @@ class OfflineTest(unittest.TestCase):
         back = EnvelopeT.InitFromBuf(buf, _root_pos(buf))
         self.assertEqual(back.requestId, 77)
         d = htam.to_dict(back.body)
-        self.assertEqual(d, {"client": "unit", "client_version": "9"})
+        self.assertEqual(d, {"client": "unit", "client_version": "9",
+                             "identity_secret": list(range(16))})
 
     def test_status_text_parses(self):
         parsed = htam.parse_status("# server\nversion: 1\nuptime_s: 3\n\n# memory\nrecords: 5\n")
