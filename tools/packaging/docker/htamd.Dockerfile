@@ -26,6 +26,7 @@ COPY --from=build /debs/*.deb /tmp/debs/
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
          /tmp/debs/htamd_*.deb /tmp/debs/htam-worker_*.deb /tmp/debs/htam-tools_*.deb \
+         /tmp/debs/python3-htam_*.deb \
     && rm -rf /var/lib/apt/lists/* /tmp/debs
 # The store: mount a volume here (a PersistentVolumeClaim in Kubernetes).
 VOLUME /var/lib/htam

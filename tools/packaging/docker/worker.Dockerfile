@@ -26,7 +26,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 COPY --from=build /debs/*.deb /tmp/debs/
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-         /tmp/debs/htam-worker_*.deb /tmp/debs/htam-tools_*.deb \
+         /tmp/debs/htam-worker_*.deb /tmp/debs/htam-tools_*.deb /tmp/debs/python3-htam_*.deb \
     && rm -rf /var/lib/apt/lists/* /tmp/debs
 # Compile cache and scratch; an emptyDir or host path.
 VOLUME /var/lib/htam-worker
