@@ -22,8 +22,11 @@ cmake -S "$HERE/sdk_client" -B "$T/client" -DCMAKE_PREFIX_PATH="$T/prefix" \
   { cat "$T/configure.log"; fail "find_package(htam) against the installed prefix"; }
 cmake --build "$T/client" > "$T/build.log" 2>&1 || { cat "$T/build.log"; fail "building the client"; }
 # It links the installed library, not the build tree's.
-ldd "$T/client/sdk_client" | grep -q "$T/prefix/.*libhtam_client.so" ||
-  { ldd "$T/client/sdk_client"; fail "the client does not use the installed libhtam_client.so"; }
+# (ldd's output taken whole first: `grep -q` stops reading early, and with pipefail ldd's SIGPIPE
+# would fail the check at random.)
+LIBS=$(ldd "$T/client/sdk_client")
+grep -q "$T/prefix/.*libhtam_client.so" <<<"$LIBS" ||
+  { echo "$LIBS"; fail "the client does not use the installed libhtam_client.so"; }
 
 "$T/client/sdk_client" "ipc://$T/nobody.sock" unavailable || fail "no daemon: expected Unavailable"
 
