@@ -167,5 +167,46 @@ TEST(StartBackground, AMissingProgramEndsWith127AndAnUnopenableLogIsAnError) {
   EXPECT_EQ(bad.status().code(), Status::Code::kIOError);
 }
 
+TEST(RunForked, BringsBackTheReplyAndTheExitCode) {
+  int here = 7;
+  auto r = RunForked([&](std::string* reply) {
+    here = 8;  // the child's copy: ours stays 7
+    *reply = std::string(200000, 'x') + "end";  // more than a pipe holds
+    return 3;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->signaled);
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->reply.size(), 200003u);
+  EXPECT_EQ(r->reply.substr(r->reply.size() - 3), "end");
+  EXPECT_EQ(here, 7);
+}
+
+TEST(RunForked, ACrashInTheChildIsReportedNotShared) {
+  auto r = RunForked([](std::string* reply) {
+    reply->assign("never sent");
+    raise(SIGSEGV);
+    return 0;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->signaled);
+  EXPECT_EQ(r->signal, SIGSEGV);
+  EXPECT_TRUE(r->reply.empty());
+}
+
+TEST(ReplaceProcess, AMissingProgramIsAnErrorThatSaysWhy) {
+  Status s = ReplaceProcess({"/no/such/program", "x"});
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable);
+  EXPECT_NE(s.message().find("/no/such/program"), std::string::npos);
+  auto r = RunForked([](std::string* reply) {
+    ReplaceProcess({"/bin/sh", "-c", "exit 5"});
+    *reply = "not replaced";
+    return 1;
+  });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 5);
+  EXPECT_TRUE(r->reply.empty());
+}
+
 }  // namespace
 }  // namespace htam

@@ -44,11 +44,6 @@ EXCEPTIONS = {
     ("daemon/eval/evaluator.cc", "starts a process"),
     ("daemon/eval/kernelbench/kb_candidate.cc", "starts a process"),
     ("daemon/eval/kernelbench/kernelbench.cc", "starts a process"),
-    ("tools/bench/python_launch.cc", "starts a process"),
-    ("tools/cli/graph.cc", "starts a process"),
-    ("tools/cli/isolate.cc", "starts a process"),
-    ("tools/cli/main.cc", "starts a process"),
-    ("tools/cli/maintenance.cc", "starts a process"),
 }
 
 SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".hip", ".inc", ".c")
