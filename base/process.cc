@@ -253,6 +253,32 @@ Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::s
   return pid;
 }
 
+Result<pid_t> StartWithChannel(const std::vector<std::string>& argv, int fd3,
+                               const std::vector<std::string>& extra_env,
+                               const std::string& label) {
+  if (argv.empty()) return Status::InvalidArgument("StartWithChannel: no command");
+  // Everything the child needs is made before fork: after it, only async-signal-safe calls.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_store = ChildEnvironment(extra_env);
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (dup2(fd3, 3) != 3) _exit(126);
+    for (int fd = 4; fd < 4096; ++fd) close(fd);
+    execve(args[0], args.data(), envp.data());
+    dprintf(2, "%s: cannot execute %s: %s\n", label.c_str(), args[0], strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from here: the group exists before any kill
+  return pid;
+}
+
 int StopBackground(pid_t pid, int grace_ms) {
   if (pid <= 0) return -1;
   kill(pid, SIGTERM);

@@ -69,6 +69,16 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
 Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::string& log_path,
                               const std::vector<std::string>& extra_env = {});
 
+// A process that talks with this one through `fd3` (one end of a socketpair): argv[0] is a path,
+// started in a process group of its own (its tools die with it) with `fd3` as its descriptor 3 and
+// no other descriptor of ours beyond 0-2; `extra_env` entries ("NAME=value") are added to its
+// environment. Returns its pid (stop it with a kill of its group and a waitpid); IOError when no
+// process can be made. An argv[0] that cannot be executed writes "<label>: cannot execute
+// <argv[0]>: <reason>" to stderr and ends it with status 127.
+Result<pid_t> StartWithChannel(const std::vector<std::string>& argv, int fd3,
+                               const std::vector<std::string>& extra_env,
+                               const std::string& label);
+
 // Stops a process of StartBackground: SIGTERM, then SIGKILL when it has not ended after
 // `grace_ms`; reaps it. Returns its wait status, or -1 when `pid` is not a child of this process.
 int StopBackground(pid_t pid, int grace_ms = 10000);
