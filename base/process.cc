@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -252,6 +253,32 @@ Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::s
   return pid;
 }
 
+Result<pid_t> StartWithChannel(const std::vector<std::string>& argv, int fd3,
+                               const std::vector<std::string>& extra_env,
+                               const std::string& label) {
+  if (argv.empty()) return Status::InvalidArgument("StartWithChannel: no command");
+  // Everything the child needs is made before fork: after it, only async-signal-safe calls.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_store = ChildEnvironment(extra_env);
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (dup2(fd3, 3) != 3) _exit(126);
+    for (int fd = 4; fd < 4096; ++fd) close(fd);
+    execve(args[0], args.data(), envp.data());
+    dprintf(2, "%s: cannot execute %s: %s\n", label.c_str(), args[0], strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from here: the group exists before any kill
+  return pid;
+}
+
 int StopBackground(pid_t pid, int grace_ms) {
   if (pid <= 0) return -1;
   kill(pid, SIGTERM);
@@ -264,6 +291,60 @@ int StopBackground(pid_t pid, int grace_ms) {
   }
   kill(pid, SIGKILL);
   return waitpid(pid, &status, 0) == pid ? status : -1;
+}
+
+Result<ForkedResult> RunForked(const std::function<int(std::string* reply)>& fn) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0)
+    return Status::IOError(std::string("cannot make a pipe: ") + strerror(errno));
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(p[0]);
+    close(p[1]);
+    return Status::IOError(std::string("fork: ") + strerror(err));
+  }
+  if (pid == 0) {
+    close(p[0]);
+    std::string reply;
+    const int rc = fn(&reply);
+    size_t off = 0;
+    while (off < reply.size()) {
+      ssize_t n = write(p[1], reply.data() + off, reply.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    _exit(rc);
+  }
+  close(p[1]);
+  ForkedResult r;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) r.reply.append(buf, static_cast<size_t>(n));
+  close(p[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    r.signaled = true;
+    r.signal = WTERMSIG(status);
+  } else if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  }
+  return r;
+}
+
+Status ReplaceProcess(const std::vector<std::string>& argv) {
+  if (argv.empty()) return Status::InvalidArgument("ReplaceProcess: no command");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::fflush(nullptr);
+  execv(args[0], args.data());
+  return Status::Unavailable("cannot run " + argv[0] + ": " + strerror(errno));
 }
 
 }  // namespace htam

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,8 +69,38 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
 Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::string& log_path,
                               const std::vector<std::string>& extra_env = {});
 
+// A process that talks with this one through `fd3` (one end of a socketpair): argv[0] is a path,
+// started in a process group of its own (its tools die with it) with `fd3` as its descriptor 3 and
+// no other descriptor of ours beyond 0-2; `extra_env` entries ("NAME=value") are added to its
+// environment. Returns its pid (stop it with a kill of its group and a waitpid); IOError when no
+// process can be made. An argv[0] that cannot be executed writes "<label>: cannot execute
+// <argv[0]>: <reason>" to stderr and ends it with status 127.
+Result<pid_t> StartWithChannel(const std::vector<std::string>& argv, int fd3,
+                               const std::vector<std::string>& extra_env,
+                               const std::string& label);
+
 // Stops a process of StartBackground: SIGTERM, then SIGKILL when it has not ended after
 // `grace_ms`; reaps it. Returns its wait status, or -1 when `pid` is not a child of this process.
 int StopBackground(pid_t pid, int grace_ms = 10000);
+
+// How a function run by RunForked ended.
+struct ForkedResult {
+  int exit_code = -1;     // fn's return value, valid when !signaled
+  bool signaled = false;  // the child died of a signal (a fault in a damaged store's pages)
+  int signal = 0;         // that signal, when signaled
+  std::string reply;      // what fn put in *reply; empty when the child ended before fn returned
+};
+
+// Runs `fn` in a forked copy of this process (stdio flushed first) and waits for it, so that a
+// step which may crash (reading a damaged store through LMDB) cannot take this process down: when
+// fn returns, the child sends *reply back through a pipe and exits with fn's return value. The
+// child stays in this process's group. In a process with other threads, fn must keep to
+// async-signal-safe calls (and a reply short enough to need no allocation: 15 bytes), as after any
+// fork. IOError when no pipe or process can be made.
+Result<ForkedResult> RunForked(const std::function<int(std::string* reply)>& fn);
+
+// Replaces this process by argv[0] (a path), keeping its environment; stdio is flushed first.
+// Returns only when that fails: Unavailable ("cannot run <argv[0]>: <reason>").
+Status ReplaceProcess(const std::vector<std::string>& argv);
 
 }  // namespace htam

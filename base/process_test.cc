@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -165,6 +166,72 @@ TEST(StartBackground, AMissingProgramEndsWith127AndAnUnopenableLogIsAnError) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127);
   auto bad = StartBackground({"/bin/true"}, "/no/such/folder/log");
   EXPECT_EQ(bad.status().code(), Status::Code::kIOError);
+}
+
+TEST(StartWithChannel, TheChildTalksOnFd3InAGroupOfItsOwn) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  auto pid = StartWithChannel(
+      {"/bin/sh", "-c", "echo $HTAM_CHANNEL_TEST $(ps -o pgid= -p $$) >&3; read x <&3; exit 4"},
+      sv[1], {"HTAM_CHANNEL_TEST=yes"}, "test");
+  close(sv[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  std::string got;
+  char buf[256];
+  ssize_t n;
+  while (got.find('\n') == std::string::npos && (n = read(sv[0], buf, sizeof buf)) > 0)
+    got.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(got, "yes " + std::to_string(*pid) + "\n");
+  ASSERT_EQ(write(sv[0], "go\n", 3), 3);
+  int status = 0;
+  ASSERT_EQ(waitpid(*pid, &status, 0), *pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 4);
+  close(sv[0]);
+  auto missing = StartWithChannel({"/no/such/program"}, 0, {}, "test");
+  ASSERT_TRUE(missing.ok());
+  ASSERT_EQ(waitpid(*missing, &status, 0), *missing);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+}
+
+TEST(RunForked, BringsBackTheReplyAndTheExitCode) {
+  int here = 7;
+  auto r = RunForked([&](std::string* reply) {
+    here = 8;  // the child's copy: ours stays 7
+    *reply = std::string(200000, 'x') + "end";  // more than a pipe holds
+    return 3;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->signaled);
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->reply.size(), 200003u);
+  EXPECT_EQ(r->reply.substr(r->reply.size() - 3), "end");
+  EXPECT_EQ(here, 7);
+}
+
+TEST(RunForked, ACrashInTheChildIsReportedNotShared) {
+  auto r = RunForked([](std::string* reply) {
+    reply->assign("never sent");
+    raise(SIGSEGV);
+    return 0;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->signaled);
+  EXPECT_EQ(r->signal, SIGSEGV);
+  EXPECT_TRUE(r->reply.empty());
+}
+
+TEST(ReplaceProcess, AMissingProgramIsAnErrorThatSaysWhy) {
+  Status s = ReplaceProcess({"/no/such/program", "x"});
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable);
+  EXPECT_NE(s.message().find("/no/such/program"), std::string::npos);
+  auto r = RunForked([](std::string* reply) {
+    ReplaceProcess({"/bin/sh", "-c", "exit 5"});
+    *reply = "not replaced";
+    return 1;
+  });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 5);
+  EXPECT_TRUE(r->reply.empty());
 }
 
 }  // namespace

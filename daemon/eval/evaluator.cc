@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <future>
@@ -22,6 +23,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/process.h"
 #include "base/thread_annotations.h"
 #include "daemon/config/sections.h"
 #include "daemon/eval/compile_ahead.h"
@@ -220,23 +222,19 @@ bool UserCanReach(const std::string& user, const std::vector<std::string>& paths
     *blocked = "no such user " + user;
     return false;
   }
-  int fds[2];
-  if (pipe(fds) != 0) return true;  // cannot check: keep the configured behaviour
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
+  // The child keeps to async-signal-safe calls (this process has threads): a 4-byte reply stays in
+  // the string's own buffer, nothing is allocated.
+  auto run = RunForked([&](std::string* reply) {
     int bad = -1;
     if (setgroups(0, nullptr) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) bad = -2;
     for (size_t i = 0; bad == -1 && i < paths.size(); ++i)
       if (!paths[i].empty() && access(paths[i].c_str(), R_OK) != 0) bad = static_cast<int>(i);
-    ssize_t n = write(fds[1], &bad, sizeof(bad));
-    _exit(n == sizeof(bad) ? 0 : 1);
-  }
-  close(fds[1]);
-  int bad = -1;
-  if (pid < 0 || read(fds[0], &bad, sizeof(bad)) != sizeof(bad)) bad = -1;
-  close(fds[0]);
-  if (pid > 0) waitpid(pid, nullptr, 0);
+    reply->assign(reinterpret_cast<const char*>(&bad), sizeof(bad));
+    return 0;
+  });
+  int bad = -1;  // cannot check: keep the configured behaviour
+  if (run.ok() && run->reply.size() == sizeof(bad))
+    std::memcpy(&bad, run->reply.data(), sizeof(bad));
   if (bad == -1) return true;
   *blocked =
       bad == -2 ? std::string("cannot switch to that user") : paths[static_cast<size_t>(bad)];

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/paths.h"
+#include "base/process.h"
 #include "tools/bench/bench.h"
 
 namespace htam::bench {
@@ -61,18 +62,11 @@ int ExecPythonSubcommand(const std::string& subcommand, int argc, char** argv,
     if (!std::getenv(name.c_str())) setenv(name.c_str(), (build_root + "/" + relative).c_str(), 1);
   }
 
-  const char* python = "/usr/bin/python3";  // Debian's: it has python3-zmq and python3-flatbuffers
-  std::vector<char*> args;
-  args.push_back(const_cast<char*>(python));
-  args.push_back(const_cast<char*>("-m"));
-  args.push_back(const_cast<char*>("htam_bench"));
-  args.push_back(const_cast<char*>(subcommand.c_str()));
+  const std::string python = "/usr/bin/python3";  // Debian's: python3-zmq, python3-flatbuffers
+  std::vector<std::string> args = {python, "-m", "htam_bench", subcommand};
   for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
-  args.push_back(nullptr);
-  std::fflush(nullptr);
-  execv(python, args.data());
-  std::fprintf(stderr, "htam-bench %s: cannot run %s: %s\n", subcommand.c_str(), python,
-               std::strerror(errno));
+  Status s = ReplaceProcess(args);
+  std::fprintf(stderr, "htam-bench %s: %s\n", subcommand.c_str(), s.message().c_str());
   return 1;
 }
 

@@ -7,13 +7,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
+#include "base/process.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/plot.h"
 #include "tools/cli/table.h"
@@ -223,35 +226,36 @@ Json ToGraphJson(const Graph& g) {
 Status RenderDot(const std::string& dot, const std::string& format, const std::string& out) {
   if (format != "svg" && format != "png")
     return Status::InvalidArgument("--render must be svg or png");
-  int in[2];
-  if (::pipe(in) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::dup2(in[0], 0);
-    ::close(in[0]);
-    ::close(in[1]);
-    std::string t = "-T" + format, o = "-o" + out;
-    ::execlp("dot", "dot", t.c_str(), o.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(in[0]);
-  auto old = std::signal(SIGPIPE, SIG_IGN);
+  // dot reads the graph from a file of its own: nothing to feed through a pipe.
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/htam-graph-XXXXXX";
+  std::vector<char> name(templ.begin(), templ.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) return Status::IOError(templ + ": " + std::strerror(errno));
+  const std::string input(name.data());
   size_t off = 0;
   while (off < dot.size()) {
-    ssize_t n = ::write(in[1], dot.data() + off, dot.size() - off);
+    ssize_t n = ::write(fd, dot.data() + off, dot.size() - off);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     off += static_cast<size_t>(n);
   }
-  ::close(in[1]);
-  std::signal(SIGPIPE, old);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  ::close(fd);
+  if (off < dot.size()) {
+    ::unlink(input.c_str());
+    return Status::IOError("cannot write " + input);
   }
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+  ProcessOptions opts;
+  opts.stderr_to = StderrTo::kParent;  // dot's own complaints reach the user
+  opts.own_group = false;               // a Ctrl-C stops it with us
+  auto r = RunProcess({"dot", "-T" + format, "-o" + out, input}, opts);
+  ::unlink(input.c_str());
+  if (!r.ok() && r.status().code() == Status::Code::kUnavailable)
     return Status::NotFound(
         "Graphviz 'dot' is not installed: use --format dot and render elsewhere");
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+  HTAM_RETURN_IF_ERROR(r.status());
+  if (r->signaled || r->timed_out || r->exit_code != 0)
     return Status::Internal("dot failed to render " + out);
   return Status::OK();
 }

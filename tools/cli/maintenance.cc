@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "base/file.h"
+#include "base/process.h"
 #include "daemon/memory/store.h"
 #include "daemon/memory/store_file.h"
 #include "tools/cli/cli.h"
@@ -46,13 +47,7 @@ std::string BackupStore(const std::string& backup) {
 // crash LMDB (a fault on a wild page) is reported, never crashes the CLI. Returns the problems.
 Result<std::vector<std::string>> CheckIsolated(const std::string& store_dir) {
   HTAM_RETURN_IF_ERROR(memory::InspectDataFile(store_dir).status());
-  int p[2];
-  if (::pipe(p) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::close(p[0]);
+  auto run = RunForked([&](std::string* reply) {
     Json out;
     auto m = memory::Memory::OpenReadOnly(store_dir);
     if (!m.ok()) {
@@ -63,34 +58,18 @@ Result<std::vector<std::string>> CheckIsolated(const std::string& store_dir) {
       if (!s.ok() && problems.empty()) problems.push_back(s.message());
       out = Json{{"problems", problems}};
     }
-    std::string text = out.dump();
-    size_t off = 0;
-    while (off < text.size()) {
-      ssize_t n = ::write(p[1], text.data() + off, text.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    ::_exit(0);
-  }
-  ::close(p[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0) text.append(buf, static_cast<size_t>(n));
-  ::close(p[0]);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(st))
+    *reply = out.dump();
+    return 0;
+  });
+  HTAM_RETURN_IF_ERROR(run.status());
+  if (run->signaled)
     return Status::Corruption(
         std::string("the store is damaged: reading it crashed the checker (") +
-        strsignal(WTERMSIG(st)) + ")");
-  Json j = Json::parse(text, nullptr, false);
+        strsignal(run->signal) + ")");
+  Json j = Json::parse(run->reply, nullptr, false);
   if (j.is_discarded())
     return Status::Corruption("reading the store stopped the checker (exit " +
-                              std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) +
-                              "): the store is damaged");
+                              std::to_string(run->exit_code) + "): the store is damaged");
   if (j.contains("error")) return Status::Corruption(j["error"].get<std::string>());
   return j["problems"].get<std::vector<std::string>>();
 }

@@ -527,28 +527,15 @@ std::string KernelBenchHarness::Start(const std::string& python, const std::stri
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return std::string("socketpair: ") + strerror(errno);
-  std::vector<std::string> store = {python, script, "--fd", "3"};
-  std::vector<char*> args;
-  for (auto& a : store) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) {
+  auto pid = StartWithChannel({python, script, "--fd", "3"}, sv[1], {"PYTHONDONTWRITEBYTECODE=1"},
+                              "kb_runner");
+  if (!pid.ok()) {
     close(sv[0]);
     close(sv[1]);
-    return std::string("fork: ") + strerror(errno);
-  }
-  if (pid == 0) {
-    setpgid(0, 0);  // the harness and its compilers: one group to kill
-    if (dup2(sv[1], 3) != 3) _exit(126);
-    // Nothing of the runner's (its socket to the verifier, shared buffers) beyond fd 3.
-    for (int fd = 4; fd < 4096; ++fd) close(fd);
-    setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
-    execv(args[0], args.data());
-    dprintf(2, "kb_runner: cannot execute %s: %s\n", args[0], strerror(errno));
-    _exit(127);
+    return pid.status().message();
   }
   close(sv[1]);
-  pid_ = pid;
+  pid_ = *pid;
   sock_ = sv[0];
   return "";
 }
