@@ -34,6 +34,20 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra)
   return env;
 }
 
+// What execve needs, built before fork (after it, only async-signal-safe calls): argv and the
+// child's environment as null-terminated arrays over strings this object owns.
+struct ExecImage {
+  ExecImage(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env)
+      : arg_store(argv), env_store(ChildEnvironment(extra_env)) {
+    for (auto& a : arg_store) args.push_back(a.data());
+    args.push_back(nullptr);
+    for (auto& e : env_store) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+  std::vector<std::string> arg_store, env_store;
+  std::vector<char*> args, envp;
+};
+
 // What the child reports through its close-on-exec pipe when it cannot get to exec.
 struct StartFailure {
   int stage;  // kChdir or kExec
@@ -88,15 +102,9 @@ bool ReadAvailable(int fd, OutputSink* sink) {
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                  const ProcessOptions& options) {
   if (argv.empty()) return Status::InvalidArgument("RunProcess: empty argv");
-  // Everything the child needs, built before fork (nothing but exec-safe calls after it).
-  std::vector<std::string> args_store = argv;
-  std::vector<char*> args;
-  for (auto& a : args_store) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<std::string> env_store = ChildEnvironment(options.extra_env);
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  ExecImage image(argv, options.extra_env);
+  auto& args = image.args;
+  auto& envp = image.envp;
   const char* cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
 
   // Close-on-exec everywhere: a child started by another thread must not hold our pipe open.
@@ -221,14 +229,9 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, const std
 Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::string& log_path,
                               const std::vector<std::string>& extra_env) {
   if (argv.empty()) return Status::InvalidArgument("StartBackground: no command");
-  // Everything the child needs is made before fork: after it, only async-signal-safe calls.
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<std::string> env_store = ChildEnvironment(extra_env);
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  ExecImage image(argv, extra_env);  // made before fork
+  auto& args = image.args;
+  auto& envp = image.envp;
   int log_fd = -1;
   if (!log_path.empty()) {
     log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -257,14 +260,9 @@ Result<pid_t> StartWithChannel(const std::vector<std::string>& argv, int fd3,
                                const std::vector<std::string>& extra_env,
                                const std::string& label) {
   if (argv.empty()) return Status::InvalidArgument("StartWithChannel: no command");
-  // Everything the child needs is made before fork: after it, only async-signal-safe calls.
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<std::string> env_store = ChildEnvironment(extra_env);
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  ExecImage image(argv, extra_env);  // made before fork
+  auto& args = image.args;
+  auto& envp = image.envp;
   const pid_t pid = fork();
   if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
