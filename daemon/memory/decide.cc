@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -154,8 +155,10 @@ struct ScoredStrategy {
 
 // The re-ranking score of a strategy (docs/memory.md, "Retrieval") from the evidence `ev` and its
 // statistics: every record's (`stats`) or the verified ones' (`verified_stats`).
+// `pooled`: the mean log gain per use of the strategies offered in this decision (the same view
+// of the statistics); none where none of them has a use or memory.pooled_strategy_prior is off.
 void ScoreStrategy(const fb::Strategy& s, const PolicyState& ps, double dir_prior, double dir_score,
-                   const StrategyEvidence& ev, bool verified_stats, bool all,
+                   const StrategyEvidence& ev, bool verified_stats, bool all, std::optional<double> pooled,
                    const MemoryOptions& o, StrategyNumbers* x) {
   const double m = std::max(1e-9, o.prior_strength);
   const fb::GainStats zero;
@@ -165,7 +168,15 @@ void ScoreStrategy(const fb::Strategy& s, const PolicyState& ps, double dir_prio
   x->verified_uses = verified.uses();
   x->unverified_uses = every.uses() > verified.uses() ? every.uses() - verified.uses() : 0;
   x->success_rate = (gs.successes() + 1.0) / (gs.uses() + 2.0);
-  double global_mean = gs.uses() ? gs.sum_gain() / gs.uses() : o.prior_gain * dir_prior;
+  // What the strategy's record says about its gain anywhere. With a pooled mean, the record is
+  // shrunk towards it by prior_strength pseudo-uses, so that a strategy with no use (or a few)
+  // starts where the offered strategies' uses average, not at the seed's prior gain, which lies
+  // far below what any applied strategy measures: else advice with a record from other kinds of
+  // kernels outranks, on its record alone, the advice written for this kind that no similar
+  // kernel had a chance to apply yet (docs/memory.md, "Retrieval").
+  const double global_mean =
+      pooled ? (gs.sum_gain() + m * *pooled) / (gs.uses() + m)
+                  : gs.uses() ? gs.sum_gain() / gs.uses() : o.prior_gain * dir_prior;
   // The evidence of the advice it is (its key: a learned strategy's parent) when shared.
   const uint64_t evidence_id = o.shared_evidence && all ? x->key : s.id();
   auto e = std::lower_bound(ev.effect.begin(), ev.effect.end(), evidence_id,
@@ -908,12 +919,32 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   // memory.bottleneck_mask: hard counts the class in the precondition match, soft takes
   // bottleneck_penalty from a strategy whose targets exclude it, off ignores it.
   const bool hard_mask = o_.bottleneck_mask == "hard";
+  std::vector<std::pair<const Cand*, const fb::Strategy*>> offered;
+  offered.reserve(cands.size());
+  // The pooled mean log gain per use of what is offered, over every use and the verified ones.
+  double sum_every = 0, sum_verified = 0, uses_every = 0, uses_verified = 0;
   for (const Cand& c : cands) {
     const fb::Strategy* s = CandidateRecord(t, c.id, cached.get(), fill, &added, &read);
     if (!s || s->merged_into()) continue;
     // Only what applies here: a strategy for another backend or a newer architecture (and, with
     // bottleneck_mask hard, another bottleneck) is not offered.
     if (!PreconditionsHold(*s, ps, hard_mask)) continue;
+    offered.emplace_back(&c, s);
+    if (const fb::GainStats* g = s->stats()) {
+      sum_every += g->sum_gain();
+      uses_every += g->uses();
+    }
+    if (const fb::GainStats* g = s->verified_stats()) {
+      sum_verified += g->sum_gain();
+      uses_verified += g->uses();
+    }
+  }
+  const bool pool = all && o_.pooled_strategy_prior;
+  std::optional<double> pooled_every, pooled_verified;
+  if (pool && uses_every > 0) pooled_every = sum_every / uses_every;
+  if (pool && uses_verified > 0) pooled_verified = sum_verified / uses_verified;
+  for (const auto& [cp, s] : offered) {
+    const Cand& c = *cp;
     const Source& src = sources[c.source];
     StrategyNumbers x;
     x.sim = c.sim;
@@ -924,10 +955,10 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     x.passes = LookUp(passes, x.key);
     StrategyNumbers v = x;
     ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, all_ev, /*verified_stats=*/false, all,
-                  o_, &x);
+                  pooled_every, o_, &x);
     if (two_views) {
       ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, trusted_ev, /*verified_stats=*/true,
-                    all, o_, &v);
+                    all, pooled_verified, o_, &v);
       if (v.score < x.score) {
         v.held = true;
         x = v;

@@ -89,6 +89,12 @@ struct MemoryOptions {
   std::string strategy_scope{};
   // A learned strategy and its parent share the attended steps' evidence in the rank ("all").
   bool shared_evidence{};
+  // A strategy's record shrinks towards the offered strategies' pooled mean gain per use, not
+  // the seed's prior gain ("all").
+  bool pooled_strategy_prior{};
+  // A direction's prior gain of a success is what a success gained over the attended steps, not
+  // prior_gain.
+  bool pooled_direction_prior{};
   double direction_weight{};  // weight of a strategy's direction score in the "all" ranking
   double retry_penalty{};     // per unsuccessful try of a strategy in this session ("all")
   // Extra penalty per step of this session that passed the strategy over ("all").

@@ -470,6 +470,72 @@ TEST(MemoryTest, ALearnedStrategyCarriesTheFailuresOfTheStrategyItWasLearnedAs) 
   EXPECT_LT(vec_own, block_own) << "on its own successes, the learned strategy leads";
 }
 
+// A new kind of kernel: the store measured only warp shuffles, on row sums (1.65x each time).
+// Advice written for this kind (atomics reduced locally first, for a histogram) has no use
+// anywhere. On the seed's prior gain it starts far below any measured record and the warp
+// shuffle's record from another kind of kernel leads the list; with pooled_strategy_prior both
+// start from what the store's strategies measure per use, and the text that fits the kernel
+// decides, as in an empty store.
+TEST(MemoryTest, AdviceForANewKindOfKernelIsNotBuriedUnderRecordsFromOtherKinds) {
+  struct Ranks {
+    size_t atomics = 0, shuffle = 0;
+    double atomics_gain = 0;
+  };
+  auto ranks = [](bool pooled, bool experience) -> Ranks {
+    TempDir dir;
+    MemoryOptions o = Opts(dir.path());
+    o.pooled_strategy_prior = pooled;
+    o.applied_weight = 0;  // the records alone: no bonus for advice applied in similar states
+    auto m = OpenOk(o);
+    if (!m) return {};
+    auto task = [&](const std::string& name, const std::string& category,
+                    const std::string& description) {
+      fb::TaskT t;
+      t.name = name;
+      t.category = category;
+      t.description = description;
+      t.flops = 1 << 22;
+      t.bytes = 16 << 20;
+      auto id = m->PutTask(t);
+      EXPECT_TRUE(id.ok()) << id.status().ToString();
+      return id.ok() ? *id : 0;
+    };
+    const uint64_t rows = task("rowsum", "reduction", "row sums of a row-major matrix");
+    const uint64_t hist = task("histogram", "scatter",
+                               "histogram of int32 values: many threads add to the same bins "
+                               "with atomics; reduce locally before atomics");
+    const uint64_t red = DirId(m.get(), "reductions-scans");
+    const uint64_t shuffle = StrategyId(m.get(), "warp-shuffle-reduction");
+    const uint64_t atomics = StrategyId(m.get(), "hierarchical-atomics");
+    for (int i = 0; experience && i < 8; ++i) {
+      auto s = m->OpenSession(rows, "cuda", "sm_90", "t", "m", 6);
+      StepInput st = Step(s->id, red, fb::OutcomeStatus::Ok, 1.65);
+      st.strategy_ids = {shuffle};
+      auto r = m->RecordStep(st);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+    }
+    auto s = m->OpenSession(hist, "cuda", "sm_90", "t", "m", 6);
+    auto d = m->NextStep(s->id, StateInput{fb::Bottleneck::Memory, std::nullopt, ""});
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    if (!d.ok()) return {};
+    Ranks r{Rank(*d, atomics), Rank(*d, shuffle)};
+    if (r.atomics != std::string::npos) r.atomics_gain = d->strategies[r.atomics].mean_gain;
+    return r;
+  };
+  const Ranks empty = ranks(false, false);
+  ASSERT_LT(empty.atomics, empty.shuffle) << "the text that fits the kernel leads without experience";
+  const Ranks seed = ranks(false, true);
+  EXPECT_LT(seed.shuffle, seed.atomics) << "on the seed's prior gain, the other kind's record leads";
+  const Ranks pooled = ranks(true, true);
+  EXPECT_LT(pooled.atomics, pooled.shuffle) << "pooled: the advice for this kind of kernel leads";
+  // With no use of its own, it starts at the offered strategies' mean log gain per use.
+  EXPECT_NEAR(pooled.atomics_gain, std::log(1.65), 1e-3);
+  // An empty store has nothing to pool: the same answer either way.
+  const Ranks empty_pooled = ranks(true, false);
+  EXPECT_EQ(empty_pooled.atomics, empty.atomics);
+  EXPECT_EQ(empty_pooled.shuffle, empty.shuffle);
+}
+
 TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
   TempDir dir;
   MemoryOptions o = Opts(dir.path());

@@ -405,6 +405,20 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
   std::map<uint64_t, double> penalty = RecentFailurePenalty(s, o);
   r.from_priors = total <= 1e-12;
   double m = std::max(1e-9, o.prior_strength);
+  // The gain of a success in a direction's prior: prior_gain, or (pooled_direction_prior) what a
+  // success gained over the attended steps of every direction, so that a direction no similar
+  // step took is weighed at the gain similar steps measure, not at a configured constant far
+  // below it.
+  auto pooled_gain = [&](const std::map<uint64_t, Acc>& by_direction) {
+    double gain = 0, succ = 0;
+    for (const auto& [id, a] : by_direction) {
+      gain += a.gain;
+      succ += a.succ;
+    }
+    return o.pooled_direction_prior && succ > 1e-12 ? gain / succ : o.prior_gain;
+  };
+  const double success_gain = pooled_gain(acc);
+  const double trusted_success_gain = pooled_gain(trusted);
   // memory.bottleneck_mask: hard masks by the class (MaskReason reads the targets), soft takes
   // bottleneck_penalty from the score instead (a coarse class must not remove a direction the
   // kernel needs: docs/journal/2026-11-benchmarks-world.md, "Measured bottleneck in the
@@ -418,19 +432,21 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     sc.direction_id = d.id;
     sc.name = d.name;
     double prior = std::clamp<double>(d.prior, 0.0, 1.0);
-    auto estimate = [&](const Acc& a, double n_total, fb::DirectionScoreT* out) {
+    auto estimate = [&](const Acc& a, double n_total, double prior_gain,
+                        fb::DirectionScoreT* out) {
       out->effective_count = a.n;
       out->p_success = (a.succ + m * prior) / (a.n + m);
-      out->expected_gain = (a.gain + m * prior * o.prior_gain) / (a.n + m);
+      out->expected_gain = (a.gain + m * prior * prior_gain) / (a.n + m);
       out->exploration =
           n_total > 0 ? o.exploration * std::sqrt(std::log1p(n_total) / (1.0 + a.n)) : 0.0;
     };
-    estimate(acc.count(d.id) ? acc[d.id] : Acc{}, total, &sc);
+    estimate(acc.count(d.id) ? acc[d.id] : Acc{}, total, success_gain, &sc);
     if (!o.unverified_can_promote && r.unverified > 0) {
       // The lower estimate of the two; exploration from the verified counts alone (reports do
       // not say a direction was explored, nor that the others were not).
       fb::DirectionScoreT v;
-      estimate(trusted.count(d.id) ? trusted[d.id] : Acc{}, trusted_total, &v);
+      estimate(trusted.count(d.id) ? trusted[d.id] : Acc{}, trusted_total, trusted_success_gain,
+               &v);
       sc.exploration = v.exploration;
       if (v.expected_gain < sc.expected_gain) {
         sc.effective_count = v.effective_count;

@@ -73,6 +73,31 @@ TEST(PolicyTest, DirectionThatFailedAfterAnotherRanksBelowOneThatSucceeded) {
   EXPECT_FALSE(r.from_priors);
 }
 
+// Thin evidence: two faint attended steps took A (prior 0.5) and gained e each; none took B
+// (prior 0.8). On prior_gain (0.15) B's prior is worth far less than what any success measured
+// and the faint record of A outranks it; with pooled_direction_prior a prior is worth what a
+// success gained in the attended steps, and the better prior leads until the evidence is more
+// than faint.
+TEST(PolicyTest, PooledDirectionPriorWeighsAnUntakenDirectionAtTheMeasuredGain) {
+  std::vector<fb::DirectionT> dirs = {Dir(1, "A", 0.5f), Dir(2, "B", 0.8f)};
+  std::vector<Neighbor> nbs = {Nb(10, 1, fb::OutcomeStatus::Ok, 1.0, 0.2),
+                               Nb(11, 1, fb::OutcomeStatus::Ok, 1.0, 0.2)};
+  MemoryOptions o;
+  o.pooled_direction_prior = false;
+  PolicyResult seed = ScoreDirections(dirs, nbs, CudaState(), o);
+  EXPECT_EQ(seed.scores[0].name, "A") << seed.why;
+  o.pooled_direction_prior = true;
+  PolicyResult pooled = ScoreDirections(dirs, nbs, CudaState(), o);
+  ASSERT_EQ(pooled.scores[0].name, "B") << pooled.why;
+  EXPECT_NEAR(pooled.scores[0].expected_gain, 0.8 * 1.0, 1e-6);  // prior x the measured gain
+  // Without experience there is nothing to pool: the seed priors decide as before.
+  PolicyResult none = ScoreDirections(dirs, {}, CudaState(), o);
+  EXPECT_NEAR(none.scores[0].expected_gain, 0.8 * o.prior_gain, 1e-6);
+  // Plenty of evidence for A outweighs B's prior either way.
+  for (int i = 0; i < 20; ++i) nbs.push_back(Nb(20 + i, 1, fb::OutcomeStatus::Ok, 1.0, 0.9));
+  EXPECT_EQ(ScoreDirections(dirs, nbs, CudaState(), o).scores[0].name, "A");
+}
+
 TEST(PolicyTest, ExplorationFavoursTheLessTriedAmongEquals) {
   MemoryOptions o;
   o.exploration = 0.5;
