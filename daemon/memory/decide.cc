@@ -158,8 +158,8 @@ struct ScoredStrategy {
 // `pooled`: the mean log gain per use of the strategies offered in this decision (the same view
 // of the statistics); none where none of them has a use or memory.pooled_strategy_prior is off.
 void ScoreStrategy(const fb::Strategy& s, const PolicyState& ps, double dir_prior, double dir_score,
-                   const StrategyEvidence& ev, bool verified_stats, bool all, std::optional<double> pooled,
-                   const MemoryOptions& o, StrategyNumbers* x) {
+                   const StrategyEvidence& ev, bool verified_stats, bool all,
+                   std::optional<double> pooled, const MemoryOptions& o, StrategyNumbers* x) {
   const double m = std::max(1e-9, o.prior_strength);
   const fb::GainStats zero;
   const fb::GainStats& every = s.stats() ? *s.stats() : zero;
@@ -174,9 +174,9 @@ void ScoreStrategy(const fb::Strategy& s, const PolicyState& ps, double dir_prio
   // far below what any applied strategy measures: else advice with a record from other kinds of
   // kernels outranks, on its record alone, the advice written for this kind that no similar
   // kernel had a chance to apply yet (docs/memory.md, "Retrieval").
-  const double global_mean =
-      pooled ? (gs.sum_gain() + m * *pooled) / (gs.uses() + m)
-                  : gs.uses() ? gs.sum_gain() / gs.uses() : o.prior_gain * dir_prior;
+  const double global_mean = pooled      ? (gs.sum_gain() + m * *pooled) / (gs.uses() + m)
+                             : gs.uses() ? gs.sum_gain() / gs.uses()
+                                         : o.prior_gain * dir_prior;
   // The evidence of the advice it is (its key: a learned strategy's parent) when shared.
   const uint64_t evidence_id = o.shared_evidence && all ? x->key : s.id();
   auto e = std::lower_bound(ev.effect.begin(), ev.effect.end(), evidence_id,
@@ -957,8 +957,8 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
     ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, all_ev, /*verified_stats=*/false, all,
                   pooled_every, o_, &x);
     if (two_views) {
-      ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, trusted_ev, /*verified_stats=*/true,
-                    all, pooled_verified, o_, &v);
+      ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, trusted_ev, /*verified_stats=*/true, all,
+                    pooled_verified, o_, &v);
       if (v.score < x.score) {
         v.held = true;
         x = v;

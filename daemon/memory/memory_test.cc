@@ -523,9 +523,11 @@ TEST(MemoryTest, AdviceForANewKindOfKernelIsNotBuriedUnderRecordsFromOtherKinds)
     return r;
   };
   const Ranks empty = ranks(false, false);
-  ASSERT_LT(empty.atomics, empty.shuffle) << "the text that fits the kernel leads without experience";
+  ASSERT_LT(empty.atomics, empty.shuffle)
+      << "the text that fits the kernel leads without experience";
   const Ranks seed = ranks(false, true);
-  EXPECT_LT(seed.shuffle, seed.atomics) << "on the seed's prior gain, the other kind's record leads";
+  EXPECT_LT(seed.shuffle, seed.atomics)
+      << "on the seed's prior gain, the other kind's record leads";
   const Ranks pooled = ranks(true, true);
   EXPECT_LT(pooled.atomics, pooled.shuffle) << "pooled: the advice for this kind of kernel leads";
   // With no use of its own, it starts at the offered strategies' mean log gain per use.

@@ -432,8 +432,7 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
     sc.direction_id = d.id;
     sc.name = d.name;
     double prior = std::clamp<double>(d.prior, 0.0, 1.0);
-    auto estimate = [&](const Acc& a, double n_total, double prior_gain,
-                        fb::DirectionScoreT* out) {
+    auto estimate = [&](const Acc& a, double n_total, double prior_gain, fb::DirectionScoreT* out) {
       out->effective_count = a.n;
       out->p_success = (a.succ + m * prior) / (a.n + m);
       out->expected_gain = (a.gain + m * prior * prior_gain) / (a.n + m);
