@@ -94,7 +94,8 @@ class Judge {
   GateResult Run(const std::string& source) {
     GateResult res;
     turn_.Shared();  // the device with the other lanes; exclusive while timing
-    res.candidate_hash = CandidateKey(kKernelBenchLanguage, source);
+    res.candidate_hash = !opt_.candidate_hash.empty() ? opt_.candidate_hash
+                                                      : CandidateKey(kKernelBenchLanguage, source);
     if (task_.kernelbench.empty())
       return Fail(res, OutcomeStatus::InfraError,
                   "language kernelbench (a ModelNew file) needs a KernelBench task (task.json "
