@@ -1,6 +1,7 @@
 // Inbound checks and reply encoding for the htamd wire protocol (docs/protocol.md).
 #include "daemon/server/codec.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "daemon/server/request_fields.h"
@@ -101,6 +102,12 @@ template <typename V>
 size_t Len(const V* v) {
   return v ? v->size() : 0;
 }
+// The FlatBuffers verifier checks a vector's length prefix for alignment, not its elements: a
+// hand-made frame can place 8-byte ids at an address that is only 4-byte aligned.
+template <typename T>
+bool Misaligned(const flatbuffers::Vector<T>* v) {
+  return v && v->size() > 0 && reinterpret_cast<uintptr_t>(v->Data()) % alignof(T) != 0;
+}
 constexpr size_t kMaxName = 4096;  // names, backends, task, client, summary lines
 constexpr size_t kMaxSummary = 65536;
 constexpr size_t kMaxIds = 4096;
@@ -143,6 +150,8 @@ Status CheckRequestLimits(const fb::Envelope& env, const CodecLimits& limits) {
       if (Len(m->language()) > kMaxName) return too_long("language");
       if (Len(m->summary()) > kMaxSummary) return too_long("summary");
       if (Len(m->strategy_ids()) > kMaxIds) return too_long("strategy_ids");
+      if (Misaligned(m->strategy_ids()))
+        return Status::InvalidArgument("field strategy_ids is not aligned to 8 bytes");
       break;
     }
     case fb::Body::Record: {
@@ -150,6 +159,8 @@ Status CheckRequestLimits(const fb::Envelope& env, const CodecLimits& limits) {
       if (Len(m->source()) > limits.max_source_bytes) return too_long("source");
       if (Len(m->summary()) > kMaxSummary) return too_long("summary");
       if (Len(m->strategy_ids()) > kMaxIds) return too_long("strategy_ids");
+      if (Misaligned(m->strategy_ids()))
+        return Status::InvalidArgument("field strategy_ids is not aligned to 8 bytes");
       break;
     }
     case fb::Body::Query: {

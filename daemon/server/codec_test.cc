@@ -85,6 +85,43 @@ TEST(CodecTest, EnforcesSizeLimits) {
   EXPECT_NE(d.message.find("source"), std::string::npos);
 }
 
+// A hand-made frame can point strategy_ids at 8-byte ids that are only 4-byte aligned (the
+// FlatBuffers verifier checks the length prefix alone): refused, never read.
+TEST(CodecTest, MisalignedIdsAreRefused) {
+  bool seen_misaligned = false;
+  for (int pad = 0; pad < 2 && !seen_misaligned; ++pad) {
+    flatbuffers::FlatBufferBuilder fbb;
+    // Words: [count 1][id low][id high] as a uint32 vector; its second word, taken as the length
+    // prefix of a ulong vector, gives one id right behind it, 4 bytes off the builder's grid.
+    std::vector<uint32_t> words(4, 0);
+    words[pad] = 1;
+    words[pad + 1] = 7;
+    auto carrier = fbb.CreateVector(words);
+    flatbuffers::Offset<flatbuffers::Vector<uint64_t>> ids(carrier.o - 4 * (pad + 1));
+    fb::SubmitBuilder sb(fbb);
+    sb.add_strategy_ids(ids);
+    auto submit = sb.Finish();
+    fb::EnvelopeBuilder eb(fbb);
+    eb.add_request_id(9);
+    eb.add_body_type(fb::Body::Submit);
+    eb.add_body(submit.Union());
+    fb::FinishEnvelopeBuffer(fbb, eb.Finish());
+    std::string bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+    Decoded d = DecodeBytes(bytes);
+    auto* env = fb::GetEnvelope(bytes.data());
+    const void* first = env->body_as_Submit()->strategy_ids()->Data();
+    // The decoder reads its own aligned copy: the same offsets, so the same remainder mod 8.
+    const bool misaligned =
+        (reinterpret_cast<uintptr_t>(first) - reinterpret_cast<uintptr_t>(bytes.data())) % 8 != 0;
+    if (!misaligned) continue;
+    seen_misaligned = true;
+    EXPECT_FALSE(d.ok);
+    EXPECT_EQ(d.error, fb::ErrorCode::InvalidArgument);
+    EXPECT_NE(d.message.find("strategy_ids"), std::string::npos) << d.message;
+  }
+  EXPECT_TRUE(seen_misaligned);
+}
+
 TEST(CodecTest, RandomMutationsNeverCrash) {
   std::mt19937 rng(1234);
   std::string base = HelloFrame(77);

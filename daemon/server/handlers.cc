@@ -291,7 +291,7 @@ void Server::OnRecord(const Peer& peer, uint64_t rid, const fb::Record& m) {
     return ReplyError(peer, rid, fb::ErrorCode::InvalidArgument,
                       "Record.speedup_after: " + std::to_string(m.speedup_after()) +
                           " is outside 0.." + std::to_string(options_.max_speedup) +
-                          " (server.max_speedup)");
+                          " (memory.max_speedup)");
   if (enforce_owners_) {
     auto s = services_.memory->GetSession(m.session_id(), /*with_steps=*/false);
     if (!s.ok()) return ReplyStatus(peer, rid, s.status());

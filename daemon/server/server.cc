@@ -38,7 +38,7 @@ ServerOptions ServerOptions::FromConfig(const Config& c) {
   o.client_max_in_flight = static_cast<int>(std::max<int64_t>(s.client_max_in_flight, 1));
   o.client_max_queued_bytes = static_cast<size_t>(std::max<int64_t>(s.client_max_queued_bytes, 1));
   o.busy_retry_ms = static_cast<int>(s.busy_retry_ms);
-  o.max_speedup = s.max_speedup;
+  o.max_speedup = config::Memory::From(c).max_speedup;  // one ceiling, the memory's
   o.others_read = s.others_read;
   o.auth_log_interval_s = static_cast<int>(s.auth_log_interval_s);
   o.owners_without_curve = s.owners_without_curve;

@@ -79,7 +79,8 @@ struct ServerOptions {
   int client_max_in_flight = int(D().client_max_in_flight);
   size_t client_max_queued_bytes = size_t(D().client_max_queued_bytes);
   int busy_retry_ms = int(D().busy_retry_ms);
-  double max_speedup = D().max_speedup;
+  // memory.max_speedup: a Record above it is refused at the door
+  double max_speedup = config::TableDefaults<config::Memory>().max_speedup;
   std::string others_read = D().others_read;  // none | records | all
   bool owners_without_curve = D().owners_without_curve;
   std::string data_dir;  // general.data_dir, named in store fault logs

@@ -11,6 +11,7 @@
 #include <regex>
 #include <vector>
 
+#include "base/paths.h"
 #include "tests/integration/eval_test_util.h"
 
 namespace htam::eval::testing {
@@ -230,6 +231,23 @@ TEST_F(AnswerKey, GoldenDataIsOutOfReach) {
   ASSERT_EQ(Name(ok.status), std::string("Ok")) << ok.diagnostics;
   ExpectRejected("reads the golden cache", kLinearRelu,
                  Wrap(ListProbe(cache() + "/kernelbench", ".bin"), honest));
+}
+
+// A checkout or build tree under a hidden folder (a clone in /tmp, the default eval.scratch_dir)
+// still evaluates: the build tree's plugin folder holds links into that tree, and the runner
+// loads the plugin by its real path, which stays in view.
+TEST(HiddenTree, ABuildTreeUnderAHiddenFolderStillEvaluates) {
+  if (geteuid() != 0) GTEST_SKIP() << "runners hide folders only when htamd runs as root";
+  std::string tree = ExecutablePath();  // <build>/tests/integration/eval_answer_key_test
+  for (int up = 0; up < 3; ++up) tree = tree.substr(0, tree.find_last_of('/'));
+  TempDir dir;
+  auto ev = StartEvaluator(TestConfig(dir.path(), {{"eval.seeds", "2"},
+                                                  {"eval.runner_hidden_dirs", tree},
+                                                  {"server.tasks_dir", Abs("configs/tasks")}}));
+  ASSERT_NE(ev, nullptr);
+  auto r = ev->Evaluate(Job(1, kRelu, ReadSource(std::string(kRelu) + "/reference.cpp")));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Name(r->status), std::string("Ok")) << r->diagnostics;
 }
 
 }  // namespace

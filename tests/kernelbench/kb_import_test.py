@@ -220,6 +220,40 @@ class ImportTest(unittest.TestCase):
         self.assertEqual(by["relu.py"]["task_dir"], os.path.join(self.out, "kb_relu"))
         self.assertEqual(json.loads(r.stdout.splitlines()[-1])["imported"], 2)
 
+    def test_a_pretrained_model_problem_is_refused_with_the_reason(self):
+        # KernelBench's level 4: a Hugging Face model built at import.
+        problem = os.path.join(PROBLEMS, "pretrained.py")
+        have_hf = subprocess.run([PY, "-c", "import transformers"],
+                                 capture_output=True).returncode == 0
+        if not have_hf:
+            started = time.monotonic()
+            r = helper("import", problem, self.out)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn("needs the Hugging Face transformers package", r.stderr)
+            self.assertIn("refused", r.stderr)
+            self.assertLess(time.monotonic() - started, 60)
+        # With transformers but without the model's files: never a download, a clear refusal.
+        # The stand-in package fails as transformers does offline for a model it has not cached,
+        # and reaches out (an error naming the network) otherwise.
+        with tempfile.TemporaryDirectory() as fake:
+            os.makedirs(os.path.join(fake, "transformers"))
+            with open(os.path.join(fake, "transformers", "__init__.py"), "w") as f:
+                f.write("import os\n"
+                        "class _Auto:\n"
+                        "    @staticmethod\n"
+                        "    def from_pretrained(name, **kw):\n"
+                        "        if os.environ.get('HF_HUB_OFFLINE') == '1':\n"
+                        "            raise OSError(name + ' is not in the cache (offline mode)')\n"
+                        "        raise RuntimeError('downloading ' + name + ' from the network')\n"
+                        "AutoConfig = AutoModelForCausalLM = _Auto\n")
+            env = dict(os.environ, PYTHONPATH=fake)
+            env.pop("HF_HUB_OFFLINE", None)
+            r = subprocess.run([PY, HELPER, "import", problem, self.out], capture_output=True,
+                               text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("not in the local Hugging Face cache", r.stderr)
+        self.assertNotIn("network", r.stderr)
+
     def test_check_runs_the_static_checks(self):
         hacks = os.path.join(ROOT, "tests", "hacks", "kernelbench")
         r = helper("check", os.path.join(hacks, "inherit_pass.py"), "--problem",

@@ -130,12 +130,29 @@ def load_problem(path):
         fail("problem file %s not found" % path)
     spec = importlib.util.spec_from_file_location("kb_problem", path)
     mod = importlib.util.module_from_spec(spec)
+    # Level-4 problems build pretrained Hugging Face models at import. Only files already in the
+    # local Hugging Face cache are used: a problem never downloads (nor waits on a network).
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.setdefault(key, "1")
     try:
         spec.loader.exec_module(mod)
     except SyntaxError as e:
         fail("%s: syntax error at line %s: %s" % (os.path.basename(path), e.lineno, e.msg))
+    except ModuleNotFoundError as e:
+        name = os.path.basename(path)
+        if e.name == "transformers":
+            fail("%s: needs the Hugging Face transformers package (a pretrained model, as in "
+                 "KernelBench's level 4), which %s cannot import; refused"
+                 % (name, sys.executable))
+        fail("%s: importing it raised ModuleNotFoundError: %s" % (name, e))
     except Exception as e:  # noqa: BLE001
-        fail("%s: importing it raised %s: %s" % (os.path.basename(path), type(e).__name__, e))
+        name = os.path.basename(path)
+        if os.environ.get("HF_HUB_OFFLINE") == "1" and "transformers" in sys.modules and \
+                isinstance(e, (OSError, ValueError)):
+            fail("%s: its pretrained model is not in the local Hugging Face cache and problems "
+                 "never download (HF_HUB_OFFLINE=1); put the model's files in the cache "
+                 "(HF_HOME) to evaluate it; refused (%s: %s)" % (name, type(e).__name__, e))
+        fail("%s: importing it raised %s: %s" % (name, type(e).__name__, e))
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, name):
             fail("%s: defines no %s (a KernelBench problem needs Model, get_inputs and "

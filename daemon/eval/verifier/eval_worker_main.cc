@@ -528,11 +528,15 @@ int RunRunner(const WorkerArgs& a, const std::string& work_dir) {
 // The runner this verifier starts: its command line, what it sees and whom it runs as.
 htam::eval::RunnerSpawn RunnerSpawnFor(const WorkerArgs& a, const std::string& work_dir) {
   const std::string exe = htam::ExecutablePath();
+  // The plugin by its real path: a link (the build tree's lib/htam/backends) would point into a
+  // directory the runner's view hides, and only the link's own directory is bound back.
+  std::string plugin = a.plugin;
+  if (char real[4096]; realpath(a.plugin.c_str(), real)) plugin = real;
   htam::eval::RunnerSpawn rs;
   rs.argv = {exe.empty() ? "htam-eval-worker" : exe,
              "--runner",
              "--plugin",
-             a.plugin,
+             plugin,
              "--device",
              std::to_string(a.device),
              "--sdk-include",
@@ -559,7 +563,7 @@ htam::eval::RunnerSpawn RunnerSpawnFor(const WorkerArgs& a, const std::string& w
   // What the runner itself needs stays in view, wherever the hidden directories are.
   auto dir_of = [](const std::string& p) { return p.substr(0, p.find_last_of('/')); };
   rs.visible_dirs.push_back(dir_of(rs.argv[0]));
-  rs.visible_dirs.push_back(dir_of(a.plugin));
+  rs.visible_dirs.push_back(dir_of(plugin));
   // KernelBench candidates: the harness scripts and the load_inline build cache.
   if (!a.kb_build_cache.empty()) rs.visible_dirs.push_back(a.kb_build_cache);
   {
