@@ -40,6 +40,13 @@ std::string CandidateKey(std::string_view language, std::string_view source) {
   return h.HexDigest();
 }
 
+bool IsContentKey(std::string_view key) {
+  if (key.size() != 2 * crypto_hash_sha256_BYTES) return false;
+  for (char c : key)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
 uint64_t Checksum64(const void* data, size_t n, uint64_t seed) {
   const auto* p = static_cast<const unsigned char*>(data);
   const uint64_t k = 0x9E3779B97F4A7C15ull;

@@ -37,6 +37,10 @@ std::string Sha256Hex(std::string_view data);
 // The key of a candidate: SHA-256 of language, a newline, and the source.
 std::string CandidateKey(std::string_view language, std::string_view source);
 
+// Whether `key` has the form of a content key: 64 lowercase hex digits (what Sha256Hex and
+// CandidateKey return). For keys that come from outside (a job from a peer).
+bool IsContentKey(std::string_view key);
+
 // The key of a task specification: SHA-256 of its task.json text.
 inline std::string SpecKey(std::string_view task_json) {
   return Sha256Hex(task_json);

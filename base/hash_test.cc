@@ -24,6 +24,18 @@ TEST(Hash, CandidateKeyIsLanguageNewlineSource) {
   EXPECT_NE(CandidateKey("cuda", "x"), CandidateKey("hip", "x"));
 }
 
+TEST(Hash, ContentKeysHaveOneForm) {
+  EXPECT_TRUE(IsContentKey(CandidateKey("cpp", "x")));
+  EXPECT_TRUE(IsContentKey(Sha256Hex("")));
+  EXPECT_FALSE(IsContentKey(""));
+  EXPECT_FALSE(IsContentKey(Sha256Hex("").substr(1)));  // too short
+  EXPECT_FALSE(IsContentKey(Sha256Hex("") + "0"));      // too long
+  std::string upper = Sha256Hex("x");
+  for (char& c : upper) c = char(toupper(c));
+  EXPECT_FALSE(IsContentKey(upper));  // not the form Sha256Hex writes
+  EXPECT_FALSE(IsContentKey("../" + Sha256Hex("").substr(3)));
+}
+
 // Stored embeddings and transition keys hold IndexKey64's values: these may never change.
 TEST(Hash, IndexKeysAreTheStoredOnes) {
   EXPECT_EQ(IndexKey64(""), 0x14650fb0739d0383ull);

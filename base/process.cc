@@ -1,15 +1,20 @@
-// Child processes: fork + execvpe, output through a pipe, timeout by process group.
+// Child processes: fork + execvpe, output through a pipe, timeout by process group; background,
+// channel, detached and forked starts.
 #include "base/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -275,6 +280,107 @@ Result<pid_t> StartWithChannel(const std::vector<std::string>& argv, int fd3,
   }
   setpgid(pid, pid);  // also from here: the group exists before any kill
   return pid;
+}
+
+namespace {
+
+int64_t MonotonicNs() {  // async-signal-safe
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// In a detached supervisor: `image` in a process group of its own, its stdout and stderr on `out`
+// (nullptr: the supervisor's, /dev/null). Returns its pid, or -1. Async-signal-safe.
+pid_t StartInGroup(const ExecImage& image, const char* out) {
+  const pid_t p = fork();
+  if (p == 0) {
+    setpgid(0, 0);
+    const int fd = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execve(image.args[0], image.args.data(), image.envp.data());
+    _exit(127);
+  }
+  if (p > 0) setpgid(p, p);  // also from here: the group exists before any kill
+  return p;
+}
+
+// The detached supervisor's life (StartDetached); never returns.
+[[noreturn]] void Supervise(const ExecImage& command, const ExecImage& late,
+                            const ExecImage& failed, const char* log, int64_t limit_ns,
+                            const DetachedOptions& o) {
+  if (o.nice != 0) setpriority(PRIO_PROCESS, 0, o.nice);
+  // It waits for its children: SIGCHLD must not be ignored.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGCHLD, SIGPIPE, SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
+  const int nul = open("/dev/null", O_RDWR);
+  dup2(nul, 0);
+  dup2(nul, 1);
+  dup2(nul, 2);
+  int first_closed = 3;
+  if (o.keep_fd >= 0) {
+    if (o.keep_fd == 3)
+      fcntl(3, F_SETFD, 0);  // dup2 onto itself would leave close-on-exec set
+    else
+      dup2(o.keep_fd, 3);  // dup2 clears close-on-exec: the command holds it too
+    first_closed = 4;
+  }
+  if (syscall(SYS_close_range, unsigned(first_closed), ~0u, 0u) != 0)
+    for (int fd = first_closed; fd < 4096; ++fd) close(fd);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  const pid_t m = StartInGroup(command, log);
+  if (m < 0) _exit(1);
+  const int64_t deadline = limit_ns > 0 ? MonotonicNs() + limit_ns : INT64_MAX;
+  int st = 0;
+  bool killed = false;
+  for (;;) {
+    const pid_t w = waitpid(m, &st, WNOHANG);
+    if (w == m || (w < 0 && errno != EINTR)) break;
+    if (MonotonicNs() > deadline) {
+      kill(-m, SIGKILL);
+      while (waitpid(m, &st, 0) < 0 && errno == EINTR) {
+      }
+      killed = true;
+      break;
+    }
+    timespec tick{0, 50 * 1000 * 1000};
+    nanosleep(&tick, nullptr);
+  }
+  kill(-m, SIGKILL);  // what the command left behind in its group
+  const ExecImage& after = killed ? late : failed;
+  if ((killed || !WIFEXITED(st) || WEXITSTATUS(st) != 0) && after.args[0]) {
+    const pid_t n = StartInGroup(after, nullptr);
+    while (n > 0 && waitpid(n, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+Status StartDetached(const std::vector<std::string>& argv, const DetachedOptions& options) {
+  if (argv.empty()) return Status::InvalidArgument("StartDetached: no command");
+  // Everything the supervisor needs, made before fork.
+  const ExecImage command(argv, {}), late(options.on_timeout, {}), failed(options.on_failure, {});
+  const std::string log = options.log_path;
+  const int64_t limit_ns = options.timeout_s > 0 ? int64_t(options.timeout_s * 1e9) : 0;
+  std::fflush(nullptr);
+  const pid_t first = fork();
+  if (first < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
+  if (first == 0) {
+    setsid();                   // out of our session and process group
+    if (fork() != 0) _exit(0);  // the supervisor is the grandchild: reparented, never our zombie
+    Supervise(command, late, failed, log.empty() ? nullptr : log.c_str(), limit_ns, options);
+  }
+  while (waitpid(first, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  return Status::OK();
 }
 
 int StopBackground(pid_t pid, int grace_ms) {

@@ -79,6 +79,34 @@ Result<pid_t> StartWithChannel(const std::vector<std::string>& argv, int fd3,
                                const std::vector<std::string>& extra_env,
                                const std::string& label);
 
+// A command left to run on its own (StartDetached): what it does once it has ended.
+struct DetachedOptions {
+  // The command's stdout and stderr, truncated first; "" = /dev/null.
+  std::string log_path;
+  // Wall-clock limit; past it the command's process group is killed. <= 0: none.
+  double timeout_s = 0;
+  // Run (argv[0] a path, stdio on /dev/null, waited for) after the command was killed at
+  // timeout_s, or after it ended otherwise than with status 0 (an exit code, a signal, or no
+  // start); empty = nothing.
+  std::vector<std::string> on_timeout;
+  std::vector<std::string> on_failure;
+  // A descriptor of ours that the command (and what runs after it) keeps as its descriptor 3,
+  // e.g. a flock held for as long as it runs; -1 = none. No other descriptor beyond 0-2 is kept.
+  int keep_fd = -1;
+  // The nice value (setpriority) the command runs at; 0 leaves ours.
+  int nice = 0;
+};
+
+// Starts argv (argv[0] a path, our environment) detached from this process: a supervisor in a
+// session of its own (out of our process group: a group kill of ours does not reach it), not our
+// child (reparented to init, nobody here waits for it or leaves it a zombie), with stdio on
+// /dev/null, default signal dispositions and no signal blocked. The supervisor runs the command
+// in a process group of its own, kills that group at timeout_s (and once the command has ended:
+// what it left behind), runs on_timeout or on_failure as DetachedOptions says, and exits. Returns
+// once the supervisor is on its own; IOError when no process can be made. Safe in a process with
+// other threads: between fork and exec only async-signal-safe calls.
+Status StartDetached(const std::vector<std::string>& argv, const DetachedOptions& options);
+
 // Stops a process of StartBackground: SIGTERM, then SIGKILL when it has not ended after
 // `grace_ms`; reaps it. Returns its wait status, or -1 when `pid` is not a child of this process.
 int StopBackground(pid_t pid, int grace_ms = 10000);

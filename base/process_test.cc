@@ -2,18 +2,23 @@
 // a failure to start says.
 #include "base/process.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace htam {
 namespace {
@@ -191,6 +196,143 @@ TEST(StartWithChannel, TheChildTalksOnFd3InAGroupOfItsOwn) {
   ASSERT_TRUE(missing.ok());
   ASSERT_EQ(waitpid(*missing, &status, 0), *missing);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+}
+
+// A scratch folder of a StartDetached test, with what its commands write there read back.
+class Detached : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string t = ::testing::TempDir() + "/detached_XXXXXX";
+    ASSERT_NE(mkdtemp(t.data()), nullptr);
+    dir_ = t;
+  }
+  void TearDown() override { RunProcess({"rm", "-rf", dir_}, "", 30); }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Read(const std::string& name) const {
+    std::ifstream in(Path(name));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // What `name` holds once it holds a whole line (within 10 s); "" when it never does.
+  std::string AwaitLine(const std::string& name) const {
+    for (int i = 0; i < 1000; ++i) {
+      std::string text = Read(name);
+      if (!text.empty() && text.back() == '\n') return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return "";
+  }
+  std::vector<std::string> Sh(const std::string& script) const {
+    return {"/bin/sh", "-c", "cd " + dir_ + " || exit 9; " + script};
+  }
+  // Whether `lock` can be taken now (nobody holds the flock), taken and dropped at once.
+  bool LockFree(const std::string& lock) const {
+    const int fd = open(Path(lock).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const bool free = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (fd >= 0) close(fd);
+    return free;
+  }
+  // Waits (within 10 s) until nothing the detached supervisor started holds `lock`: it has ended.
+  bool AwaitLockFree(const std::string& lock) const {
+    for (int i = 0; i < 1000; ++i) {
+      if (LockFree(lock)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  // A process that no longer runs: gone, or a zombie left for init to reap.
+  static bool Ended(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    if (!std::getline(in, stat)) return true;
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+  }
+  static pid_t ParentOf(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) return -1;
+    std::istringstream rest(stat.substr(paren + 2));
+    char state = 0;
+    pid_t ppid = -1;
+    rest >> state >> ppid;
+    return ppid;
+  }
+  std::string dir_;
+};
+
+TEST_F(Detached, TheCommandOutlivesItsStarterOutsideItsSessionAndIsNotItsChild) {
+  // The starter is a process of its own that ends right after StartDetached returns.
+  const std::vector<std::string> cmd = Sh("echo $$ > pid; sleep 3; echo finished > done");
+  auto starter = RunForked([&](std::string*) { return StartDetached(cmd, {}).ok() ? 0 : 1; });
+  ASSERT_TRUE(starter.ok()) << starter.status().message();
+  ASSERT_EQ(starter->exit_code, 0);  // the starter has ended ...
+  const std::string pid_text = AwaitLine("pid");
+  ASSERT_FALSE(pid_text.empty()) << "the detached command never ran";
+  const pid_t pid = std::stoi(pid_text);
+  EXPECT_FALSE(Ended(pid)) << "... and the command still runs";
+  EXPECT_NE(getsid(pid), getsid(0)) << "a session of its own: our group's kill does not reach it";
+  EXPECT_NE(getpgid(pid), getpgrp());
+  EXPECT_NE(ParentOf(pid), getpid());
+  EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1) << "not our child: never our zombie";
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_EQ(AwaitLine("done"), "finished\n") << "it ran to its end after its starter was gone";
+  // Started from here too: StartDetached returns at once, long before the command ends.
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(StartDetached(Sh("sleep 2; echo second > second"), {}).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(Read("second").empty());
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1) << "no child of ours left behind";
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_EQ(AwaitLine("second"), "second\n");  // and it still ran to its end
+}
+
+TEST_F(Detached, ATimeoutKillsTheCommandsGroupAndRunsOnTimeout) {
+  DetachedOptions o;
+  o.log_path = Path("log");
+  o.timeout_s = 0.5;
+  o.on_timeout = Sh("echo late > note");
+  o.on_failure = Sh("echo failed > note");
+  ASSERT_TRUE(StartDetached(Sh("echo started; sleep 30 & echo $! > child; wait"), o).ok());
+  EXPECT_EQ(AwaitLine("note"), "late\n");
+  EXPECT_EQ(Read("log"), "started\n");  // the command's output went to its log
+  const std::string child = AwaitLine("child");
+  ASSERT_FALSE(child.empty());
+  bool ended = false;
+  for (int i = 0; i < 500 && !ended; ++i) {
+    ended = Ended(std::stoi(child));
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(ended) << "what the command started in its group was killed with it";
+}
+
+TEST_F(Detached, AFailureRunsOnFailureASuccessNothingAndTheKeptDescriptorIsHeldToTheEnd) {
+  // The command holds our lock (keep_fd) for as long as it runs; we drop ours at once.
+  auto start = [&](const std::vector<std::string>& cmd) {
+    const int lock = open(Path("lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    EXPECT_EQ(flock(lock, LOCK_EX | LOCK_NB), 0);
+    DetachedOptions o;
+    o.on_failure = Sh("echo failed > note");
+    o.on_timeout = Sh("echo late > note");
+    o.keep_fd = lock;
+    EXPECT_TRUE(StartDetached(cmd, o).ok());
+    close(lock);
+  };
+  start(Sh("sleep 0.5; echo ran > ran; exit 0"));
+  EXPECT_FALSE(LockFree("lock")) << "the detached command holds the kept descriptor's lock";
+  ASSERT_TRUE(AwaitLockFree("lock")) << "the lock outlived the command";
+  EXPECT_EQ(Read("ran"), "ran\n");
+  EXPECT_TRUE(Read("note").empty()) << "a command that succeeded runs neither follow-up";
+  start(Sh("exit 3"));
+  EXPECT_EQ(AwaitLine("note"), "failed\n");
+  ASSERT_TRUE(AwaitLockFree("lock"));
+  std::remove(Path("note").c_str());
+  start({"/no/such/program"});  // cannot start: a failure too
+  EXPECT_EQ(AwaitLine("note"), "failed\n");
+  EXPECT_EQ(StartDetached({}, {}).code(), Status::Code::kInvalidArgument);
 }
 
 TEST(RunForked, BringsBackTheReplyAndTheExitCode) {

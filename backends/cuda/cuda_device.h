@@ -139,6 +139,14 @@ class CudaDevice {
   void MeasureRoofline();
   void Hold(cudaStream_t s, double us, bool wait_started);
   void Flush(uint64_t bytes, int rep);
+  // Time's steps (cuda_timing.cc): one call of fn on input set `set`; the warm-up; what precedes
+  // a timed repetition's window; the repetitions' times read from their events and spans.
+  int CallSet(htam_kernel_fn fn, const htam_timing_request& req, int set);
+  MaybeFault WarmUp(htam_kernel_fn fn, const htam_timing_request& req, TimeStats* stats);
+  void PrepareRepetition(const htam_timing_request& req, int set, uint64_t flush, int r, bool hold);
+  void ReadRepetitions(const std::vector<cudaEvent_t>& ev, int reps,
+                       const std::vector<double>& spans, const std::vector<int>& records, bool sync,
+                       double* rep_us, int* off_stream, int* empty);
 
   DeviceOptions options_;
   DeviceProps props_;

@@ -178,6 +178,92 @@ void CudaDevice::Flush(uint64_t bytes, int rep) {
   cudaMemsetAsync(flush_, (rep & 0x7f) + 1, bytes, cudaStreamLegacy);
 }
 
+int CudaDevice::CallSet(htam_kernel_fn fn, const htam_timing_request& req, int set) {
+  const htam_tensor* in = req.inputs + static_cast<ptrdiff_t>(set) * req.num_inputs;
+  htam_tensor* out = req.outputs + static_cast<ptrdiff_t>(set) * req.num_outputs;
+  return fn(in, req.num_inputs, out, req.num_outputs, static_cast<htam_stream>(stream_));
+}
+
+// Warm-up: at least warmup_reps calls and at least warmup_ms.
+MaybeFault CudaDevice::WarmUp(htam_kernel_fn fn, const htam_timing_request& req, TimeStats* stats) {
+  ResetPersistingL2();
+  auto w0 = Clock::now();
+  int warm = 0;
+  while (warm < req.warmup_reps || (req.warmup_ms > 0 && MsSince(w0) < req.warmup_ms)) {
+    cudaGetLastError();
+    int rc = CallSet(fn, req, warm % req.num_sets);
+    cudaEventRecord(idle_event_, cudaStreamLegacy);
+    if (MaybeFault f = CheckAfter(rc, req.call_timeout_ms, idle_event_)) return f;
+    ++warm;
+    if (warm >= 100000) break;
+  }
+  if (stats) stats->warmup_done = warm;
+  return std::nullopt;
+}
+
+// Outside the window of repetition `r` (input set `set`): poison, flush, reset persisting lines,
+// then the hold kernel (hold mode) or device idle (cupti and sync).
+void CudaDevice::PrepareRepetition(const htam_timing_request& req, int set, uint64_t flush, int r,
+                                   bool hold) {
+  if (req.poison) {
+    htam_tensor* out = req.outputs + static_cast<ptrdiff_t>(set) * req.num_outputs;
+    for (int o = 0; o < req.num_outputs; ++o) {
+      uint64_t n = TensorExtentBytes(out[o]);
+      if (n) cudaMemsetAsync(out[o].data, req.poison_byte, n, cudaStreamLegacy);
+    }
+  }
+  Flush(flush, r);
+  ResetPersistingL2();
+  if (hold) {
+    // On the candidate's stream (which waits for the legacy-stream flush): fills the SMs while
+    // the candidate's launches queue up, so the window opens with the work ready.
+    Hold(stream_, options_.hold_us, /*wait_started=*/true);
+  } else {
+    // cupti and sync: the device is idle when the call starts, so everything that runs until
+    // the device is idle again is the call's.
+    cudaDeviceSynchronize();
+  }
+}
+
+// Each repetition's time from its events (start, close, after: ev[3r..3r+2]) and, in cupti mode,
+// its CUPTI span; counts the repetitions charged for off-stream work and those with no records.
+void CudaDevice::ReadRepetitions(const std::vector<cudaEvent_t>& ev, int reps,
+                                 const std::vector<double>& spans, const std::vector<int>& records,
+                                 bool sync, double* rep_us, int* off_stream, int* empty) {
+  // Not widened by the calibration's spread: a noisy host must not let a short side-stream kernel
+  // hide under the threshold (a false positive only adds a few microseconds to one repetition).
+  double threshold = lag_median_us_ + options_.lag_slack_us;
+  for (int r = 0; r < reps; ++r) {
+    float window_ms = 0, lag_ms = 0;
+    cudaEventElapsedTime(&window_ms, ev[3 * r], ev[3 * r + 1]);
+    cudaEventElapsedTime(&lag_ms, ev[3 * r + 1], ev[3 * r + 2]);
+    double window = window_ms * 1000.0, lag = lag_ms * 1000.0;
+    if (cupti_) {
+      // A call that issued no device work at all (CUPTI saw nothing) gets its event window:
+      // launch overhead only, never 0.
+      if (records[r] > 0) {
+        rep_us[r] = spans[r];
+      } else {
+        ++*empty;
+        rep_us[r] = std::max(window, 0.001);
+      }
+      continue;
+    }
+    if (sync) {
+      // start -> close spans the call up to device idle (close is recorded after it).
+      rep_us[r] = std::max(0.001, window - sync_empty_us_);
+      continue;
+    }
+    // Relative slack too: on long calls the host may be descheduled while it waits.
+    if (lag > threshold + 0.02 * window) {
+      // Work on another stream outlived the candidate's stream: charge it up to device idle.
+      ++*off_stream;
+      window += lag - lag_median_us_;
+    }
+    rep_us[r] = window;
+  }
+}
+
 MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, double* rep_us,
                             TimeStats* stats) {
   if (poisoned_) return Fault{HTAM_ERR_DEVICE_FAULT, "device unusable after an earlier fault", 0};
@@ -195,25 +281,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   if (!lag_calibrated_) {
     if (MaybeFault f = CalibrateLag()) return f;
   }
-  auto call = [&](int set) {
-    const htam_tensor* in = req.inputs + static_cast<ptrdiff_t>(set) * req.num_inputs;
-    htam_tensor* out = req.outputs + static_cast<ptrdiff_t>(set) * req.num_outputs;
-    return fn(in, req.num_inputs, out, req.num_outputs, static_cast<htam_stream>(stream_));
-  };
-
-  // Warm-up: at least warmup_reps calls and at least warmup_ms.
-  ResetPersistingL2();
-  auto w0 = Clock::now();
-  int warm = 0;
-  while (warm < req.warmup_reps || (req.warmup_ms > 0 && MsSince(w0) < req.warmup_ms)) {
-    cudaGetLastError();
-    int rc = call(warm % req.num_sets);
-    cudaEventRecord(idle_event_, cudaStreamLegacy);
-    if (MaybeFault f = CheckAfter(rc, req.call_timeout_ms, idle_event_)) return f;
-    ++warm;
-    if (warm >= 100000) break;
-  }
-  if (stats) stats->warmup_done = warm;
+  if (MaybeFault f = WarmUp(fn, req, stats)) return f;
 
   const int reps = req.repetitions;
   std::vector<cudaEvent_t> ev(3 * static_cast<size_t>(reps), nullptr);
@@ -252,25 +320,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
   for (int r = 0; r < reps; ++r) {
     int set = r % req.num_sets;
     cudaEvent_t start = ev[3 * r], close = ev[3 * r + 1], after = ev[3 * r + 2];
-    // Outside the window: poison, flush, reset persisting lines.
-    if (req.poison) {
-      htam_tensor* out = req.outputs + static_cast<ptrdiff_t>(set) * req.num_outputs;
-      for (int o = 0; o < req.num_outputs; ++o) {
-        uint64_t n = TensorExtentBytes(out[o]);
-        if (n) cudaMemsetAsync(out[o].data, req.poison_byte, n, cudaStreamLegacy);
-      }
-    }
-    Flush(flush, r);
-    ResetPersistingL2();
-    if (hold) {
-      // On the candidate's stream (which waits for the legacy-stream flush): fills the SMs while
-      // the candidate's launches queue up, so the window opens with the work ready.
-      Hold(stream_, options_.hold_us, /*wait_started=*/true);
-    } else {
-      // cupti and sync: the device is idle when the call starts, so everything that runs until
-      // the device is idle again is the call's.
-      cudaDeviceSynchronize();
-    }
+    PrepareRepetition(req, set, flush, r, hold);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
       if (sync) waiter_->SetActive(false);
@@ -282,7 +332,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     else if (cupti_)
       cupti_->Begin();  // the device is idle: forget the preparation's records
     cudaEventRecord(start, stream_);
-    int rc = call(set);
+    int rc = CallSet(fn, req, set);
     MaybeFault f;
     if (sync) {
       // The end is device idle seen by the helper (already blocked in the synchronization when
@@ -322,38 +372,7 @@ MaybeFault CudaDevice::Time(htam_kernel_fn fn, const htam_timing_request& req, d
     return f;
   }
   int off_stream = 0, empty = 0;
-  // Not widened by the calibration's spread: a noisy host must not let a short side-stream kernel
-  // hide under the threshold (a false positive only adds a few microseconds to one repetition).
-  double threshold = lag_median_us_ + options_.lag_slack_us;
-  for (int r = 0; r < reps; ++r) {
-    float window_ms = 0, lag_ms = 0;
-    cudaEventElapsedTime(&window_ms, ev[3 * r], ev[3 * r + 1]);
-    cudaEventElapsedTime(&lag_ms, ev[3 * r + 1], ev[3 * r + 2]);
-    double window = window_ms * 1000.0, lag = lag_ms * 1000.0;
-    if (cupti_) {
-      // A call that issued no device work at all (CUPTI saw nothing) gets its event window:
-      // launch overhead only, never 0.
-      if (records[r] > 0) {
-        rep_us[r] = spans[r];
-      } else {
-        ++empty;
-        rep_us[r] = std::max(window, 0.001);
-      }
-      continue;
-    }
-    if (sync) {
-      // start -> close spans the call up to device idle (close is recorded after it).
-      rep_us[r] = std::max(0.001, window - sync_empty_us_);
-      continue;
-    }
-    // Relative slack too: on long calls the host may be descheduled while it waits.
-    if (lag > threshold + 0.02 * window) {
-      // Work on another stream outlived the candidate's stream: charge it up to device idle.
-      ++off_stream;
-      window += lag - lag_median_us_;
-    }
-    rep_us[r] = window;
-  }
+  ReadRepetitions(ev, reps, spans, records, sync, rep_us, &off_stream, &empty);
   destroy();
   cudaGetLastError();
   if (stats) {

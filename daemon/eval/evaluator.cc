@@ -118,6 +118,7 @@ class EvaluatorImpl : public Evaluator {
   Result<EvalResult> Evaluate(EvalJob job) override EXCLUDES(mu_);
   std::vector<fb::DeviceInfoT> Devices() override;
   std::vector<std::string> Backends() override;
+  std::string BackendLanguage(const std::string& backend) override;
   std::string StatusText() override EXCLUDES(mu_);
   void Shutdown() override EXCLUDES(mu_);
 
@@ -157,7 +158,8 @@ class EvaluatorImpl : public Evaluator {
   // try when the idle one died); the worker's answer awaited within each stage's limit and the
   // job's (returns whether the worker serves on); its result taken; the cache entries sealed.
   Status EnsureWorker(Slot* s, bool kb_worker);
-  std::string WorkerFrame(const EvalJob& job) const;
+  // The job as its worker frame carries it; `candidate_hash` is the job's content key.
+  std::string WorkerFrame(const EvalJob& job, const std::string& candidate_hash) const;
   Status SendJob(Slot* s, const std::string& frame);
   std::chrono::seconds StageLimit(const std::string& stage) const;
   // waited_s: seconds of waiting left out of the limits (eval.load_independent_limits), or -1.
@@ -245,6 +247,12 @@ bool UserCanReach(const std::string& user, const std::vector<std::string>& paths
 int64_t EvaluatorImpl::JobsPerWorker(const std::string& backend) const {
   const bool runner = ev_.runner && RunnerBackend(backend);
   return std::max<int64_t>(1, (runner ? ev_.runner_jobs : ev_.worker_jobs));
+}
+
+Status CheckLanguage(const std::string& backend, const std::string& takes,
+                     const std::string& language) {
+  if (language.empty() || language == "kernelbench" || language == takes) return Status::OK();
+  return Status::InvalidArgument("backend '" + backend + "' takes " + takes + ", not " + language);
 }
 
 Status CheckKernelBenchLanguage(const std::string& task_dir) {
@@ -691,6 +699,8 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   r.device = s->info.name;
   r.arch = s->info.arch;
   const bool kb = job.language == "kernelbench";
+  // The one hash of the source: htamd's when it gave one, else made here; the worker frame
+  // carries it to the gate, which does not hash again.
   r.candidate_hash = !job.candidate_hash.empty()
                          ? job.candidate_hash
                          : CandidateKey(kb ? job.language : s->language, job.source);
@@ -704,7 +714,7 @@ EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
   }
   if (job.on_stage) job.on_stage(job.job_id, "running", "on " + s->info.name);
   const uint64_t ooms_before = s->worker->cgroup() ? s->worker->cgroup()->OomKills() : 0;
-  const Status sent = SendJob(s, WorkerFrame(job));
+  const Status sent = SendJob(s, WorkerFrame(job, r.candidate_hash));
   if (!sent.ok()) {
     r.status = fb::OutcomeStatus::InfraError;
     r.diagnostics = "cannot send the job to the worker: " + sent.message();
@@ -744,9 +754,11 @@ Status EvaluatorImpl::EnsureWorker(Slot* s, bool kb_worker) {
   return Status::OK();
 }
 
-std::string EvaluatorImpl::WorkerFrame(const EvalJob& job) const {
+std::string EvaluatorImpl::WorkerFrame(const EvalJob& job,
+                                       const std::string& candidate_hash) const {
   fb::JobSpecT spec = job;  // the job as the worker frame carries it, with the frame's fields
   spec.task_dir = MakeAbsolute(job.task_dir);
+  spec.candidate_hash = job.source.empty() ? std::string() : candidate_hash;
   spec.context.clear();  // the daemon's, not the worker's
   spec.reference_only = job.source.empty();
   spec.max_case_bytes = uint64_t(ev_.max_case_mb) << 20;
@@ -964,11 +976,14 @@ Status EvaluatorImpl::Submit(EvalJob job, std::function<void(EvalResult)> done) 
   if (!served)
     return Status::Unavailable("no worker serves backend '" + job.backend + "'" +
                                (job.arch.empty() ? "" : " arch '" + job.arch + "'"));
+  // The plugin's own language decides. Behind htamd's scheduler this check already ran at the
+  // daemon's Submit with this same language (BackendLanguage), so it refuses nothing new there;
+  // it stays for the evaluator's own callers (htam-eval, a remote htam-worker), which have no
+  // scheduler in front.
   if (job.language == "kernelbench") {
     HTAM_RETURN_IF_ERROR(CheckKernelBenchJob(job));
-  } else if (!job.language.empty() && job.language != language) {
-    return Status::InvalidArgument("backend '" + job.backend + "' takes " + language + ", not " +
-                                   job.language);
+  } else {
+    HTAM_RETURN_IF_ERROR(CheckLanguage(job.backend, language, job.language));
   }
   if (!IsFile(job.task_dir + "/task.json"))
     return Status::InvalidArgument("no task.json in " + job.task_dir);
@@ -1006,6 +1021,12 @@ std::vector<fb::DeviceInfoT> EvaluatorImpl::Devices() {
   std::vector<fb::DeviceInfoT> out;
   for (const auto& s : slots_) out.push_back(s->info);
   return out;
+}
+
+std::string EvaluatorImpl::BackendLanguage(const std::string& backend) {
+  for (const auto& s : slots_)
+    if (s->backend == backend) return s->language;
+  return "";
 }
 
 std::vector<std::string> EvaluatorImpl::Backends() {

@@ -35,8 +35,9 @@ fb::GateSpecT GateSpecFromConfig(const config::Eval& e);
 // One candidate to evaluate on one backend: the schema's job (schema/job.fbs JobSpec, whose
 // comments say what each field means) plus what never travels, the progress callback. The daemon
 // fills job_id, task_dir (configs/tasks/<name>), backend, arch, language, source, session_id,
-// context and profile; the other JobSpec fields belong to the carriers (worker frames, remote
-// protocol), which fill them on their own copy.
+// context, profile and candidate_hash (optional: "" = the evaluator computes the key once and the
+// worker frame carries it to the gate); the other JobSpec fields belong to the carriers (worker
+// frames, remote protocol), which fill them on their own copy.
 struct EvalJob : fb::JobSpecT {
   EvalJob() = default;
   explicit EvalJob(fb::JobSpecT spec) : fb::JobSpecT(std::move(spec)) {}
@@ -47,9 +48,6 @@ struct EvalJob : fb::JobSpecT {
   // report no stages (their result still comes through `done`).
   std::function<void(uint64_t job_id, const std::string& stage, const std::string& message)>
       on_stage;
-  // Optional: the candidate's key (base/hash.h CandidateKey of language and source) when the
-  // caller has it already (htamd's Submit); empty = the evaluator computes it once.
-  std::string candidate_hash;
 };
 
 // The outcome of one job: the schema's JobResult (schema/job.fbs, whose comments say what each
@@ -74,6 +72,15 @@ struct EvalOptions {
   static EvalOptions FromConfig(const Config& config);
 };
 
+// The one language check of a job: a job whose language is set (and not "kernelbench", checked
+// against its task by CheckKernelBenchLanguage) must be the language `takes` of the backend's
+// plugin (its description's); InvalidArgument "backend 'B' takes T, not L" otherwise. htamd's
+// scheduler and the Evaluator both decide through it, with the language the plugin itself
+// declares (Evaluator::BackendLanguage, a remote worker's register message), so they cannot
+// disagree.
+Status CheckLanguage(const std::string& backend, const std::string& takes,
+                     const std::string& language);
+
 // Language "kernelbench" (a KernelBench ModelNew file) is for KernelBench tasks only (task.json
 // "kernelbench"): InvalidArgument saying so for any other task directory.
 Status CheckKernelBenchLanguage(const std::string& task_dir);
@@ -94,6 +101,9 @@ class Evaluator {
 
   virtual std::vector<fb::DeviceInfoT> Devices() = 0;
   virtual std::vector<std::string> Backends() = 0;
+  // The language the plugin of `backend` takes (its description's: "cpp", "cuda", ...); "" when
+  // no device of that backend is served here or the language is not known.
+  virtual std::string BackendLanguage(const std::string& /*backend*/) { return ""; }
   // INFO-style section: "# evaluation" then "key: value" lines (queue depth, jobs by class,
   // worker restarts, per-device busy/idle, sandbox features in effect).
   virtual std::string StatusText() = 0;

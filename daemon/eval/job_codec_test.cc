@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/hash.h"
 #include "daemon/eval/evaluator.h"
 #include "htam/schema/bfbs.h"
 
@@ -26,6 +27,7 @@ EvalJob FullJob() {
   j.session_id = 77;
   j.context = "{\"session\":77,\"step\":3}";
   j.profile = true;
+  j.candidate_hash = CandidateKey(j.language, j.source);
   return j;
 }
 
@@ -91,7 +93,28 @@ TEST(JobCodec, EveryJobFieldRoundTrips) {
   EXPECT_EQ(back.session_id, in.session_id);
   EXPECT_EQ(back.context, in.context);
   EXPECT_EQ(back.profile, in.profile);
+  EXPECT_EQ(back.candidate_hash, in.candidate_hash);
   EXPECT_TRUE(static_cast<const fb::JobSpecT&>(back) == in);  // and every other field
+}
+
+// A job of a peer that does not know candidate_hash (a buffer without the field) still reads;
+// its key is "" (the evaluator and the gate then compute it).
+TEST(JobCodec, AJobWithoutACandidateHashReads) {
+  flatbuffers::FlatBufferBuilder b;
+  auto backend = b.CreateString("cpu");
+  auto source = b.CreateString("int x;");
+  fb::JobSpecBuilder jb(b);
+  jb.add_job_id(5);
+  jb.add_backend(backend);
+  jb.add_source(source);
+  b.Finish(jb.Finish(), kJobIdentifier);
+  auto out =
+      UnpackJob(std::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()),
+                "old job");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->job_id, 5u);
+  EXPECT_EQ(out->source, "int x;");
+  EXPECT_TRUE(out->candidate_hash.empty());
 }
 
 TEST(JobCodec, CarrierFieldsRoundTrip) {

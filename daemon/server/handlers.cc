@@ -387,6 +387,55 @@ uint64_t Page(std::vector<T>& v, uint64_t cursor, size_t limit, size_t* budget, 
   return more ? cursor + keep : 0;
 }
 
+// The BestCandidates query: the best candidate of each matching session, best speedup first,
+// paged from `cursor` (at most `limit`, within *budget bytes) into r's candidates and sessions.
+// Sources travel when asked for, or when the query names its one session; sessions of other
+// clients are left out unless `see_others`, their sources unless `see_others_sources`.
+Status BestCandidates(memory::Memory& mem, const fb::QueryT& m, uint64_t task_id, uint64_t cursor,
+                      size_t limit, bool see_others, bool see_others_sources,
+                      const std::function<bool(uint64_t)>& of_other, size_t* budget, bool* too_big,
+                      fb::QueryReplyT* r) {
+  std::vector<fb::SessionT> sessions;
+  if (m.session_id) {
+    auto s = mem.GetSession(m.session_id, /*with_steps=*/false);
+    if (!s.ok()) return s.status();
+    sessions.push_back(std::move(*s));
+  } else {
+    auto all = mem.ListSessions(task_id, 0);
+    if (!all.ok()) return all.status();
+    sessions = std::move(*all);
+  }
+  const std::string backend = m.backend;
+  std::erase_if(sessions, [&](const fb::SessionT& s) {
+    return s.best_candidate.empty() || (!backend.empty() && s.backend != backend) ||
+           (!see_others && of_other(s.id));
+  });
+  std::stable_sort(sessions.begin(), sessions.end(),
+                   [](auto& a, auto& b) { return a.best_speedup > b.best_speedup; });
+  if (cursor < sessions.size()) {
+    sessions.erase(sessions.begin(), sessions.begin() + static_cast<ptrdiff_t>(cursor));
+  } else {
+    sessions.clear();
+  }
+  if (sessions.size() > limit + 1) sessions.resize(limit + 1);
+  const bool sources = m.with_sources || m.session_id != 0;
+  std::vector<fb::CandidateT> candidates;
+  std::vector<fb::SessionT> found;
+  for (auto& s : sessions) {
+    auto c = mem.GetCandidate(s.best_candidate);
+    if (!c.ok()) continue;
+    if (!sources || (!see_others_sources && of_other(s.id)))
+      c->source.clear(), c->compile_log.clear();
+    candidates.push_back(std::move(*c));
+    found.push_back(std::move(s));
+  }
+  uint64_t next = Page(found, 0, limit, budget, too_big, &candidates);
+  r->next_cursor = next ? cursor + next : 0;
+  r->candidates = Boxed(std::move(candidates));
+  r->sessions = Boxed(std::move(found));
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Server::MayDrive(const Peer& peer, const std::string& owner) const {
@@ -514,49 +563,10 @@ std::string Server::QueryReply(uint64_t rid, const fb::QueryT& m, const Peer& vi
       else
         st = list(mem.ListTasks(), &r.tasks);
       break;
-    case fb::QueryKind::BestCandidates: {
-      // The best candidate of each matching session, best speedup first. Sources travel when
-      // asked for, or when the query names its one session.
-      std::vector<fb::SessionT> sessions;
-      if (m.session_id) {
-        auto s = mem.GetSession(m.session_id, /*with_steps=*/false);
-        if (!s.ok()) return fail(s.status());
-        sessions.push_back(std::move(*s));
-      } else {
-        auto all = mem.ListSessions(task_id, 0);
-        if (!all.ok()) return fail(all.status());
-        sessions = std::move(*all);
-      }
-      const std::string backend = m.backend;
-      std::erase_if(sessions, [&](const fb::SessionT& s) {
-        return s.best_candidate.empty() || (!backend.empty() && s.backend != backend) ||
-               (!see_others && of_other(s.id));
-      });
-      std::stable_sort(sessions.begin(), sessions.end(),
-                       [](auto& a, auto& b) { return a.best_speedup > b.best_speedup; });
-      if (cursor < sessions.size()) {
-        sessions.erase(sessions.begin(), sessions.begin() + static_cast<ptrdiff_t>(cursor));
-      } else {
-        sessions.clear();
-      }
-      if (sessions.size() > limit + 1) sessions.resize(limit + 1);
-      const bool sources = m.with_sources || m.session_id != 0;
-      std::vector<fb::CandidateT> candidates;
-      std::vector<fb::SessionT> found;
-      for (auto& s : sessions) {
-        auto c = mem.GetCandidate(s.best_candidate);
-        if (!c.ok()) continue;
-        if (!sources || (!see_others_sources && of_other(s.id)))
-          c->source.clear(), c->compile_log.clear();
-        candidates.push_back(std::move(*c));
-        found.push_back(std::move(s));
-      }
-      uint64_t next = Page(found, 0, limit, &budget, &too_big, &candidates);
-      r.next_cursor = next ? cursor + next : 0;
-      r.candidates = Boxed(std::move(candidates));
-      r.sessions = Boxed(std::move(found));
+    case fb::QueryKind::BestCandidates:
+      st = BestCandidates(mem, m, task_id, cursor, limit, see_others, see_others_sources, of_other,
+                          &budget, &too_big, &r);
       break;
-    }
     case fb::QueryKind::Edges: st = list(mem.ListEdges(m.direction_id), &r.edges); break;
     default: return EncodeError(rid, fb::ErrorCode::InvalidArgument, "unknown query kind");
   }

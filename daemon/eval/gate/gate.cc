@@ -56,7 +56,9 @@ GateResult Gate::Impl::Run(const std::string* candidate_source) {
       return Infra(res, "cannot read reference " + *ref_path);
   }
   const std::string& source = candidate_source ? *candidate_source : ref_source;
-  res.candidate_hash = CandidateKey(language, source);
+  res.candidate_hash = candidate_source && !opt_.candidate_hash.empty()
+                           ? opt_.candidate_hash
+                           : CandidateKey(language, source);
 
   // The reference runs here; the candidate runs in the runner when there is one (never the
   // reference's self-evaluation: it holds no secret).

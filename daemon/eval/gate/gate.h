@@ -133,6 +133,10 @@ struct GateOptions : fb::GateSpecT {
   // The candidate's language: "" = the backend's; "kernelbench" = a ModelNew file, judged by
   // kb_candidate.h (runner required).
   std::string language;
+  // The candidate's content key when the job carries one (JobSpec.candidate_hash): the result
+  // names it and the source is not hashed again; "" = the gate computes it (CandidateKey of the
+  // language and the source). Not used for the reference.
+  std::string candidate_hash;
 };
 
 // The gate's result is the one evaluation result type, the schema's JobResultT (schema/job.fbs):

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "base/hash.h"
@@ -94,7 +95,8 @@ class Judge {
   GateResult Run(const std::string& source) {
     GateResult res;
     turn_.Shared();  // the device with the other lanes; exclusive while timing
-    res.candidate_hash = CandidateKey(kKernelBenchLanguage, source);
+    res.candidate_hash = !opt_.candidate_hash.empty() ? opt_.candidate_hash
+                                                      : CandidateKey(kKernelBenchLanguage, source);
     if (task_.kernelbench.empty())
       return Fail(res, OutcomeStatus::InfraError,
                   "language kernelbench (a ModelNew file) needs a KernelBench task (task.json "
@@ -144,18 +146,48 @@ class Judge {
   }
 
  private:
+  // The seeds of a job: golden data drawn from the pool, as the gate draws them.
+  struct Seeds {
+    std::vector<uint64_t> verify, timing;
+  };
+  // A step that ends the evaluation returns its result; one that goes on returns nothing.
+  using Ended = std::optional<GateResult>;
+
   GateResult Evaluate(GateResult res, const std::string& source, const std::string& warnings) {
-    // Golden data of this job's seeds (drawn from the pool, as the gate draws them).
+    const Seeds seeds = DrawSeeds();
+    GoldenOptions go = MakeGoldenOptions(opt_, *backend_, device_);
+    if (Ended e = LoadGolden(&res, seeds.timing.size())) return *e;
+    // PyTorch eager's baseline (baseline.json, small, kept per task in the golden cache).
+    KernelBenchGolden golden(task_, go);
+    Status st = golden.PrepareBaseline(seeds.timing);
+    if (!st.ok()) return Fail(res, OutcomeStatus::InfraError, st.message());
+    auto base = golden.Baseline();
+    if (!base.ok()) return Fail(res, OutcomeStatus::InfraError, base.status().message());
+    ref_call_s_ = std::max(0.0, base->eager_us) * 1e-6;
+    std::vector<int> fds;
+    std::string builds;
+    if (Ended e = Build(&res, source, &fds, &builds)) return *e;
+    if (Ended e = Verify(&res, seeds.verify, &fds)) return *e;
+    json timed;
+    std::string lock_note;
+    if (Ended e = TimeCandidate(&res, seeds.timing, go, &fds, &timed, &lock_note)) return *e;
+    return Score(res, *base, &golden, seeds.timing, timed, lock_note, builds, warnings);
+  }
+
+  Seeds DrawSeeds() const {
     const uint64_t pool = opt_.golden_seed_pool > 0 ? uint64_t(opt_.golden_seed_pool) : 0;
     const uint64_t start = pool ? MixSeed(opt_.seed_base, 0x5EED) % pool : 0;
     auto pick = [&](uint64_t i) { return pool ? (start + i) % pool : i; };
-    std::vector<uint64_t> verify, timing;
-    for (int s = 0; s < std::max(1, opt_.seeds); ++s) verify.push_back(pick(uint64_t(s)));
+    Seeds seeds;
+    for (int s = 0; s < std::max(1, opt_.seeds); ++s) seeds.verify.push_back(pick(uint64_t(s)));
     for (int k = 0; k < std::max(1, opt_.input_sets); ++k)
-      timing.push_back(1000 + pick(uint64_t(k)));
-    GoldenOptions go = MakeGoldenOptions(opt_, *backend_, device_);
-    // The golden data of this job: computed, kept and compared on the device by kb_golden.py,
-    // this process's child (never the runner's); nothing of it is written to a file.
+      seeds.timing.push_back(1000 + pick(uint64_t(k)));
+    return seeds;
+  }
+
+  // The golden data of this job: computed, kept and compared on the device by kb_golden.py,
+  // this process's child (never the runner's); nothing of it is written to a file.
+  Ended LoadGolden(GateResult* res, size_t input_sets) {
     Progress("golden data (PyTorch on the device)");
     auto loaded = Gold({{"op", "kb_load"},
                         {"python", opt_.golden_python},
@@ -163,27 +195,24 @@ class Judge {
                         {"problem_path", problem_path_},
                         {"device", device_},
                         {"timeout_s", opt_.golden_timeout_s}});
-    res.golden_computed = true;
-    if (!loaded.ok()) return Fail(res, OutcomeStatus::InfraError, loaded.status().message());
-    if (std::string why = FitsInMemory(*loaded, timing.size()); !why.empty())
-      return Fail(res, OutcomeStatus::InfraError, why);
-    // PyTorch eager's baseline (baseline.json, small, kept per task in the golden cache).
-    KernelBenchGolden golden(task_, go);
-    Status st = golden.PrepareBaseline(timing);
-    if (!st.ok()) return Fail(res, OutcomeStatus::InfraError, st.message());
-    auto base = golden.Baseline();
-    if (!base.ok()) return Fail(res, OutcomeStatus::InfraError, base.status().message());
+    res->golden_computed = true;
+    if (!loaded.ok()) return Fail(*res, OutcomeStatus::InfraError, loaded.status().message());
+    if (std::string why = FitsInMemory(*loaded, input_sets); !why.empty())
+      return Fail(*res, OutcomeStatus::InfraError, why);
+    return std::nullopt;
+  }
 
-    // Limits that scale with the problem: a call may take what the reference's call takes
-    // (PyTorch eager's median), times kSlowerThanReference for a candidate that is slower, plus
-    // what moving its inputs and outputs costs, which is of the same order.
-    const double ref_call_s = std::max(0.0, base->eager_us) * 1e-6;
-    auto budget = [&](double calls) {
-      return double(opt_.kernelbench_call_timeout_s) + calls * ref_call_s * kSlowerThanReference;
-    };
-    const double call_timeout_s = budget(1) * kRunnerWallBackstop;
+  // Limits that scale with the problem: a call may take what the reference's call takes
+  // (PyTorch eager's median), times kSlowerThanReference for a candidate that is slower, plus
+  // what moving its inputs and outputs costs, which is of the same order.
+  double Budget(double calls) const {
+    return double(opt_.kernelbench_call_timeout_s) + calls * ref_call_s_ * kSlowerThanReference;
+  }
 
-    // Build: the candidate's import (load_inline) and ModelNew(*get_init_inputs()).
+  // Build: the candidate's import (load_inline) and ModelNew(*get_init_inputs()); *builds says
+  // how each extension was built.
+  Ended Build(GateResult* res, const std::string& source, std::vector<int>* fds,
+              std::string* builds) {
     Progress("compile kernelbench candidate (Python import, load_inline)");
     json load = {{"op", "kb_load"},
                  {"python", opt_.golden_python},
@@ -195,86 +224,97 @@ class Judge {
                  {"fast_path", opt_.kernelbench_fast_path},
                  {"nvcc", opt_.kernelbench_nvcc},
                  {"timeout_s", opt_.kernelbench_compile_timeout_s}};
-    std::vector<int> fds;
-    auto r = Ask(load, &fds);
-    if (!r.ok()) return Fail(res, OutcomeStatus::Crash, r.status().message());
-    if (!r->value("ok", false)) return FromHarness(res, *r, "");
-    res.compile_ms = r->value("seconds", 0.0) * 1000.0;
-    std::string builds;
+    auto r = Ask(load, fds);
+    if (!r.ok()) return Fail(*res, OutcomeStatus::Crash, r.status().message());
+    if (!r->value("ok", false)) return FromHarness(*res, *r, "");
+    res->compile_ms = r->value("seconds", 0.0) * 1000.0;
     if (r->contains("builds") && (*r)["builds"].is_array() && !(*r)["builds"].empty()) {
       bool all_hit = true;
       for (const auto& b : (*r)["builds"]) {
         all_hit = all_hit && b.value("hit", false);
-        const bool fast = b.value("fast", false);
-        builds += std::string(builds.empty() ? "" : ", ") +
-                  b.value("via", std::string("load_inline")) + ": " + b.value("name", "?") +
-                  (fast ? " (fast path, " : " (") +
-                  (b.value("hit", false) ? "build cache hit, " : "built, ") +
-                  FormatNumber(b.value("seconds", 0.0)) + " s";
-        const std::string why = b.value("fast_failed", std::string());
-        if (!why.empty()) builds += "; the fast path failed: " + why;
-        const std::string split = b.value("split_failed", std::string());
-        if (!split.empty()) builds += "; the split build failed: " + split;
-        builds += ")";
+        *builds += BuildNote(b, builds->empty());
       }
-      res.compile_cached = all_hit;
+      res->compile_cached = all_hit;
     }
+    return std::nullopt;
+  }
 
-    // Correctness trials: fresh inputs per seed; the forward's PyTorch functions on the first.
+  // One extension's build as the diagnostics tell it.
+  static std::string BuildNote(const json& b, bool first) {
+    const bool fast = b.value("fast", false);
+    std::string note = std::string(first ? "" : ", ") + b.value("via", std::string("load_inline")) +
+                       ": " + b.value("name", "?") + (fast ? " (fast path, " : " (") +
+                       (b.value("hit", false) ? "build cache hit, " : "built, ") +
+                       FormatNumber(b.value("seconds", 0.0)) + " s";
+    const std::string why = b.value("fast_failed", std::string());
+    if (!why.empty()) note += "; the fast path failed: " + why;
+    const std::string split = b.value("split_failed", std::string());
+    if (!split.empty()) note += "; the split build failed: " + split;
+    note += ")";
+    return note;
+  }
+
+  // Correctness trials: fresh inputs per seed; the forward's PyTorch functions on the first.
+  Ended Verify(GateResult* res, const std::vector<uint64_t>& verify, std::vector<int>* fds) {
+    const double call_timeout_s = Budget(1) * kRunnerWallBackstop;
     for (size_t i = 0; i < verify.size(); ++i) {
       const std::string where = " (trial " + std::to_string(i) + ")";
       Progress("verify" + where);
-      ReportStageBudget(budget(3));  // the call, its inputs and its outputs
+      ReportStageBudget(Budget(3));  // the call, its inputs and its outputs
       auto t = Ask({{"op", "kb_trial"},
                     {"seed", verify[i]},
                     {"record_ops", i == 0},
                     {"timeout_s", call_timeout_s}},
-                   &fds);
-      if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
-      if (!t->value("ok", false)) return FromHarness(res, *t, where);
-      if (fds.empty()) return Fail(res, OutcomeStatus::InfraError, "no outputs from the runner");
+                   fds);
+      if (!t.ok()) return Fail(*res, OutcomeStatus::Crash, t.status().message());
+      if (!t->value("ok", false)) return FromHarness(*res, *t, where);
+      if (fds->empty()) return Fail(*res, OutcomeStatus::InfraError, "no outputs from the runner");
       Progress("golden data: compare" + where);
       auto c = Check(verify[i], (*t)["outputs"], 0, t->value("chunk_bytes", uint64_t(0)), where,
-                     &fds, &*t);
-      if (!c.ok()) return Fail(res, OutcomeStatus::InfraError, c.status().message());
+                     fds, &*t);
+      if (!c.ok()) return Fail(*res, OutcomeStatus::InfraError, c.status().message());
       std::string why = c->value("why", "");
       if ((why.empty() || c->value("stage", "") != "inputs") && t->value("threads_left", 0) > 0)
         why = "ModelNew.forward left " + std::to_string(t->value("threads_left", 0)) +
               " Python thread(s) running (work outside the call)" + where;
-      if (why.rfind("infra: ", 0) == 0) return Fail(res, OutcomeStatus::InfraError, why.substr(7));
-      if (!why.empty()) return Fail(res, OutcomeStatus::Incorrect, why);
+      if (why.rfind("infra: ", 0) == 0) return Fail(*res, OutcomeStatus::InfraError, why.substr(7));
+      if (!why.empty()) return Fail(*res, OutcomeStatus::Incorrect, why);
       if (i == 0 && t->contains("ops")) {
         std::string w;
         why = Static((*t)["ops"], &w);
         if (!why.empty())
           return Fail(
-              res,
+              *res,
               why.rfind("infra: ", 0) == 0 ? OutcomeStatus::InfraError : OutcomeStatus::Incorrect,
               why.rfind("infra: ", 0) == 0 ? why.substr(7) : why);
         runtime_warnings_ = w;
       }
-      ++res.cases;
+      ++res->cases;
     }
+    return std::nullopt;
+  }
 
-    // Timing over rotating input sets; the outputs of the last timed call of every set checked.
+  // Timing over rotating input sets; the outputs of the last timed call of every set checked.
+  // *timed is the runner's timing answer; *lock_note what the timing waited for.
+  Ended TimeCandidate(GateResult* res, const std::vector<uint64_t>& timing, const GoldenOptions& go,
+                      std::vector<int>* fds, json* timed, std::string* lock_note) {
     Progress("time kernelbench candidate");
     const int reps = std::max(opt_.repetitions, int(timing.size()));
     // Warm-up, the timed calls, a staging copy of the inputs before each, the checked outputs.
     const double warmup_ms = std::max(opt_.warmup_ms, opt_.kernelbench_warmup_ms);
-    const double time_budget = budget(2.0 * (opt_.warmup_reps + reps + int(timing.size()))) +
+    const double time_budget = Budget(2.0 * (opt_.warmup_reps + reps + int(timing.size()))) +
                                (2 * warmup_ms + 10 * opt_.kernelbench_min_timed_ms) * 1e-3;
     ReportStageBudget(time_budget);
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
-    std::string lock_note;
-    auto timed = [&] {
+    auto ask = [&] {
       // Never while the background torch.compile measurement times on this host; the runner
       // cannot see the lock (the golden cache is hidden from it): the verifier holds it.
       SharedTimingLock lock(TimingLockPath(go.cache_dir), opt_.timing_lock_wait_s);
-      lock_note = lock.Note();
+      *lock_note = lock.Note();
       // And with the device to itself (the other lanes of eval.device_workers wait).
       turn_.Exclusive();
-      if (lock_note.empty()) lock_note = turn_.Note();
+      if (lock_note->empty()) *lock_note = turn_.Note();
       struct Back {  // shared again once timed
         DeviceLock* t;
         ~Back() { t->Shared(); }
@@ -287,37 +327,46 @@ class Judge {
                   {"min_timed_ms", opt_.kernelbench_min_timed_ms},
                   {"flush_bytes", opt_.flush_bytes},
                   {"timeout_s", time_budget * kRunnerWallBackstop}},
-                 &fds);
+                 fds);
     };
-    auto t = timed();
-    if (!t.ok()) return Fail(res, OutcomeStatus::Crash, t.status().message());
-    if (!t->value("ok", false)) return FromHarness(res, *t, " (during timing)");
-    if (fds.empty() || !(*t)["outputs"].is_array() || (*t)["outputs"].size() != timing.size()) {
-      CloseAll(&fds);
-      return Fail(res, OutcomeStatus::InfraError, "the runner's timing answer is incomplete");
+    auto t = ask();
+    if (!t.ok()) return Fail(*res, OutcomeStatus::Crash, t.status().message());
+    if (!t->value("ok", false)) return FromHarness(*res, *t, " (during timing)");
+    if (fds->empty() || !(*t)["outputs"].is_array() || (*t)["outputs"].size() != timing.size()) {
+      CloseAll(fds);
+      return Fail(*res, OutcomeStatus::InfraError, "the runner's timing answer is incomplete");
     }
     Progress("golden data: compare the timed outputs");
     uint64_t off = 0;
     for (size_t k = 0; k < timing.size(); ++k) {
       const std::string where = " (output of a timed call, input set " + std::to_string(k) + ")";
       auto c = Check(timing[k], (*t)["outputs"][k], off, t->value("chunk_bytes", uint64_t(0)),
-                     where, &fds, nullptr);
+                     where, fds, nullptr);
       if (!c.ok()) {
-        CloseAll(&fds);
-        return Fail(res, OutcomeStatus::InfraError, c.status().message());
+        CloseAll(fds);
+        return Fail(*res, OutcomeStatus::InfraError, c.status().message());
       }
       const std::string why = c->value("why", "");
       if (!why.empty()) {
-        CloseAll(&fds);
-        return Fail(res, OutcomeStatus::Incorrect, why);
+        CloseAll(fds);
+        return Fail(*res, OutcomeStatus::Incorrect, why);
       }
       off = c->value("end", uint64_t(0));
     }
-    CloseAll(&fds);
+    CloseAll(fds);
+    *timed = std::move(*t);
+    return std::nullopt;
+  }
+
+  // The figures from the runner's timing answer `t` against PyTorch eager's baseline, and the
+  // verdict's diagnostics.
+  GateResult Score(GateResult res, const TorchBaseline& base, KernelBenchGolden* golden,
+                   const std::vector<uint64_t>& timing, json& t, const std::string& lock_note,
+                   const std::string& builds, const std::string& warnings) {
     std::vector<double> rep, wall;
     try {
-      rep = (*t)["rep_us"].get<std::vector<double>>();
-      wall = (*t)["wall_us"].get<std::vector<double>>();
+      rep = t["rep_us"].get<std::vector<double>>();
+      wall = t["wall_us"].get<std::vector<double>>();
     } catch (const std::exception&) {
       return Fail(res, OutcomeStatus::InfraError, "malformed timings from the runner");
     }
@@ -329,7 +378,7 @@ class Judge {
       // CUDA events see the current stream only; the wall clock ends after a whole-device
       // synchronize (less its cost on an empty window): a call counts the longer of the two,
       // so work left on another stream is timed.
-      const double sync_us = std::max(0.0, t->value("sync_us", 0.0));
+      const double sync_us = std::max(0.0, t.value("sync_us", 0.0));
       for (size_t i = 0; i < rep.size(); ++i) rep[i] = std::max(rep[i], wall[i] - sync_us);
     }
     TimingStats s = Summarize(rep);
@@ -340,13 +389,13 @@ class Judge {
     res.median_us = s.median;
     res.spread_us = s.iqr;
     res.repetitions = s.count;
-    res.baseline_us = base->eager_us;
-    res.baseline_spread_us = base->eager_spread_us;
-    res.baseline_compile_us = base->compile_us;
+    res.baseline_us = base.eager_us;
+    res.baseline_spread_us = base.eager_spread_us;
+    res.baseline_compile_us = base.compile_us;
     res.baseline_note = "PyTorch eager on " + device_ +
-                        (base->compile_us > 0 ? "; torch.compile measured" : "; " + base->note);
+                        (base.compile_us > 0 ? "; torch.compile measured" : "; " + base.note);
     // torch.compile's figure, when pending, once the candidate is timed; nobody waits for it.
-    if (base->compile_pending) golden.MeasureCompileInBackground(timing);
+    if (base.compile_pending) golden->MeasureCompileInBackground(timing);
     res.speedup = res.median_us > 0 && res.baseline_us > 0 ? res.baseline_us / res.median_us : 0;
     res.status = OutcomeStatus::Ok;
     res.diagnostics = "ModelNew passed " + std::to_string(res.cases) +
@@ -354,9 +403,9 @@ class Judge {
                       " calls against PyTorch eager " + FormatNumber(res.baseline_us) + " us" +
                       timing_note + "; spread (IQR) " + FormatNumber(s.iqr) + " us, " +
                       FormatNumber(s.median > 0 ? std::round(1000 * s.iqr / s.median) / 10 : 0) +
-                      " % of the median, after " +
-                      std::to_string(t->value("warmup_done", 0)) + " untimed calls over " +
-                      FormatNumber(std::round(t->value("warmup_s", 0.0) * 1000)) + " ms";
+                      " % of the median, after " + std::to_string(t.value("warmup_done", 0)) +
+                      " untimed calls over " +
+                      FormatNumber(std::round(t.value("warmup_s", 0.0) * 1000)) + " ms";
     // KernelBench's own measure beside htam's: CUDA events on the current stream alone, as its
     // harness and the eager baseline here time a call.
     if (device_ != "cpu" && events.median > 0)
@@ -508,6 +557,7 @@ class Judge {
   const GateOptions& opt_;
   ProgressFn progress_;
   std::string device_, scripts_, problem_path_, problem_, work_, cand_path_, runtime_warnings_;
+  double ref_call_s_ = 0;  // PyTorch eager's median call, in seconds (Budget)
   DeviceLock turn_;
   KernelBenchHarness gold_;  // kb_golden.py: the golden data on the device
 };

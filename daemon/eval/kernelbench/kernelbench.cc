@@ -2,14 +2,9 @@
 #include "daemon/eval/kernelbench/kernelbench.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -322,14 +317,12 @@ Status KernelBenchGolden::RunHelper(const std::vector<uint64_t>& seeds,
   return Status::OK();
 }
 
-// The torch.compile figure, measured by a process detached from this one: fork, setsid (out of
-// the worker's process group, which is killed with it), fork again (reparented to init: nobody
-// waits for it), stdio on /dev/null and every other descriptor closed (a parent reading the
-// worker's pipes to EOF must not wait for it). That process holds compile.lock (flock, dropped by
-// the kernel when it dies, so a crash never blocks a later try), runs `kb_helper.py baseline
-// --compile-only` in a process group of its own, kills the group at GoldenOptions::timeout_s and
-// then leaves the reason in baseline.json (`baseline-note`). Between the forks and the execs only
-// async-signal-safe calls: the worker has other threads.
+// The torch.compile figure, measured by a process detached from this one (base/process.h
+// StartDetached: out of the worker's process group, which is killed with it; nobody waits for it;
+// a parent reading the worker's pipes to EOF does not wait for it either). That process holds
+// compile.lock (flock, dropped by the kernel when it dies, so a crash never blocks a later try),
+// runs `kb_helper.py baseline --compile-only`, whose process group is killed at
+// GoldenOptions::timeout_s, and then leaves the reason in baseline.json (`baseline-note`).
 bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& time_seeds) {
   auto b = Baseline();
   if (!b.ok() || !b->compile_pending) return false;
@@ -362,98 +355,22 @@ bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& 
     return std::vector<std::string>{opt_.python, opt_.helper, "baseline-note", "--out", dir_,
                                     "--note",    text};
   };
-  std::vector<std::string> late =
-      note("torch.compile: not measured (the background run passed its limit of " +
-           std::string(limit) + " s)");
-  std::vector<std::string> failed =
-      note("torch.compile: the background measurement failed (see " + log + ")");
-  auto argv_of = [](std::vector<std::string>& v) {
-    std::vector<char*> a;
-    for (auto& s : v) a.push_back(s.data());
-    a.push_back(nullptr);
-    return a;
-  };
-  std::vector<char*> measure_argv = argv_of(measure), late_argv = argv_of(late),
-                     failed_argv = argv_of(failed);
-  const int64_t limit_ns = int64_t(opt_.timeout_s * 1e9);
-
-  pid_t first = fork();
-  if (first < 0) {
-    close(lock);
-    return false;
-  }
-  if (first == 0) {
-    setsid();
-    if (fork() != 0) _exit(0);
-    // Lowest CPU priority: torch.compile's compile is CPU-heavy and runs outside the timing lock;
-    // candidates whose time includes host work (a ModelNew's forward) must not pay for it: on an
-    // H200, with it at normal priority the ModelNew timings of the candidates after it read 20-45 %
-    // slower (honest_triton 48.5 us against 35.3 without a background run); at this priority they
-    // came back (35.1 us).
-    setpriority(PRIO_PROCESS, 0, 19);
-    // The supervisor, a child of init. It waits for its children: SIGCHLD must not be ignored.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGCHLD, SIGPIPE, SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
-    int nul = open("/dev/null", O_RDWR);
-    dup2(nul, 0);
-    dup2(nul, 1);
-    dup2(nul, 2);
-    dup2(lock, 3);  // without O_CLOEXEC: the measurement holds the lock too
-    syscall(SYS_close_range, 4u, ~0u, 0u);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    auto run = [](char** argv, const char* out) {
-      pid_t p = fork();
-      if (p == 0) {
-        setpgid(0, 0);
-        int fd = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-        if (fd >= 0) {
-          dup2(fd, 1);
-          dup2(fd, 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-      }
-      if (p > 0) setpgid(p, p);
-      return p;
-    };
-    auto now_ns = [] {
-      timespec t{};
-      clock_gettime(CLOCK_MONOTONIC, &t);
-      return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
-    };
-    pid_t m = run(measure_argv.data(), log.c_str());
-    if (m < 0) _exit(1);
-    const int64_t deadline = now_ns() + limit_ns;
-    int st = 0;
-    bool killed = false;
-    for (;;) {
-      pid_t w = waitpid(m, &st, WNOHANG);
-      if (w == m || (w < 0 && errno != EINTR)) break;
-      if (now_ns() > deadline) {
-        kill(-m, SIGKILL);
-        while (waitpid(m, &st, 0) < 0 && errno == EINTR) {
-        }
-        killed = true;
-        break;
-      }
-      timespec tick{0, 50 * 1000 * 1000};
-      nanosleep(&tick, nullptr);
-    }
-    kill(-m, SIGKILL);  // what the measurement left behind (compile workers)
-    if (killed || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      pid_t n = run(killed ? late_argv.data() : failed_argv.data(), nullptr);
-      while (n > 0 && waitpid(n, &st, 0) < 0 && errno == EINTR) {
-      }
-    }
-    _exit(0);
-  }
-  while (waitpid(first, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  DetachedOptions d;
+  d.log_path = log;
+  d.timeout_s = opt_.timeout_s;
+  d.on_timeout = note("torch.compile: not measured (the background run passed its limit of " +
+                      std::string(limit) + " s)");
+  d.on_failure = note("torch.compile: the background measurement failed (see " + log + ")");
+  d.keep_fd = lock;  // the measurement holds the lock too
+  // Lowest CPU priority: torch.compile's compile is CPU-heavy and runs outside the timing lock;
+  // candidates whose time includes host work (a ModelNew's forward) must not pay for it: on an
+  // H200, with it at normal priority the ModelNew timings of the candidates after it read 20-45 %
+  // slower (honest_triton 48.5 us against 35.3 without a background run); at this priority they
+  // came back (35.1 us).
+  d.nice = 19;
+  const bool started = StartDetached(measure, d).ok();
   close(lock);
-  return true;
+  return started;
 }
 
 Result<GoldenCase> KernelBenchGolden::Load(uint64_t seed) const {

@@ -21,7 +21,6 @@
 #include "base/log.h"
 #include "base/thread_annotations.h"
 #include "daemon/common/auth.h"
-#include "daemon/common/language.h"
 #include "daemon/config/sections.h"
 #include "daemon/eval/pool/fleet.h"
 #include "daemon/eval/scheduler/journal.h"
@@ -203,7 +202,7 @@ Status SchedulerImpl::Init() {
       dev.arch = d.arch;
       dev.name = d.name;
       dev.memory_bytes = d.memory_bytes;
-      dev.language = LanguageOf(d.backend);
+      dev.language = local_->BackendLanguage(d.backend);
       w.devices.push_back(dev);
     }
     workers_[kLocal] = std::move(w);
@@ -684,14 +683,15 @@ Status SchedulerImpl::Submit(eval::EvalJob job, std::function<void(eval::EvalRes
         "backend '" + job.backend + "'" + (job.arch.empty() ? "" : " arch '" + job.arch + "'");
     if (devices == 0 && !router_ && !resumed)
       return Status::Unavailable("no worker serves " + what);
-    // "kernelbench" (a ModelNew file) is checked against the task by the evaluator that runs it.
-    if (!job.language.empty() && job.language != "kernelbench") {
-      for (const auto& [id, w] : workers_)
-        for (const auto& d : w.devices)
-          if (d.backend == job.backend && !d.language.empty() && d.language != job.language)
-            return Status::InvalidArgument("backend '" + job.backend + "' takes " + d.language +
-                                           ", not " + job.language);
-    }
+    // The authoritative language check of htamd's jobs: here, at Submit, the client hears the
+    // refusal at once (a job refused later, at dispatch, could only end as InfraError). Each
+    // device's language is its plugin's own (the local evaluator's BackendLanguage, a remote
+    // worker's register message); a device that names none refuses nothing. "kernelbench" (a
+    // ModelNew file) is checked against the task below.
+    for (const auto& [id, w] : workers_)
+      for (const auto& d : w.devices)
+        if (d.backend == job.backend && !d.language.empty())
+          HTAM_RETURN_IF_ERROR(eval::CheckLanguage(job.backend, d.language, job.language));
     struct stat st;
     if (!resumed && stat((job.task_dir + "/task.json").c_str(), &st) != 0)
       return Status::InvalidArgument("no task.json in " + job.task_dir);

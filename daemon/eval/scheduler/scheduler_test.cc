@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "base/hash.h"
 #include "daemon/eval/job_codec.h"
 #include "daemon/eval/scheduler/journal.h"
 #include "daemon/eval/scheduler/wire.h"
@@ -217,6 +218,10 @@ TEST(WireTest, HostileJobsAreRefused) {
   EXPECT_FALSE(
       from(HandJob([](fb::JobSpecT* s) { s->task_files[0]->name = "reference.cpp"; })).ok());
   EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) { s->backend.clear(); })).ok());
+  EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) { s->candidate_hash = "../x"; })).ok());
+  auto keyed = from(HandJob([](fb::JobSpecT* s) { s->candidate_hash = CandidateKey("cpp", "k"); }));
+  ASSERT_TRUE(keyed.ok()) << keyed.status().ToString();
+  EXPECT_EQ(keyed->candidate_hash, CandidateKey("cpp", "k"));  // the daemon's key travels
   EXPECT_FALSE(from(HandJob([](fb::JobSpecT* s) {
                  auto f = std::make_unique<fb::TaskFileT>(*s->task_files[0]);
                  s->task_files.push_back(std::move(f));

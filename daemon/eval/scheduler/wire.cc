@@ -69,6 +69,8 @@ Result<eval::EvalJob> JobFromWire(std::string_view buffer, const std::string& ta
   job.attempt = 0;
   if (!SafeName(name)) return Status::InvalidArgument("bad task name '" + name + "'");
   if (job.backend.empty()) return Status::InvalidArgument("job without a backend");
+  if (!job.candidate_hash.empty() && !IsContentKey(job.candidate_hash))
+    return Status::InvalidArgument("bad candidate_hash (not 64 lowercase hex digits)");
   // Content-addressed directory: the same task version is written once and never rewritten.
   std::string all;
   bool has_task_json = false;

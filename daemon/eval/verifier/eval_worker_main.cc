@@ -166,6 +166,7 @@ htam::GateOptions GateOptionsFromJob(const htam::fb::JobSpecT& j, const htam::Ba
   if (j.gate) static_cast<htam::fb::GateSpecT&>(o) = *j.gate;
   o.arch = j.arch;
   o.language = j.language;
+  o.candidate_hash = j.candidate_hash;  // the job's key: the source is not hashed again
   o.device_index = device;  // turns on the device with the other lanes (eval.device_workers)
   if (o.flush_bytes == 0 && device < b.description().num_devices) {
     // 2x the last-level cache, capped (some hosts report the sum of all slices)

@@ -13,7 +13,6 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "daemon/common/auth.h"
-#include "daemon/common/language.h"
 #include "daemon/config/sections.h"
 #include "daemon/eval/scheduler/wire.h"
 
@@ -88,7 +87,7 @@ json RegisterMessage(const std::string& name, eval::Evaluator* ev) {
                        {"arch", d.arch},
                        {"name", d.name},
                        {"memory_bytes", d.memory_bytes},
-                       {"language", LanguageOf(d.backend)}});
+                       {"language", ev->BackendLanguage(d.backend)}});
   return json{{"type", "register"},   {"protocol", scheduler::kWorkerProtocol},
               {"name", name},         {"host", HostName()},
               {"pid", getpid()},      {"version", HTAM_VERSION},
