@@ -49,7 +49,7 @@ class DemoTest(unittest.TestCase):
             m = re.search(r"^The memory at work: this run came within 10% of the best after "
                           r"(\d+) step\(s\); run 1, with no experience, needed "
                           r"(\d+|more than (\d+))", second, re.M)
-            self.assertTrue(m, second)
+            self.assertTrue(m, "run 1:\n" + first + "\nrun 2:\n" + second)
             theirs = int(m.group(2)) if m.group(3) is None else int(m.group(3)) + 1
             self.assertLess(int(m.group(1)), theirs)
 
