@@ -527,6 +527,46 @@ fb::DirectionT ChosenDirection(Txn& t, const std::vector<fb::DirectionT>& dirs, 
   return out;
 }
 
+
+// What scores every offered strategy of one decision the same way.
+struct OfferedContext {
+  const std::vector<Source>& sources;
+  const std::unordered_map<uint64_t, uint64_t>& canon;  // candidate -> parent, where known
+  const std::vector<std::pair<uint64_t, double>>& retries;
+  const std::vector<std::pair<uint64_t, double>>& passes;
+  const PolicyState& ps;
+  const StrategyEvidence& all_ev;
+  const StrategyEvidence* trusted_ev;  // set when unverified evidence may not promote
+  bool all;
+  std::optional<double> pooled_every, pooled_verified;
+  const MemoryOptions& o;
+};
+
+// One offered strategy's numbers: from every attended step and, with trusted_ev, the lower of
+// that and what the verified steps give (client-reported evidence may warn, never lift).
+ScoredStrategy ScoreOffered(const Cand& c, const fb::Strategy& s, const OfferedContext& oc) {
+  const Source& src = oc.sources[c.source];
+  StrategyNumbers x;
+  x.sim = c.sim;
+  x.source = c.source;
+  x.key = c.id;
+  if (auto k = oc.canon.find(c.id); k != oc.canon.end()) x.key = k->second;
+  x.retries = LookUp(oc.retries, x.key);
+  x.passes = LookUp(oc.passes, x.key);
+  StrategyNumbers v = x;
+  ScoreStrategy(s, oc.ps, src.dir->prior, src.dir_score, oc.all_ev, /*verified_stats=*/false,
+                oc.all, oc.pooled_every, oc.o, &x);
+  if (oc.trusted_ev) {
+    ScoreStrategy(s, oc.ps, src.dir->prior, src.dir_score, *oc.trusted_ev,
+                  /*verified_stats=*/true, oc.all, oc.pooled_verified, oc.o, &v);
+    if (v.score < x.score) {
+      v.held = true;
+      x = v;
+    }
+  }
+  return ScoredStrategy{&s, x};
+}
+
 }  // namespace
 
 uint32_t MemoryImpl::ClientOf(Txn& t, uint64_t session_id) {
@@ -943,29 +983,10 @@ Status MemoryImpl::Retrieve(Txn& t, const PolicyState& ps, const fb::TaskT& task
   std::optional<double> pooled_every, pooled_verified;
   if (pool && uses_every > 0) pooled_every = sum_every / uses_every;
   if (pool && uses_verified > 0) pooled_verified = sum_verified / uses_verified;
-  for (const auto& [cp, s] : offered) {
-    const Cand& c = *cp;
-    const Source& src = sources[c.source];
-    StrategyNumbers x;
-    x.sim = c.sim;
-    x.source = c.source;
-    x.key = c.id;
-    if (auto k = canon.find(c.id); k != canon.end()) x.key = k->second;
-    x.retries = LookUp(retries, x.key);
-    x.passes = LookUp(passes, x.key);
-    StrategyNumbers v = x;
-    ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, all_ev, /*verified_stats=*/false, all,
-                  pooled_every, o_, &x);
-    if (two_views) {
-      ScoreStrategy(*s, ps, src.dir->prior, src.dir_score, trusted_ev, /*verified_stats=*/true, all,
-                    pooled_verified, o_, &v);
-      if (v.score < x.score) {
-        v.held = true;
-        x = v;
-      }
-    }
-    scored.push_back(ScoredStrategy{s, x});
-  }
+  const OfferedContext oc{sources, canon, retries, passes, ps, all_ev,
+                          two_views ? &trusted_ev : nullptr,
+                          all, pooled_every, pooled_verified, o_};
+  for (const auto& [cp, s] : offered) scored.push_back(ScoreOffered(*cp, *s, oc));
   // The records of `added` stay alive in this decision through their pointers kept here.
   std::vector<std::shared_ptr<const StrategyRecordCache::Record>> kept;
   for (const auto& [id, r] : added) kept.push_back(r);

@@ -389,6 +389,18 @@ void AppendMasksWhy(const std::vector<fb::DirectionScoreT>& scores,
   }
 }
 
+// The gain of a success in a direction's prior: prior_gain, or (pooled_direction_prior) what a
+// success gained over the attended steps of every direction, so that a direction no similar step
+// took is weighed at the gain similar steps measure, not at a configured constant far below it.
+double PriorSuccessGain(const std::map<uint64_t, Acc>& by_direction, const MemoryOptions& o) {
+  double gain = 0, succ = 0;
+  for (const auto& [id, a] : by_direction) {
+    gain += a.gain;
+    succ += a.succ;
+  }
+  return o.pooled_direction_prior && succ > 1e-12 ? gain / succ : o.prior_gain;
+}
+
 }  // namespace
 
 PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
@@ -405,20 +417,8 @@ PolicyResult ScoreDirections(const std::vector<fb::DirectionT>& directions,
   std::map<uint64_t, double> penalty = RecentFailurePenalty(s, o);
   r.from_priors = total <= 1e-12;
   double m = std::max(1e-9, o.prior_strength);
-  // The gain of a success in a direction's prior: prior_gain, or (pooled_direction_prior) what a
-  // success gained over the attended steps of every direction, so that a direction no similar
-  // step took is weighed at the gain similar steps measure, not at a configured constant far
-  // below it.
-  auto pooled_gain = [&](const std::map<uint64_t, Acc>& by_direction) {
-    double gain = 0, succ = 0;
-    for (const auto& [id, a] : by_direction) {
-      gain += a.gain;
-      succ += a.succ;
-    }
-    return o.pooled_direction_prior && succ > 1e-12 ? gain / succ : o.prior_gain;
-  };
-  const double success_gain = pooled_gain(acc);
-  const double trusted_success_gain = pooled_gain(trusted);
+  const double success_gain = PriorSuccessGain(acc, o);
+  const double trusted_success_gain = PriorSuccessGain(trusted, o);
   // memory.bottleneck_mask: hard masks by the class (MaskReason reads the targets), soft takes
   // bottleneck_penalty from the score instead (a coarse class must not remove a direction the
   // kernel needs: docs/journal/2026-11-benchmarks-world.md, "Measured bottleneck in the
