@@ -250,5 +250,30 @@ TEST(HiddenTree, ABuildTreeUnderAHiddenFolderStillEvaluates) {
   EXPECT_EQ(Name(r->status), std::string("Ok")) << r->diagnostics;
 }
 
+// A plugin kept in a hidden folder itself (here the scratch folder that holds every worker's
+// private files) would show that whole folder to candidates when bound back: the runner refuses
+// to start and says which folder, and nothing is evaluated with the answer key in view.
+TEST(HiddenTree, APluginInAHiddenFolderItselfIsRefusedNotShown) {
+  if (geteuid() != 0) GTEST_SKIP() << "runners hide folders only when htamd runs as root";
+  std::string tree = ExecutablePath();
+  for (int up = 0; up < 3; ++up) tree = tree.substr(0, tree.find_last_of('/'));
+  TempDir dir;
+  const std::string scratch = dir.path() + "/scratch";
+  ASSERT_EQ(system(("mkdir -p " + scratch + " && cp " + tree +
+                    "/backends/cpu/libhtam_backend_cpu.so " + scratch + "/")
+                       .c_str()),
+            0);
+  auto e = Evaluator::Start(EvalOptions::FromConfig(
+      TestConfig(dir.path(), {{"eval.plugin_dir", scratch},
+                              {"server.tasks_dir", Abs("configs/tasks")}})));
+  std::string said = e.ok() ? (*e)->StatusText() : e.status().ToString();
+  if (e.ok() && !(*e)->Backends().empty()) {
+    auto r = (*e)->Evaluate(Job(1, kRelu, ReadSource(std::string(kRelu) + "/reference.cpp")));
+    ASSERT_FALSE(r.ok() && Name(r->status) == std::string("Ok")) << "evaluated in plain view";
+    said += r.ok() ? std::string(Name(r->status)) + ": " + r->diagnostics : r.status().ToString();
+  }
+  EXPECT_NE(said.find("a folder hidden from candidates"), std::string::npos) << said;
+}
+
 }  // namespace
 }  // namespace htam::eval::testing

@@ -93,6 +93,15 @@ Result<RunnerReport> SpawnRunner(const RunnerSpawn& spec) {
     bool inside = false;
     for (const auto& h : hidden) inside = inside || Under(d, h);
     if (!inside) continue;
+    // Bound back, a folder that holds a hidden one would show it again (the scratch folder with
+    // the verifier's files, the store): refused rather than shown.
+    for (const auto& h : spec.hidden_dirs)
+      if (root && !h.empty() && Under(h, d))
+        return Status::FailedPrecondition(
+            "the runner needs " + d + ", which holds " + h +
+            ", a folder hidden from candidates (eval.scratch_dir, general.data_dir, the task "
+            "and cache folders, eval.runner_hidden_dirs): move the plugin, the program or the "
+            "library folder out of it");
     (void)MakeDirs(d, 0755);  // one that cannot be made fails the child's open below
     visible.push_back(d);
   }
