@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -31,46 +32,10 @@ EVALUATE = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/h
 HELPER = os.path.join(ROOT, "tools/kernelbench/kb_helper.py")
 RELU_TASK = os.path.join(ROOT, "tests/gpu/kernelbench/kb_relu")
 RELU_MN = os.path.join(RELU_TASK, "modelnew/relu_load_cuda.py")
-
-BIG_PROBLEM = '''import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn(1 << 29)]
-
-
-def get_init_inputs():
-    return []
-'''
-BIG_MODELNEW = '''import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return x.clamp_min(0)
-'''
-
-
-def cuda_torch():
-    try:
-        r = subprocess.run([PY, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() "
-                            "else 1)"], capture_output=True, timeout=120)
-        return r.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
+from kb_testlib import CLAMP_MODELNEW, big_relu_problem, cuda_torch  # noqa: E402
+BIG_PROBLEM = big_relu_problem("1 << 29")
+BIG_MODELNEW = CLAMP_MODELNEW
 
 
 def big_files(root, over=1 << 20):
@@ -79,7 +44,7 @@ def big_files(root, over=1 << 20):
             if os.path.isfile(os.path.join(d, f)) and os.path.getsize(os.path.join(d, f)) > over]
 
 
-@unittest.skipUnless(cuda_torch(), "no CUDA device usable by %s (set HTAM_KB_PYTHON to a "
+@unittest.skipUnless(cuda_torch(PY), "no CUDA device usable by %s (set HTAM_KB_PYTHON to a "
                      "Python with PyTorch+CUDA on a GPU machine)" % PY)
 @unittest.skipUnless(os.access(EVALUATE, os.X_OK), "htam-eval not found at %s (set "
                      "HTAM_EVAL)" % EVALUATE)

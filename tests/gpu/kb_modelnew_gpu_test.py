@@ -35,18 +35,12 @@ EVALUATE = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/h
 TASK = os.path.join(ROOT, "tests/gpu/kernelbench/kb_relu")
 MN = os.path.join(TASK, "modelnew")
 HACKS = os.path.join(ROOT, "tests/hacks/kernelbench")
+sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
+from kb_testlib import cuda_torch  # noqa: E402
 
 
-def cuda_torch():
-    try:
-        r = subprocess.run([PY, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() "
-                            "else 1)"], capture_output=True, timeout=120)
-        return r.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
-
-@unittest.skipUnless(cuda_torch(), "no CUDA device usable by %s (set HTAM_KB_PYTHON to a "
+@unittest.skipUnless(cuda_torch(PY), "no CUDA device usable by %s (set HTAM_KB_PYTHON to a "
                      "Python with PyTorch+CUDA on a GPU machine)" % PY)
 @unittest.skipUnless(os.access(EVALUATE, os.X_OK), "htam-eval not found at %s (set "
                      "HTAM_EVAL)" % EVALUATE)

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
@@ -28,41 +29,10 @@ EVAL = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/htam-
 HELPER = os.path.join(ROOT, "tools/kernelbench/kb_helper.py")
 PY = "/usr/bin/python3"
 SMALL_TASK = os.path.join(ROOT, "tests/kernelbench/tasks/kb_linear_relu_open")
-
-BIG_PROBLEM = '''import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x)
-
-
-N = (1 << 28) + (1 << 20)
-
-
-def get_inputs():
-    return [torch.randn(N)]
-
-
-def get_init_inputs():
-    return []
-'''
-
-BIG_MODELNEW = '''import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return x.clamp_min(0)
-'''
+sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
+from kb_testlib import CLAMP_MODELNEW, big_relu_problem  # noqa: E402
+BIG_PROBLEM = big_relu_problem("(1 << 28) + (1 << 20)")
+BIG_MODELNEW = CLAMP_MODELNEW
 
 # A kernel-ABI candidate for the big task (its golden data would be host files).
 RELU_CPP = r'''#include <htam/kernel_abi.h>
