@@ -174,9 +174,15 @@ void ScoreStrategy(const fb::Strategy& s, const PolicyState& ps, double dir_prio
   // far below what any applied strategy measures: else advice with a record from other kinds of
   // kernels outranks, on its record alone, the advice written for this kind that no similar
   // kernel had a chance to apply yet (docs/memory.md, "Retrieval").
-  const double global_mean = pooled      ? (gs.sum_gain() + m * *pooled) / (gs.uses() + m)
-                             : gs.uses() ? gs.sum_gain() / gs.uses()
-                                         : o.prior_gain * dir_prior;
+  const double base = pooled ? *pooled : o.prior_gain * dir_prior;
+  const double record = pooled      ? (gs.sum_gain() + m * *pooled) / (gs.uses() + m)
+                        : gs.uses() ? gs.sum_gain() / gs.uses()
+                                    : base;
+  // How much that record, measured wherever the strategy was used, counts where no similar step
+  // applied it (memory.record_weight): with less, measured advice outranks unmeasured advice only
+  // on the evidence of similar states.
+  const double rw = std::clamp(o.record_weight, 0.0, 1.0);
+  const double global_mean = rw * record + (1.0 - rw) * base;
   // The evidence of the advice it is (its key: a learned strategy's parent) when shared.
   const uint64_t evidence_id = o.shared_evidence && all ? x->key : s.id();
   auto e = std::lower_bound(ev.effect.begin(), ev.effect.end(), evidence_id,

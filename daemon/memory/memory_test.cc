@@ -481,10 +481,11 @@ TEST(MemoryTest, AdviceForANewKindOfKernelIsNotBuriedUnderRecordsFromOtherKinds)
     size_t atomics = 0, shuffle = 0;
     double atomics_gain = 0;
   };
-  auto ranks = [](bool pooled, bool experience) -> Ranks {
+  auto ranks = [](bool pooled, bool experience, double record_weight = 1) -> Ranks {
     TempDir dir;
     MemoryOptions o = Opts(dir.path());
     o.pooled_strategy_prior = pooled;
+    o.record_weight = record_weight;
     o.applied_weight = 0;  // the records alone: no bonus for advice applied in similar states
     auto m = OpenOk(o);
     if (!m) return {};
@@ -536,6 +537,14 @@ TEST(MemoryTest, AdviceForANewKindOfKernelIsNotBuriedUnderRecordsFromOtherKinds)
   const Ranks empty_pooled = ranks(true, false);
   EXPECT_EQ(empty_pooled.atomics, empty.atomics);
   EXPECT_EQ(empty_pooled.shuffle, empty.shuffle);
+  // record_weight 0: the shuffle's record from row sums counts only through the attended steps
+  // of similar states, so the advice written for this kind leads again, and an unused strategy's
+  // gain is its base, the prior, whatever the store measured elsewhere.
+  const Ranks local = ranks(false, true, 0);
+  EXPECT_LT(local.atomics, local.shuffle) << "record_weight 0: the advice for this kind leads";
+  const Ranks local_empty = ranks(false, false, 0);
+  EXPECT_NEAR(local.atomics_gain, local_empty.atomics_gain, 1e-9)
+      << "no use of its own and no similar step: its gain is the same as in an empty store";
 }
 
 TEST(MemoryTest, AdviceThePreviousStepPassedOverRanksLower) {
