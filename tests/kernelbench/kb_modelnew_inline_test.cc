@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 
 #include "tests/integration/eval_test_util.h"
@@ -37,7 +38,19 @@ TEST(kb_modelnew_inline, LoadInlineBuildIsCachedByContent) {
   EXPECT_EQ(Name(hit->status), std::string("Ok")) << hit->diagnostics;
   EXPECT_NE(hit->diagnostics.find("htam_test_linear_relu (build cache hit,"), std::string::npos)
       << hit->diagnostics;
-  EXPECT_LT(hit->wall_ms, miss->wall_ms);
+  // The build's own seconds, as the evaluation reports them: the whole evaluation's wall time
+  // also holds PyTorch's import and the timing, which a loaded machine stretches by more than
+  // the build saves (once 28.3 s for the hit against 23.9 s for the miss under the whole suite).
+  auto build_s = [](const std::string& d, const std::string& label) {
+    size_t at = d.find("htam_test_linear_relu (" + label + ", ");
+    if (at == std::string::npos) return -1.0;
+    return std::atof(d.c_str() + d.find(", ", at) + 2);
+  };
+  const double built = build_s(miss->diagnostics, "built");
+  const double cached = build_s(hit->diagnostics, "build cache hit");
+  EXPECT_GT(built, 0) << miss->diagnostics;
+  EXPECT_GE(cached, 0) << hit->diagnostics;
+  EXPECT_LT(cached * 10, built) << "a cache hit takes a small part of a build";
   auto part = [](const std::string& d) {
     size_t at = d.find("load_inline: ");
     return at == std::string::npos ? d : d.substr(at, d.find(';', at) - at);
