@@ -92,11 +92,11 @@ struct MemoryOptions {
   // A strategy's record shrinks towards the offered strategies' pooled mean gain per use, not
   // the seed's prior gain ("all").
   bool pooled_strategy_prior{};
-  // Weight of a strategy's record where no similar step applied it (1: the record; 0: the base).
-  double record_weight{};
   // A direction's prior gain of a success is what a success gained over the attended steps, not
   // prior_gain.
   bool pooled_direction_prior{};
+  // Weight of a strategy's record where no similar step applied it (1: the record; 0: the base).
+  double record_weight{};
   double direction_weight{};  // weight of a strategy's direction score in the "all" ranking
   double retry_penalty{};     // per unsuccessful try of a strategy in this session ("all")
   // Extra penalty per step of this session that passed the strategy over ("all").
