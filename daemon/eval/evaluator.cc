@@ -1148,6 +1148,7 @@ fb::GateSpecT GateSpecFromConfig(const config::Eval& e) {
   g.kernelbench_compile_timeout_s = double(e.kernelbench_compile_timeout_s);
   g.kernelbench_call_timeout_s = double(e.case_timeout_s);
   g.kernelbench_memory_headroom = e.kernelbench_memory_headroom;
+  g.kernelbench_s_per_gib = e.kernelbench_s_per_gib;
   g.kernelbench_cache_bytes = uint64_t(std::max<int64_t>(0, e.kernelbench_cache_mb)) << 20;
   g.kernelbench_warmup_ms = double(e.kernelbench_warmup_ms);
   g.kernelbench_min_timed_ms = double(e.kernelbench_min_timed_ms);

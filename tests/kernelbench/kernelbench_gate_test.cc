@@ -188,6 +188,41 @@ TEST_F(KernelBenchGateTest, CorrectCandidateIsOkWithPyTorchBaselineAndGoldenData
   EXPECT_EQ(files, 4);  // 2 verification seeds + 2 timing input sets
 }
 
+// A baseline.json timed before the precision was recorded (with PyTorch's defaults, where cuDNN
+// may use TF32 while a candidate runs in fp32) is timed again, once; its figure never reaches a
+// verdict. kb_baseline_test.py checks the helper's side (TF32 off while timing).
+TEST_F(KernelBenchGateTest, ABaselineTimedInAnotherPrecisionIsTimedAgain) {
+  REQUIRE_TORCH();
+  std::optional<TaskSpec> task;
+  std::string src;
+  ASSERT_NO_FATAL_FAILURE(LoadLinearRelu(&task, &src));
+  GateResult r = Eval(*task, src, Options());
+  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  GoldenOptions go;
+  go.cache_dir = Options().golden_cache_dir;
+  const std::string dir = KernelBenchGolden(*task, go).dir();
+  nlohmann::json base = WaitUntilNotPending(dir, 90);
+  EXPECT_EQ(base.value("precision", std::string()), "fp32") << base.dump();
+
+  // The file as an older htam left it: no precision, an eager figure of 1000 s.
+  base.erase("precision");
+  base["eager_us"] = 1e9;
+  std::ofstream(dir + "/baseline.json") << base.dump();
+  EXPECT_FALSE(KernelBenchGolden(*task, go).HasCurrentBaseline());
+  GateResult r2 = Eval(*task, src, Options());
+  ASSERT_EQ(r2.status, fb::OutcomeStatus::Ok) << r2.diagnostics;
+  EXPECT_GT(r2.baseline_us, 0);
+  EXPECT_LT(r2.baseline_us, 1e9) << "the old figure reached the verdict";
+  EXPECT_TRUE(KernelBenchGolden(*task, go).HasCurrentBaseline());
+
+  // Timed again once: the next evaluation reads it (a Python that cannot start runs nothing).
+  GateOptions o = Options();
+  o.golden_python = "/nonexistent/python3";
+  GateResult r3 = Eval(*task, src, o);
+  ASSERT_EQ(r3.status, fb::OutcomeStatus::Ok) << r3.diagnostics;
+  EXPECT_FALSE(r3.golden_computed);
+}
+
 // The verdict never waits for torch.compile: the first evaluation reports PyTorch eager and says
 // torch.compile is being measured; a detached process measures it (torch 1.13: "unavailable")
 // and rewrites baseline.json, which the next evaluation reports.

@@ -111,6 +111,8 @@ struct GateOptions : fb::GateSpecT {
     // ModelNew candidates: memory asked of the device beyond htam's own copies of the tensors
     // (kb_candidate.h); the golden cache's bound on disk (kernelbench.h; 0 = none).
     kernelbench_memory_headroom = 1.5;
+    // ModelNew candidates: stage seconds per GiB of the case's tensors made, moved, compared.
+    kernelbench_s_per_gib = 5;
     kernelbench_cache_bytes = uint64_t(4096) << 20;
     kernelbench_warmup_ms = 250;  // untimed calls before a ModelNew is timed, at least
     kernelbench_min_timed_ms = 200;  // timed calls of a ModelNew add up to this, at least

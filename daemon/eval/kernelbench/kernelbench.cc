@@ -28,6 +28,9 @@ namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'H', 'T', 'A', 'M', 'G', 'L', 'D', '1'};
 constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
+// The precision baseline.json's figures are timed in: a candidate's (kb_runner.py, TF32 off);
+// kb_helper.py BASELINE_PRECISION writes it.
+constexpr char kBaselinePrecision[] = "fp32";
 
 // A little-endian reader over a byte string; every read checks the bounds.
 class Reader {
@@ -234,7 +237,7 @@ Status KernelBenchGolden::Fill(const std::vector<uint64_t>& seeds,
       if (!fs::exists(SeedFile(dir_, s))) m.push_back(s);
     return m;
   };
-  auto need_baseline = [&] { return with_baseline && !fs::exists(dir_ + "/baseline.json"); };
+  auto need_baseline = [&] { return with_baseline && !HasCurrentBaseline(); };
   if (!missing().empty() || need_baseline()) {
     // One process fills an entry; the others wait (a wait, not their work) and find it filled.
     const std::string fill_path = lock_path_.substr(0, lock_path_.size() - 5) + ".fill";
@@ -400,6 +403,13 @@ Result<GoldenCase> KernelBenchGolden::Load(uint64_t seed) const {
   HTAM_RETURN_IF_ERROR(check(task_.inputs, g.inputs, "inputs"));
   HTAM_RETURN_IF_ERROR(check(task_.outputs, g.outputs, "outputs"));
   return g;
+}
+
+bool KernelBenchGolden::HasCurrentBaseline() const {
+  std::string text;
+  if (!init_.ok() || !ReadWholeFile(dir_ + "/baseline.json", &text)) return false;
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("precision", std::string()) == kBaselinePrecision;
 }
 
 Result<TorchBaseline> KernelBenchGolden::Baseline() const {

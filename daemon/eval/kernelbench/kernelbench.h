@@ -84,6 +84,9 @@ class KernelBenchGolden {
   // One seed's tensors, checked against the task (names, dtypes, shapes, byte counts).
   Result<GoldenCase> Load(uint64_t seed) const;
   Result<TorchBaseline> Baseline() const;
+  // baseline.json is on disk and was timed in the precision a candidate runs in ("precision":
+  // "fp32", TF32 off: kb_helper.py BASELINE_PRECISION); one without it is timed again.
+  bool HasCurrentBaseline() const;
 
   int helper_runs() const { return helper_runs_; }
   const std::string& dir() const { return dir_; }
