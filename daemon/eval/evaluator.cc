@@ -1149,6 +1149,8 @@ fb::GateSpecT GateSpecFromConfig(const config::Eval& e) {
   g.kernelbench_call_timeout_s = double(e.case_timeout_s);
   g.kernelbench_memory_headroom = e.kernelbench_memory_headroom;
   g.kernelbench_s_per_gib = e.kernelbench_s_per_gib;
+  g.kernelbench_memory_share = e.kernelbench_memory_share;
+  g.device_memory_wait_s = double(e.device_memory_wait_s);
   g.kernelbench_cache_bytes = uint64_t(std::max<int64_t>(0, e.kernelbench_cache_mb)) << 20;
   g.kernelbench_warmup_ms = double(e.kernelbench_warmup_ms);
   g.kernelbench_min_timed_ms = double(e.kernelbench_min_timed_ms);

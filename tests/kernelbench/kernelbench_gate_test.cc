@@ -3,9 +3,11 @@
 // verdicts and PyTorch's baseline. Tests that need PyTorch skip when /usr/bin/python3 cannot
 // import torch (tools/setup.sh installs python3-torch, so CI runs them).
 #include <fcntl.h>
+#include <signal.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -667,6 +670,70 @@ TEST(DeviceLockTest, PastTheBoundItGoesOnWithANote) {
   EXPECT_GE(waited, 180);
   EXPECT_LT(waited, 5000);
   EXPECT_NE(late.Note().find("went on without its turn"), std::string::npos) << late.Note();
+}
+
+// The device's memory between jobs (timing_lock.h MemoryReservation): a job waits while the
+// others' reservations and its own pass the limit, goes on once they are released, and a
+// reservation whose holder was killed counts for nothing.
+TEST(MemoryReservationTest, AJobWaitsForMemoryOthersReservedAndADeadHoldersCountsForNothing) {
+  TempDir t;
+  const std::string path = DeviceMemoryPath(t.path(), "cuda", 0);
+  EXPECT_EQ(path, t.path() + "/device-cuda-0.memory");
+  const uint64_t limit = 100;
+  using Clock = std::chrono::steady_clock;
+  {
+    auto first = std::make_unique<MemoryReservation>(path, 60, limit, 5);
+    ASSERT_TRUE(first->held());
+    EXPECT_TRUE(first->Note().empty()) << first->Note();
+    MemoryReservation small(path, 40, limit, 0.2);  // 60 + 40 fit
+    EXPECT_TRUE(small.held());
+    // 60 + 40 + 30 do not: past its bound the job is told why, and holds nothing.
+    MemoryReservation late(path, 30, limit, 0.3);
+    EXPECT_FALSE(late.held());
+    EXPECT_TRUE(late.waited_out());
+    EXPECT_NE(late.Note().find("eval.device_memory_wait_s"), std::string::npos) << late.Note();
+    // Released while another waits: it goes on.
+    const auto t0 = Clock::now();
+    std::thread release([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      first.reset();
+    });
+    MemoryReservation next(path, 50, limit, 10);
+    release.join();
+    const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_TRUE(next.held());
+    EXPECT_GE(waited, 0.35);
+    EXPECT_LT(waited, 5.0);
+    EXPECT_NE(next.Note().find("waited"), std::string::npos) << next.Note();
+  }
+  // A job larger than the limit alone is admitted once nobody else holds memory.
+  EXPECT_TRUE(MemoryReservation(path, 500, limit, 0.2).held());
+
+  // A holder killed with SIGKILL leaves its file; the next job ignores it and removes it.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    MemoryReservation r(path, 90, limit, 5);
+    char c = r.held() ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_EQ(c, 'y');
+  EXPECT_FALSE(MemoryReservation(path, 50, limit, 0.2).held()) << "the live holder's 90 ignored";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+  MemoryReservation after(path, 50, limit, 0.2);
+  EXPECT_TRUE(after.held()) << "a killed holder's reservation still counted";
+  EXPECT_EQ(after.others_bytes(), 0u);
+  // No path: no reservation, no wait.
+  EXPECT_FALSE(MemoryReservation("", 50, limit, 10).held());
 }
 
 // No PyTorch needed below.

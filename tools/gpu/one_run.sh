@@ -291,6 +291,9 @@ kb_dir() {
   return 1
 }
 # kbfull: every problem of levels 1-3 (KBFULL_LEVELS, KBFULL_PROBLEMS narrow it) with its own Model
+# KBFULL_STAGE: another stage folder to evaluate with (its htam-eval, htam-eval-worker, CUDA plugin
+# and, where it has one, its kernelbench/ scripts), e.g. an older build staged beside this one for
+# a before/after in one session; KBFULL_NAME (default kbfull) names the output files.
 # renamed ModelNew, the require-a-kernel check off, through htam-eval on cuda, KBFULL_JOBS (8) at
 # once, seeds 1, 10 repetitions, 2 input sets; starts no evaluation after T_KBFULL-60 s (default
 # 540: 480 s of starts). Writes $OUT/kbfull.json (per level: status, seconds, peak device MiB,
@@ -304,25 +307,31 @@ if [[ "$PARTS" == *" kbfull "* ]]; then
     W=$(mktemp -d /tmp/htam-kbfull.XXXXXX); chmod 755 "$W"
     LV=""; for l in ${KBFULL_LEVELS:-1 2 3}; do LV="$LV --level $l"; done
     T=${T_KBFULL:-540}
+    KS=${KBFULL_STAGE:-$S}; KN=${KBFULL_NAME:-kbfull}
+    KH=$HTAM_KERNELBENCH_HELPER; [ -f "$KS/kernelbench/kb_helper.py" ] && KH=$KS/kernelbench/kb_helper.py
+    chmod +x "$KS"/htam-eval "$KS"/htam-eval-worker
+    HTAM_EVAL_WORKER=$KS/htam-eval-worker HTAM_CUDA_PLUGIN_PATH=$KS/libhtam_backend_cuda.so \
+    HTAM_KERNELBENCH_HELPER=$KH \
     PYTHONPATH=$ROOT/sdk/python:$ROOT/tools/bench/python timeout -s KILL "$T" python3 -m htam_bench kernelbench \
       --kernelbench "$KBD" --reference-as-modelnew $LV ${KBFULL_PROBLEMS:+--problems $KBFULL_PROBLEMS} \
       --policy '{"require_kernel": false}' --backend cuda --jobs "${KBFULL_JOBS:-8}" \
-      --tasks-dir "$W/tasks" --htam-eval "$S/htam-eval" --kernelbench-python "$HTAM_KB_PYTHON" \
+      --tasks-dir "$W/tasks" --htam-eval "$KS/htam-eval" --kernelbench-python "$HTAM_KB_PYTHON" \
       --eval-arg=--option --eval-arg="kernelbench_python=$HTAM_KB_PYTHON" \
       --eval-arg=--eval.scratch_dir --eval-arg="$W" --eval-arg=--seeds --eval-arg=1 \
       --eval-arg=--reps --eval-arg=10 --eval-arg=--sets --eval-arg=2 \
-      --time-limit $(( T - 60 )) --device-memory --progress "$OUT/kbfull.jsonl" \
-      --json "$OUT/kbfull.json" > "$OUT/kbfull.log" 2>&1
-    echo "kbfull rc=$? ($(elapsed)s); disk of the work folder at the end: $(du -sh "$W" 2>/dev/null | cut -f1); free: $(df -h /tmp | tail -1)"
+      --time-limit $(( T - 60 )) --device-memory --progress "$OUT/$KN.jsonl" \
+      --json "$OUT/$KN.json" > "$OUT/$KN.log" 2>&1
+    echo "$KN rc=$? ($(elapsed)s; $(cat "$KS/commit" 2>/dev/null)); disk of the work folder at the end: $(du -sh "$W" 2>/dev/null | cut -f1); free: $(df -h /tmp | tail -1)"
     kill_under "$W"
-    grep -E '^(level|all levels)' "$OUT/kbfull.log" | grep -E 'problems,|all levels' | head -8
+    grep -E '^(level|all levels)' "$OUT/$KN.log" | grep -E 'problems,|all levels' | head -8
     python3 -c "
 import json, collections
-rows = [json.loads(l) for l in open('$OUT/kbfull.jsonl')]
+rows = [json.loads(l) for l in open('$OUT/$KN.jsonl')]
 c = collections.Counter(r['outcome'] or r['status'] for r in rows)
-print('kbfull outcomes:', dict(c))
+print('$KN outcomes:', dict(c))
 for r in rows:
     if r['outcome'] != 'Ok': print('  L%d %s: %s' % (r['level'], r['problem'], r['note'][:150]))
+    else: print('  L%d %s: Ok %.2fx (%.0f us against eager %.0f us)' % (r['level'], r['problem'], r.get('speedup') or 0, r.get('median_us') or 0, r.get('baseline_us') or 0))
 " 2>&1 | head -60
   fi
 fi

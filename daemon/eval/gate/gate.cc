@@ -259,6 +259,13 @@ void BaselineCache::Keep(const std::string& key, const TimingStats& stats) {
   entries_[key] = Entry{stats, std::chrono::steady_clock::now()};
 }
 
+std::string DeviceMemoryPathFor(const GateOptions& opt, const BackendInstance& backend) {
+  if (opt.device_index < 0 || opt.single_call) return std::string();
+  return DeviceMemoryPath(GoldenCacheRoot(opt, backend),
+                          backend.description().name ? backend.description().name : "",
+                          opt.device_index);
+}
+
 std::string DeviceLockPathFor(const GateOptions& opt, const BackendInstance& backend) {
   if (opt.device_index < 0 || opt.single_call) return std::string();
   return DeviceLockPath(GoldenCacheRoot(opt, backend),

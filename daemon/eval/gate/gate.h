@@ -113,6 +113,10 @@ struct GateOptions : fb::GateSpecT {
     kernelbench_memory_headroom = 1.5;
     // ModelNew candidates: stage seconds per GiB of the case's tensors made, moved, compared.
     kernelbench_s_per_gib = 5;
+    // ModelNew candidates: the share of the device's memory the jobs of a cache reserve together
+    // (timing_lock.h MemoryReservation; 0 = none), and the longest wait for it.
+    kernelbench_memory_share = 0.9;
+    device_memory_wait_s = 600;
     kernelbench_cache_bytes = uint64_t(4096) << 20;
     kernelbench_warmup_ms = 250;  // untimed calls before a ModelNew is timed, at least
     kernelbench_min_timed_ms = 200;  // timed calls of a ModelNew add up to this, at least
@@ -160,6 +164,9 @@ std::string GoldenCacheRoot(const GateOptions& opt, const BackendInstance& backe
 // options: beside the host-wide timing.lock, per backend and device index; "" = no turns (no
 // device index, or a one-call profiling run, which its parent's turn covers).
 std::string DeviceLockPathFor(const GateOptions& opt, const BackendInstance& backend);
+// The ledger of the device's reserved memory (timing_lock.h MemoryReservation) for the same
+// evaluations; "" where they take no turns.
+std::string DeviceMemoryPathFor(const GateOptions& opt, const BackendInstance& backend);
 
 using ProgressFn = std::function<void(const std::string& stage)>;
 

@@ -4,11 +4,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -143,6 +150,126 @@ std::string SharedTimingLock::Note() const {
   return "the timing may have overlapped the background torch.compile measurement (timing.lock "
          "still held after " +
          FormatNumber(wait_s_) + " s, eval.timing_lock_wait_s)";
+}
+
+std::string DeviceMemoryPath(const std::string& golden_cache_dir, const std::string& backend,
+                             int device_index) {
+  const std::string lock = DeviceLockPath(golden_cache_dir, backend, device_index);
+  return lock.empty() ? lock : lock.substr(0, lock.size() - 5) + ".memory";
+}
+
+namespace {
+// The ledger's own lock, held while the reservations are read and one is taken.
+struct LedgerLock {
+  explicit LedgerLock(const std::string& path) : fd(OpenLockFile(path)) {
+    if (fd >= 0)
+      while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  ~LedgerLock() {
+    if (fd >= 0) close(fd);
+  }
+  int fd;
+};
+std::atomic<uint64_t> g_reservations{0};
+}  // namespace
+
+uint64_t MemoryReservation::LiveBytes() const {
+  uint64_t sum = 0;
+  DIR* d = opendir(dir_.c_str());
+  if (!d) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string f = dir_ + "/" + e->d_name;
+    int fd = open(f.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {  // nobody holds it: its job ended or died
+      unlink(f.c_str());
+    } else {
+      char buf[32] = {};
+      ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+      if (n > 0) sum += std::strtoull(buf, nullptr, 10);
+    }
+    close(fd);
+  }
+  closedir(d);
+  return sum;
+}
+
+MemoryReservation::MemoryReservation(const std::string& path, uint64_t bytes, uint64_t limit,
+                                     double wait_s)
+    : wait_s_(std::max(0.0, wait_s)), bytes_(bytes), limit_(limit) {
+  if (path.empty() || bytes == 0) return;
+  dir_ = path + ".d";
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) (void)MakeDirs(path.substr(0, slash), 0755);
+  if (mkdir(dir_.c_str(), 0777) != 0 && errno != EEXIST) return;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(wait_s_);
+  std::optional<ScopedWait> waiting;  // another evaluation holds the memory: not this job's time
+  auto pause = std::chrono::milliseconds(50);
+  for (;;) {
+    {
+      LedgerLock ledger(path);
+      if (ledger.fd < 0) return;  // no lock here: no reservation
+      const uint64_t others = LiveBytes();
+      others_ = std::max(others_, others);  // the most the others held while this one looked
+      if (others == 0 || others + bytes <= limit) {
+        // A name of its own: pids repeat across the sandboxes' pid namespaces, so the name also
+        // carries the clock and a counter, and O_EXCL refuses one that is taken.
+        int fd = -1;
+        for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+          file_ = dir_ + "/" + std::to_string(getpid()) + "-" +
+                  std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
+                  "-" + std::to_string(++g_reservations);
+          fd = open(file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+          if (fd < 0 && errno != EEXIST) return;
+        }
+        if (fd < 0) return;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+          close(fd);
+          unlink(file_.c_str());
+          return;
+        }
+        const std::string text = std::to_string(bytes) + "\n";
+        if (write(fd, text.data(), text.size()) != ssize_t(text.size())) {
+          close(fd);
+          unlink(file_.c_str());
+          return;
+        }
+        fd_ = fd;
+        break;
+      }
+    }
+    if (!waiting) waiting.emplace();
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      waited_out_ = true;
+      break;
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(pause, std::chrono::ceil<Clock::duration>(deadline - now)));
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
+  waited_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+MemoryReservation::~MemoryReservation() {
+  if (fd_ < 0) return;
+  unlink(file_.c_str());
+  close(fd_);
+}
+
+std::string MemoryReservation::Note() const {
+  auto gib = [](uint64_t b) { return FormatNumber(std::round(double(b) / double(1 << 30) * 100) / 100); };
+  if (waited_out_)
+    return "other evaluations kept " + gib(others_) + " GiB of the device's memory reserved for " +
+           "longer than " + FormatNumber(wait_s_) + " s (eval.device_memory_wait_s)";
+  if (waited_s_ < 0.5) return std::string();
+  return "waited " + FormatNumber(std::round(waited_s_ * 10) / 10) +
+         " s for device memory other evaluations had reserved (" + gib(others_) + " GiB; this job " +
+         gib(bytes_) + " GiB, together at most " + gib(limit_) + " GiB)";
 }
 
 }  // namespace htam

@@ -7,6 +7,7 @@
 // lives only while held, so no runner or other child process ever holds the lock.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace htam {
@@ -70,5 +71,47 @@ class SharedTimingLock {
   bool waited_out_ = false;
   double wait_s_ = 0;
 };
+
+// The device's memory between the evaluations of a host that share a cache directory (htamd's
+// lanes, concurrent htam-eval processes): before a job makes its tensors it reserves what it
+// estimated it needs, and it waits while the reservations of the other live jobs and its own
+// would pass `limit` (a share of the device's memory). Without it every job checks the free
+// memory when it starts, finds it free, and several then run the device out of memory together:
+// a verdict of Crash ("CUDA out of memory") that no candidate earned, and a cuDNN baseline timed
+// with no room for its workspace. The reservations are files under <path>.d/, each holding its
+// byte count and flocked by its holder for its life: a holder that died (kill -9 included) holds
+// no lock, and its file is removed by the next job that reads them; <path> itself serializes the
+// reading and the taking (names carry pid, clock and a counter: pids repeat across the sandboxes' pid
+// namespaces). Thread-safety: one object per job; descriptors are close-on-exec.
+class MemoryReservation {
+ public:
+  // Reserves `bytes` under `path` ("" = no reservation: returns at once, held() false), waiting
+  // at most `wait_s` while the live reservations and `bytes` together pass `limit`; a job that
+  // alone passes it is admitted once no other holds any (the caller refuses what can never fit).
+  MemoryReservation(const std::string& path, uint64_t bytes, uint64_t limit, double wait_s);
+  ~MemoryReservation();  // releases
+  MemoryReservation(const MemoryReservation&) = delete;
+  MemoryReservation& operator=(const MemoryReservation&) = delete;
+
+  bool held() const { return fd_ >= 0; }
+  bool waited_out() const { return waited_out_; }
+  double waited_s() const { return waited_s_; }
+  uint64_t others_bytes() const { return others_; }  // the most the others held at a look
+  // What the wait was, for the result's diagnostics; "" when there was none.
+  std::string Note() const;
+
+ private:
+  // The live reservations' bytes under the ledger's lock; removes the dead ones' files.
+  uint64_t LiveBytes() const;
+  std::string dir_, file_;
+  int fd_ = -1;
+  bool waited_out_ = false;
+  double waited_s_ = 0, wait_s_ = 0;
+  uint64_t bytes_ = 0, others_ = 0, limit_ = 0;
+};
+
+// <golden cache root>/device-<backend>-<index>.memory; "" as DeviceLockPath.
+std::string DeviceMemoryPath(const std::string& golden_cache_dir, const std::string& backend,
+                             int device_index);
 
 }  // namespace htam

@@ -210,6 +210,28 @@ class Judge {
     if (!loaded.ok()) return Fail(*res, OutcomeStatus::InfraError, loaded.status().message());
     if (std::string why = FitsInMemory(*loaded, input_sets); !why.empty())
       return Fail(*res, OutcomeStatus::InfraError, why);
+    // Reserved before any tensor of the job is made, so that jobs sharing the device do not run
+    // it out of memory together (timing_lock.h MemoryReservation).
+    const double total = loaded->value("total_bytes", 0.0);
+    if (opt_.kernelbench_memory_share > 0 && total > 0 && need_bytes_ > 0) {
+      Progress("device memory: reserve " + FormatNumber(std::round(need_bytes_ / double(1 << 30) * 100) / 100) +
+               " GiB");
+      // The wait is declared (not counted), the stage's wall bound a multiple of its limit.
+      ReportStageBudget(opt_.device_memory_wait_s + double(opt_.kernelbench_call_timeout_s));
+      // Not holding the device while it waits: a job that holds the memory must get its
+      // exclusive turn to time without waiting for this one.
+      turn_.Release();
+      memory_.emplace(DeviceMemoryPathFor(opt_, *backend_), uint64_t(need_bytes_),
+                      uint64_t(std::min(1.0, opt_.kernelbench_memory_share) * total),
+                      opt_.device_memory_wait_s);
+      turn_.Shared();
+      if (memory_->waited_out())
+        return Fail(*res, OutcomeStatus::InfraError,
+                    "task '" + task_.name + "' needs about " +
+                        FormatNumber(std::round(need_bytes_ / double(1 << 30) * 100) / 100) +
+                        " GiB of memory, but " + memory_->Note() + ": evaluate it again later");
+      memory_note_ = memory_->Note();
+    }
     return std::nullopt;
   }
 
@@ -439,6 +461,7 @@ class Judge {
                          FormatNumber(res.baseline_us > 0 ? res.baseline_us / events.median : 0) +
                          " by KernelBench's measure";
     if (!lock_note.empty()) res.diagnostics += "; " + lock_note;
+    if (!memory_note_.empty()) res.diagnostics += "; " + memory_note_;
     if (!builds.empty()) res.diagnostics += "; " + builds;
     std::string warn = warnings + runtime_warnings_;
     if (!warn.empty()) res.diagnostics += "; warnings: " + warn.substr(0, 1500);
@@ -492,6 +515,7 @@ class Judge {
     double held = (double(sets) + 3) * in + (double(sets) + 4) * out;
     if (device_ == "cpu") held += 3 * out;  // the outputs' host copies (memfd, upload)
     const double need = held * std::max(1.0, opt_.kernelbench_memory_headroom);
+    need_bytes_ = need;
     const double free_b = mem.value("free_bytes", 0.0), total = mem.value("total_bytes", 0.0);
     if (free_b <= 0 || need <= free_b) return "";
     auto gib = [](double b) { return FormatNumber(std::round(b / double(1 << 30) * 100) / 100); };
@@ -583,6 +607,9 @@ class Judge {
   ProgressFn progress_;
   std::string device_, scripts_, problem_path_, problem_, work_, cand_path_, runtime_warnings_;
   double ref_call_s_ = 0;  // PyTorch eager's median call, in seconds (Budget)
+  double need_bytes_ = 0;  // the memory this job asks of the device (FitsInMemory)
+  std::optional<MemoryReservation> memory_;  // held from the golden data's load to the end
+  std::string memory_note_;                  // the reservation's wait, for the diagnostics
   DeviceLock turn_;
   KernelBenchHarness gold_;  // kb_golden.py: the golden data on the device
 };

@@ -1,0 +1,90 @@
+"""Jobs that share a device reserve its memory before they make their tensors.
+
+Every ModelNew job checks the device's free memory when it starts; on an H200, four full-size
+KernelBench jobs started together each found room, then ran the device out of memory together:
+two verdicts of Crash ("CUDA out of memory") that no candidate earned, and a convolution's eager
+baseline timed without room for cuDNN's workspace (1.86x for a Model against itself). So a job
+reserves what it estimated (eval.kernelbench_memory_headroom x the copies it holds) in a ledger
+beside the golden cache, and waits while the live reservations and its own would pass
+eval.kernelbench_memory_share of the device's memory (timing_lock.h MemoryReservation; its
+unit test covers the bound and a holder killed with SIGKILL).
+
+Here two htam-eval processes evaluate at once on the CPU backend with one cache: with a share so
+small that one job alone passes it they run one after the other (one says it waited), with the
+default they overlap (neither waits); both are Ok either way.
+
+  HTAM_EVAL   the htam-eval binary (default build/tools/eval/htam-eval)
+Run from the repository root (ctest does). Skips without PyTorch in /usr/bin/python3.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EVAL = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/htam-eval")
+PY = "/usr/bin/python3"
+TASK = os.path.join(ROOT, "tests/kernelbench/tasks/kb_linear_relu_open")
+CANDIDATE = os.path.join(ROOT, "tests/kernelbench/modelnew/honest_torch.py")
+ARGS = ["--backend", "cpu", "--language", "kernelbench", "--seeds", "1", "--sets", "1",
+        "--reps", "3", "--task", TASK]
+WAITED = "for device memory other evaluations had reserved"
+
+
+def have_torch():
+    return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def evaluate(extra):
+    p = subprocess.run([EVAL] + ARGS + extra + [CANDIDATE], capture_output=True, text=True,
+                       timeout=600, cwd=ROOT)
+    lines = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        return {"status": "no result (exit %d)" % p.returncode, "diagnostics": p.stderr[-600:]}
+    return lines[-1]
+
+
+@unittest.skipUnless(os.path.isfile(EVAL), "htam-eval is not built")
+@unittest.skipUnless(have_torch(), "PyTorch is not importable by /usr/bin/python3 "
+                     "(install python3-torch; tools/setup.sh does)")
+class SharedDeviceMemory(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="kb-memory-")
+        os.chmod(self.dir, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def two_at_once(self, name, extra):
+        cache = os.path.join(self.dir, name)
+        os.makedirs(cache)
+        os.chmod(cache, 0o755)
+        # The golden data and the baseline first, so that both jobs do the same work after.
+        first = evaluate(["--cache", cache])
+        self.assertEqual(first["status"], "Ok", first["diagnostics"])
+        with ThreadPoolExecutor(2) as pool:
+            rs = list(pool.map(evaluate, [["--cache", cache] + extra] * 2))
+        for r in rs:
+            self.assertEqual(r["status"], "Ok", r["diagnostics"])
+        return [WAITED in r["diagnostics"] for r in rs], rs
+
+    def test_jobs_that_do_not_fit_together_run_one_after_the_other(self):
+        waited, rs = self.two_at_once("tiny-share", ["--eval.kernelbench_memory_share", "1e-12"])
+        self.assertEqual(sorted(waited), [False, True],
+                         "exactly one job should have waited: " +
+                         " | ".join(r["diagnostics"][-300:] for r in rs))
+        # The waiting job held no turn on the device meanwhile: the other timed with the device
+        # to itself, without waiting out its turn.
+        for r in rs:
+            self.assertNotIn("went on without its turn", r["diagnostics"])
+
+    def test_jobs_that_fit_together_do_not_wait(self):
+        waited, rs = self.two_at_once("default-share", [])
+        self.assertEqual(waited, [False, False], " | ".join(r["diagnostics"][-300:] for r in rs))
+
+
+if __name__ == "__main__":
+    unittest.main()
