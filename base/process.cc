@@ -322,12 +322,21 @@ pid_t StartInGroup(const ExecImage& image, const char* out) {
   dup2(nul, 1);
   dup2(nul, 2);
   int first_closed = 3;
+  int also = o.keep_fd >= 0 ? o.also_keep_fd : -1;
+  if (also == 3) also = fcntl(also, F_DUPFD_CLOEXEC, 10);  // out of keep_fd's way
   if (o.keep_fd >= 0) {
     if (o.keep_fd == 3)
       fcntl(3, F_SETFD, 0);  // dup2 onto itself would leave close-on-exec set
     else
       dup2(o.keep_fd, 3);  // dup2 clears close-on-exec: the command holds it too
     first_closed = 4;
+  }
+  if (also >= 0) {
+    if (also == 4)
+      fcntl(4, F_SETFD, 0);
+    else
+      dup2(also, 4);
+    first_closed = 5;
   }
   if (syscall(SYS_close_range, unsigned(first_closed), ~0u, 0u) != 0)
     for (int fd = first_closed; fd < 4096; ++fd) close(fd);

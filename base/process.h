@@ -93,6 +93,9 @@ struct DetachedOptions {
   // A descriptor of ours that the command (and what runs after it) keeps as its descriptor 3,
   // e.g. a flock held for as long as it runs; -1 = none. No other descriptor beyond 0-2 is kept.
   int keep_fd = -1;
+  // With keep_fd, a second descriptor of ours kept as descriptor 4 (e.g. a memory reservation the
+  // command holds for as long as it runs); -1 = none.
+  int also_keep_fd = -1;
   // The nice value (setpriority) the command runs at; 0 leaves ours.
   int nice = 0;
 };

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backends/common/plugin_host.h"
+#include "base/process.h"
 #include "daemon/eval/gate/gate.h"
 #include "daemon/eval/gate/task_spec.h"
 #include "daemon/eval/gate/timing_lock.h"
@@ -734,6 +735,34 @@ TEST(MemoryReservationTest, AJobWaitsForMemoryOthersReservedAndADeadHoldersCount
   EXPECT_EQ(after.others_bytes(), 0u);
   // No path: no reservation, no wait.
   EXPECT_FALSE(MemoryReservation("", 50, limit, 10).held());
+}
+
+// A reservation handed to a detached process (a job's background torch.compile measurement,
+// which runs the model after the job's verdict) holds until that process ends, not the job.
+TEST(MemoryReservationTest, AReservationHandedToADetachedProcessHoldsUntilItEnds) {
+  TempDir t;
+  const std::string path = DeviceMemoryPath(t.path(), "cuda", 0);
+  const uint64_t limit = 100;
+  auto job = std::make_unique<MemoryReservation>(path, 80, limit, 5);
+  ASSERT_TRUE(job->held());
+  const std::string lock = t.path() + "/compile.lock";
+  int lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock_fd, 0);
+  DetachedOptions d;
+  d.keep_fd = lock_fd;
+  d.also_keep_fd = job->fd();
+  ASSERT_TRUE(StartDetached({"/bin/sleep", "1.5"}, d).ok());
+  job->HandOver();
+  job.reset();  // the job ends; the measurement goes on
+  close(lock_fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  MemoryReservation next(path, 50, limit, 20);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(next.held());
+  EXPECT_GE(waited, 0.8) << "the detached process's reservation did not hold";
+  EXPECT_LT(waited, 15);
+  EXPECT_EQ(next.others_bytes(), 80u);
 }
 
 // No PyTorch needed below.

@@ -257,7 +257,7 @@ MemoryReservation::MemoryReservation(const std::string& path, uint64_t bytes, ui
 
 MemoryReservation::~MemoryReservation() {
   if (fd_ < 0) return;
-  unlink(file_.c_str());
+  if (!handed_over_) unlink(file_.c_str());
   close(fd_);
 }
 

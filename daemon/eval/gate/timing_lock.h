@@ -94,6 +94,12 @@ class MemoryReservation {
   MemoryReservation& operator=(const MemoryReservation&) = delete;
 
   bool held() const { return fd_ >= 0; }
+  // The reservation's descriptor (its flock): a process that inherits it holds the reservation
+  // until it ends (a job's background torch.compile measurement); -1 when not held.
+  int fd() const { return fd_; }
+  // Another process now holds it too (fd()): on release its file stays, and the next job that
+  // reads the ledger removes it once that process ended.
+  void HandOver() { handed_over_ = true; }
   bool waited_out() const { return waited_out_; }
   double waited_s() const { return waited_s_; }
   uint64_t others_bytes() const { return others_; }  // the most the others held at a look
@@ -105,7 +111,7 @@ class MemoryReservation {
   uint64_t LiveBytes() const;
   std::string dir_, file_;
   int fd_ = -1;
-  bool waited_out_ = false;
+  bool waited_out_ = false, handed_over_ = false;
   double waited_s_ = 0, wait_s_ = 0;
   uint64_t bytes_ = 0, others_ = 0, limit_ = 0;
 };

@@ -442,7 +442,11 @@ class Judge {
     res.baseline_note = "PyTorch eager on " + device_ +
                         (base.compile_us > 0 ? "; torch.compile measured" : "; " + base.note);
     // torch.compile's figure, when pending, once the candidate is timed; nobody waits for it.
-    if (base.compile_pending) golden->MeasureCompileInBackground(timing);
+    // The measurement runs the model over the timing sets after this job: it keeps the job's
+    // memory reservation (on an H200 one ran the next full-size job out of device memory).
+    if (base.compile_pending &&
+        golden->MeasureCompileInBackground(timing, memory_ ? memory_->fd() : -1) && memory_)
+      memory_->HandOver();
     res.speedup = res.median_us > 0 && res.baseline_us > 0 ? res.baseline_us / res.median_us : 0;
     res.status = OutcomeStatus::Ok;
     res.diagnostics = "ModelNew passed " + std::to_string(res.cases) +

@@ -326,7 +326,8 @@ Status KernelBenchGolden::RunHelper(const std::vector<uint64_t>& seeds,
 // compile.lock (flock, dropped by the kernel when it dies, so a crash never blocks a later try),
 // runs `kb_helper.py baseline --compile-only`, whose process group is killed at
 // GoldenOptions::timeout_s, and then leaves the reason in baseline.json (`baseline-note`).
-bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& time_seeds) {
+bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& time_seeds,
+                                                   int memory_fd) {
   auto b = Baseline();
   if (!b.ok() || !b->compile_pending) return false;
   int lock = open((dir_ + "/compile.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -365,6 +366,7 @@ bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& 
                       std::string(limit) + " s)");
   d.on_failure = note("torch.compile: the background measurement failed (see " + log + ")");
   d.keep_fd = lock;  // the measurement holds the lock too
+  d.also_keep_fd = memory_fd;  // and the job's memory reservation
   // Lowest CPU priority: torch.compile's compile is CPU-heavy and runs outside the timing lock;
   // candidates whose time includes host work (a ModelNew's forward) must not pay for it: on an
   // H200, with it at normal priority the ModelNew timings of the candidates after it read 20-45 %

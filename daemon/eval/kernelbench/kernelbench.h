@@ -80,7 +80,10 @@ class KernelBenchGolden {
   // which verifiers hold shared while they time, so that later candidates' timings are not
   // disturbed either.
   // Returns whether it started one.
-  bool MeasureCompileInBackground(const std::vector<uint64_t>& time_seeds);
+  // memory_fd: the job's device-memory reservation (timing_lock.h MemoryReservation::fd), which
+  // the measurement holds while it runs, so that later jobs do not count on memory it uses; -1 =
+  // none.
+  bool MeasureCompileInBackground(const std::vector<uint64_t>& time_seeds, int memory_fd = -1);
   // One seed's tensors, checked against the task (names, dtypes, shapes, byte counts).
   Result<GoldenCase> Load(uint64_t seed) const;
   Result<TorchBaseline> Baseline() const;
