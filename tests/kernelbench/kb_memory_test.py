@@ -9,15 +9,17 @@ beside the golden cache, and waits while the live reservations and its own would
 eval.kernelbench_memory_share of the device's memory (timing_lock.h MemoryReservation; its
 unit test covers the bound and a holder killed with SIGKILL).
 
-Here two htam-eval processes evaluate at once on the CPU backend with one cache: with a share so
-small that one job alone passes it they run one after the other (one says it waited), with the
-default they overlap (neither waits); both are Ok either way.
+Here two htam-eval processes evaluate at once on the CPU backend with one cache: with a share of
+the host's memory that holds one of them but not both they run one after the other (one says it
+waited, and neither waited out its turn on the device), with the default they overlap (neither
+waits); both are Ok either way. A job that can never fit in the share is refused, saying so.
 
   HTAM_EVAL   the htam-eval binary (default build/tools/eval/htam-eval)
 Run from the repository root (ctest does). Skips without PyTorch in /usr/bin/python3.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -72,7 +74,19 @@ class SharedDeviceMemory(unittest.TestCase):
         return [WAITED in r["diagnostics"] for r in rs], rs
 
     def test_jobs_that_do_not_fit_together_run_one_after_the_other(self):
-        waited, rs = self.two_at_once("tiny-share", ["--eval.kernelbench_memory_share", "1e-12"])
+        # A headroom that makes the small task ask about 1 GiB, and a share of the host's memory
+        # that holds one such job but not two: read from the refusal that a share of almost
+        # nothing gives (it names the need and the memory).
+        big = ["--eval.kernelbench_memory_headroom", "10000"]
+        cache = os.path.join(self.dir, "refused")
+        refused = evaluate(["--cache", cache, "--eval.kernelbench_memory_share", "1e-12"] + big)
+        self.assertEqual(refused["status"], "InfraError", refused["diagnostics"])
+        self.assertIn("eval.kernelbench_memory_share", refused["diagnostics"])
+        need = float(re.search(r"needs about ([0-9.]+) GiB", refused["diagnostics"]).group(1))
+        total = float(re.search(r"GiB free of ([0-9.]+) GiB", refused["diagnostics"]).group(1))
+        self.assertGreater(need, 0.1, refused["diagnostics"])
+        share = "%.6f" % (1.5 * need / total)
+        waited, rs = self.two_at_once("one-fits", ["--eval.kernelbench_memory_share", share] + big)
         self.assertEqual(sorted(waited), [False, True],
                          "exactly one job should have waited: " +
                          " | ".join(r["diagnostics"][-300:] for r in rs))

@@ -521,7 +521,12 @@ class Judge {
     const double need = held * std::max(1.0, opt_.kernelbench_memory_headroom);
     need_bytes_ = need;
     const double free_b = mem.value("free_bytes", 0.0), total = mem.value("total_bytes", 0.0);
-    if (free_b <= 0 || need <= free_b) return "";
+    // With reservations (LoadGolden), what other jobs hold now is theirs for a while only: a job
+    // is refused when it can never fit in the share they reserve together, and else waits for it.
+    const bool shared = opt_.kernelbench_memory_share > 0 && total > 0 &&
+                        !DeviceMemoryPathFor(opt_, *backend_).empty();
+    const double share = std::min(1.0, opt_.kernelbench_memory_share) * total;
+    if (shared ? need <= share : (free_b <= 0 || need <= free_b)) return "";
     auto gib = [](double b) { return FormatNumber(std::round(b / double(1 << 30) * 100) / 100); };
     return "task '" + task_.name + "' needs about " + gib(need) + " GiB of memory (inputs " +
            gib(in) + " GiB and outputs " + gib(out) + " GiB per case, held by the runner over " +
@@ -529,7 +534,12 @@ class Judge {
            FormatNumber(opt_.kernelbench_memory_headroom) +
            " (eval.kernelbench_memory_headroom) for the candidate) but " +
            mem.value("memory", std::string("the device's memory")) + " has " + gib(free_b) +
-           " GiB free of " + gib(total) + " GiB: this task cannot be evaluated on this device";
+           " GiB free of " + gib(total) + " GiB" +
+           (shared ? ", and the evaluations of a device reserve at most " + gib(share) +
+                         " GiB of it (eval.kernelbench_memory_share " +
+                         FormatNumber(opt_.kernelbench_memory_share) + ")"
+                   : std::string()) +
+           ": this task cannot be evaluated on this device";
   }
 
   // kb_static.py on the source (ops empty) or on the PyTorch functions a forward called.
