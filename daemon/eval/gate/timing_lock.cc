@@ -2,9 +2,9 @@
 // wait, polled because flock(2) itself has no timeout.
 #include "daemon/eval/gate/timing_lock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +13,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -24,6 +23,41 @@
 #include "daemon/eval/gate/tensor_data.h"
 
 namespace htam {
+
+namespace {
+enum class Try { kDone, kAgain, kNever };
+
+// Calls `attempt` until it is done (true) or will never be (false), backing off from `pause` to
+// `max_pause` between calls, for at most `wait_s`; past that *waited_out is set and it returns
+// false. The wait is declared (ScopedWait) from the first call that must be repeated: it is not the
+// job's own time.
+template <typename Attempt>
+bool TryUntil(double wait_s, std::chrono::microseconds pause, std::chrono::microseconds max_pause,
+              bool* waited_out, Attempt attempt) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s);
+  std::optional<ScopedWait> waiting;
+  for (;;) {
+    const Try t = attempt();
+    if (t != Try::kAgain) return t == Try::kDone;
+    if (!waiting) waiting.emplace();
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      *waited_out = true;
+      return false;
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(pause, std::chrono::ceil<Clock::duration>(deadline - now)));
+    pause = std::min(pause * 2, max_pause);
+  }
+}
+
+// flock(fd, op) without blocking: done, again (taken), never (no flock on this file system).
+Try TryFlock(int fd, int op) {
+  if (flock(fd, op | LOCK_NB) == 0) return Try::kDone;
+  return errno == EWOULDBLOCK || errno == EINTR ? Try::kAgain : Try::kNever;
+}
+}  // namespace
 
 std::string TimingLockPath(const std::string& golden_cache_dir) {
   return golden_cache_dir.empty() ? std::string() : golden_cache_dir + "/timing.lock";
@@ -36,27 +70,12 @@ SharedTimingLock::SharedTimingLock(const std::string& path, double wait_s)
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s_);
-  auto pause = std::chrono::milliseconds(1);
-  std::optional<ScopedWait> waiting;  // reported once the first attempt found the lock taken
-  for (;;) {
-    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
-      fd_ = fd;
-      return;
-    }
-    if (errno != EWOULDBLOCK && errno != EINTR) break;  // a file system without flock: no lock
-    if (!waiting) waiting.emplace();
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      waited_out_ = true;
-      break;
-    }
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(pause, std::chrono::ceil<Clock::duration>(deadline - now)));
-    pause = std::min(pause * 2, std::chrono::milliseconds(20));
-  }
-  close(fd);
+  // A file system without flock: no lock.
+  if (TryUntil(wait_s_, std::chrono::milliseconds(1), std::chrono::milliseconds(20), &waited_out_,
+               [&] { return TryFlock(fd, LOCK_SH); }))
+    fd_ = fd;
+  else
+    close(fd);
 }
 
 std::string DeviceLockPath(const std::string& golden_cache_dir, const std::string& backend,
@@ -91,23 +110,9 @@ DeviceLock::~DeviceLock() {
 }
 
 bool DeviceLock::Take(int fd, int op) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s_);
-  auto pause = std::chrono::microseconds(100);
-  std::optional<ScopedWait> waiting;  // another evaluation has the device: not this job's time
-  for (;;) {
-    if (flock(fd, op | LOCK_NB) == 0) return true;
-    if (errno != EWOULDBLOCK && errno != EINTR) return false;  // no flock here: no lock
-    if (!waiting) waiting.emplace();
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      waited_out_ = true;
-      return false;
-    }
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(pause, std::chrono::ceil<Clock::duration>(deadline - now)));
-    pause = std::min(pause * 2, std::chrono::microseconds(2000));
-  }
+  // Another evaluation has the device: not this job's time. No flock here: no lock.
+  return TryUntil(wait_s_, std::chrono::microseconds(100), std::chrono::microseconds(2000),
+                  &waited_out_, [&] { return TryFlock(fd, op); });
 }
 
 void DeviceLock::Shared() {
@@ -204,55 +209,41 @@ MemoryReservation::MemoryReservation(const std::string& path, uint64_t bytes, ui
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) (void)MakeDirs(path.substr(0, slash), 0755);
   if (mkdir(dir_.c_str(), 0777) != 0 && errno != EEXIST) return;
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration<double>(wait_s_);
-  std::optional<ScopedWait> waiting;  // another evaluation holds the memory: not this job's time
-  auto pause = std::chrono::milliseconds(50);
-  for (;;) {
-    {
-      LedgerLock ledger(path);
-      if (ledger.fd < 0) return;  // no lock here: no reservation
-      const uint64_t others = LiveBytes();
-      others_ = std::max(others_, others);  // the most the others held while this one looked
-      if (others == 0 || others + bytes <= limit) {
-        // A name of its own: pids repeat across the sandboxes' pid namespaces, so the name also
-        // carries the clock and a counter, and O_EXCL refuses one that is taken.
-        int fd = -1;
-        for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
-          file_ = dir_ + "/" + std::to_string(getpid()) + "-" +
-                  std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
-                  "-" + std::to_string(++g_reservations);
-          fd = open(file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-          if (fd < 0 && errno != EEXIST) return;
-        }
-        if (fd < 0) return;
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-          close(fd);
-          unlink(file_.c_str());
-          return;
-        }
-        const std::string text = std::to_string(bytes) + "\n";
-        if (write(fd, text.data(), text.size()) != ssize_t(text.size())) {
-          close(fd);
-          unlink(file_.c_str());
-          return;
-        }
-        fd_ = fd;
-        break;
-      }
-    }
-    if (!waiting) waiting.emplace();
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      waited_out_ = true;
-      break;
-    }
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(pause, std::chrono::ceil<Clock::duration>(deadline - now)));
-    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  const auto start = std::chrono::steady_clock::now();
+  // Another evaluation holds the memory: not this job's time.
+  TryUntil(wait_s_, std::chrono::milliseconds(50), std::chrono::milliseconds(500), &waited_out_,
+           [&] {
+             LedgerLock ledger(path);
+             if (ledger.fd < 0) return Try::kNever;  // no lock here: no reservation
+             const uint64_t others = LiveBytes();
+             others_ = std::max(others_, others);  // the most the others held at a look
+             if (others != 0 && others + bytes > limit) return Try::kAgain;
+             fd_ = Claim();
+             return fd_ >= 0 ? Try::kDone : Try::kNever;
+           });
+  waited_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int MemoryReservation::Claim() {
+  // A name of its own: pids repeat across the sandboxes' pid namespaces, so the name also carries
+  // the clock and a counter, and O_EXCL refuses one that is taken.
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    file_ = dir_ + "/" + std::to_string(getpid()) + "-" +
+            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "-" +
+            std::to_string(++g_reservations);
+    fd = open(file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) return -1;
   }
-  waited_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+  if (fd < 0) return -1;
+  const std::string text = std::to_string(bytes_) + "\n";
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+      write(fd, text.data(), text.size()) != ssize_t(text.size())) {
+    close(fd);
+    unlink(file_.c_str());
+    return -1;
+  }
+  return fd;
 }
 
 MemoryReservation::~MemoryReservation() {

@@ -109,6 +109,7 @@ class MemoryReservation {
  private:
   // The live reservations' bytes under the ledger's lock; removes the dead ones' files.
   uint64_t LiveBytes() const;
+  int Claim();  // creates, flocks and fills this job's file under the ledger's lock; -1 = failed
   std::string dir_, file_;
   int fd_ = -1;
   bool waited_out_ = false, handed_over_ = false;
