@@ -42,6 +42,10 @@ std::string FormatNumber(double v) {
   return o.str();
 }
 
+std::string FormatGiB(double bytes) {
+  return FormatNumber(std::round(bytes / double(uint64_t(1) << 30) * 100) / 100);
+}
+
 float HalfToFloat(uint16_t h) {
   return data::HalfToFloat(h);
 }

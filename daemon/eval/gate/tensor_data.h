@@ -45,6 +45,8 @@ void ReadAsDouble(const HostTensor& t, int64_t lo, int64_t hi, double* out);
 uint64_t MixSeed(uint64_t a, uint64_t b);
 // A number as verification diagnostics print it (7 significant digits).
 std::string FormatNumber(double v);
+// Bytes as GiB with two decimals, as memory messages print them ("3.25").
+std::string FormatGiB(double bytes);
 
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);

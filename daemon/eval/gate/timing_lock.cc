@@ -253,14 +253,13 @@ MemoryReservation::~MemoryReservation() {
 }
 
 std::string MemoryReservation::Note() const {
-  auto gib = [](uint64_t b) { return FormatNumber(std::round(double(b) / double(1 << 30) * 100) / 100); };
   if (waited_out_)
-    return "other evaluations kept " + gib(others_) + " GiB of the device's memory reserved for " +
+    return "other evaluations kept " + FormatGiB(double(others_)) + " GiB of the device's memory reserved for " +
            "longer than " + FormatNumber(wait_s_) + " s (eval.device_memory_wait_s)";
   if (waited_s_ < 0.5) return std::string();
   return "waited " + FormatNumber(std::round(waited_s_ * 10) / 10) +
-         " s for device memory other evaluations had reserved (" + gib(others_) + " GiB; this job " +
-         gib(bytes_) + " GiB, together at most " + gib(limit_) + " GiB)";
+         " s for device memory other evaluations had reserved (" + FormatGiB(double(others_)) + " GiB; this job " +
+         FormatGiB(double(bytes_)) + " GiB, together at most " + FormatGiB(double(limit_)) + " GiB)";
 }
 
 }  // namespace htam

@@ -216,27 +216,30 @@ class Judge {
                         {"timeout_s", opt_.golden_timeout_s}});
     res->golden_computed = true;
     if (!loaded.ok()) return Fail(*res, OutcomeStatus::InfraError, loaded.status().message());
-    if (std::string why = FitsInMemory(*loaded, input_sets); !why.empty())
+    // With reservations (timing_lock.h MemoryReservation), the share of the device's memory the
+    // jobs sharing it reserve together; 0 = none.
+    const std::string ledger =
+        opt_.kernelbench_memory_share > 0 ? DeviceMemoryPathFor(opt_, *backend_) : std::string();
+    const double share = ledger.empty() ? 0.0
+                                        : std::min(1.0, opt_.kernelbench_memory_share) *
+                                              loaded->value("total_bytes", 0.0);
+    const double need = NeedBytes(input_sets);
+    if (std::string why = FitsInMemory(*loaded, input_sets, need, share); !why.empty())
       return Fail(*res, OutcomeStatus::InfraError, why);
     // Reserved before any tensor of the job is made, so that jobs sharing the device do not run
-    // it out of memory together (timing_lock.h MemoryReservation).
-    const double total = loaded->value("total_bytes", 0.0);
-    if (opt_.kernelbench_memory_share > 0 && total > 0 && need_bytes_ > 0) {
-      Progress("device memory: reserve " + FormatNumber(std::round(need_bytes_ / double(1 << 30) * 100) / 100) +
-               " GiB");
+    // it out of memory together.
+    if (share > 0 && need > 0) {
+      Progress("device memory: reserve " + FormatGiB(need) + " GiB");
       // The wait is declared (not counted), the stage's wall bound a multiple of its limit.
       ReportStageBudget(opt_.device_memory_wait_s + double(opt_.kernelbench_call_timeout_s));
       // Not holding the device while it waits: a job that holds the memory must get its
       // exclusive turn to time without waiting for this one.
       turn_.Release();
-      memory_.emplace(DeviceMemoryPathFor(opt_, *backend_), uint64_t(need_bytes_),
-                      uint64_t(std::min(1.0, opt_.kernelbench_memory_share) * total),
-                      opt_.device_memory_wait_s);
+      memory_.emplace(ledger, uint64_t(need), uint64_t(share), opt_.device_memory_wait_s);
       turn_.Shared();
       if (memory_->waited_out())
         return Fail(*res, OutcomeStatus::InfraError,
-                    "task '" + task_.name + "' needs about " +
-                        FormatNumber(std::round(need_bytes_ / double(1 << 30) * 100) / 100) +
+                    "task '" + task_.name + "' needs about " + FormatGiB(need) +
                         " GiB of memory, but " + memory_->Note() + ": evaluate it again later");
       memory_note_ = memory_->Note();
     }
@@ -517,33 +520,33 @@ class Judge {
     return r;
   }
 
-  // "" when the task's tensors fit in the memory kb_golden.py reports (the device's; on the CPU
-  // backend the host's), else why it is refused: the runner holds input_sets + 2 sets of inputs
-  // (rotating sets, two staging copies) and as many outputs, the golden data one case and the
-  // candidate's outputs beside it; eval.kernelbench_memory_headroom times that leaves room for
-  // the candidate's own work.
-  std::string FitsInMemory(const json& mem, size_t sets) {
+  // The memory a job asks of the device (on the CPU backend the host's): the runner holds
+  // input_sets + 2 sets of inputs (rotating sets, two staging copies) and as many outputs, the
+  // golden data one case and the candidate's outputs beside it; eval.kernelbench_memory_headroom
+  // times that leaves room for the candidate's own work.
+  double NeedBytes(size_t sets) const {
     const double in = double(task_.case_input_bytes), out = double(task_.case_output_bytes);
     double held = (double(sets) + 3) * in + (double(sets) + 4) * out;
     if (device_ == "cpu") held += 3 * out;  // the outputs' host copies (memfd, upload)
-    const double need = held * std::max(1.0, opt_.kernelbench_memory_headroom);
-    need_bytes_ = need;
+    return held * std::max(1.0, opt_.kernelbench_memory_headroom);
+  }
+
+  // "" when a job that needs `need` bytes fits in the memory kb_golden.py reports, else why it
+  // is refused. With reservations (`share` > 0, LoadGolden), what other jobs hold now is theirs
+  // for a while only: a job is refused when it can never fit in the share they reserve together,
+  // and else waits for it; without, it must fit in what is free now.
+  std::string FitsInMemory(const json& mem, size_t sets, double need, double share) {
+    const double in = double(task_.case_input_bytes), out = double(task_.case_output_bytes);
     const double free_b = mem.value("free_bytes", 0.0), total = mem.value("total_bytes", 0.0);
-    // With reservations (LoadGolden), what other jobs hold now is theirs for a while only: a job
-    // is refused when it can never fit in the share they reserve together, and else waits for it.
-    const bool shared = opt_.kernelbench_memory_share > 0 && total > 0 &&
-                        !DeviceMemoryPathFor(opt_, *backend_).empty();
-    const double share = std::min(1.0, opt_.kernelbench_memory_share) * total;
-    if (shared ? need <= share : (free_b <= 0 || need <= free_b)) return "";
-    auto gib = [](double b) { return FormatNumber(std::round(b / double(1 << 30) * 100) / 100); };
-    return "task '" + task_.name + "' needs about " + gib(need) + " GiB of memory (inputs " +
-           gib(in) + " GiB and outputs " + gib(out) + " GiB per case, held by the runner over " +
-           std::to_string(sets) + " input sets and by the golden data, times " +
+    if (share > 0 ? need <= share : (free_b <= 0 || need <= free_b)) return "";
+    return "task '" + task_.name + "' needs about " + FormatGiB(need) +
+           " GiB of memory (inputs " + FormatGiB(in) + " GiB and outputs " + FormatGiB(out) +
+           " GiB per case, held by the runner over " + std::to_string(sets) + " input sets and by the golden data, times " +
            FormatNumber(opt_.kernelbench_memory_headroom) +
            " (eval.kernelbench_memory_headroom) for the candidate) but " +
-           mem.value("memory", std::string("the device's memory")) + " has " + gib(free_b) +
-           " GiB free of " + gib(total) + " GiB" +
-           (shared ? ", and the evaluations of a device reserve at most " + gib(share) +
+           mem.value("memory", std::string("the device's memory")) + " has " + FormatGiB(free_b) +
+           " GiB free of " + FormatGiB(total) + " GiB" +
+           (share > 0 ? ", and the evaluations of a device reserve at most " + FormatGiB(share) +
                          " GiB of it (eval.kernelbench_memory_share " +
                          FormatNumber(opt_.kernelbench_memory_share) + ")"
                    : std::string()) +
@@ -629,7 +632,6 @@ class Judge {
   ProgressFn progress_;
   std::string device_, scripts_, problem_path_, problem_, work_, cand_path_, runtime_warnings_;
   double ref_call_s_ = 0;  // PyTorch eager's median call, in seconds (Budget)
-  double need_bytes_ = 0;  // the memory this job asks of the device (FitsInMemory)
   std::optional<MemoryReservation> memory_;  // held from the golden data's load to the end
   std::string memory_note_;                  // the reservation's wait, for the diagnostics
   DeviceLock turn_;
