@@ -7,9 +7,14 @@
     no tensor file is written under the cache or the scratch directory; a wrong candidate is
     Incorrect at the element it got wrong;
   - a task that does not fit in the device's free memory is refused saying so;
-  - the same ModelNew (tests/gpu/kernelbench/kb_relu, relu_load_cuda.py) evaluated three times in
-    one run: medians within 3 % of each other (warm-up of eval.kernelbench_warmup_ms, the device's
-    turn exclusive while timing), each with its spread and KernelBench's CUDA-event figure.
+  - the same device-bound ModelNew (relu_load_cuda.py on a ReLU over 2**26 floats) evaluated
+    three times in one run: medians within 3 % of each other (warm-up of
+    eval.kernelbench_warmup_ms, the device's turn exclusive while timing), each with its spread
+    and KernelBench's CUDA-event figure;
+  - the same ModelNew on tests/gpu/kernelbench/kb_relu (2**22 floats, host-bound: Python's time
+    per call outweighs the kernel's) three times: each median within 3 % of KernelBench's
+    CUDA-event figure of the same run (the host's own noise between processes is not the
+    harness's to remove).
 
 Skips (with the reason) where no CUDA device is usable by the interpreter. Environment:
   HTAM_KB_PYTHON   python with PyTorch+CUDA (default: python3 on PATH)
@@ -116,14 +121,31 @@ class KbDeviceGoldenGpu(unittest.TestCase):
         self.assertIn("cannot be evaluated on this device", rows[0]["diagnostics"])
         self.assertEqual(files, [])
 
+    def import_problem(self, name, n):
+        """A ReLU problem over `n` floats (a Python expression) imported as task `name`."""
+        src = os.path.join(self.work, name + ".py")
+        with open(src, "w") as f:
+            f.write(big_relu_problem(n))
+        task = os.path.join(self.work, name)
+        subprocess.run([PY, HELPER, "import", src, task, "--name", name], check=True,
+                       capture_output=True, timeout=600)
+        return task
+
+    @staticmethod
+    def event_medians(rows):
+        return [float(m.group(1)) for m in
+                (re.search(r"CUDA events: median ([0-9.]+) us", r["diagnostics"]) for r in rows)
+                if m]
+
     def test_the_same_candidate_three_times_within_three_percent(self):
-        rows, _ = self.evaluate(RELU_TASK, [RELU_MN] * 3)
+        """A device-bound ModelNew (load_cuda ReLU over 2**26 floats: 512 MiB moved per call, the
+        device's time well above Python's per call) evaluated three times in one run."""
+        task = self.import_problem("kb_relu_64m", "1 << 26")
+        rows, _ = self.evaluate(task, [RELU_MN] * 3)
         self.assertEqual([r["status"] for r in rows], ["Ok"] * 3,
                          [r["diagnostics"][:200] for r in rows])
         med = [r["median_us"] for r in rows]
-        events = [float(m.group(1)) for m in
-                  (re.search(r"CUDA events: median ([0-9.]+) us", r["diagnostics"]) for r in rows)
-                  if m]
+        events = self.event_medians(rows)
         spread = max(abs(a - b) / min(a, b) for a in med for b in med)
         print("stable: medians %s us, spreads %s us, CUDA-event medians %s us, max difference "
               "%.1f %% (target <= 3 %%), eager %.1f us" % (
@@ -134,6 +156,22 @@ class KbDeviceGoldenGpu(unittest.TestCase):
             self.assertIn("spread (IQR)", r["diagnostics"])
         self.assertLessEqual(spread, 0.03)
 
+    def test_a_host_bound_candidate_reads_as_kernelbench_times_it(self):
+        """A host-bound ModelNew (the same ReLU over 2**22 floats: Python's work per call, 35-65
+        us on an H200 machine, outweighs the kernel's 7 us) evaluated three times in one run.
+        Its time moves between processes with the host (measured: pinned to one core or not,
+        with no background work, 36-66 us), so the check is the one the harness owns: each
+        evaluation's median is KernelBench's own CUDA-event figure of that run within 3 %."""
+        rows, _ = self.evaluate(RELU_TASK, [RELU_MN] * 3)
+        self.assertEqual([r["status"] for r in rows], ["Ok"] * 3,
+                         [r["diagnostics"][:200] for r in rows])
+        med = [r["median_us"] for r in rows]
+        events = self.event_medians(rows)
+        print("host-bound: medians %s us, CUDA-event medians %s us, eager %.1f us" % (
+            [round(m, 2) for m in med], events, rows[0]["baseline_us"]))
+        self.assertEqual(len(events), 3, "KernelBench's CUDA-event figure missing")
+        for m, e in zip(med, events):
+            self.assertLessEqual(abs(m - e) / e, 0.03, (med, events))
 
 if __name__ == "__main__":
     unittest.main()

@@ -9,7 +9,7 @@ import json
 import os
 import tempfile
 import unittest
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 
 from htam_bench import world_bench
 from htam_agent.htamd import find_htamd
@@ -51,6 +51,38 @@ class WorldBenchSmokeTest(unittest.TestCase):
             with open(out + ".svg") as fh:
                 svg = fh.read()
             self.assertTrue(svg.startswith("<svg") and "polyline" in svg)
+
+    def test_shape_transfer_is_a_row_of_leave_one_shape_out_only(self):
+        """shape-transfer plays the best fixed order of the family's other shapes: a row beside
+        the sequence bound, never below it, with the order it played in each run's trace; asked
+        for without --leave shape, the command refuses before it trains anything."""
+        with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
+            out = os.path.join(tmp, "res")
+            buf = io.StringIO()
+            with redirect_stdout(buf):
+                rc = world_bench.main(["--on", "scan", "--leave", "shape", "--max-tasks", "2",
+                                       "--seeds", "1", "--budget", "6", "--policies",
+                                       "seq-bound,shape-transfer", "--out", out,
+                                       "--work", os.path.join(tmp, "work")])
+            self.assertEqual(rc, 0, buf.getvalue())
+            self.assertIn("| shape-transfer |", buf.getvalue())
+            with open(out + ".json") as fh:
+                runs = json.load(fh)["runs"]
+            by = {(r["task"], r["policy"]): r for r in runs}
+            tasks = {r["task"] for r in runs}
+            self.assertEqual(len(tasks), 2)
+            for t in tasks:
+                st = by[(t, "shape-transfer")]
+                self.assertTrue(st["trace"], st)
+                self.assertGreaterEqual(st["steps_to_5"] or 7,
+                                        by[(t, "seq-bound")]["steps_to_5"] or 7, t)
+            err = io.StringIO()
+            with redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+                world_bench.main(["--on", "scan", "--policies", "shape-transfer",
+                                  "--work", os.path.join(tmp, "work2")])
+            self.assertEqual(cm.exception.code, 2)
+            self.assertIn("needs --leave shape", err.getvalue())
+            self.assertFalse(os.path.exists(os.path.join(tmp, "work2")))
 
     def test_cpu_tasks_with_a_memory_learned_on_cuda(self):
         """--on backend:cpu over both committed tables: the CPU family's task runs with the

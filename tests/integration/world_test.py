@@ -417,6 +417,32 @@ class EnvTest(unittest.TestCase):
         self.assertGreaterEqual(best_at[-1], 0.95 * t.best)
         self.assertEqual(best_at, sorted(best_at))
 
+    def test_best_fixed_order_of_one_task_is_its_sequence_bound(self):
+        """Over one task the search is exhaustive: its order reaches the task as soon as the
+        sequence bound does (both within the budget), on every task of a family."""
+        for t in self.world.family_tasks("layernorm"):
+            order = we.best_fixed_order([t], 6)
+            _, bound = we.strategy_bound(t, 6)
+            _, reached, played = we.shape_transfer(t, [t], 6)
+            self.assertEqual(played, order)
+            self.assertEqual(reached, bound, (t.name, order))
+
+    def test_shape_transfer_never_sees_the_task_it_plays(self):
+        """The order comes from the other shapes alone: it is their best fixed order, it is no
+        better on the left-out shape than that shape's own sequence bound, and on scan (whose
+        shapes disagree on the best order) it is worse on at least one shape."""
+        tasks = sorted(self.world.family_tasks("scan"), key=lambda t: t.name)
+        worse = 0
+        for t in tasks:
+            others = [o for o in tasks if o is not t]
+            curve, reached, order = we.shape_transfer(t, others, 6)
+            self.assertEqual(order, we.best_fixed_order(others, 6))
+            self.assertEqual(len(curve), 6)
+            self.assertEqual(curve, sorted(curve))
+            _, bound = we.strategy_bound(t, 6)
+            self.assertGreaterEqual(reached or 7, bound or 7, t.name)
+            worse += (reached or 7) > (bound or 7)
+        self.assertGreater(worse, 0)
 
 class OrderWorldTest(unittest.TestCase):
     """The synthetic order world (configs/world/synthetic-order): what its generator writes, kept

@@ -258,13 +258,14 @@ if [[ "$PARTS" == *" kbmodelnew "* ]]; then
 fi
 # kbdevice: ModelNew at full size with the golden data on the device (a 4 GiB ReLU problem, Ok and
 # a wrong one Incorrect, no tensor file on the host; a task refused by the device's memory) and
-# the same ModelNew three times in one run within 3 % (tests/gpu/kb_device_golden_gpu_test.py).
+# the same device-bound ModelNew three times in one run within 3 %, and a host-bound one read as
+# KernelBench's CUDA events read it (tests/gpu/kb_device_golden_gpu_test.py).
 # By name only, about 3 minutes; KBDEVICE_TESTS names some of its tests (unittest names).
 if [[ "$PARTS" == *" kbdevice "* ]]; then
   chmod -R a+rX "$ROOT" $LIBS 2>/dev/null
   HTAM_EVAL=$S/htam-eval OUT=$OUT run "${T_KBDEVICE:-500}" "$OUT/kb_device.log" \
     "$HTAM_KB_PYTHON" tests/gpu/kb_device_golden_gpu_test.py -v ${KBDEVICE_TESTS:-}
-  grep -E '^full size|^stable|^(ok|FAIL|ERROR|OK|Ran)|skipped|Error|Assertion' "$OUT/kb_device.log" | head -40
+  grep -E '^full size|^stable|^host-bound|^(ok|FAIL|ERROR|OK|Ran)|skipped|Error|Assertion' "$OUT/kb_device.log" | head -40
 fi
 if [[ "$PARTS" == *" loadpaths "* ]]; then
   timeout "${T_LOADPATHS:-400}" "$HTAM_KB_PYTHON" tools/kernelbench/bench_load_paths.py \

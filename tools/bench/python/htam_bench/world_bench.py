@@ -39,6 +39,11 @@ Policies:
   seq-bound   the bound of a policy that names one strategy per step (world_env.strategy_bound):
               the sequence of the family's strategies, stepped by the world's own rule, that
               reaches within 5 % soonest (searched up to 7 steps)
+  shape-transfer  with --leave shape only: a reference for what a memory of the family's other
+              shapes could hand this one (world_env.shape_transfer): the one order of strategies
+              that does best on average over the other shapes' whole tables, played on this
+              shape unchanged; no policy that learns from the other shapes alone and plays a
+              fixed order does better on average than the order chosen this way
 
 Metrics (over tasks x seeds): steps to within 5 % of the task's best variant (not reached =
 budget + 1), geometric-mean best speedup after 6 and after 12 steps (sessions are opened with the
@@ -71,7 +76,7 @@ from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
                         WorldSession, WorldTable, load_split, oracle, split_advice,
-                        strategy_bound)
+                        shape_transfer, strategy_bound)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
 # The client the benchmark's sessions name: they replay outcomes htam's gate measured when the
@@ -79,7 +84,8 @@ DAEMON_POLICIES = ("full", "cold", "no-history")
 # poisoning run's adversary is another client, never vouched for.
 BENCH_CLIENT = "htam-bench world"
 POISON_CLIENT = "adversary"
-ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound")
+ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound",
+                "shape-transfer")
 FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
 
 
@@ -507,6 +513,12 @@ def run_benchmark(a, log) -> List[RunResult]:
                             best_at, steps = strategy_bound(task, a.budget)
                             r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
                                           steps)
+                        elif p == "shape-transfer":
+                            best_at, steps, order = shape_transfer(
+                                task, [t for t in table.family_tasks(fam) if t.name != task.name],
+                                a.budget)
+                            r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
+                                          steps, trace=order)
                         else:
                             raise SystemExit(f"world: unknown policy {p}")
                     except Exception as e:  # noqa: BLE001 - one broken run is reported, not fatal
@@ -698,7 +710,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "helps CPU tasks)")
     ap.add_argument("--leave", choices=("family", "shape"), default="family",
                     help="leave one family out (default) or one task (shape) out of the memory")
-    ap.add_argument("--policies", default=",".join(ALL_POLICIES))
+    ap.add_argument("--policies", default=",".join(p for p in ALL_POLICIES
+                                                    if p != "shape-transfer"),
+                    help="comma-separated (default: all but shape-transfer, which needs "
+                         "--leave shape)")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--max-tasks", type=int, default=0, help="per family (0 = all)")
@@ -738,6 +753,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "the count")
     a = ap.parse_args(argv)
     a.policies = [p for p in a.policies.split(",") if p]
+    if "shape-transfer" in a.policies and a.leave != "shape":
+        ap.error("shape-transfer needs --leave shape: it learns from the family's other shapes")
     a.seeds = list(range(a.seeds))
     a.live_outcomes = []
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

@@ -343,18 +343,9 @@ def strategy_bound(task: TaskView, budget: int, depth: int = 7) -> Tuple[List[fl
     `depth` steps), then its curve held for the rest of the budget. Tighter than `oracle`, which
     may set any knob to any value in one step: a policy without value hints cannot beat this.
     Returns (best speedup after each step, steps to within 5 % or None)."""
-    strategies: List[str] = []
-    for k in task.family.knobs:
-        for v in k.values:
-            if v != k.baseline and k.names(v)[0] not in strategies:
-                strategies.append(k.names(v)[0])
+    strategies = family_strategies(task.family)
     target = 0.95 * task.best
     best_curve: List[float] = []  # the shortest curve found that reaches the target
-
-    def clone(s: WorldSession) -> WorldSession:
-        c = WorldSession(task)
-        c.knobs, c.current, c.best, c.tried = dict(s.knobs), s.current, s.best, set(s.tried)
-        return c
 
     def walk(s: WorldSession, curve: List[float]) -> None:
         nonlocal best_curve
@@ -366,7 +357,7 @@ def strategy_bound(task: TaskView, budget: int, depth: int = 7) -> Tuple[List[fl
             return
         for st in strategies:
             if s.applicable(st):
-                c = clone(s)
+                c = _clone(s)
                 c.step("", [st])
                 walk(c, curve + [c.best])
 
@@ -376,3 +367,77 @@ def strategy_bound(task: TaskView, budget: int, depth: int = 7) -> Tuple[List[fl
     steps = len(best_curve) if best_curve and len(best_curve) <= budget else None
     curve = best_curve or [1.0]
     return (curve + [curve[-1]] * budget)[:budget], steps
+
+
+def family_strategies(family: wf.Family) -> List[str]:
+    """The taxonomy strategies the family's knobs apply, in knob and value order."""
+    out: List[str] = []
+    for k in family.knobs:
+        for v in k.values:
+            if v != k.baseline and k.names(v)[0] not in out:
+                out.append(k.names(v)[0])
+    return out
+
+
+def _clone(s: WorldSession) -> WorldSession:
+    c = WorldSession(s.task)
+    c.knobs, c.current, c.best, c.tried = dict(s.knobs), s.current, s.best, set(s.tried)
+    return c
+
+
+def best_fixed_order(tasks: Sequence[TaskView], budget: int) -> List[str]:
+    """The one sequence of strategies (one per step, stepped by WorldSession's rule) that reaches
+    within 5 % of each task's best in the fewest steps on average over `tasks` (not reached =
+    budget + 1), found by exhaustive search with a lower-bound cut; ties go to the sequence found
+    first (knob order). What a memory that knew these tasks' whole tables could hand a new task of
+    their family as a fixed plan."""
+    strategies = family_strategies(tasks[0].family) if tasks else []
+    best: List = [float("inf"), []]
+
+    def walk(sessions, reached, seq):
+        n = len(seq)
+        floor = sum(r if r is not None else n + 1 for r in reached) / len(tasks)
+        if floor >= best[0]:
+            return
+        if n == budget or all(r is not None for r in reached):
+            total = sum(r if r is not None else budget + 1 for r in reached) / len(tasks)
+            if total < best[0]:
+                best[0], best[1] = total, list(seq)
+            return
+        for st in strategies:
+            if not any(r is None and s.applicable(st) for s, r in zip(sessions, reached)):
+                continue  # a step wasted on every task still open: never better
+            nxt, rch = [], []
+            for s, r, t in zip(sessions, reached, tasks):
+                if r is not None:
+                    nxt.append(s)
+                    rch.append(r)
+                    continue
+                c = _clone(s)
+                c.step("", [st])
+                nxt.append(c)
+                rch.append(n + 1 if c.best >= 0.95 * t.best else None)
+            walk(nxt, rch, seq + [st])
+
+    walk([WorldSession(t) for t in tasks],
+         [0 if 1.0 >= 0.95 * t.best else None for t in tasks], [])
+    return best[1]
+
+
+def shape_transfer(task: TaskView, siblings: Sequence[TaskView],
+                   budget: int) -> Tuple[List[float], Optional[int], List[str]]:
+    """A reference for leaving one shape out: the best fixed order of the family's other shapes
+    (best_fixed_order over their whole tables, far more than any store of sessions holds) played
+    on `task`, whose own table it never saw. Returns (best speedup after each step, steps to
+    within 5 % or None, the order)."""
+    order = best_fixed_order(siblings, budget) if siblings else []
+    s = WorldSession(task)
+    curve: List[float] = []
+    reached = None
+    for i in range(budget):
+        if i < len(order):
+            s.step("", [order[i]])
+        curve.append(s.best)
+        if reached is None and s.best >= 0.95 * task.best:
+            reached = i + 1
+    return curve, reached, order
