@@ -17,25 +17,29 @@ from htam_agent.htamd import find_htamd
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def run_bench(test, tmp, args):
+    """world bench with `args`, its results under tmp (res.json, .md, .svg; work/); asserts it
+    succeeded and returns (what it printed, the results file)."""
+    out = os.path.join(tmp, "res")
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = world_bench.main(args + ["--out", out, "--work", os.path.join(tmp, "work")])
+    test.assertEqual(rc, 0, buf.getvalue())
+    with open(out + ".json") as fh:
+        return buf.getvalue(), json.load(fh)
+
+
 class WorldBenchSmokeTest(unittest.TestCase):
     def test_smoke(self):
         policies = ["ucb", "random", "oracle", "seq-bound"]
         if find_htamd(os.environ.get("HTAM_BUILD_DIR", "")):
             policies = ["full", "cold", "no-history", "flat"] + policies
         with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
-            out = os.path.join(tmp, "res")
-            buf = io.StringIO()
-            with redirect_stdout(buf):
-                rc = world_bench.main(["--on", "scan", "--max-tasks", "1", "--seeds", "1",
-                                       "--budget", "6", "--train-families", "rowreduce",
-                                       "--policies", ",".join(policies), "--out", out,
-                                       "--work", os.path.join(tmp, "work")])
-            self.assertEqual(rc, 0, buf.getvalue())
-            text = buf.getvalue()
+            text, res = run_bench(self, tmp, ["--on", "scan", "--max-tasks", "1", "--seeds", "1",
+                                              "--budget", "6", "--train-families", "rowreduce",
+                                              "--policies", ",".join(policies)])
             for p in policies:
                 self.assertIn(f"| {p} |", text)
-            with open(out + ".json") as fh:
-                res = json.load(fh)
             rows = {r["policy"]: r for r in res["summary"]}
             self.assertEqual(set(rows), set(policies))
             oracle = rows["oracle"]["geo_speedup_at_6"]
@@ -48,7 +52,7 @@ class WorldBenchSmokeTest(unittest.TestCase):
             for p, r in rows.items():
                 if p not in ("oracle", "seq-bound"):
                     self.assertGreaterEqual(r["steps_to_5pct_at_6"], bound, p)
-            with open(out + ".svg") as fh:
+            with open(os.path.join(tmp, "res.svg")) as fh:
                 svg = fh.read()
             self.assertTrue(svg.startswith("<svg") and "polyline" in svg)
 
@@ -57,17 +61,11 @@ class WorldBenchSmokeTest(unittest.TestCase):
         the sequence bound, never below it, with the order it played in each run's trace; asked
         for without --leave shape, the command refuses before it trains anything."""
         with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
-            out = os.path.join(tmp, "res")
-            buf = io.StringIO()
-            with redirect_stdout(buf):
-                rc = world_bench.main(["--on", "scan", "--leave", "shape", "--max-tasks", "2",
-                                       "--seeds", "1", "--budget", "6", "--policies",
-                                       "seq-bound,shape-transfer", "--out", out,
-                                       "--work", os.path.join(tmp, "work")])
-            self.assertEqual(rc, 0, buf.getvalue())
-            self.assertIn("| shape-transfer |", buf.getvalue())
-            with open(out + ".json") as fh:
-                runs = json.load(fh)["runs"]
+            text, res = run_bench(self, tmp, ["--on", "scan", "--leave", "shape", "--max-tasks",
+                                              "2", "--seeds", "1", "--budget", "6", "--policies",
+                                              "seq-bound,shape-transfer"])
+            self.assertIn("| shape-transfer |", text)
+            runs = res["runs"]
             by = {(r["task"], r["policy"]): r for r in runs}
             tasks = {r["task"] for r in runs}
             self.assertEqual(len(tasks), 2)
@@ -93,18 +91,11 @@ class WorldBenchSmokeTest(unittest.TestCase):
         tables = ",".join(os.path.join(REPO, "configs", "world", t)
                           for t in ("h100_table.jsonl.gz", "cpu_table.jsonl.gz"))
         with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
-            out = os.path.join(tmp, "res")
-            buf = io.StringIO()
-            with redirect_stdout(buf):
-                rc = world_bench.main(["--table", tables, "--on", "backend:cpu",
-                                       "--only-families", "cpu_sgemm", "--max-tasks", "1",
-                                       "--seeds", "1", "--budget", "4", "--train-families",
-                                       "sgemm", "cpu_sgemm", "--train-backends", "cuda",
-                                       "--policies", "full,cold,oracle", "--out", out,
-                                       "--work", os.path.join(tmp, "work")])
-            self.assertEqual(rc, 0, buf.getvalue())
-            with open(out + ".json") as fh:
-                res = json.load(fh)
+            _, res = run_bench(self, tmp, ["--table", tables, "--on", "backend:cpu",
+                                           "--only-families", "cpu_sgemm", "--max-tasks", "1",
+                                           "--seeds", "1", "--budget", "4", "--train-families",
+                                           "sgemm", "cpu_sgemm", "--train-backends", "cuda",
+                                           "--policies", "full,cold,oracle"])
             self.assertEqual({r["task"] for r in res["runs"]}, {"world_cpu_sgemm_m128_n1k_k128"})
             self.assertTrue(all(not r["error"] for r in res["runs"]), res["runs"])
             rows = {r["policy"]: r for r in res["summary"]}
@@ -124,18 +115,12 @@ class WorldBenchSmokeTest(unittest.TestCase):
             self.skipTest("no htamd built")
         table = os.path.join(REPO, "configs", "world", "cpu_table.jsonl.gz")
         with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
-            out = os.path.join(tmp, "res")
-            buf = io.StringIO()
-            with redirect_stdout(buf):
-                rc = world_bench.main(["--table", table, "--on", "backend:cpu",
-                                       "--only-families", "cpu_sgemm", "--max-tasks", "1",
-                                       "--seeds", "1", "--budget", "3", "--policies", "cold",
-                                       "--live", "--out", out,
-                                       "--work", os.path.join(tmp, "work")])
-            self.assertEqual(rc, 0, buf.getvalue())
-            self.assertIn("variants through htamd's gate", buf.getvalue())
-            with open(out + ".json") as fh:
-                live = json.load(fh)["live"]
+            text, res = run_bench(self, tmp, ["--table", table, "--on", "backend:cpu",
+                                              "--only-families", "cpu_sgemm", "--max-tasks", "1",
+                                              "--seeds", "1", "--budget", "3", "--policies",
+                                              "cold", "--live"])
+            self.assertIn("variants through htamd's gate", text)
+            live = res["live"]
             outcomes = live["outcomes"]
             self.assertGreaterEqual(len(outcomes), 2, outcomes)
             self.assertEqual(live["agreement"]["submitted"], len(outcomes))
