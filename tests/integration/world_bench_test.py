@@ -82,6 +82,36 @@ class WorldBenchSmokeTest(unittest.TestCase):
             self.assertIn("needs --leave shape", err.getvalue())
             self.assertFalse(os.path.exists(os.path.join(tmp, "work2")))
 
+    def test_family_transfer_is_a_row_of_leave_one_family_out_only(self):
+        """family-transfer plays one ranked list learned from the training families' tables on
+        every task of the evaluated family: the list is the same in every run, it names no
+        strategy the training families do not apply, and no run beats the sequence bound."""
+        with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
+            text, res = run_bench(self, tmp, ["--on", "scan", "--max-tasks", "2", "--seeds", "2",
+                                              "--budget", "6", "--train-families", "rowreduce",
+                                              "softmax", "--policies",
+                                              "seq-bound,family-transfer"])
+            self.assertIn("| family-transfer |", text)
+            runs = [r for r in res["runs"] if r["policy"] == "family-transfer"]
+            self.assertEqual(len(runs), 4)
+            self.assertEqual(len({tuple(r["trace"]) for r in runs}), 1)
+            from htam_bench import world_env as we
+            world = we.WorldTable.load()
+            known = set()
+            for f in ("rowreduce", "softmax"):
+                known |= set(we.family_strategies(world.families[f]))
+            self.assertEqual(set(runs[0]["trace"]), known)
+            bound = {r["task"]: r["steps_to_5"] or 7 for r in res["runs"]
+                     if r["policy"] == "seq-bound"}
+            for r in runs:
+                self.assertGreaterEqual(r["steps_to_5"] or 7, bound[r["task"]], r["task"])
+            err = io.StringIO()
+            with redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+                world_bench.main(["--on", "scan", "--leave", "shape", "--policies",
+                                  "family-transfer", "--work", os.path.join(tmp, "work2")])
+            self.assertEqual(cm.exception.code, 2)
+            self.assertIn("needs --leave family", err.getvalue())
+
     def test_cpu_tasks_with_a_memory_learned_on_cuda(self):
         """--on backend:cpu over both committed tables: the CPU family's task runs with the
         memory trained on a CUDA family (--train-backends cuda), sessions open on the CPU

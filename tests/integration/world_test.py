@@ -427,6 +427,31 @@ class EnvTest(unittest.TestCase):
             self.assertEqual(played, order)
             self.assertEqual(reached, bound, (t.name, order))
 
+    def test_best_priority_list_is_a_local_optimum_no_policy_of_its_kind_beats(self):
+        """The list found over a family's tasks: no single move of one strategy improves it, it
+        is no worse than the order it starts from, and on every task it reaches no sooner than
+        the task's own sequence bound (a list hands the world one strategy per step)."""
+        tasks = sorted(self.world.family_tasks("layernorm"), key=lambda t: t.name)
+
+        def mean(ranked):
+            return sum(r if r is not None else 7
+                       for r in (we.list_steps(t, ranked, 6)[1] for t in tasks)) / len(tasks)
+
+        ranked, value = we.best_priority_list(tasks, 6)
+        self.assertEqual(sorted(ranked), sorted(we.family_strategies(tasks[0].family)))
+        self.assertAlmostEqual(mean(ranked), value)
+        start, _ = we.best_priority_list(tasks, 6, max_sweeps=0)
+        self.assertLessEqual(value, mean(start))
+        for i in range(len(ranked)):
+            for j in range(len(ranked)):
+                moved = list(ranked)
+                moved.insert(j, moved.pop(i))
+                self.assertGreaterEqual(mean(moved), value - 1e-12, (i, j))
+        for t in tasks:
+            _, reached = we.list_steps(t, ranked, 6)
+            _, bound = we.strategy_bound(t, 6)
+            self.assertGreaterEqual(reached or 7, bound or 7, t.name)
+
     def test_shape_transfer_never_sees_the_task_it_plays(self):
         """The order comes from the other shapes alone: it is their best fixed order, it is no
         better on the left-out shape than that shape's own sequence bound, and on scan (whose

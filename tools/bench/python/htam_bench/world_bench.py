@@ -44,6 +44,11 @@ Policies:
               that does best on average over the other shapes' whole tables, played on this
               shape unchanged; no policy that learns from the other shapes alone and plays a
               fixed order does better on average than the order chosen this way
+  family-transfer  with --leave family only: a reference for what the other families could hand
+              a new one as one ranked list (world_env.best_priority_list): the list of strategies
+              that, offered unchanged at every step, does best on average over the training
+              families' whole tables (a local optimum of moving one strategy at a time), played
+              on the evaluated family's tasks
 
 Metrics (over tasks x seeds): steps to within 5 % of the task's best variant (not reached =
 budget + 1), geometric-mean best speedup after 6 and after 12 steps (sessions are opened with the
@@ -76,7 +81,8 @@ from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
                         WorldSession, WorldTable, load_split, oracle, split_advice,
-                        shape_transfer, strategy_bound)
+                        best_priority_list, list_steps, shape_transfer,
+                        strategy_bound)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
 # The client the benchmark's sessions name: they replay outcomes htam's gate measured when the
@@ -85,7 +91,9 @@ DAEMON_POLICIES = ("full", "cold", "no-history")
 BENCH_CLIENT = "htam-bench world"
 POISON_CLIENT = "adversary"
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound",
-                "shape-transfer")
+                "shape-transfer", "family-transfer")
+# References that learn from one protocol's training set only: not in the default policy list.
+TRANSFER_POLICIES = {"shape-transfer": "shape", "family-transfer": "family"}
 FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
 
 
@@ -463,10 +471,13 @@ def run_benchmark(a, log) -> List[RunResult]:
         stats: List[dict] = []
         learns = mem and any(p in a.policies for p in ("full", "no-history", "flat", *variants))
 
+        def training_tasks(left_out) -> List[TaskView]:
+            return [t for n, t in sorted(table.tasks.items()) if not left_out(t)
+                    and (not a.train_families or t.family.name in a.train_families)
+                    and (not a.train_backends or t.family.backend in a.train_backends)]
+
         def train_without(left_out) -> List[dict]:
-            train = [t for n, t in sorted(table.tasks.items()) if not left_out(t)
-                     and (not a.train_families or t.family.name in a.train_families)
-                     and (not a.train_backends or t.family.backend in a.train_backends)]
+            train = training_tasks(left_out)
             _, st = mem.train(base, train, a.budget, 0, options)
             if getattr(a, "poison", 0):  # after the flat list's statistics: it reads them here
                 mem.poison(base, tasks if a.leave == "family" else [task], a.poison, options)
@@ -476,6 +487,10 @@ def run_benchmark(a, log) -> List[RunResult]:
 
         if learns and a.leave == "family":
             stats = train_without(lambda t: t.family.name == fam)
+        ranked: List[str] = []
+        if "family-transfer" in a.policies:  # the training families' tables, once per family
+            ranked, _ = best_priority_list(training_tasks(lambda t: t.family.name == fam),
+                                           a.budget)
         for task in tasks:
             if learns and a.leave == "shape":  # the family's other shapes are in the memory
                 stats = train_without(lambda t, name=task.name: t.name == name)
@@ -519,6 +534,10 @@ def run_benchmark(a, log) -> List[RunResult]:
                                 a.budget)
                             r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
                                           steps, trace=order)
+                        elif p == "family-transfer":
+                            best_at, steps = list_steps(task, ranked, a.budget)
+                            r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
+                                          steps, trace=list(ranked))
                         else:
                             raise SystemExit(f"world: unknown policy {p}")
                     except Exception as e:  # noqa: BLE001 - one broken run is reported, not fatal
@@ -711,9 +730,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--leave", choices=("family", "shape"), default="family",
                     help="leave one family out (default) or one task (shape) out of the memory")
     ap.add_argument("--policies", default=",".join(p for p in ALL_POLICIES
-                                                    if p != "shape-transfer"),
-                    help="comma-separated (default: all but shape-transfer, which needs "
-                         "--leave shape)")
+                                                    if p not in TRANSFER_POLICIES),
+                    help="comma-separated (default: all but shape-transfer and family-transfer, "
+                         "which need --leave shape and --leave family)")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--max-tasks", type=int, default=0, help="per family (0 = all)")
@@ -753,8 +772,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "the count")
     a = ap.parse_args(argv)
     a.policies = [p for p in a.policies.split(",") if p]
-    if "shape-transfer" in a.policies and a.leave != "shape":
-        ap.error("shape-transfer needs --leave shape: it learns from the family's other shapes")
+    for p, leave in TRANSFER_POLICIES.items():
+        if p in a.policies and a.leave != leave:
+            ap.error(f"{p} needs --leave {leave}: it learns from that protocol's training tasks")
     a.seeds = list(range(a.seeds))
     a.live_outcomes = []
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
