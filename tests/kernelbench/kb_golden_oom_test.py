@@ -1,0 +1,136 @@
+"""A job whose golden data ran out of memory beside other jobs is evaluated again, alone.
+
+Jobs sharing a device reserve what they estimate they need (kb_memory_test); the estimate misses
+a reference's own temporaries, and on an H200 two of four full-size jobs ran out of memory
+computing their golden data (InfraError, no verdict). Such a job now starts again from the top
+with the whole share of the device's memory reserved, so that it runs once the others have
+ended; it says that it did. Once only: a reference that runs out of memory alone still ends
+InfraError. Without reservations (eval.kernelbench_memory_share 0) nothing is retried.
+
+Here, on the CPU backend, the problem's Model raises PyTorch's out-of-memory error in the
+golden data's process (kb_golden.py), the first time only or every time (a marker file says
+which); the baseline and the import run it in other processes, where it never raises.
+
+  HTAM_EVAL   the htam-eval binary (default build/tools/eval/htam-eval)
+Run from the repository root (ctest does). Skips without PyTorch in /usr/bin/python3.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
+from kb_testlib import CLAMP_MODELNEW  # noqa: E402
+
+EVAL = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/htam-eval")
+PY = "/usr/bin/python3"
+HELPER = os.path.join(ROOT, "tools/kernelbench/kb_helper.py")
+TWICE = "evaluated twice: the first try ran out of memory computing the golden data"
+
+# ReLU over 4096 floats whose Model, in kb_golden.py only, raises what PyTorch raises when the
+# device is out of memory: once (then it leaves MARKER) or, with MARKER/always, every time.
+PROBLEM = '''import os
+import sys
+import tempfile
+
+import torch
+import torch.nn as nn
+
+MARKER = %r  # read-only where kb_golden.py runs
+RAISED = os.path.join(tempfile.gettempdir(), %r)  # the job's own scratch, kept between tries
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        if os.path.basename(sys.argv[0]) == "kb_golden.py":
+            if os.path.exists(os.path.join(MARKER, "always")) or not os.path.exists(RAISED):
+                open(RAISED, "w").close()
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (test)")
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def have_torch():
+    return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+@unittest.skipUnless(os.path.isfile(EVAL), "htam-eval is not built")
+@unittest.skipUnless(have_torch(), "PyTorch is not importable by /usr/bin/python3 "
+                     "(install python3-torch; tools/setup.sh does)")
+class GoldenOutOfMemory(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="kb-golden-oom-")
+        os.chmod(self.dir, 0o755)
+        self.marker = os.path.join(self.dir, "marker")
+        os.makedirs(self.marker)
+        os.chmod(self.marker, 0o777)
+        src = os.path.join(self.dir, "problem.py")
+        with open(src, "w") as f:
+            f.write(PROBLEM % (self.marker, "kb-oom-raised-" + os.path.basename(self.dir)))
+        self.task = os.path.join(self.dir, "kb_oom")
+        subprocess.run([PY, HELPER, "import", src, self.task, "--name", "kb_oom"], check=True,
+                       capture_output=True, timeout=600)
+        with open(os.path.join(self.task, "task.json")) as f:
+            t = json.load(f)
+        t["kernelbench_policy"] = {"require_kernel": False, "torch_ops": "allow",
+                                   "layers": "allow", "functional": "warn"}
+        with open(os.path.join(self.task, "task.json"), "w") as f:
+            json.dump(t, f, indent=2)
+        self.candidate = os.path.join(self.dir, "clamp.py")
+        with open(self.candidate, "w") as f:
+            f.write(CLAMP_MODELNEW)
+        os.system("chmod -R a+rX %s" % self.dir)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def evaluate(self, *extra):
+        cache, scratch = tempfile.mkdtemp(dir=self.dir), tempfile.mkdtemp(dir=self.dir)
+        for d in (cache, scratch):
+            os.chmod(d, 0o755)
+        p = subprocess.run([EVAL, "--backend", "cpu", "--language", "kernelbench", "--seeds", "1",
+                            "--sets", "1", "--reps", "3", "--task", self.task, "--cache", cache,
+                            "--eval.scratch_dir", scratch]
+                           + list(extra) + [self.candidate],
+                           capture_output=True, text=True, timeout=600, cwd=ROOT)
+        rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+        self.assertTrue(rows, p.stderr[-800:])
+        return rows[-1]
+
+    def test_out_of_memory_once_is_evaluated_again_alone(self):
+        r = self.evaluate()
+        self.assertEqual(r["status"], "Ok", r["diagnostics"])
+        self.assertIn(TWICE, r["diagnostics"])
+        self.assertIn("CUDA out of memory", r["diagnostics"])
+
+    def test_out_of_memory_alone_too_ends_infra_error_after_one_retry(self):
+        open(os.path.join(self.marker, "always"), "w").close()
+        r = self.evaluate()
+        self.assertEqual(r["status"], "InfraError", r["diagnostics"])
+        self.assertIn(TWICE, r["diagnostics"])
+        self.assertEqual(r["diagnostics"].count("evaluated twice"), 1, r["diagnostics"])
+
+    def test_without_reservations_nothing_is_retried(self):
+        r = self.evaluate("--eval.kernelbench_memory_share", "0")
+        self.assertEqual(r["status"], "InfraError", r["diagnostics"])
+        self.assertIn("out of memory while computing the golden data", r["diagnostics"])
+        self.assertNotIn("evaluated twice", r["diagnostics"])
+
+
+if __name__ == "__main__":
+    unittest.main()
