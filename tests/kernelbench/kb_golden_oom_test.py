@@ -7,12 +7,14 @@ with the whole share of the device's memory reserved, so that it runs once the o
 ended; it says that it did. Once only: a reference that runs out of memory alone still ends
 InfraError. Without reservations (eval.kernelbench_memory_share 0) nothing is retried.
 
-Here, on the CPU backend, the problem's Model raises PyTorch's out-of-memory error in the
+Here, on the CPU backend (or HTAM_KB_BACKEND), the problem's Model raises PyTorch's out-of-memory error in the
 golden data's process (kb_golden.py), the first time only or every time (a marker file says
 which); the baseline and the import run it in other processes, where it never raises.
 
-  HTAM_EVAL   the htam-eval binary (default build/tools/eval/htam-eval)
-Run from the repository root (ctest does). Skips without PyTorch in /usr/bin/python3.
+  HTAM_EVAL         the htam-eval binary (default build/tools/eval/htam-eval)
+  HTAM_KB_PYTHON    the Python with PyTorch (default /usr/bin/python3)
+  HTAM_KB_BACKEND   the backend (default cpu; cuda on a GPU machine)
+Run from the repository root (ctest does). Skips without PyTorch in that Python.
 """
 import json
 import os
@@ -27,7 +29,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
 from kb_testlib import CLAMP_MODELNEW  # noqa: E402
 
 EVAL = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/htam-eval")
-PY = "/usr/bin/python3"
+PY = os.environ.get("HTAM_KB_PYTHON") or "/usr/bin/python3"
+BACKEND = os.environ.get("HTAM_KB_BACKEND") or "cpu"
 HELPER = os.path.join(ROOT, "tools/kernelbench/kb_helper.py")
 TWICE = "evaluated twice: the first try ran out of memory computing the golden data"
 
@@ -70,8 +73,8 @@ def have_torch():
 
 
 @unittest.skipUnless(os.path.isfile(EVAL), "htam-eval is not built")
-@unittest.skipUnless(have_torch(), "PyTorch is not importable by /usr/bin/python3 "
-                     "(install python3-torch; tools/setup.sh does)")
+@unittest.skipUnless(have_torch(), "PyTorch is not importable by %s "
+                     "(install python3-torch; tools/setup.sh does)" % PY)
 class GoldenOutOfMemory(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="kb-golden-oom-")
@@ -103,7 +106,8 @@ class GoldenOutOfMemory(unittest.TestCase):
         cache, scratch = tempfile.mkdtemp(dir=self.dir), tempfile.mkdtemp(dir=self.dir)
         for d in (cache, scratch):
             os.chmod(d, 0o755)
-        p = subprocess.run([EVAL, "--backend", "cpu", "--language", "kernelbench", "--seeds", "1",
+        p = subprocess.run([EVAL, "--backend", BACKEND, "--language", "kernelbench",
+                            "--option", "kernelbench_python=" + PY, "--seeds", "1",
                             "--sets", "1", "--reps", "3", "--task", self.task, "--cache", cache,
                             "--eval.scratch_dir", scratch]
                            + list(extra) + [self.candidate],
