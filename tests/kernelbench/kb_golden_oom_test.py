@@ -7,9 +7,10 @@ with the whole share of the device's memory reserved, so that it runs once the o
 ended; it says that it did. Once only: a reference that runs out of memory alone still ends
 InfraError. Without reservations (eval.kernelbench_memory_share 0) nothing is retried.
 
-Here, on the CPU backend (or HTAM_KB_BACKEND), the problem's Model raises PyTorch's out-of-memory error in the
-golden data's process (kb_golden.py), the first time only or every time (a marker file says
-which); the baseline and the import run it in other processes, where it never raises.
+Here, on the CPU backend (or HTAM_KB_BACKEND), the problem's Model raises PyTorch's
+out-of-memory error in the golden data's process (kb_golden.py), the first time only or every
+time (a marker file says which); the baseline and the import run it in other processes, where it
+never raises.
 
   HTAM_EVAL         the htam-eval binary (default build/tools/eval/htam-eval)
   HTAM_KB_PYTHON    the Python with PyTorch (default /usr/bin/python3)
