@@ -673,6 +673,37 @@ TEST(DeviceLockTest, PastTheBoundItGoesOnWithANote) {
   EXPECT_NE(late.Note().find("went on without its turn"), std::string::npos) << late.Note();
 }
 
+// An exclusive turn may have its own bound (the eager baseline's, whose figure stays): that bound,
+// not the constructor's, ends its wait, and the note names it.
+TEST(DeviceLockTest, AnExclusiveTurnWaitsForItsOwnBound) {
+  TempDir t;
+  const std::string path = DeviceLockPath(t.path(), "cuda", 1);
+  DeviceLock holder(path, 30), other(path, 30);
+  holder.Exclusive();
+  const auto t0 = std::chrono::steady_clock::now();
+  other.Exclusive(0.3);
+  const double waited =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 280);
+  EXPECT_LT(waited, 5000);
+  EXPECT_NE(other.Note().find("longer than 0.3 s;"), std::string::npos) << other.Note();
+  // Its next turns wait for the constructor's bound again: one the holder releases in time.
+  holder.Release();
+  other.Release();
+  holder.Exclusive();
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    holder.Release();
+  });
+  const auto t1 = std::chrono::steady_clock::now();
+  other.Exclusive();
+  const double second =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+  later.join();
+  EXPECT_GE(second, 400);
+  EXPECT_LT(second, 5000);
+}
+
 // The device's memory between jobs (timing_lock.h MemoryReservation): a job waits while the
 // others' reservations and its own pass the limit, goes on once they are released, and a
 // reservation whose holder was killed counts for nothing.

@@ -109,27 +109,34 @@ DeviceLock::~DeviceLock() {
   if (turn_ >= 0) close(turn_);
 }
 
-bool DeviceLock::Take(int fd, int op) {
+bool DeviceLock::Take(int fd, int op, double wait_s) {
   // Another evaluation has the device: not this job's time. No flock here: no lock.
-  return TryUntil(wait_s_, std::chrono::microseconds(100), std::chrono::microseconds(2000),
-                  &waited_out_, [&] { return TryFlock(fd, op); });
+  bool out = false;
+  const bool took = TryUntil(wait_s, std::chrono::microseconds(100),
+                             std::chrono::microseconds(2000), &out,
+                             [&] { return TryFlock(fd, op); });
+  if (out) {
+    waited_out_ = true;
+    waited_out_s_ = wait_s;
+  }
+  return took;
 }
 
 void DeviceLock::Shared() {
-  Turn(LOCK_SH);
+  Turn(LOCK_SH, wait_s_);
 }
 
-void DeviceLock::Exclusive() {
-  Turn(LOCK_EX);
+void DeviceLock::Exclusive(double wait_s) {
+  Turn(LOCK_EX, wait_s >= 0 ? wait_s : wait_s_);
 }
 
-void DeviceLock::Turn(int op) {
+void DeviceLock::Turn(int op, double wait_s) {
   if (fd_ < 0 || held_ == op) return;
   Release();
   // Through the turn file: a shared taker waits behind an exclusive one already waiting there
   // (which holds it exclusive until it has the device).
-  if (Take(turn_, op)) {
-    if (Take(fd_, op)) held_ = op;
+  if (Take(turn_, op, wait_s)) {
+    if (Take(fd_, op, wait_s)) held_ = op;
     flock(turn_, LOCK_UN);
   }
 }
@@ -141,9 +148,9 @@ void DeviceLock::Release() {
 
 std::string DeviceLock::Note() const {
   if (!waited_out_) return std::string();
-  return "another evaluation kept the device longer than " + FormatNumber(wait_s_) +
-         " s (eval.timing_lock_wait_s); a phase went on without its turn and may have overlapped "
-         "it";
+  return "another evaluation kept the device longer than " + FormatNumber(waited_out_s_) + " s" +
+         (waited_out_s_ == wait_s_ ? " (eval.timing_lock_wait_s)" : "") +
+         "; a phase went on without its turn and may have overlapped it";
 }
 
 SharedTimingLock::~SharedTimingLock() {

@@ -35,18 +35,22 @@ class DeviceLock {
   DeviceLock(const DeviceLock&) = delete;
   DeviceLock& operator=(const DeviceLock&) = delete;
 
-  void Shared();     // from exclusive: released first, then taken shared
-  void Exclusive();  // from shared: released first (never upgraded in place)
+  void Shared();  // from exclusive: released first, then taken shared
+  // From shared: released first (never upgraded in place). `wait_s` >= 0 bounds this wait
+  // instead of the constructor's (a turn whose result stays, such as a task's eager baseline,
+  // may wait longer than a candidate's timing).
+  void Exclusive(double wait_s = -1);
   void Release();
   // "" unless a wait passed its bound; else a sentence for the result's diagnostics.
   std::string Note() const;
 
  private:
-  void Turn(int op);          // LOCK_SH or LOCK_EX through the turn file
-  bool Take(int fd, int op);  // polls flock(op | LOCK_NB) until the bound
+  void Turn(int op, double wait_s);          // LOCK_SH or LOCK_EX through the turn file
+  bool Take(int fd, int op, double wait_s);  // polls flock(op | LOCK_NB) until the bound
   int fd_ = -1, turn_ = -1;
   int held_ = 0;  // 0, LOCK_SH or LOCK_EX
   double wait_s_ = 0;
+  double waited_out_s_ = 0;  // the bound of the wait that passed it (Note)
   bool waited_out_ = false;
 };
 

@@ -192,12 +192,8 @@ class Judge {
       // for memory (eval.device_memory_wait_s), not the timing's bound (eval.timing_lock_wait_s),
       // which full-size jobs sharing the device pass (on an H200 their verification holds it
       // for 30-100 s): a baseline timed beside them read 1.7x slow.
-      turn_.Release();
-      DeviceLock baseline_turn(DeviceLockPathFor(opt_, *backend_),
-                               std::max(opt_.timing_lock_wait_s, opt_.device_memory_wait_s));
-      baseline_turn.Exclusive();
+      turn_.Exclusive(std::max(opt_.timing_lock_wait_s, opt_.device_memory_wait_s));
       st = golden.PrepareBaseline(seeds.timing);
-      baseline_turn.Release();
       turn_.Shared();
     }
     if (!st.ok()) return Fail(res, OutcomeStatus::InfraError, st.message());
