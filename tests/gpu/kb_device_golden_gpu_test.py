@@ -38,7 +38,8 @@ HELPER = os.path.join(ROOT, "tools/kernelbench/kb_helper.py")
 RELU_TASK = os.path.join(ROOT, "tests/gpu/kernelbench/kb_relu")
 RELU_MN = os.path.join(RELU_TASK, "modelnew/relu_load_cuda.py")
 sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
-from kb_testlib import CLAMP_MODELNEW, big_relu_problem, cuda_torch  # noqa: E402
+from kb_testlib import (CLAMP_MODELNEW, OPEN_POLICY, big_relu_problem,  # noqa: E402
+                        cuda_torch, import_task)
 BIG_PROBLEM = big_relu_problem("1 << 29")
 BIG_MODELNEW = CLAMP_MODELNEW
 
@@ -58,18 +59,7 @@ class KbDeviceGoldenGpu(unittest.TestCase):
     def setUpClass(cls):
         cls.work = tempfile.mkdtemp(prefix="htam-kb-device-")
         os.chmod(cls.work, 0o755)
-        src = os.path.join(cls.work, "big_relu.py")
-        with open(src, "w") as f:
-            f.write(BIG_PROBLEM)
-        cls.task = os.path.join(cls.work, "kb_big_relu")
-        subprocess.run([PY, HELPER, "import", src, cls.task, "--name", "kb_big_relu"],
-                       check=True, capture_output=True, timeout=600)
-        with open(os.path.join(cls.task, "task.json")) as f:
-            t = json.load(f)
-        t["kernelbench_policy"] = {"require_kernel": False, "torch_ops": "allow",
-                                   "layers": "allow", "functional": "warn"}
-        with open(os.path.join(cls.task, "task.json"), "w") as f:
-            json.dump(t, f, indent=2)
+        cls.task = import_task(PY, HELPER, BIG_PROBLEM, cls.work, "kb_big_relu", OPEN_POLICY)
         cls.good = os.path.join(cls.work, "big_good.py")
         with open(cls.good, "w") as f:
             f.write(BIG_MODELNEW)
@@ -121,16 +111,6 @@ class KbDeviceGoldenGpu(unittest.TestCase):
         self.assertIn("cannot be evaluated on this device", rows[0]["diagnostics"])
         self.assertEqual(files, [])
 
-    def import_problem(self, name, n):
-        """A ReLU problem over `n` floats (a Python expression) imported as task `name`."""
-        src = os.path.join(self.work, name + ".py")
-        with open(src, "w") as f:
-            f.write(big_relu_problem(n))
-        task = os.path.join(self.work, name)
-        subprocess.run([PY, HELPER, "import", src, task, "--name", name], check=True,
-                       capture_output=True, timeout=600)
-        return task
-
     @staticmethod
     def event_medians(rows):
         return [float(m.group(1)) for m in
@@ -140,7 +120,7 @@ class KbDeviceGoldenGpu(unittest.TestCase):
     def test_the_same_candidate_three_times_within_three_percent(self):
         """A device-bound ModelNew (load_cuda ReLU over 2**26 floats: 512 MiB moved per call, the
         device's time well above Python's per call) evaluated three times in one run."""
-        task = self.import_problem("kb_relu_64m", "1 << 26")
+        task = import_task(PY, HELPER, big_relu_problem("1 << 26"), self.work, "kb_relu_64m")
         rows, _ = self.evaluate(task, [RELU_MN] * 3)
         self.assertEqual([r["status"] for r in rows], ["Ok"] * 3,
                          [r["diagnostics"][:200] for r in rows])

@@ -30,7 +30,8 @@ HELPER = os.path.join(ROOT, "tools/kernelbench/kb_helper.py")
 PY = "/usr/bin/python3"
 SMALL_TASK = os.path.join(ROOT, "tests/kernelbench/tasks/kb_linear_relu_open")
 sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
-from kb_testlib import CLAMP_MODELNEW, big_relu_problem  # noqa: E402
+from kb_testlib import (CLAMP_MODELNEW, OPEN_POLICY, big_relu_problem,  # noqa: E402
+                        import_task)
 BIG_PROBLEM = big_relu_problem("(1 << 28) + (1 << 20)")
 BIG_MODELNEW = CLAMP_MODELNEW
 
@@ -92,18 +93,8 @@ class FullSize(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="kb-full-")
         os.chmod(cls.dir, 0o755)
-        src = os.path.join(cls.dir, "big_relu.py")
-        with open(src, "w") as f:
-            f.write(BIG_PROBLEM)
-        cls.task = os.path.join(cls.dir, "kb_big_relu")
-        subprocess.run([PY, HELPER, "import", src, cls.task, "--name", "kb_big_relu"],
-                       check=True, capture_output=True)
-        with open(os.path.join(cls.task, "task.json")) as f:
-            t = json.load(f)
-        t["kernelbench_policy"] = {"require_kernel": False, "torch_ops": "allow",
-                                   "layers": "allow", "functional": "warn"}
-        with open(os.path.join(cls.task, "task.json"), "w") as f:
-            json.dump(t, f, indent=2)
+        cls.task = import_task(PY, HELPER, BIG_PROBLEM, cls.dir, "kb_big_relu", OPEN_POLICY,
+                               timeout=None)
         cls.candidate = os.path.join(cls.dir, "big_modelnew.py")
         with open(cls.candidate, "w") as f:
             f.write(BIG_MODELNEW)

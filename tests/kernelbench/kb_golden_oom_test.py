@@ -27,7 +27,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
-from kb_testlib import CLAMP_MODELNEW  # noqa: E402
+from kb_testlib import CLAMP_MODELNEW, OPEN_POLICY, import_task  # noqa: E402
 
 EVAL = os.environ.get("HTAM_EVAL") or os.path.join(ROOT, "build/tools/eval/htam-eval")
 PY = os.environ.get("HTAM_KB_PYTHON") or "/usr/bin/python3"
@@ -83,18 +83,9 @@ class GoldenOutOfMemory(unittest.TestCase):
         self.marker = os.path.join(self.dir, "marker")
         os.makedirs(self.marker)
         os.chmod(self.marker, 0o777)
-        src = os.path.join(self.dir, "problem.py")
-        with open(src, "w") as f:
-            f.write(PROBLEM % (self.marker, "kb-oom-raised-" + os.path.basename(self.dir)))
-        self.task = os.path.join(self.dir, "kb_oom")
-        subprocess.run([PY, HELPER, "import", src, self.task, "--name", "kb_oom"], check=True,
-                       capture_output=True, timeout=600)
-        with open(os.path.join(self.task, "task.json")) as f:
-            t = json.load(f)
-        t["kernelbench_policy"] = {"require_kernel": False, "torch_ops": "allow",
-                                   "layers": "allow", "functional": "warn"}
-        with open(os.path.join(self.task, "task.json"), "w") as f:
-            json.dump(t, f, indent=2)
+        self.task = import_task(PY, HELPER, PROBLEM % (self.marker, "kb-oom-raised-" +
+                                                       os.path.basename(self.dir)),
+                                self.dir, "kb_oom", OPEN_POLICY)
         self.candidate = os.path.join(self.dir, "clamp.py")
         with open(self.candidate, "w") as f:
             f.write(CLAMP_MODELNEW)

@@ -1,6 +1,8 @@
 """What the KernelBench tests on the CPU (kb_full_size_test) and on the GPU (tests/gpu/kb_*_gpu_test)
 share: the large ReLU problem and its honest ModelNew, and whether an interpreter has a usable
 CUDA device. Imported by path (tests are run as files, not as a package)."""
+import json
+import os
 import subprocess
 
 
@@ -53,3 +55,29 @@ def cuda_torch(python: str) -> bool:
         return r.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+# A task's policy that lets a ModelNew call PyTorch's operators (tests whose point is not the
+# policy: memory, timing, retries).
+OPEN_POLICY = {"require_kernel": False, "torch_ops": "allow", "layers": "allow",
+               "functional": "warn"}
+
+
+def import_task(python: str, helper: str, problem: str, folder: str, name: str,
+                policy: dict = None, timeout: int = 600) -> str:
+    """Writes the problem file's text `problem` under `folder`, imports it as task `name` there
+    (kb_helper.py import) and, with `policy`, sets its task.json's kernelbench_policy. Returns
+    the task's directory."""
+    src = os.path.join(folder, name + ".py")
+    with open(src, "w") as f:
+        f.write(problem)
+    task = os.path.join(folder, name)
+    subprocess.run([python, helper, "import", src, task, "--name", name], check=True,
+                   capture_output=True, timeout=timeout)
+    if policy is not None:
+        with open(os.path.join(task, "task.json")) as f:
+            t = json.load(f)
+        t["kernelbench_policy"] = dict(policy)
+        with open(os.path.join(task, "task.json"), "w") as f:
+            json.dump(t, f, indent=2)
+    return task
