@@ -134,6 +134,12 @@ class KernelBenchGateTest : public ::testing::Test {
     task->emplace(std::move(*t));
     *src = ReadSource(std::string(kTask) + "/candidates/linear_relu.cpp");
   }
+  // The linear + ReLU task and its honest candidate, evaluated once with Options(): Ok.
+  void EvalLinearReluOk(std::optional<TaskSpec>* task, std::string* src, GateResult* r) {
+    ASSERT_NO_FATAL_FAILURE(LoadLinearRelu(task, src));
+    *r = Eval(**task, *src, Options());
+    ASSERT_EQ(r->status, fb::OutcomeStatus::Ok) << r->diagnostics;
+  }
   // A task directory holding `problem` and a task.json for x f32[4096] -> out f32[4096].
   // `problem`: a file of tests/kernelbench/problems, or a path with a directory.
   std::string MakeTask(const std::string& problem) {
@@ -162,9 +168,8 @@ TEST_F(KernelBenchGateTest, CorrectCandidateIsOkWithPyTorchBaselineAndGoldenData
   REQUIRE_TORCH();
   std::optional<TaskSpec> task;
   std::string src;
-  ASSERT_NO_FATAL_FAILURE(LoadLinearRelu(&task, &src));
-  GateResult r = Eval(*task, src, Options());
-  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  GateResult r;
+  ASSERT_NO_FATAL_FAILURE(EvalLinearReluOk(&task, &src, &r));
   EXPECT_TRUE(r.golden_computed);
   EXPECT_EQ(r.cases, 2);
   EXPECT_GT(r.median_us, 0);
@@ -199,9 +204,8 @@ TEST_F(KernelBenchGateTest, ABaselineTimedInAnotherPrecisionIsTimedAgain) {
   REQUIRE_TORCH();
   std::optional<TaskSpec> task;
   std::string src;
-  ASSERT_NO_FATAL_FAILURE(LoadLinearRelu(&task, &src));
-  GateResult r = Eval(*task, src, Options());
-  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  GateResult r;
+  ASSERT_NO_FATAL_FAILURE(EvalLinearReluOk(&task, &src, &r));
   GoldenOptions go;
   go.cache_dir = Options().golden_cache_dir;
   const std::string dir = KernelBenchGolden(*task, go).dir();
@@ -234,9 +238,8 @@ TEST_F(KernelBenchGateTest, TorchCompileIsMeasuredInTheBackgroundAfterTheFirstVe
   REQUIRE_TORCH();
   std::optional<TaskSpec> task;
   std::string src;
-  ASSERT_NO_FATAL_FAILURE(LoadLinearRelu(&task, &src));
-  GateResult r = Eval(*task, src, Options());
-  ASSERT_EQ(r.status, fb::OutcomeStatus::Ok) << r.diagnostics;
+  GateResult r;
+  ASSERT_NO_FATAL_FAILURE(EvalLinearReluOk(&task, &src, &r));
   EXPECT_GT(r.baseline_us, 0) << "PyTorch eager baseline missing";
   EXPECT_EQ(r.baseline_compile_us, 0);
   EXPECT_EQ(r.baseline_note,

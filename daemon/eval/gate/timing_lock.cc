@@ -112,9 +112,9 @@ DeviceLock::~DeviceLock() {
 bool DeviceLock::Take(int fd, int op, double wait_s) {
   // Another evaluation has the device: not this job's time. No flock here: no lock.
   bool out = false;
-  const bool took = TryUntil(wait_s, std::chrono::microseconds(100),
-                             std::chrono::microseconds(2000), &out,
-                             [&] { return TryFlock(fd, op); });
+  const bool took =
+      TryUntil(wait_s, std::chrono::microseconds(100), std::chrono::microseconds(2000), &out,
+               [&] { return TryFlock(fd, op); });
   if (out) {
     waited_out_ = true;
     waited_out_s_ = wait_s;
@@ -261,12 +261,14 @@ MemoryReservation::~MemoryReservation() {
 
 std::string MemoryReservation::Note() const {
   if (waited_out_)
-    return "other evaluations kept " + FormatGiB(double(others_)) + " GiB of the device's memory reserved for " +
-           "longer than " + FormatNumber(wait_s_) + " s (eval.device_memory_wait_s)";
+    return "other evaluations kept " + FormatGiB(double(others_)) +
+           " GiB of the device's memory reserved for " + "longer than " + FormatNumber(wait_s_) +
+           " s (eval.device_memory_wait_s)";
   if (waited_s_ < 0.5) return std::string();
   return "waited " + FormatNumber(std::round(waited_s_ * 10) / 10) +
-         " s for device memory other evaluations had reserved (" + FormatGiB(double(others_)) + " GiB; this job " +
-         FormatGiB(double(bytes_)) + " GiB, together at most " + FormatGiB(double(limit_)) + " GiB)";
+         " s for device memory other evaluations had reserved (" + FormatGiB(double(others_)) +
+         " GiB; this job " + FormatGiB(double(bytes_)) + " GiB, together at most " +
+         FormatGiB(double(limit_)) + " GiB)";
 }
 
 }  // namespace htam

@@ -85,8 +85,8 @@ class SharedTimingLock {
 // with no room for its workspace. The reservations are files under <path>.d/, each holding its
 // byte count and flocked by its holder for its life: a holder that died (kill -9 included) holds
 // no lock, and its file is removed by the next job that reads them; <path> itself serializes the
-// reading and the taking (names carry pid, clock and a counter: pids repeat across the sandboxes' pid
-// namespaces). Thread-safety: one object per job; descriptors are close-on-exec.
+// reading and the taking (names carry pid, clock and a counter: pids repeat across the sandboxes'
+// pid namespaces). Thread-safety: one object per job; descriptors are close-on-exec.
 class MemoryReservation {
  public:
   // Reserves `bytes` under `path` ("" = no reservation: returns at once, held() false), waiting

@@ -156,11 +156,12 @@ class Judge {
       GateResult again;
       again.candidate_hash = res.candidate_hash;
       res = Evaluate(again, source, warnings);
-      res.diagnostics += "; evaluated twice: the first try ran out of memory computing the golden "
-                         "data beside other evaluations (" +
-                         first.substr(0, 300) +
-                         "), the second had the whole share of the device's memory "
-                         "(eval.kernelbench_memory_share) to itself";
+      res.diagnostics +=
+          "; evaluated twice: the first try ran out of memory computing the golden "
+          "data beside other evaluations (" +
+          first.substr(0, 300) +
+          "), the second had the whole share of the device's memory "
+          "(eval.kernelbench_memory_share) to itself";
     }
     Cleanup();
     return res;
@@ -562,17 +563,18 @@ class Judge {
     const double in = double(task_.case_input_bytes), out = double(task_.case_output_bytes);
     const double free_b = mem.value("free_bytes", 0.0), total = mem.value("total_bytes", 0.0);
     if (share > 0 ? need <= share : (free_b <= 0 || need <= free_b)) return "";
-    return "task '" + task_.name + "' needs about " + FormatGiB(need) +
-           " GiB of memory (inputs " + FormatGiB(in) + " GiB and outputs " + FormatGiB(out) +
-           " GiB per case, held by the runner over " + std::to_string(sets) + " input sets and by the golden data, times " +
+    return "task '" + task_.name + "' needs about " + FormatGiB(need) + " GiB of memory (inputs " +
+           FormatGiB(in) + " GiB and outputs " + FormatGiB(out) +
+           " GiB per case, held by the runner over " + std::to_string(sets) +
+           " input sets and by the golden data, times " +
            FormatNumber(opt_.kernelbench_memory_headroom) +
            " (eval.kernelbench_memory_headroom) for the candidate) but " +
            mem.value("memory", std::string("the device's memory")) + " has " + FormatGiB(free_b) +
            " GiB free of " + FormatGiB(total) + " GiB" +
            (share > 0 ? ", and the evaluations of a device reserve at most " + FormatGiB(share) +
-                         " GiB of it (eval.kernelbench_memory_share " +
-                         FormatNumber(opt_.kernelbench_memory_share) + ")"
-                   : std::string()) +
+                            " GiB of it (eval.kernelbench_memory_share " +
+                            FormatNumber(opt_.kernelbench_memory_share) + ")"
+                      : std::string()) +
            ": this task cannot be evaluated on this device";
   }
 
@@ -654,10 +656,10 @@ class Judge {
   const GateOptions& opt_;
   ProgressFn progress_;
   std::string device_, scripts_, problem_path_, problem_, work_, cand_path_, runtime_warnings_;
-  double ref_call_s_ = 0;  // PyTorch eager's median call, in seconds (Budget)
+  double ref_call_s_ = 0;                    // PyTorch eager's median call, in seconds (Budget)
   std::optional<MemoryReservation> memory_;  // held from the golden data's load to the end
   std::string memory_note_;                  // the reservation's wait, for the diagnostics
-  bool alone_ = false;  // evaluated again with the whole share reserved (Run)
+  bool alone_ = false;                       // evaluated again with the whole share reserved (Run)
   DeviceLock turn_;
   KernelBenchHarness gold_;  // kb_golden.py: the golden data on the device
 };
@@ -703,7 +705,7 @@ void KernelBenchHarness::Stop() {
 }
 
 json KernelBenchHarness::Handle(const json& req, std::vector<int>* fds, bool* failed,
-                               const std::vector<int>& send_fds) {
+                                const std::vector<int>& send_fds) {
   const std::string op = req.value("op", "");
   auto fail = [&](const std::string& cls, const std::string& msg) {
     *failed = true;

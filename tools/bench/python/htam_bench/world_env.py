@@ -444,7 +444,8 @@ def shape_transfer(task: TaskView, siblings: Sequence[TaskView],
     return curve, reached, order
 
 
-def list_steps(task: TaskView, ranked: Sequence[str], budget: int) -> Tuple[List[float], Optional[int]]:
+def list_steps(task: TaskView, ranked: Sequence[str],
+               budget: int) -> Tuple[List[float], Optional[int]]:
     """A stateless policy on `task`: every step hands the world the same ranked list (it applies
     the first strategy with an untried move). Returns (best speedup after each step, steps to
     within 5 % or None; counted after each step, as run_session counts them)."""
