@@ -112,6 +112,42 @@ class WorldBenchSmokeTest(unittest.TestCase):
             self.assertEqual(cm.exception.code, 2)
             self.assertIn("needs --leave family", err.getvalue())
 
+    def test_kin_transfer_and_the_order_bound_are_rows_beside_shape_transfer(self):
+        """kin-transfer with one neighbour plays the order of the shape nearest by dimensions;
+        order-bound plays one order, the same for every shape of the family, and no run of either
+        beats the sequence bound; kin-transfer asked for without --leave shape is refused."""
+        from htam_bench import world_env as we
+        world = we.WorldTable.load()
+        with tempfile.TemporaryDirectory(prefix="htam-world-") as tmp:
+            text, res = run_bench(self, tmp, ["--on", "scan", "--leave", "shape", "--max-tasks",
+                                              "2", "--seeds", "1", "--budget", "6",
+                                              "--kin-neighbours", "1", "--policies",
+                                              "seq-bound,order-bound,kin-transfer"])
+            for p in ("order-bound", "kin-transfer"):
+                self.assertIn(f"| {p} |", text)
+            by = {(r["task"], r["policy"]): r for r in res["runs"]}
+            tasks = sorted({r["task"] for r in res["runs"]})
+            self.assertEqual(len(tasks), 2)
+            family = world.family_tasks("scan")
+            self.assertEqual(by[(tasks[0], "order-bound")]["trace"],
+                             we.best_fixed_order(family, 6))
+            self.assertEqual(by[(tasks[0], "order-bound")]["trace"],
+                             by[(tasks[1], "order-bound")]["trace"])
+            for t in tasks:
+                task = world.tasks[t]
+                near = min((o for o in family if o is not task),
+                           key=lambda o: (we.dims_distance(task, o), o.name))
+                self.assertEqual(by[(t, "kin-transfer")]["trace"], we.best_fixed_order([near], 6))
+                for p in ("order-bound", "kin-transfer"):
+                    self.assertGreaterEqual(by[(t, p)]["steps_to_5"] or 7,
+                                            by[(t, "seq-bound")]["steps_to_5"] or 7, (t, p))
+            err = io.StringIO()
+            with redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+                world_bench.main(["--on", "scan", "--policies", "kin-transfer",
+                                  "--work", os.path.join(tmp, "work2")])
+            self.assertEqual(cm.exception.code, 2)
+            self.assertIn("needs --leave shape", err.getvalue())
+
     def test_cpu_tasks_with_a_memory_learned_on_cuda(self):
         """--on backend:cpu over both committed tables: the CPU family's task runs with the
         memory trained on a CUDA family (--train-backends cuda), sessions open on the CPU

@@ -4,6 +4,7 @@ missing. The CPU families are compiled with g++ and evaluated through htam's CPU
 
 import gzip
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -468,6 +469,39 @@ class EnvTest(unittest.TestCase):
             self.assertGreaterEqual(reached or 7, bound or 7, t.name)
             worse += (reached or 7) > (bound or 7)
         self.assertGreater(worse, 0)
+
+    def test_kin_transfer_fits_on_the_shapes_nearest_by_dimensions(self):
+        """kin_transfer's order is the best fixed order of the k shapes whose dimensions lie
+        nearest: with every sibling it is shape_transfer, with one it is that sibling's own
+        order, and the nearest of scan's m16384_n64 is m4096_n256 (log2 distance sqrt(8))."""
+        tasks = sorted(self.world.family_tasks("scan"), key=lambda t: t.name)
+        t = self.world.tasks["world_scan_m16384_n64"]
+        others = [o for o in tasks if o is not t]
+        near = self.world.tasks["world_scan_m4096_n256"]
+        self.assertAlmostEqual(we.dims_distance(t, near), math.sqrt(8))
+        self.assertEqual(min(others, key=lambda o: we.dims_distance(t, o)), near)
+        self.assertEqual(we.kin_transfer(t, others, 6, k=len(others)),
+                         we.shape_transfer(t, others, 6))
+        _, _, one = we.kin_transfer(t, others, 6, k=1)
+        self.assertEqual(one, we.best_fixed_order([near], 6))
+
+    def test_one_order_for_every_shape_is_bounded_by_the_family_order(self):
+        """The family's best fixed order over all its shapes (the order-bound policy) does no
+        worse on average than any order shape_transfer chose for one of them, played on every
+        shape; and it is not each shape's own best: on scan some shape reaches later than its
+        sequence bound."""
+        tasks = sorted(self.world.family_tasks("scan"), key=lambda t: t.name)
+        order = we.best_fixed_order(tasks, 6)
+
+        def mean(o):
+            return sum(we.play_order(t, o, 6)[1] or 7 for t in tasks) / len(tasks)
+
+        best = mean(order)
+        for t in tasks:
+            _, _, theirs = we.shape_transfer(t, [o for o in tasks if o is not t], 6)
+            self.assertLessEqual(best, mean(theirs) + 1e-12, theirs)
+        self.assertTrue(any((we.play_order(t, order, 6)[1] or 7) > (we.strategy_bound(t, 6)[1] or 7)
+                            for t in tasks))
 
 class OrderWorldTest(unittest.TestCase):
     """The synthetic order world (configs/world/synthetic-order): what its generator writes, kept

@@ -49,6 +49,15 @@ Policies:
               that, offered unchanged at every step, does best on average over the training
               families' whole tables (a local optimum of moving one strategy at a time), played
               on the evaluated family's tasks
+  kin-transfer  with --leave shape only: shape-transfer fitted on the --kin-neighbours other
+              shapes nearest to this one by their dimensions (world_env.kin_transfer: distance of
+              the dimensions' base-2 logarithms), what a memory that weighed the family's shapes by
+              the dimensions a task states could hand it
+  order-bound  the bound of a policy that hands every shape of a family the same fixed order: the
+              best such order over the whole tables of all the family's shapes, this one included
+              (world_env.best_fixed_order), played on this shape; what shape-transfer and
+              kin-transfer lose against it is what one shape's table cannot be foretold from the
+              others
 
 Metrics (over tasks x seeds): steps to within 5 % of the task's best variant (not reached =
 budget + 1), geometric-mean best speedup after 6 and after 12 steps (sessions are opened with the
@@ -81,8 +90,8 @@ from .bench_sessions import Policy, cosine, daemon_on_copy, policy_session, text
 from .world_plot import svg_curves
 from .world_env import (DEFAULT_SPLIT, DEFAULT_TABLE, H100_ROOFLINE, Roofline, TaskView,
                         WorldSession, WorldTable, load_split, oracle, split_advice,
-                        best_priority_list, list_steps, shape_transfer,
-                        strategy_bound)
+                        best_fixed_order, best_priority_list, kin_transfer, list_steps,
+                        play_order, shape_transfer, strategy_bound)
 
 DAEMON_POLICIES = ("full", "cold", "no-history")
 # The client the benchmark's sessions name: they replay outcomes htam's gate measured when the
@@ -91,9 +100,12 @@ DAEMON_POLICIES = ("full", "cold", "no-history")
 BENCH_CLIENT = "htam-bench world"
 POISON_CLIENT = "adversary"
 ALL_POLICIES = ("full", "cold", "no-history", "flat", "ucb", "random", "oracle", "seq-bound",
-                "shape-transfer", "family-transfer")
+                "order-bound", "shape-transfer", "kin-transfer", "family-transfer")
 # References that learn from one protocol's training set only: not in the default policy list.
-TRANSFER_POLICIES = {"shape-transfer": "shape", "family-transfer": "family"}
+TRANSFER_POLICIES = {"shape-transfer": "shape", "kin-transfer": "shape",
+                     "family-transfer": "family"}
+# Named only when asked for (an exhaustive search per family): not in the default policy list.
+ON_REQUEST_POLICIES = set(TRANSFER_POLICIES) | {"order-bound"}
 FAILURES = {"compile_error", "crash", "timeout", "incorrect"}
 
 
@@ -491,6 +503,9 @@ def run_benchmark(a, log) -> List[RunResult]:
         if "family-transfer" in a.policies:  # the training families' tables, once per family
             ranked, _ = best_priority_list(training_tasks(lambda t: t.family.name == fam),
                                            a.budget)
+        family_order: List[str] = []
+        if "order-bound" in a.policies:  # every shape's table, this family's own included
+            family_order = best_fixed_order(table.family_tasks(fam), a.budget)
         for task in tasks:
             if learns and a.leave == "shape":  # the family's other shapes are in the memory
                 stats = train_without(lambda t, name=task.name: t.name == name)
@@ -534,6 +549,16 @@ def run_benchmark(a, log) -> List[RunResult]:
                                 a.budget)
                             r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
                                           steps, trace=order)
+                        elif p == "kin-transfer":
+                            best_at, steps, order = kin_transfer(
+                                task, [t for t in table.family_tasks(fam) if t.name != task.name],
+                                a.budget, a.kin_neighbours)
+                            r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
+                                          steps, trace=order)
+                        elif p == "order-bound":
+                            best_at, steps = play_order(task, family_order, a.budget)
+                            r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
+                                          steps, trace=list(family_order))
                         elif p == "family-transfer":
                             best_at, steps = list_steps(task, ranked, a.budget)
                             r = RunResult(fam, task.name, p, seed, a.budget, task.best, best_at,
@@ -730,9 +755,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--leave", choices=("family", "shape"), default="family",
                     help="leave one family out (default) or one task (shape) out of the memory")
     ap.add_argument("--policies", default=",".join(p for p in ALL_POLICIES
-                                                    if p not in TRANSFER_POLICIES),
-                    help="comma-separated (default: all but shape-transfer and family-transfer, "
-                         "which need --leave shape and --leave family)")
+                                                    if p not in ON_REQUEST_POLICIES),
+                    help="comma-separated (default: all but order-bound, shape-transfer, "
+                         "kin-transfer and family-transfer; the transfer references need "
+                         "--leave shape, kin-transfer too, and --leave family)")
+    ap.add_argument("--kin-neighbours", type=int, default=4,
+                    help="kin-transfer: how many of the family's other shapes, the nearest by "
+                         "their dimensions, it fits its order on (default 4, chosen on the "
+                         "development families)")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--max-tasks", type=int, default=0, help="per family (0 = all)")

@@ -432,6 +432,13 @@ def shape_transfer(task: TaskView, siblings: Sequence[TaskView],
     on `task`, whose own table it never saw. Returns (best speedup after each step, steps to
     within 5 % or None, the order)."""
     order = best_fixed_order(siblings, budget) if siblings else []
+    return (*play_order(task, order, budget), order)
+
+
+def play_order(task: TaskView, order: Sequence[str],
+               budget: int) -> Tuple[List[float], Optional[int]]:
+    """A fixed plan on `task`: step i names order[i] alone (nothing once the order is spent).
+    Returns (best speedup after each step, steps to within 5 % or None)."""
     s = WorldSession(task)
     curve: List[float] = []
     reached = None
@@ -441,7 +448,25 @@ def shape_transfer(task: TaskView, siblings: Sequence[TaskView],
         curve.append(s.best)
         if reached is None and s.best >= 0.95 * task.best:
             reached = i + 1
-    return curve, reached, order
+    return curve, reached
+
+
+def dims_distance(a: TaskView, b: TaskView) -> float:
+    """How far apart two shapes of one family are: the Euclidean distance of their dimensions'
+    base-2 logarithms (a dimension one of them lacks counts as 1). What a memory that knew only the
+    dimensions a task states could call kin."""
+    keys = set(a.shape.dims) | set(b.shape.dims)
+    return math.sqrt(sum((math.log2(max(a.shape.dims.get(k, 1), 1)) -
+                          math.log2(max(b.shape.dims.get(k, 1), 1))) ** 2 for k in keys))
+
+
+def kin_transfer(task: TaskView, siblings: Sequence[TaskView], budget: int,
+                 k: int = 4) -> Tuple[List[float], Optional[int], List[str]]:
+    """shape_transfer fitted on the `k` siblings nearest to `task` by dims_distance (ties by
+    name), not on all of them: a reference for a memory that weighs the family's other shapes by
+    how near their dimensions are. Returns what shape_transfer returns."""
+    near = sorted(siblings, key=lambda t: (dims_distance(task, t), t.name))[:max(k, 1)]
+    return shape_transfer(task, near, budget)
 
 
 def list_steps(task: TaskView, ranked: Sequence[str],
