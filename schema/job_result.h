@@ -32,4 +32,19 @@ inline StageTimeT MakeStageTime(std::string name, double ms) {
   return t;
 }
 
+// Where a KernelBench job's first try ran out of device memory, when the evaluator tries it again
+// (JobResult.retry_alone): the candidate's process ended with it.
+inline constexpr const char* kOutOfMemoryInCandidate = "in the candidate's process";
+
+// A KernelBench job evaluated again with the whole share of the device's memory reserved, after
+// its first try ran out of device memory `where` ("computing the golden data", "in the
+// candidate's process") beside other jobs: what the second try's diagnostics add, quoting the
+// first's (the judge, and the evaluator for JobResult.retry_alone).
+inline std::string EvaluatedTwiceNote(const std::string& where, const std::string& first) {
+  return "; evaluated twice: the first try ran out of memory " + where +
+         " beside other evaluations (" + first.substr(0, 300) +
+         "), the second had the whole share of the device's memory "
+         "(eval.kernelbench_memory_share) to itself";
+}
+
 }  // namespace htam::fb

@@ -153,6 +153,10 @@ class EvaluatorImpl : public Evaluator {
   // Moves the first queued job that slot `s` can run into *p; false if there is none.
   bool TakeJob(const Slot& s, Pending* p) REQUIRES(mu_);
   EvalResult RunJob(Slot* s, const EvalJob& job) EXCLUDES(mu_);
+  // A job whose candidate's process ran out of device memory beside other jobs (`first`, its
+  // JobResult.retry_alone): once more on a fresh worker, with the whole share of the device's
+  // memory reserved (GateSpec.kernelbench_alone); the diagnostics say both.
+  EvalResult RunAlone(Slot* s, const EvalJob& job, const EvalResult& first) EXCLUDES(mu_);
   // RunJob's steps: a worker for the slot (started when there is none, or when a KernelBench job
   // needs one with a runner); the job's frame; sent to the worker (one fresh worker and one more
   // try when the idle one died); the worker's answer awaited within each stage's limit and the
@@ -651,6 +655,8 @@ void EvaluatorImpl::SlotLoop(Slot* s) {
     s->busy = true;
     auto t0 = Clock::now();
     EvalResult r = RunJob(s, p.job);
+    if (r.retry_alone && !p.job.kernelbench_alone) r = RunAlone(s, p.job, r);
+    r.retry_alone = false;  // the worker frame's, answered here
     r.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     s->busy = false;
     ++s->jobs;
@@ -691,6 +697,18 @@ std::unique_ptr<fb::ProfileRequestT> EvaluatorImpl::ProfileRequest() const {
   p->compute_pct = double(ev_.cuda_profile_compute_pct);
   p->launch_us = double(ev_.cuda_profile_launch_us);
   return p;
+}
+
+EvalResult EvaluatorImpl::RunAlone(Slot* s, const EvalJob& job, const EvalResult& first) {
+  // Its worker and runner ended with the crash; the next RunJob starts a fresh pair.
+  if (job.on_stage)
+    job.on_stage(job.job_id, "running",
+                 "out of device memory beside other jobs; again with the memory to itself");
+  EvalJob again = job;
+  again.kernelbench_alone = true;
+  EvalResult r = RunJob(s, again);
+  r.diagnostics += fb::EvaluatedTwiceNote(fb::kOutOfMemoryInCandidate, first.diagnostics);
+  return r;
 }
 
 EvalResult EvaluatorImpl::RunJob(Slot* s, const EvalJob& job) {
@@ -763,6 +781,7 @@ std::string EvaluatorImpl::WorkerFrame(const EvalJob& job,
   spec.reference_only = job.source.empty();
   spec.max_case_bytes = uint64_t(ev_.max_case_mb) << 20;
   spec.gate = GateSpec();
+  spec.gate->kernelbench_alone = job.kernelbench_alone;
   if (job.profile) spec.profile_request = ProfileRequest();
   return PackJob(spec);
 }

@@ -48,6 +48,9 @@ struct EvalJob : fb::JobSpecT {
   // report no stages (their result still comes through `done`).
   std::function<void(uint64_t job_id, const std::string& stage, const std::string& message)>
       on_stage;
+  // The evaluator's own: the job's second try, alone (GateSpec.kernelbench_alone), after its
+  // first ran out of device memory beside other jobs (JobResult.retry_alone).
+  bool kernelbench_alone = false;
 };
 
 // The outcome of one job: the schema's JobResult (schema/job.fbs, whose comments say what each

@@ -49,6 +49,21 @@ using fb::OutcomeStatus;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// Whether an evaluation ended for want of device memory, which jobs sharing the device may have
+// caused together: the golden data's process said so (InfraError), or the candidate's process
+// (the runner: the candidate's code or the harness's own tensors) crashed with PyTorch's
+// out-of-memory error. Returns what to call it, or "" for any other ending.
+std::string OutOfMemoryIn(const GateResult& res) {
+  if (res.status == OutcomeStatus::InfraError &&
+      res.diagnostics.find(kGoldenOutOfMemory) != std::string::npos)
+    return "computing the golden data";
+  if (res.status == OutcomeStatus::Crash) {
+    for (const char* what : {"OutOfMemoryError", "CUDA out of memory", "HIP out of memory"})
+      if (res.diagnostics.find(what) != std::string::npos) return fb::kOutOfMemoryInCandidate;
+  }
+  return "";
+}
+
 // ---- small helpers -------------------------------------------------------------------------
 
 std::string ReadAll(const std::string& path, bool* ok) {
@@ -92,6 +107,7 @@ class Judge {
         task_(t),
         opt_(o),
         progress_(p),
+        alone_(o.kernelbench_alone),
         turn_(DeviceLockPathFor(o, *b), o.timing_lock_wait_s) {}
 
   GateResult Run(const std::string& source) {
@@ -143,25 +159,27 @@ class Judge {
                   infra ? why.substr(7) : why);
     }
     res = Evaluate(res, source, warnings);
-    // The golden data ran out of memory while jobs shared the device's memory: the estimate of
-    // what a job needs misses a reference's temporaries (on an H200, RMSNorm's and a
-    // matrix-scalar product's among four full-size jobs). Once more, from the start, with the
-    // whole share reserved: the device's memory to itself once the other jobs have ended.
-    if (res.status == OutcomeStatus::InfraError && !alone_ && Reserving() &&
-        res.diagnostics.find(kGoldenOutOfMemory) != std::string::npos) {
+    // The job ran out of device memory while jobs shared it: the estimate of what a job needs
+    // misses a reference's temporaries and PyTorch's caching (on an H200, RMSNorm's and a
+    // matrix-scalar product's golden data, and LeakyReLU's 6 GiB inputs in the runner, among
+    // four full-size jobs), so it is no verdict on the candidate yet. Once more, from the start,
+    // with the whole share reserved: the device's memory to itself once the other jobs have
+    // ended. What runs out of memory alone too keeps its ending. The candidate's process (the
+    // runner) ends with its crash: the evaluator runs that try on a fresh one (retry_alone).
+    const std::string where = OutOfMemoryIn(res);
+    if (where == fb::kOutOfMemoryInCandidate && !alone_ && Reserving()) {
+      res.retry_alone = true;
+    } else if (!where.empty() && !alone_ && Reserving()) {
       const std::string first = res.diagnostics;
+      gold_.Stop();  // its golden data off the device before the job waits for the whole share
       memory_.reset();
       alone_ = true;
-      Progress("golden data: out of memory beside other jobs; again with the memory to itself");
+      Progress("out of device memory " + where +
+               " beside other jobs; again with the memory to itself");
       GateResult again;
       again.candidate_hash = res.candidate_hash;
       res = Evaluate(again, source, warnings);
-      res.diagnostics +=
-          "; evaluated twice: the first try ran out of memory computing the golden "
-          "data beside other evaluations (" +
-          first.substr(0, 300) +
-          "), the second had the whole share of the device's memory "
-          "(eval.kernelbench_memory_share) to itself";
+      res.diagnostics += fb::EvaluatedTwiceNote(where, first);
     }
     Cleanup();
     return res;
@@ -659,7 +677,9 @@ class Judge {
   double ref_call_s_ = 0;                    // PyTorch eager's median call, in seconds (Budget)
   std::optional<MemoryReservation> memory_;  // held from the golden data's load to the end
   std::string memory_note_;                  // the reservation's wait, for the diagnostics
-  bool alone_ = false;                       // evaluated again with the whole share reserved (Run)
+  // Evaluated again with the whole share reserved: in Run, or by the evaluator
+  // (GateSpec.kernelbench_alone).
+  bool alone_ = false;
   DeviceLock turn_;
   KernelBenchHarness gold_;  // kb_golden.py: the golden data on the device
 };
