@@ -302,6 +302,7 @@ SandboxOptions EvaluatorImpl::SandboxFor(const std::string& backend, bool kb) co
   s.defer_drop = ev_.runner && (RunnerBackend(backend) || kb);
   s.scratch_dir = opt_.scratch_dir.empty() ? "/tmp" : opt_.scratch_dir;
   if (!opt_.cache_dir.empty()) s.writable_dirs.push_back(opt_.cache_dir);
+  if (!ev_.device_lock_dir.empty()) s.writable_dirs.push_back(ev_.device_lock_dir);
   s.env_keep = SplitList(ev_.env_keep);
   s.cgroup_parent = cgroup_parent_;
   s.host_memory_bytes = uint64_t(std::max<int64_t>(ev_.host_memory_limit_mb, 0)) << 20;
@@ -456,6 +457,16 @@ Status EvaluatorImpl::PrepareFolders() {
     if (geteuid() == 0 && !ev_.sandbox_user.empty()) chmod(KbBuildCache().c_str(), 01733);
   }
   if (!opt_.scratch_dir.empty()) HTAM_RETURN_IF_ERROR(MakeDirs(opt_.scratch_dir, 0755));
+  if (!ev_.device_lock_dir.empty()) {
+    // Shared by every evaluation of the host, whoever made it and whatever user its workers run
+    // as: sticky and world-writable, like /tmp (each holder's files stay its own).
+    const std::string locks = ev_.device_lock_dir;
+    struct stat st;
+    if (stat(locks.c_str(), &st) != 0) {
+      HTAM_RETURN_IF_ERROR(MakeDirs(locks, 0755).WithContext("eval.device_lock_dir"));
+      chmod(locks.c_str(), 01777);
+    }
+  }
   return Status::OK();
 }
 
@@ -1159,6 +1170,7 @@ fb::GateSpecT GateSpecFromConfig(const config::Eval& e) {
   g.golden_timeout_s = double(e.kernelbench_timeout_s);
   g.golden_seed_pool = int32_t(e.kernelbench_seed_pool);
   g.timing_lock_wait_s = double(e.timing_lock_wait_s);
+  g.device_lock_dir = e.device_lock_dir;
   g.device_data = e.device_data;
   g.baseline_reuse_s = double(e.baseline_reuse_s);
   g.buffer_pool_bytes = uint64_t(std::max<int64_t>(0, e.buffer_pool_mb)) << 20;

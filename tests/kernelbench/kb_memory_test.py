@@ -9,10 +9,15 @@ beside the golden cache, and waits while the live reservations and its own would
 eval.kernelbench_memory_share of the device's memory (timing_lock.h MemoryReservation; its
 unit test covers the bound and a holder killed with SIGKILL).
 
-Here two htam-eval processes evaluate at once on the CPU backend with one cache: with a share of
-the host's memory that holds one of them but not both they run one after the other (one says it
-waited, and neither waited out its turn on the device), with the default they overlap (neither
-waits); both are Ok either way. A job that can never fit in the share is refused, saying so.
+The ledger lives in the host-wide folder eval.device_lock_dir, not beside a cache: htam-eval
+runs without --cache each make a temporary cache of their own, and on an H200 four such runs
+(htam-bench kernelbench --jobs 4) reserved in four ledgers, so none waited for another.
+
+Here two htam-eval processes evaluate at once on the CPU backend, each with its own temporary
+cache and one lock folder: with a share of the host's memory that holds one of them but not both
+they run one after the other (one says it waited, and neither waited out its turn on the device),
+with the default they overlap (neither waits); both are Ok either way. A job that can never fit
+in the share is refused, saying so.
 
   HTAM_EVAL   the htam-eval binary (default build/tools/eval/htam-eval)
 Run from the repository root (ctest does). Skips without PyTorch in /usr/bin/python3.
@@ -61,16 +66,17 @@ class SharedDeviceMemory(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def two_at_once(self, name, extra):
-        cache = os.path.join(self.dir, name)
-        os.makedirs(cache)
-        os.chmod(cache, 0o755)
-        # The golden data and the baseline first, so that both jobs do the same work after.
-        first = evaluate(["--cache", cache])
-        self.assertEqual(first["status"], "Ok", first["diagnostics"])
+        # No --cache: each run makes a cache of its own (its golden data and baseline too, the
+        # same work for both); the lock folder is the host's, here one of the test's own.
+        locks = os.path.join(self.dir, name + "-locks")
         with ThreadPoolExecutor(2) as pool:
-            rs = list(pool.map(evaluate, [["--cache", cache] + extra] * 2))
+            rs = list(pool.map(evaluate, [["--eval.device_lock_dir", locks] + extra] * 2))
         for r in rs:
             self.assertEqual(r["status"], "Ok", r["diagnostics"])
+        # Made for every user's evaluations: sticky and world-writable, the ledger inside.
+        self.assertEqual(os.stat(locks).st_mode & 0o7777, 0o1777)
+        self.assertTrue(any(f.endswith(".memory.d") for f in os.listdir(locks)),
+                        os.listdir(locks))
         return [WAITED in r["diagnostics"] for r in rs], rs
 
     def test_jobs_that_do_not_fit_together_run_one_after_the_other(self):

@@ -54,6 +54,11 @@ class MetricsTest(unittest.TestCase):
             kb.score_outcome(r, status, 0.0, "why it failed\nmore")
             self.assertEqual(r.status, "incorrect")
             self.assertEqual(r.note, status + ": why it failed")
+            self.assertEqual(r.diagnostics, "why it failed\nmore")  # the whole verdict is kept
+        r = kb.ProblemResult("a")
+        kb.score_outcome(r, "InfraError", 0.0, "x" * 5000 + "; evaluated twice")
+        self.assertTrue(r.diagnostics.endswith("; evaluated twice"))
+        self.assertEqual(len(r.diagnostics), 4000)
 
 
 class PairingTest(unittest.TestCase):

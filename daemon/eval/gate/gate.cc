@@ -261,14 +261,14 @@ void BaselineCache::Keep(const std::string& key, const TimingStats& stats) {
 
 std::string DeviceMemoryPathFor(const GateOptions& opt, const BackendInstance& backend) {
   if (opt.device_index < 0 || opt.single_call) return std::string();
-  return DeviceMemoryPath(GoldenCacheRoot(opt, backend),
+  return DeviceMemoryPath(DeviceLockDir(opt, backend),
                           backend.description().name ? backend.description().name : "",
                           opt.device_index);
 }
 
 std::string DeviceLockPathFor(const GateOptions& opt, const BackendInstance& backend) {
   if (opt.device_index < 0 || opt.single_call) return std::string();
-  return DeviceLockPath(GoldenCacheRoot(opt, backend),
+  return DeviceLockPath(DeviceLockDir(opt, backend),
                         backend.description().name ? backend.description().name : "",
                         opt.device_index);
 }
@@ -279,9 +279,14 @@ std::string GoldenCacheRoot(const GateOptions& opt, const BackendInstance& backe
   return "/tmp/htam-kernelbench-" + std::to_string(getuid());
 }
 
+std::string DeviceLockDir(const GateOptions& opt, const BackendInstance& backend) {
+  return opt.device_lock_dir.empty() ? GoldenCacheRoot(opt, backend) : opt.device_lock_dir;
+}
+
 GoldenOptions MakeGoldenOptions(const GateOptions& opt, const BackendInstance& backend,
                                 const std::string& device) {
   GoldenOptions go;
+  go.lock_dir = DeviceLockDir(opt, backend);
   go.python = opt.golden_python;
   go.helper = opt.golden_helper;
   go.cache_dir = GoldenCacheRoot(opt, backend);

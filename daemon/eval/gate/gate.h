@@ -158,8 +158,12 @@ using GateResult = fb::JobResultT;
 // limit and timing repetitions. `device` is PyTorch's ("cpu" or "cuda").
 GoldenOptions MakeGoldenOptions(const GateOptions& opt, const BackendInstance& backend,
                                 const std::string& device);
-// That cache's root (GoldenOptions::cache_dir), which holds the host-wide timing.lock.
+// That cache's root (GoldenOptions::cache_dir).
 std::string GoldenCacheRoot(const GateOptions& opt, const BackendInstance& backend);
+// The folder of the host-wide timing.lock and the devices' turns and memory ledgers
+// (GateOptions::device_lock_dir, eval.device_lock_dir; "" = GoldenCacheRoot). Every evaluation of
+// the host must name the same one: htam-eval runs without --cache each have a cache of their own.
+std::string DeviceLockDir(const GateOptions& opt, const BackendInstance& backend);
 // The lock file of the device's turns (timing_lock.h DeviceLock) for evaluations with these
 // options: beside the host-wide timing.lock, per backend and device index; "" = no turns (no
 // device index, or a one-call profiling run, which its parent's turn covers).

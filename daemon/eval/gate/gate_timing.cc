@@ -66,7 +66,7 @@ Verdict Gate::Impl::TimeAndVerify(CandidateExec* mod, const DimBinding& dims, Ti
   {
     // Never while the background torch.compile measurement times on this host (the runner
     // never sees the lock: the verifier holds it around the call).
-    SharedTimingLock lock(TimingLockPath(GoldenCacheRoot(opt_, *backend_)),
+    SharedTimingLock lock(TimingLockPath(DeviceLockDir(opt_, *backend_)),
                           opt_.timing_lock_wait_s);
     if (lock.waited_out()) timing_note_ = lock.Note();
     turn_.Exclusive();  // nothing else on the device while this is timed

@@ -215,7 +215,11 @@ MemoryReservation::MemoryReservation(const std::string& path, uint64_t bytes, ui
   dir_ = path + ".d";
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) (void)MakeDirs(path.substr(0, slash), 0755);
-  if (mkdir(dir_.c_str(), 0777) != 0 && errno != EEXIST) return;
+  if (mkdir(dir_.c_str(), 0777) == 0) {
+    chmod(dir_.c_str(), 01777);  // jobs of other users (sandbox users) add their files too
+  } else if (errno != EEXIST) {
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   // Another evaluation holds the memory: not this job's time.
   TryUntil(wait_s_, std::chrono::milliseconds(50), std::chrono::milliseconds(500), &waited_out_,

@@ -409,7 +409,7 @@ class Judge {
     auto ask = [&] {
       // Never while the background torch.compile measurement times on this host; the runner
       // cannot see the lock (the golden cache is hidden from it): the verifier holds it.
-      SharedTimingLock lock(TimingLockPath(go.cache_dir), opt_.timing_lock_wait_s);
+      SharedTimingLock lock(TimingLockPath(go.lock_dir), opt_.timing_lock_wait_s);
       *lock_note = lock.Note();
       // And with the device to itself (the other lanes of eval.device_workers wait).
       turn_.Exclusive();

@@ -354,7 +354,7 @@ bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& 
                                       "--reps",        std::to_string(opt_.reps),
                                       "--warmup",      std::to_string(opt_.warmup),
                                       "--flush-bytes", std::to_string(opt_.flush_bytes),
-                                      "--timing-lock", TimingLockPath(opt_.cache_dir)};
+                                      "--timing-lock", TimingLockPath(opt_.lock_dir.empty() ? opt_.cache_dir : opt_.lock_dir)};
   auto note = [&](const std::string& text) {
     return std::vector<std::string>{opt_.python, opt_.helper, "baseline-note", "--out", dir_,
                                     "--note",    text};

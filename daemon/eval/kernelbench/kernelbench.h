@@ -36,6 +36,7 @@ struct GoldenOptions {
   std::string python = "/usr/bin/python3";
   std::string helper;     // "" = $HTAM_KERNELBENCH_HELPER, else share/htam/kernelbench/kb_helper.py
   std::string cache_dir;  // required
+  std::string lock_dir;   // of the host-wide timing.lock (gate.h DeviceLockDir); "" = cache_dir
   std::string device = "cpu";  // PyTorch device: "cpu" or "cuda"
   double timeout_s = 600;      // one helper run (import of torch + every missing seed), and
                                // the background torch.compile measurement (killed at it)

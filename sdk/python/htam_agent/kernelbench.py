@@ -97,6 +97,7 @@ class ProblemResult:
     median_us: float = 0.0       # its timed median (htam's), and PyTorch eager's
     baseline_us: float = 0.0
     device_mib: float = 0.0      # peak device memory of its evaluation's processes (--device-memory)
+    diagnostics: str = ""        # htam's whole verdict (its last 4000 characters): why, how timed
 
 
 def import_problems(files: Sequence[str], tasks_dir: str, python: str = "/usr/bin/python3",
@@ -429,6 +430,7 @@ def score_outcome(r: ProblemResult, status: str, speedup: float, diagnostics: st
     """A ModelNew file's outcome as KernelBench counts it: correct when htam's gate says Ok."""
     r.steps = 1
     r.outcome = status
+    r.diagnostics = (diagnostics or "")[-4000:]
     if status.lower() == "ok" and speedup > 0:
         r.status, r.speedup = "correct", speedup
     else:
