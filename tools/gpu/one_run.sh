@@ -14,7 +14,7 @@
 # times within 3 %; by name only, about 3 minutes).
 # loadpaths (tools/kernelbench/bench_load_paths.py: load_inline against htam.load_cuda, cold, one
 # JSON line in $OUT/load_paths.json; by name only, about 2 minutes).
-# kbfull (every KernelBench problem of levels 1-3 as its own ModelNew, about 9 min), kbstable (one
+# kbfull (every KernelBench problem of levels 1-3 as its own ModelNew, 9 min or more), kbstable (one
 # candidate evaluated three times in one run, about 90 s), kbcompile (torch-extension build routes,
 # about 3 min): KernelBench at full size, by name only; see their comments below.
 # By name only as well: modes (evaluation settings side by side), runner, klsuite (the KernelBench
@@ -300,7 +300,8 @@ kb_dir() {
 # 540: 480 s of starts). Writes $OUT/kbfull.json (per level: status, seconds, peak device MiB,
 # htam median and eager baseline per problem; KernelBench's metrics) and kbfull.jsonl (one line per
 # problem as it ends, kept if the part is killed). Everything else (tasks, golden data, caches)
-# lives in one work folder under /tmp, removed at the end. About 9 minutes.
+# lives in one work folder under /tmp, removed at the end. About 9 minutes before jobs shared one
+# ledger per host (2026-11-29); longer since: jobs whose memory does not fit together take turns.
 if [[ "$PARTS" == *" kbfull "* ]]; then
   KBD=$(kb_dir) || { echo "kbfull: no KernelBench tree (set KB_DIR)"; }
   if [ -n "${KBD:-}" ]; then
