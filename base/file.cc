@@ -41,6 +41,15 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   return Status::OK();
 }
 
+Status MakeSharedDir(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) return Status::OK();
+  HTAM_RETURN_IF_ERROR(MakeDirs(path, 0755));
+  if (chmod(path.c_str(), 01777) != 0)
+    return Status::IOError("cannot make " + path + " shared: " + strerror(errno));
+  return Status::OK();
+}
+
 Result<std::string> CreateUniqueFile(const std::string& prefix) {
   std::string name = prefix + ".tmp.XXXXXX";
   const int fd = mkstemp(name.data());

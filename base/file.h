@@ -26,6 +26,10 @@ std::string ReadFileOrEmpty(const std::string& path);
 // taken from the working directory. IOError names the first directory that could not be made.
 Status MakeDirs(const std::string& path, mode_t mode);
 
+// MakeDirs(path, 0755), then, if `path` itself was new, mode 1777 (sticky, world-writable, like
+// /tmp): a folder that processes of several users share, each keeping its own files there.
+Status MakeSharedDir(const std::string& path);
+
 // A temporary name beside a file about to be published by rename: `prefix` + ".tmp." + six
 // random characters, created empty (mode 0600) so that no other process gets the same name.
 // Process ids do not serve: workers in PID namespaces of their own share them, and one removed

@@ -159,5 +159,21 @@ TEST_F(WriteFileAtomicTest, MovePathMovesIntoAnEmptyFolderButNeverOverOne) {
   EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/staged/other"));
 }
 
+// A folder several users share (eval.device_lock_dir): made sticky and world-writable with its
+// parents; one that exists keeps its mode (another user's, or the administrator's choice).
+TEST_F(WriteFileAtomicTest, MakeSharedDirMakesANewFolderStickyAndLeavesAnOldOneAlone) {
+  const std::string shared = dir_ + "/a/b/locks";
+  ASSERT_TRUE(MakeSharedDir(shared).ok());
+  struct stat st;
+  ASSERT_EQ(stat(shared.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u);
+  const std::string old = dir_ + "/old";
+  ASSERT_EQ(mkdir(old.c_str(), 0700), 0);
+  ASSERT_TRUE(MakeSharedDir(old).ok());
+  ASSERT_EQ(stat(old.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_FALSE(MakeSharedDir(dir_ + "/" + std::string(300, 'x') + "/locks").ok());
+}
+
 }  // namespace
 }  // namespace htam

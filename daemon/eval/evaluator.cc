@@ -460,12 +460,7 @@ Status EvaluatorImpl::PrepareFolders() {
   if (!ev_.device_lock_dir.empty()) {
     // Shared by every evaluation of the host, whoever made it and whatever user its workers run
     // as: sticky and world-writable, like /tmp (each holder's files stay its own).
-    const std::string locks = ev_.device_lock_dir;
-    struct stat st;
-    if (stat(locks.c_str(), &st) != 0) {
-      HTAM_RETURN_IF_ERROR(MakeDirs(locks, 0755).WithContext("eval.device_lock_dir"));
-      chmod(locks.c_str(), 01777);
-    }
+    HTAM_RETURN_IF_ERROR(MakeSharedDir(ev_.device_lock_dir).WithContext("eval.device_lock_dir"));
   }
   return Status::OK();
 }

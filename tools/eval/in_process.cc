@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "backends/common/plugin_host.h"
+#include "base/file.h"
 #include "base/paths.h"
 #include "daemon/config/sections.h"
 #include "daemon/eval/gate/gate.h"
@@ -132,6 +133,12 @@ Status RunInProcess(const Config& config, const std::string& backend,
   BaselineCache baselines;  // one reference timing serves this run's candidates
   GateOptions go = GateOptionsFrom(ev, desc.devices[0].index, &baselines);
   go.single_call = single_call;
+  // The host's lock folder, shared with htamd's and other runs' workers (evaluator.cc does the
+  // same): made here as it is there, else it would be this user's alone.
+  if (!go.device_lock_dir.empty()) {
+    if (Status made = MakeSharedDir(go.device_lock_dir); !made.ok())
+      return Status::Unavailable(made.WithContext("eval.device_lock_dir").ToString());
+  }
   const uint64_t max_case = uint64_t(ev.max_case_mb) << 20;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const InProcessJob& job = jobs[i];
