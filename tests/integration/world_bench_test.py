@@ -29,6 +29,18 @@ def run_bench(test, tmp, args):
         return buf.getvalue(), json.load(fh)
 
 
+def assert_refused(test, tmp, policy, leave, needs):
+    """world bench asked for `policy` under --leave `leave` exits 2 saying it needs --leave
+    `needs`, before it trains anything (its work folder is never made)."""
+    err = io.StringIO()
+    work = os.path.join(tmp, "refused-" + policy)
+    with redirect_stderr(err), test.assertRaises(SystemExit) as cm:
+        world_bench.main(["--on", "scan", "--leave", leave, "--policies", policy, "--work", work])
+    test.assertEqual(cm.exception.code, 2)
+    test.assertIn("needs --leave " + needs, err.getvalue())
+    test.assertFalse(os.path.exists(work))
+
+
 class WorldBenchSmokeTest(unittest.TestCase):
     def test_smoke(self):
         policies = ["ucb", "random", "oracle", "seq-bound"]
@@ -74,13 +86,7 @@ class WorldBenchSmokeTest(unittest.TestCase):
                 self.assertTrue(st["trace"], st)
                 self.assertGreaterEqual(st["steps_to_5"] or 7,
                                         by[(t, "seq-bound")]["steps_to_5"] or 7, t)
-            err = io.StringIO()
-            with redirect_stderr(err), self.assertRaises(SystemExit) as cm:
-                world_bench.main(["--on", "scan", "--policies", "shape-transfer",
-                                  "--work", os.path.join(tmp, "work2")])
-            self.assertEqual(cm.exception.code, 2)
-            self.assertIn("needs --leave shape", err.getvalue())
-            self.assertFalse(os.path.exists(os.path.join(tmp, "work2")))
+            assert_refused(self, tmp, "shape-transfer", "family", "shape")
 
     def test_family_transfer_is_a_row_of_leave_one_family_out_only(self):
         """family-transfer plays one ranked list learned from the training families' tables on
@@ -105,12 +111,7 @@ class WorldBenchSmokeTest(unittest.TestCase):
                      if r["policy"] == "seq-bound"}
             for r in runs:
                 self.assertGreaterEqual(r["steps_to_5"] or 7, bound[r["task"]], r["task"])
-            err = io.StringIO()
-            with redirect_stderr(err), self.assertRaises(SystemExit) as cm:
-                world_bench.main(["--on", "scan", "--leave", "shape", "--policies",
-                                  "family-transfer", "--work", os.path.join(tmp, "work2")])
-            self.assertEqual(cm.exception.code, 2)
-            self.assertIn("needs --leave family", err.getvalue())
+            assert_refused(self, tmp, "family-transfer", "shape", "family")
 
     def test_kin_transfer_and_the_order_bound_are_rows_beside_shape_transfer(self):
         """kin-transfer with one neighbour plays the order of the shape nearest by dimensions;
@@ -141,12 +142,7 @@ class WorldBenchSmokeTest(unittest.TestCase):
                 for p in ("order-bound", "kin-transfer"):
                     self.assertGreaterEqual(by[(t, p)]["steps_to_5"] or 7,
                                             by[(t, "seq-bound")]["steps_to_5"] or 7, (t, p))
-            err = io.StringIO()
-            with redirect_stderr(err), self.assertRaises(SystemExit) as cm:
-                world_bench.main(["--on", "scan", "--policies", "kin-transfer",
-                                  "--work", os.path.join(tmp, "work2")])
-            self.assertEqual(cm.exception.code, 2)
-            self.assertIn("needs --leave shape", err.getvalue())
+            assert_refused(self, tmp, "kin-transfer", "family", "shape")
 
     def test_cpu_tasks_with_a_memory_learned_on_cuda(self):
         """--on backend:cpu over both committed tables: the CPU family's task runs with the
