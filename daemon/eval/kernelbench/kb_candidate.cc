@@ -167,19 +167,21 @@ class Judge {
     // ended. What runs out of memory alone too keeps its ending. The candidate's process (the
     // runner) ends with its crash: the evaluator runs that try on a fresh one (retry_alone).
     const std::string where = OutOfMemoryIn(res);
-    if (where == fb::kOutOfMemoryInCandidate && !alone_ && Reserving()) {
-      res.retry_alone = true;
-    } else if (!where.empty() && !alone_ && Reserving()) {
-      const std::string first = res.diagnostics;
-      gold_.Stop();  // its golden data off the device before the job waits for the whole share
-      memory_.reset();
-      alone_ = true;
-      Progress("out of device memory " + where +
-               " beside other jobs; again with the memory to itself");
-      GateResult again;
-      again.candidate_hash = res.candidate_hash;
-      res = Evaluate(again, source, warnings);
-      res.diagnostics += fb::EvaluatedTwiceNote(where, first);
+    if (!where.empty() && !alone_ && Reserving()) {
+      if (where == fb::kOutOfMemoryInCandidate) {
+        res.retry_alone = true;  // for the evaluator, on a fresh runner
+      } else {                   // the golden data's: again here
+        const std::string first = res.diagnostics;
+        gold_.Stop();  // its golden data off the device before the job waits for the whole share
+        memory_.reset();
+        alone_ = true;
+        Progress("out of device memory " + where +
+                 " beside other jobs; again with the memory to itself");
+        GateResult again;
+        again.candidate_hash = res.candidate_hash;
+        res = Evaluate(again, source, warnings);
+        res.diagnostics += fb::EvaluatedTwiceNote(where, first);
+      }
     }
     Cleanup();
     return res;

@@ -345,16 +345,17 @@ bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& 
   const std::string log = dir_ + "/compile.log";
   char limit[32];
   snprintf(limit, sizeof limit, "%g", opt_.timeout_s);
-  std::vector<std::string> measure = {opt_.python,     opt_.helper,
-                                      "baseline",      "--compile-only",
-                                      "--problem",     problem,
-                                      "--out",         dir_,
-                                      "--device",      opt_.device,
-                                      "--time-seeds",  Join(time_seeds),
-                                      "--reps",        std::to_string(opt_.reps),
-                                      "--warmup",      std::to_string(opt_.warmup),
-                                      "--flush-bytes", std::to_string(opt_.flush_bytes),
-                                      "--timing-lock", TimingLockPath(opt_.lock_dir.empty() ? opt_.cache_dir : opt_.lock_dir)};
+  std::vector<std::string> measure = {
+      opt_.python,     opt_.helper,
+      "baseline",      "--compile-only",
+      "--problem",     problem,
+      "--out",         dir_,
+      "--device",      opt_.device,
+      "--time-seeds",  Join(time_seeds),
+      "--reps",        std::to_string(opt_.reps),
+      "--warmup",      std::to_string(opt_.warmup),
+      "--flush-bytes", std::to_string(opt_.flush_bytes),
+      "--timing-lock", TimingLockPath(opt_.lock_dir.empty() ? opt_.cache_dir : opt_.lock_dir)};
   auto note = [&](const std::string& text) {
     return std::vector<std::string>{opt_.python, opt_.helper, "baseline-note", "--out", dir_,
                                     "--note",    text};

@@ -22,7 +22,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from htam_agent.shipped import find_shared_file
 
@@ -435,20 +435,29 @@ def shape_transfer(task: TaskView, siblings: Sequence[TaskView],
     return (*play_order(task, order, budget), order)
 
 
-def play_order(task: TaskView, order: Sequence[str],
-               budget: int) -> Tuple[List[float], Optional[int]]:
-    """A fixed plan on `task`: step i names order[i] alone (nothing once the order is spent).
-    Returns (best speedup after each step, steps to within 5 % or None)."""
+def _play(task: TaskView, budget: int,
+          plan: Callable[[int], Sequence[str]]) -> Tuple[List[float], Optional[int]]:
+    """`budget` steps on `task`, step i handing the world plan(i) (no step when it is empty).
+    Returns (best speedup after each step, steps to within 5 % or None; counted after each step,
+    as run_session counts them)."""
     s = WorldSession(task)
     curve: List[float] = []
     reached = None
     for i in range(budget):
-        if i < len(order):
-            s.step("", [order[i]])
+        strategies = plan(i)
+        if strategies:
+            s.step("", list(strategies))
         curve.append(s.best)
         if reached is None and s.best >= 0.95 * task.best:
             reached = i + 1
     return curve, reached
+
+
+def play_order(task: TaskView, order: Sequence[str],
+               budget: int) -> Tuple[List[float], Optional[int]]:
+    """A fixed plan on `task`: step i names order[i] alone (nothing once the order is spent).
+    Returns what _play returns."""
+    return _play(task, budget, lambda i: order[i:i + 1])
 
 
 def dims_distance(a: TaskView, b: TaskView) -> float:
@@ -472,17 +481,8 @@ def kin_transfer(task: TaskView, siblings: Sequence[TaskView], budget: int,
 def list_steps(task: TaskView, ranked: Sequence[str],
                budget: int) -> Tuple[List[float], Optional[int]]:
     """A stateless policy on `task`: every step hands the world the same ranked list (it applies
-    the first strategy with an untried move). Returns (best speedup after each step, steps to
-    within 5 % or None; counted after each step, as run_session counts them)."""
-    s = WorldSession(task)
-    curve: List[float] = []
-    reached = None
-    for i in range(budget):
-        s.step("", list(ranked))
-        curve.append(s.best)
-        if reached is None and s.best >= 0.95 * task.best:
-            reached = i + 1
-    return curve, reached
+    the first strategy with an untried move). Returns what _play returns."""
+    return _play(task, budget, lambda i: ranked)
 
 
 def best_priority_list(tasks: Sequence[TaskView], budget: int,
