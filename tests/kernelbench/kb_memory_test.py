@@ -19,6 +19,12 @@ they run one after the other (one says it waited, and neither waited out its tur
 with the default they overlap (neither waits); both are Ok either way. A job that can never fit
 in the share is refused, saying so.
 
+A job holds its turn on the device only while it works there. On an H200 eight full-size jobs
+held theirs shared from start to end, their imports and builds included, so each timed phase
+waited for all the others to end or went on without its turn: 18 of 100 level-1 problems in
+500 s. Here one job's import takes 25 s (a build, as load_inline's) while another job, started
+just after, times its candidate and its baseline with the device to itself and ends first.
+
   HTAM_EVAL   the htam-eval binary (default build/tools/eval/htam-eval)
 Run from the repository root (ctest does). Skips without PyTorch in /usr/bin/python3.
 """
@@ -28,6 +34,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
@@ -45,8 +52,8 @@ def have_torch():
     return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-def evaluate(extra):
-    p = subprocess.run([EVAL] + ARGS + extra + [CANDIDATE], capture_output=True, text=True,
+def evaluate(extra, candidate=CANDIDATE):
+    p = subprocess.run([EVAL] + ARGS + extra + [candidate], capture_output=True, text=True,
                        timeout=600, cwd=ROOT)
     lines = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
     if not lines:
@@ -104,6 +111,35 @@ class SharedDeviceMemory(unittest.TestCase):
     def test_jobs_that_fit_together_do_not_wait(self):
         waited, rs = self.two_at_once("default-share", [])
         self.assertEqual(waited, [False, False], " | ".join(r["diagnostics"][-300:] for r in rs))
+
+    def test_a_job_that_builds_holds_no_turn_on_the_device(self):
+        # Bounds short enough that a wait for the other job's build would pass them (and say so
+        # in the verdict): 3 s for a timed phase, 5 s for the eager baseline's.
+        locks = os.path.join(self.dir, "turn-locks")
+        bounds = ["--eval.device_lock_dir", locks, "--eval.timing_lock_wait_s", "3",
+                  "--eval.device_memory_wait_s", "5"]
+        slow = os.path.join(self.dir, "slow_build.py")
+        with open(CANDIDATE) as f:
+            honest = f.read()
+        with open(slow, "w") as f:
+            f.write("import time\ntime.sleep(25)  # as long as a load_inline build\n" + honest)
+        ended = {}
+
+        def run(name, candidate, delay):
+            time.sleep(delay)
+            r = evaluate(bounds, candidate)
+            ended[name] = time.monotonic()
+            return r
+
+        with ThreadPoolExecutor(2) as pool:
+            building = pool.submit(run, "building", slow, 0)
+            timing = pool.submit(run, "timing", CANDIDATE, 2)
+            rs = [building.result(), timing.result()]
+        for r in rs:
+            self.assertEqual(r["status"], "Ok", r["diagnostics"])
+            self.assertNotIn("went on without its turn", r["diagnostics"])
+        self.assertLess(ended["timing"], ended["building"],
+                        "the job that timed waited for the other's build")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,11 @@ returns what the candidate computed, and the verifier's kb_golden.py compares on
       problem file without its Model (get_inputs, get_init_inputs), imports the candidate, and
       builds ModelNew(*get_init_inputs()) under torch.manual_seed(0) (the seed the golden Model
       was built with). Answer {"ok": true, "seconds", "builds": [...]} or {"ok": false, "class":
-      "CompileError"|"Crash"|"InfraError", "message"}.
+      "CompileError"|"Crash"|"InfraError", "message"}. With "construct": false it stops after
+      the import (and its builds: host work, for which the verifier holds no turn on the device)
+      and kb_init builds ModelNew.
+  {"op": "kb_init"}
+      ModelNew(*get_init_inputs()) of the imported candidate, as kb_load does by default.
   {"op": "kb_trial", "seed", "record_ops"}
       One forward on get_inputs() of `seed`. Answer: outputs (dtype, shape, bytes in the memfd),
       a digest of every input before and after the call (digest(), computed on the device), the PyTorch functions the call used
@@ -38,6 +42,10 @@ returns what the candidate computed, and the verifier's kb_golden.py compares on
       the call to after that synchronize (work left on another stream shows there), and the
       wall clock of an empty window (sync_us); CPU: the wall clock. Answer: rep_us, wall_us,
       sync_us, and the outputs of the last timed call of every set.
+  {"op": "kb_time_inputs", "seeds"}
+      Makes kb_time's input sets and staging copies ahead of it (the verifier asks while it
+      shares the device, and kb_time while it has the device to itself); the next kb_time with
+      the same seeds uses them, any other makes its own.
 
 Fast path (kb_fastpath.py; "fast_path": true, the default): a load_inline call on a CUDA device
 whose sources need no PyTorch headers (no torch/ATen/c10/pybind11 include or name) and whose
@@ -387,6 +395,8 @@ def describe_outputs(ys):
 class Harness:
     def __init__(self):
         self.model = None
+        self.model_class = None
+        self.timing_sets = None  # (seeds, sets, staging copies) of kb_time_inputs
         self.device = "cpu"
 
     def sync(self):
@@ -467,6 +477,17 @@ class Harness:
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             raise CandidateError("CompileError", "the candidate defines no class ModelNew "
                                  "(a torch.nn.Module)")
+        self.model_class = cls
+        # "construct": false: the import only (its builds: CPU work, no turn on the device); the
+        # verifier asks kb_init for ModelNew(*get_init_inputs()) once it holds its turn.
+        if r.get("construct", True):
+            self.construct()
+        return {"ok": True, "seconds": round(time.monotonic() - t0, 3),
+                "builds": self.builds}, None
+
+    def construct(self):
+        t0 = time.monotonic()
+        cls = self.model_class
         init = self.get_init_inputs()
         torch.manual_seed(0)
         try:
@@ -477,8 +498,7 @@ class Harness:
                 describe(e), where_in_candidate(sys.exc_info()[2])))
         self.model = model
         self.sync()
-        return {"ok": True, "seconds": round(time.monotonic() - t0, 3),
-                "builds": self.builds}, None
+        return {"ok": True, "seconds": round(time.monotonic() - t0, 3)}, None
 
     def call(self, xs, what):
         try:
@@ -527,11 +547,27 @@ class Harness:
         return {"ok": True, "outputs": meta, "inputs_before": before, "inputs_after": after,
                 "ops": ops, "threads_left": threading.active_count() - threads}, blobs
 
-    def time(self, r):
-        cuda = self.device.startswith("cuda")
-        sets = [self.inputs(int(s)) for s in r["seeds"]]
+    def time_inputs(self, r):
+        """The timing's input sets and staging copies, made before the timed phase (making
+        large inputs is host work: it need not hold the device to itself)."""
+        self.timing_sets = None
+        seeds = [int(s) for s in r["seeds"]]
+        sets = [self.inputs(s) for s in seeds]
         stage = [[x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0]]
                  for _ in range(2)]
+        self.sync()
+        self.timing_sets = (seeds, sets, stage)
+        return {"ok": True}, None
+
+    def time(self, r):
+        cuda = self.device.startswith("cuda")
+        made, self.timing_sets = self.timing_sets, None
+        if made is not None and made[0] == [int(s) for s in r["seeds"]]:
+            _, sets, stage = made
+        else:
+            sets = [self.inputs(int(s)) for s in r["seeds"]]
+            stage = [[x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0]]
+                     for _ in range(2)]
 
         def fill(rep):
             dst, src = stage[rep % 2], sets[rep % len(sets)]
@@ -640,8 +676,14 @@ class Harness:
         op = r.get("op", "")
         if op == "kb_load":
             return self.load(r)
+        if op == "kb_init":
+            if self.model_class is None:
+                raise CandidateError("InfraError", "no ModelNew imported")
+            return self.construct()
         if self.model is None:
             raise CandidateError("InfraError", "no ModelNew loaded")
+        if op == "kb_time_inputs":
+            return self.time_inputs(r)
         if op == "kb_trial":
             return self.trial(r)
         if op == "kb_time":

@@ -79,7 +79,11 @@ GateResult Gate::Impl::Run(const std::string* candidate_source) {
   std::string diag;
   if (Verdict v = reference_->Prepare(&res); !v.ok()) return Infra(res, v.reason);
   Progress("compile candidate");
+  // Compiling is host work: no turn on the device while it lasts, so that another job's timed
+  // phase does not wait for this compiler.
+  turn_.Release();
   Status st = Compile(cand_, source, "candidate", &diag, &res.compile_ms, &res.compile_cached);
+  turn_.Shared();
   if (!st.ok()) {
     res.status = st.IsNotFound()                           ? OutcomeStatus::InfraError
                  : st.code() == Status::Code::kUnavailable ? OutcomeStatus::Crash

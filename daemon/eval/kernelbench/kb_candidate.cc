@@ -100,6 +100,28 @@ OutcomeStatus StatusOf(const std::string& cls) {
 
 // ---- the verifier --------------------------------------------------------------------------
 
+// A job's turn on the device (timing_lock.h DeviceLock), held for one phase that uses it and
+// released after: shared while the job's untimed work runs there (golden data, trials, building
+// ModelNew), exclusive while a candidate or the eager baseline is timed. Between phases (static
+// checks, the candidate's import and builds, waits for memory) the job holds none, so another
+// job's timed phase never waits for this one's host work.
+enum TurnKind { kShared, kExclusive };
+class HeldTurn {
+ public:
+  HeldTurn(DeviceLock* t, TurnKind kind, double wait_s = -1) : t_(t) {
+    if (kind == kExclusive)
+      t_->Exclusive(wait_s);
+    else
+      t_->Shared();
+  }
+  ~HeldTurn() { t_->Release(); }
+  HeldTurn(const HeldTurn&) = delete;
+  HeldTurn& operator=(const HeldTurn&) = delete;
+
+ private:
+  DeviceLock* t_;
+};
+
 class Judge {
  public:
   Judge(BackendInstance* b, const TaskSpec& t, const GateOptions& o, const ProgressFn& p)
@@ -112,7 +134,6 @@ class Judge {
 
   GateResult Run(const std::string& source) {
     GateResult res;
-    turn_.Shared();  // the device with the other lanes; exclusive while timing
     res.candidate_hash = !opt_.candidate_hash.empty() ? opt_.candidate_hash
                                                       : CandidateKey(kKernelBenchLanguage, source);
     if (task_.kernelbench.empty())
@@ -213,9 +234,9 @@ class Judge {
       // for memory (eval.device_memory_wait_s), not the timing's bound (eval.timing_lock_wait_s),
       // which full-size jobs sharing the device pass (on an H200 their verification holds it
       // for 30-100 s): a baseline timed beside them read 1.7x slow.
-      turn_.Exclusive(std::max(opt_.timing_lock_wait_s, opt_.device_memory_wait_s));
+      HeldTurn held(&turn_, kExclusive,
+                    std::max(opt_.timing_lock_wait_s, opt_.device_memory_wait_s));
       st = golden.PrepareBaseline(seeds.timing);
-      turn_.Shared();
     }
     if (!st.ok()) return Fail(res, OutcomeStatus::InfraError, st.message());
     auto base = golden.Baseline();
@@ -270,12 +291,10 @@ class Judge {
       const double reserve = alone_ ? share : need;
       Progress("device memory: reserve " + FormatGiB(reserve) + " GiB");
       // The wait is declared (not counted), the stage's wall bound a multiple of its limit.
-      ReportStageBudget(opt_.device_memory_wait_s + double(opt_.kernelbench_call_timeout_s));
-      // Not holding the device while it waits: a job that holds the memory must get its
+      // No turn on the device is held while it waits: a job that holds the memory gets its
       // exclusive turn to time without waiting for this one.
-      turn_.Release();
+      ReportStageBudget(opt_.device_memory_wait_s + double(opt_.kernelbench_call_timeout_s));
       memory_.emplace(ledger, uint64_t(reserve), uint64_t(share), opt_.device_memory_wait_s);
-      turn_.Shared();
       if (memory_->waited_out())
         return Fail(*res, OutcomeStatus::InfraError,
                     "task '" + task_.name + "' needs about " + FormatGiB(need) +
@@ -305,8 +324,9 @@ class Judge {
     return std::max(0.0, opt_.kernelbench_s_per_gib) * cases * bytes / double(uint64_t(1) << 30);
   }
 
-  // Build: the candidate's import (load_inline) and ModelNew(*get_init_inputs()); *builds says
-  // how each extension was built.
+  // Build: the candidate's import (load_inline: host work, no turn on the device, however long
+  // its builds take), then ModelNew(*get_init_inputs()) sharing the device; *builds says how
+  // each extension was built.
   Ended Build(GateResult* res, const std::string& source, std::vector<int>* fds,
               std::string* builds) {
     Progress("compile kernelbench candidate (Python import, load_inline)");
@@ -319,11 +339,18 @@ class Judge {
                  {"build_cache", opt_.kernelbench_build_cache},
                  {"fast_path", opt_.kernelbench_fast_path},
                  {"nvcc", opt_.kernelbench_nvcc},
+                 {"construct", false},
                  {"timeout_s", opt_.kernelbench_compile_timeout_s}};
     auto r = Ask(load, fds);
     if (!r.ok()) return Fail(*res, OutcomeStatus::Crash, r.status().message());
     if (!r->value("ok", false)) return FromHarness(*res, *r, "");
-    res->compile_ms = r->value("seconds", 0.0) * 1000.0;
+    {
+      HeldTurn held(&turn_, kShared);
+      auto init = Ask({{"op", "kb_init"}, {"timeout_s", opt_.kernelbench_compile_timeout_s}}, fds);
+      if (!init.ok()) return Fail(*res, OutcomeStatus::Crash, init.status().message());
+      if (!init->value("ok", false)) return FromHarness(*res, *init, "");
+      res->compile_ms = (r->value("seconds", 0.0) + init->value("seconds", 0.0)) * 1000.0;
+    }
     if (r->contains("builds") && (*r)["builds"].is_array() && !(*r)["builds"].empty()) {
       bool all_hit = true;
       for (const auto& b : (*r)["builds"]) {
@@ -352,6 +379,7 @@ class Judge {
 
   // Correctness trials: fresh inputs per seed; the forward's PyTorch functions on the first.
   Ended Verify(GateResult* res, const std::vector<uint64_t>& verify, std::vector<int>* fds) {
+    HeldTurn held(&turn_, kShared);  // the device with the other jobs' untimed work
     // The call, its inputs and its outputs: made, moved to the device and back.
     const double trial_s = Budget(3) + DataSeconds(2);
     const double call_timeout_s = trial_s * kRunnerWallBackstop;
@@ -408,18 +436,26 @@ class Judge {
     ReportStageBudget(time_budget);
     json seeds = json::array();
     for (uint64_t s : timing) seeds.push_back(s);
+    {
+      // The input sets are made sharing the device: large ones take seconds of host work.
+      HeldTurn held(&turn_, kShared);
+      auto made = Ask({{"op", "kb_time_inputs"},
+                       {"seeds", seeds},
+                       {"timeout_s", (double(opt_.kernelbench_call_timeout_s) +
+                                      DataSeconds(double(timing.size()))) *
+                                         kRunnerWallBackstop}},
+                      fds);
+      if (!made.ok()) return Fail(*res, OutcomeStatus::Crash, made.status().message());
+      if (!made->value("ok", false)) return FromHarness(*res, *made, " (during timing)");
+    }
     auto ask = [&] {
       // Never while the background torch.compile measurement times on this host; the runner
       // cannot see the lock (the golden cache is hidden from it): the verifier holds it.
       SharedTimingLock lock(TimingLockPath(go.lock_dir), opt_.timing_lock_wait_s);
       *lock_note = lock.Note();
-      // And with the device to itself (the other lanes of eval.device_workers wait).
-      turn_.Exclusive();
+      // And with the device to itself (the other jobs of the host wait).
+      HeldTurn held(&turn_, kExclusive);
       if (lock_note->empty()) *lock_note = turn_.Note();
-      struct Back {  // shared again once timed
-        DeviceLock* t;
-        ~Back() { t->Shared(); }
-      } back{&turn_};
       return Ask({{"op", "kb_time"},
                   {"seeds", seeds},
                   {"warmup_reps", opt_.warmup_reps},
@@ -438,6 +474,7 @@ class Judge {
       return Fail(*res, OutcomeStatus::InfraError, "the runner's timing answer is incomplete");
     }
     Progress("golden data: compare the timed outputs");
+    HeldTurn held(&turn_, kShared);
     ReportStageBudget(double(opt_.kernelbench_call_timeout_s) + DataSeconds(double(timing.size())));
     uint64_t off = 0;
     for (size_t k = 0; k < timing.size(); ++k) {
