@@ -8,13 +8,19 @@ same code as a candidate (on an H200, every convolution problem of KernelBench's
 baseline timed in the defaults fails here. baseline.json records the precision ("precision":
 "fp32"); the daemon times a baseline without it again (kernelbench_gate_test).
 
+The baseline's helper also takes the device's turn itself (--device-lock), exclusive and around
+its timing loops only: a free device is taken and given back, and a device another job keeps
+past the wait's bound is timed anyway, saying so in baseline.json ("eager_note").
+
 Run from the repository root (ctest does). Skips without PyTorch in /usr/bin/python3.
 """
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,9 +55,9 @@ def have_torch():
     return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-@unittest.skipUnless(have_torch(), "PyTorch is not importable by /usr/bin/python3 "
-                     "(install python3-torch; tools/setup.sh does)")
-class BaselinePrecision(unittest.TestCase):
+class HelperTest(unittest.TestCase):
+    """kb_helper.py runs on the probe problem in a temporary folder."""
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="kb-baseline-")
         self.problem = os.path.join(self.dir, "tf32_probe.py")
@@ -70,6 +76,10 @@ class BaselinePrecision(unittest.TestCase):
         return subprocess.run([PY, HELPER] + list(args), capture_output=True, text=True,
                               timeout=300, cwd=ROOT)
 
+
+@unittest.skipUnless(have_torch(), "PyTorch is not importable by /usr/bin/python3 "
+                     "(install python3-torch; tools/setup.sh does)")
+class BaselinePrecision(HelperTest):
     def test_the_baseline_is_timed_with_tf32_off_and_says_so(self):
         self.assertTrue(self.default_allows_tf32,
                         "this PyTorch does not allow cuDNN TF32 by default: the probe proves "
@@ -100,6 +110,49 @@ class BaselinePrecision(unittest.TestCase):
             base = json.load(f)
         self.assertEqual(base.get("precision"), "fp32", base)
         self.assertLess(base.get("eager_us", 1e9), 1e9, "the old figure was kept")
+
+
+@unittest.skipUnless(have_torch(), "PyTorch is not importable by /usr/bin/python3 "
+                     "(install python3-torch; tools/setup.sh does)")
+class BaselineDeviceTurn(HelperTest):
+    """The eager baseline's helper takes the device's turn itself, exclusive, around its timing
+    loops (--device-lock): other jobs' work on the device waits for that loop only, and a
+    baseline that could not have the device to itself says so in baseline.json."""
+
+    def golden(self, lock, wait):
+        out = os.path.join(self.dir, "golden")
+        p = self.helper("golden", "--problem", self.problem, "--out", out, "--device", "cpu",
+                        "--seeds", "1", "--time-seeds", "1000", "--reps", "5", "--warmup", "1",
+                        "--flush-bytes", "4096", "--defer-compile", "--device-lock", lock,
+                        "--device-lock-wait", str(wait))
+        self.assertEqual(p.returncode, 0, p.stdout[-800:] + p.stderr[-800:])
+        with open(os.path.join(out, "baseline.json")) as f:
+            return json.load(f)
+
+    def test_a_free_device_is_taken_and_given_back(self):
+        lock = os.path.join(self.dir, "device-cpu-0.lock")
+        base = self.golden(lock, 30)
+        self.assertNotIn("eager_note", base)
+        self.assertGreater(base.get("eager_us", 0), 0, base)
+        for f in (lock, lock + ".turn"):  # released at the helper's end
+            fd = os.open(f, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
+
+    def test_a_device_another_job_keeps_is_waited_for_then_the_figure_says_so(self):
+        lock = os.path.join(self.dir, "device-cpu-0.lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # another job verifying on the device, for longer than 2 s
+        try:
+            t0 = time.monotonic()
+            base = self.golden(lock, 2)
+            took = time.monotonic() - t0
+        finally:
+            os.close(fd)
+        self.assertIn("timed without the device to itself", base.get("eager_note", ""), base)
+        self.assertGreaterEqual(took, 2.0)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,12 @@ imports torch itself.
       long as it takes; verifiers hold it shared while they time a candidate, so this run (in the
       background) never times on the device at the same time. torch.compile's compile (its first
       call) runs before, outside the lock. A FILE that cannot be opened: no lock.
+      --device-lock FILE [--device-lock-wait S] (golden and baseline): every timing repetition
+      loop also holds the device's turn exclusive (daemon/eval/gate/timing_lock.h DeviceLock:
+      FILE.turn, then FILE), so that nothing of another evaluation runs on the device while
+      PyTorch is timed, and only while it is: making the inputs and importing PyTorch hold no
+      turn. A wait past S seconds goes on without it and says so in baseline.json
+      ("eager_note").
 
   kb_helper.py baseline-note --out DIR --note TEXT
       Ends a pending torch.compile measurement that did not finish (killed at its time limit,
@@ -727,6 +733,54 @@ def timing_lock(path):
             os.close(fd)  # releases the lock
 
 
+@contextlib.contextmanager
+def device_turn(path, wait_s):
+    """The device's turn, exclusive (see --device-lock); yields "" when held or absent, else why
+    the timing went on without it. The protocol of DeviceLock::Turn(LOCK_EX): the turn file
+    exclusive, so that shared takers arriving later wait behind this one, then the lock file
+    exclusive, then the turn file released."""
+    fds = []
+    for f in ((path + ".turn", path) if path else ()):
+        try:
+            fds.append(os.open(f, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        except OSError:
+            try:
+                fds.append(os.open(f, os.O_RDONLY | os.O_CLOEXEC))
+            except OSError:
+                break
+    if len(fds) != 2:  # no lock
+        for fd in fds:
+            os.close(fd)
+        yield ""
+        return
+
+    def take(fd, deadline):
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.002)
+            except OSError:
+                return False
+
+    deadline = time.monotonic() + max(0.0, wait_s)
+    turn, lock = fds
+    held = take(turn, deadline) and take(lock, deadline)
+    try:
+        fcntl.flock(turn, fcntl.LOCK_UN)
+    except OSError:
+        pass
+    try:
+        yield "" if held else ("timed without the device to itself: another evaluation kept it "
+                               "longer than %g s" % wait_s)
+    finally:
+        for fd in fds:
+            os.close(fd)  # releases the lock
+
+
 def read_baseline(out):
     try:
         with open(os.path.join(out, "baseline.json")) as f:
@@ -787,9 +841,12 @@ def _write_baseline(a, mod, model, device):
         base = {"device": device, "torch": torch.__version__, "reps": a.reps,
                 "method": "cuda events" if device.startswith("cuda") else "monotonic clock",
                 "precision": BASELINE_PRECISION}
-        with timing_lock(getattr(a, "timing_lock", "")):
+        with timing_lock(getattr(a, "timing_lock", "")), \
+                device_turn(a.device_lock, a.device_lock_wait) as missed:
             med, iqr, n = time_fn(model, sets, device, a.reps, a.warmup, a.flush_bytes)
         base.update(eager_us=med, eager_spread_us=iqr)
+        if missed:
+            base["eager_note"] = missed
     base["compile_pending"] = False
     base.pop("compile_note", None)
     compiled = getattr(torch, "compile", None)
@@ -806,7 +863,8 @@ def _write_baseline(a, mod, model, device):
             with torch.no_grad():  # torch.compile compiles at the first call: outside the lock
                 cm(*sets[0])
             sync(device)
-            with timing_lock(getattr(a, "timing_lock", "")):
+            with timing_lock(getattr(a, "timing_lock", "")), \
+                    device_turn(a.device_lock, a.device_lock_wait):
                 cmed, ciqr, _ = time_fn(cm, sets, device, a.reps, a.warmup, a.flush_bytes)
             base.update(compile_us=cmed, compile_spread_us=ciqr)
         except Exception as e:  # noqa: BLE001 - torch.compile fails in many ways
@@ -912,6 +970,8 @@ def main():
         x.add_argument("--reps", type=int, default=30)
         x.add_argument("--warmup", type=int, default=3)
         x.add_argument("--flush-bytes", type=int, default=8 << 20)
+        x.add_argument("--device-lock", default="")
+        x.add_argument("--device-lock-wait", type=float, default=600.0)
     c = sub.add_parser("check")
     c.add_argument("candidate")
     c.add_argument("--problem", required=True)

@@ -102,15 +102,16 @@ OutcomeStatus StatusOf(const std::string& cls) {
 
 // A job's turn on the device (timing_lock.h DeviceLock), held for one phase that uses it and
 // released after: shared while the job's untimed work runs there (golden data, trials, building
-// ModelNew), exclusive while a candidate or the eager baseline is timed. Between phases (static
-// checks, the candidate's import and builds, waits for memory) the job holds none, so another
-// job's timed phase never waits for this one's host work.
+// ModelNew), exclusive while a candidate is timed. The eager baseline's helper takes its own
+// around its timing loops (GoldenOptions::device_lock). Between phases (static checks, the
+// candidate's import and builds, waits for memory) the job holds none, so another job's timed
+// phase never waits for this one's host work.
 enum TurnKind { kShared, kExclusive };
 class HeldTurn {
  public:
-  HeldTurn(DeviceLock* t, TurnKind kind, double wait_s = -1) : t_(t) {
+  HeldTurn(DeviceLock* t, TurnKind kind) : t_(t) {
     if (kind == kExclusive)
-      t_->Exclusive(wait_s);
+      t_->Exclusive();
     else
       t_->Shared();
   }
@@ -219,25 +220,22 @@ class Judge {
   GateResult Evaluate(GateResult res, const std::string& source, const std::string& warnings) {
     const Seeds seeds = DrawSeeds();
     GoldenOptions go = MakeGoldenOptions(opt_, *backend_, device_);
+    // The baseline's helper takes the device's turn itself, around its timing loops only (not
+    // while it imports PyTorch and makes its inputs). Kept for every later verdict of the task,
+    // it waits for its turn as long as a job waits for memory (eval.device_memory_wait_s), not
+    // the timing's bound (eval.timing_lock_wait_s): a baseline timed beside other jobs' work
+    // read 1.7x slow on an H200.
+    go.device_lock = DeviceLockPathFor(opt_, *backend_);
+    go.device_lock_wait_s = std::max(opt_.timing_lock_wait_s, opt_.device_memory_wait_s);
     if (Ended e = LoadGolden(&res, seeds.timing.size())) return *e;
     // PyTorch eager's baseline (baseline.json, small, kept per task in the golden cache).
     KernelBenchGolden golden(task_, go);
     // The eager baseline, timed once per task and kept, is timed as a candidate is: with the
-    // device to itself (the other lanes and processes of this cache wait), not beside their
-    // verification; else the load at that moment is in every later speedup of the task.
-    Status st;
-    if (golden.HasCurrentBaseline()) {
-      st = golden.PrepareBaseline(seeds.timing);
-    } else {
+    // device to itself (the other jobs of the host wait), not beside their verification; else
+    // the load at that moment is in every later speedup of the task.
+    if (!golden.HasCurrentBaseline())
       Progress("golden data: time the PyTorch baseline (the device to itself)");
-      // Kept for every later verdict of the task: it waits for its turn as long as a job waits
-      // for memory (eval.device_memory_wait_s), not the timing's bound (eval.timing_lock_wait_s),
-      // which full-size jobs sharing the device pass (on an H200 their verification holds it
-      // for 30-100 s): a baseline timed beside them read 1.7x slow.
-      HeldTurn held(&turn_, kExclusive,
-                    std::max(opt_.timing_lock_wait_s, opt_.device_memory_wait_s));
-      st = golden.PrepareBaseline(seeds.timing);
-    }
+    Status st = golden.PrepareBaseline(seeds.timing);
     if (!st.ok()) return Fail(res, OutcomeStatus::InfraError, st.message());
     auto base = golden.Baseline();
     if (!base.ok()) return Fail(res, OutcomeStatus::InfraError, base.status().message());
@@ -557,6 +555,7 @@ class Judge {
                          FormatNumber(res.baseline_us > 0 ? res.baseline_us / events.median : 0) +
                          " by KernelBench's measure";
     if (!lock_note.empty()) res.diagnostics += "; " + lock_note;
+    if (!base.eager_note.empty()) res.diagnostics += "; PyTorch eager " + base.eager_note;
     if (!memory_note_.empty()) res.diagnostics += "; " + memory_note_;
     if (!builds.empty()) res.diagnostics += "; " + builds;
     std::string warn = warnings + runtime_warnings_;

@@ -275,6 +275,12 @@ Status KernelBenchGolden::Fill(const std::vector<uint64_t>& seeds,
   return Status::OK();
 }
 
+std::vector<std::string> KernelBenchGolden::DeviceLockArgs() const {
+  if (opt_.device_lock.empty()) return {};
+  return {"--device-lock", opt_.device_lock, "--device-lock-wait",
+          FormatNumber(opt_.device_lock_wait_s)};
+}
+
 Status KernelBenchGolden::RunHelper(const std::vector<uint64_t>& seeds,
                                     const std::vector<uint64_t>& time_seeds, bool with_baseline) {
   std::error_code ec;
@@ -293,6 +299,7 @@ Status KernelBenchGolden::RunHelper(const std::vector<uint64_t>& seeds,
                           std::to_string(opt_.warmup), std::string("--flush-bytes"),
                           std::to_string(opt_.flush_bytes), std::string("--defer-compile")})
       args.push_back(a);
+    for (const std::string& a : DeviceLockArgs()) args.push_back(a);
   }
   // Its "kernelbench: ..." error line ends its output: the tail is kept.
   ProcessOptions o;
@@ -356,6 +363,7 @@ bool KernelBenchGolden::MeasureCompileInBackground(const std::vector<uint64_t>& 
       "--warmup",      std::to_string(opt_.warmup),
       "--flush-bytes", std::to_string(opt_.flush_bytes),
       "--timing-lock", TimingLockPath(opt_.lock_dir.empty() ? opt_.cache_dir : opt_.lock_dir)};
+  for (const std::string& a : DeviceLockArgs()) measure.push_back(a);
   auto note = [&](const std::string& text) {
     return std::vector<std::string>{opt_.python, opt_.helper, "baseline-note", "--out", dir_,
                                     "--note",    text};
@@ -428,6 +436,7 @@ Result<TorchBaseline> KernelBenchGolden::Baseline() const {
     b.compile_us = j.value("compile_us", 0.0);
     b.compile_pending = j.value("compile_pending", false);
     b.note = j.value("compile_note", std::string());
+    b.eager_note = j.value("eager_note", std::string());
   } catch (const std::exception& e) {
     return Status::Corruption(dir_ + "/baseline.json: " + e.what());
   }

@@ -37,6 +37,11 @@ struct GoldenOptions {
   std::string helper;     // "" = $HTAM_KERNELBENCH_HELPER, else share/htam/kernelbench/kb_helper.py
   std::string cache_dir;  // required
   std::string lock_dir;   // of the host-wide timing.lock (gate.h DeviceLockDir); "" = cache_dir
+  // The device's turns (timing_lock.h DeviceLock): the helper holds them exclusive around its
+  // timing loops only, waiting at most device_lock_wait_s; "" = none (a caller that holds a turn
+  // of its own around the helper's run).
+  std::string device_lock;
+  double device_lock_wait_s = 600;
   std::string device = "cpu";  // PyTorch device: "cpu" or "cuda"
   double timeout_s = 600;      // one helper run (import of torch + every missing seed), and
                                // the background torch.compile measurement (killed at it)
@@ -56,6 +61,7 @@ struct TorchBaseline {
   double compile_us = 0;         // 0 when torch.compile was unavailable or failed (see note)
   bool compile_pending = false;  // torch.compile being measured in the background (see note)
   std::string note;
+  std::string eager_note;  // the eager figure timed without the device to itself: why
 };
 
 class KernelBenchGolden {
@@ -96,6 +102,8 @@ class KernelBenchGolden {
   const std::string& dir() const { return dir_; }
 
  private:
+  // --device-lock FILE --device-lock-wait S for the helper's timing runs; none without a lock.
+  std::vector<std::string> DeviceLockArgs() const;
   Status RunHelper(const std::vector<uint64_t>& seeds, const std::vector<uint64_t>& time_seeds,
                    bool with_baseline);
 
