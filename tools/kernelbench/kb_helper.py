@@ -115,6 +115,10 @@ def report_and_exit(e):
     sys.exit(e.code)
 
 
+# No spinning waits between PyTorch's CPU threads, as in the runner (kb_runner.py says why):
+# set before torch loads its OpenMP and BLAS.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 try:
     import torch
 except Exception as e:  # noqa: BLE001 - any import failure is reported the same way

@@ -83,7 +83,17 @@ import time
 import traceback
 import types
 
-import kb_fastpath
+# PyTorch's CPU threads never wait for each other by spinning, unless the caller says otherwise:
+# OpenMP's waiting threads sleep, and OpenBLAS (Debian's, with threads of its own) computes a
+# matrix product on one thread. Both are read once, when PyTorch loads them: so before any import
+# of torch. With spinning waits a CPU-bound neighbour on the host made each meeting of the threads
+# last a scheduler time slice: KernelBench's VanillaRNNHidden took 7-8 s a call beside two busy
+# processes on 2 cores, 22-31 ms alone, and 43 ms beside them with these settings (kb_helper.py
+# and kb_golden.py, which imports this file, do the same; docs/backends.md says what it costs).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import kb_fastpath  # noqa: E402
 
 DTYPE_NAMES = None  # torch dtype -> htam name, filled once torch is imported
 torch = None
