@@ -26,16 +26,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 from htam_agent import kernelbench as kb  # noqa: E402
 
-PYTHONPATH = os.pathsep.join([os.path.join(ROOT, "sdk", "python"),
-                              os.path.join(ROOT, "tools", "bench", "python")])
+sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
+from kb_testlib import has_torch, score_levels  # noqa: E402
+
 HTAM_EVAL = os.environ.get("HTAM_EVAL", os.path.join(ROOT, "build", "tools", "eval",
                                                      "htam-eval"))
 PROBLEM = os.path.join(ROOT, "tests", "kernelbench", "problems", "rnn_cell_loop.py")
 PY = "/usr/bin/python3"
-
-
-def has_torch():
-    return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
 
 
 @unittest.skipUnless(os.path.isfile(HTAM_EVAL), "htam-eval is not built (%s)" % HTAM_EVAL)
@@ -57,16 +54,10 @@ class BusyHostOnCpuTest(unittest.TestCase):
                 for _ in range(os.cpu_count() or 1)]
         try:
             out = os.path.join(tmp, "report.json")
-            p = subprocess.run(
-                [PY, "-m", "htam_bench", "kernelbench", "--kernelbench", os.path.join(tmp, "kb"),
-                 "--modelnew", os.path.join(tmp, "mn"), "--htam-eval", HTAM_EVAL, "--policy",
-                 '{"require_kernel": false}', "--eval-arg=--reps", "--eval-arg=5",
-                 "--eval-arg=--seeds", "--eval-arg=1", "--eval-arg=--sets", "--eval-arg=1",
-                 "--json", out],
-                capture_output=True, text=True, timeout=900,
-                env=dict(os.environ, PYTHONPATH=PYTHONPATH,
-                         HTAM_KERNELBENCH_HELPER=os.path.join(ROOT, "tools", "kernelbench",
-                                                              "kb_helper.py")))
+            p = score_levels(ROOT, HTAM_EVAL, [
+                "--kernelbench", os.path.join(tmp, "kb"), "--modelnew", os.path.join(tmp, "mn"),
+                "--eval-arg=--reps", "--eval-arg=5", "--eval-arg=--seeds", "--eval-arg=1",
+                "--eval-arg=--sets", "--eval-arg=1", "--json", out])
         finally:
             for b in busy:
                 b.kill()

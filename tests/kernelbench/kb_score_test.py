@@ -4,10 +4,8 @@ over every problem of the level, geomean over the correct ones), the pairing of 
 problems, and a real scoring run on the CPU through htam-eval: a level of three problems, one
 ModelNew correct, one wrong, one missing."""
 import json
-import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -16,18 +14,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 from htam_agent import kernelbench as kb  # noqa: E402
 
-# The agent's package and htam-bench's harness (python3 -m htam_bench kernelbench).
-PYTHONPATH = os.pathsep.join([os.path.join(ROOT, "sdk", "python"),
-                              os.path.join(ROOT, "tools", "bench", "python")])
+sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
+from kb_testlib import has_torch, score_levels  # noqa: E402
 
 HTAM_EVAL = os.environ.get("HTAM_EVAL", os.path.join(ROOT, "build", "tools", "eval",
                                                      "htam-eval"))
 PROBLEMS = os.path.join(ROOT, "tests", "kernelbench", "problems")
-
-
-def has_torch():
-    return subprocess.run(["/usr/bin/python3", "-c", "import torch"],
-                          capture_output=True).returncode == 0
 
 
 class MetricsTest(unittest.TestCase):
@@ -122,15 +114,9 @@ class ScoreOnCpuTest(unittest.TestCase):
         with open(os.path.join(mndir, "2_ReLU2.py"), "w") as f:
             f.write(right.replace("return torch.relu(x)", "return torch.relu(x) * 2"))
         out = os.path.join(tmp, "report.json")
-        p = subprocess.run(
-            ["/usr/bin/python3", "-m", "htam_bench", "kernelbench", "--kernelbench",
-             os.path.join(tmp, "kb"), "--modelnew", os.path.join(tmp, "mn"), "--htam-eval",
-             HTAM_EVAL, "--policy", '{"require_kernel": false}', "--jobs", "2",
-             "--eval-arg=--reps", "--eval-arg=5", "--json", out],
-            capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONPATH=PYTHONPATH,
-                     HTAM_KERNELBENCH_HELPER=os.path.join(ROOT, "tools", "kernelbench",
-                                                          "kb_helper.py")))
+        p = score_levels(ROOT, HTAM_EVAL, [
+            "--kernelbench", os.path.join(tmp, "kb"), "--modelnew", os.path.join(tmp, "mn"),
+            "--jobs", "2", "--eval-arg=--reps", "--eval-arg=5", "--json", out])
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         with open(out) as f:
             report = json.load(f)
@@ -168,17 +154,11 @@ class SharedProblemsOnCpuTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, tmp)
         os.chmod(tmp, 0o755)
         out = os.path.join(tmp, "report.json")
-        p = subprocess.run(
-            ["/usr/bin/python3", "-m", "htam_bench", "kernelbench", "--kernelbench", KB_PROBLEMS,
-             "--reference-as-modelnew", "--level", "3", "--problems", "4,34", "--htam-eval",
-             HTAM_EVAL, "--policy", '{"require_kernel": false}', "--tasks-dir",
-             os.path.join(tmp, "tasks"), "--eval-arg=--reps", "--eval-arg=5",
-             "--eval-arg=--seeds", "--eval-arg=1", "--eval-arg=--sets", "--eval-arg=1",
-             "--json", out],
-            capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONPATH=PYTHONPATH,
-                     HTAM_KERNELBENCH_HELPER=os.path.join(ROOT, "tools", "kernelbench",
-                                                          "kb_helper.py")))
+        p = score_levels(ROOT, HTAM_EVAL, [
+            "--kernelbench", KB_PROBLEMS, "--reference-as-modelnew", "--level", "3",
+            "--problems", "4,34", "--tasks-dir", os.path.join(tmp, "tasks"),
+            "--eval-arg=--reps", "--eval-arg=5", "--eval-arg=--seeds", "--eval-arg=1",
+            "--eval-arg=--sets", "--eval-arg=1", "--json", out])
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         with open(out) as f:
             rows = json.load(f)["levels"]["3"]["problems"]

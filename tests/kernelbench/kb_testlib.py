@@ -1,6 +1,7 @@
-"""What the KernelBench tests on the CPU (kb_full_size_test) and on the GPU (tests/gpu/kb_*_gpu_test)
-share: the large ReLU problem and its honest ModelNew, and whether an interpreter has a usable
-CUDA device. Imported by path (tests are run as files, not as a package)."""
+"""What the KernelBench tests on the CPU (kb_full_size_test, kb_score_test, kb_busy_host_test,
+...) and on the GPU (tests/gpu/kb_*_gpu_test) share: the large ReLU problem and its honest
+ModelNew, whether an interpreter has PyTorch (a usable CUDA device), and a scoring run of
+htam-bench kernelbench. Imported by path (tests are run as files, not as a package)."""
 import json
 import os
 import subprocess
@@ -81,3 +82,24 @@ def import_task(python: str, helper: str, problem: str, folder: str, name: str,
         with open(os.path.join(task, "task.json"), "w") as f:
             json.dump(t, f, indent=2)
     return task
+
+
+def score_levels(root: str, htam_eval: str, args: list, timeout: int = 900):
+    """`htam-bench kernelbench` (python3 -m htam_bench kernelbench, Debian's interpreter) through
+    `htam_eval` on the CPU with `args` (the KernelBench tree, the ModelNew files, --json ...),
+    the require-a-kernel check off, kb_helper.py of this checkout; the finished process."""
+    path = os.pathsep.join([os.path.join(root, "sdk", "python"),
+                            os.path.join(root, "tools", "bench", "python")])
+    return subprocess.run(
+        ["/usr/bin/python3", "-m", "htam_bench", "kernelbench", "--htam-eval", htam_eval,
+         "--policy", '{"require_kernel": false}'] + list(args),
+        capture_output=True, text=True, timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=path,
+                 HTAM_KERNELBENCH_HELPER=os.path.join(root, "tools", "kernelbench",
+                                                      "kb_helper.py")))
+
+
+def has_torch() -> bool:
+    """Whether Debian's interpreter imports PyTorch."""
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                          capture_output=True).returncode == 0
