@@ -713,17 +713,22 @@ def cuda_check(device):
 PENDING_NOTE = "torch.compile: being measured in the background"
 
 
+def open_lock_file(path, mode):
+    """A descriptor of the lock file `path` (made with `mode` if missing; read-only where it
+    cannot be written: flock needs no write access), or -1."""
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            return os.open(path, flags | os.O_CLOEXEC, mode)
+        except OSError:
+            pass
+    return -1
+
+
 @contextlib.contextmanager
 def timing_lock(path):
     """Holds the host-wide timing lock FILE exclusive (see --timing-lock); yields whether it is
     held. No path, a file that cannot be opened or a file system without flock: not held."""
-    fd = -1
-    for flags in ((os.O_RDWR | os.O_CREAT, os.O_RDONLY) if path else ()):
-        try:
-            fd = os.open(path, flags | os.O_CLOEXEC, 0o644)  # flock needs no write access
-            break
-        except OSError:
-            pass
+    fd = open_lock_file(path, 0o644) if path else -1
     if fd >= 0:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -743,15 +748,8 @@ def device_turn(path, wait_s):
     the timing went on without it. The protocol of DeviceLock::Turn(LOCK_EX): the turn file
     exclusive, so that shared takers arriving later wait behind this one, then the lock file
     exclusive, then the turn file released."""
-    fds = []
-    for f in ((path + ".turn", path) if path else ()):
-        try:
-            fds.append(os.open(f, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666))
-        except OSError:
-            try:
-                fds.append(os.open(f, os.O_RDONLY | os.O_CLOEXEC))
-            except OSError:
-                break
+    fds = [fd for fd in (open_lock_file(f, 0o666) for f in ((path + ".turn", path) if path else ()))
+           if fd >= 0]
     if len(fds) != 2:  # no lock
         for fd in fds:
             os.close(fd)
