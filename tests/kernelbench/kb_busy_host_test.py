@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,7 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 from htam_agent import kernelbench as kb  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
-from kb_testlib import has_torch, score_levels  # noqa: E402
+from kb_testlib import has_torch, score_levels, scoring_tree  # noqa: E402
 
 HTAM_EVAL = os.environ.get("HTAM_EVAL", os.path.join(ROOT, "build", "tools", "eval",
                                                      "htam-eval"))
@@ -40,12 +39,7 @@ PY = "/usr/bin/python3"
 @unittest.skipUnless((os.cpu_count() or 1) > 1, "one core: no parallel regions to stall")
 class BusyHostOnCpuTest(unittest.TestCase):
     def test_a_busy_neighbour_does_not_change_the_verdict(self):
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp)
-        os.chmod(tmp, 0o755)
-        kbdir, mndir = os.path.join(tmp, "kb", "level3"), os.path.join(tmp, "mn", "level3")
-        os.makedirs(kbdir)
-        os.makedirs(mndir)
+        tmp, kbdir, mndir = scoring_tree(self, 3)
         shutil.copy(PROBLEM, os.path.join(kbdir, "1_RNNCellLoop.py"))
         with open(PROBLEM) as f:
             with open(os.path.join(mndir, "1_RNNCellLoop.py"), "w") as g:

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 from htam_agent import kernelbench as kb  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "kernelbench"))
-from kb_testlib import has_torch, score_levels  # noqa: E402
+from kb_testlib import has_torch, score_levels, scoring_tree  # noqa: E402
 
 HTAM_EVAL = os.environ.get("HTAM_EVAL", os.path.join(ROOT, "build", "tools", "eval",
                                                      "htam-eval"))
@@ -98,12 +98,7 @@ class ScoreOnCpuTest(unittest.TestCase):
     require-a-kernel check off), a ModelNew that doubles the output (Incorrect), and none."""
 
     def test_a_level_scored_through_htam_eval(self):
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp)
-        os.chmod(tmp, 0o755)
-        kbdir, mndir = os.path.join(tmp, "kb", "level1"), os.path.join(tmp, "mn", "level1")
-        os.makedirs(kbdir)
-        os.makedirs(mndir)
+        tmp, kbdir, mndir = scoring_tree(self, 1)
         shutil.copy(os.path.join(PROBLEMS, "relu.py"), os.path.join(kbdir, "1_ReLU.py"))
         shutil.copy(os.path.join(PROBLEMS, "relu.py"), os.path.join(kbdir, "2_ReLU2.py"))
         shutil.copy(os.path.join(PROBLEMS, "relu.py"), os.path.join(kbdir, "3_ReLU3.py"))

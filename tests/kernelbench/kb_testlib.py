@@ -4,7 +4,9 @@ ModelNew, whether an interpreter has PyTorch (a usable CUDA device), and a scori
 htam-bench kernelbench. Imported by path (tests are run as files, not as a package)."""
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 
 
 def big_relu_problem(n: str) -> str:
@@ -82,6 +84,18 @@ def import_task(python: str, helper: str, problem: str, folder: str, name: str,
         with open(os.path.join(task, "task.json"), "w") as f:
             json.dump(t, f, indent=2)
     return task
+
+
+def scoring_tree(test, level: int):
+    """A temporary folder for `test` (removed after it; readable by sandboxed workers) with
+    kb/level<level> for problem files and mn/level<level> for ModelNew files: (tmp, kb, mn)."""
+    tmp = tempfile.mkdtemp()
+    test.addCleanup(shutil.rmtree, tmp)
+    os.chmod(tmp, 0o755)
+    kbdir, mndir = (os.path.join(tmp, d, "level%d" % level) for d in ("kb", "mn"))
+    os.makedirs(kbdir)
+    os.makedirs(mndir)
+    return tmp, kbdir, mndir
 
 
 def score_levels(root: str, htam_eval: str, args: list, timeout: int = 900):
